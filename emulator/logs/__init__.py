@@ -1,0 +1,1 @@
+"""Offset logs: where records live. One interface (``base.OffsetLog``), two backends."""

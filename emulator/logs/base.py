@@ -1,0 +1,79 @@
+"""The interface every offset log implements, and the progress it reports.
+
+The view, API and CLI are written against this interface only, so the embedded backend and the
+Kafka backend share every line above the log (architecture principle: "everything above the log
+is the same code").
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from emulator.records import LogRecord, Position
+
+RecordSink = Callable[[Sequence[LogRecord]], None]
+"""Receives records in log order per partition. Called from the log's reader thread."""
+
+
+@dataclass(frozen=True, slots=True)
+class ReadProgress:
+    """Per-partition read positions against end offsets, Connect's readiness rule.
+
+    ``positions[p]`` is the next offset the reader will deliver for partition ``p``;
+    ``end_offsets[p]`` is the end offset captured when the initial read-to-end started.
+    """
+
+    positions: dict[int, int] = field(default_factory=dict)
+    end_offsets: dict[int, int] = field(default_factory=dict)
+    records_read: int = 0
+    caught_up: bool = False
+
+    @property
+    def partitions_done(self) -> int:
+        return sum(1 for p, end in self.end_offsets.items() if self.positions.get(p, 0) >= end)
+
+
+class OffsetLog(abc.ABC):
+    """A partitioned, ordered, durable log of offset records.
+
+    Lifecycle: ``open()`` (create or verify storage), ``start_reading(sink)`` (replay from the
+    beginning, then tail, delivering to ``sink`` on a background thread), ``append`` (durable,
+    acknowledged writes), ``close()``.
+    """
+
+    @property
+    @abc.abstractmethod
+    def description(self) -> str:
+        """Human-readable location, e.g. ``kafka://host:9092/connect-offsets``."""
+
+    @property
+    @abc.abstractmethod
+    def partition_count(self) -> int:
+        """Current number of partitions (writes are placed with murmur2 over this count)."""
+
+    @abc.abstractmethod
+    def open(self) -> None:
+        """Create or verify the underlying storage. Raises ``LogConfigError`` on refusal."""
+
+    @abc.abstractmethod
+    def start_reading(self, sink: RecordSink) -> None:
+        """Replay every partition from its beginning, then tail forever, in a background thread."""
+
+    @abc.abstractmethod
+    def progress(self) -> ReadProgress:
+        """Snapshot of read progress; ``caught_up`` turns true once, after the initial read-to-end."""
+
+    @abc.abstractmethod
+    def append(self, entries: Sequence[tuple[bytes, bytes | None]], timeout_s: float = 30.0) -> list[Position]:
+        """Durably write ``(key, value-or-None)`` records; blocks until every one is acknowledged.
+
+        Records are placed with murmur2 over ``partition_count`` and keep their order per key.
+        Raises ``LogWriteError`` if any record is not acknowledged (nothing is reported written
+        unless it was).
+        """
+
+    @abc.abstractmethod
+    def close(self) -> None:
+        """Stop reading and release resources. Idempotent."""
