@@ -1,0 +1,1 @@
+"""Java oracle (being written)."""

@@ -1,0 +1,1 @@
+"""Java oracle fixtures (being written)."""
