@@ -1,0 +1,84 @@
+"""Connect's offsets routes (KIP-875): same paths, bodies, messages and status codes.
+
+Ours, off by default: ``?dry_run=true`` on PATCH/DELETE answers what would be written (exact
+key bytes, values and Kafka partitions) without writing anything; ``?create=true`` on PATCH lets a
+connector without any offsets yet receive its first ones (Connect would answer 404).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Depends, Request
+
+from emulator.api.deps import Runtime, runtime
+from emulator.offsets_service import ModifyResult
+from emulator.requests import parse_alter_body
+
+router = APIRouter(tags=["offsets"])
+
+_OFFSETS_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["offsets"],
+    "properties": {
+        "offsets": {
+            "type": "array",
+            "minItems": 1,
+            "items": {
+                "type": "object",
+                "required": ["partition"],
+                "properties": {
+                    "partition": {"type": "object", "additionalProperties": True},
+                    "offset": {"type": ["object", "null"], "additionalProperties": True},
+                },
+            },
+        }
+    },
+    "example": {"offsets": [{"partition": {"filename": "/data/in.txt"}, "offset": {"position": 30}}]},
+}
+
+
+@router.get("/connectors", summary="List connectors that have offsets in the log")
+async def list_connectors(rt: Runtime = Depends(runtime)) -> list[str]:
+    return rt.service.connectors()
+
+
+@router.get("/connectors/{connector}/offsets", summary="Get a connector's offsets (Connect's GET)")
+async def get_offsets(connector: str, rt: Runtime = Depends(runtime)) -> dict[str, Any]:
+    return {"offsets": rt.service.offsets(connector)}
+
+
+@router.patch(
+    "/connectors/{connector}/offsets",
+    summary="Alter offsets (Connect's PATCH); an offset of null removes that partition",
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "content": {"application/json": {"schema": _OFFSETS_SCHEMA}},
+        }
+    },
+)
+async def alter_offsets(
+    connector: str,
+    request: Request,
+    dry_run: bool = False,
+    create: bool = False,
+    rt: Runtime = Depends(runtime),
+) -> dict[str, Any]:
+    changes = parse_alter_body(await request.body())
+    return _body(await rt.service.alter(connector, changes, dry_run=dry_run, create=create))
+
+
+@router.delete("/connectors/{connector}/offsets", summary="Reset offsets (Connect's DELETE)")
+async def reset_offsets(connector: str, dry_run: bool = False, rt: Runtime = Depends(runtime)) -> dict[str, Any]:
+    return _body(await rt.service.reset(connector, dry_run=dry_run))
+
+
+def _body(result: ModifyResult) -> dict[str, Any]:
+    if not result.dry_run:
+        return {"message": result.message}
+    return {
+        "message": f"Dry run: nothing was written. {len(result.records)} record(s) would be written.",
+        "dry_run": True,
+        "records": [r.as_dict() for r in result.records],
+    }

@@ -1,0 +1,94 @@
+"""Wires the daemon together: settings → log → view → service → HTTP server.
+
+The HTTP server starts at once so orchestrators can probe ``/readyz`` (503 with progress) while
+the log is replayed; offset reads answer 503 until replay reached the end, never partial state.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+
+import uvicorn
+from fastapi import FastAPI
+
+from emulator.api.app import create_app
+from emulator.api.deps import Runtime
+from emulator.connector_state import NoConnectCluster
+from emulator.logs.base import OffsetLog
+from emulator.offsets_service import OffsetsService
+from emulator.settings import Settings
+from emulator.view import OffsetView
+
+log = logging.getLogger(__name__)
+
+
+def build_log(settings: Settings) -> OffsetLog:
+    if settings.embedded:
+        from emulator.logs.embedded import EmbeddedOffsetLog
+
+        return EmbeddedOffsetLog(settings.data_dir, partitions=settings.offsets_partitions, name=settings.offsets_topic)
+    from emulator.logs.kafka import KafkaOffsetLog
+
+    assert settings.bootstrap_servers is not None
+    return KafkaOffsetLog(
+        settings.bootstrap_servers,
+        topic=settings.offsets_topic,
+        partitions=settings.offsets_partitions,
+        replication_factor=settings.replication_factor,
+        client_config=settings.kafka_config,
+        read_committed=settings.read_committed,
+    )
+
+
+def build_runtime(settings: Settings) -> Runtime:
+    offset_log = build_log(settings)
+    offset_log.open()
+    view = OffsetView()
+    service = OffsetsService(offset_log, view, NoConnectCluster())
+    return Runtime(offset_log, view, service)
+
+
+async def _report_replay(runtime: Runtime, every_s: float = 5.0) -> None:
+    """Progress on long work: a replay of millions of records should not look like a hang."""
+    while True:
+        progress = runtime.log.progress()
+        if progress.caught_up:
+            log.info(
+                "offsets log read to end: %d records, %d live keys, %d connectors; serving",
+                progress.records_read, runtime.view.live_keys(), len(runtime.view.connectors()),
+            )
+            return
+        total = sum(progress.end_offsets.values())
+        log.info(
+            "replaying %s: %d records read (end offsets sum %d), %d/%d partitions at end",
+            runtime.log.description, progress.records_read, total, progress.partitions_done, len(progress.end_offsets),
+        )
+        await asyncio.sleep(every_s)
+
+
+def make_app(runtime: Runtime) -> FastAPI:
+    app = create_app(runtime)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        runtime.log.start_reading(runtime.view.apply)
+        reporter = asyncio.create_task(_report_replay(runtime))
+        try:
+            yield
+        finally:
+            reporter.cancel()
+            await asyncio.to_thread(runtime.log.close)
+
+    app.router.lifespan_context = lifespan
+    return app
+
+
+def serve(settings: Settings) -> None:
+    logging.basicConfig(level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    runtime = build_runtime(settings)
+    log.info("connect-offsets emulator on %s, listening on http://%s:%d", runtime.log.description, settings.host, settings.port)
+    uvicorn.run(make_app(runtime), host=settings.host, port=settings.port, log_level=settings.log_level.lower(),
+                access_log=False)

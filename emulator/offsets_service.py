@@ -1,0 +1,153 @@
+"""The offsets operations behind the REST API, CLI and clients: list, get, alter, reset.
+
+Semantics follow Connect's ``Worker.modifySourceConnectorOffsets`` and herder checks (order:
+body → exists → STOPPED → validateFormat → write), with two deliberate refinements that exist to
+make writes reach the bytes tasks read (see connect-offsets-protocol.md §4.5):
+- a partition that already exists is written under every live raw key that denotes it, not under
+  a re-serialized HashMap-ordered key;
+- a new partition is encoded in the key order of the request.
+Writes return only once the log acknowledged them and the view applied them (read-your-writes).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Any
+
+from emulator.codec.keys import encode_key, logical_id
+from emulator.codec.murmur2 import partition_for
+from emulator.codec.values import encode_offset
+from emulator.connector_state import ConnectorStates, not_stopped_message
+from emulator.errors import BadRequest, EmulatorError, NotFound, NotReady
+from emulator.logs.base import OffsetLog
+from emulator.requests import OffsetChange, validate_changes
+from emulator.view import OffsetView
+
+ALTERED = (
+    "The Connect framework-managed offsets for this connector have been altered successfully. However, if this "
+    "connector manages offsets externally, they will need to be manually altered in the system that the connector uses."
+)
+RESET = (
+    "The Connect framework-managed offsets for this connector have been reset successfully. However, if this "
+    "connector manages offsets externally, they will need to be manually reset in the system that the connector uses."
+)
+
+
+@dataclass(frozen=True, slots=True)
+class PlannedRecord:
+    """A record a modification would write, shown as-is by dry runs."""
+
+    key: bytes
+    value: bytes | None
+    partition: int
+    existing: bool
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "key": self.key.decode("utf-8", errors="backslashreplace"),
+            "value": None if self.value is None else self.value.decode("utf-8", errors="backslashreplace"),
+            "kafka_partition": self.partition,
+            "existing_key": self.existing,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class ModifyResult:
+    message: str
+    records: list[PlannedRecord]
+    dry_run: bool
+
+
+class OffsetsService:
+    def __init__(
+        self, log: OffsetLog, view: OffsetView, states: ConnectorStates, write_timeout_s: float = 60.0
+    ) -> None:
+        self._log = log
+        self._view = view
+        self._states = states
+        self._write_timeout_s = write_timeout_s
+        # One modification at a time per daemon: a reset racing an alter of the same connector
+        # must not interleave their records.
+        self._write_lock = asyncio.Lock()
+
+    # -- reads ----------------------------------------------------------------------------
+    def ensure_ready(self) -> None:
+        progress = self._log.progress()
+        if not progress.caught_up:
+            raise NotReady(
+                "The offsets log has not been read to the end yet "
+                f"({progress.records_read} records read; {progress.partitions_done}/"
+                f"{len(progress.end_offsets)} partitions at their end offsets); try again shortly"
+            )
+
+    def connectors(self) -> list[str]:
+        self.ensure_ready()
+        return self._view.connectors()
+
+    def offsets(self, connector: str) -> list[dict[str, Any]]:
+        self.ensure_ready()
+        self._require_known(connector)
+        return [{"partition": row.partition, "offset": row.offset} for row in self._view.offsets(connector)]
+
+    def _require_known(self, connector: str) -> None:
+        if not self._view.knows(connector):
+            raise NotFound(f"Connector {connector} not found")
+
+    def _require_modifiable(self, connector: str, create: bool = False) -> None:
+        self.ensure_ready()
+        if not create:
+            self._require_known(connector)
+        if not self._states.is_stopped(connector):
+            raise BadRequest(not_stopped_message(connector))
+
+    # -- writes ---------------------------------------------------------------------------
+    async def alter(
+        self, connector: str, changes: list[OffsetChange], dry_run: bool = False, create: bool = False
+    ) -> ModifyResult:
+        """``create`` (ours, off by default for Connect parity) lets a connector that has never
+        committed get its first offsets, e.g. a Spark job seeding a connector that does not exist
+        yet; without a Connect cluster there is no other registry of connector names."""
+        self._require_modifiable(connector, create)
+        validate_changes(changes)
+        return await self._modify(connector, self._plan_alter(connector, changes), ALTERED, dry_run)
+
+    async def reset(self, connector: str, dry_run: bool = False) -> ModifyResult:
+        self._require_modifiable(connector)
+        records = [
+            self._planned(key, None, existing=True)
+            for row in self._view.offsets(connector)
+            for key in row.keys
+        ]
+        return await self._modify(connector, records, RESET, dry_run)
+
+    def _plan_alter(self, connector: str, changes: list[OffsetChange]) -> list[PlannedRecord]:
+        records = []
+        for change in changes:
+            value = encode_offset(change.offset)
+            existing = self._view.find(connector, logical_id(change.partition))
+            if existing:
+                records.extend(self._planned(key, value, existing=True) for key in existing)
+            else:
+                records.append(self._planned(encode_key(connector, change.partition), value, existing=False))
+        return records
+
+    def _planned(self, key: bytes, value: bytes | None, existing: bool) -> PlannedRecord:
+        return PlannedRecord(key, value, partition_for(key, self._log.partition_count), existing)
+
+    async def _modify(
+        self, connector: str, records: list[PlannedRecord], message: str, dry_run: bool
+    ) -> ModifyResult:
+        if dry_run or not records:
+            return ModifyResult(message, records, dry_run)
+        entries = [(r.key, r.value) for r in records]
+        async with self._write_lock:
+            positions = await asyncio.to_thread(self._log.append, entries, self._write_timeout_s)
+            try:
+                await self._view.watcher.wait_for(positions, self._write_timeout_s)
+            except TimeoutError as exc:
+                raise EmulatorError(
+                    f"Offsets for connector {connector} were written to the log but not read back within "
+                    f"{self._write_timeout_s:.0f} s; the reader may be stalled (see /readyz)"
+                ) from exc
+        return ModifyResult(message, records, dry_run)

@@ -1,0 +1,104 @@
+"""Daemon settings: every flag also comes from an environment variable ``CONNECT_OFFSETS_<FLAG>``.
+
+Environment variables make the daemon configurable in containers (docker-compose) without a
+command line; flags win over the environment so an operator can override one setting ad hoc.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ENV_PREFIX = "CONNECT_OFFSETS_"
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    bootstrap_servers: str | None = None
+    offsets_topic: str = "connect-offsets"
+    offsets_partitions: int = 25
+    replication_factor: int = -1
+    data_dir: Path = Path("./data")
+    host: str = "127.0.0.1"
+    port: int = 8081
+    kafka_config: dict[str, str] = field(default_factory=dict)
+    read_committed: bool = False
+    log_level: str = "INFO"
+
+    @property
+    def embedded(self) -> bool:
+        return not self.bootstrap_servers
+
+
+def env_name(flag: str) -> str:
+    return ENV_PREFIX + flag.lstrip("-").replace("-", "_").upper()
+
+
+def add_serve_arguments(parser: argparse.ArgumentParser, environ: Mapping[str, str] | None = None) -> None:
+    env = os.environ if environ is None else environ
+    defaults = Settings()
+
+    def env_default(flag: str, default: object) -> object:
+        return env.get(env_name(flag), default)
+
+    parser.add_argument(
+        "--bootstrap-servers",
+        default=env_default("--bootstrap-servers", None),
+        help="Kafka bootstrap servers; absent = the embedded log under --data-dir (env CONNECT_OFFSETS_BOOTSTRAP_SERVERS)",
+    )
+    parser.add_argument("--offsets-topic", default=env_default("--offsets-topic", defaults.offsets_topic),
+                        help="Connect's offset.storage.topic (default connect-offsets)")
+    parser.add_argument("--offsets-partitions", type=int,
+                        default=int(env_default("--offsets-partitions", defaults.offsets_partitions)),  # type: ignore[call-overload]
+                        help="partitions when creating the topic or embedded log (Connect's default 25)")
+    parser.add_argument("--replication-factor", type=int,
+                        default=int(env_default("--replication-factor", defaults.replication_factor)),  # type: ignore[call-overload]
+                        help="replication factor when creating the topic (-1 = broker default)")
+    parser.add_argument("--data-dir", type=Path, default=Path(str(env_default("--data-dir", defaults.data_dir))),
+                        help="where the embedded log lives (default ./data)")
+    parser.add_argument("--host", default=env_default("--host", defaults.host), help="listen address (default 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=int(env_default("--port", defaults.port)),  # type: ignore[call-overload]
+                        help="listen port (default 8081)")
+    parser.add_argument("--kafka-config", action="append", default=None, metavar="KEY=VALUE",
+                        help="any librdkafka setting (SASL, SSL, ...), repeatable; env CONNECT_OFFSETS_KAFKA_CONFIG "
+                             "takes comma-separated KEY=VALUE pairs")
+    parser.add_argument("--read-committed", action="store_true",
+                        default=str(env_default("--read-committed", "")).lower() in {"1", "true", "yes"},
+                        help="read with isolation.level=read_committed (Connect does so when exactly-once source is enabled)")
+    parser.add_argument("--log-level", default=env_default("--log-level", defaults.log_level))
+
+
+def parse_kafka_config(pairs: Sequence[str]) -> dict[str, str]:
+    config: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"--kafka-config expects KEY=VALUE, got {pair!r}")
+        config[key.strip()] = value.strip()
+    return config
+
+
+def settings_from_args(args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> Settings:
+    env = os.environ if environ is None else environ
+    pairs: list[str] = list(args.kafka_config or [])
+    if not pairs and env.get(env_name("--kafka-config")):
+        pairs = [p for p in env[env_name("--kafka-config")].split(",") if p.strip()]
+    if args.offsets_partitions <= 0:
+        raise ValueError(f"--offsets-partitions must be positive, got {args.offsets_partitions}")
+    if not 0 < args.port < 65536:
+        raise ValueError(f"--port must be within 1..65535, got {args.port}")
+    return Settings(
+        bootstrap_servers=args.bootstrap_servers or None,
+        offsets_topic=args.offsets_topic,
+        offsets_partitions=args.offsets_partitions,
+        replication_factor=args.replication_factor,
+        data_dir=args.data_dir,
+        host=args.host,
+        port=args.port,
+        kafka_config=parse_kafka_config(pairs),
+        read_committed=args.read_committed,
+        log_level=str(args.log_level).upper(),
+    )

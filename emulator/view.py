@@ -1,0 +1,214 @@
+"""The materialized view of the offsets log: raw key bytes → latest value, plus a logical index.
+
+Bytes are the truth: lookups by a Connect task are by exact key bytes, so the store is keyed by
+raw bytes exactly as ``KafkaOffsetBackingStore.data`` is. Listing needs the logical view
+(connector → partition maps), kept separately as Connect's ``connectorPartitions`` is, with one
+deliberate refinement: several byte-different keys can denote the same logical partition (other
+whitespace, key order or number formatting), and we remember every live one, so that an alter or
+reset reaches the bytes the task really uses instead of only Connect's re-serialized HashMap order.
+
+Keys are parsed once per distinct key (cached) rather than once per record, so a restore of a
+long log costs a dict lookup per record.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from emulator.codec.keys import KeyProblem, ParsedKey, logical_id, parse_key, problem_message
+from emulator.codec.values import CodecError, parse_offset
+from emulator.records import LogRecord
+from emulator.watcher import PositionWatcher
+
+log = logging.getLogger(__name__)
+
+_KeyInfo = tuple[ParsedKey, str] | KeyProblem
+
+
+@dataclass(slots=True)
+class Entry:
+    """The latest live value of one raw key, with where and when it was written."""
+
+    value: bytes
+    partition: int
+    offset: int
+    timestamp_ms: int
+
+
+@dataclass(slots=True)
+class _LogicalPartition:
+    """One logical source partition and the raw keys that currently denote it, oldest first."""
+
+    partition: dict[str, Any]
+    keys: dict[bytes, None] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetRow:
+    """One row of a connector's offsets as the API lists it."""
+
+    partition: dict[str, Any]
+    offset: Any
+    keys: tuple[bytes, ...]
+    entry: Entry
+
+
+@dataclass(slots=True)
+class ViewStats:
+    records_applied: int = 0
+    tombstones_applied: int = 0
+    empty_values: int = 0
+    skipped_keys: Counter[str] = field(default_factory=Counter)
+    unparseable_values: int = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "records_applied": self.records_applied,
+            "tombstones_applied": self.tombstones_applied,
+            "empty_values_applied": self.empty_values,
+            "skipped_keys": dict(self.skipped_keys),
+            "skipped_keys_total": sum(self.skipped_keys.values()),
+            "unparseable_values": self.unparseable_values,
+        }
+
+
+class OffsetView:
+    """Applied from the log's reader thread, read from API threads; one lock guards it all."""
+
+    _WARN_EVERY = 1000
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._data: dict[bytes | None, Entry] = {}
+        self._key_info: dict[bytes, _KeyInfo] = {}
+        self._connectors: dict[str, dict[str, _LogicalPartition]] = {}
+        self.stats = ViewStats()
+        self.watcher = PositionWatcher()
+
+    # -- applying -------------------------------------------------------------------------
+    def apply(self, records: Sequence[LogRecord]) -> None:
+        """Apply records in log order (last write wins; a ``None`` value deletes)."""
+        advanced: dict[int, int] = {}
+        with self._lock:
+            for record in records:
+                self._apply_one(record)
+                advanced[record.partition] = record.offset + 1
+        self.watcher.advance(advanced)
+
+    def _apply_one(self, record: LogRecord) -> None:
+        key = record.key
+        stats = self.stats
+        stats.records_applied += 1
+        info = self._classify(key)
+        if record.value is None:
+            stats.tombstones_applied += 1
+            self._data.pop(key, None)
+            if key is not None:
+                self._key_info.pop(key, None)
+                if not isinstance(info, KeyProblem):
+                    self._unindex(key, info)
+            return
+        if not record.value:
+            stats.empty_values += 1
+        self._data[key] = Entry(record.value, record.partition, record.offset, record.timestamp_ms)
+        if not isinstance(info, KeyProblem):
+            self._index(key, info)  # type: ignore[arg-type]  # parsed keys are never None
+
+    def _classify(self, key: bytes | None) -> _KeyInfo:
+        if key is None:
+            info: _KeyInfo = KeyProblem.NULL_KEY
+        else:
+            cached = self._key_info.get(key)
+            if cached is not None:
+                info = cached
+            else:
+                parsed = parse_key(key)
+                info = parsed if isinstance(parsed, KeyProblem) else (parsed, logical_id(parsed.partition))
+                self._key_info[key] = info
+        if isinstance(info, KeyProblem):
+            self._count_skip(info, key)
+        return info
+
+    def _count_skip(self, problem: KeyProblem, key: bytes | None) -> None:
+        count = self.stats.skipped_keys[problem.value] + 1
+        self.stats.skipped_keys[problem.value] = count
+        if problem is not KeyProblem.PARTITION_NULL and (count == 1 or count % self._WARN_EVERY == 0):
+            log.warning("%s (%d such record(s) so far)", problem_message(problem, key), count)
+
+    def _index(self, key: bytes, info: tuple[ParsedKey, str]) -> None:
+        parsed, lid = info
+        partitions = self._connectors.setdefault(parsed.connector, {})
+        logical = partitions.get(lid)
+        if logical is None:
+            logical = partitions[lid] = _LogicalPartition(parsed.partition)
+        logical.keys.pop(key, None)  # re-insert: the newest write is last
+        logical.keys[key] = None
+
+    def _unindex(self, key: bytes, info: tuple[ParsedKey, str]) -> None:
+        parsed, lid = info
+        partitions = self._connectors.get(parsed.connector)
+        if partitions is None:
+            # A tombstone for a connector never seen live still makes the name known, as in
+            # Connect's connectorPartitions (the outer map never shrinks).
+            self._connectors[parsed.connector] = {}
+            return
+        logical = partitions.get(lid)
+        if logical is None:
+            return
+        logical.keys.pop(key, None)
+        if not logical.keys:
+            del partitions[lid]
+
+    # -- reading --------------------------------------------------------------------------
+    def connectors(self) -> list[str]:
+        with self._lock:
+            return sorted(self._connectors)
+
+    def knows(self, connector: str) -> bool:
+        with self._lock:
+            return connector in self._connectors
+
+    def live_keys(self) -> int:
+        with self._lock:
+            return len(self._data)
+
+    def get_raw(self, key: bytes | None) -> Entry | None:
+        with self._lock:
+            return self._data.get(key)
+
+    def find(self, connector: str, partition_lid: str) -> tuple[bytes, ...]:
+        """The live raw keys denoting that logical partition (oldest first), or ``()``."""
+        with self._lock:
+            logical = self._connectors.get(connector, {}).get(partition_lid)
+            return tuple(logical.keys) if logical else ()
+
+    def offsets(self, connector: str) -> list[OffsetRow]:
+        """Every live partition of a connector with its latest offset (from the newest key)."""
+        with self._lock:
+            snapshot = [
+                (logical.partition, tuple(logical.keys)) for logical in self._connectors.get(connector, {}).values()
+            ]
+            rows = []
+            for _, keys in snapshot:
+                newest = keys[-1]
+                rows.append((keys, newest, self._data[newest], self._key_info[newest]))
+        result = []
+        for keys, newest, entry, info in rows:
+            assert not isinstance(info, KeyProblem)
+            try:
+                offset = parse_offset(entry.value)
+            except CodecError as exc:
+                with self._lock:
+                    self.stats.unparseable_values += 1
+                log.error(
+                    "CRITICAL: Failed to deserialize offset data for key %r (partition %d, offset %d): %s",
+                    newest, entry.partition, entry.offset, exc,
+                )
+                offset = None
+            result.append(OffsetRow(info[0].partition, offset, keys, entry))
+        return result
