@@ -1,0 +1,482 @@
+"""The embedded offset log behaves like the Kafka offsets topic it replaces.
+
+Specification: records are placed by Java's murmur2 partitioner and replayed per partition in
+offset order with their exact bytes (null value = tombstone, ``b""`` is a value); readiness is
+"position >= end offset captured at start" for every partition; new records are tailed whether this
+process or another one wrote them; an acknowledged write survives ``kill -9``; a damaged file is a
+clear ``LogConfigError``. Needs no broker: SQLite is the real component here.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import signal
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from emulator.codec.murmur2 import partition_for
+from emulator.errors import BadRequest, LogConfigError, LogWriteError
+from emulator.logs import embedded
+from emulator.logs.embedded import EmbeddedOffsetLog
+from emulator.records import LogRecord, Position
+from tests.integration.embedded_writer_proc import record
+
+WRITER = Path(__file__).with_name("embedded_writer_proc.py")
+REPO = Path(__file__).resolve().parents[2]
+
+
+# ---------------------------------------------------------------------------- helpers
+
+
+def wait_until(predicate: Callable[[], bool], timeout_s: float = 10.0, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
+        time.sleep(0.005)
+
+
+class Collector:
+    """A sink that keeps every delivered record, thread-safely, and counts calls."""
+
+    def __init__(self) -> None:
+        self.records: list[LogRecord] = []
+        self.calls = 0
+        self._lock = threading.Lock()
+
+    def __call__(self, batch: Sequence[LogRecord]) -> None:
+        with self._lock:
+            self.records.extend(batch)
+            self.calls += 1
+
+    def snapshot(self) -> list[LogRecord]:
+        with self._lock:
+            return list(self.records)
+
+    def by_partition(self) -> dict[int, list[LogRecord]]:
+        out: dict[int, list[LogRecord]] = defaultdict(list)
+        for r in self.snapshot():
+            out[r.partition].append(r)
+        return dict(out)
+
+
+def replay_all(data_dir: Path, partitions: int = 25) -> list[LogRecord]:
+    """Open the log afresh, read it to the end and return everything it holds."""
+    log = EmbeddedOffsetLog(data_dir, partitions=partitions)
+    log.open()
+    sink = Collector()
+    try:
+        log.start_reading(sink)
+        wait_until(lambda: log.progress().caught_up, what="replay to catch up")
+        return sink.snapshot()
+    finally:
+        log.close()
+
+
+def reader_passed(offsets_log: EmbeddedOffsetLog, pos: Position) -> Callable[[], bool]:
+    return lambda: offsets_log.progress().positions[pos.partition] > pos.offset
+
+
+@pytest.fixture
+def data_dir(tmp_path: Path) -> Path:
+    return tmp_path / "offsets-data"
+
+
+@pytest.fixture
+def log(data_dir: Path) -> Iterator[EmbeddedOffsetLog]:
+    offsets_log = EmbeddedOffsetLog(data_dir, partitions=5)
+    offsets_log.open()
+    yield offsets_log
+    offsets_log.close()
+
+
+def connect_key(connector: str, n: int) -> bytes:
+    return b'["%s",{"file":"/data/%d.txt"}]' % (connector.encode(), n)
+
+
+# ---------------------------------------------------------------------------- replay
+
+
+def test_replay_returns_every_record_per_partition_in_offset_order_with_exact_bytes(
+    log: EmbeddedOffsetLog,
+) -> None:
+    entries: list[tuple[bytes, bytes | None]] = []
+    for i in range(300):
+        key = connect_key("replay", i % 17)
+        value: bytes | None = b'{"position":%d}' % i
+        if i % 10 == 3:
+            value = None  # tombstone
+        elif i % 10 == 7:
+            value = b""  # a live, empty value: not a tombstone
+        entries.append((key, value))
+    positions = log.append(entries[:100]) + log.append(entries[100:])
+
+    sink = Collector()
+    log.start_reading(sink)
+    wait_until(lambda: log.progress().caught_up)
+
+    delivered = {(r.partition, r.offset): r for r in sink.snapshot()}
+    assert len(delivered) == len(entries) == len(sink.snapshot())
+    for (key, value), pos in zip(entries, positions, strict=True):
+        rec = delivered[(pos.partition, pos.offset)]
+        assert (rec.key, rec.value) == (key, value)
+        assert type(rec.value) is type(value)  # None stays None, b"" stays bytes
+    for part, recs in sink.by_partition().items():
+        assert [r.offset for r in recs] == list(range(len(recs))), f"partition {part} out of order"
+    assert sum(1 for r in sink.snapshot() if r.value is None) == 30
+    assert sum(1 for r in sink.snapshot() if r.value == b"") == 30
+
+
+def test_records_are_placed_where_javas_producer_would_place_them(data_dir: Path) -> None:
+    offsets_log = EmbeddedOffsetLog(data_dir)  # Connect's default: 25 partitions
+    offsets_log.open()
+    try:
+        keys = [connect_key("placement", i) for i in range(200)]
+        keys.append(b'["local-file-source",{"filename":"/tmp/test.txt"}]')  # Java puts this in 21 of 25
+        positions = offsets_log.append([(k, b"{}") for k in keys])
+        assert [p.partition for p in positions] == [partition_for(k, 25) for k in keys]
+        assert positions[-1].partition == 21
+        assert len({p.partition for p in positions}) == 25
+    finally:
+        offsets_log.close()
+
+
+def test_a_keyless_record_is_refused_and_nothing_of_its_batch_is_written(log: EmbeddedOffsetLog) -> None:
+    with pytest.raises(BadRequest, match="null key"):
+        log.append([(b'["c",{"a":1}]', b"{}"), (None, b"{}")])
+    with pytest.raises(BadRequest, match="key must be bytes"):
+        log.append([("text", b"{}")])  # type: ignore[list-item]
+    sink = Collector()
+    log.start_reading(sink)
+    wait_until(lambda: log.progress().caught_up)
+    assert sink.snapshot() == []
+    assert log.progress().end_offsets == dict.fromkeys(range(5), 0)
+
+
+def test_a_foreign_keyless_row_is_replayed_with_a_null_key_not_dropped(data_dir: Path) -> None:
+    offsets_log = EmbeddedOffsetLog(data_dir, partitions=3)
+    offsets_log.open()
+    offsets_log.close()
+    with sqlite3.connect(data_dir / "connect-offsets.sqlite3") as db:  # as a foreign tool might write
+        db.execute("INSERT INTO records VALUES (1, 0, NULL, X'7B7D', 5)")
+        db.execute("UPDATE partitions SET next_offset = 1 WHERE partition = 1")
+    assert replay_all(data_dir, 3) == [LogRecord(None, b"{}", 1, 0, 5)]
+
+
+# ---------------------------------------------------------------------------- progress and tailing
+
+
+def test_progress_compares_positions_with_end_offsets_captured_at_start(log: EmbeddedOffsetLog) -> None:
+    positions = log.append([(connect_key("progress", i), b"v%d" % i) for i in range(120)])
+    expected_ends = dict.fromkeys(range(5), 0)
+    for p in positions:
+        expected_ends[p.partition] = max(expected_ends[p.partition], p.offset + 1)
+
+    release = threading.Event()
+    sink = Collector()
+
+    def gated_sink(batch: Sequence[LogRecord]) -> None:
+        release.wait(10)
+        sink(batch)
+
+    log.start_reading(gated_sink)
+    before = log.progress()
+    assert before.end_offsets == expected_ends
+    assert not before.caught_up
+    assert before.records_read == 0
+    log.append([(connect_key("progress", 999), b"late")])  # written after start: not part of the end
+    assert log.progress().end_offsets == expected_ends
+
+    release.set()
+    wait_until(lambda: log.progress().caught_up)
+    after = log.progress()
+    assert after.partitions_done == 5
+    assert all(after.positions[p] >= end for p, end in expected_ends.items())
+    wait_until(lambda: log.progress().records_read == 121, what="the late record to be tailed")
+
+
+def test_an_empty_log_is_caught_up_at_once(log: EmbeddedOffsetLog) -> None:
+    log.start_reading(Collector())
+    progress = log.progress()
+    assert progress.caught_up
+    assert progress.end_offsets == dict.fromkeys(range(5), 0)
+
+
+def test_appends_from_this_process_are_tailed_without_waiting_for_a_poll(
+    log: EmbeddedOffsetLog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(embedded, "TAIL_POLL_S", 30.0)  # only a wake-up can deliver within the timeout
+    sink = Collector()
+    log.start_reading(sink)
+    wait_until(lambda: log.progress().caught_up)
+    for i in range(20):
+        (pos,) = log.append([(connect_key("tail", i), b"%d" % i)])
+        wait_until(reader_passed(log, pos), timeout_s=5, what=f"record {i} to be delivered")
+    assert [r.value for r in sink.snapshot()] == [b"%d" % i for i in range(20)]
+
+
+def run_writer(
+    data_dir: Path, partitions: int, start: int, count: int | None = None
+) -> subprocess.Popen[str]:
+    args = [sys.executable, str(WRITER), str(data_dir), str(partitions), str(start)]
+    if count is not None:
+        args.append(str(count))
+    proc = subprocess.Popen(args, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    first = proc.stdout.readline()
+    if first != "ready\n":
+        proc.kill()
+        raise AssertionError(f"writer did not start: {first!r} {proc.stderr.read() if proc.stderr else ''}")
+    return proc
+
+
+def test_another_process_shares_the_log_safely_and_its_appends_are_tailed(log: EmbeddedOffsetLog) -> None:
+    sink = Collector()
+    log.start_reading(sink)
+    proc = run_writer(log.path.parent, 5, start=0, count=400)
+    ours: list[Position] = []
+    while proc.poll() is None and len(ours) < 400:  # write concurrently with the other process
+        ours.extend(log.append([(b'["ours",{"n":%d}]' % len(ours), b"mine")]))
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err
+    theirs = [Position(int(p), int(o)) for _, p, o in (line.split() for line in out.splitlines())]
+    assert len(theirs) == 400
+
+    wait_until(lambda: log.progress().records_read == 400 + len(ours), what="the other process's records")
+    delivered = {(r.partition, r.offset): r for r in sink.snapshot()}
+    assert len(delivered) == 400 + len(ours), "two processes handed out the same offset"
+    for i, pos in enumerate(theirs):
+        assert (
+            delivered[(pos.partition, pos.offset)].key,
+            delivered[(pos.partition, pos.offset)].value,
+        ) == record(i)
+    for part, recs in sink.by_partition().items():
+        assert [r.offset for r in recs] == list(range(len(recs))), f"gap or duplicate in partition {part}"
+
+
+# ---------------------------------------------------------------------------- writing
+
+
+def test_concurrent_appends_keep_per_key_order_and_unique_contiguous_offsets(log: EmbeddedOffsetLog) -> None:
+    threads, per_thread = 8, 60
+
+    def worker(t: int) -> list[Position]:
+        out = []
+        for seq in range(per_thread):
+            batch = [(b'["thread-%d",{"k":%d}]' % (t, k), b"%d" % seq) for k in range(3)]
+            out.extend(log.append(batch))
+        return out
+
+    with ThreadPoolExecutor(threads) as pool:
+        results = list(pool.map(worker, range(threads)))
+    all_positions = [p for r in results for p in r]
+    assert len(set(all_positions)) == len(all_positions) == threads * per_thread * 3
+
+    sink = Collector()
+    log.start_reading(sink)
+    wait_until(lambda: log.progress().caught_up)
+    seen: dict[bytes | None, list[int]] = defaultdict(list)
+    for rec in sink.snapshot():
+        assert rec.value is not None
+        seen[rec.key].append(int(rec.value))
+    assert len(seen) == threads * 3
+    assert all(seqs == list(range(per_thread)) for seqs in seen.values())
+    for part, recs in sink.by_partition().items():
+        assert [r.offset for r in recs] == list(range(len(recs))), f"gap or duplicate in partition {part}"
+
+
+def test_a_restart_restores_every_record(data_dir: Path) -> None:
+    first = EmbeddedOffsetLog(data_dir, partitions=7)
+    first.open()
+    written = [(connect_key("restart", i % 40), None if i % 9 == 0 else b"%d" % i) for i in range(500)]
+    positions = first.append(written)
+    first.close()
+
+    restored = {(r.partition, r.offset): (r.key, r.value) for r in replay_all(data_dir, 7)}
+    assert restored == {(p.partition, p.offset): kv for p, kv in zip(positions, written, strict=True)}
+
+    again = EmbeddedOffsetLog(data_dir, partitions=7)
+    again.open()
+    try:  # offsets continue where they stopped
+        (pos,) = again.append([written[1]])
+        assert pos.offset == sum(1 for p in positions if p.partition == pos.partition)
+    finally:
+        again.close()
+
+
+def test_an_existing_log_keeps_its_partition_count_and_warns(
+    data_dir: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    first = EmbeddedOffsetLog(data_dir, partitions=5)
+    first.open()
+    first.close()
+    with caplog.at_level(logging.WARNING, logger="emulator.logs.embedded"):
+        second = EmbeddedOffsetLog(data_dir, partitions=25)
+        second.open()
+    try:
+        assert second.partition_count == 5
+        key = connect_key("repartition", 1)
+        (pos,) = second.append([(key, b"{}")])
+        assert pos.partition == partition_for(key, 5)
+        assert "has 5 partitions, 25 were requested: keeping 5" in caplog.text
+    finally:
+        second.close()
+
+
+def test_writes_after_close_are_refused(data_dir: Path) -> None:
+    offsets_log = EmbeddedOffsetLog(data_dir)
+    offsets_log.open()
+    offsets_log.close()
+    offsets_log.close()  # idempotent
+    with pytest.raises(LogWriteError, match="not open"):
+        offsets_log.append([(b"k", b"v")])
+
+
+# ---------------------------------------------------------------------------- durability
+
+
+def test_kill_9_in_the_middle_of_a_stream_of_writes_loses_no_acknowledged_record(data_dir: Path) -> None:
+    rng = random.Random(875)
+    total = 0  # records in the log after the previous round (each round resumes from there)
+    for round_no in range(3):
+        proc = run_writer(data_dir, 5, start=total)
+        assert proc.stdout is not None
+        acked: list[tuple[int, Position]] = []
+        kill_after = rng.randint(200, 1500)
+        while len(acked) < kill_after:
+            line = proc.stdout.readline()
+            assert line, f"writer died on its own: {proc.stderr.read() if proc.stderr else ''}"
+            i, p, o = map(int, line.split())
+            acked.append((i, Position(p, o)))
+        os.kill(proc.pid, signal.SIGKILL)  # mid-stream: the writer never pauses between appends
+        rest, _ = proc.communicate(timeout=10)
+        assert proc.returncode == -signal.SIGKILL
+        for line in rest.splitlines(keepends=True):  # flushed before the kill: acknowledged too
+            if line.endswith("\n"):
+                i, p, o = map(int, line.split())
+                acked.append((i, Position(p, o)))
+
+        with sqlite3.connect(data_dir / "connect-offsets.sqlite3") as db:
+            assert db.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
+        survived = {(r.partition, r.offset): r for r in replay_all(data_dir, 5)}
+        for i, pos in acked:
+            rec = survived.get((pos.partition, pos.offset))
+            assert rec is not None, f"round {round_no}: acknowledged record {i} at {pos} is gone"
+            assert (rec.key, rec.value) == record(i), f"round {round_no}: record {i} has other bytes"
+        # Nothing but the stream is there: records 0..n-1, where only the one append in flight at
+        # the kill may have committed without being reported.
+        n = len(survived)
+        last_acked = acked[-1][0] + 1
+        assert n in (last_acked, last_acked + 1), (n, last_acked)
+        next_offset: dict[int, int] = defaultdict(int)
+        for i in range(n):
+            key, value = record(i)
+            part = partition_for(key, 5)
+            rec = survived[(part, next_offset[part])]
+            assert (rec.key, rec.value) == (key, value), f"record {i} damaged"
+            next_offset[part] += 1
+        total = n
+
+
+# ---------------------------------------------------------------------------- compaction
+
+
+def test_compaction_keeps_the_latest_record_per_key_with_its_offset_even_while_a_reader_runs(
+    log: EmbeddedOffsetLog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    entries = [(connect_key("compact", i % 25), None if i % 50 == 49 else b"%d" % i) for i in range(2000)]
+    positions = log.append(entries)
+    latest: dict[bytes, tuple[Position, bytes | None]] = {}
+    for (key, value), pos in zip(entries, positions, strict=True):
+        latest[key] = (pos, value)
+
+    monkeypatch.setattr(embedded, "REPLAY_BATCH", 50)  # so the reader stops inside a partition
+    compacted = threading.Event()
+    sink = Collector()
+
+    def held_sink(batch: Sequence[LogRecord]) -> None:
+        sink(batch)
+        compacted.wait(10)  # the first batch is delivered from the uncompacted log
+
+    log.start_reading(held_sink)
+    wait_until(lambda: sink.calls == 1)
+    report = log.compact()  # the reader is now mid-replay, 50 records into its first partition
+    compacted.set()
+    assert (report.records_before, report.records_after, report.removed) == (2000, 25, 1975)
+    wait_until(lambda: log.progress().caught_up)
+
+    state: dict[bytes | None, bytes | None] = {}
+    for rec in sink.snapshot():
+        state[rec.key] = rec.value
+    assert state == {key: value for key, (_, value) in latest.items()}
+
+    remaining = {(r.partition, r.offset): r.value for r in replay_all(log.path.parent, 5)}
+    assert remaining == {(pos.partition, pos.offset): value for pos, value in latest.values()}
+
+    (pos,) = log.append([(connect_key("compact", 0), b"after")])  # offsets never reused
+    assert pos.offset > max(o for p, o in remaining if p == pos.partition)
+
+
+# ---------------------------------------------------------------------------- damaged storage
+
+
+def test_a_file_that_is_not_a_database_is_a_clear_config_error(data_dir: Path) -> None:
+    data_dir.mkdir()
+    (data_dir / "connect-offsets.sqlite3").write_bytes(b"this is not sqlite\n" * 500)
+    with pytest.raises(LogConfigError, match="corrupt or not a SQLite database"):
+        EmbeddedOffsetLog(data_dir).open()
+
+
+def test_damaged_pages_are_a_clear_config_error(data_dir: Path) -> None:
+    offsets_log = EmbeddedOffsetLog(data_dir)
+    offsets_log.open()
+    offsets_log.append([(connect_key("damage", i), b"x" * 200) for i in range(3000)])
+    offsets_log.close()
+    path = data_dir / "connect-offsets.sqlite3"
+    raw = bytearray(path.read_bytes())
+    assert len(raw) > 40 * 4096
+    raw[20 * 4096 : 30 * 4096] = random.Random(1).randbytes(10 * 4096)  # past the header and schema
+    path.write_bytes(bytes(raw))
+    with pytest.raises(LogConfigError, match="corrupt"):
+        EmbeddedOffsetLog(data_dir).open()
+
+
+def test_a_truncated_file_is_a_clear_config_error(data_dir: Path) -> None:
+    offsets_log = EmbeddedOffsetLog(data_dir)
+    offsets_log.open()
+    offsets_log.append([(connect_key("truncate", i), b"y" * 300) for i in range(3000)])
+    offsets_log.close()
+    path = data_dir / "connect-offsets.sqlite3"
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+    with pytest.raises(LogConfigError, match="corrupt"):
+        EmbeddedOffsetLog(data_dir).open()
+
+
+def test_someone_elses_sqlite_database_is_refused_untouched(data_dir: Path) -> None:
+    data_dir.mkdir()
+    with sqlite3.connect(data_dir / "connect-offsets.sqlite3") as db:
+        db.execute("CREATE TABLE invoices (id INTEGER)")
+    with pytest.raises(LogConfigError, match="not an embedded offsets log"):
+        EmbeddedOffsetLog(data_dir).open()
+    with sqlite3.connect(data_dir / "connect-offsets.sqlite3") as db:
+        assert [r[0] for r in db.execute("SELECT name FROM sqlite_schema")] == ["invoices"]
+
+
+def test_an_unusable_data_directory_is_a_clear_config_error(tmp_path: Path) -> None:
+    not_a_dir = tmp_path / "file"
+    not_a_dir.write_text("x")
+    with pytest.raises(LogConfigError, match="data directory"):
+        EmbeddedOffsetLog(not_a_dir / "sub").open()
+    with pytest.raises(LogConfigError, match="legal Kafka topic name"):
+        EmbeddedOffsetLog(tmp_path, name="../escape")
