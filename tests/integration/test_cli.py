@@ -1,0 +1,78 @@
+"""The ``connect-offsets`` CLI against a running daemon: tables, --json, and clear errors."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+from typing import Any
+
+from tests.fixtures.daemon import free_port
+
+
+def cli(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "emulator.cli", *args], input=stdin, capture_output=True,
+                          text=True, timeout=60)
+
+
+def test_alter_get_list_reset_round_trip(embedded_daemon: Any, tmp_path: Path) -> None:
+    name = f"cli-{uuid.uuid4().hex[:8]}"
+    body = tmp_path / "offsets.json"
+    body.write_text(json.dumps({"offsets": [{"partition": {"filename": "/in.txt"}, "offset": {"position": 151}}]}))
+    url = ("--url", embedded_daemon.url)
+
+    altered = cli("alter", name, "--file", str(body), "--create", *url)
+    assert altered.returncode == 0, altered.stderr
+    assert "altered successfully" in altered.stdout
+
+    table = cli("get", name, *url)
+    assert table.returncode == 0
+    header, row = table.stdout.splitlines()
+    assert header.split() == ["PARTITION", "OFFSET"]
+    assert row == '{"filename": "/in.txt"}  {"position": 151}'
+    assert header.index("OFFSET") == row.index('{"position"'), "columns are aligned"
+
+    as_json = json.loads(cli("get", name, "--json", *url).stdout)
+    assert as_json == {"offsets": [{"partition": {"filename": "/in.txt"}, "offset": {"position": 151}}]}
+    assert name in cli("list", *url).stdout.split()
+
+    dry = cli("reset", name, "--dry-run", *url)
+    assert dry.returncode == 0 and "Dry run" in dry.stdout and f'["{name}",{{"filename":"/in.txt"}}]' in dry.stdout
+    assert cli("reset", name, *url).returncode == 0
+    assert cli("get", name, *url).stdout.strip() == "(no offsets)"
+
+
+def test_alter_reads_the_body_from_stdin(embedded_daemon: Any) -> None:
+    name = f"cli-{uuid.uuid4().hex[:8]}"
+    body = json.dumps({"offsets": [{"partition": {"p": 1}, "offset": {"o": 2}}]})
+    assert cli("alter", name, "--file", "-", "--create", "--url", embedded_daemon.url, stdin=body).returncode == 0
+    assert json.loads(cli("get", name, "--json", "--url", embedded_daemon.url).stdout)["offsets"][0]["offset"] == {"o": 2}
+
+
+def test_unknown_connector_is_a_clear_error_with_exit_1(embedded_daemon: Any) -> None:
+    result = cli("get", "no-such-connector-xyz", "--url", embedded_daemon.url)
+    assert result.returncode == 1
+    assert result.stderr.strip() == "error: Connector no-such-connector-xyz not found (HTTP 404)"
+
+
+def test_daemon_down_is_a_clear_error_with_exit_3() -> None:
+    result = cli("list", "--url", f"http://127.0.0.1:{free_port()}")
+    assert result.returncode == 3
+    assert "cannot reach the connect-offsets daemon" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_bad_files_are_clear_errors_with_exit_2(embedded_daemon: Any, tmp_path: Path) -> None:
+    url = ("--url", embedded_daemon.url)
+    missing = cli("alter", "x", "--file", str(tmp_path / "missing.json"), *url)
+    assert missing.returncode == 2 and "cannot read" in missing.stderr
+    broken = tmp_path / "broken.json"
+    broken.write_text('{"offsets": [')
+    invalid = cli("alter", "x", "--file", str(broken), *url)
+    assert invalid.returncode == 2 and "is not valid JSON" in invalid.stderr
+    wrong = tmp_path / "wrong.json"
+    wrong.write_text('{"partition": {}}')
+    shape = cli("alter", "x", "--file", str(wrong), *url)
+    assert shape.returncode == 2 and "KIP-875 body" in shape.stderr
