@@ -31,22 +31,30 @@ def build_parser() -> argparse.ArgumentParser:
 
     def client_command(name: str, help_text: str) -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help_text)
-        p.add_argument("--url", default=os.environ.get(env_name("--url"), DEFAULT_URL),
-                       help=f"daemon URL (default {DEFAULT_URL}; env CONNECT_OFFSETS_URL)")
+        p.add_argument(
+            "--url",
+            default=os.environ.get(env_name("--url"), DEFAULT_URL),
+            help=f"daemon URL (default {DEFAULT_URL}; env CONNECT_OFFSETS_URL)",
+        )
         p.add_argument("--json", action="store_true", help="print JSON instead of a table")
         return p
 
     client_command("list", "list connectors with offsets")
     client_command("get", "show a connector's offsets").add_argument("name")
-    alter = client_command("alter", "alter offsets from a KIP-875 JSON file ({\"offsets\":[...]})")
+    alter = client_command("alter", 'alter offsets from a KIP-875 JSON file ({"offsets":[...]})')
     alter.add_argument("name")
     alter.add_argument("--file", required=True, help="path of the JSON body, or - for standard input")
     alter.add_argument("--dry-run", action="store_true", help="show the records that would be written; write nothing")
-    alter.add_argument("--create", action="store_true",
-                       help="allow a connector that has no offsets yet (Connect itself would answer 404)")
+    alter.add_argument(
+        "--create",
+        action="store_true",
+        help="allow a connector that has no offsets yet (Connect itself would answer 404)",
+    )
     reset = client_command("reset", "reset (delete) every offset of a connector")
     reset.add_argument("name")
-    reset.add_argument("--dry-run", action="store_true", help="show the tombstones that would be written; write nothing")
+    reset.add_argument(
+        "--dry-run", action="store_true", help="show the tombstones that would be written; write nothing"
+    )
     return parser
 
 
@@ -107,7 +115,9 @@ def _read_body(path: str) -> dict[str, Any]:
     except ValueError as exc:
         raise UsageError(f"{path} is not valid JSON: {exc}") from exc
     if not isinstance(body, dict) or not isinstance(body.get("offsets"), list):
-        raise UsageError(f'{path} must hold a KIP-875 body: {{"offsets": [{{"partition": {{...}}, "offset": {{...}}}}]}}')
+        raise UsageError(
+            f'{path} must hold a KIP-875 body: {{"offsets": [{{"partition": {{...}}, "offset": {{...}}}}]}}'
+        )
     return body
 
 

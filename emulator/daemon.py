@@ -58,13 +58,19 @@ async def _report_replay(runtime: Runtime, every_s: float = 5.0) -> None:
         if progress.caught_up:
             log.info(
                 "offsets log read to end: %d records, %d live keys, %d connectors; serving",
-                progress.records_read, runtime.view.live_keys(), len(runtime.view.connectors()),
+                progress.records_read,
+                runtime.view.live_keys(),
+                len(runtime.view.connectors()),
             )
             return
         total = sum(progress.end_offsets.values())
         log.info(
             "replaying %s: %d records read (end offsets sum %d), %d/%d partitions at end",
-            runtime.log.description, progress.records_read, total, progress.partitions_done, len(progress.end_offsets),
+            runtime.log.description,
+            progress.records_read,
+            total,
+            progress.partitions_done,
+            len(progress.end_offsets),
         )
         await asyncio.sleep(every_s)
 
@@ -89,6 +95,16 @@ def make_app(runtime: Runtime) -> FastAPI:
 def serve(settings: Settings) -> None:
     logging.basicConfig(level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     runtime = build_runtime(settings)
-    log.info("connect-offsets emulator on %s, listening on http://%s:%d", runtime.log.description, settings.host, settings.port)
-    uvicorn.run(make_app(runtime), host=settings.host, port=settings.port, log_level=settings.log_level.lower(),
-                access_log=False)
+    log.info(
+        "connect-offsets emulator on %s, listening on http://%s:%d",
+        runtime.log.description,
+        settings.host,
+        settings.port,
+    )
+    uvicorn.run(
+        make_app(runtime),
+        host=settings.host,
+        port=settings.port,
+        log_level=settings.log_level.lower(),
+        access_log=False,
+    )

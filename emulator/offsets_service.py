@@ -114,15 +114,11 @@ class OffsetsService:
 
     async def reset(self, connector: str, dry_run: bool = False) -> ModifyResult:
         self._require_modifiable(connector)
-        records = [
-            self._planned(key, None, existing=True)
-            for row in self._view.offsets(connector)
-            for key in row.keys
-        ]
+        records = [self._planned(key, None, existing=True) for row in self._view.offsets(connector) for key in row.keys]
         return await self._modify(connector, records, RESET, dry_run)
 
     def _plan_alter(self, connector: str, changes: list[OffsetChange]) -> list[PlannedRecord]:
-        records = []
+        records: list[PlannedRecord] = []
         for change in changes:
             value = encode_offset(change.offset)
             existing = self._view.find(connector, logical_id(change.partition))
@@ -135,9 +131,7 @@ class OffsetsService:
     def _planned(self, key: bytes, value: bytes | None, existing: bool) -> PlannedRecord:
         return PlannedRecord(key, value, partition_for(key, self._log.partition_count), existing)
 
-    async def _modify(
-        self, connector: str, records: list[PlannedRecord], message: str, dry_run: bool
-    ) -> ModifyResult:
+    async def _modify(self, connector: str, records: list[PlannedRecord], message: str, dry_run: bool) -> ModifyResult:
         if dry_run or not records:
             return ModifyResult(message, records, dry_run)
         entries = [(r.key, r.value) for r in records]

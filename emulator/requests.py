@@ -48,7 +48,7 @@ def parse_alter_body(raw: bytes) -> list[OffsetChange]:
     if offsets is None or offsets == []:
         raise BadRequest(NO_OFFSETS_MESSAGE)
     if not isinstance(offsets, list):
-        raise BadRequest("'offsets' must be an array of {\"partition\":…, \"offset\":…} objects")
+        raise BadRequest('\'offsets\' must be an array of {"partition":…, "offset":…} objects')
     changes: dict[str, OffsetChange] = {}
     for index, item in enumerate(offsets):
         change = _parse_item(index, item)

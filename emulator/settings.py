@@ -47,27 +47,55 @@ def add_serve_arguments(parser: argparse.ArgumentParser, environ: Mapping[str, s
     parser.add_argument(
         "--bootstrap-servers",
         default=env_default("--bootstrap-servers", None),
-        help="Kafka bootstrap servers; absent = the embedded log under --data-dir (env CONNECT_OFFSETS_BOOTSTRAP_SERVERS)",
+        help="Kafka bootstrap servers; absent = the embedded log under --data-dir "
+        "(env CONNECT_OFFSETS_BOOTSTRAP_SERVERS)",
     )
-    parser.add_argument("--offsets-topic", default=env_default("--offsets-topic", defaults.offsets_topic),
-                        help="Connect's offset.storage.topic (default connect-offsets)")
-    parser.add_argument("--offsets-partitions", type=int,
-                        default=int(env_default("--offsets-partitions", defaults.offsets_partitions)),  # type: ignore[call-overload]
-                        help="partitions when creating the topic or embedded log (Connect's default 25)")
-    parser.add_argument("--replication-factor", type=int,
-                        default=int(env_default("--replication-factor", defaults.replication_factor)),  # type: ignore[call-overload]
-                        help="replication factor when creating the topic (-1 = broker default)")
-    parser.add_argument("--data-dir", type=Path, default=Path(str(env_default("--data-dir", defaults.data_dir))),
-                        help="where the embedded log lives (default ./data)")
-    parser.add_argument("--host", default=env_default("--host", defaults.host), help="listen address (default 127.0.0.1)")
-    parser.add_argument("--port", type=int, default=int(env_default("--port", defaults.port)),  # type: ignore[call-overload]
-                        help="listen port (default 8081)")
-    parser.add_argument("--kafka-config", action="append", default=None, metavar="KEY=VALUE",
-                        help="any librdkafka setting (SASL, SSL, ...), repeatable; env CONNECT_OFFSETS_KAFKA_CONFIG "
-                             "takes comma-separated KEY=VALUE pairs")
-    parser.add_argument("--read-committed", action="store_true",
-                        default=str(env_default("--read-committed", "")).lower() in {"1", "true", "yes"},
-                        help="read with isolation.level=read_committed (Connect does so when exactly-once source is enabled)")
+    parser.add_argument(
+        "--offsets-topic",
+        default=env_default("--offsets-topic", defaults.offsets_topic),
+        help="Connect's offset.storage.topic (default connect-offsets)",
+    )
+    parser.add_argument(
+        "--offsets-partitions",
+        type=int,
+        default=int(env_default("--offsets-partitions", defaults.offsets_partitions)),  # type: ignore[call-overload]
+        help="partitions when creating the topic or embedded log (Connect's default 25)",
+    )
+    parser.add_argument(
+        "--replication-factor",
+        type=int,
+        default=int(env_default("--replication-factor", defaults.replication_factor)),  # type: ignore[call-overload]
+        help="replication factor when creating the topic (-1 = broker default)",
+    )
+    parser.add_argument(
+        "--data-dir",
+        type=Path,
+        default=Path(str(env_default("--data-dir", defaults.data_dir))),
+        help="where the embedded log lives (default ./data)",
+    )
+    parser.add_argument(
+        "--host", default=env_default("--host", defaults.host), help="listen address (default 127.0.0.1)"
+    )
+    parser.add_argument(
+        "--port",
+        type=int,
+        default=int(env_default("--port", defaults.port)),  # type: ignore[call-overload]
+        help="listen port (default 8081)",
+    )
+    parser.add_argument(
+        "--kafka-config",
+        action="append",
+        default=None,
+        metavar="KEY=VALUE",
+        help="any librdkafka setting (SASL, SSL, ...), repeatable; env CONNECT_OFFSETS_KAFKA_CONFIG "
+        "takes comma-separated KEY=VALUE pairs",
+    )
+    parser.add_argument(
+        "--read-committed",
+        action="store_true",
+        default=str(env_default("--read-committed", "")).lower() in {"1", "true", "yes"},
+        help="read with isolation.level=read_committed (Connect does so when exactly-once source is enabled)",
+    )
     parser.add_argument("--log-level", default=env_default("--log-level", defaults.log_level))
 
 

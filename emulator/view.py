@@ -207,7 +207,10 @@ class OffsetView:
                     self.stats.unparseable_values += 1
                 log.error(
                     "CRITICAL: Failed to deserialize offset data for key %r (partition %d, offset %d): %s",
-                    newest, entry.partition, entry.offset, exc,
+                    newest,
+                    entry.partition,
+                    entry.offset,
+                    exc,
                 )
                 offset = None
             result.append(OffsetRow(info[0].partition, offset, keys, entry))

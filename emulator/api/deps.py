@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Annotated
 
-from fastapi import Request
+from fastapi import Depends, Request
 
 from emulator.logs.base import OffsetLog
 from emulator.offsets_service import OffsetsService
@@ -21,3 +22,6 @@ class Runtime:
 def runtime(request: Request) -> Runtime:
     rt: Runtime = request.app.state.runtime
     return rt
+
+
+RuntimeDep = Annotated[Runtime, Depends(runtime)]

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 
-from emulator.api.deps import Runtime, runtime
+from emulator.api.deps import Runtime, RuntimeDep
 
 router = APIRouter(tags=["health"])
 
@@ -18,18 +18,21 @@ async def healthz() -> dict[str, str]:
 
 
 @router.get("/readyz", summary="200 once the log has been read to its end, else 503 with progress")
-async def readyz(rt: Runtime = Depends(runtime)) -> JSONResponse:
+async def readyz(rt: RuntimeDep) -> JSONResponse:
     body = _progress(rt)
     if body["ready"]:
         return JSONResponse(body)
-    return JSONResponse(
-        {"error_code": 503, "message": "Reading the offsets log to its end", **body}, status_code=503
-    )
+    return JSONResponse({"error_code": 503, "message": "Reading the offsets log to its end", **body}, status_code=503)
 
 
 @router.get("/status", summary="Log location, read progress and record counters")
-async def status(rt: Runtime = Depends(runtime)) -> dict[str, Any]:
-    return {**_progress(rt), "log": rt.log.description, "view": rt.view.stats.as_dict(), "live_keys": rt.view.live_keys()}
+async def status(rt: RuntimeDep) -> dict[str, Any]:
+    return {
+        **_progress(rt),
+        "log": rt.log.description,
+        "view": rt.view.stats.as_dict(),
+        "live_keys": rt.view.live_keys(),
+    }
 
 
 def _progress(rt: Runtime) -> dict[str, Any]:

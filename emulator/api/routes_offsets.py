@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Request
 
-from emulator.api.deps import Runtime, runtime
+from emulator.api.deps import RuntimeDep
 from emulator.offsets_service import ModifyResult
 from emulator.requests import parse_alter_body
 
@@ -39,12 +39,12 @@ _OFFSETS_SCHEMA: dict[str, Any] = {
 
 
 @router.get("/connectors", summary="List connectors that have offsets in the log")
-async def list_connectors(rt: Runtime = Depends(runtime)) -> list[str]:
+async def list_connectors(rt: RuntimeDep) -> list[str]:
     return rt.service.connectors()
 
 
 @router.get("/connectors/{connector}/offsets", summary="Get a connector's offsets (Connect's GET)")
-async def get_offsets(connector: str, rt: Runtime = Depends(runtime)) -> dict[str, Any]:
+async def get_offsets(connector: str, rt: RuntimeDep) -> dict[str, Any]:
     return {"offsets": rt.service.offsets(connector)}
 
 
@@ -61,16 +61,16 @@ async def get_offsets(connector: str, rt: Runtime = Depends(runtime)) -> dict[st
 async def alter_offsets(
     connector: str,
     request: Request,
+    rt: RuntimeDep,
     dry_run: bool = False,
     create: bool = False,
-    rt: Runtime = Depends(runtime),
 ) -> dict[str, Any]:
     changes = parse_alter_body(await request.body())
     return _body(await rt.service.alter(connector, changes, dry_run=dry_run, create=create))
 
 
 @router.delete("/connectors/{connector}/offsets", summary="Reset offsets (Connect's DELETE)")
-async def reset_offsets(connector: str, dry_run: bool = False, rt: Runtime = Depends(runtime)) -> dict[str, Any]:
+async def reset_offsets(connector: str, rt: RuntimeDep, dry_run: bool = False) -> dict[str, Any]:
     return _body(await rt.service.reset(connector, dry_run=dry_run))
 
 

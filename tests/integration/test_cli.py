@@ -13,8 +13,9 @@ from tests.fixtures.daemon import free_port
 
 
 def cli(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "emulator.cli", *args], input=stdin, capture_output=True,
-                          text=True, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "emulator.cli", *args], input=stdin, capture_output=True, text=True, timeout=60
+    )
 
 
 def test_alter_get_list_reset_round_trip(embedded_daemon: Any, tmp_path: Path) -> None:
@@ -48,7 +49,9 @@ def test_alter_reads_the_body_from_stdin(embedded_daemon: Any) -> None:
     name = f"cli-{uuid.uuid4().hex[:8]}"
     body = json.dumps({"offsets": [{"partition": {"p": 1}, "offset": {"o": 2}}]})
     assert cli("alter", name, "--file", "-", "--create", "--url", embedded_daemon.url, stdin=body).returncode == 0
-    assert json.loads(cli("get", name, "--json", "--url", embedded_daemon.url).stdout)["offsets"][0]["offset"] == {"o": 2}
+    assert json.loads(cli("get", name, "--json", "--url", embedded_daemon.url).stdout)["offsets"][0]["offset"] == {
+        "o": 2
+    }
 
 
 def test_unknown_connector_is_a_clear_error_with_exit_1(embedded_daemon: Any) -> None:

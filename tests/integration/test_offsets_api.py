@@ -65,9 +65,7 @@ def test_a_written_offset_is_listed_immediately(daemon: Any, name: str) -> None:
     seed(daemon, name, [{"partition": {"filename": "/data/a.txt"}, "offset": {"position": 42}}])
     response = get(daemon, name)
     assert response.status_code == 200
-    assert response.json() == {
-        "offsets": [{"partition": {"filename": "/data/a.txt"}, "offset": {"position": 42}}]
-    }
+    assert response.json() == {"offsets": [{"partition": {"filename": "/data/a.txt"}, "offset": {"position": 42}}]}
     assert name in httpx.get(url(daemon, "/connectors")).json()
 
 
@@ -114,9 +112,7 @@ def test_nested_values_are_rejected_as_connect_does(daemon: Any, name: str) -> N
     seed(daemon, name, [{"partition": {"p": 1}, "offset": {"o": 1}}])
     response = patch(daemon, name, {"offsets": [{"partition": {"p": 1}, "offset": {"o": {"nested": 1}}}]})
     assert response.status_code == 500
-    assert response.json()["message"].startswith(
-        "Offsets may only contain primitive types as values, but field o"
-    )
+    assert response.json()["message"].startswith("Offsets may only contain primitive types as values, but field o")
     assert by_partition(get(daemon, name)) == {'{"p": 1}': {"o": 1}}, "a rejected request writes nothing"
 
 
@@ -129,9 +125,7 @@ def test_alter_answers_connects_message_and_is_read_back(daemon: Any, name: str)
             {"partition": {"table": "b"}, "offset": {"id": 1}},
         ],
     )
-    response = patch(
-        daemon, name, {"offsets": [{"partition": {"table": "a"}, "offset": {"id": 99, "ts": 1.5}}]}
-    )
+    response = patch(daemon, name, {"offsets": [{"partition": {"table": "a"}, "offset": {"id": 99, "ts": 1.5}}]})
     assert response.status_code == 200
     assert response.json() == {"message": ALTERED}
     assert by_partition(get(daemon, name)) == {
@@ -157,15 +151,11 @@ def test_reset_removes_everything_and_is_idempotent(daemon: Any, name: str) -> N
         assert response.status_code == 200
         assert response.json() == {"message": RESET}
         assert get(daemon, name).json() == {"offsets": []}
-    assert name in httpx.get(url(daemon, "/connectors")).json(), (
-        "a reset connector stays known, as in Connect"
-    )
+    assert name in httpx.get(url(daemon, "/connectors")).json(), "a reset connector stays known, as in Connect"
 
 
 def test_existing_partition_is_rewritten_under_its_exact_key_bytes(daemon: Any, name: str) -> None:
-    seed(
-        daemon, name, [{"partition": {"table": "orders", "db": "shop", "protocol": "1"}, "offset": {"id": 1}}]
-    )
+    seed(daemon, name, [{"partition": {"table": "orders", "db": "shop", "protocol": "1"}, "offset": {"id": 1}}])
     original = f'["{name}",{{"table":"orders","db":"shop","protocol":"1"}}]'
     reordered = {"protocol": "1", "db": "shop", "table": "orders"}
     dry = patch(daemon, name, {"offsets": [{"partition": reordered, "offset": {"id": 7}}]}, dry_run="true")
@@ -177,18 +167,14 @@ def test_existing_partition_is_rewritten_under_its_exact_key_bytes(daemon: Any, 
         "existing_key": True,
         "kafka_partition": partition_for(original.encode(), record_partitions(daemon)),
     }
-    assert by_partition(get(daemon, name))['{"db": "shop", "protocol": "1", "table": "orders"}'] == {
-        "id": 1
-    }, "a dry run writes nothing"
+    assert by_partition(get(daemon, name))['{"db": "shop", "protocol": "1", "table": "orders"}'] == {"id": 1}, (
+        "a dry run writes nothing"
+    )
 
 
 def test_new_partition_is_encoded_in_request_order_with_javas_number_rules(daemon: Any, name: str) -> None:
     seed(daemon, name, [{"partition": {"x": 0}, "offset": {"o": 0}}])
-    body = {
-        "offsets": [
-            {"partition": {"z": "é😀", "a": 10000000.0, "m": True}, "offset": {"pos": 9007199254740993}}
-        ]
-    }
+    body = {"offsets": [{"partition": {"z": "é😀", "a": 10000000.0, "m": True}, "offset": {"pos": 9007199254740993}}]}
     [record] = patch(daemon, name, body, dry_run="true").json()["records"]
     assert record["key"] == f'["{name}",{{"z":"é\\uD83D\\uDE00","a":1.0E7,"m":true}}]'
     assert record["value"] == '{"pos":9007199254740993}'
