@@ -268,6 +268,29 @@ def test_another_process_shares_the_log_safely_and_its_appends_are_tailed(log: E
 # ---------------------------------------------------------------------------- writing
 
 
+def test_a_failing_sink_call_is_logged_and_counted_and_reading_goes_on(
+    log: EmbeddedOffsetLog, caplog: pytest.LogCaptureFixture
+) -> None:
+    log.append([(connect_key("sink", 1), b"first")])
+    sink = Collector()
+    failed = threading.Event()
+
+    def flaky_sink(batch: Sequence[LogRecord]) -> None:
+        if not failed.is_set():
+            failed.set()
+            raise ValueError("view bug")
+        sink(batch)
+
+    with caplog.at_level(logging.ERROR, logger="emulator.logs.embedded"):
+        log.start_reading(flaky_sink)
+        wait_until(lambda: log.progress().caught_up)
+        log.append([(connect_key("sink", 2), b"second")])
+        wait_until(lambda: len(sink.snapshot()) == 1, what="the next record after the failure")
+    assert [r.value for r in sink.snapshot()] == [b"second"]
+    assert log.sink_failures == 1
+    assert "sink failed on" in caplog.text and "1 records were skipped" in caplog.text
+
+
 def test_concurrent_appends_keep_per_key_order_and_unique_contiguous_offsets(log: EmbeddedOffsetLog) -> None:
     threads, per_thread = 8, 60
 
@@ -471,6 +494,33 @@ def test_someone_elses_sqlite_database_is_refused_untouched(data_dir: Path) -> N
         EmbeddedOffsetLog(data_dir).open()
     with sqlite3.connect(data_dir / "connect-offsets.sqlite3") as db:
         assert [r[0] for r in db.execute("SELECT name FROM sqlite_schema")] == ["invoices"]
+
+
+def test_damage_found_while_reading_stops_the_reader_and_progress_reports_it(data_dir: Path) -> None:
+    offsets_log = EmbeddedOffsetLog(data_dir)
+    offsets_log.open()  # intact at open time: quick_check passes
+    try:
+        offsets_log.append([(connect_key("late-damage", i), b"z" * 200) for i in range(3000)])
+        path = data_dir / "connect-offsets.sqlite3"
+        with sqlite3.connect(path) as db:  # move the records from the WAL into the main file
+            assert db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0] == 0
+        with path.open("r+b") as f:  # damage the records' pages behind the open log's back
+            f.seek(20 * 4096)
+            f.write(random.Random(2).randbytes(40 * 4096))
+        offsets_log.start_reading(Collector())
+
+        def reader_failed() -> bool:
+            try:
+                offsets_log.progress()
+            except LogConfigError:
+                return True
+            return False
+
+        wait_until(reader_failed, what="the reader to report the damage")
+        with pytest.raises(LogConfigError, match="became unreadable while reading: it is corrupt"):
+            offsets_log.progress()
+    finally:
+        offsets_log.close()
 
 
 def test_an_unusable_data_directory_is_a_clear_config_error(tmp_path: Path) -> None:
