@@ -67,8 +67,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         except ValueError as exc:
             parser.error(str(exc))
         from emulator.daemon import serve
+        from emulator.errors import EmulatorError
 
-        serve(settings)
+        try:
+            serve(settings)
+        except EmulatorError as exc:  # storage refused at startup: one clear line, no traceback
+            print(f"error: {exc.message}", file=sys.stderr)
+            return EXIT_USAGE
         return 0
     try:
         return _run_client_command(args)

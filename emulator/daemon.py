@@ -55,6 +55,9 @@ async def _report_replay(runtime: Runtime, every_s: float = 5.0) -> None:
     """Progress on long work: a replay of millions of records should not look like a hang."""
     while True:
         progress = runtime.log.progress()
+        if progress.error is not None:
+            log.error("the offsets log cannot be read; serving 503 until restarted: %s", progress.error)
+            return
         if progress.caught_up:
             log.info(
                 "offsets log read to end: %d records, %d live keys, %d connectors; serving",

@@ -74,6 +74,8 @@ class OffsetsService:
     # -- reads ----------------------------------------------------------------------------
     def ensure_ready(self) -> None:
         progress = self._log.progress()
+        if progress.error is not None:
+            raise NotReady(f"The offsets log cannot be read: {progress.error}")
         if not progress.caught_up:
             raise NotReady(
                 "The offsets log has not been read to the end yet "

@@ -39,6 +39,7 @@ def _progress(rt: Runtime) -> dict[str, Any]:
     progress = rt.log.progress()
     return {
         "ready": progress.caught_up,
+        "error": progress.error,
         "records_read": progress.records_read,
         "partitions_at_end": progress.partitions_done,
         "partitions": len(progress.end_offsets),

@@ -29,6 +29,8 @@ class ReadProgress:
     end_offsets: dict[int, int] = field(default_factory=dict)
     records_read: int = 0
     caught_up: bool = False
+    error: str | None = None
+    """Set when the reader stopped for good (e.g. a damaged embedded log): never ready again."""
 
     @property
     def partitions_done(self) -> int:

@@ -265,16 +265,15 @@ class EmbeddedOffsetLog(OffsetLog):
         thread.start()
 
     def progress(self) -> ReadProgress:
-        """Snapshot of the replay. Raises the ``LogConfigError`` that stopped the reader, if any,
+        """Snapshot of the replay. Carries the ``LogConfigError`` that stopped the reader, if any,
         so a damaged log surfaces as an error instead of a view that never becomes ready."""
         with self._progress_lock:
-            if self._reader_error is not None:
-                raise self._reader_error
             return ReadProgress(
                 positions=dict(self._positions),
                 end_offsets=dict(self._initial_ends),
                 records_read=self._records_read,
-                caught_up=self._caught_up,
+                caught_up=self._caught_up and self._reader_error is None,
+                error=None if self._reader_error is None else self._reader_error.message,
             )
 
     def _read_forever(self, sink: RecordSink) -> None:

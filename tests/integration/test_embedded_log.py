@@ -509,16 +509,10 @@ def test_damage_found_while_reading_stops_the_reader_and_progress_reports_it(dat
             f.write(random.Random(2).randbytes(40 * 4096))
         offsets_log.start_reading(Collector())
 
-        def reader_failed() -> bool:
-            try:
-                offsets_log.progress()
-            except LogConfigError:
-                return True
-            return False
-
-        wait_until(reader_failed, what="the reader to report the damage")
-        with pytest.raises(LogConfigError, match="became unreadable while reading: it is corrupt"):
-            offsets_log.progress()
+        wait_until(lambda: offsets_log.progress().error is not None, what="the reader to report the damage")
+        progress = offsets_log.progress()
+        assert progress.error is not None and "became unreadable while reading: it is corrupt" in progress.error
+        assert not progress.caught_up, "a log that stopped on damage never reports ready"
     finally:
         offsets_log.close()
 

@@ -48,3 +48,21 @@ def test_kill_9_mid_stream_keeps_every_acknowledged_write(daemon_factory: Any, t
         # The last write may have landed without its acknowledgement reaching us, never the reverse.
         assert offsets[worker] >= last_ack, f"worker {worker}: acknowledged {last_ack}, restored {offsets[worker]}"
         assert offsets[worker] <= last_ack + 1
+
+
+def test_a_damaged_embedded_log_stops_startup_with_a_clear_error(tmp_path: Any) -> None:
+    import subprocess
+    import sys
+
+    data_dir = tmp_path / "data"
+    data_dir.mkdir()
+    (data_dir / "connect-offsets.sqlite3").write_bytes(b"this is not a database" * 100)
+    result = subprocess.run(
+        [sys.executable, "-m", "emulator.cli", "serve", "--data-dir", str(data_dir), "--port", "1"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 2
+    assert "corrupt or not a SQLite database" in result.stderr
+    assert "Traceback" not in result.stderr
