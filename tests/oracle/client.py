@@ -1,0 +1,347 @@
+"""``JavaOracle``: ask Apache Kafka's own classes, running in a JVM subprocess, what they do.
+
+Compatibility is proven against Java, never against our own encoder, so every compat test funnels
+through here. The JVM lives in ``jvm_server.py`` (one long-lived subprocess per oracle, JSON lines
+over stdin/stdout); this side owns its lifecycle: every request has a deadline, a crash or hang
+becomes an ``OracleError`` quoting the tail of the JVM's log, and a JVM that reported a stuck Java
+thread (``"recycle"``) or was killed is replaced transparently on the next request.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+import os
+import queue
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import IO, Any
+
+from tests.oracle.classpath import LOG4J_CONFIG, jvm_path, oracle_classpath
+from tests.oracle.errors import JavaError, JavaException, OracleError, OracleTimeout
+
+SERVER = Path(__file__).with_name("jvm_server.py")
+_EOF = object()
+_MIN_RECURSION_LIMIT = 20000  # Jackson accepts 1000 nesting levels; their typed JSON is ~2000 deep to parse
+if sys.getrecursionlimit() < _MIN_RECURSION_LIMIT:
+    sys.setrecursionlimit(_MIN_RECURSION_LIMIT)
+
+
+class JavaOracle:
+    """One JVM subprocess hosting Kafka 4.3.0's JsonConverter, murmur2, offset stores and Connect."""
+
+    java_version: str
+
+    def __init__(
+        self,
+        java_home: str | None = None,
+        *,
+        start_timeout_s: float = 60.0,
+        jvm_opts: list[str] | None = None,
+        full_classpath: bool = False,
+    ) -> None:
+        self.java_home = java_home
+        self.jvm_path = jvm_path(java_home)
+        self.classpath = oracle_classpath(full_classpath)
+        self.jvm_opts = [
+            "-Xmx1g",
+            "-XX:+UseSerialGC",
+            "--enable-native-access=ALL-UNNAMED",
+            f"-Dlog4j2.configurationFile={LOG4J_CONFIG}",
+            *(jvm_opts or []),
+        ]
+        self.start_timeout_s = start_timeout_s
+        self.starts: list[float] = []  # seconds from spawn to "ready", one per JVM started
+        self.timings: list[tuple[str, float]] = []  # (op, seconds) round trips, for reports
+        self._lock = threading.RLock()
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._responses: queue.Queue[Any] = queue.Queue()
+        # One log for the oracle's life (all JVMs it starts): JVM stderr, log4j, thread dumps.
+        fd, self.log_path = tempfile.mkstemp(prefix="java-oracle-", suffix=".log")
+        self._log_file: IO[bytes] | None = os.fdopen(fd, "wb")
+        self._next_id = 0
+        self._closed = False
+        self._start()
+
+    # --- lifecycle --------------------------------------------------------------------------------
+
+    def _start(self) -> None:
+        assert self._log_file is not None
+        self._log_file.write(f"=== starting JVM {self.jvm_path} ===\n".encode())
+        self._log_file.flush()
+        cmd = [sys.executable, str(SERVER), "--jvm", self.jvm_path, "--classpath", os.pathsep.join(self.classpath)]
+        for opt in self.jvm_opts:
+            cmd.append(f"--jvm-opt={opt}")
+        t0 = time.monotonic()
+        proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log_file)
+        self._proc = proc
+        self._responses = queue.Queue()
+        threading.Thread(
+            target=self._pump, args=(proc, self._responses), daemon=True, name=f"java-oracle-stdout-{proc.pid}"
+        ).start()
+        ready = self._await(self._responses, self.start_timeout_s, "JVM start")
+        if not ready.get("ready"):
+            self._kill()
+            raise OracleError(f"JVM sent {ready!r} instead of its ready line\n{self._stderr_tail()}")
+        self.java_version = ready["java_version"]
+        self.java_home_actual = ready["java_home"]
+        self.starts.append(time.monotonic() - t0)
+
+    @staticmethod
+    def _pump(proc: subprocess.Popen[bytes], out: queue.Queue[Any]) -> None:
+        assert proc.stdout is not None
+        try:
+            for line in proc.stdout:
+                try:
+                    out.put(json.loads(line))
+                except (ValueError, RecursionError) as e:
+                    out.put({"protocol_error": f"{e!r}: {line[:500].decode('utf-8', 'replace')}"})
+        finally:
+            out.put(_EOF)  # whatever happens here, the waiting request learns of it instead of hanging
+
+    def _await(self, responses: queue.Queue[Any], timeout_s: float, what: str) -> dict[str, Any]:
+        try:
+            msg = responses.get(timeout=timeout_s)
+        except queue.Empty:
+            self._kill()
+            raise OracleTimeout(
+                f"{what}: no answer from the JVM within {timeout_s}s; killed it (next request starts a new one)"
+                f"\n{self._stderr_tail()}"
+            ) from None
+        if msg is _EOF:
+            rc = self._proc.wait(timeout=10) if self._proc else None
+            self._proc = None
+            raise OracleError(f"{what}: the JVM subprocess exited (rc={rc}) without answering\n{self._stderr_tail()}")
+        if "protocol_error" in msg:
+            self._kill()
+            raise OracleError(f"{what}: non-protocol output on the JVM's stdout: {msg['protocol_error']!r}")
+        assert isinstance(msg, dict)
+        return msg
+
+    def _kill(self) -> None:
+        proc, self._proc = self._proc, None
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=10)
+
+    def _stderr_tail(self, max_bytes: int = 6000) -> str:
+        if not self.log_path:
+            return "(no JVM log)"
+        if self._log_file is not None:
+            self._log_file.flush()
+        try:
+            data = Path(self.log_path).read_bytes()
+        except OSError as e:
+            return f"(JVM log {self.log_path} unreadable: {e})"
+        tail = data[-max_bytes:].decode("utf-8", "replace")
+        return f"--- last {len(tail)} chars of JVM log {self.log_path} ---\n{tail}"
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            proc = self._proc
+            if proc is not None and proc.poll() is None and proc.stdin is not None:
+                with contextlib.suppress(OSError, ValueError):
+                    proc.stdin.write(b'{"id": -1, "op": "close"}\n')
+                    proc.stdin.flush()
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    proc.wait(timeout=10)
+            self._kill()
+            if self._log_file is not None:
+                self._log_file.close()
+                self._log_file = None
+            # Failures already quoted the log's tail; keep it only when asked to.
+            if self.log_path and os.environ.get("JAVA_ORACLE_KEEP_LOG") != "1":
+                with contextlib.suppress(OSError):
+                    os.unlink(self.log_path)
+
+    def __enter__(self) -> JavaOracle:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # --- request/response ---------------------------------------------------------------------
+
+    def request(self, op: str, args: dict[str, Any], timeout_s: float = 60.0) -> Any:
+        """Raw access to a server operation (e.g. ``debug_sleep``/``debug_exit`` for the self-check)."""
+        return self._call(op, args, timeout_s)
+
+    def _call(self, op: str, args: dict[str, Any], timeout_s: float = 60.0) -> Any:
+        with self._lock:
+            if self._closed:
+                raise OracleError("JavaOracle is closed")
+            if self._proc is None or self._proc.poll() is not None:
+                self._kill()
+                self._start()
+            proc = self._proc
+            assert proc is not None and proc.stdin is not None
+            self._next_id += 1
+            rid = self._next_id
+            t0 = time.monotonic()
+            try:
+                proc.stdin.write((json.dumps({"id": rid, "op": op, "args": args}) + "\n").encode("utf-8"))
+                proc.stdin.flush()
+            except OSError as e:
+                self._kill()
+                raise OracleError(f"{op}: could not write to the JVM subprocess ({e})\n{self._stderr_tail()}") from e
+            while True:
+                resp = self._await(self._responses, timeout_s, op)
+                if resp.get("id") == rid:
+                    break
+            self.timings.append((op, time.monotonic() - t0))
+            if resp.get("recycle"):
+                # The server exits after answering; reap it so the next request starts a clean JVM.
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    proc.wait(timeout=10)
+                self._kill()
+            if not resp["ok"]:
+                where = f" (JVM replaced; its log incl. thread dump: {self.log_path})" if resp.get("recycle") else ""
+                raise JavaException(JavaError.from_wire(resp["error"]), f"{op} failed in the JVM{where}")
+            return resp["result"]
+
+    # --- JsonConverter ------------------------------------------------------------------------
+
+    def json_encode_each(self, values: list[Any]) -> list[bytes | JavaError | None]:
+        """``JsonConverter(schemas.enable=false).fromConnectData`` per typed value; failures as data."""
+        out: list[bytes | JavaError | None] = []
+        for r in self._call("json_encode", {"values": values}):
+            if r is None:
+                out.append(None)
+            elif "error" in r:
+                out.append(JavaError.from_wire(r["error"]))
+            else:
+                out.append(base64.b64decode(r["b64"]))
+        return out
+
+    def json_encode(self, values: list[Any]) -> list[bytes | None]:
+        """The bytes Connect writes for each typed value (``None`` for a null value: a tombstone)."""
+        out: list[bytes | None] = []
+        for i, r in enumerate(self.json_encode_each(values)):
+            if isinstance(r, JavaError):
+                raise JavaException(r, f"JsonConverter.fromConnectData rejected value #{i} {values[i]!r}")
+            out.append(r)
+        return out
+
+    def json_decode(self, raws: list[bytes | None]) -> list[Any | JavaError]:
+        """``JsonConverter.toConnectData`` per input: the typed value, or the Java exception as data."""
+        wire = [None if r is None else base64.b64encode(r).decode("ascii") for r in raws]
+        return [
+            JavaError.from_wire(r["error"]) if "error" in r else r["value"]
+            for r in self._call("json_decode", {"raws": wire})
+        ]
+
+    # --- partitioning ---------------------------------------------------------------------------
+
+    def murmur2(self, keys: list[bytes]) -> list[int]:
+        """``org.apache.kafka.common.utils.Utils.murmur2`` (signed 32-bit)."""
+        return list(self._call("murmur2", {"keys": [base64.b64encode(k).decode("ascii") for k in keys]}))
+
+    def partition(self, keys: list[bytes], num_partitions: int) -> list[int]:
+        """``BuiltInPartitioner.partitionForKey``: the partition Java's producer picks for a keyed record."""
+        args = {"keys": [base64.b64encode(k).decode("ascii") for k in keys], "num_partitions": num_partitions}
+        return list(self._call("partition", args))
+
+    # --- KafkaOffsetBackingStore (distributed worker) ------------------------------------------------
+
+    def offsets_write(
+        self,
+        bootstrap: str,
+        topic: str,
+        connector: str,
+        entries: list[tuple[Any, Any]],
+        partitions: int = 25,
+        *,
+        extra_config: dict[str, str] | None = None,
+        timeout_s: float = 60.0,
+    ) -> None:
+        """Write typed (partition, offset-or-None) entries through OffsetStorageWriter in one flush.
+
+        Note Java's own semantics: the writer keys pending offsets by ``Map.equals``, so two entries whose
+        partitions are equal maps in different orders collapse into the first one's key bytes.
+        """
+        args = {
+            "bootstrap": bootstrap,
+            "topic": topic,
+            "connector": connector,
+            "entries": [[p, o] for p, o in entries],
+            "num_partitions": partitions,
+            "extra_config": extra_config or {},
+            "timeout_s": timeout_s,
+        }
+        self._call("offsets_write", args, timeout_s=2 * timeout_s + 45)
+
+    def offsets_read(
+        self,
+        bootstrap: str,
+        topic: str,
+        connector: str,
+        partitions: list[Any],
+        *,
+        num_partitions: int = 25,
+        extra_config: dict[str, str] | None = None,
+        timeout_s: float = 60.0,
+    ) -> tuple[list[Any | None], list[Any]]:
+        """A fresh store reads to the end; returns (offsets in request order, connectorPartitions)."""
+        args = {
+            "bootstrap": bootstrap,
+            "topic": topic,
+            "connector": connector,
+            "partitions": partitions,
+            "num_partitions": num_partitions,
+            "extra_config": extra_config or {},
+            "timeout_s": timeout_s,
+        }
+        r = self._call("offsets_read", args, timeout_s=2 * timeout_s + 45)
+        return list(r["offsets"]), list(r["connector_partitions"])
+
+    # --- FileOffsetBackingStore (standalone worker) ---------------------------------------------------
+
+    def file_offsets_write(self, path: str, connector: str, entries: list[tuple[Any, Any]]) -> None:
+        """Write through a real FileOffsetBackingStore (the whole file is rewritten, as standalone does)."""
+        self._call(
+            "file_offsets_write", {"path": path, "connector": connector, "entries": [[p, o] for p, o in entries]}
+        )
+
+    def file_offsets_read(self, path: str, connector: str, partitions: list[Any]) -> tuple[list[Any | None], list[Any]]:
+        """Load a standalone offsets file with FileOffsetBackingStore; same result shape as offsets_read."""
+        r = self._call("file_offsets_read", {"path": path, "connector": connector, "partitions": partitions})
+        return list(r["offsets"]), list(r["connector_partitions"])
+
+    # --- a real connector --------------------------------------------------------------------------
+
+    def filestream_run(
+        self,
+        bootstrap: str,
+        offsets_topic: str,
+        connector: str,
+        file: str,
+        *,
+        partitions: int = 25,
+        expect_lines: int,
+        timeout_s: float = 60,
+        extra_config: dict[str, str] | None = None,
+    ) -> list[str]:
+        """Run FileStreamSourceConnector in Debezium's embedded engine until ``expect_lines`` lines came out.
+
+        The engine is then closed gracefully, which commits the task's final offsets through
+        KafkaOffsetBackingStore before this returns. Fewer lines before ``timeout_s`` raises, listing
+        what was emitted.
+        """
+        args = {
+            "bootstrap": bootstrap,
+            "offsets_topic": offsets_topic,
+            "connector": connector,
+            "file": file,
+            "num_partitions": partitions,
+            "expect_lines": expect_lines,
+            "timeout_s": timeout_s,
+            "extra_config": extra_config or {},
+        }
+        r = self._call("filestream_run", args, timeout_s=timeout_s + 90)
+        return list(r["lines"])

@@ -1,0 +1,703 @@
+"""The JVM side of the oracle: a subprocess that runs Apache Kafka's own classes through JPype.
+
+Run by ``tests.oracle.client.JavaOracle`` as ``python jvm_server.py --jvm <libjvm.so> --classpath <cp>``.
+It speaks JSON lines: one request per stdin line, one response per line on the *original* stdout.
+Everything else that would print to fd 1 (``System.out``, ``-verbose`` output, log4j console appenders)
+is re-pointed at stderr before the JVM starts, so nothing the JVM does can corrupt the protocol.
+
+Why a subprocess at all: JPype loads the JVM into the calling process and a JVM can never be
+restarted there, so the test process must never host it (a hung ``KafkaBasedLog.stop()`` or a JVM
+crash would take pytest down with it).
+
+Why the Connect-store operations do not get their own short-lived process: a JVM here starts in about
+0.3 s, but the first Kafka client costs ~2 s of class loading, paid once in a long-lived process. The
+one known hazard, ``KafkaBasedLog.stop()`` hanging against Tansu, is contained instead: every stop
+and every broker-facing step runs on its own thread with a deadline; when one is overrun, the Java
+thread stacks go to stderr and the response carries ``"recycle": true``, and the client kills this
+process and starts a clean one before the next request.
+
+Self-contained on purpose (no imports from the test package): it runs under its own interpreter.
+"""
+
+# mypy: disable-error-code="untyped-decorator"
+# (JPype ships no type hints: its @JImplements/@JOverride decorators are untyped by necessity.)
+from __future__ import annotations
+
+import argparse
+import base64
+import functools
+import json
+import math
+import os
+import sys
+import threading
+import time
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+# --- protocol plumbing ---------------------------------------------------------------------------
+
+PROTO: Any = None  # text stream on the original stdout
+STATE = {"recycle": False}  # set once a Java thread is stuck: answer, then exit so the client restarts us
+
+
+def _claim_stdout() -> Any:
+    """Keep the original stdout for the protocol, and send everything else written to fd 1 to stderr."""
+    proto_fd = os.dup(1)
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    return os.fdopen(proto_fd, "w", encoding="utf-8", buffering=1)
+
+
+def _send(msg: dict[str, Any]) -> None:
+    PROTO.write(json.dumps(msg, ensure_ascii=True, allow_nan=False) + "\n")
+    PROTO.flush()
+
+
+def _log(msg: str) -> None:
+    sys.stderr.write(f"[jvm_server {time.strftime('%H:%M:%S')}] {msg}\n")
+    sys.stderr.flush()
+
+
+class Recycle(Exception):
+    """A bounded Java call overran its deadline; this JVM holds a stuck thread and must be replaced."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        STATE["recycle"] = True
+
+
+class RequestError(Exception):
+    """The request itself is malformed (bad typed value, unknown op)."""
+
+
+def run_bounded(fn: Callable[[], Any], timeout_s: float, what: str) -> Any:
+    """Run ``fn`` on its own thread; past ``timeout_s`` dump Java stacks and mark this JVM for recycling."""
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            box["result"] = fn()
+        except BaseException as e:
+            box["error"] = e
+
+    t = threading.Thread(target=target, name=f"bounded:{what}", daemon=True)
+    t.start()
+    t.join(timeout_s)
+    if t.is_alive():
+        _log(f"TIMEOUT: {what} did not finish within {timeout_s}s; Java thread dump follows")
+        _dump_java_threads()
+        raise Recycle(f"{what} did not finish within {timeout_s}s (JVM marked for recycling)")
+    if "error" in box:
+        raise box["error"]
+    return box.get("result")
+
+
+def _dump_java_threads() -> None:
+    try:
+        import jpype
+
+        Thread = jpype.JClass("java.lang.Thread")
+        for th, stack in Thread.getAllStackTraces().entrySet():
+            sys.stderr.write(f'"{th.getName()}" state={th.getState()}\n')
+            for frame in stack:
+                sys.stderr.write(f"    at {frame}\n")
+        sys.stderr.flush()
+    except Exception as e:  # the dump is a diagnostic; never let it mask the timeout
+        _log(f"thread dump failed: {e!r}")
+
+
+# --- Java bridge ---------------------------------------------------------------------------------
+
+
+class Bridge:
+    """Typed JSON <-> Java objects, and the Kafka classes the operations use."""
+
+    def __init__(self) -> None:
+        import jpype
+
+        self.jpype = jpype
+        J = jpype.JClass
+        self.JString = J("java.lang.String")
+        self.Integer, self.Long = J("java.lang.Integer"), J("java.lang.Long")
+        self.Short, self.Byte = J("java.lang.Short"), J("java.lang.Byte")
+        self.Double, self.Float = J("java.lang.Double"), J("java.lang.Float")
+        self.Boolean = J("java.lang.Boolean")
+        self.ArrayList, self.HashMap = J("java.util.ArrayList"), J("java.util.HashMap")
+        self.LinkedHashMap, self.TreeMap = J("java.util.LinkedHashMap"), J("java.util.TreeMap")
+        self.Map, self.List = J("java.util.Map"), J("java.util.List")
+        self.ByteBuffer = J("java.nio.ByteBuffer")
+        self.JsonConverter = J("org.apache.kafka.connect.json.JsonConverter")
+        self.Utils = J("org.apache.kafka.common.utils.Utils")
+        self.BuiltInPartitioner = J("org.apache.kafka.clients.producer.internals.BuiltInPartitioner")
+        self.Throwable = J("java.lang.Throwable")
+
+    # Java -> typed JSON
+    def to_typed(self, o: Any) -> Any:
+        if o is None:
+            return None
+        cls = str(o.getClass().getName())
+        if cls == "java.lang.String":
+            return self.py_str(o)
+        if cls == "java.lang.Boolean":
+            return bool(o.booleanValue())
+        if cls == "java.lang.Integer":
+            return {"int": int(o.intValue())}
+        if cls == "java.lang.Long":
+            return {"long": str(int(o.longValue()))}
+        if cls == "java.lang.Short":
+            return {"short": int(o.shortValue())}
+        if cls == "java.lang.Byte":
+            return {"byte": int(o.byteValue())}
+        if cls == "java.lang.Double":
+            return {"double": _float_text(float(o.doubleValue()))}
+        if cls == "java.lang.Float":
+            return {"float": _float_text(float(o.doubleValue()))}
+        if cls == "[B":
+            return {"bytes": base64.b64encode(bytes(o)).decode("ascii")}
+        if cls == "java.math.BigDecimal":
+            return {"decimal": str(o.toString())}
+        if cls == "java.math.BigInteger":
+            return {"bigint": str(o.toString())}
+        if isinstance(o, self.ByteBuffer):
+            dup = o.duplicate()
+            arr = self.jpype.JArray(self.jpype.JByte)(int(dup.remaining()))
+            dup.get(arr)
+            return {"bytebuffer": base64.b64encode(bytes(arr)).decode("ascii")}
+        if isinstance(o, self.Map):
+            impl = {
+                "java.util.HashMap": "hash",
+                "java.util.LinkedHashMap": "linked",
+                "java.util.TreeMap": "tree",
+            }.get(cls, "immutable" if cls.startswith("java.util.ImmutableCollections$Map") else cls)
+            return {
+                "map": [[self.to_typed(e.getKey()), self.to_typed(e.getValue())] for e in o.entrySet()],
+                "impl": impl,
+            }
+        if isinstance(o, self.List):
+            return {"list": [self.to_typed(v) for v in o]}
+        return {"java": cls, "str": self.py_str(o.toString())}
+
+    # typed JSON -> Java
+    def to_java(self, t: Any) -> Any:
+        jp = self.jpype
+        if t is None:
+            return None
+        if isinstance(t, bool):
+            return self.Boolean.valueOf(t)
+        if isinstance(t, str):
+            return self.java_str(t)
+        if not isinstance(t, dict):
+            raise RequestError(f"not a typed value: {t!r} (numbers, lists and maps must be tagged)")
+        if "int" in t:
+            return self.Integer.valueOf(jp.JInt(_int_in(t["int"], 32)))
+        if "long" in t:
+            return self.Long.valueOf(jp.JLong(_int_in(t["long"], 64)))
+        if "short" in t:
+            return self.Short.valueOf(jp.JShort(_int_in(t["short"], 16)))
+        if "byte" in t:
+            return self.Byte.valueOf(jp.JByte(_int_in(t["byte"], 8)))
+        if "double" in t:
+            return self.Double.valueOf(jp.JDouble(_parse_float(t["double"])))
+        if "float" in t:
+            return self.Float.valueOf(jp.JFloat(_parse_float(t["float"])))
+        if "bytes" in t:
+            return jp.JArray(jp.JByte)(base64.b64decode(t["bytes"], validate=True))
+        if "bytebuffer" in t:
+            raw = jp.JArray(jp.JByte)(base64.b64decode(t["bytebuffer"], validate=True))
+            return self.ByteBuffer.wrap(raw)
+        if "list" in t:
+            out = self.ArrayList()
+            for v in t["list"]:
+                out.add(self.to_java(v))
+            return out
+        if "map" in t:
+            return self._map(t["map"], t.get("impl", "linked"))
+        raise RequestError(f"unknown typed value {t!r}")
+
+    def _map(self, entries: list[Any], impl: str) -> Any:
+        pairs = [(self.to_java(k), self.to_java(v)) for k, v in entries]
+        if impl in ("linked", "hash_copy", "map_of"):
+            m = self.LinkedHashMap()
+        elif impl == "hash":
+            m = self.HashMap()
+        elif impl == "tree":
+            m = self.TreeMap()
+        else:
+            raise RequestError(f"unknown map impl {impl!r}")
+        for k, v in pairs:
+            m.put(k, v)
+        if impl == "hash_copy":
+            return self.HashMap(m)  # presized copy: the JDK 19 ordering change lives here
+        if impl == "map_of":
+            return self.Map.copyOf(m)  # ImmutableCollections.MapN: per-JVM-start randomized order
+        return m
+
+    def java_str(self, s: str) -> Any:
+        try:
+            s.encode("utf-8")
+        except UnicodeEncodeError:  # lone surrogates: Java can hold them, JPype's UTF-8 path cannot
+            units = s.encode("utf-16-le", "surrogatepass")
+            codes = [int.from_bytes(units[i : i + 2], "little") for i in range(0, len(units), 2)]
+            return self.JString(self.jpype.JArray(self.jpype.JChar)(codes))
+        return self.JString(s)
+
+    def py_str(self, j: Any) -> str:
+        # Via UTF-16 code units so lone surrogates survive (str(j) fails on them).
+        return bytes(memoryview(j.toCharArray())).decode("utf-16-le", "surrogatepass")
+
+    def error(self, e: BaseException) -> dict[str, Any]:
+        if isinstance(e, self.Throwable):
+            return self._java_error(e, 0)
+        return {"java_class": f"python:{type(e).__name__}", "message": str(e)}
+
+    def _java_error(self, t: Any, depth: int) -> dict[str, Any]:
+        msg = t.getMessage()
+        out: dict[str, Any] = {
+            "java_class": str(t.getClass().getName()),
+            "message": None if msg is None else self.py_str(msg),
+        }
+        cause = t.getCause()
+        if cause is not None and depth < 10 and not cause.equals(t):
+            out["cause"] = self._java_error(cause, depth + 1)
+        return out
+
+    def converter(self, is_key: bool) -> Any:
+        """What ``Plugins.newInternalConverter`` builds for Connect's internal topics."""
+        c = self.JsonConverter()
+        c.configure(self.Map.of("schemas.enable", "false"), is_key)
+        return c
+
+    def props(self, d: dict[str, str], cls: str = "java.util.HashMap") -> Any:
+        m = self.jpype.JClass(cls)()
+        for k, v in d.items():
+            if cls == "java.util.Properties":
+                m.setProperty(k, v)
+            else:
+                m.put(k, v)
+        return m
+
+
+def _int_in(v: Any, bits: int) -> int:
+    n = int(v) if isinstance(v, str) else v
+    if not isinstance(n, int) or isinstance(n, bool) or not -(2 ** (bits - 1)) <= n < 2 ** (bits - 1):
+        raise RequestError(f"{v!r} is not a {bits}-bit Java integer")
+    return n
+
+
+def _parse_float(s: Any) -> float:
+    if isinstance(s, int | float) and not isinstance(s, bool):
+        return float(s)
+    if not isinstance(s, str):
+        raise RequestError(f"bad floating-point payload {s!r}")
+    special = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
+    if s in special:
+        return special[s]
+    return float.fromhex(s) if "0x" in s.lower() else float(s)
+
+
+def _float_text(x: float) -> str:
+    if math.isnan(x):
+        return "NaN"
+    if math.isinf(x):
+        return "Infinity" if x > 0 else "-Infinity"
+    return x.hex()
+
+
+# --- operations ----------------------------------------------------------------------------------
+
+
+class Ops:
+    def __init__(self, bridge: Bridge) -> None:
+        self.b = bridge
+        self.jp = bridge.jpype
+        self.enc = bridge.JsonConverter()
+        self.enc.configure(bridge.Map.of("schemas.enable", "false"), False)
+
+    def ping(self, a: dict[str, Any]) -> Any:
+        return {}
+
+    def debug_sleep(self, a: dict[str, Any]) -> Any:
+        """A Java call that overruns (``Thread.sleep``): how the self-check proves deadlines work."""
+        Thread = self.jp.JClass("java.lang.Thread")
+        run_bounded(lambda: Thread.sleep(int(float(a["seconds"]) * 1000)), float(a["bound_s"]), "debug_sleep")
+        return {}
+
+    def debug_exit(self, a: dict[str, Any]) -> Any:
+        """Die without answering, like a JVM crash."""
+        _log("debug_exit: exiting without an answer")
+        os._exit(int(a.get("code", 3)))
+
+    # JsonConverter(schemas.enable=false, isKey=false), exactly as Connect's internal converters
+    def json_encode(self, a: dict[str, Any]) -> Any:
+        out: list[Any] = []
+        for t in a["values"]:
+            value = self.b.to_java(t)
+            try:
+                raw = self.enc.fromConnectData(a.get("topic", "t"), None, value)
+            except self.jp.JException as e:
+                out.append({"error": self.b.error(e)})
+                continue
+            out.append(None if raw is None else {"b64": base64.b64encode(bytes(raw)).decode("ascii")})
+        return out
+
+    def json_decode(self, a: dict[str, Any]) -> Any:
+        out: list[Any] = []
+        for r in a["raws"]:
+            raw = None if r is None else self.jp.JArray(self.jp.JByte)(base64.b64decode(r))
+            try:
+                sv = self.enc.toConnectData(a.get("topic", "t"), raw)
+            except self.jp.JException as e:
+                out.append({"error": self.b.error(e)})
+                continue
+            schema = sv.schema()
+            out.append(
+                {
+                    "value": self.b.to_typed(sv.value()),
+                    "schema": None if schema is None else str(schema.type().toString()),
+                }
+            )
+        return out
+
+    def murmur2(self, a: dict[str, Any]) -> Any:
+        return [int(self.b.Utils.murmur2(self._bytes(k))) for k in a["keys"]]
+
+    def partition(self, a: dict[str, Any]) -> Any:
+        n = int(a["num_partitions"])
+        return [int(self.b.BuiltInPartitioner.partitionForKey(self._bytes(k), n)) for k in a["keys"]]
+
+    def _bytes(self, b64: str) -> Any:
+        return self.jp.JArray(self.jp.JByte)(base64.b64decode(b64))
+
+    # --- KafkaOffsetBackingStore, configured the way ConnectDistributed does -----------------
+    def _distributed_store(self, a: dict[str, Any]) -> tuple[Any, list[Callable[[], Any]]]:
+        J = self.jp.JClass
+        props = {
+            "bootstrap.servers": a["bootstrap"],
+            "group.id": a.get("group_id", "connect-oracle"),
+            "offset.storage.topic": a["topic"],
+            "offset.storage.partitions": str(a.get("num_partitions", 25)),
+            "offset.storage.replication.factor": "1",
+            "config.storage.topic": "connect-oracle-configs",
+            "status.storage.topic": "connect-oracle-status",
+            "key.converter": "org.apache.kafka.connect.json.JsonConverter",
+            "value.converter": "org.apache.kafka.connect.json.JsonConverter",
+            **a.get("extra_config", {}),
+        }
+        config = J("org.apache.kafka.connect.runtime.distributed.DistributedConfig")(self.b.props(props))
+        client_id_base = J("org.apache.kafka.connect.util.ConnectUtils").clientIdBase(config)
+        admin_props = self.b.HashMap(config.originals())
+        admin_props.put("client.id", client_id_base + "shared-admin")
+        admin = J("org.apache.kafka.connect.util.SharedTopicAdmin")(admin_props)
+
+        @self.jp.JImplements("java.util.function.Supplier")
+        class ClientIdBase:
+            @self.jp.JOverride
+            def get(self) -> Any:
+                return client_id_base
+
+        store = J("org.apache.kafka.connect.storage.KafkaOffsetBackingStore")(
+            admin, ClientIdBase(), self.b.converter(True)
+        )
+        store.configure(config)
+        return store, [store.stop, admin.close]
+
+    def _file_store(self, a: dict[str, Any]) -> tuple[Any, list[Callable[[], Any]]]:
+        J = self.jp.JClass
+        props = {
+            "offset.storage.file.filename": a["path"],
+            "bootstrap.servers": "127.0.0.1:1",  # never contacted by FileOffsetBackingStore
+            "key.converter": "org.apache.kafka.connect.json.JsonConverter",
+            "value.converter": "org.apache.kafka.connect.json.JsonConverter",
+        }
+        config = J("org.apache.kafka.connect.runtime.standalone.StandaloneConfig")(self.b.props(props))
+        store = J("org.apache.kafka.connect.storage.FileOffsetBackingStore")(self.b.converter(True))
+        store.configure(config)
+        return store, [store.stop]
+
+    def _with_store(self, a: dict[str, Any], kind: str, body: Callable[[Any], Any]) -> Any:
+        deadline = float(a.get("timeout_s", 60))
+        factory = self._distributed_store if kind == "kafka" else self._file_store
+        # configure() already talks to the broker (WorkerConfig.kafkaClusterId), so it is bounded too.
+        store, stoppers = run_bounded(lambda: factory(a), deadline, "offset store configure()")
+        t0 = time.monotonic()
+        try:
+            run_bounded(store.start, deadline, f"{type(store).__name__}.start()")
+            _log(f"store start took {time.monotonic() - t0:.2f}s")
+            return body(store)
+        finally:
+            # A hung stop must not turn an answered request into a failure: it only costs this JVM.
+            # Once a thread is stuck (e.g. start() never finished) this JVM is discarded anyway.
+            for stop in [] if STATE["recycle"] else stoppers:
+                try:
+                    t1 = time.monotonic()
+                    run_bounded(stop, 15, f"{getattr(stop, '__name__', 'stop')}()")
+                    _log(f"{getattr(stop, '__name__', 'stop')} took {time.monotonic() - t1:.2f}s")
+                except Recycle as e:
+                    _log(str(e))
+                except Exception as e:
+                    _log(f"stop failed: {e!r}")
+
+    def _write(self, a: dict[str, Any], store: Any) -> Any:
+        J = self.jp.JClass
+        writer = J("org.apache.kafka.connect.storage.OffsetStorageWriter")(
+            store, a["connector"], self.b.converter(True), self.b.converter(False)
+        )
+        for partition, offset in a["entries"]:
+            writer.offset(self.b.to_java(partition), self.b.to_java(offset))
+        if not writer.beginFlush():
+            return {"flushed": False}
+        done = threading.Event()
+        box: dict[str, Any] = {}
+
+        @self.jp.JImplements("org.apache.kafka.connect.util.Callback")
+        class FlushDone:
+            @self.jp.JOverride
+            def onCompletion(self, error: Any, result: Any) -> None:
+                box["error"] = error
+                done.set()
+
+        writer.doFlush(FlushDone())
+        if not done.wait(float(a.get("timeout_s", 60))):
+            raise Recycle("OffsetStorageWriter.doFlush callback did not arrive in time")
+        if box["error"] is not None:
+            raise box["error"]
+        return {"flushed": True}
+
+    def _read(self, a: dict[str, Any], store: Any) -> Any:
+        J = self.jp.JClass
+        reader = J("org.apache.kafka.connect.storage.OffsetStorageReaderImpl")(
+            store, a["connector"], self.b.converter(True), self.b.converter(False)
+        )
+        # One offset() call per partition, as a task asks: offsets(list) keys its answer by Map.equals,
+        # so one request holding the same map in two key orders would collapse both into one answer.
+        offsets = []
+        for p in a["partitions"]:
+            partition = self.b.to_java(p)
+            found = run_bounded(
+                functools.partial(reader.offset, partition),
+                float(a.get("timeout_s", 60)),
+                "OffsetStorageReader.offset()",
+            )
+            offsets.append(self.b.to_typed(found))
+        partitions = [self.b.to_typed(p) for p in store.connectorPartitions(a["connector"])]
+        reader.close()
+        return {"offsets": offsets, "connector_partitions": partitions}
+
+    def offsets_write(self, a: dict[str, Any]) -> Any:
+        return self._with_store(a, "kafka", lambda s: self._write(a, s))
+
+    def offsets_read(self, a: dict[str, Any]) -> Any:
+        return self._with_store(a, "kafka", lambda s: self._read(a, s))
+
+    def file_offsets_write(self, a: dict[str, Any]) -> Any:
+        return self._with_store(a, "file", lambda s: self._write(a, s))
+
+    def file_offsets_read(self, a: dict[str, Any]) -> Any:
+        return self._with_store(a, "file", lambda s: self._read(a, s))
+
+    # --- FileStreamSourceConnector in the Debezium embedded engine ----------------------------
+    def filestream_run(self, a: dict[str, Any]) -> Any:
+        J, jp = self.jp.JClass, self.jp
+        expect, timeout_s = int(a["expect_lines"]), float(a.get("timeout_s", 60))
+        props = {
+            "name": a["connector"],
+            "connector.class": "org.apache.kafka.connect.file.FileStreamSourceConnector",
+            "file": a["file"],
+            "topic": a.get("topic", "lines"),
+            "topic.prefix": a.get("topic", "lines"),
+            "offset.storage": "org.apache.kafka.connect.storage.KafkaOffsetBackingStore",
+            "offset.storage.topic": a["offsets_topic"],
+            "offset.storage.partitions": str(a.get("num_partitions", 25)),
+            "offset.storage.replication.factor": "1",
+            "bootstrap.servers": a["bootstrap"],
+            "offset.flush.interval.ms": "200",
+            "key.converter": "org.apache.kafka.connect.json.JsonConverter",
+            "value.converter": "org.apache.kafka.connect.json.JsonConverter",
+            "key.converter.schemas.enable": "false",
+            "value.converter.schemas.enable": "false",
+            **a.get("extra_config", {}),
+        }
+        lines: list[str | None] = []
+        lock = threading.Lock()
+        enough, task_stopped, connector_stopped, completed = (threading.Event() for _ in range(4))
+        outcome: dict[str, Any] = {}
+        bridge = self.b
+
+        @jp.JImplements("io.debezium.engine.DebeziumEngine$ChangeConsumer")
+        class Lines:
+            @jp.JOverride
+            def handleBatch(self, records: Any, committer: Any) -> None:
+                # markProcessed hands each record's source offset to the OffsetStorageWriter at once, so
+                # once a line is counted here its offset is in the writer before close() is requested.
+                for r in records:
+                    value = r.record().value()
+                    committer.markProcessed(r)
+                    with lock:
+                        lines.append(bridge.py_str(value) if value is not None else None)
+                committer.markBatchFinished()
+                with lock:
+                    if len(lines) >= expect:
+                        enough.set()
+
+        @jp.JImplements("io.debezium.engine.DebeziumEngine$ConnectorCallback")
+        class Lifecycle:
+            @jp.JOverride
+            def taskStopped(self) -> None:  # called after the task's final offset commit
+                task_stopped.set()
+
+            @jp.JOverride
+            def connectorStopped(self) -> None:  # called after the offset store was stopped
+                connector_stopped.set()
+
+        @jp.JImplements("io.debezium.engine.DebeziumEngine$CompletionCallback")
+        class Completion:
+            @jp.JOverride
+            def handle(self, success: Any, message: Any, error: Any) -> None:
+                outcome.update(
+                    success=bool(success),
+                    message=bridge.py_str(message) if message else None,
+                    error=bridge.error(error) if error is not None else None,
+                )
+                completed.set()
+                enough.set()  # wake the waiter: the engine ended (e.g. failed) before enough lines
+
+        engine = (
+            J("io.debezium.engine.DebeziumEngine")
+            .create(J("io.debezium.embedded.Connect"))
+            .using(self.b.props(props, "java.util.Properties"))
+            .using(Lifecycle())
+            .using(Completion())
+            .notifying(Lines())
+            .build()
+        )
+        runner = threading.Thread(target=engine.run, name="debezium-engine", daemon=True)
+        t0 = time.monotonic()
+        runner.start()
+        enough.wait(timeout_s)
+        with lock:
+            got: list[str | None] = list(lines)
+        _log(f"filestream: {len(got)} lines after {time.monotonic() - t0:.2f}s")
+        if completed.is_set() and len(got) < expect:
+            raise RuntimeError(f"engine ended before {expect} lines: {outcome}; emitted {got!r}")
+
+        # Graceful close: close() commits the task's offsets, stops the task, then the offset store.
+        # It refuses to run while tasks are still starting, so retry that case until the deadline.
+        close_deadline = time.monotonic() + 30
+        while True:
+            box: dict[str, Any] = {}
+
+            def do_close(box: dict[str, Any] = box) -> None:
+                try:
+                    engine.close()
+                except BaseException as e:
+                    box["error"] = e
+
+            closer = threading.Thread(target=do_close, name="engine-close", daemon=True)
+            closer.start()
+            closer.join(1.0)  # close() itself may take longer; its progress is tracked by the callbacks
+            err = box.get("error")
+            if err is not None and "tasks are starting" in str(err) and time.monotonic() < close_deadline:
+                time.sleep(0.2)
+                continue
+            if err is not None:
+                raise err
+            break
+        t1 = time.monotonic()
+        if not task_stopped.wait(30) and not completed.is_set():
+            raise Recycle("engine task did not stop (final offset commit unknown) within 30s")
+        _log(f"filestream: task stopped (offsets committed) {time.monotonic() - t1:.2f}s after close()")
+        if not connector_stopped.wait(15):
+            STATE["recycle"] = True
+            _log("filestream: offset store stop did not finish in 15s (JVM marked for recycling)")
+            _dump_java_threads()
+        completed.wait(5)
+        if len(got) < expect:
+            raise RuntimeError(f"timed out after {timeout_s}s with {len(got)}/{expect} lines: {got!r}")
+        return {"lines": got, "outcome": outcome}
+
+
+def _exit_when_orphaned() -> None:
+    """Exit if the test process dies, even while the main thread is stuck inside a Java call."""
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(1.0)
+        _log("parent process is gone; exiting")
+        os._exit(0)
+
+    threading.Thread(target=watch, name="orphan-watch", daemon=True).start()
+
+
+# --- main loop -----------------------------------------------------------------------------------
+
+
+def main() -> None:
+    global PROTO
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--jvm", required=True, help="path of libjvm.so")
+    ap.add_argument("--classpath", required=True, help="os.pathsep-separated jars")
+    ap.add_argument("--jvm-opt", action="append", default=[])
+    args = ap.parse_args()
+    PROTO = _claim_stdout()
+    _exit_when_orphaned()
+    # Jackson accepts 1000 levels of nesting; the typed form of such a value recurses about twice that.
+    sys.setrecursionlimit(20000)
+
+    t0 = time.monotonic()
+    import jpype
+
+    jpype.startJVM(
+        args.jvm,
+        *args.jvm_opt,
+        classpath=args.classpath.split(os.pathsep),
+        convertStrings=False,
+        ignoreUnrecognized=True,
+    )
+    System = jpype.JClass("java.lang.System")
+    bridge = Bridge()
+    ops = Ops(bridge)
+    _send(
+        {
+            "ready": True,
+            "java_version": str(System.getProperty("java.version")),
+            "java_home": str(System.getProperty("java.home")),
+            "vm": str(System.getProperty("java.vm.name")),
+            "start_s": round(time.monotonic() - t0, 3),
+        }
+    )
+
+    while True:
+        line = sys.stdin.readline()
+        if not line:
+            break
+        req = json.loads(line)
+        rid, op = req.get("id"), req.get("op")
+        if op == "close":
+            _send({"id": rid, "ok": True, "result": {}})
+            break
+        t1 = time.monotonic()
+        try:
+            fn = getattr(Ops, op, None) if isinstance(op, str) and not op.startswith("_") else None
+            if fn is None:
+                raise RequestError(f"unknown op {op!r}")
+            result = fn(ops, req.get("args", {}))
+            resp: dict[str, Any] = {"id": rid, "ok": True, "result": result}
+        except BaseException as e:  # every failure becomes an answer; the loop must survive
+            if not isinstance(e, jpype.JException):
+                traceback.print_exc()
+            resp = {"id": rid, "ok": False, "error": bridge.error(e)}
+        resp["elapsed_s"] = round(time.monotonic() - t1, 3)
+        resp["recycle"] = STATE["recycle"]
+        _send(resp)
+        if STATE["recycle"]:
+            break
+    PROTO.flush()
+    sys.stderr.flush()
+    os._exit(0)  # never wait for non-daemon Java threads (a stuck KafkaBasedLog thread would block exit)
+
+
+if __name__ == "__main__":
+    main()
