@@ -233,6 +233,19 @@ def test_non_json_fails_with_javas_exception(java_oracle: JavaOracle) -> None:
     assert "JsonParseException" in str(err)
 
 
+def test_java_errors_mentioning_a_lone_surrogate_still_arrive_whole(java_oracle: JavaOracle) -> None:
+    # CESU-8 bytes outside a string: Jackson names the char U+D800 in its message, which JPype
+    # cannot hand to Python directly; the harness must still report Java's exception chain.
+    (err,) = java_oracle.json_decode([b"{\xed\xa0\x80:1}"])
+    assert isinstance(err, JavaError)
+    assert [e.java_class for e in err.chain()] == [
+        "org.apache.kafka.connect.errors.DataException",
+        "org.apache.kafka.common.errors.SerializationException",
+        "com.fasterxml.jackson.core.JsonParseException",
+    ]
+    assert "Unexpected character ('\ud800'" in str(err.chain()[-1].message)
+
+
 # --- murmur2 and the partition (§0.6) ------------------------------------------------------------------
 
 

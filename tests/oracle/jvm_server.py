@@ -249,8 +249,46 @@ class Bridge:
 
     def error(self, e: BaseException) -> dict[str, Any]:
         if isinstance(e, self.Throwable):
-            return self._java_error(e, 0)
+            try:
+                return self._java_error(e, 0)
+            except UnicodeDecodeError:
+                # JPype cannot wrap a Throwable whose message holds a lone surrogate (it decodes the
+                # JNI string as strict UTF-8), so getCause() fails; read the chain from the printed trace.
+                return self._parse_printed_chain(e)
+        if isinstance(e, UnicodeDecodeError):
+            # The same JPype limit hit the thrown exception itself: Java's answer is lost, say so.
+            return {
+                "java_class": "python:UnicodeDecodeError",
+                "message": f"JPype could not convert the Java exception (lone surrogate in its message?): {e}",
+            }
         return {"java_class": f"python:{type(e).__name__}", "message": str(e)}
+
+    def _parse_printed_chain(self, t: Any) -> dict[str, Any]:
+        J = self.jpype.JClass
+        sw = J("java.io.StringWriter")()
+        pw = J("java.io.PrintWriter")(sw)
+        t.printStackTrace(pw)
+        pw.flush()
+        blocks: list[list[str]] = [[]]
+        in_frames = False
+        for line in self.py_str(sw.toString()).split("\n"):
+            if line.startswith("Caused by: "):
+                blocks.append([line[len("Caused by: ") :]])
+                in_frames = False
+            elif line.startswith("\t"):  # "\tat ...", "\t... n more", "\tSuppressed: ..."
+                in_frames = True
+            elif not in_frames:
+                blocks[-1].append(line)  # messages may span lines
+        out: dict[str, Any] | None = None
+        for block in reversed(blocks):
+            text = "\n".join(block).rstrip("\r")
+            cls, sep, msg = text.partition(": ")
+            node: dict[str, Any] = {"java_class": cls, "message": msg if sep else None}
+            if out is not None:
+                node["cause"] = out
+            out = node
+        assert out is not None
+        return out
 
     def _java_error(self, t: Any, depth: int) -> dict[str, Any]:
         msg = t.getMessage()
@@ -336,7 +374,7 @@ class Ops:
             value = self.b.to_java(t)
             try:
                 raw = self.enc.fromConnectData(a.get("topic", "t"), None, value)
-            except self.jp.JException as e:
+            except (self.jp.JException, UnicodeDecodeError) as e:  # see Bridge.error
                 out.append({"error": self.b.error(e)})
                 continue
             out.append(None if raw is None else {"b64": base64.b64encode(bytes(raw)).decode("ascii")})
@@ -348,7 +386,7 @@ class Ops:
             raw = None if r is None else self.jp.JArray(self.jp.JByte)(base64.b64decode(r))
             try:
                 sv = self.enc.toConnectData(a.get("topic", "t"), raw)
-            except self.jp.JException as e:
+            except (self.jp.JException, UnicodeDecodeError) as e:  # see Bridge.error
                 out.append({"error": self.b.error(e)})
                 continue
             schema = sv.schema()
