@@ -1,0 +1,225 @@
+"""Record keys ``[connector, partition]``: building them, and classifying them as Connect does.
+
+Connect's ``OffsetUtils.processPartitionKey`` decides which records count as a connector's
+partitions (what GET ``/connectors/{name}/offsets`` lists and what a reset tombstones). A key it
+ignores is still stored and still returned by lookups, so the daemon must classify every key the
+same way — same cases, same order, same leniency (protocol doc §2.6).
+"""
+
+from __future__ import annotations
+
+import base64
+import enum
+import json
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from emulator.codec.jackson import dumps
+from emulator.codec.values import CodecError, loads_lenient
+
+__all__ = ["KeyProblem", "ParsedKey", "encode_key", "logical_id", "parse_key", "problem_message"]
+
+
+class KeyProblem(enum.StrEnum):
+    """Why Connect leaves a key out of ``connectorPartitions``, in ``processPartitionKey`` order."""
+
+    NULL_KEY = "null-key"
+    NOT_JSON = "not-json"
+    NOT_A_LIST = "not-a-list"
+    WRONG_SIZE = "wrong-size"
+    NAME_NOT_STRING = "name-not-string"
+    PARTITION_NOT_MAP = "partition-not-map"
+    # ``[name, null]``: Connect returns without a WARN (KAFKA-16392), but it is still ignored.
+    PARTITION_NULL = "partition-null"
+
+
+@dataclass(frozen=True, slots=True)
+class ParsedKey:
+    """A key Connect accepts: the connector's name and its partition map (document order)."""
+
+    connector: str
+    partition: dict[str, Any]
+
+
+def _classify(value: object) -> ParsedKey | KeyProblem:
+    if type(value) is not list:
+        return KeyProblem.NOT_A_LIST
+    if len(value) != 2:
+        return KeyProblem.WRONG_SIZE
+    name, partition = value
+    if type(name) is not str:
+        return KeyProblem.NAME_NOT_STRING
+    if type(partition) is not dict:
+        return KeyProblem.PARTITION_NULL if partition is None else KeyProblem.PARTITION_NOT_MAP
+    return ParsedKey(name, partition)
+
+
+def parse_key(raw: bytes | None) -> ParsedKey | KeyProblem:
+    """Classify key bytes exactly as ``OffsetUtils.processPartitionKey`` (3.6.1+/3.7+) does."""
+    if raw is None:
+        return KeyProblem.NULL_KEY
+    try:
+        value = loads_lenient(raw)
+    except CodecError:
+        return KeyProblem.NOT_JSON
+    return _classify(value)
+
+
+def encode_key(connector: str, partition: Mapping[str, Any]) -> bytes:
+    """The key bytes Connect's ``OffsetStorageWriter`` writes for this partition map.
+
+    Key order is the mapping's iteration order, as Jackson writes the Java map's ``entrySet()``
+    order: pass the map in the order the connector builds it, or the bytes name another record.
+    """
+    return dumps([connector, partition])
+
+
+# --- logical identity --------------------------------------------------------------------------
+
+
+def _canon(value: object) -> object:
+    """A JSON-able stand-in for ``value`` whose text is equal iff Java's ``equals`` would be.
+
+    Scalars stay themselves: JSON text already separates ``1``/``1.0``/``true``/``"1"``/``null``,
+    ``-0.0`` from ``0.0`` (``Double.equals`` compares bits) and writes every NaN as ``NaN``
+    (``Double.equals`` says NaN equals NaN). Containers get a tag so that a list can never look
+    like a map; map entries are sorted because ``Map.equals`` ignores order.
+    """
+    if isinstance(value, Mapping):
+        pairs = [[_canon_key(k), _canon(v)] for k, v in value.items()]
+        pairs.sort(key=_pair_order)
+        return ["M", *pairs]
+    if isinstance(value, list | tuple):
+        return ["L", *(_canon(v) for v in value)]
+    if isinstance(value, bytes | bytearray | memoryview):
+        return ["B", base64.b64encode(value).decode("ascii")]
+    if isinstance(value, float) and math.isnan(value):
+        return math.nan
+    return value
+
+
+def _canon_key(key: object) -> object:
+    # String keys stay strings (the only kind Connect produces); any other key becomes a tagged
+    # list, which can never equal a string.
+    return key if type(key) is str else ["K", _canon(key)]
+
+
+def _pair_order(pair: list[object]) -> tuple[int, str]:
+    key = pair[0]
+    if type(key) is str:
+        return (0, key)
+    return (1, _ID_ENCODER.encode(key))
+
+
+_ID_ENCODER = json.JSONEncoder(separators=(",", ":"))
+_encode_ascii: Callable[[str], str] = json.encoder.encode_basestring_ascii
+
+
+def _scalar_id(value: object) -> str | None:
+    """``json.dumps`` text of a scalar (``None`` if not a scalar), without the encoder's setup cost."""
+    if type(value) is str:
+        return _encode_ascii(value)
+    if type(value) is int:
+        return int.__repr__(value)
+    if value is None:
+        return "null"
+    if type(value) is bool:
+        return "true" if value else "false"
+    if type(value) is float:
+        if value != value:
+            return "NaN"
+        if math.isinf(value):
+            return "Infinity" if value > 0 else "-Infinity"
+        return float.__repr__(value)
+    return None
+
+
+def logical_id(partition: Mapping[str, Any]) -> str:
+    """A stable string equal for two partitions iff Java's ``Map.equals`` says they are equal.
+
+    Connect keeps ``connectorPartitions`` in a ``HashSet<Map>``, so ``{"a":1,"b":2}`` and
+    ``{"b":2,"a":1}`` are one partition (although they are two different records), while
+    ``1``/``1.0``/``true`` are three different values. Note that values change on the wire
+    (``-0.0`` reads back as ``0.0``, NaN as the string ``"NaN"``, bytes as a base64 string);
+    compute this on what ``parse_key`` returns to get the identity Connect will see.
+    """
+    if type(partition) is dict:
+        # The common case (flat, string keys): the same text as the general form, built directly,
+        # because this runs once per live key during a restore.
+        try:
+            ordered = sorted(partition)
+        except TypeError:  # keys of mixed types: only the general form can order them
+            ordered = [None]
+        parts = ['["M"']
+        for key in ordered:
+            if type(key) is not str:
+                break
+            value_id = _scalar_id(partition[key])
+            if value_id is None:
+                break
+            parts.append(f",[{_encode_ascii(key)},{value_id}]")
+        else:
+            parts.append("]")
+            return "".join(parts)
+    return _ID_ENCODER.encode(_canon(partition))
+
+
+# --- Connect's log text ------------------------------------------------------------------------
+
+_JAVA_CLASS = {
+    bool: "java.lang.Boolean",
+    int: "java.lang.Long",
+    float: "java.lang.Double",
+    str: "java.lang.String",
+    list: "java.util.ArrayList",
+    dict: "java.util.HashMap",
+}
+
+
+def _java_class_name(value: object) -> str:
+    """``ConnectUtils.className`` of what ``JsonConverter`` built for this parsed value."""
+    if value is None:
+        return "null"
+    return _JAVA_CLASS.get(type(value), type(value).__name__)
+
+
+def problem_message(problem: KeyProblem, raw: bytes | None) -> str:
+    """The WARN line Connect logs for this key (``PARTITION_NULL``: Connect logs nothing).
+
+    Recomputes the details from ``raw`` so callers need to keep only the classification.
+    """
+    if problem is KeyProblem.NULL_KEY:
+        return "Ignoring offset partition key with an unexpected null value"
+    if problem is KeyProblem.NOT_JSON:
+        return "Ignoring offset partition key with unknown serialization. Expected json."
+    value: Any = None
+    if raw is not None:
+        try:
+            value = loads_lenient(raw)
+        except CodecError:
+            value = None
+    if problem is KeyProblem.NOT_A_LIST:
+        return (
+            "Ignoring offset partition key with an unexpected format. Expected type: java.util.List, "
+            f"actual type: {_java_class_name(value)}"
+        )
+    items = value if isinstance(value, list) else []
+    if problem is KeyProblem.WRONG_SIZE:
+        return f"Ignoring offset partition key with an unexpected number of elements. Expected: 2, actual: {len(items)}"
+    first = items[0] if items else None
+    second = items[1] if len(items) > 1 else None
+    if problem is KeyProblem.NAME_NOT_STRING:
+        return (
+            "Ignoring offset partition key with an unexpected format for the first element in the "
+            f"partition key list. Expected type: java.lang.String, actual type: {_java_class_name(first)}"
+        )
+    if problem is KeyProblem.PARTITION_NOT_MAP:
+        return (
+            "Ignoring offset partition key with an unexpected format for the second element in the "
+            f"partition key list. Expected type: java.util.Map, actual type: {_java_class_name(second)}"
+        )
+    return (
+        "Ignoring offset partition key with a null partition (Connect ignores this case without logging, KAFKA-16392)"
+    )
