@@ -1,11 +1,13 @@
-"""A synchronous client for the daemon's routes, with typed errors.
+"""Clients for the daemon's routes, synchronous and asyncio, with typed errors.
 
-The CLI is built on it so that anything an operator can do from the shell, a script can do with
-the same semantics and the same error texts.
+Both clients build requests from the same route table (``_requests``) so they cannot drift; the
+CLI is built on the synchronous one so that anything an operator can do from the shell, a
+script can do with the same semantics and error texts.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote
 
@@ -23,7 +25,7 @@ class DaemonUnavailable(ClientError):
 
 
 class ApiError(ClientError):
-    """The daemon answered with Connect's error body."""
+    """The daemon answered with Connect's error body ``{"error_code":…,"message":…}``."""
 
     def __init__(self, status: int, message: str) -> None:
         super().__init__(f"HTTP {status}: {message}")
@@ -31,7 +33,87 @@ class ApiError(ClientError):
         self.message = message
 
 
+class NotFoundError(ApiError):
+    """404: the connector is unknown."""
+
+
+class NotStoppedError(ApiError):
+    """400 because the connector is not STOPPED (Connect's rule for modifying offsets)."""
+
+
+class NotReadyError(ApiError):
+    """503: the daemon has not read its log to the end yet."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Request:
+    method: str
+    path: str
+    params: dict[str, str] = field(default_factory=dict)
+    json: Any = None
+    unwrap: str | None = None
+
+
+def _error(status: int, message: str) -> ApiError:
+    if status == 404:
+        return NotFoundError(status, message)
+    if status == 503:
+        return NotReadyError(status, message)
+    if status == 400 and "STOPPED" in message:
+        return NotStoppedError(status, message)
+    return ApiError(status, message)
+
+
+def _result(request: _Request, response: httpx.Response) -> Any:
+    try:
+        body = response.json()
+    except ValueError:
+        body = None
+    if response.status_code >= 400:
+        message = body.get("message") if isinstance(body, dict) else None
+        raise _error(response.status_code, str(message or response.text or response.reason_phrase))
+    return body[request.unwrap] if request.unwrap else body
+
+
+def _connector_path(connector: str) -> str:
+    return f"/connectors/{quote(connector, safe='')}/offsets"
+
+
+def _flags(**flags: bool) -> dict[str, str]:
+    return {name: "true" for name, on in flags.items() if on}
+
+
+class _Routes:
+    """The route table: one place that knows paths, parameters and response shapes."""
+
+    @staticmethod
+    def connectors() -> _Request:
+        return _Request("GET", "/connectors")
+
+    @staticmethod
+    def offsets(connector: str) -> _Request:
+        return _Request("GET", _connector_path(connector), unwrap="offsets")
+
+    @staticmethod
+    def alter(connector: str, body: dict[str, Any], dry_run: bool, create: bool) -> _Request:
+        return _Request("PATCH", _connector_path(connector), _flags(dry_run=dry_run, create=create), body)
+
+    @staticmethod
+    def reset(connector: str, dry_run: bool) -> _Request:
+        return _Request("DELETE", _connector_path(connector), _flags(dry_run=dry_run))
+
+    @staticmethod
+    def status() -> _Request:
+        return _Request("GET", "/status")
+
+    @staticmethod
+    def ready() -> _Request:
+        return _Request("GET", "/readyz")
+
+
 class OffsetsClient:
+    """Synchronous client. ``alter`` takes Connect's PATCH body ``{"offsets":[…]}``."""
+
     def __init__(self, url: str = DEFAULT_URL, timeout_s: float = 90.0) -> None:
         self.url = url.rstrip("/")
         self._http = httpx.Client(base_url=self.url, timeout=timeout_s)
@@ -45,50 +127,91 @@ class OffsetsClient:
     def close(self) -> None:
         self._http.close()
 
-    def _call(self, method: str, path: str, **kwargs: Any) -> Any:
+    def _call(self, request: _Request) -> Any:
         try:
-            response = self._http.request(method, path, **kwargs)
+            response = self._http.request(request.method, request.path, params=request.params, json=request.json)
         except httpx.TransportError as exc:
             raise DaemonUnavailable(f"cannot reach the connect-offsets daemon at {self.url}: {exc}") from exc
-        try:
-            body = response.json()
-        except ValueError:
-            body = None
-        if response.status_code >= 400:
-            message = body.get("message") if isinstance(body, dict) else None
-            raise ApiError(response.status_code, str(message or response.text or response.reason_phrase))
-        return body
+        return _result(request, response)
 
     def connectors(self) -> list[str]:
-        result: list[str] = self._call("GET", "/connectors")
+        result: list[str] = self._call(_Routes.connectors())
         return result
 
     def offsets(self, connector: str) -> list[dict[str, Any]]:
-        result: list[dict[str, Any]] = self._call("GET", f"/connectors/{_quote(connector)}/offsets")["offsets"]
+        result: list[dict[str, Any]] = self._call(_Routes.offsets(connector))
         return result
 
     def alter(
         self, connector: str, body: dict[str, Any], dry_run: bool = False, create: bool = False
     ) -> dict[str, Any]:
-        """``body`` is Connect's PATCH body ``{"offsets":[{"partition":…,"offset":…}]}``."""
-        params = _dry(dry_run) | ({"create": "true"} if create else {})
-        result: dict[str, Any] = self._call(
-            "PATCH", f"/connectors/{_quote(connector)}/offsets", json=body, params=params
-        )
+        result: dict[str, Any] = self._call(_Routes.alter(connector, body, dry_run, create))
         return result
 
     def reset(self, connector: str, dry_run: bool = False) -> dict[str, Any]:
-        result: dict[str, Any] = self._call("DELETE", f"/connectors/{_quote(connector)}/offsets", params=_dry(dry_run))
+        result: dict[str, Any] = self._call(_Routes.reset(connector, dry_run))
         return result
 
     def status(self) -> dict[str, Any]:
-        result: dict[str, Any] = self._call("GET", "/status")
+        result: dict[str, Any] = self._call(_Routes.status())
         return result
 
+    def ready(self) -> bool:
+        try:
+            self._call(_Routes.ready())
+        except NotReadyError:
+            return False
+        return True
 
-def _quote(name: str) -> str:
-    return quote(name, safe="")
 
+class AsyncOffsetsClient:
+    """The asyncio twin of ``OffsetsClient``: same methods, same errors, awaitable."""
 
-def _dry(dry_run: bool) -> dict[str, str]:
-    return {"dry_run": "true"} if dry_run else {}
+    def __init__(self, url: str = DEFAULT_URL, timeout_s: float = 90.0) -> None:
+        self.url = url.rstrip("/")
+        self._http = httpx.AsyncClient(base_url=self.url, timeout=timeout_s)
+
+    async def __aenter__(self) -> AsyncOffsetsClient:
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        await self._http.aclose()
+
+    async def _call(self, request: _Request) -> Any:
+        try:
+            response = await self._http.request(request.method, request.path, params=request.params, json=request.json)
+        except httpx.TransportError as exc:
+            raise DaemonUnavailable(f"cannot reach the connect-offsets daemon at {self.url}: {exc}") from exc
+        return _result(request, response)
+
+    async def connectors(self) -> list[str]:
+        result: list[str] = await self._call(_Routes.connectors())
+        return result
+
+    async def offsets(self, connector: str) -> list[dict[str, Any]]:
+        result: list[dict[str, Any]] = await self._call(_Routes.offsets(connector))
+        return result
+
+    async def alter(
+        self, connector: str, body: dict[str, Any], dry_run: bool = False, create: bool = False
+    ) -> dict[str, Any]:
+        result: dict[str, Any] = await self._call(_Routes.alter(connector, body, dry_run, create))
+        return result
+
+    async def reset(self, connector: str, dry_run: bool = False) -> dict[str, Any]:
+        result: dict[str, Any] = await self._call(_Routes.reset(connector, dry_run))
+        return result
+
+    async def status(self) -> dict[str, Any]:
+        result: dict[str, Any] = await self._call(_Routes.status())
+        return result
+
+    async def ready(self) -> bool:
+        try:
+            await self._call(_Routes.ready())
+        except NotReadyError:
+            return False
+        return True

@@ -1,0 +1,88 @@
+"""The Python clients, synchronous and asyncio, against a real daemon: same results, typed errors."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from typing import Any
+
+import pytest
+
+from emulator.client import (
+    ApiError,
+    AsyncOffsetsClient,
+    DaemonUnavailable,
+    NotFoundError,
+    OffsetsClient,
+)
+from tests.fixtures.daemon import free_port
+
+
+def body(position: int) -> dict[str, Any]:
+    return {"offsets": [{"partition": {"filename": "/in.txt"}, "offset": {"position": position}}]}
+
+
+def test_sync_client_round_trip(embedded_daemon: Any) -> None:
+    name = f"sync-{uuid.uuid4().hex[:8]}"
+    with OffsetsClient(embedded_daemon.url) as client:
+        assert client.ready() is True
+        assert client.alter(name, body(10), create=True)["message"].startswith("The Connect framework-managed")
+        assert client.offsets(name) == [{"partition": {"filename": "/in.txt"}, "offset": {"position": 10}}]
+        dry = client.alter(name, body(3), dry_run=True)
+        assert dry["dry_run"] is True and dry["records"][0]["value"] == '{"position":3}'
+        assert client.offsets(name)[0]["offset"] == {"position": 10}, "dry run wrote nothing"
+        assert name in client.connectors()
+        client.reset(name)
+        assert client.offsets(name) == []
+
+
+def test_async_client_round_trip(embedded_daemon: Any) -> None:
+    name = f"async-{uuid.uuid4().hex[:8]}"
+
+    async def scenario() -> list[dict[str, Any]]:
+        async with AsyncOffsetsClient(embedded_daemon.url) as client:
+            assert await client.ready() is True
+            await client.alter(name, body(7), create=True)
+            # Concurrent alters of different partitions are all applied (read-your-writes for each).
+            await asyncio.gather(
+                *(client.alter(name, {"offsets": [{"partition": {"n": i}, "offset": {"o": i}}]}) for i in range(10))
+            )
+            assert name in await client.connectors()
+            return await client.offsets(name)
+
+    offsets = asyncio.run(scenario())
+    assert {"partition": {"filename": "/in.txt"}, "offset": {"position": 7}} in offsets
+    assert sorted(o["offset"]["o"] for o in offsets if "n" in o["partition"]) == list(range(10))
+
+
+def test_errors_are_typed_and_carry_connects_message(embedded_daemon: Any) -> None:
+    with OffsetsClient(embedded_daemon.url) as client:
+        with pytest.raises(NotFoundError) as missing:
+            client.offsets("never-seen-connector")
+        assert missing.value.status == 404 and missing.value.message == "Connector never-seen-connector not found"
+        name = f"err-{uuid.uuid4().hex[:8]}"
+        client.alter(name, body(1), create=True)
+        with pytest.raises(ApiError) as empty:
+            client.alter(name, {"offsets": []})
+        assert empty.value.status == 400
+        assert empty.value.message == "Partitions / offsets need to be provided for an alter offsets request"
+
+    async def async_missing() -> None:
+        async with AsyncOffsetsClient(embedded_daemon.url) as client:
+            await client.offsets("never-seen-connector")
+
+    with pytest.raises(NotFoundError):
+        asyncio.run(async_missing())
+
+
+def test_unreachable_daemon_is_daemon_unavailable() -> None:
+    url = f"http://127.0.0.1:{free_port()}"
+    with OffsetsClient(url, timeout_s=5) as client, pytest.raises(DaemonUnavailable, match="cannot reach"):
+        client.connectors()
+
+    async def scenario() -> None:
+        async with AsyncOffsetsClient(url, timeout_s=5) as client:
+            await client.connectors()
+
+    with pytest.raises(DaemonUnavailable):
+        asyncio.run(scenario())
