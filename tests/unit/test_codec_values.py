@@ -5,6 +5,7 @@ The same inputs are checked against a live JVM in tests/compat/test_golden_codec
 from __future__ import annotations
 
 import base64
+import json
 import math
 import struct
 from typing import Any
@@ -174,6 +175,14 @@ _json_ish = st.lists(
 @given(st.one_of(_json_ish, st.binary(max_size=12)))
 def test_fast_path_and_exact_parser_agree_on_arbitrary_bytes(raw: bytes) -> None:
     assert _outcome(loads_lenient, raw) == _outcome(_loads_exact, raw)
+
+
+def test_documents_beyond_the_fast_path_size_parse_the_same() -> None:
+    # Over 2000 bytes the exact parser runs alone (it enforces Jackson's depth/length limits).
+    offset = {f"field_{i}": (i if i % 3 else f"value \u00e9 {i}") for i in range(300)}
+    raw = json.dumps(offset, separators=(",", ":")).encode()
+    assert len(raw) > 2000
+    assert loads_lenient(raw) == offset
 
 
 # --- round trip: what we write, Connect (and we) read back ------------------------------------------
