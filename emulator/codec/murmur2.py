@@ -8,6 +8,8 @@ Connect's record for the same key live in different partitions and compaction ne
 
 from __future__ import annotations
 
+import struct
+
 _SEED = 0x9747B28C
 _M = 0x5BD1E995
 _MASK = 0xFFFFFFFF
@@ -18,8 +20,8 @@ def murmur2(data: bytes) -> int:
     length = len(data)
     h = (_SEED ^ length) & _MASK
     blocks = length // 4
-    for i in range(blocks):
-        k = int.from_bytes(data[4 * i : 4 * i + 4], "little")
+    # One unpack for every 4-byte block: the per-block slicing dominated the pure-Python cost.
+    for k in struct.unpack_from(f"<{blocks}I", data):
         k = (k * _M) & _MASK
         k ^= k >> 24
         k = (k * _M) & _MASK
