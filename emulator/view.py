@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,6 +38,10 @@ class Entry:
     partition: int
     offset: int
     timestamp_ms: int
+    parsed: Any = field(default=None, compare=False)
+    """The parsed offset, filled on first read (values are parsed lazily, once per record)."""
+    parse_state: int = field(default=0, compare=False)
+    """0 not parsed yet, 1 parsed, 2 unparseable (counted once, logged once)."""
 
 
 @dataclass(slots=True)
@@ -89,6 +93,18 @@ class OffsetView:
         self._connectors: dict[str, dict[str, _LogicalPartition]] = {}
         self.stats = ViewStats()
         self.watcher = PositionWatcher()
+        self._listeners: list[Callable[[Sequence[LogRecord]], None]] = []
+        self.listener_failures = 0
+
+    def add_listener(self, listener: Callable[[Sequence[LogRecord]], None]) -> None:
+        """Have ``listener(records)`` called with every batch once it is applied (history archive).
+
+        Called on the reader thread, after the batch is applied and *before* writers waiting for it
+        are woken, so a write that returned has been handed to every listener. A listener that
+        raises is logged and counted and never stops the view; listeners must be quick (queue and
+        return) because the reader waits for them.
+        """
+        self._listeners.append(listener)
 
     # -- applying -------------------------------------------------------------------------
     def apply(self, records: Sequence[LogRecord]) -> None:
@@ -98,6 +114,12 @@ class OffsetView:
             for record in records:
                 self._apply_one(record)
                 advanced[record.partition] = record.offset + 1
+        for listener in self._listeners:
+            try:
+                listener(records)
+            except Exception:
+                self.listener_failures += 1
+                log.exception("view listener %r failed on %d records", listener, len(records))
         self.watcher.advance(advanced)
 
     def _apply_one(self, record: LogRecord) -> None:
@@ -181,6 +203,12 @@ class OffsetView:
         with self._lock:
             return self._data.get(key)
 
+    def raw_entries(self) -> list[tuple[bytes | None, Entry]]:
+        """Every live raw key with its entry, keys Connect ignores included: a byte-exact export
+        must carry what the log holds, not only what Connect lists."""
+        with self._lock:
+            return list(self._data.items())
+
     def find(self, connector: str, partition_lid: str) -> tuple[bytes, ...]:
         """The live raw keys denoting that logical partition (oldest first), or ``()``."""
         with self._lock:
@@ -200,18 +228,26 @@ class OffsetView:
         result = []
         for keys, newest, entry, info in rows:
             assert not isinstance(info, KeyProblem)
+            result.append(OffsetRow(info[0].partition, self._parsed(newest, entry), keys, entry))
+        return result
+
+    def _parsed(self, key: bytes, entry: Entry) -> Any:
+        """Parse a value once per record; an unparseable one is counted and logged once, as
+        Connect logs ``CRITICAL`` and leaves it out (we show it as ``null``)."""
+        if entry.parse_state == 0:
             try:
-                offset = parse_offset(entry.value)
+                entry.parsed = parse_offset(entry.value)
+                entry.parse_state = 1
             except CodecError as exc:
                 with self._lock:
-                    self.stats.unparseable_values += 1
-                log.error(
-                    "CRITICAL: Failed to deserialize offset data for key %r (partition %d, offset %d): %s",
-                    newest,
-                    entry.partition,
-                    entry.offset,
-                    exc,
-                )
-                offset = None
-            result.append(OffsetRow(info[0].partition, offset, keys, entry))
-        return result
+                    if entry.parse_state == 0:
+                        self.stats.unparseable_values += 1
+                        entry.parse_state = 2
+                        log.error(
+                            "CRITICAL: Failed to deserialize offset data for key %r (partition %d, offset %d): %s",
+                            key,
+                            entry.partition,
+                            entry.offset,
+                            exc,
+                        )
+        return entry.parsed

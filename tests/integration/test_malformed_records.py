@@ -132,8 +132,10 @@ def test_e_malformed_records_are_skipped_counted_and_agree_with_java(
 
     client = daemon.client()
     assert client.connectors() == sorted([valid, other])
-    rows = client.offsets(valid)  # the only read of this connector: the unparseable value is met once
+    rows = client.offsets(valid)  # the first read of this connector meets the unparseable value
     assert status(daemon.url)["view"]["unparseable_values"] == 1
+    client.offsets(valid)
+    assert status(daemon.url)["view"]["unparseable_values"] == 1, "counted once per record, not once per read"
     assert daemon_offsets(rows) == {
         canon(from_java(p_orders)): canon({"pos": 2}),
         canon(from_java(p_lines)): canon({"position": 10}),
