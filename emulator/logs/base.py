@@ -11,6 +11,8 @@ import abc
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from emulator.errors import Conflict
+from emulator.ownership import Claim, Fence
 from emulator.records import LogRecord, Position
 
 RecordSink = Callable[[Sequence[LogRecord]], None]
@@ -73,9 +75,28 @@ class OffsetLog(abc.ABC):
 
         Records are placed with murmur2 over ``partition_count`` and keep their order per key.
         Raises ``LogWriteError`` if any record is not acknowledged (nothing is reported written
-        unless it was).
+        unless it was). Callers holding a claim use ``append_fenced`` instead.
         """
+
+    def append_fenced(
+        self, fence: Fence, entries: Sequence[tuple[bytes, bytes | None]], timeout_s: float = 30.0
+    ) -> list[Position]:
+        """``append``, atomically refused with ``Fenced`` unless ``fence`` is the current claim."""
+        raise Conflict(f"{self.description} does not support claims")
 
     @abc.abstractmethod
     def close(self) -> None:
         """Stop reading and release resources. Idempotent."""
+
+    # -- ownership (see emulator/ownership.py); backends that support it override all three ----
+    def claim(self, connector: str, owner: str) -> Claim:
+        """Durably give ``connector`` to ``owner`` with the next epoch, fencing every older claim."""
+        raise Conflict(f"{self.description} does not support claims")
+
+    def current_claim(self, connector: str) -> Claim | None:
+        """The connector's current claim, as stored (``None`` if never claimed or released)."""
+        return None
+
+    def release(self, fence: Fence) -> bool:
+        """End the claim if ``fence`` is still current; ``False`` if it was already fenced."""
+        raise Conflict(f"{self.description} does not support claims")

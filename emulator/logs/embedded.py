@@ -43,6 +43,7 @@ from typing import Literal
 from emulator.codec.murmur2 import partition_for
 from emulator.errors import BadRequest, EmulatorError, LogConfigError, LogWriteError
 from emulator.logs.base import OffsetLog, ReadProgress, RecordSink
+from emulator.ownership import Claim, Fence, Fenced, fenced_message
 from emulator.records import LogRecord, Position
 
 log = logging.getLogger(__name__)
@@ -91,6 +92,7 @@ class _WriteRequest:
     """One ``append`` call waiting for a group commit; ``done`` is set with positions or an error."""
 
     entries: list[tuple[bytes, bytes | None, int]]
+    fence: Fence | None = None
     done: threading.Event = field(default_factory=threading.Event)
     positions: list[Position] | None = None
     error: EmulatorError | None = None
@@ -368,9 +370,21 @@ class EmbeddedOffsetLog(OffsetLog):
         as not written; one already inside a commit waits for that commit's outcome, so the answer
         is always exact, never "maybe".
         """
+        return self._append(entries, timeout_s, None)
+
+    def append_fenced(
+        self, fence: Fence, entries: Sequence[tuple[bytes, bytes | None]], timeout_s: float = 30.0
+    ) -> list[Position]:
+        """``append``, refused with ``Fenced`` unless ``fence`` is the connector's current claim;
+        the check runs inside the very transaction that writes, so no newer claim can slip between."""
+        return self._append(entries, timeout_s, fence)
+
+    def _append(
+        self, entries: Sequence[tuple[bytes | None, bytes | None]], timeout_s: float, fence: Fence | None
+    ) -> list[Position]:
         if not entries:
             return []
-        req = _WriteRequest(self._prepare(entries))
+        req = _WriteRequest(self._prepare(entries), fence)
         deadline = time.monotonic() + timeout_s
         with self._pending_lock:
             if self._closed or self._writer is None:
@@ -443,8 +457,11 @@ class EmbeddedOffsetLog(OffsetLog):
                 raise LogWriteError(f"{self.description}: write failed ({why}); nothing was written") from e
             except Exception as e:  # e.g. a damaged partitions table: still an answer, not a traceback
                 raise LogWriteError(f"{self.description}: write failed ({e!r}); nothing was written") from e
-            for req, positions in zip(batch, results, strict=True):
-                req.positions = positions
+            for req, outcome in zip(batch, results, strict=True):
+                if isinstance(outcome, EmulatorError):
+                    req.error = outcome
+                else:
+                    req.positions = outcome
         except EmulatorError as e:
             for req in batch:
                 req.error = e
@@ -457,7 +474,7 @@ class EmbeddedOffsetLog(OffsetLog):
 
     def _write(
         self, conn: sqlite3.Connection, batch: list[_WriteRequest], deadline: float
-    ) -> list[list[Position]]:
+    ) -> list[list[Position] | EmulatorError]:
         busy_ms = max(1, int((deadline - time.monotonic()) * 1000))
         conn.execute(f"PRAGMA busy_timeout = {busy_ms}")
         conn.execute("BEGIN IMMEDIATE")
@@ -465,8 +482,13 @@ class EmbeddedOffsetLog(OffsetLog):
             next_offsets = self._end_offsets(conn)
             now_ms = time.time_ns() // 1_000_000
             rows: list[tuple[int, int, bytes, bytes | None, int]] = []
-            results: list[list[Position]] = []
+            results: list[list[Position] | EmulatorError] = []
             for req in batch:
+                if req.fence is not None:
+                    current = self._claim_in(conn, req.fence.connector)
+                    if current is None or current.epoch != req.fence.epoch:
+                        results.append(Fenced(fenced_message(req.fence.connector, req.fence.epoch, current)))
+                        continue
                 positions: list[Position] = []
                 for key, value, p in req.entries:
                     offset = next_offsets[p]
@@ -475,6 +497,9 @@ class EmbeddedOffsetLog(OffsetLog):
                     positions.append(Position(p, offset))
                 results.append(positions)
             touched = {row[0] for row in rows}
+            if not rows:
+                conn.execute("COMMIT")
+                return results
             conn.executemany(
                 "INSERT INTO records (partition, offset, key, value, timestamp_ms) VALUES (?, ?, ?, ?, ?)",
                 rows,
@@ -489,6 +514,50 @@ class EmbeddedOffsetLog(OffsetLog):
                 conn.execute("ROLLBACK")
             raise
         return results
+
+    # ------------------------------------------------------------------ ownership
+
+    def claim(self, connector: str, owner: str) -> Claim:
+        """The next epoch for ``connector``, in one ``BEGIN IMMEDIATE`` transaction: two claims
+        racing from two processes get distinct epochs and the later one wins."""
+        with self._commit_lock:
+            conn = self._require_writer()
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                row = conn.execute("SELECT epoch FROM claims WHERE connector = ?", (connector,)).fetchone()
+                claim = Claim(connector, owner, (row[0] if row else 0) + 1, time.time_ns() // 1_000_000)
+                conn.execute(
+                    "INSERT INTO claims (connector, owner, epoch, claimed_at_ms, released) VALUES (?, ?, ?, ?, 0) "
+                    "ON CONFLICT (connector) DO UPDATE SET owner = excluded.owner, epoch = excluded.epoch, "
+                    "claimed_at_ms = excluded.claimed_at_ms, released = 0",
+                    (claim.connector, claim.owner, claim.epoch, claim.claimed_at_ms),
+                )
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+        return claim
+
+    def current_claim(self, connector: str) -> Claim | None:
+        with self._commit_lock:
+            return self._claim_in(self._require_writer(), connector)
+
+    def release(self, fence: Fence) -> bool:
+        with self._commit_lock:
+            conn = self._require_writer()
+            cursor = conn.execute(
+                "UPDATE claims SET released = 1 WHERE connector = ? AND epoch = ? AND released = 0",
+                (fence.connector, fence.epoch),
+            )
+            return cursor.rowcount == 1
+
+    @staticmethod
+    def _claim_in(conn: sqlite3.Connection, connector: str) -> Claim | None:
+        row = conn.execute(
+            "SELECT owner, epoch, claimed_at_ms FROM claims WHERE connector = ? AND released = 0", (connector,)
+        ).fetchone()
+        return None if row is None else Claim(connector, row[0], row[1], row[2])
 
     # ------------------------------------------------------------------ compaction
 
@@ -607,6 +676,11 @@ class EmbeddedOffsetLog(OffsetLog):
                 )
             else:
                 self._read_meta(conn)
+            # Claims (emulator/ownership.py) live beside the records; older logs gain the table here.
+            conn.execute(
+                "CREATE TABLE IF NOT EXISTS claims (connector TEXT PRIMARY KEY, owner TEXT, "
+                "epoch INTEGER NOT NULL, claimed_at_ms INTEGER NOT NULL, released INTEGER NOT NULL DEFAULT 0)"
+            )
             conn.execute("COMMIT")
         except BaseException:
             if conn.in_transaction:
