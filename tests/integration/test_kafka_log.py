@@ -1,0 +1,458 @@
+"""KafkaOffsetLog against a real Kafka-protocol broker (the session's Tansu), specified as Connect behaves.
+
+Data that a test reads "to the end" is produced one record per batch (``produce_raw``): Tansu
+under-reports end offsets after multi-record batches, and these tests compare exact end offsets.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterator, Sequence
+
+import pytest
+from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+from confluent_kafka.admin import ConfigResource, ResourceType
+
+import emulator.logs.kafka as kafka_module
+from emulator.codec.murmur2 import partition_for
+from emulator.errors import BadRequest, LogConfigError, LogWriteError
+from emulator.logs.base import ReadProgress
+from emulator.logs.kafka import KafkaOffsetLog
+from emulator.records import LogRecord, Position
+from tests.fixtures.broker import TansuBroker
+
+pytestmark = pytest.mark.kafka
+
+WAIT_S = 15.0
+
+
+class Collector:
+    """A sink that remembers everything delivered, in delivery order, and lets tests wait on it."""
+
+    def __init__(self) -> None:
+        self.records: list[LogRecord] = []
+        self.batches = 0
+        self._cond = threading.Condition()
+
+    def __call__(self, batch: Sequence[LogRecord]) -> None:
+        with self._cond:
+            self.records.extend(batch)
+            self.batches += 1
+            self._cond.notify_all()
+
+    def wait_for(self, predicate: Callable[[list[LogRecord]], bool], timeout_s: float = WAIT_S) -> bool:
+        with self._cond:
+            return self._cond.wait_for(lambda: predicate(self.records), timeout_s)
+
+    def by_partition(self) -> dict[int, list[LogRecord]]:
+        grouped: dict[int, list[LogRecord]] = defaultdict(list)
+        for record in self.records:
+            grouped[record.partition].append(record)
+        return dict(grouped)
+
+
+@pytest.fixture
+def make_log(kafka_broker: TansuBroker) -> Iterator[Callable[..., KafkaOffsetLog]]:
+    """Builds logs on the session broker and closes every one of them after the test."""
+    logs: list[KafkaOffsetLog] = []
+
+    def make(topic: str, **kwargs: object) -> KafkaOffsetLog:
+        log = KafkaOffsetLog(kafka_broker.bootstrap, topic, **kwargs)  # type: ignore[arg-type]
+        logs.append(log)
+        return log
+
+    yield make
+    for log in logs:
+        log.close()
+
+
+def read_raw(
+    broker: TansuBroker, topic: str, partitions: int, expected: int
+) -> list[tuple[int, int, bytes | None, bytes | None, object]]:
+    """Every record of the topic as stored: (partition, offset, key, value, headers)."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": broker.bootstrap,
+            "group.id": "raw-reader",
+            "enable.auto.commit": False,
+            "isolation.level": "read_uncommitted",
+            "fetch.wait.max.ms": 50,
+        }
+    )
+    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
+    out: list[tuple[int, int, bytes | None, bytes | None, object]] = []
+    deadline = time.monotonic() + WAIT_S
+    try:
+        while len(out) < expected and time.monotonic() < deadline:
+            for m in consumer.consume(1000, 0.2):
+                assert m.error() is None, m.error()
+                out.append((m.partition(), m.offset(), m.key(), m.value(), m.headers()))
+    finally:
+        consumer.close()
+    return out
+
+
+# ------------------------------------------------------------------------------------ topic
+
+
+def test_open_creates_a_compacted_topic_with_the_requested_partitions(kafka_broker, make_log, topic_name):
+    log = make_log(topic_name, partitions=3)
+    log.open()
+
+    assert log.partition_count == 3
+    assert len(kafka_broker.admin().list_topics(topic_name, timeout=5).topics[topic_name].partitions) == 3
+    resource = ConfigResource(ResourceType.TOPIC, topic_name)
+    configs = kafka_broker.admin().describe_configs([resource])[resource].result(timeout=10)
+    assert configs["cleanup.policy"].value == "compact"
+    assert log.description == f"kafka://{kafka_broker.bootstrap}/{topic_name}"
+
+
+def test_open_accepts_an_existing_compacted_topic_and_uses_its_partition_count(kafka_broker, make_log, topic_name):
+    kafka_broker.create_topic(topic_name, 4, {"cleanup.policy": "compact"})
+    log = make_log(topic_name, partitions=25)
+    log.open()
+    assert log.partition_count == 4  # Connect never re-partitions an existing topic; placement follows it
+
+
+@pytest.mark.parametrize("policy", ["delete", "compact,delete"])
+def test_open_refuses_an_existing_topic_whose_cleanup_policy_is_not_exactly_compact(
+    kafka_broker, make_log, topic_name, policy
+):
+    kafka_broker.create_topic(topic_name, 2, {"cleanup.policy": policy})
+    log = make_log(topic_name)
+    with pytest.raises(LogConfigError) as refused:
+        log.open()
+    message = refused.value.message
+    assert message.startswith(
+        f"Topic '{topic_name}' supplied via the 'offset.storage.topic' property is required to have "
+        "'cleanup.policy=compact' to guarantee consistency and durability of source connector offsets, "
+        f"but found the topic currently has 'cleanup.policy={policy}'."
+    )
+
+
+# ------------------------------------------------------------------------------------ reading
+
+
+def test_replays_existing_records_per_partition_in_order_with_tombstones_empty_values_and_null_keys(
+    kafka_broker, make_log, topic_name
+):
+    kafka_broker.create_topic(topic_name, 3, {"cleanup.policy": "compact"})
+    produced = [
+        (b'["a",{"f":"1"}]', b'{"position":1}', 0),
+        (b'["b",{"f":"2"}]', b'{"position":2}', 1),
+        (b'["a",{"f":"1"}]', None, 0),  # tombstone
+        (b'["c",{"f":"3"}]', b"", 2),  # empty value: a live entry, not a tombstone
+        (None, b'{"orphan":true}', 1),  # null key (Connect keeps it, with a WARN)
+        (b'["a",{"f":"1"}]', b'{"position":3}', 0),
+        (b'["b",{"f":"2"}]', b'{"position":4}', 1),
+    ]
+    landed = kafka_broker.produce_raw(topic_name, produced)
+    sink = Collector()
+
+    log = make_log(topic_name, partitions=3)
+    log.open()
+    log.start_reading(sink)
+    assert log.wait_caught_up(WAIT_S)
+
+    expected: dict[int, list[tuple[bytes | None, bytes | None, int]]] = defaultdict(list)
+    for (key, value, _), (partition, offset) in zip(produced, landed, strict=True):
+        expected[partition].append((key, value, offset))
+    delivered = {p: [(r.key, r.value, r.offset) for r in rs] for p, rs in sink.by_partition().items()}
+    assert delivered == dict(expected)
+    values = {(r.partition, r.offset): r.value for r in sink.records}
+    assert values[landed[2]] is None and values[landed[3]] == b""
+    assert all(r.timestamp_ms > 0 for r in sink.records)
+
+    progress = log.progress()
+    assert progress.records_read == len(produced)
+    assert progress.end_offsets == {0: 3, 1: 3, 2: 1}
+    assert progress.positions == progress.end_offsets
+    assert progress.partitions_done == 3
+
+
+def test_reports_caught_up_only_after_every_partition_reaches_its_end_offset(kafka_broker, make_log, topic_name):
+    kafka_broker.create_topic(topic_name, 4, {"cleanup.policy": "compact"})
+    per_partition = {0: 5, 1: 0, 2: 3, 3: 7}  # partition 1 stays empty: it is done from the start
+    kafka_broker.produce_raw(
+        topic_name, [(b"k%d-%d" % (p, i), b"v", p) for p, n in per_partition.items() for i in range(n)]
+    )
+    gate = threading.Event()
+    first_call = threading.Event()
+    sink = Collector()
+
+    def gated_sink(batch: Sequence[LogRecord]) -> None:
+        first_call.set()
+        assert gate.wait(WAIT_S)
+        sink(batch)
+
+    log = make_log(topic_name, partitions=4)
+    log.open()
+    log.start_reading(gated_sink)
+    assert first_call.wait(WAIT_S)
+    held = log.progress()  # the reader is inside the sink: nothing has been applied yet
+    assert held.end_offsets == per_partition
+    assert not held.caught_up
+    assert held.partitions_done < 4
+    assert held.positions[1] == 0 >= held.end_offsets[1]
+
+    gate.set()
+    assert log.wait_caught_up(WAIT_S)
+    done = log.progress()
+    assert done.caught_up
+    assert done.positions == per_partition == done.end_offsets
+    assert done.records_read == len(sink.records) == sum(per_partition.values())
+
+
+def test_an_empty_topic_is_caught_up_at_once(make_log, topic_name):
+    log = make_log(topic_name, partitions=2)
+    log.open()
+    log.start_reading(Collector())
+    assert log.wait_caught_up(WAIT_S)
+    assert log.progress() == ReadProgress(
+        positions={0: 0, 1: 0}, end_offsets={0: 0, 1: 0}, records_read=0, caught_up=True
+    )
+
+
+def test_a_transaction_marker_at_the_end_does_not_stall_readiness(kafka_broker, make_log, topic_name):
+    """Three records then a commit marker: the end offset is 4 but only 3 records exist to be seen."""
+    kafka_broker.create_topic(topic_name, 1, {"cleanup.policy": "compact"})
+    producer = Producer(
+        {"bootstrap.servers": kafka_broker.bootstrap, "transactional.id": f"tx-{topic_name}", "batch.num.messages": 1}
+    )
+    producer.init_transactions(10)
+    producer.begin_transaction()
+    for i in range(3):
+        producer.produce(topic_name, key=b"k%d" % i, value=b"v", partition=0)
+    producer.commit_transaction(10)
+    sink = Collector()
+
+    log = make_log(topic_name, partitions=1)
+    log.open()
+    log.start_reading(sink)
+    assert log.wait_caught_up(WAIT_S)
+    progress = log.progress()
+    assert progress.end_offsets == {0: 4}
+    assert progress.positions == {0: 4}
+    assert [r.offset for r in sink.records] == [0, 1, 2]
+
+
+@pytest.mark.parametrize("read_committed", [False, True])
+def test_isolation_level_is_read_uncommitted_like_connect_unless_read_committed_is_asked(
+    kafka_broker, make_log, topic_name, read_committed
+):
+    kafka_broker.create_topic(topic_name, 1, {"cleanup.policy": "compact"})
+    producer = Producer(
+        {"bootstrap.servers": kafka_broker.bootstrap, "transactional.id": f"tx-{topic_name}", "batch.num.messages": 1}
+    )
+    producer.init_transactions(10)
+    producer.begin_transaction()
+    for i in range(2):
+        producer.produce(topic_name, key=b"open%d" % i, value=b"v", partition=0)
+    assert producer.flush(10) == 0  # written, transaction still open
+    sink = Collector()
+
+    log = make_log(topic_name, partitions=1, read_committed=read_committed)
+    log.open()
+    log.start_reading(sink)
+    if not read_committed:
+        assert log.wait_caught_up(WAIT_S)
+        assert [r.key for r in sink.records] == [b"open0", b"open1"]
+        producer.abort_transaction(10)
+        return
+    # read_committed stops at the open transaction; the end is the high watermark, so readiness
+    # waits for the transaction to resolve, as Connect's does.
+    assert not log.wait_caught_up(1.5)
+    assert sink.records == []
+    producer.commit_transaction(10)
+    assert log.wait_caught_up(WAIT_S)
+    assert [r.key for r in sink.records] == [b"open0", b"open1"]
+
+
+def test_tails_records_written_after_the_initial_read(kafka_broker, make_log, topic_name):
+    kafka_broker.create_topic(topic_name, 2, {"cleanup.policy": "compact"})
+    kafka_broker.produce_raw(topic_name, [(b"before", b"1", 0)])
+    sink = Collector()
+    log = make_log(topic_name, partitions=2)
+    log.open()
+    log.start_reading(sink)
+    assert log.wait_caught_up(WAIT_S)
+
+    kafka_broker.produce_raw(topic_name, [(b"after", b"2", 1), (b"before", None, 0)])
+    assert sink.wait_for(lambda rs: len(rs) == 3)
+    assert [(r.key, r.value, r.partition, r.offset) for r in sink.records[1:]] in (
+        [(b"after", b"2", 1, 0), (b"before", None, 0, 1)],
+        [(b"before", None, 0, 1), (b"after", b"2", 1, 0)],
+    )
+    assert log.progress().positions == {0: 2, 1: 1}
+
+
+def test_a_failing_sink_is_retried_and_then_counted_never_silently_dropped(
+    kafka_broker, make_log, topic_name, monkeypatch
+):
+    monkeypatch.setattr(kafka_module, "_RETRY_BACKOFF_S", 0.05)
+    kafka_broker.create_topic(topic_name, 1, {"cleanup.policy": "compact"})
+    kafka_broker.produce_raw(topic_name, [(b"k", b"v", 0)])
+    calls: list[int] = []
+
+    def always_failing(batch: Sequence[LogRecord]) -> None:
+        calls.append(len(batch))
+        raise RuntimeError("view exploded")
+
+    log = make_log(topic_name, partitions=1)
+    log.open()
+    log.start_reading(always_failing)
+    assert log.wait_caught_up(WAIT_S)
+    assert calls == [1, 1, 1]
+    assert log.records_dropped == 1
+    assert log.last_error is not None and "view exploded" in log.last_error
+    assert log.reader_alive  # the reader keeps going after the skip
+
+
+# ------------------------------------------------------------------------------------ writing
+
+
+def test_append_places_every_record_on_javas_murmur2_partition(kafka_broker, make_log, topic_name):
+    log = make_log(topic_name, partitions=7)
+    log.open()
+    entries: list[tuple[bytes, bytes | None]] = [
+        (f'["conn-{i % 5}",{{"file":"/in/{i}.txt"}}]'.encode(), f'{{"position":{i}}}'.encode()) for i in range(120)
+    ]
+    entries += [(b'["conn-0",{"file":"/in/0.txt"}]', None), (b'["conn-1",{"file":"/in/1.txt"}]', b"")]
+    positions = log.append(entries)
+
+    raw = read_raw(kafka_broker, topic_name, 7, len(entries))
+    assert len(raw) == len(entries)
+    by_position = {(p, o): (k, v, h) for p, o, k, v, h in raw}
+    assert len({partition_for(k, 7) for k, _ in entries}) == 7  # the sample exercises every partition
+    for (key, value), position in zip(entries, positions, strict=True):
+        assert position.partition == partition_for(key, 7)
+        assert by_position[(position.partition, position.offset)] == (key, value, None)  # no headers
+    assert by_position[(positions[-2].partition, positions[-2].offset)][1] is None  # a real tombstone
+    assert by_position[(positions[-1].partition, positions[-1].offset)][1] == b""
+
+
+def test_append_returns_positions_that_the_reader_then_delivers(make_log, topic_name):
+    sink = Collector()
+    log = make_log(topic_name, partitions=3)
+    log.open()
+    log.start_reading(sink)
+    assert log.wait_caught_up(WAIT_S)
+
+    entries = [(b"k%d" % i, b"v%d" % i) for i in range(10)] + [(b"k3", None)]
+    positions = log.append(entries)
+    assert len(positions) == len(entries)
+    assert len(set(positions)) == len(entries)
+    assert sink.wait_for(lambda rs: len(rs) >= len(entries))
+    seen = {Position(r.partition, r.offset): (r.key, r.value) for r in sink.records}
+    assert [seen[p] for p in positions] == entries
+    # Per key, later appends land later in the same partition.
+    assert positions[3].partition == positions[-1].partition and positions[3].offset < positions[-1].offset
+
+
+def test_concurrent_appends_from_many_threads_are_all_acknowledged(make_log, topic_name):
+    log = make_log(topic_name, partitions=5)
+    log.open()
+    results: dict[int, list[Position]] = {}
+    errors: list[BaseException] = []
+
+    def writer(n: int) -> None:
+        try:
+            results[n] = log.append([(b"w%d-%d" % (n, i), b"x") for i in range(20)])
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=writer, args=(n,)) for n in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(WAIT_S)
+    assert errors == []
+    all_positions = [p for ps in results.values() for p in ps]
+    assert len(all_positions) == len(set(all_positions)) == 160
+
+
+def test_append_rejects_malformed_entries_before_writing_anything(make_log, topic_name):
+    log = make_log(topic_name, partitions=1)
+    log.open()
+    with pytest.raises(BadRequest, match="entry 1: key must be bytes"):
+        log.append([(b"ok", b"v"), ("text-key", b"v")])  # type: ignore[list-item]
+    with pytest.raises(BadRequest, match="value must be bytes or None"):
+        log.append([(b"k", 42)])  # type: ignore[list-item]
+    assert log.append([]) == []
+
+
+def test_close_is_idempotent_and_later_appends_fail_clearly(make_log, topic_name):
+    log = make_log(topic_name, partitions=1)
+    log.open()
+    log.start_reading(Collector())
+    log.close()
+    log.close()
+    assert not log.reader_alive
+    with pytest.raises(LogWriteError, match="is closed"):
+        log.append([(b"k", b"v")])
+
+
+# ------------------------------------------------------------------------------------ config
+
+
+def test_client_config_settings_reach_librdkafka(kafka_broker, make_log, topic_name, caplog):
+    caplog.set_level(logging.DEBUG, logger="emulator.logs.kafka.librdkafka")
+    client_id = f"cid-{topic_name}"[:60]
+    log = make_log(topic_name, partitions=1, client_config={"client.id": client_id, "debug": "metadata"})
+    log.open()
+    log.append([(b"k", b"v")])
+    # librdkafka names every handle "<client.id>#<type>-<n>" and logs through the module's logger.
+    assert any(f"{client_id}#producer-" in r.getMessage() for r in caplog.records)
+
+
+def test_an_invalid_client_setting_is_a_clear_configuration_error(kafka_broker, make_log, topic_name):
+    log = make_log(topic_name, client_config={"no.such.setting": "1"})
+    with pytest.raises(LogConfigError, match=r'No such configuration property: "no\.such\.setting"'):
+        log.open()
+
+
+# ------------------------------------------------------------------------------------ outage
+
+
+def test_an_outage_times_out_or_waits_and_loses_nothing_acknowledged(kafka_broker, make_log, topic_name):
+    sink = Collector()
+    log = make_log(topic_name, partitions=3)
+    log.open()
+    log.start_reading(sink)
+    assert log.wait_caught_up(WAIT_S)
+    acknowledged = log.append([(b"before", b"1")])
+    patient: list[Position] = []
+    patient_errors: list[BaseException] = []
+
+    with kafka_broker.paused():
+        with pytest.raises(LogWriteError, match="Timed out after 1s"):
+            log.append([(b"impatient", b"2")], timeout_s=1.0)
+
+        def wait_through_outage() -> None:
+            try:
+                patient.extend(log.append([(b"patient", b"3"), (b"patient", None)], timeout_s=30.0))
+            except BaseException as exc:
+                patient_errors.append(exc)
+
+        writer = threading.Thread(target=wait_through_outage)
+        writer.start()
+        time.sleep(1.0)
+        assert writer.is_alive()  # still waiting: no answer is not a failure yet
+    writer.join(WAIT_S)
+    assert patient_errors == []
+    acknowledged += patient
+    acknowledged += log.append([(b"after", b"4")])
+
+    assert sink.wait_for(lambda rs: {Position(r.partition, r.offset) for r in rs} >= set(acknowledged))
+    seen = {Position(r.partition, r.offset): (r.key, r.value) for r in sink.records}
+    assert [seen[p] for p in acknowledged] == [
+        (b"before", b"1"),
+        (b"patient", b"3"),
+        (b"patient", None),
+        (b"after", b"4"),
+    ]
+    # The timed-out record's fate was unknown to its caller; if it was written, it was read too.
+    assert [k for k, _ in seen.values()].count(b"impatient") <= 1
