@@ -17,6 +17,10 @@ from fastapi import FastAPI
 from emulator.api.app import create_app
 from emulator.api.deps import Runtime
 from emulator.connector_state import NoConnectCluster
+from emulator.errors import LogConfigError
+from emulator.history.archive import HistoryArchive, HistoryError
+from emulator.history.origins import OriginRegistry
+from emulator.history.tracked_log import TrackedLog
 from emulator.logs.base import OffsetLog
 from emulator.offsets_service import OffsetsService
 from emulator.settings import Settings
@@ -43,12 +47,37 @@ def build_log(settings: Settings) -> OffsetLog:
     )
 
 
-def build_runtime(settings: Settings) -> Runtime:
+def build_runtime(settings: Settings, origins: OriginRegistry | None = None) -> Runtime:
+    """``origins`` (history on): the service appends through ``TrackedLog`` so that the archive can
+    tell the daemon's own records from Connect's."""
     offset_log = build_log(settings)
     offset_log.open()
     view = OffsetView()
-    service = OffsetsService(offset_log, view, NoConnectCluster())
+    service_log: OffsetLog = offset_log if origins is None else TrackedLog(offset_log, origins)
+    service = OffsetsService(service_log, view, NoConnectCluster())
     return Runtime(offset_log, view, service)
+
+
+def build_history(settings: Settings, runtime: Runtime, origins: OriginRegistry | None) -> HistoryArchive | None:
+    """Open the archive (crash recovery, watermark) and hook it to the view before reading starts,
+    so that the replay's records reach it. A directory it cannot use stops the daemon at startup."""
+    if not settings.history:
+        return None
+    archive = HistoryArchive(
+        settings.history_root,
+        runtime.log.description,
+        origins=origins,
+        progress=runtime.log.progress,
+        retention_s=settings.history_retention_s,
+        rotate_bytes=settings.history_rotate_bytes,
+        rotate_interval_s=settings.history_rotate_interval_s,
+    )
+    try:
+        archive.open()
+    except HistoryError as exc:
+        raise LogConfigError(f"{exc} (or start with --no-history)") from exc
+    runtime.view.add_listener(archive.listener)
+    return archive
 
 
 async def _report_replay(runtime: Runtime, every_s: float = 5.0) -> None:
@@ -78,8 +107,9 @@ async def _report_replay(runtime: Runtime, every_s: float = 5.0) -> None:
         await asyncio.sleep(every_s)
 
 
-def make_app(runtime: Runtime) -> FastAPI:
+def make_app(runtime: Runtime, history: HistoryArchive | None = None) -> FastAPI:
     app = create_app(runtime)
+    app.state.history = history
 
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -90,6 +120,8 @@ def make_app(runtime: Runtime) -> FastAPI:
         finally:
             reporter.cancel()
             await asyncio.to_thread(runtime.log.close)
+            if history is not None:
+                await asyncio.to_thread(history.close)
 
     app.router.lifespan_context = lifespan
     return app
@@ -97,7 +129,9 @@ def make_app(runtime: Runtime) -> FastAPI:
 
 def serve(settings: Settings) -> None:
     logging.basicConfig(level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    runtime = build_runtime(settings)
+    origins = OriginRegistry() if settings.history else None
+    runtime = build_runtime(settings, origins)
+    history = build_history(settings, runtime, origins)
     log.info(
         "connect-offsets emulator on %s, listening on http://%s:%d",
         runtime.log.description,
@@ -105,7 +139,7 @@ def serve(settings: Settings) -> None:
         settings.port,
     )
     uvicorn.run(
-        make_app(runtime),
+        make_app(runtime, history),
         host=settings.host,
         port=settings.port,
         log_level=settings.log_level.lower(),

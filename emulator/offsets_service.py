@@ -20,6 +20,7 @@ from emulator.codec.murmur2 import partition_for
 from emulator.codec.values import encode_offset
 from emulator.connector_state import ConnectorStates, not_stopped_message
 from emulator.errors import BadRequest, EmulatorError, NotFound, NotReady
+from emulator.history.origins import write_origin
 from emulator.logs.base import OffsetLog
 from emulator.requests import OffsetChange, validate_changes
 from emulator.view import OffsetView
@@ -112,12 +113,31 @@ class OffsetsService:
         yet; without a Connect cluster there is no other registry of connector names."""
         self._require_modifiable(connector, create)
         validate_changes(changes)
-        return await self._modify(connector, self._plan_alter(connector, changes), ALTERED, dry_run)
+        with write_origin("PATCH", connector):
+            return await self._modify(connector, self._plan_alter(connector, changes), ALTERED, dry_run)
 
     async def reset(self, connector: str, dry_run: bool = False) -> ModifyResult:
         self._require_modifiable(connector)
         records = [self._planned(key, None, existing=True) for row in self._view.offsets(connector) for key in row.keys]
-        return await self._modify(connector, records, RESET, dry_run)
+        with write_origin("DELETE", connector):
+            return await self._modify(connector, records, RESET, dry_run)
+
+    async def write_raw(
+        self,
+        connector: str,
+        entries: list[tuple[bytes, bytes | None]],
+        message: str,
+        *,
+        operation: str,
+        dry_run: bool = False,
+    ) -> ModifyResult:
+        """Write exact key/value bytes for one connector (history rollback), under the same rules as
+        PATCH: read to the end, STOPPED, read-your-writes. The connector need not be live now: a
+        rollback may bring back a connector that was reset since."""
+        self._require_modifiable(connector, create=True)
+        records = [self._planned(key, value, existing=self._view.get_raw(key) is not None) for key, value in entries]
+        with write_origin(operation, connector):
+            return await self._modify(connector, records, message, dry_run)
 
     def _plan_alter(self, connector: str, changes: list[OffsetChange]) -> list[PlannedRecord]:
         records: list[PlannedRecord] = []

@@ -12,6 +12,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from emulator.history.times import parse_duration_s, parse_size_bytes
+
 ENV_PREFIX = "CONNECT_OFFSETS_"
 
 
@@ -27,10 +29,20 @@ class Settings:
     kafka_config: dict[str, str] = field(default_factory=dict)
     read_committed: bool = False
     log_level: str = "INFO"
+    history: bool = True
+    history_dir: Path | None = None
+    """None = ``<data_dir>/history``."""
+    history_retention_s: float | None = 30 * 86400.0
+    history_rotate_bytes: int = 64 * 1024 * 1024
+    history_rotate_interval_s: float | None = 86400.0
 
     @property
     def embedded(self) -> bool:
         return not self.bootstrap_servers
+
+    @property
+    def history_root(self) -> Path:
+        return self.history_dir if self.history_dir is not None else self.data_dir / "history"
 
 
 def env_name(flag: str) -> str:
@@ -97,6 +109,35 @@ def add_serve_arguments(parser: argparse.ArgumentParser, environ: Mapping[str, s
         help="read with isolation.level=read_committed (Connect does so when exactly-once source is enabled)",
     )
     parser.add_argument("--log-level", default=env_default("--log-level", defaults.log_level))
+    history = parser.add_argument_group("offsets history (archive of every change, beyond compaction)")
+    history.add_argument(
+        "--no-history",
+        action="store_true",
+        default=str(env_default("--no-history", "")).lower() in {"1", "true", "yes"},
+        help="do not archive changes (history routes then answer 404)",
+    )
+    history.add_argument(
+        "--history-dir",
+        type=Path,
+        default=env_default("--history-dir", None),
+        help="where the Avro history files live (default <data-dir>/history)",
+    )
+    history.add_argument(
+        "--history-retention",
+        default=env_default("--history-retention", "30d"),
+        help="files whose newest record is older than this are folded into a base file and deleted "
+        "(e.g. 30d, 12h; 'never' keeps everything; default 30d)",
+    )
+    history.add_argument(
+        "--history-rotate-bytes",
+        default=env_default("--history-rotate-bytes", "64MiB"),
+        help="start a new history file after this size (e.g. 64MiB; default 64MiB)",
+    )
+    history.add_argument(
+        "--history-rotate-interval",
+        default=env_default("--history-rotate-interval", "1d"),
+        help="start a new history file after this time (e.g. 1d, 1h; 'never'; default 1d)",
+    )
 
 
 def parse_kafka_config(pairs: Sequence[str]) -> dict[str, str]:
@@ -129,4 +170,9 @@ def settings_from_args(args: argparse.Namespace, environ: Mapping[str, str] | No
         kafka_config=parse_kafka_config(pairs),
         read_committed=args.read_committed,
         log_level=str(args.log_level).upper(),
+        history=not args.no_history,
+        history_dir=Path(args.history_dir) if args.history_dir else None,
+        history_retention_s=parse_duration_s(str(args.history_retention)),
+        history_rotate_bytes=parse_size_bytes(str(args.history_rotate_bytes)),
+        history_rotate_interval_s=parse_duration_s(str(args.history_rotate_interval)),
     )

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Request, Response
 
 from emulator.api.deps import RuntimeDep
 from emulator.offsets_service import ModifyResult
@@ -44,7 +44,15 @@ async def list_connectors(rt: RuntimeDep) -> list[str]:
 
 
 @router.get("/connectors/{connector}/offsets", summary="Get a connector's offsets (Connect's GET)")
-async def get_offsets(connector: str, rt: RuntimeDep) -> dict[str, Any]:
+async def get_offsets(
+    connector: str, rt: RuntimeDep, request: Request, response: Response, as_of: str | None = None
+) -> dict[str, Any]:
+    """``?as_of=<ISO-8601 or epoch ms>`` (ours) answers from the history archive: the offsets as
+    they were then, in the same shape."""
+    if as_of is not None:
+        from emulator.api.routes_history import offsets_as_of
+
+        return await offsets_as_of(request, response, connector, as_of)
     return {"offsets": rt.service.offsets(connector)}
 
 

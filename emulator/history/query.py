@@ -1,0 +1,309 @@
+"""Reading the archive: rows for programs (the Spark batch source), changes for people, past states.
+
+Everything here reads files only, so it works inside the daemon (through ``HistoryArchive``, which
+hands over a consistent set of open files and waits for queued records first) and outside it, on a
+copied or read-only archive directory.
+
+Time. A row's time is its log record's timestamp (what Connect's producer stamped), or when the
+archiver received it for records without one. ``as_of(T)`` is the state after applying, in log
+order, every archived record whose time is <= T. A topic deleted and re-created starts a new
+*epoch*; the state at T is the one of the newest epoch that has records at or before T, because
+the re-creation wiped the older state.
+"""
+
+from __future__ import annotations
+
+import heapq
+import json
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from emulator.codec.keys import KeyProblem, ParsedKey, logical_id, parse_key
+from emulator.codec.values import CodecError, parse_offset
+from emulator.errors import BadRequest, NotFound
+from emulator.history.archive import HistoryArchive, log_slug, record_time
+from emulator.history.files import ArchiveFile, ReadReport, iter_file, read_metadata, scan_dir
+from emulator.history.times import format_time_ms
+
+DEFAULT_LIMIT = 1000
+MAX_LIMIT = 100_000
+
+
+class HistoryUnavailable(BadRequest):
+    """The requested time lies before what the archive can reconstruct exactly."""
+
+
+# --- locating an archive ------------------------------------------------------------------------
+
+
+def list_logs(history_dir: str | Path) -> list[dict[str, str]]:
+    """Every log archived under ``history_dir``: ``[{"log": identity, "directory": path}]``."""
+    root = Path(history_dir)
+    found = []
+    for child in sorted(root.iterdir()) if root.is_dir() else []:
+        marker = child / "log.json"
+        if marker.is_file():
+            try:
+                identity = str(json.loads(marker.read_text(encoding="utf-8"))["log"])
+            except (OSError, ValueError, KeyError, TypeError):
+                continue
+            found.append({"log": identity, "directory": str(child)})
+    return found
+
+
+def log_directory(history_dir: str | Path, log: str | None = None) -> Path:
+    """The archive directory of ``log`` (a log's ``description``); with ``None``, the only one there."""
+    root = Path(history_dir)
+    if log is not None:
+        return root / log_slug(log)
+    logs = list_logs(root)
+    if len(logs) != 1:
+        names = ", ".join(entry["log"] for entry in logs) or "none"
+        raise ValueError(f"{root} holds the history of {len(logs)} logs ({names}); name one with log=")
+    return Path(logs[0]["directory"])
+
+
+# --- rows ---------------------------------------------------------------------------------------
+
+
+@dataclass
+class HistoryReader:
+    """One pass over one log's archive, in archive order (per Kafka partition: log order).
+
+    ``report`` collects damaged files (skipped from the damage on, counted, never raised);
+    ``horizon_ms`` is set when retention folded older files: before it only the latest record of
+    each key survives.
+    """
+
+    directory: Path
+    archive: HistoryArchive | None = None
+    sync_timeout_s: float = 30.0
+    report: ReadReport = field(default_factory=ReadReport)
+    horizon_ms: int | None = None
+    synced: bool | None = None
+
+    def rows(self) -> Iterator[dict[str, Any]]:
+        """Archive rows (every schema field, raw bytes) plus ``time_ms``, oldest first."""
+        for file, handle in self._open():
+            with handle:
+                for row in iter_file(file, self.report, handle=handle):
+                    row["time_ms"] = record_time(row)
+                    yield row
+
+    def _open(self) -> list[tuple[ArchiveFile, IO[bytes]]]:
+        if self.archive is not None and self.archive.writable:
+            self.synced = self.archive.sync(self.sync_timeout_s)
+            opened = self.archive.snapshot_files()
+        else:
+            opened = _open_files(self.directory)
+        for file, _ in opened:
+            if file.kind == "base":
+                horizon = int(read_metadata(file.path).get("horizon_ms", "-1"))
+                self.horizon_ms = horizon if horizon >= 0 else None
+        return opened
+
+
+def _open_files(directory: Path) -> list[tuple[ArchiveFile, IO[bytes]]]:
+    """Open a directory's files; a rename by a live writer in between makes us list again."""
+    for _ in range(5):
+        base, live, _ = scan_dir(directory)
+        opened: list[tuple[ArchiveFile, IO[bytes]]] = []
+        try:
+            for f in ([base] if base else []) + live:
+                opened.append((f, f.path.open("rb")))
+            return opened
+        except FileNotFoundError:
+            for _, handle in opened:
+                handle.close()
+    raise OSError(f"{directory} keeps changing while being listed; try again")
+
+
+def read_history(
+    history_dir: str | Path,
+    log: str | None = None,
+    *,
+    connector: str | None = None,
+    partition: Mapping[str, Any] | None = None,
+    from_ms: int | None = None,
+    to_ms: int | None = None,
+    report: ReadReport | None = None,
+) -> Iterator[dict[str, Any]]:
+    """The archive as rows, oldest first: the Python API the Spark batch source wraps.
+
+    Each row is a dict with the Avro fields of ``schemas/history-record.avsc`` (``key``/``value`` raw
+    bytes, ``value`` None for a tombstone) plus ``time_ms``. Filters are optional: ``connector``
+    (exact name), ``partition`` (a partition map, matched as Java's ``Map.equals`` does, so key order
+    and byte-level spelling do not matter), ``from_ms``/``to_ms`` (inclusive, on ``time_ms``). Pass a
+    ``ReadReport`` to learn about damaged files, which are skipped, never raised. Reads files only:
+    safe on a live archive (another process's file being written may end early) or a copy.
+    """
+    reader = HistoryReader(log_directory(history_dir, log), report=report or ReadReport())
+    lid = logical_id(partition) if partition is not None else None
+    for row in reader.rows():
+        if _matches(row, connector, lid, from_ms, to_ms):
+            yield row
+
+
+def _matches(
+    row: dict[str, Any], connector: str | None, lid: str | None, from_ms: int | None, to_ms: int | None
+) -> bool:
+    if connector is not None and row["connector"] != connector:
+        return False
+    t = row["time_ms"]
+    if (from_ms is not None and t < from_ms) or (to_ms is not None and t > to_ms):
+        return False
+    if lid is not None:
+        parsed = _parsed(row)
+        if parsed is None or logical_id(parsed.partition) != lid:
+            return False
+    return True
+
+
+def _parsed(row: dict[str, Any]) -> ParsedKey | None:
+    parsed = parse_key(row["key"])
+    return None if isinstance(parsed, KeyProblem) else parsed
+
+
+# --- changes for people -------------------------------------------------------------------------
+
+
+def _text(raw: bytes | None) -> str | None:
+    return None if raw is None else raw.decode("utf-8", errors="backslashreplace")
+
+
+def change_view(row: dict[str, Any]) -> dict[str, Any]:
+    """One archived record as the history route shows it."""
+    parsed = _parsed(row)
+    out: dict[str, Any] = {
+        "time": format_time_ms(row["time_ms"]),
+        "time_ms": row["time_ms"],
+        "epoch": row["epoch"],
+        "kafka_partition": row["kafka_partition"],
+        "kafka_offset": row["kafka_offset"],
+        "origin": row["origin"],
+        "operation": row["operation"],
+        "partition": parsed.partition if parsed is not None else None,
+        "offset": None,
+        "key": _text(row["key"]),
+        "value": _text(row["value"]),
+        "record_timestamp_ms": row["record_timestamp_ms"],
+        "archived_at_ms": row["archived_at_ms"],
+    }
+    if row["request_connector"] is not None and row["request_connector"] != row["connector"]:
+        out["request_connector"] = row["request_connector"]
+    if row["value"] is not None:
+        try:
+            out["offset"] = parse_offset(row["value"])
+        except CodecError as exc:
+            out["value_problem"] = str(exc)
+    return out
+
+
+@dataclass
+class HistoryPage:
+    changes: list[dict[str, Any]]
+    truncated: bool
+    report: ReadReport
+    synced: bool | None
+
+    def as_dict(self) -> dict[str, Any]:
+        body: dict[str, Any] = {"order": "newest_first", "changes": self.changes, "truncated": self.truncated}
+        body["damaged_files"] = self.report.damaged
+        if self.synced is False:
+            body["warning"] = "the archiver did not confirm that every record read so far is archived"
+        return body
+
+
+def connector_history(
+    reader: HistoryReader,
+    connector: str,
+    *,
+    partition: Mapping[str, Any] | None = None,
+    from_ms: int | None = None,
+    to_ms: int | None = None,
+    limit: int = DEFAULT_LIMIT,
+) -> HistoryPage:
+    """A connector's changes, **newest first** by time (the question is usually "what changed
+    lately"; equal times keep the reverse of log order), at most ``limit`` of them; ``truncated``
+    says older ones exist."""
+    if not 1 <= limit <= MAX_LIMIT:
+        raise BadRequest(f"limit must be between 1 and {MAX_LIMIT}, got {limit}")
+    lid = logical_id(partition) if partition is not None else None
+    newest: list[tuple[int, int, dict[str, Any]]] = []  # a min-heap of (time, archive order, row)
+    seen = 0
+    known = False
+    for row in reader.rows():
+        if row["connector"] != connector:
+            continue
+        known = True
+        if _matches(row, None, lid, from_ms, to_ms):
+            seen += 1
+            item = (row["time_ms"], seen, row)
+            if len(newest) < limit:
+                heapq.heappush(newest, item)
+            elif item[:2] > newest[0][:2]:
+                heapq.heapreplace(newest, item)
+    if not known:
+        raise NotFound(f"Connector {connector} not found in the offsets history")
+    ordered = sorted(newest, key=lambda item: item[:2], reverse=True)
+    return HistoryPage([change_view(row) for _, _, row in ordered], seen > limit, reader.report, reader.synced)
+
+
+# --- past states --------------------------------------------------------------------------------
+
+
+@dataclass
+class PastState:
+    """A connector's raw keys → the row that was current at ``at_ms`` (live keys only)."""
+
+    at_ms: int
+    epoch: int | None
+    rows: dict[bytes, dict[str, Any]]
+    known: bool
+    report: ReadReport
+
+    def offsets(self) -> list[dict[str, Any]]:
+        """Connect's GET shape; where several keys denote one partition, the newest write wins (as
+        the view answers now)."""
+        by_partition: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {}
+        for row in self.rows.values():  # in write order
+            parsed = _parsed(row)
+            assert parsed is not None
+            lid = logical_id(parsed.partition)
+            by_partition.pop(lid, None)
+            by_partition[lid] = (parsed.partition, row)
+        result = []
+        for partition, row in by_partition.values():
+            try:
+                offset = parse_offset(row["value"])
+            except CodecError:
+                offset = None
+            result.append({"partition": partition, "offset": offset})
+        return result
+
+
+def state_as_of(reader: HistoryReader, connector: str, at_ms: int) -> PastState:
+    """Rebuild the connector's raw state at ``at_ms`` from the archive."""
+    states: dict[int, dict[bytes, dict[str, Any]]] = {}
+    known = False
+    for row in reader.rows():
+        if row["connector"] != connector:
+            continue
+        known = True
+        if row["time_ms"] > at_ms:
+            continue
+        state = states.setdefault(row["epoch"], {})
+        key = row["key"]
+        state.pop(key, None)  # re-inserted below: dict order is write order
+        if row["value"] is not None:
+            state[key] = row
+    if reader.horizon_ms is not None and at_ms < reader.horizon_ms:
+        raise HistoryUnavailable(
+            f"the history before {format_time_ms(reader.horizon_ms)} was compacted by the retention setting "
+            f"(--history-retention): only times from then on can be reconstructed exactly, not "
+            f"{format_time_ms(at_ms)}"
+        )
+    epoch = max(states) if states else None
+    return PastState(at_ms, epoch, states.get(epoch, {}) if epoch is not None else {}, known, reader.report)

@@ -1,0 +1,63 @@
+"""The history record's Avro schema, found the same way in a checkout and in an installed wheel.
+
+The schema's home is ``schemas/history-record.avsc`` at the repository root (the layout keeps every
+Avro schema there, for readers in other languages); the wheel ships the same file inside the
+package (``emulator/schemas/``, see pyproject.toml) because an installed package cannot reach the
+repository. Looking in the package first and the checkout second keeps one file as the truth.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import fastavro
+
+SCHEMA_FILE = "history-record.avsc"
+FIELDS = (
+    "log",
+    "epoch",
+    "kafka_partition",
+    "kafka_offset",
+    "record_timestamp_ms",
+    "archived_at_ms",
+    "origin",
+    "operation",
+    "request_connector",
+    "key",
+    "value",
+    "connector",
+    "partition_json",
+    "key_problem",
+)
+
+
+def schema_text(name: str = SCHEMA_FILE) -> str:
+    """The text of a schema file from ``schemas/``: packaged copy first, then the checkout."""
+    try:
+        packaged = resources.files("emulator").joinpath("schemas", name)
+        if packaged.is_file():
+            return packaged.read_text(encoding="utf-8")
+    except (ModuleNotFoundError, FileNotFoundError, NotADirectoryError):
+        pass
+    checkout = Path(__file__).resolve().parents[2] / "schemas" / name
+    try:
+        return checkout.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise FileNotFoundError(
+            f"Avro schema {name} is neither packaged (emulator/schemas/) nor in a checkout ({checkout}): {exc}"
+        ) from exc
+
+
+@cache
+def history_schema() -> Any:
+    """The parsed schema (fastavro's form), loaded once."""
+    parsed = fastavro.parse_schema(json.loads(schema_text()))
+    assert isinstance(parsed, dict)
+    names = tuple(f["name"] for f in parsed["fields"])
+    if names != FIELDS:
+        raise RuntimeError(f"{SCHEMA_FILE} fields {names} differ from the archiver's {FIELDS}; reinstall the package")
+    return parsed

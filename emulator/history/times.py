@@ -1,0 +1,69 @@
+"""Times and durations as operators type them: ISO-8601 or epoch milliseconds; ``30d``, ``12h``.
+
+One parser for the REST API, the CLI and the settings, so that a time accepted in one place is
+accepted everywhere with the same meaning (naive ISO times are UTC, never the server's zone: a
+rollback must not depend on where the daemon happens to run).
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d|w)?\s*$", re.IGNORECASE)
+_UNIT_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
+_SIZE = re.compile(r"^\s*(\d+)\s*(b|k|kb|kib|m|mb|mib|g|gb|gib)?\s*$", re.IGNORECASE)
+_SIZE_UNIT = {"b": 1, "k": 1024, "kb": 1024, "kib": 1024, "m": 1024**2, "mb": 1024**2, "mib": 1024**2}
+_SIZE_UNIT |= {"g": 1024**3, "gb": 1024**3, "gib": 1024**3}
+NEVER = frozenset({"", "0", "none", "never", "forever", "off"})
+
+
+def parse_time_ms(text: str) -> int:
+    """Epoch milliseconds from ``1700000000000`` or ISO-8601 (``2024-05-01T12:00:00Z``; naive = UTC).
+
+    Raises ``ValueError`` with a message naming both accepted forms.
+    """
+    value = text.strip()
+    if re.fullmatch(r"-?\d+", value):
+        return int(value)
+    try:
+        parsed = datetime.fromisoformat(value.replace("z", "Z"))
+    except ValueError:
+        raise ValueError(
+            f"invalid time {text!r}: expected ISO-8601 (e.g. 2024-05-01T12:00:00Z) or epoch milliseconds"
+        ) from None
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=UTC)
+    return int(parsed.timestamp() * 1000)
+
+
+def format_time_ms(ms: int) -> str:
+    """ISO-8601 UTC with milliseconds, the form every history answer uses."""
+    return datetime.fromtimestamp(ms / 1000, tz=UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def parse_duration_s(text: str) -> float | None:
+    """Seconds from ``30d`` / ``12h`` / ``90m`` / ``3600s`` / ``500ms`` / ``2w`` (bare number = seconds).
+
+    ``None`` for "keep forever" (``0``, ``none``, ``never``, ``forever``, ``off``).
+    """
+    if text.strip().lower() in NEVER:
+        return None
+    match = _DURATION.match(text)
+    if match is None:
+        raise ValueError(f"invalid duration {text!r}: expected e.g. 30d, 12h, 90m, 3600s, 500ms, or 'never'")
+    seconds = float(match.group(1)) * _UNIT_S[(match.group(2) or "s").lower()]
+    if seconds <= 0:
+        return None
+    return seconds
+
+
+def parse_size_bytes(text: str) -> int:
+    """Bytes from ``67108864`` / ``64MiB`` / ``512k`` (binary units)."""
+    match = _SIZE.match(text)
+    if match is None:
+        raise ValueError(f"invalid size {text!r}: expected bytes, optionally with K/M/G (binary), e.g. 64MiB")
+    size = int(match.group(1)) * _SIZE_UNIT[(match.group(2) or "b").lower()]
+    if size <= 0:
+        raise ValueError(f"invalid size {text!r}: must be positive")
+    return size
