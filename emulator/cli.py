@@ -19,6 +19,7 @@ COMMAND_GROUPS = [
     "emulator.commands.serve",
     "emulator.commands.offsets",
     "emulator.commands.history",
+    "emulator.commands.transfer",
 ]
 
 

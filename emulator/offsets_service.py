@@ -20,8 +20,11 @@ from emulator.codec.murmur2 import partition_for
 from emulator.codec.values import encode_offset
 from emulator.connector_state import ConnectorStates, not_stopped_message
 from emulator.errors import BadRequest, EmulatorError, NotFound, NotReady
+from emulator.formats.diff import Diff, compute_diff
+from emulator.formats.model import RawRecord, connector_of
 from emulator.history.origins import write_origin
 from emulator.logs.base import OffsetLog
+from emulator.records import Position
 from emulator.requests import OffsetChange, validate_changes
 from emulator.view import OffsetView
 
@@ -51,6 +54,16 @@ class PlannedRecord:
             "kafka_partition": self.partition,
             "existing_key": self.existing,
         }
+
+
+_APPEND_CHUNK = 10_000
+
+
+@dataclass(frozen=True, slots=True)
+class ImportResult:
+    diff: Diff
+    written: int
+    dry_run: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,12 +171,64 @@ class OffsetsService:
             return ModifyResult(message, records, dry_run)
         entries = [(r.key, r.value) for r in records]
         async with self._write_lock:
-            positions = await asyncio.to_thread(self._log.append, entries, self._write_timeout_s)
-            try:
-                await self._view.watcher.wait_for(positions, self._write_timeout_s)
-            except TimeoutError as exc:
-                raise EmulatorError(
-                    f"Offsets for connector {connector} were written to the log but not read back within "
-                    f"{self._write_timeout_s:.0f} s; the reader may be stalled (see /readyz)"
-                ) from exc
+            await self._append_locked(entries, f"Offsets for connector {connector}")
         return ModifyResult(message, records, dry_run)
+
+    async def _append_locked(self, entries: list[tuple[bytes, bytes | None]], subject: str) -> None:
+        """Append (in chunks, each bounded by the write timeout) and wait until the view applied it all.
+
+        The caller holds ``_write_lock``. Chunks keep one huge import from needing one huge timeout.
+        """
+        positions: list[Position] = []
+        for start in range(0, len(entries), _APPEND_CHUNK):
+            chunk = entries[start : start + _APPEND_CHUNK]
+            positions.extend(await asyncio.to_thread(self._log.append, chunk, self._write_timeout_s))
+        try:
+            await self._view.watcher.wait_for(positions, self._write_timeout_s)
+        except TimeoutError as exc:
+            raise EmulatorError(
+                f"{subject} were written to the log but not read back within "
+                f"{self._write_timeout_s:.0f} s; the reader may be stalled (see /readyz)"
+            ) from exc
+
+    # -- raw import (byte-exact transfers: POST /offsets/records) ----------------------------
+    async def import_records(
+        self,
+        records: list[RawRecord],
+        *,
+        dry_run: bool = False,
+        allow_malformed: bool = False,
+        write_all: bool = False,
+    ) -> ImportResult:
+        """Write raw records as-is (no re-encoding) and answer the diff against the live view.
+
+        Connect's rules still hold: every key must be a Connect offsets key unless
+        ``allow_malformed`` (a record no task can read is almost always a mistake), and every
+        connector touched must be STOPPED. Records that change nothing are not written unless
+        ``write_all``, so re-running an import is a no-op.
+        """
+        self.ensure_ready()
+        malformed = [r.key for r in records if connector_of(r.key) is None]
+        if malformed and not allow_malformed:
+            first = malformed[0][:200].decode("utf-8", "backslashreplace")
+            raise BadRequest(
+                f"{len(malformed)} record key(s) are not Connect offsets keys [\"<connector>\",{{…}}] "
+                f"(first: {first}); Connect would ignore them. Pass allow_malformed=true to import them as-is"
+            )
+        async with self._write_lock:
+            diff = compute_diff(self._live_value, records)
+            for connector in diff.connectors():
+                if not self._states.is_stopped(connector):
+                    raise BadRequest(not_stopped_message(connector))
+            to_write = diff.records_to_write(write_all)
+            if not dry_run and to_write:
+                touched = diff.connectors()
+                with write_origin("import", touched[0] if len(touched) == 1 else None):
+                    await self._append_locked(
+                        [(r.key, r.value) for r in to_write], f"{len(to_write)} imported offsets record(s)"
+                    )
+        return ImportResult(diff, 0 if dry_run else len(to_write), dry_run)
+
+    def _live_value(self, key: bytes) -> bytes | None:
+        entry = self._view.get_raw(key)
+        return None if entry is None else entry.value

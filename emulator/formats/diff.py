@@ -1,0 +1,157 @@
+"""What importing a set of raw records would change at a destination, per connector and partition.
+
+Every transfer (import, export, migrate, the daemon's ``POST /offsets/records``) is planned as a diff
+first: the dry run prints it, the real run writes exactly the records it marks as changes. Entries
+are compared by raw key bytes, as Connect looks them up; the connector and partition shown are
+only for people.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from emulator.codec.keys import KeyProblem, parse_key
+from emulator.formats.model import RawRecord, latest_per_key
+
+__all__ = ["Change", "Diff", "DiffEntry", "compute_diff", "render_text"]
+
+UNPARSEABLE = "(keys Connect ignores)"
+"""The group name for keys that are not ``[connector, {partition}]``."""
+
+
+class Change(enum.StrEnum):
+    ADDED = "added"
+    CHANGED = "changed"
+    REMOVED = "removed"
+    UNCHANGED = "unchanged"
+
+
+@dataclass(frozen=True, slots=True)
+class DiffEntry:
+    record: RawRecord
+    status: Change
+    old: bytes | None
+    connector: str | None
+    partition: dict[str, Any] | None
+
+    @property
+    def key(self) -> bytes:
+        return self.record.key
+
+    @property
+    def new(self) -> bytes | None:
+        return self.record.value
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "connector": self.connector,
+            "partition": self.partition,
+            "key": _text(self.key),
+            "status": self.status.value,
+            "old": _text(self.old),
+            "new": _text(self.new),
+        }
+
+
+def _text(raw: bytes | None) -> str | None:
+    return None if raw is None else raw.decode("utf-8", "backslashreplace")
+
+
+@dataclass(slots=True)
+class Diff:
+    entries: list[DiffEntry]
+
+    def records_to_write(self, write_all: bool = False) -> list[RawRecord]:
+        """The records a real run writes: every change, or every record with ``write_all``."""
+        return [e.record for e in self.entries if write_all or e.status is not Change.UNCHANGED]
+
+    def counts(self) -> Counter[str]:
+        return Counter(e.status.value for e in self.entries)
+
+    def per_connector(self) -> dict[str, Counter[str]]:
+        groups: dict[str, Counter[str]] = {}
+        for entry in self.entries:
+            groups.setdefault(entry.connector or UNPARSEABLE, Counter())[entry.status.value] += 1
+        return groups
+
+    def connectors(self) -> list[str]:
+        return sorted({e.connector for e in self.entries if e.connector is not None})
+
+    def as_dict(self, include_unchanged: bool = True) -> dict[str, Any]:
+        totals = self.counts()
+        return {
+            "summary": {c.value: totals.get(c.value, 0) for c in Change},
+            "connectors": {
+                name: {c.value: counts.get(c.value, 0) for c in Change}
+                for name, counts in sorted(self.per_connector().items())
+            },
+            "entries": [e.as_dict() for e in self.entries if include_unchanged or e.status is not Change.UNCHANGED],
+        }
+
+
+def compute_diff(current: Callable[[bytes], bytes | None], incoming: Iterable[RawRecord]) -> Diff:
+    """Compare incoming records (last one per key wins) with ``current(key)``, the live value or None.
+
+    A tombstone for a key that is not live changes nothing, so it is ``unchanged``.
+    """
+    entries: list[DiffEntry] = []
+    for record in latest_per_key(incoming).values():
+        old = current(record.key)
+        if record.value is None:
+            status = Change.UNCHANGED if old is None else Change.REMOVED
+        elif old is None:
+            status = Change.ADDED
+        else:
+            status = Change.UNCHANGED if old == record.value else Change.CHANGED
+        parsed = parse_key(record.key)
+        if isinstance(parsed, KeyProblem):
+            entries.append(DiffEntry(record, status, old, None, None))
+        else:
+            entries.append(DiffEntry(record, status, old, parsed.connector, parsed.partition))
+    return Diff(entries)
+
+
+_MARK = {Change.ADDED: "+", Change.CHANGED: "~", Change.REMOVED: "-", Change.UNCHANGED: "="}
+
+
+def _compact(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def render_text(diff: dict[str, Any], show_unchanged: bool = False) -> str:
+    """A diff (as ``Diff.as_dict`` gives it, possibly from a daemon) for people.
+
+    Takes the dict form so that a diff computed by a remote daemon prints exactly like a local one.
+    """
+    lines: list[str] = []
+    summary = diff["summary"]
+    lines.append(
+        f"{summary['added']} added, {summary['changed']} changed, {summary['removed']} removed, "
+        f"{summary['unchanged']} unchanged"
+    )
+    by_connector: dict[str, list[dict[str, Any]]] = {}
+    for entry in diff["entries"]:
+        by_connector.setdefault(entry["connector"] or UNPARSEABLE, []).append(entry)
+    for name, counts in diff["connectors"].items():
+        lines.append(
+            f"connector {name}: {counts['added']} added, {counts['changed']} changed, {counts['removed']} removed, "
+            f"{counts['unchanged']} unchanged"
+        )
+        for entry in by_connector.get(name, []):
+            status = Change(entry["status"])
+            if status is Change.UNCHANGED and not show_unchanged:
+                continue
+            where = _compact(entry["partition"]) if entry["partition"] is not None else f"key {entry['key']}"
+            if status is Change.CHANGED:
+                lines.append(f"  {_MARK[status]} {where}  {entry['old']} -> {entry['new']}")
+            elif status is Change.REMOVED:
+                lines.append(f"  {_MARK[status]} {where}  {entry['old']} -> (deleted)")
+            else:
+                shown = "(absent)" if entry["new"] is None else entry["new"]
+                lines.append(f"  {_MARK[status]} {where}  {shown}")
+    return "\n".join(lines)

@@ -1,0 +1,140 @@
+"""KIP-875 offsets JSON (Connect's ``GET``/``PATCH /connectors/{name}/offsets`` body) ⇄ records.
+
+The body is parsed JSON, not bytes, so it cannot carry a key's exact bytes: importing encodes each
+partition map in the body's key order with Jackson's rules, which is what a task writes when its map
+iterates in that order. Export says how many keys or values would not come back byte-identical, and
+points at the byte-preserving formats (standalone, snapshot) for those.
+
+File shape for ``kip875:`` locations: one body per connector, keyed by name::
+
+    {"<connector>": {"offsets": [{"partition": {…}, "offset": {…}}, …]}, …}
+
+so ``jq '."<connector>"'`` gives a body ``PATCH`` accepts. A file holding a single bare body
+``{"offsets":[…]}`` is accepted when the connector name is given. A ``null`` offset is a deletion
+(a tombstone), as in ``PATCH``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from typing import Any
+
+from emulator.codec.keys import KeyProblem, encode_key, parse_key
+from emulator.codec.values import CodecError, InvalidOffsets, encode_offset, loads_lenient, validate_format
+from emulator.formats.model import FormatError, Loaded, RawRecord
+
+__all__ = ["body_records", "dumps_file", "loads_file", "records_to_bodies"]
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON (Jackson rejects non-numeric numbers)")
+
+
+def body_records(connector: str, body: Any, where: str = "body") -> list[RawRecord]:
+    """One connector's ``{"offsets":[…]}`` body as records, validated as Connect validates PATCH."""
+    if not isinstance(body, dict):
+        raise FormatError(f'{where} must be an object {{"offsets":[…]}}, got {type(body).__name__}')
+    unknown = sorted(set(body) - {"offsets"})
+    if unknown:
+        raise FormatError(f"{where} has unknown field(s) {unknown}; expected only 'offsets'")
+    offsets = body.get("offsets")
+    if not isinstance(offsets, list):
+        raise FormatError(f"{where}.offsets must be an array")
+    records: list[RawRecord] = []
+    for index, item in enumerate(offsets):
+        at = f"{where}.offsets[{index}]"
+        if not isinstance(item, dict):
+            raise FormatError(f"{at} must be an object with 'partition' and 'offset'")
+        extra = sorted(set(item) - {"partition", "offset"})
+        if extra:
+            raise FormatError(f"{at} has unknown field(s) {extra}; expected 'partition' and 'offset'")
+        partition = item.get("partition")
+        offset = item.get("offset")
+        if not isinstance(partition, dict):
+            raise FormatError(f"{at}.partition must be a JSON object")
+        if offset is not None and not isinstance(offset, dict):
+            raise FormatError(f"{at}.offset must be a JSON object or null")
+        try:
+            validate_format(partition)
+            validate_format(offset)
+        except InvalidOffsets as exc:
+            raise FormatError(f"{at}: {exc} (Connect's OffsetUtils.validateFormat)") from exc
+        records.append(RawRecord(encode_key(connector, partition), encode_offset(offset)))
+    return records
+
+
+def loads_file(data: bytes, default_connector: str | None = None, source: str | None = None) -> Loaded:
+    try:
+        document = json.loads(data, parse_constant=_reject_constant)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise FormatError(f"not valid JSON: {exc}", source=source) from exc
+    try:
+        if isinstance(document, dict) and isinstance(document.get("offsets"), list) and len(document) == 1:
+            if default_connector is None:
+                raise FormatError(
+                    'a bare {"offsets":[…]} body names no connector; give the connector name, or write the file as '
+                    '{"<connector>": {"offsets": […]}}'
+                )
+            return Loaded(body_records(default_connector, document))
+        if not isinstance(document, dict):
+            raise FormatError(f'expected {{"<connector>": {{"offsets": […]}}, …}}, got {type(document).__name__}')
+        records: list[RawRecord] = []
+        for connector, body in document.items():
+            records.extend(body_records(connector, body, where=json.dumps(connector, ensure_ascii=False)))
+    except FormatError as exc:
+        raise FormatError(exc.detail, source=source, where=exc.where) from None
+    return Loaded(records)
+
+
+def records_to_bodies(records: Iterable[RawRecord]) -> tuple[dict[str, dict[str, list[dict[str, Any]]]], list[str]]:
+    """Records as KIP-875 bodies per connector (in first-seen order), and notes on what was lost.
+
+    Keys Connect ignores cannot be expressed and are counted; so are keys and values whose bytes
+    differ from what importing the body would write.
+    """
+    bodies: dict[str, dict[str, list[dict[str, Any]]]] = {}
+    skipped = 0
+    inexact = 0
+    unreadable = 0
+    for record in records:
+        parsed = parse_key(record.key)
+        if isinstance(parsed, KeyProblem):
+            skipped += 1
+            continue
+        offset: Any = None
+        if record.value is not None:
+            try:
+                offset = loads_lenient(record.value)
+            except CodecError:
+                unreadable += 1
+                continue
+            if offset is not None and not isinstance(offset, dict):
+                unreadable += 1
+                continue
+        if encode_key(parsed.connector, parsed.partition) != record.key or (
+            record.value is not None and encode_offset(offset) != record.value
+        ):
+            inexact += 1
+        body = bodies.setdefault(parsed.connector, {"offsets": []})
+        body["offsets"].append({"partition": parsed.partition, "offset": offset})
+    notes: list[str] = []
+    if skipped:
+        notes.append(f"{skipped} record(s) with keys Connect ignores (not [name, {{…}}]) cannot be written as KIP-875")
+    if unreadable:
+        notes.append(f"{unreadable} record(s) whose value is not an offset map Connect can read were left out")
+    if inexact:
+        notes.append(
+            f"{inexact} record(s) are not in Jackson's canonical form: importing this KIP-875 JSON would write "
+            "different key/value bytes; use standalone: or snapshot: for a byte-exact copy"
+        )
+    return bodies, notes
+
+
+def dumps_file(records: Iterable[RawRecord]) -> tuple[bytes, list[str]]:
+    bodies, notes = records_to_bodies(records)
+    try:
+        text = json.dumps(bodies, indent=2, ensure_ascii=False, allow_nan=False)
+    except ValueError as exc:  # an offset number beyond a double (Connect reads it as Infinity)
+        raise FormatError(f"cannot be written as KIP-875 JSON: {exc}") from exc
+    return (text + "\n").encode("utf-8"), notes

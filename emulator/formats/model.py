@@ -1,0 +1,68 @@
+"""The neutral model every offset format converts to and from: raw records, bytes untouched.
+
+Connect looks offsets up by exact key bytes, so a transfer between two byte-preserving formats
+(a topic, the embedded log, a standalone file, a snapshot) must never decode and re-encode a key:
+one changed escape or digit makes it another partition that no task will ever read. Formats that
+can only carry parsed JSON (KIP-875 bodies, CDC state) say so when the bytes they produce differ.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from emulator.codec.keys import KeyProblem, parse_key
+
+
+@dataclass(frozen=True, slots=True)
+class RawRecord:
+    """One offsets entry: key bytes and value bytes, ``value is None`` being a tombstone.
+
+    The coordinates are where the record sat in the log it was read from, kept for snapshots and
+    diffs; they are never used to place a record (placement is murmur2 over the destination's
+    partition count).
+    """
+
+    key: bytes
+    value: bytes | None
+    kafka_partition: int | None = None
+    log_offset: int | None = None
+    timestamp_ms: int | None = None
+
+
+@dataclass(slots=True)
+class Loaded:
+    """What a reader produced: the records in source order, and what the operator should know."""
+
+    records: list[RawRecord]
+    notes: list[str] = field(default_factory=list)
+
+
+class FormatError(ValueError):
+    """Input that does not have the shape its format promises; nothing from it may be imported.
+
+    ``where`` names the place (a byte offset, a line number, a JSON path) so that a damaged file can
+    be inspected by hand.
+    """
+
+    def __init__(self, message: str, *, source: str | None = None, where: str | None = None) -> None:
+        self.detail = message
+        self.source = source
+        self.where = where
+        prefix = f"{source}: " if source else ""
+        suffix = f" (at {where})" if where else ""
+        super().__init__(f"{prefix}{message}{suffix}")
+
+
+def connector_of(key: bytes) -> str | None:
+    """The connector name Connect would file this key under, or ``None`` if Connect ignores the key."""
+    parsed = parse_key(key)
+    return None if isinstance(parsed, KeyProblem) else parsed.connector
+
+
+def latest_per_key(records: Iterable[RawRecord]) -> dict[bytes, RawRecord]:
+    """Last write wins per key, in first-seen key order: how every offset store applies a batch."""
+    latest: dict[bytes, RawRecord] = {}
+    for record in records:
+        latest[record.key] = record
+    return latest
