@@ -59,7 +59,7 @@ from emulator.history.files import (
 )
 from emulator.history.guard import Decision, ReplayGuard, Verdict
 from emulator.history.origins import EXTERNAL_ORIGIN, OriginRegistry
-from emulator.history.schema import history_schema
+from emulator.history.schema import content_crc, history_schema
 from emulator.history.state import ArchiveState, fingerprint, load_state, save_state
 from emulator.logs.base import ReadProgress
 from emulator.records import LogRecord
@@ -500,7 +500,7 @@ class HistoryArchive:
         operation = origin.operation
         if origin.uncertain and operation is not None:
             operation += " (unacknowledged)"
-        return {
+        row = {
             "log": self.identity,
             "epoch": self._state.epoch,
             "kafka_partition": record.partition,
@@ -516,6 +516,8 @@ class HistoryArchive:
             "partition_json": partition_json,
             "key_problem": problem,
         }
+        row["crc32"] = content_crc(row)
+        return row
 
     def _classify(self, key: bytes | None) -> tuple[str | None, str | None, str | None]:
         if key is None:

@@ -30,6 +30,8 @@ from typing import IO, Any, Literal
 
 import fastavro
 
+from emulator.history.schema import content_crc
+
 log = logging.getLogger(__name__)
 
 _CLOSED = re.compile(r"^history-(\d{10})_(\d+)_(\d+)\.avro$")
@@ -144,16 +146,28 @@ def iter_file(file: ArchiveFile, report: ReadReport, handle: IO[bytes] | None = 
                     report.incomplete_tails.append(str(file.path))
                     log.info("%s ends in an incomplete block (being written, or left by a crash)", file.path)
                     return
-                problem = f"damaged block after {yielded} records ({type(exc).__name__}: {exc})"
+                problem = (
+                    f"damaged block after {yielded} records ({type(exc).__name__}: {exc}); the rest of the file "
+                    "was skipped"
+                )
                 _damaged(report, file, problem, yielded)
                 return
+            bad = sum(1 for r in records if r.get("crc32") != content_crc(r))
+            if bad:
+                # The framing is intact, so the next block can still be trusted: skip only this one.
+                problem = (
+                    f"damaged block at byte {block.offset}: {bad} of {len(records)} records fail their checksum; "
+                    "the block was skipped"
+                )
+                _damaged(report, file, problem, yielded)
+                continue
             report.records += len(records)
             yielded += len(records)
             yield from records
 
 
 def _damaged(report: ReadReport, file: ArchiveFile, problem: str, records_before: int) -> None:
-    log.warning("history archive file %s skipped from there on: %s", file.path, problem)
+    log.warning("history archive file %s: %s", file.path, problem)
     report.damaged.append({"file": str(file.path), "problem": problem, "records_read_before": records_before})
 
 

@@ -9,6 +9,7 @@ repository. Looking in the package first and the checkout second keeps one file 
 from __future__ import annotations
 
 import json
+import zlib
 from functools import cache
 from importlib import resources
 from pathlib import Path
@@ -32,7 +33,9 @@ FIELDS = (
     "connector",
     "partition_json",
     "key_problem",
+    "crc32",
 )
+_SCALARS = FIELDS[:9] + FIELDS[11:14]  # every field but key, value and crc32 itself
 
 
 def schema_text(name: str = SCHEMA_FILE) -> str:
@@ -61,3 +64,15 @@ def history_schema() -> Any:
     if names != FIELDS:
         raise RuntimeError(f"{SCHEMA_FILE} fields {names} differ from the archiver's {FIELDS}; reinstall the package")
     return parsed
+
+
+def content_crc(row: dict[str, Any]) -> int:
+    """CRC-32 over every field but ``crc32``: keeps null and empty apart, and field boundaries fixed."""
+    head = "\x1f".join("\x00" if row[name] is None else str(row[name]) for name in _SCALARS)
+    crc = zlib.crc32(head.encode("utf-8", "surrogatepass"))
+    for name in ("key", "value"):
+        raw = row[name]
+        crc = zlib.crc32(b"\x00" if raw is None else b"\x01%d:" % len(raw), crc)
+        if raw:
+            crc = zlib.crc32(raw, crc)
+    return crc

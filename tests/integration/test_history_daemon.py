@@ -1,0 +1,266 @@
+"""The offsets history through a real daemon process on the embedded log: routes, CLI, restarts.
+
+Times come from the log's own record timestamps (the embedded log stamps each commit), so tests
+take their "as of" marks between writes with a few milliseconds of sleep on either side.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from emulator.history.client import HistoryClient
+from emulator.history.files import scan_dir
+from emulator.logs.embedded import EmbeddedOffsetLog
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def mark() -> int:
+    """A time strictly between the writes before and after it."""
+    time.sleep(0.02)
+    t = now_ms()
+    time.sleep(0.02)
+    return t
+
+
+def cli(url: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "emulator.cli", *args, "--url", url],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def history(url: str, connector: str, **params: Any) -> dict[str, Any]:
+    with HistoryClient(url) as client:
+        return client.history(connector, limit=10_000, **params)
+
+
+def patch(url: str, connector: str, offsets: list[dict[str, Any]]) -> None:
+    with HistoryClient(url) as client:
+        client.alter(connector, {"offsets": offsets}, create=True)
+
+
+def log_records(data_dir: Path) -> int:
+    with sqlite3.connect(data_dir / "connect-offsets.sqlite3") as conn:
+        (count,) = conn.execute("SELECT count(*) FROM records").fetchone()
+    return int(count)
+
+
+def test_history_survives_compaction_and_kill_9_restarts_without_duplicates(
+    daemon_factory: Any, tmp_path: Path
+) -> None:
+    data = tmp_path / "data"
+    name = unique("compacted")
+    daemon = daemon_factory("--data-dir", str(data))
+    for n in range(5):
+        patch(daemon.url, name, [{"partition": {"file": "a.txt"}, "offset": {"pos": n}}])
+    with HistoryClient(daemon.url) as client:
+        client.reset(name)
+    assert len(history(daemon.url, name)["changes"]) == 6
+    daemon.kill()
+
+    compacted = EmbeddedOffsetLog(data)
+    compacted.open()
+    report = compacted.compact()
+    compacted.close()
+    assert report.records_after == 1, "the log keeps only the tombstone of the one key"
+
+    for _restart in range(2):
+        daemon = daemon_factory("--data-dir", str(data))
+        changes = history(daemon.url, name)["changes"]
+        assert [(c["origin"], c["operation"], c["offset"]) for c in changes] == [
+            ("daemon", "DELETE", None),
+            *[("daemon", "PATCH", {"pos": n}) for n in reversed(range(5))],
+        ], "exactly the six changes: none lost to compaction, none duplicated by the replay"
+        assert len({(c["kafka_partition"], c["kafka_offset"]) for c in changes}) == 6
+        daemon.kill()
+
+
+def test_kill_9_while_writing_loses_nothing_and_duplicates_nothing(daemon_factory: Any, tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    name = unique("kill9")
+    daemon = daemon_factory("--data-dir", str(data))
+    stop = threading.Event()
+
+    def writer(worker: int) -> None:
+        with httpx.Client(base_url=daemon.url, timeout=10) as http:
+            n = 0
+            while not stop.is_set():
+                n += 1
+                body = {"offsets": [{"partition": {"worker": worker}, "offset": {"n": n}}]}
+                try:
+                    http.patch(f"/connectors/{name}/offsets", json=body, params={"create": "true"})
+                except httpx.TransportError:
+                    return
+
+    threads = [threading.Thread(target=writer, args=(w,)) for w in range(3)]
+    for t in threads:
+        t.start()
+    time.sleep(1.5)
+    daemon.kill()
+    stop.set()
+    for t in threads:
+        t.join(10)
+
+    in_log = log_records(data)
+    assert in_log > 20
+    restarted = daemon_factory("--data-dir", str(data))
+    changes = history(restarted.url, name)["changes"]
+    coords = [(c["kafka_partition"], c["kafka_offset"]) for c in changes]
+    assert len(coords) == len(set(coords)) == in_log, "every record of the log archived exactly once"
+
+
+def test_as_of_rollback_dry_run_and_rollback_through_the_cli(daemon_factory: Any, tmp_path: Path) -> None:
+    daemon = daemon_factory("--data-dir", str(tmp_path / "data"))
+    name = unique("rollback")
+    a, b, c = {"file": "a.txt"}, {"file": "b.txt"}, {"file": "c.txt"}
+    patch(daemon.url, name, [{"partition": a, "offset": {"pos": 1}}, {"partition": b, "offset": {"pos": 10}}])
+    t1 = mark()
+    patch(daemon.url, name, [{"partition": a, "offset": {"pos": 2}}, {"partition": b, "offset": None}])
+    t2 = mark()
+    patch(daemon.url, name, [{"partition": a, "offset": {"pos": 3}}, {"partition": c, "offset": {"pos": 30}}])
+
+    with HistoryClient(daemon.url) as client:
+        assert client.offsets_as_of(name, t1 - 5_000) == [], "nothing existed before the first write"
+        assert sorted(map(json.dumps, client.offsets_as_of(name, t1))) == sorted(
+            map(json.dumps, [{"partition": a, "offset": {"pos": 1}}, {"partition": b, "offset": {"pos": 10}}])
+        )
+        assert client.offsets_as_of(name, t2) == [{"partition": a, "offset": {"pos": 2}}]
+        now_state = sorted(map(json.dumps, client.offsets(name)))
+        assert sorted(map(json.dumps, client.offsets_as_of(name, now_ms()))) == now_state
+        records_before = len(client.history(name)["changes"])
+
+    dry = cli(daemon.url, "rollback", name, "--to", str(t1), "--dry-run")
+    assert dry.returncode == 0, dry.stderr
+    assert "Dry run: nothing was written. 3 record(s)" in dry.stdout
+    assert "change   partition" in dry.stdout and '{"pos":3}  ->  {"pos":1}' in dry.stdout
+    assert "restore" in dry.stdout and '(absent)  ->  {"pos":10}' in dry.stdout
+    assert "delete" in dry.stdout and '{"pos":30}  ->  (delete)' in dry.stdout
+    with HistoryClient(daemon.url) as client:
+        assert sorted(map(json.dumps, client.offsets(name))) == now_state, "a dry run writes nothing"
+        assert len(client.history(name)["changes"]) == records_before
+
+    done = cli(daemon.url, "rollback", name, "--to", str(t1), "--json")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["dry_run"] is False
+    with HistoryClient(daemon.url) as client:
+        assert sorted(map(json.dumps, client.offsets(name))) == sorted(map(json.dumps, client.offsets_as_of(name, t1)))
+        newest = client.history(name)["changes"][:3]
+        assert {(ch["origin"], ch["operation"]) for ch in newest} == {("daemon", "rollback")}
+        again = client.rollback(name, t1)
+        assert again["changes"] == [] and "Nothing to roll back" in again["message"]
+
+    shown = cli(daemon.url, "history", name, "--partition", json.dumps(b))
+    assert shown.returncode == 0, shown.stderr
+    lines = shown.stdout.splitlines()
+    assert len(lines) == 4 and "daemon rollback" in lines[1] and "(deleted)" in lines[2], shown.stdout
+    as_of = cli(daemon.url, "history", name, "--as-of", str(t2), "--json")
+    assert json.loads(as_of.stdout) == {"offsets": [{"partition": a, "offset": {"pos": 2}}]}
+
+
+def test_time_filters_bad_input_and_unknown_connectors(daemon_factory: Any, tmp_path: Path) -> None:
+    daemon = daemon_factory("--data-dir", str(tmp_path / "data"))
+    name = unique("filters")
+    patch(daemon.url, name, [{"partition": {"p": 1}, "offset": {"n": 1}}])
+    t1 = mark()
+    patch(daemon.url, name, [{"partition": {"p": 1}, "offset": {"n": 2}}])
+    iso = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t1 / 1000)) + f".{t1 % 1000:03d}Z"
+    assert [c["offset"] for c in history(daemon.url, name, to_time=iso)["changes"]] == [{"n": 1}]
+    assert [c["offset"] for c in history(daemon.url, name, from_time=t1)["changes"]] == [{"n": 2}]
+    page = history(daemon.url, name, partition={"p": 1.0})
+    assert page["changes"] == [], "1.0 is not 1: partitions match as Java's Map.equals does"
+    with HistoryClient(daemon.url) as client:
+        limited = client.history(name, limit=1)
+        assert limited["truncated"] is True and [c["offset"] for c in limited["changes"]] == [{"n": 2}]
+    base = f"{daemon.url}/connectors/{name}/offsets"
+    for url, params, status, text in [
+        (base + "/history", {"from": "last tuesday"}, 400, "ISO-8601"),
+        (base + "/history", {"partition": "[1]"}, 400, "JSON object"),
+        (base, {"as_of": "soon"}, 400, "ISO-8601"),
+        (f"{daemon.url}/connectors/nobody-{uuid.uuid4().hex}/offsets/history", {}, 404, "not found"),
+        (base + "/rollback", {}, 400, "to"),
+    ]:
+        method = "POST" if url.endswith("rollback") else "GET"
+        response = httpx.request(method, url, params=params, timeout=10)
+        assert response.status_code == status, (url, response.text)
+        assert text in response.json()["message"]
+
+
+def test_rotation_and_retention_flags_bound_the_archive(daemon_factory: Any, tmp_path: Path) -> None:
+    history_dir = tmp_path / "archive"
+    daemon = daemon_factory(
+        "--data-dir",
+        str(tmp_path / "data"),
+        "--history-dir",
+        str(history_dir),
+        "--history-rotate-bytes",
+        "1",
+        "--history-retention",
+        "2s",
+    )
+    name = unique("retained")
+    for n in range(4):
+        patch(daemon.url, name, [{"partition": {"p": n % 2}, "offset": {"n": n}}])
+    (log_dir,) = [p for p in history_dir.iterdir() if p.is_dir()]
+    with HistoryClient(daemon.url) as client:
+        client.history(name)  # waits for the archiver: the fourth file exists now
+        assert len(scan_dir(log_dir)[1]) == 4, "one file per write with --history-rotate-bytes 1"
+        deadline = time.monotonic() + 20
+        while client.history_status()["files_folded_by_retention"] < 4 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        base, live, _ = scan_dir(log_dir)
+        assert base is not None and live == [], "files older than 2 s were folded into the base and deleted"
+        assert [c["offset"] for c in client.history(name)["changes"]] == [{"n": 3}, {"n": 2}]
+        assert sorted(map(json.dumps, client.offsets_as_of(name, now_ms()))) == sorted(
+            map(json.dumps, client.offsets(name))
+        )
+
+
+def test_a_damaged_archive_file_is_reported_and_the_rest_still_served(daemon_factory: Any, tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    daemon = daemon_factory("--data-dir", str(data), "--history-rotate-bytes", "1")
+    name = unique("damaged")
+    for n in range(3):
+        patch(daemon.url, name, [{"partition": {"p": n}, "offset": {"n": n}}])
+    history(daemon.url, name)
+    daemon.stop()
+    (log_dir,) = [p for p in (data / "history").iterdir() if p.is_dir()]
+    first = scan_dir(log_dir)[1][0]
+    first.path.write_bytes(first.path.read_bytes()[:-25])
+
+    restarted = daemon_factory("--data-dir", str(data), "--history-rotate-bytes", "1")
+    page = history(restarted.url, name)
+    assert [c["offset"] for c in page["changes"]] == [{"n": 2}, {"n": 1}]
+    (damage,) = page["damaged_files"]
+    assert damage["file"] == str(first.path) and "damaged block" in damage["problem"]
+    shown = cli(restarted.url, "history", name)
+    assert shown.returncode == 0 and f"warning: archive file skipped from a damaged block on: {first.path}" in (
+        shown.stdout
+    )
+
+
+def test_no_history_disables_the_routes(daemon_factory: Any, tmp_path: Path) -> None:
+    daemon = daemon_factory("--data-dir", str(tmp_path / "data"), "--no-history")
+    name = unique("nohist")
+    patch(daemon.url, name, [{"partition": {"p": 1}, "offset": {"n": 1}}])
+    response = httpx.get(f"{daemon.url}/connectors/{name}/offsets/history", timeout=10)
+    assert response.status_code == 404 and "--no-history" in response.json()["message"]
+    assert not (tmp_path / "data" / "history").exists()

@@ -1,0 +1,66 @@
+"""Replay de-duplication decisions: skip what is archived, notice a log that is not the archived one."""
+
+from __future__ import annotations
+
+from emulator.history.guard import ReplayGuard, Verdict
+from emulator.history.state import ArchiveState, fingerprint
+from emulator.records import LogRecord
+
+
+def rec(p: int, o: int, v: bytes = b"v") -> LogRecord:
+    return LogRecord(b"k%d" % o, v, p, o, 0)
+
+
+def archived(*records: LogRecord) -> ArchiveState:
+    state = ArchiveState("log")
+    for r in records:
+        state.note(r.partition, r.offset, fingerprint(r.key, r.value))
+    return state
+
+
+def decide(guard: ReplayGuard, r: LogRecord) -> Verdict:
+    return guard.decide(r, fingerprint(r.key, r.value)).verdict
+
+
+def test_records_below_the_watermark_are_skipped_once_the_tail_record_matches() -> None:
+    guard = ReplayGuard(archived(rec(0, 0), rec(0, 1), rec(0, 2)))
+    assert [decide(guard, rec(0, o)) for o in (0, 1, 2)] == [Verdict.SKIP] * 3
+    assert not guard.verifying and guard.take_held() == []
+    assert decide(guard, rec(0, 3)) is Verdict.ARCHIVE
+
+
+def test_other_bytes_at_the_tail_offset_mean_another_log_and_the_held_records_belong_to_it() -> None:
+    guard = ReplayGuard(archived(rec(0, 0), rec(0, 1)))
+    assert decide(guard, rec(0, 0, b"new")) is Verdict.SKIP  # cannot tell yet: held
+    decision = guard.decide(rec(0, 1, b"new"), fingerprint(b"k1", b"new"))
+    assert decision.verdict is Verdict.NEW_EPOCH and decision.archive_held
+    assert [r.offset for r in guard.take_held()] == [0]
+
+
+def test_offsets_going_back_within_a_run_mean_the_log_was_recreated_under_us() -> None:
+    guard = ReplayGuard(archived())
+    assert [decide(guard, rec(1, o)) for o in (0, 1, 2)] == [Verdict.ARCHIVE] * 3
+    decision = guard.decide(rec(1, 0), fingerprint(b"k0", b"v"))
+    assert decision.verdict is Verdict.NEW_EPOCH and not decision.archive_held
+    assert "went back in partition 1" in decision.reason
+
+
+def test_a_log_read_to_its_end_short_of_the_watermark_is_another_log() -> None:
+    guard = ReplayGuard(archived(rec(0, 0), rec(0, 1), rec(2, 0)))
+    assert decide(guard, rec(2, 0)) is Verdict.SKIP
+    assert guard.check_positions({0: 1, 2: 1}, caught_up=False).verdict is Verdict.ARCHIVE
+    decision = guard.check_positions({0: 1, 2: 1}, caught_up=True)
+    assert decision.verdict is Verdict.NEW_EPOCH and "partition 0 ends at offset 1" in decision.reason
+
+
+def test_a_tail_record_compacted_away_cannot_be_checked_and_is_trusted_with_a_warning() -> None:
+    guard = ReplayGuard(archived(rec(0, 0), rec(0, 5)))
+    assert decide(guard, rec(0, 6)) is Verdict.ARCHIVE
+    assert guard.unverifiable == [0] and not guard.verifying
+
+
+def test_the_hold_back_buffer_is_bounded_and_counts_what_it_drops() -> None:
+    guard = ReplayGuard(archived(*[rec(0, o) for o in range(10)]), hold_limit=3)
+    for o in range(9):
+        assert decide(guard, rec(0, o, b"other")) is Verdict.SKIP
+    assert guard.held_dropped == 6 and [r.offset for r in guard.take_held()] == [6, 7, 8]
