@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import abc
 import base64
+import logging
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -359,9 +360,16 @@ class KafkaLocation(_LogLocation):
         from confluent_kafka import KafkaError, KafkaException
         from confluent_kafka.admin import AdminClient
 
-        config: dict[str, Any] = {**ctx.kafka_config, "bootstrap.servers": self.bootstrap}
+        config: dict[str, Any] = {
+            **ctx.kafka_config,
+            "bootstrap.servers": self.bootstrap,
+            "logger": logging.getLogger("emulator.transfer.librdkafka"),
+        }
         try:
-            metadata = AdminClient(config).list_topics(topic=self.topic, timeout=min(ctx.options.timeout_s, 30.0))
+            # All topics, not ``topic=``: a metadata request naming a missing topic auto-creates it on
+            # brokers that ignore the request's allow-auto-create flag (Tansu does), and a dry run or a
+            # read must never create anything.
+            metadata = AdminClient(config).list_topics(timeout=min(ctx.options.timeout_s, 30.0))
         except KafkaException as exc:
             raise LocationError(f"{self.description}: cannot reach the brokers: {exc}") from exc
         found = metadata.topics.get(self.topic)

@@ -1,0 +1,178 @@
+"""KIP-875 bodies, Avro snapshots and transfer diffs over raw records."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import fastavro
+import pytest
+
+from emulator.formats import kip875, snapshot
+from emulator.formats.diff import Change, compute_diff, render_text
+from emulator.formats.model import FormatError, RawRecord
+
+# --- KIP-875 --------------------------------------------------------------------------------------------
+
+
+def test_bodies_per_connector_become_jackson_encoded_records_in_body_key_order() -> None:
+    document = {
+        "jdbc": {"offsets": [{"partition": {"table": "orders", "db": "shop"}, "offset": {"ts": 1.0, "id": 7}}]},
+        "files": {"offsets": [{"partition": {"filename": "/a"}, "offset": None}]},
+    }
+    loaded = kip875.loads_file(json.dumps(document).encode())
+    assert loaded.records == [
+        RawRecord(b'["jdbc",{"table":"orders","db":"shop"}]', b'{"ts":1.0,"id":7}'),
+        RawRecord(b'["files",{"filename":"/a"}]', None),
+    ]
+
+
+def test_a_bare_body_needs_the_connector_name() -> None:
+    body = b'{"offsets":[{"partition":{"p":1},"offset":{"o":2}}]}'
+    with pytest.raises(FormatError, match="names no connector"):
+        kip875.loads_file(body)
+    assert kip875.loads_file(body, default_connector="c").records == [RawRecord(b'["c",{"p":1}]', b'{"o":2}')]
+
+
+@pytest.mark.parametrize(
+    ("document", "message"),
+    [
+        ({"c": {"offsets": [{"partition": {"p": {"x": 1}}, "offset": {}}]}}, "field p contains MAP"),
+        ({"c": {"offsets": [{"partition": None, "offset": {}}]}}, '"c".offsets[0].partition must be a JSON object'),
+        ({"c": {"offsets": [{"partition": {}, "offset": 3}]}}, "offset must be a JSON object or null"),
+        ({"c": {"offsets": [{"partition": {}, "offset": {}, "x": 1}]}}, "unknown field(s) ['x']"),
+        ({"c": {"offset": []}}, "unknown field(s) ['offset']"),
+        ([1], "got list"),
+    ],
+)
+def test_invalid_bodies_are_refused(document: object, message: str) -> None:
+    with pytest.raises(FormatError) as info:
+        kip875.loads_file(json.dumps(document).encode(), source="o.json")
+    assert message in str(info.value)
+
+
+def test_export_groups_by_connector_and_says_what_it_cannot_carry() -> None:
+    records = [
+        RawRecord(b'["a",{"p":1}]', b'{"o":1}'),
+        RawRecord(b'["a", {"p":2}]', b'{"o":2}'),  # not canonical: importing would write other bytes
+        RawRecord(b"junk", b"{}"),
+        RawRecord(b'["b",{"p":1}]', None),
+    ]
+    data, notes = kip875.dumps_file(records)
+    assert json.loads(data) == {
+        "a": {"offsets": [{"partition": {"p": 1}, "offset": {"o": 1}}, {"partition": {"p": 2}, "offset": {"o": 2}}]},
+        "b": {"offsets": [{"partition": {"p": 1}, "offset": None}]},
+    }
+    assert any("1 record(s) with keys Connect ignores" in n for n in notes)
+    assert any("1 record(s) are not in Jackson's canonical form" in n for n in notes)
+    assert kip875.loads_file(data).records == [records[0], RawRecord(b'["a",{"p":2}]', b'{"o":2}'), records[3]]
+
+
+# --- snapshots ------------------------------------------------------------------------------------------
+
+
+SNAPSHOT_RECORDS = [
+    RawRecord(b'["c",{"p":1}]', b'{"o":1}', 3, 17, 1_700_000_000_000),
+    RawRecord(b'["c", {"p":2}]', None, 0, 4, 1_700_000_000_001),
+    RawRecord(b"\xff\x00binary", b"", None, None, None),
+]
+
+
+def test_snapshot_round_trip_keeps_bytes_coordinates_and_metadata() -> None:
+    data = snapshot.dumps(SNAPSHOT_RECORDS, source="kafka://h:9092/connect-offsets", taken_at_ms=1234)
+    loaded, info = snapshot.loads(data)
+    assert loaded.records == SNAPSHOT_RECORDS
+    assert (info.source, info.taken_at_ms, info.records) == ("kafka://h:9092/connect-offsets", 1234, 3)
+    assert loaded.notes == []
+
+
+def test_snapshots_are_plain_avro_with_the_schema_from_schemas_dir() -> None:
+    data = snapshot.dumps(SNAPSHOT_RECORDS, source="s")
+    import io
+
+    reader = fastavro.reader(io.BytesIO(data))
+    contract = json.loads((Path(__file__).resolve().parents[2] / "schemas" / "snapshot.avsc").read_text())
+    assert reader.writer_schema["name"] == f"{contract['namespace']}.{contract['name']}"
+    assert [f["name"] for f in reader.writer_schema["fields"]] == [f["name"] for f in contract["fields"]]
+    rows = list(reader)
+    assert [r["connector"] for r in rows] == ["c", "c", None], "connector is filled in where the key parses"
+
+
+def test_a_truncated_snapshot_is_refused_whole() -> None:
+    data = snapshot.dumps([RawRecord(f'["c",{{"p":{i}}}]'.encode(), b"{}" * 50) for i in range(200)], source="s")
+    for cut in (0, 10, len(data) // 2, len(data) - 1):
+        with pytest.raises(FormatError) as info:
+            snapshot.loads(data[:cut], source="b.avro")
+        assert "b.avro" in str(info.value)
+        assert "none will be imported" in str(info.value) or "empty" in str(info.value)
+
+
+def test_a_snapshot_missing_records_is_refused_by_its_declared_count() -> None:
+    import io
+
+    out = io.BytesIO()
+    fastavro.writer(
+        out,
+        snapshot.snapshot_schema(),
+        [{"key": b"k", "value": None}],
+        metadata={snapshot.META_FORMAT: snapshot.FORMAT, snapshot.META_RECORDS: "2"},
+    )
+    with pytest.raises(FormatError, match="declares 2 records but holds 1"):
+        snapshot.loads(out.getvalue())
+
+
+def test_a_foreign_avro_file_is_refused_by_schema() -> None:
+    import io
+
+    out = io.BytesIO()
+    schema = {"type": "record", "name": "Other", "fields": [{"name": "x", "type": "int"}]}
+    fastavro.writer(out, schema, [{"x": 1}])
+    with pytest.raises(FormatError, match="not a readable snapshot"):
+        snapshot.loads(out.getvalue())
+
+
+# --- diffs ----------------------------------------------------------------------------------------------
+
+
+def test_diff_statuses_compare_raw_bytes() -> None:
+    current = {b'["c",{"p":1}]': b'{"o":1}', b'["c",{"p":2}]': b'{"o":2}', b'["c",{"p":3}]': b'{"o":3}'}
+    incoming = [
+        RawRecord(b'["c",{"p":1}]', b'{"o":1}'),
+        RawRecord(b'["c",{"p":2}]', b'{"o": 2}'),  # same JSON, other bytes: a change for Connect
+        RawRecord(b'["c",{"p":3}]', None),
+        RawRecord(b'["c",{"p":4}]', b'{"o":4}'),
+        RawRecord(b'["c",{"p":5}]', None),
+        RawRecord(b"junk", b"{}"),
+    ]
+    diff = compute_diff(current.get, incoming)
+    assert [e.status for e in diff.entries] == [
+        Change.UNCHANGED,
+        Change.CHANGED,
+        Change.REMOVED,
+        Change.ADDED,
+        Change.UNCHANGED,
+        Change.ADDED,
+    ]
+    assert [r.key for r in diff.records_to_write()] == [incoming[i].key for i in (1, 2, 3, 5)]
+    assert len(diff.records_to_write(write_all=True)) == 6
+    assert diff.as_dict()["connectors"] == {
+        "(keys Connect ignores)": {"added": 1, "changed": 0, "removed": 0, "unchanged": 0},
+        "c": {"added": 1, "changed": 1, "removed": 1, "unchanged": 2},
+    }
+
+
+def test_the_last_record_per_key_decides() -> None:
+    diff = compute_diff(lambda _k: None, [RawRecord(b"k", b"1"), RawRecord(b"k", None)])
+    assert [(e.key, e.status) for e in diff.entries] == [(b"k", Change.UNCHANGED)]
+
+
+def test_text_rendering_shows_old_and_new_values() -> None:
+    current = {b'["c",{"p":1}]': b'{"o":1}', b'["c",{"p":2}]': b'{"o":2}'}
+    incoming = [RawRecord(b'["c",{"p":1}]', b'{"o":5}'), RawRecord(b'["c",{"p":2}]', None)]
+    text = render_text(compute_diff(current.get, incoming).as_dict())
+    assert text.splitlines() == [
+        "0 added, 1 changed, 1 removed, 0 unchanged",
+        "connector c: 0 added, 1 changed, 1 removed, 0 unchanged",
+        '  ~ {"p":1}  {"o":1} -> {"o":5}',
+        '  - {"p":2}  {"o":2} -> (deleted)',
+    ]
