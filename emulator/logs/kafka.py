@@ -58,6 +58,13 @@ _RETRY_BACKOFF_S = 1.0
 _SINK_ATTEMPTS = 3
 _CLOSE_FLUSH_S = 5.0
 _METADATA_WAIT_S = 30.0  # KafkaBasedLog.CREATE_TOPIC_TIMEOUT_NS
+# fetch.wait.max.ms, unless client_config sets it. Kafka answers a fetch as soon as data exists, so
+# these only matter on brokers that hold every fetch until the deadline, as Tansu 0.6 does: there a
+# long wait fills each response (replay measured ~2-3x faster at 500 than at 100 ms), and a short one
+# bounds how late a tailed record (read-your-writes) arrives. Hence one consumer per phase.
+_REPLAY_FETCH_WAIT_MS = "500"  # librdkafka's default, and Java's fetch.max.wait.ms default
+_TAIL_FETCH_WAIT_MS = "100"
+_REFRESH_TIMEOUT_S = 5.0  # a periodic metadata check must not hold up reading for long
 
 
 def _forced(config: dict[str, Any], key: str, value: Any, role: str) -> None:
@@ -78,9 +85,10 @@ def _forced(config: dict[str, Any], key: str, value: Any, role: str) -> None:
 class _PendingAppend:
     """Delivery reports of one ``append`` call, so concurrent appends never wait for each other."""
 
-    __slots__ = ("abandoned", "done", "errors", "lock", "positions", "remaining")
+    __slots__ = ("abandoned", "deadline", "done", "errors", "lock", "positions", "remaining")
 
-    def __init__(self, count: int) -> None:
+    def __init__(self, count: int, deadline: float) -> None:
+        self.deadline = deadline
         self.positions: list[Position | None] = [None] * count
         self.errors: list[tuple[int, KafkaError]] = []
         self.remaining = count
@@ -141,9 +149,7 @@ class KafkaOffsetLog(OffsetLog):
         if partitions == 0 or partitions < -1:
             raise LogConfigError(f"offset.storage.partitions must be positive or -1, got {partitions}")
         if replication_factor == 0 or replication_factor < -1:
-            raise LogConfigError(
-                f"offset.storage.replication.factor must be positive or -1, got {replication_factor}"
-            )
+            raise LogConfigError(f"offset.storage.replication.factor must be positive or -1, got {replication_factor}")
         if not 1 <= consume_batch <= 1_000_000:
             raise LogConfigError(f"consume_batch must be between 1 and 1000000, got {consume_batch}")
         self._bootstrap = bootstrap_servers
@@ -155,6 +161,8 @@ class KafkaOffsetLog(OffsetLog):
         self._consume_batch = consume_batch
 
         self._lock = threading.Lock()  # guards the mutable state below (not the clients themselves)
+        self._producing = 0  # appends between taking the producer and handing over their last record
+        self._no_producers = threading.Condition(self._lock)
         self._opened = False
         self._closed = False
         self._partition_count = 0
@@ -248,9 +256,6 @@ class KafkaOffsetLog(OffsetLog):
             config.setdefault("partitioner", "murmur2_random")
         elif role == "consumer":
             config.setdefault("group.id", DEFAULT_CLIENT_ID)
-            # Bounds how long a tailed record can wait on a broker that does not answer a long poll
-            # when data arrives (Tansu answers only at the deadline); Kafka answers at once either way.
-            config.setdefault("fetch.wait.max.ms", "100")
             _forced(config, "enable.auto.commit", "false", role)
             _forced(config, "enable.auto.offset.store", "false", role)
             _forced(config, "auto.offset.reset", "earliest", role)
@@ -268,9 +273,7 @@ class KafkaOffsetLog(OffsetLog):
         try:
             return factory(self._config(role))
         except (KafkaException, ValueError, TypeError) as exc:
-            raise LogConfigError(
-                f"Invalid Kafka client configuration for the offsets log {role}: {exc}"
-            ) from exc
+            raise LogConfigError(f"Invalid Kafka client configuration for the offsets log {role}: {exc}") from exc
 
     # ---------------------------------------------------------------- lifecycle
 
@@ -289,9 +292,7 @@ class KafkaOffsetLog(OffsetLog):
             self._producer = producer
             self._partition_count = count
             self._opened = True
-        self._poller = threading.Thread(
-            target=self._poll_producer, name=f"offsets-producer-{self.topic}", daemon=True
-        )
+        self._poller = threading.Thread(target=self._poll_producer, name=f"offsets-producer-{self.topic}", daemon=True)
         self._poller.start()
         log.info("Opened %s with %d partitions", self.description, count)
 
@@ -324,25 +325,25 @@ class KafkaOffsetLog(OffsetLog):
             if self._closed:
                 return
             self._closed = True
+            # A producer must not be closed under a thread that is still handing it records.
+            self._no_producers.wait_for(lambda: self._producing == 0, timeout=_CLOSE_FLUSH_S)
         self._stop.set()
         reader = self._reader
         if reader is not None:
             reader.join(timeout=_IDLE_POLL_S + 10.0)
             if reader.is_alive():
                 log.warning("%s: reader thread did not stop within 10s", self.description)
+        poller = self._poller
+        if poller is not None:
+            poller.join(timeout=2.0)  # before close(): polling a closed producer is use-after-free
         producer = self._producer
         if producer is not None:
             unsent = producer.flush(_CLOSE_FLUSH_S)
             if unsent:
-                log.warning(
-                    "%s: %d offsets records unacknowledged at close; purging", self.description, unsent
-                )
+                log.warning("%s: %d offsets records unacknowledged at close; purging", self.description, unsent)
                 producer.purge()
                 producer.flush(1.0)  # serve the purged records' delivery reports
             producer.close()
-        poller = self._poller
-        if poller is not None:
-            poller.join(timeout=2.0)
 
     def _poll_producer(self) -> None:
         """Serves delivery reports, so an appender wakes the moment its own records are acknowledged."""
@@ -358,18 +359,30 @@ class KafkaOffsetLog(OffsetLog):
     # ---------------------------------------------------------------- writing
 
     def _writer(self) -> tuple[Producer, int]:
-        self._require_open()
+        """The producer and partition count for one append; pair every call with ``_done_producing``."""
+        stale: Producer | None = None
         with self._lock:
-            fatal, self._producer_fatal = self._producer_fatal, None
-            old = self._producer
-            if fatal is not None or old is None:
-                log.warning("%s: replacing the producer after a fatal error: %s", self.description, fatal)
-                self._producer = self._make("producer", Producer)
-                if old is not None:
-                    old.purge()
-                    old.flush(1.0)
-            assert self._producer is not None
-            return self._producer, self._partition_count
+            if self._closed:
+                raise LogWriteError(f"{self.description} is closed")
+            if not self._opened or self._producer is None:
+                raise LogConfigError(f"{self.description} is not open; call open() first")
+            if self._producer_fatal is not None:
+                # An idempotent producer that hit a fatal error refuses everything from then on.
+                log.warning("%s: replacing the producer after: %s", self.description, self._producer_fatal)
+                self._producer_fatal = None
+                stale, self._producer = self._producer, self._make("producer", Producer)
+            producer, count = self._producer, self._partition_count
+            self._producing += 1
+        if stale is not None:  # outside the lock: the purged records' callbacks take it
+            stale.purge()
+            stale.flush(1.0)
+        return producer, count
+
+    def _done_producing(self) -> None:
+        with self._lock:
+            self._producing -= 1
+            if self._producing == 0:
+                self._no_producers.notify_all()
 
     @staticmethod
     def _checked(index: int, entry: tuple[bytes, bytes | None]) -> tuple[bytes, bytes | None]:
@@ -383,15 +396,23 @@ class KafkaOffsetLog(OffsetLog):
             raise BadRequest(f"entry {index}: value must be bytes or None, got {type(value).__name__}")
         return bytes(key), (None if value is None else bytes(value))
 
-    def append(
-        self, entries: Sequence[tuple[bytes, bytes | None]], timeout_s: float = 30.0
-    ) -> list[Position]:
+    def append(self, entries: Sequence[tuple[bytes, bytes | None]], timeout_s: float = 30.0) -> list[Position]:
         checked = [self._checked(i, entry) for i, entry in enumerate(entries)]
         if not checked:
             return []
         producer, count = self._writer()
+        try:
+            pending = self._produce_all(producer, count, checked, timeout_s)
+        finally:
+            self._done_producing()
+        return self._await_acks(pending, len(checked), timeout_s)
+
+    def _produce_all(
+        self, producer: Producer, count: int, checked: list[tuple[bytes, bytes | None]], timeout_s: float
+    ) -> _PendingAppend:
+        """Hand every record to the producer (non-blocking unless its local queue is full)."""
         deadline = time.monotonic() + timeout_s
-        pending = _PendingAppend(len(checked))
+        pending = _PendingAppend(len(checked), deadline)
         for index, (key, value) in enumerate(checked):
             callback = functools.partial(pending.delivered, index)
             while True:
@@ -420,19 +441,22 @@ class KafkaOffsetLog(OffsetLog):
                         f"{index} of {len(checked)} records were handed to the producer and may still "
                         "be written"
                     ) from exc
-        if not pending.done.wait(max(deadline - time.monotonic(), 0.0)):
+        return pending
+
+    def _await_acks(self, pending: _PendingAppend, total: int, timeout_s: float) -> list[Position]:
+        if not pending.done.wait(max(pending.deadline - time.monotonic(), 0.0)):
             pending.abandon()
             with pending.lock:
                 acked = sum(1 for p in pending.positions if p is not None)
             raise LogWriteError(
                 f"Timed out after {timeout_s:g}s waiting for {self.description} to acknowledge "
-                f"{len(checked)} offsets records ({acked} acknowledged); the rest may still be written"
+                f"{total} offsets records ({acked} acknowledged); the rest may still be written"
             )
         if pending.errors:
             index, err = pending.errors[0]
             acked = sum(1 for p in pending.positions if p is not None)
             raise LogWriteError(
-                f"{len(pending.errors)} of {len(checked)} offsets records were not acknowledged by "
+                f"{len(pending.errors)} of {total} offsets records were not acknowledged by "
                 f"{self.description} (first: entry {index}: {err.name()}: {err.str()}); {acked} were written"
             )
         return [p for p in pending.positions if p is not None]
@@ -444,7 +468,7 @@ class KafkaOffsetLog(OffsetLog):
         with self._lock:
             if self._reader is not None:
                 raise LogConfigError(f"{self.description}: start_reading() was already called")
-        consumer: Consumer = self._make("consumer", Consumer)  # config errors surface here, not in a thread
+        consumer = self._new_consumer(_REPLAY_FETCH_WAIT_MS)  # config errors surface here, not in a thread
         reader = threading.Thread(
             target=self._read_loop, args=(consumer, sink), name=f"offsets-reader-{self.topic}", daemon=True
         )
@@ -472,9 +496,40 @@ class KafkaOffsetLog(OffsetLog):
         reach these.
         """
         admin = self._require_open()
-        return list_offsets(
-            admin, self.topic, list(range(self.partition_count)), LATEST, timeout_s or self._timeout_s
-        )
+        return list_offsets(admin, self.topic, list(range(self.partition_count)), LATEST, timeout_s or self._timeout_s)
+
+    def _reader_admin(self) -> AdminClient:
+        """The admin client, for the reader thread (which may still run while ``close()`` proceeds)."""
+        admin = self._admin
+        assert admin is not None, "start_reading() requires open()"
+        return admin
+
+    def _new_consumer(self, fetch_wait_ms: str) -> Consumer:
+        def factory(config: dict[str, Any]) -> Consumer:
+            config.setdefault("fetch.wait.max.ms", fetch_wait_ms)
+            return Consumer(config)
+
+        consumer: Consumer = self._make("consumer", factory)
+        return consumer
+
+    def _tail_consumer(self, replay: Consumer, assigned: list[TopicPartition]) -> Consumer:
+        """Swap the replay consumer for one tuned for latency, continuing at the exact positions."""
+        if "fetch.wait.max.ms" in self._client_config:
+            return replay  # the user chose one setting for both phases
+        positions = replay.position(assigned)
+        try:
+            tail = self._new_consumer(_TAIL_FETCH_WAIT_MS)
+            tail.assign(
+                [
+                    TopicPartition(self.topic, tp.partition, tp.offset if tp.offset >= 0 else OFFSET_BEGINNING)
+                    for tp in positions
+                ]
+            )
+        except Exception as exc:
+            self._record_error(f"cannot start the tailing consumer, keeping the replay one: {exc!r}")
+            return replay
+        replay.close()
+        return tail
 
     def _read_loop(self, consumer: Consumer, sink: RecordSink) -> None:
         try:
@@ -483,8 +538,12 @@ class KafkaOffsetLog(OffsetLog):
                 return
             started = time.monotonic()
             next_refresh = started + self._refresh_s
+            replaying = True
             while not self._stop.is_set():
                 try:
+                    if replaying and self._caught_up.is_set():
+                        replaying = False
+                        consumer = self._tail_consumer(consumer, assigned)
                     messages = self._fetch(consumer)
                     if messages:
                         self._deliver(sink, messages)
@@ -504,7 +563,7 @@ class KafkaOffsetLog(OffsetLog):
 
     def _assign_all(self, consumer: Consumer) -> list[TopicPartition] | None:
         """Assign every partition from its beginning and capture where "the end" is, retrying until done."""
-        admin = self._require_open()
+        admin = self._reader_admin()
         while not self._stop.is_set():
             try:
                 count = wait_for_partition_count(admin, self.topic, self._timeout_s)
@@ -545,9 +604,7 @@ class KafkaOffsetLog(OffsetLog):
         first = consumer.poll(_IDLE_POLL_S)
         if first is None:
             return []
-        rest: list[Message] = (
-            consumer.consume(self._consume_batch - 1, timeout=0) if self._consume_batch > 1 else []
-        )
+        rest: list[Message] = consumer.consume(self._consume_batch - 1, timeout=0) if self._consume_batch > 1 else []
         return [first, *rest]
 
     def _deliver(self, sink: RecordSink, messages: list[Message]) -> None:
@@ -561,11 +618,7 @@ class KafkaOffsetLog(OffsetLog):
             ts_type, ts = m.timestamp()
             partition, offset = m.partition(), m.offset()
             assert partition is not None and offset is not None  # always set on a consumed record
-            append(
-                LogRecord(
-                    m.key(), m.value(), partition, offset, -1 if ts_type == TIMESTAMP_NOT_AVAILABLE else ts
-                )
-            )
+            append(LogRecord(m.key(), m.value(), partition, offset, -1 if ts_type == TIMESTAMP_NOT_AVAILABLE else ts))
         if not records:
             return
         for attempt in range(1, _SINK_ATTEMPTS + 1):
@@ -621,9 +674,9 @@ class KafkaOffsetLog(OffsetLog):
 
     def _assign_new_partitions(self, consumer: Consumer, assigned: list[TopicPartition]) -> None:
         """Pick up partitions added to the topic since we started (Connect would need a restart)."""
-        admin = self._require_open()
+        admin = self._reader_admin()
         admin.poll(0)  # serve the admin client's queued log lines
-        count = wait_for_partition_count(admin, self.topic, self._timeout_s)
+        count = wait_for_partition_count(admin, self.topic, _REFRESH_TIMEOUT_S)
         if count <= len(assigned):
             return
         new = list(range(len(assigned), count))
