@@ -1,7 +1,7 @@
 """The offsets log on a Kafka topic, with the semantics of Connect's ``KafkaOffsetBackingStore``.
 
 Reading follows ``KafkaBasedLog``: assign *every* partition at the beginning (no group, no commits),
-take the high watermarks as the end, and call the log read once every partition's *position* reaches
+take the high watermarks as the end, and count the log as read once every partition's *position* reaches
 its end. Positions, not the offset of the last record seen, because compaction gaps and transaction
 markers at the end of a partition leave no record to see.
 

@@ -107,9 +107,7 @@ def ensure_topic(admin: AdminClient, spec: TopicSpec, timeout_s: float) -> bool:
     )
     while True:
         remaining = max(deadline - time.monotonic(), 0.1)
-        future = admin.create_topics([new_topic], operation_timeout=remaining, request_timeout=remaining)[
-            spec.name
-        ]
+        future = admin.create_topics([new_topic], operation_timeout=remaining, request_timeout=remaining)[spec.name]
         try:
             future.result(timeout=remaining + 5.0)
         except KafkaException as exc:
@@ -151,9 +149,9 @@ def verify_cleanup_policy(admin: AdminClient, topic: str, timeout_s: float) -> b
     """Connect's check on an existing topic: True if verified, False if it could not be checked."""
     resource = ConfigResource(ResourceType.TOPIC, topic)
     try:
-        entries: dict[str, Any] = admin.describe_configs([resource], request_timeout=timeout_s)[
-            resource
-        ].result(timeout=timeout_s + 5.0)
+        entries: dict[str, Any] = admin.describe_configs([resource], request_timeout=timeout_s)[resource].result(
+            timeout=timeout_s + 5.0
+        )
     except Exception as exc:  # ACLs, an old broker, a timeout: Connect logs INFO and continues
         log.info(
             "Unable to use admin client to verify the cleanup policy of '%s' topic is '%s', either "
@@ -199,9 +197,7 @@ def wait_for_partition_count(admin: AdminClient, topic: str, timeout_s: float) -
         except KafkaException as exc:
             last = exc
         if time.monotonic() >= deadline:
-            raise LogConfigError(
-                f"Offsets topic '{topic}' has no partitions in metadata after {timeout_s:g}s: {last}"
-            )
+            raise LogConfigError(f"Offsets topic '{topic}' has no partitions in metadata after {timeout_s:g}s: {last}")
         time.sleep(0.2)
 
 
@@ -214,9 +210,7 @@ def list_offsets(
     reader, so reading to the end also waits for open transactions to resolve.
     """
     request = {TopicPartition(topic, p): spec for p in partitions}
-    futures = admin.list_offsets(
-        request, isolation_level=IsolationLevel.READ_UNCOMMITTED, request_timeout=timeout_s
-    )
+    futures = admin.list_offsets(request, isolation_level=IsolationLevel.READ_UNCOMMITTED, request_timeout=timeout_s)
     result: dict[int, int] = {}
     for tp, future in futures.items():
         info = future.result(timeout=timeout_s + 5.0)
