@@ -37,6 +37,7 @@ ORACLE_ARTIFACTS = (
     "snappy-java",
     "maven-artifact",
     "jakarta.servlet-api",
+    "jakarta.ws.rs-api",  # BadRequestException (SinkUtils' 400s) extends ConnectRestException, built on it
     "jspecify",
     # Debezium's embedded engine, which hosts FileStreamSourceConnector for filestream_run
     "debezium-api",

@@ -345,3 +345,74 @@ class JavaOracle:
         }
         r = self._call("filestream_run", args, timeout_s=timeout_s + 90)
         return list(r["lines"])
+
+    # --- Connect's config and status topics (KafkaConfigBackingStore / KafkaStatusBackingStore) ----------
+
+    def connect_cluster_write(
+        self,
+        bootstrap: str,
+        config_topic: str,
+        steps: list[dict[str, Any]],
+        *,
+        status_topic: str | None = None,
+        extra_config: dict[str, str] | None = None,
+        timeout_s: float = 60.0,
+    ) -> dict[str, Any]:
+        """Write config/status records with Apache Kafka's own stores, step by step (see the server op).
+
+        The stores create missing topics as a worker does (config: 1 partition, compacted). Returns
+        Java's view afterwards per named connector: ``contains``, ``target_state``, ``task_count``,
+        ``config`` and ``status`` (``{"state","trace","worker_id","generation"}`` or None).
+        """
+        args = {
+            "bootstrap": bootstrap,
+            "config_topic": config_topic,
+            "status_topic": status_topic,
+            "steps": steps,
+            "extra_config": extra_config or {},
+            "timeout_s": timeout_s,
+        }
+        return dict(self._call("connect_cluster_write", args, timeout_s=3 * timeout_s + 45))
+
+    def connect_cluster_read(
+        self,
+        bootstrap: str,
+        config_topic: str,
+        connectors: list[str],
+        *,
+        status_topic: str | None = None,
+        extra_config: dict[str, str] | None = None,
+        timeout_s: float = 60.0,
+    ) -> dict[str, Any]:
+        """Fresh stores read the topics to their end; Java's view of ``connectors`` (shape as above)."""
+        args = {
+            "bootstrap": bootstrap,
+            "config_topic": config_topic,
+            "status_topic": status_topic,
+            "connectors": connectors,
+            "extra_config": extra_config or {},
+            "timeout_s": timeout_s,
+        }
+        return dict(self._call("connect_cluster_read", args, timeout_s=3 * timeout_s + 45))
+
+    # --- sink connectors -------------------------------------------------------------------------------
+
+    def sink_parse_offsets(self, bodies: list[str]) -> list[list[list[Any]] | JavaError]:
+        """Each PATCH body parsed as Connect does (Jackson, ``toMap``, ``SinkUtils.parseSinkConnectorOffsets``):
+        sorted ``[topic, partition, offset-or-None]`` rows, or the exception as data."""
+        return [
+            JavaError.from_wire(r["error"]) if "error" in r else list(r["parsed"])
+            for r in self._call("sink_parse_offsets", {"bodies": bodies})
+        ]
+
+    def sink_offsets_shape(self, offsets: list[tuple[str, int, int]]) -> str:
+        """The JSON Connect's GET answers for these committed group offsets (Jackson over ``ConnectorOffsets``)."""
+        return str(self._call("sink_offsets_shape", {"offsets": [list(o) for o in offsets]}))
+
+    def admin_group_offsets(self, bootstrap: str, group: str, action: str, **args: Any) -> dict[str, Any]:
+        """Java's ``Admin`` on a consumer group (``list``, ``alter``, ``delete_offsets``, ``delete_group``);
+        a failure is returned as ``{"error": JavaError}``, not raised: it is Java's answer."""
+        r = dict(self._call("admin_group_offsets", {"bootstrap": bootstrap, "group": group, "action": action, **args}))
+        if "error" in r:
+            r["error"] = JavaError.from_wire(r["error"])
+        return r

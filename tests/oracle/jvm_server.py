@@ -655,6 +655,287 @@ class Ops:
             raise RuntimeError(f"timed out after {timeout_s}s with {len(got)}/{expect} lines: {got!r}")
         return {"lines": got, "outcome": outcome}
 
+    # --- Connect's config and status topics, through KafkaConfigBackingStore / KafkaStatusBackingStore --
+    def _cluster_worker_config(self, a: dict[str, Any]) -> Any:
+        """A distributed worker's config naming the topics; replication 1 because the test broker is one node."""
+        props = {
+            "bootstrap.servers": a["bootstrap"],
+            "group.id": a.get("group_id", "connect-oracle"),
+            "config.storage.topic": a["config_topic"],
+            "config.storage.replication.factor": "1",
+            "status.storage.topic": a.get("status_topic") or "connect-oracle-status-unused",
+            "status.storage.replication.factor": "1",
+            "status.storage.partitions": str(a.get("status_partitions", 5)),
+            "offset.storage.topic": "connect-oracle-offsets-unused",  # required by DistributedConfig, never opened
+            "offset.storage.replication.factor": "1",
+            "key.converter": "org.apache.kafka.connect.json.JsonConverter",
+            "value.converter": "org.apache.kafka.connect.json.JsonConverter",
+            **a.get("extra_config", {}),
+        }
+        return self.jp.JClass("org.apache.kafka.connect.runtime.distributed.DistributedConfig")(self.b.props(props))
+
+    def _cluster_stores(self, a: dict[str, Any]) -> tuple[Any, Any, list[Callable[[], Any]]]:
+        """Both stores built as ``ConnectDistributed`` builds them (no config transformer: nothing resolves ``${}``)."""
+        J = self.jp.JClass
+        config = self._cluster_worker_config(a)
+        client_id_base = J("org.apache.kafka.connect.util.ConnectUtils").clientIdBase(config)
+        admin_props = self.b.HashMap(config.originals())
+        admin_props.put("client.id", client_id_base + "shared-admin")
+        admin = J("org.apache.kafka.connect.util.SharedTopicAdmin")(admin_props)
+        config_store = J("org.apache.kafka.connect.storage.KafkaConfigBackingStore")(
+            self.b.converter(False), config, None, admin, client_id_base
+        )
+        config_store.setUpdateListener(self._herder_listener())
+        status_store = None
+        if a.get("status_topic"):
+            status_store = J("org.apache.kafka.connect.storage.KafkaStatusBackingStore")(
+                J("org.apache.kafka.common.utils.Time").SYSTEM, self.b.converter(False), admin, client_id_base
+            )
+            status_store.configure(config)
+        stoppers = [s.stop for s in (status_store, config_store) if s is not None] + [admin.close]
+        return config_store, status_store, stoppers
+
+    def _herder_listener(self) -> Any:
+        """The store calls its herder back once started; a herder that ignores the calls is enough here."""
+        jp = self.jp
+
+        @jp.JImplements("org.apache.kafka.connect.storage.ConfigBackingStore$UpdateListener")
+        class IgnoringHerder:
+            @jp.JOverride
+            def onConnectorConfigRemove(self, connector: Any) -> None:
+                pass
+
+            @jp.JOverride
+            def onConnectorConfigUpdate(self, connector: Any) -> None:
+                pass
+
+            @jp.JOverride
+            def onTaskConfigUpdate(self, tasks: Any) -> None:
+                pass
+
+            @jp.JOverride
+            def onConnectorTargetStateChange(self, connector: Any) -> None:
+                pass
+
+            @jp.JOverride
+            def onSessionKeyUpdate(self, key: Any) -> None:
+                pass
+
+            @jp.JOverride
+            def onRestartRequest(self, request: Any) -> None:
+                pass
+
+            @jp.JOverride
+            def onLoggingLevelUpdate(self, namespace: Any, level: Any) -> None:
+                pass
+
+        return IgnoringHerder()
+
+    def _with_cluster_stores(self, a: dict[str, Any], body: Callable[[Any, Any], Any]) -> Any:
+        deadline = float(a.get("timeout_s", 60))
+        config_store, status_store, stoppers = run_bounded(
+            lambda: self._cluster_stores(a), deadline, "cluster stores configure()"
+        )
+        try:
+            t0 = time.monotonic()
+            run_bounded(config_store.start, deadline, "KafkaConfigBackingStore.start()")
+            if status_store is not None:
+                run_bounded(status_store.start, deadline, "KafkaStatusBackingStore.start()")
+            _log(f"cluster stores start took {time.monotonic() - t0:.2f}s")
+            return body(config_store, status_store)
+        finally:
+            for stop in [] if STATE["recycle"] else stoppers:  # same containment as _with_store
+                try:
+                    run_bounded(stop, 15, f"{getattr(stop, '__name__', 'stop')}()")
+                except Recycle as e:
+                    _log(str(e))
+                except Exception as e:
+                    _log(f"stop failed: {e!r}")
+
+    def _cluster_view(self, config_store: Any, status_store: Any, connectors: list[str]) -> dict[str, Any]:
+        """What Connect's herder would see: ``ClusterConfigState`` plus the status store's connector status."""
+        snapshot = config_store.snapshot()
+        out: dict[str, Any] = {}
+        for name in connectors:
+            target = snapshot.targetState(name)
+            raw = snapshot.rawConnectorConfig(name)
+            view: dict[str, Any] = {
+                "contains": bool(snapshot.contains(name)),
+                "target_state": None if target is None else str(target.name()),
+                "task_count": int(snapshot.taskCount(name)),
+                "config": None if raw is None else {self.b.py_str(k): self.b.py_str(v) for k, v in raw.items()},
+                "status": None,
+            }
+            status = None if status_store is None else status_store.get(name)
+            if status is not None:
+                view["status"] = {
+                    "state": str(status.state().name()),
+                    "trace": None if status.trace() is None else self.b.py_str(status.trace()),
+                    "worker_id": self.b.py_str(status.workerId()),
+                    "generation": int(status.generation()),
+                }
+            out[name] = view
+        return out
+
+    def connect_cluster_write(self, a: dict[str, Any]) -> Any:
+        """Run ``steps`` through the real stores, in order, as a worker/herder would; return Java's view.
+
+        Steps: ``put_connector_config`` (connector, config, target_state or null), ``put_task_configs``
+        (connector, tasks: list of maps; ``[]`` is what stopping a connector writes), ``put_target_state``
+        (connector, state), ``remove_connector_config`` (connector), ``put_connector_status`` (connector,
+        state, trace, worker_id, generation).
+        """
+        J = self.jp.JClass
+        TargetState = J("org.apache.kafka.connect.runtime.TargetState")
+        State = J("org.apache.kafka.connect.runtime.AbstractStatus$State")
+        deadline = float(a.get("timeout_s", 60))
+
+        def body(config_store: Any, status_store: Any) -> Any:
+            named: list[str] = []
+            for step in a["steps"]:
+                op, name = step["op"], step["connector"]
+                if name not in named:
+                    named.append(name)
+                if op == "put_connector_config":
+                    state = step.get("target_state")
+                    call = functools.partial(
+                        config_store.putConnectorConfig,
+                        name,
+                        self.b.props(step["config"]),
+                        None if state is None else TargetState.valueOf(state),
+                    )
+                elif op == "put_task_configs":
+                    tasks = self.b.ArrayList()
+                    for task in step["tasks"]:
+                        tasks.add(self.b.props(task))
+                    call = functools.partial(config_store.putTaskConfigs, name, tasks)
+                elif op == "put_target_state":
+                    call = functools.partial(config_store.putTargetState, name, TargetState.valueOf(step["state"]))
+                elif op == "remove_connector_config":
+                    call = functools.partial(config_store.removeConnectorConfig, name)
+                elif op == "put_connector_status":
+                    if status_store is None:
+                        raise RequestError("put_connector_status needs a status_topic")
+                    status = J("org.apache.kafka.connect.runtime.ConnectorStatus")(
+                        name,
+                        State.valueOf(step["state"]),
+                        step.get("trace"),
+                        step.get("worker_id", "oracle:8083"),
+                        self.jp.JInt(int(step.get("generation", 0))),
+                        step.get("version"),
+                    )
+                    status_store.put(status)
+                    call = status_store.flush
+                else:
+                    raise RequestError(f"unknown connect_cluster_write step {op!r}")
+                run_bounded(call, deadline, f"{op}({name})")
+            # putTargetState does not read back; a refresh makes the snapshot include every step.
+            run_bounded(
+                functools.partial(config_store.refresh, self.jp.JLong(int(deadline * 1000)), self._millis()),
+                deadline,
+                "KafkaConfigBackingStore.refresh()",
+            )
+            return self._cluster_view(config_store, status_store, named)
+
+        return self._with_cluster_stores(a, body)
+
+    def connect_cluster_read(self, a: dict[str, Any]) -> Any:
+        """Fresh stores read both topics to their end: Java's interpretation of whatever is there."""
+        return self._with_cluster_stores(a, lambda c, s: self._cluster_view(c, s, list(a["connectors"])))
+
+    def _millis(self) -> Any:
+        return self.jp.JClass("java.util.concurrent.TimeUnit").MILLISECONDS
+
+    # --- sink connectors: the REST body as Connect parses it, and Java's Admin on consumer groups -------
+    def sink_parse_offsets(self, a: dict[str, Any]) -> Any:
+        """Per body: Jackson → ``ConnectorOffsets.toMap()`` → ``SinkUtils.parseSinkConnectorOffsets``.
+
+        Answers ``{"parsed": [[topic, partition, offset|null], ...]}`` (sorted) or ``{"error": ...}``.
+        """
+        J = self.jp.JClass
+        mapper = J("com.fasterxml.jackson.databind.ObjectMapper")()
+        ConnectorOffsets = J("org.apache.kafka.connect.runtime.rest.entities.ConnectorOffsets")
+        SinkUtils = J("org.apache.kafka.connect.util.SinkUtils")
+        out: list[Any] = []
+        for body in a["bodies"]:
+            try:
+                offsets = mapper.readValue(self.b.java_str(body), ConnectorOffsets)
+                parsed = SinkUtils.parseSinkConnectorOffsets(offsets.toMap())
+            except (self.jp.JException, UnicodeDecodeError) as e:
+                out.append({"error": self.b.error(e)})
+                continue
+            rows = [
+                [self.b.py_str(tp.topic()), int(tp.partition()), None if off is None else int(off.longValue())]
+                for tp, off in parsed.items()
+            ]
+            out.append({"parsed": sorted(rows, key=lambda r: (r[0], r[1]))})
+        return out
+
+    def sink_offsets_shape(self, a: dict[str, Any]) -> Any:
+        """``SinkUtils.consumerGroupOffsetsToConnectorOffsets`` serialized by Jackson, as GET answers it."""
+        J = self.jp.JClass
+        offsets = self.b.HashMap()
+        for topic, partition, offset in a["offsets"]:
+            tp = J("org.apache.kafka.common.TopicPartition")(topic, self.jp.JInt(partition))
+            offsets.put(tp, J("org.apache.kafka.clients.consumer.OffsetAndMetadata")(self.jp.JLong(int(offset))))
+        entity = J("org.apache.kafka.connect.util.SinkUtils").consumerGroupOffsetsToConnectorOffsets(offsets)
+        mapper = J("com.fasterxml.jackson.databind.ObjectMapper")()
+        return self.b.py_str(mapper.writeValueAsString(entity))
+
+    def admin_group_offsets(self, a: dict[str, Any]) -> Any:
+        """Java's ``Admin`` on one consumer group, the calls ``Worker`` makes for sink connectors.
+
+        ``action``: ``list``, ``alter`` (offsets: [[topic, partition, offset]]), ``delete_offsets``
+        (partitions: [[topic, partition]]) or ``delete_group``. Failures come back as the Java exception.
+        """
+        J = self.jp.JClass
+        TopicPartition = J("org.apache.kafka.common.TopicPartition")
+        props = self.b.HashMap()
+        props.put("bootstrap.servers", a["bootstrap"])
+        admin = J("org.apache.kafka.clients.admin.Admin").create(props)
+        group, action = a["group"], a["action"]
+        deadline = float(a.get("timeout_s", 30))
+        try:
+            if action == "list":
+                future = admin.listConsumerGroupOffsets(group).partitionsToOffsetAndMetadata()
+            elif action == "alter":
+                offsets = self.b.HashMap()
+                try:
+                    for topic, partition, offset in a["offsets"]:
+                        offsets.put(
+                            TopicPartition(topic, self.jp.JInt(partition)),
+                            J("org.apache.kafka.clients.consumer.OffsetAndMetadata")(self.jp.JLong(int(offset))),
+                        )
+                except self.jp.JException as e:  # e.g. a negative offset: Java refuses before any request
+                    return {"error": self.b.error(e)}
+                future = admin.alterConsumerGroupOffsets(group, offsets).all()
+            elif action == "delete_offsets":
+                partitions = J("java.util.HashSet")()
+                for topic, partition in a["partitions"]:
+                    partitions.add(TopicPartition(topic, self.jp.JInt(partition)))
+                future = admin.deleteConsumerGroupOffsets(group, partitions).all()
+            elif action == "delete_group":
+                future = admin.deleteConsumerGroups(J("java.util.Collections").singleton(group)).all()
+            else:
+                raise RequestError(f"unknown admin_group_offsets action {action!r}")
+            try:
+                result = run_bounded(
+                    functools.partial(future.get, self.jp.JLong(int(deadline * 1000)), self._millis()),
+                    deadline + 5,
+                    f"Admin {action}",
+                )
+            except self.jp.JClass("java.util.concurrent.ExecutionException") as e:
+                return {"error": self.b.error(e.getCause())}
+            if action == "list":
+                return {
+                    "offsets": sorted(
+                        [self.b.py_str(tp.topic()), int(tp.partition()), int(om.offset())] for tp, om in result.items()
+                    )
+                }
+            return {"ok": True}
+        finally:
+            run_bounded(admin.close, 15, "Admin.close()")
+
 
 def _exit_when_orphaned() -> None:
     """Exit if the test process dies, even while the main thread is stuck inside a Java call."""
