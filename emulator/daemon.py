@@ -16,7 +16,8 @@ from fastapi import FastAPI
 
 from emulator.api.app import create_app
 from emulator.api.deps import Runtime
-from emulator.connector_state import NoConnectCluster
+from emulator.connect_cluster import ConnectCluster
+from emulator.connector_state import ConnectorStates, NoConnectCluster
 from emulator.errors import LogConfigError
 from emulator.history.archive import HistoryArchive, HistoryError
 from emulator.history.origins import OriginRegistry
@@ -24,6 +25,7 @@ from emulator.history.tracked_log import TrackedLog
 from emulator.logs.base import OffsetLog
 from emulator.offsets_service import OffsetsService
 from emulator.settings import Settings
+from emulator.sink_offsets import SinkOffsets
 from emulator.view import OffsetView
 
 log = logging.getLogger(__name__)
@@ -54,8 +56,32 @@ def build_runtime(settings: Settings, origins: OriginRegistry | None = None) -> 
     offset_log.open()
     view = OffsetView()
     service_log: OffsetLog = offset_log if origins is None else TrackedLog(offset_log, origins)
-    service = OffsetsService(service_log, view, NoConnectCluster())
-    return Runtime(offset_log, view, service)
+    cluster, sinks = build_cluster(settings)
+    states: ConnectorStates = NoConnectCluster() if cluster is None else cluster
+    service = OffsetsService(service_log, view, states, sinks=sinks)
+    return Runtime(offset_log, view, service, cluster=cluster, sinks=sinks)
+
+
+def build_cluster(settings: Settings) -> tuple[ConnectCluster | None, SinkOffsets | None]:
+    """The Connect cluster view (``--config-topic``) and sink offsets, both only on Kafka.
+
+    The cluster's topics are checked here, so a wrong name stops the daemon at startup with one
+    line naming the setting, instead of a daemon that is never ready.
+    """
+    if settings.bootstrap_servers is None:
+        return None, None
+    sinks = SinkOffsets(settings.bootstrap_servers, settings.kafka_config)
+    if settings.config_topic is None:
+        return None, sinks
+    cluster = ConnectCluster(
+        settings.bootstrap_servers,
+        settings.config_topic,
+        settings.status_topic,
+        client_config=settings.kafka_config,
+        read_committed=settings.read_committed,
+    )
+    cluster.open()
+    return cluster, sinks
 
 
 def build_history(settings: Settings, runtime: Runtime, origins: OriginRegistry | None) -> HistoryArchive | None:
@@ -114,12 +140,18 @@ def make_app(runtime: Runtime, history: HistoryArchive | None = None) -> FastAPI
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         runtime.log.start_reading(runtime.view.apply)
+        if runtime.cluster is not None:
+            runtime.cluster.start_reading()
         reporter = asyncio.create_task(_report_replay(runtime))
         try:
             yield
         finally:
             reporter.cancel()
             await asyncio.to_thread(runtime.log.close)
+            if runtime.cluster is not None:
+                await asyncio.to_thread(runtime.cluster.close)
+            if runtime.sinks is not None:
+                runtime.sinks.close()
             if history is not None:
                 await asyncio.to_thread(history.close)
 

@@ -7,18 +7,24 @@ make writes reach the bytes tasks read (see connect-offsets-protocol.md §4.5):
   a re-serialized HashMap-ordered key;
 - a new partition is encoded in the key order of the request.
 Writes return only once the log acknowledged them and the view applied them (read-your-writes).
+
+Sink connectors (per the Connect cluster's config, or ``kind="sink"`` without one) have no offsets
+in the log: their GET/PATCH/DELETE work on the connector's consumer group (``emulator.sink_offsets``).
+With a Connect cluster, its config topic decides existence (404) and the STOPPED rule (400), and is
+read to its end before every modification, as the herder does.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from emulator.codec.keys import encode_key, logical_id
 from emulator.codec.murmur2 import partition_for
 from emulator.codec.values import encode_offset
-from emulator.connector_state import ConnectorStates, not_stopped_message
+from emulator.connector_state import ConnectorKind, ConnectorStates, not_found_message, not_stopped_message
 from emulator.errors import BadRequest, EmulatorError, NotFound, NotReady
 from emulator.formats.diff import Diff, compute_diff
 from emulator.formats.model import RawRecord, connector_of
@@ -26,6 +32,7 @@ from emulator.history.origins import write_origin
 from emulator.logs.base import OffsetLog
 from emulator.records import Position
 from emulator.requests import OffsetChange, validate_changes
+from emulator.sink_offsets import SinkOffsets, consumer_group_id, parse_sink_offsets, plan_alter
 from emulator.view import OffsetView
 
 ALTERED = (
@@ -66,21 +73,39 @@ class ImportResult:
     dry_run: bool
 
 
+class PlannedChange(Protocol):
+    """One step a modification would take (a log record, or a consumer-group change for sinks)."""
+
+    def as_dict(self) -> dict[str, Any]: ...
+
+
 @dataclass(frozen=True, slots=True)
 class ModifyResult:
     message: str
-    records: list[PlannedRecord]
+    records: Sequence[PlannedChange]
     dry_run: bool
+
+
+NO_SINKS_MESSAGE = (
+    "Sink connector offsets are the committed offsets of the connector's consumer group; they need a Kafka "
+    "cluster (--bootstrap-servers): the embedded log has no consumer groups"
+)
 
 
 class OffsetsService:
     def __init__(
-        self, log: OffsetLog, view: OffsetView, states: ConnectorStates, write_timeout_s: float = 60.0
+        self,
+        log: OffsetLog,
+        view: OffsetView,
+        states: ConnectorStates,
+        write_timeout_s: float = 60.0,
+        sinks: SinkOffsets | None = None,
     ) -> None:
         self._log = log
         self._view = view
         self._states = states
         self._write_timeout_s = write_timeout_s
+        self._sinks = sinks
         # One modification at a time per daemon: a reset racing an alter of the same connector
         # must not interleave their records.
         self._write_lock = asyncio.Lock()
@@ -96,6 +121,7 @@ class OffsetsService:
                 f"({progress.records_read} records read; {progress.partitions_done}/"
                 f"{len(progress.end_offsets)} partitions at their end offsets); try again shortly"
             )
+        self._states.ensure_ready()
 
     def connectors(self) -> list[str]:
         self.ensure_ready()
@@ -106,9 +132,20 @@ class OffsetsService:
         self._require_known(connector)
         return [{"partition": row.partition, "offset": row.offset} for row in self._view.offsets(connector)]
 
+    async def get_offsets(self, connector: str, kind: str | None = None) -> list[dict[str, Any]]:
+        """GET for any kind of connector: a sink's come from its consumer group."""
+        self.ensure_ready()
+        if self._resolve_kind(connector, kind) == "sink":
+            return await self._require_sinks().offsets(connector, self._group(connector))
+        return self.offsets(connector)
+
     def _require_known(self, connector: str) -> None:
-        if not self._view.knows(connector):
-            raise NotFound(f"Connector {connector} not found")
+        """Connect's 404: with a Connect cluster, a live config decides; without one, having offsets."""
+        exists = self._states.exists(connector)
+        if exists is None:
+            exists = self._view.knows(connector)
+        if not exists:
+            raise NotFound(not_found_message(connector))
 
     def _require_modifiable(self, connector: str, create: bool = False) -> None:
         self.ensure_ready()
@@ -117,20 +154,80 @@ class OffsetsService:
         if not self._states.is_stopped(connector):
             raise BadRequest(not_stopped_message(connector))
 
+    async def _refresh_states(self) -> None:
+        """The herder reads the config topic to its end before checking a modification."""
+        await asyncio.to_thread(self._states.refresh, self._write_timeout_s)
+
+    def _resolve_kind(self, connector: str, kind: str | None, create: bool = False) -> ConnectorKind:
+        """Sink or source. The Connect cluster's config decides; without one, ``kind`` (ours) does.
+
+        Raises Connect's 404 for a connector the cluster does not know, except a source with
+        ``create`` (ours: seeding offsets for a connector that is not, or not yet, in Connect).
+        """
+        if kind not in (None, "source", "sink"):
+            raise BadRequest(f"kind must be 'source' or 'sink', got {kind!r}")
+        exists = self._states.exists(connector)
+        if exists is None:
+            return "sink" if kind == "sink" else "source"
+        if not exists:
+            if create and kind != "sink":
+                return "source"
+            raise NotFound(not_found_message(connector))
+        registered = self._states.kind(connector) or "source"
+        if kind is not None and kind != registered:
+            raise BadRequest(
+                f"Connector {connector} is a {registered} connector according to the Connect cluster's config "
+                f"topic; kind={kind} does not apply to it"
+            )
+        return registered
+
+    async def _checked_kind(self, connector: str, kind: str | None, create: bool = False) -> ConnectorKind:
+        """Connect's order for PATCH/DELETE: read to end → exists (404) → STOPPED with 0 tasks (400)."""
+        self.ensure_ready()
+        await self._refresh_states()
+        resolved = self._resolve_kind(connector, kind, create)
+        if resolved == "source" and not create:
+            self._require_known(connector)
+        if not self._states.is_stopped(connector):
+            raise BadRequest(not_stopped_message(connector))
+        return resolved
+
+    def _require_sinks(self) -> SinkOffsets:
+        if self._sinks is None:
+            raise BadRequest(NO_SINKS_MESSAGE)
+        return self._sinks
+
+    def _group(self, connector: str) -> str:
+        return consumer_group_id(connector, self._states.config(connector))
+
     # -- writes ---------------------------------------------------------------------------
     async def alter(
-        self, connector: str, changes: list[OffsetChange], dry_run: bool = False, create: bool = False
+        self,
+        connector: str,
+        changes: list[OffsetChange],
+        dry_run: bool = False,
+        create: bool = False,
+        kind: str | None = None,
     ) -> ModifyResult:
         """``create`` (ours, off by default for Connect parity) lets a connector that has never
         committed get its first offsets, e.g. a Spark job seeding a connector that does not exist
         yet; without a Connect cluster there is no other registry of connector names."""
-        self._require_modifiable(connector, create)
+        if await self._checked_kind(connector, kind, create) == "sink":
+            sinks = self._require_sinks()
+            parsed = parse_sink_offsets(changes)
+            group = self._group(connector)
+            if not dry_run:
+                await sinks.alter(connector, group, parsed)
+            return ModifyResult(ALTERED, plan_alter(group, parsed), dry_run)
         validate_changes(changes)
         with write_origin("PATCH", connector):
             return await self._modify(connector, self._plan_alter(connector, changes), ALTERED, dry_run)
 
-    async def reset(self, connector: str, dry_run: bool = False) -> ModifyResult:
-        self._require_modifiable(connector)
+    async def reset(self, connector: str, dry_run: bool = False, kind: str | None = None) -> ModifyResult:
+        if await self._checked_kind(connector, kind) == "sink":
+            sinks, group = self._require_sinks(), self._group(connector)
+            planned = await (sinks.plan_reset if dry_run else sinks.reset)(connector, group)
+            return ModifyResult(RESET, planned, dry_run)
         records = [self._planned(key, None, existing=True) for row in self._view.offsets(connector) for key in row.keys]
         with write_origin("DELETE", connector):
             return await self._modify(connector, records, RESET, dry_run)
@@ -147,6 +244,7 @@ class OffsetsService:
         """Write exact key/value bytes for one connector (history rollback), under the same rules as
         PATCH: read to the end, STOPPED, read-your-writes. The connector need not be live now: a
         rollback may bring back a connector that was reset since."""
+        await self._refresh_states()
         self._require_modifiable(connector, create=True)
         records = [self._planned(key, value, existing=self._view.get_raw(key) is not None) for key, value in entries]
         with write_origin(operation, connector):
@@ -208,6 +306,7 @@ class OffsetsService:
         ``write_all``, so re-running an import is a no-op.
         """
         self.ensure_ready()
+        await self._refresh_states()
         malformed = [r.key for r in records if connector_of(r.key) is None]
         if malformed and not allow_malformed:
             first = malformed[0][:200].decode("utf-8", "backslashreplace")

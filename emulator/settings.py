@@ -29,6 +29,10 @@ class Settings:
     kafka_config: dict[str, str] = field(default_factory=dict)
     read_committed: bool = False
     log_level: str = "INFO"
+    config_topic: str | None = None
+    """Connect's config.storage.topic: enables Connect's 404/STOPPED rules and sink connectors."""
+    status_topic: str | None = None
+    """Connect's status.storage.topic (connector states, informational)."""
     history: bool = True
     history_dir: Path | None = None
     """None = ``<data_dir>/history``."""
@@ -109,6 +113,19 @@ def add_serve_arguments(parser: argparse.ArgumentParser, environ: Mapping[str, s
         help="read with isolation.level=read_committed (Connect does so when exactly-once source is enabled)",
     )
     parser.add_argument("--log-level", default=env_default("--log-level", defaults.log_level))
+    cluster = parser.add_argument_group("Connect cluster awareness (read only; needs --bootstrap-servers)")
+    cluster.add_argument(
+        "--config-topic",
+        default=env_default("--config-topic", None),
+        help="the Connect workers' config.storage.topic: unknown connectors get 404, and offsets may be "
+        "modified only while STOPPED with 0 tasks, as in Connect; sinks use their consumer group "
+        "(env CONNECT_OFFSETS_CONFIG_TOPIC)",
+    )
+    cluster.add_argument(
+        "--status-topic",
+        default=env_default("--status-topic", None),
+        help="the Connect workers' status.storage.topic (env CONNECT_OFFSETS_STATUS_TOPIC)",
+    )
     history = parser.add_argument_group("offsets history (archive of every change, beyond compaction)")
     history.add_argument(
         "--no-history",
@@ -150,6 +167,17 @@ def parse_kafka_config(pairs: Sequence[str]) -> dict[str, str]:
     return config
 
 
+def _connect_topic(args: argparse.Namespace, name: str) -> str | None:
+    """A Connect-owned topic: only on a Kafka cluster, and only with the config topic."""
+    topic = str(getattr(args, name, None) or "").strip() or None
+    flag = "--" + name.replace("_", "-")
+    if topic is not None and not args.bootstrap_servers:
+        raise ValueError(f"{flag} names a topic of a Connect cluster's Kafka: it needs --bootstrap-servers")
+    if name == "status_topic" and topic is not None and not str(getattr(args, "config_topic", None) or "").strip():
+        raise ValueError("--status-topic needs --config-topic (connector states come from the config topic)")
+    return topic
+
+
 def settings_from_args(args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> Settings:
     env = os.environ if environ is None else environ
     pairs: list[str] = list(args.kafka_config or [])
@@ -170,6 +198,8 @@ def settings_from_args(args: argparse.Namespace, environ: Mapping[str, str] | No
         kafka_config=parse_kafka_config(pairs),
         read_committed=args.read_committed,
         log_level=str(args.log_level).upper(),
+        config_topic=_connect_topic(args, "config_topic"),
+        status_topic=_connect_topic(args, "status_topic"),
         history=not args.no_history,
         history_dir=Path(args.history_dir) if args.history_dir else None,
         history_retention_s=parse_duration_s(str(args.history_retention)),

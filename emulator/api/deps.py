@@ -7,8 +7,10 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
+from emulator.connect_cluster import ConnectCluster
 from emulator.logs.base import OffsetLog
 from emulator.offsets_service import OffsetsService
+from emulator.sink_offsets import SinkOffsets
 from emulator.view import OffsetView
 
 
@@ -17,6 +19,10 @@ class Runtime:
     log: OffsetLog
     view: OffsetView
     service: OffsetsService
+    cluster: ConnectCluster | None = None
+    """The Connect cluster's config/status topics (``--config-topic``), read and tailed."""
+    sinks: SinkOffsets | None = None
+    """Consumer-group offsets of sink connectors (Kafka backend only)."""
 
 
 def runtime(request: Request) -> Runtime:

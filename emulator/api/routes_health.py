@@ -37,12 +37,15 @@ async def status(rt: RuntimeDep) -> dict[str, Any]:
 
 def _progress(rt: Runtime) -> dict[str, Any]:
     progress = rt.log.progress()
+    # With a Connect cluster, its config and status topics must be read to their end as well.
+    cluster = None if rt.cluster is None else {"connect_cluster": rt.cluster.readiness()}
     return {
-        "ready": progress.caught_up,
+        "ready": progress.caught_up and (cluster is None or bool(cluster["connect_cluster"]["ready"])),
         "error": progress.error,
         "records_read": progress.records_read,
         "partitions_at_end": progress.partitions_done,
         "partitions": len(progress.end_offsets),
         "positions": {str(p): v for p, v in sorted(progress.positions.items())},
         "end_offsets": {str(p): v for p, v in sorted(progress.end_offsets.items())},
+        **(cluster or {}),
     }

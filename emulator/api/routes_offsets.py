@@ -2,7 +2,9 @@
 
 Ours, off by default: ``?dry_run=true`` on PATCH/DELETE answers what would be written (exact
 key bytes, values and Kafka partitions) without writing anything; ``?create=true`` on PATCH lets a
-connector without any offsets yet receive its first ones (Connect would answer 404).
+connector without any offsets yet receive its first ones (Connect would answer 404); ``?kind=sink``
+on GET/PATCH/DELETE treats the connector as a sink (its consumer group) when no Connect cluster's
+config topic says which kind it is.
 """
 
 from __future__ import annotations
@@ -45,15 +47,21 @@ async def list_connectors(rt: RuntimeDep) -> list[str]:
 
 @router.get("/connectors/{connector}/offsets", summary="Get a connector's offsets (Connect's GET)")
 async def get_offsets(
-    connector: str, rt: RuntimeDep, request: Request, response: Response, as_of: str | None = None
+    connector: str,
+    rt: RuntimeDep,
+    request: Request,
+    response: Response,
+    as_of: str | None = None,
+    kind: str | None = None,
 ) -> dict[str, Any]:
     """``?as_of=<ISO-8601 or epoch ms>`` (ours) answers from the history archive: the offsets as
-    they were then, in the same shape."""
+    they were then, in the same shape. ``?kind=sink`` (ours, without a Connect cluster) answers
+    the consumer group ``connect-<connector>``'s offsets in Connect's sink shape."""
     if as_of is not None:
         from emulator.api.routes_history import offsets_as_of
 
         return await offsets_as_of(request, response, connector, as_of)
-    return {"offsets": rt.service.offsets(connector)}
+    return {"offsets": await rt.service.get_offsets(connector, kind)}
 
 
 @router.patch(
@@ -72,14 +80,17 @@ async def alter_offsets(
     rt: RuntimeDep,
     dry_run: bool = False,
     create: bool = False,
+    kind: str | None = None,
 ) -> dict[str, Any]:
     changes = parse_alter_body(await request.body())
-    return _body(await rt.service.alter(connector, changes, dry_run=dry_run, create=create))
+    return _body(await rt.service.alter(connector, changes, dry_run=dry_run, create=create, kind=kind))
 
 
 @router.delete("/connectors/{connector}/offsets", summary="Reset offsets (Connect's DELETE)")
-async def reset_offsets(connector: str, rt: RuntimeDep, dry_run: bool = False) -> dict[str, Any]:
-    return _body(await rt.service.reset(connector, dry_run=dry_run))
+async def reset_offsets(
+    connector: str, rt: RuntimeDep, dry_run: bool = False, kind: str | None = None
+) -> dict[str, Any]:
+    return _body(await rt.service.reset(connector, dry_run=dry_run, kind=kind))
 
 
 def _body(result: ModifyResult) -> dict[str, Any]:
