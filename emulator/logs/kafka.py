@@ -34,6 +34,7 @@ from confluent_kafka.admin import AdminClient
 from emulator.codec.murmur2 import partition_for
 from emulator.errors import BadRequest, LogConfigError, LogWriteError
 from emulator.logs.base import OffsetLog, ReadProgress, RecordSink
+from emulator.logs.kafka_claims import KafkaClaims
 from emulator.logs.kafka_topic import (
     EARLIEST,
     LATEST,
@@ -42,6 +43,7 @@ from emulator.logs.kafka_topic import (
     list_offsets,
     wait_for_partition_count,
 )
+from emulator.ownership import Claim, Fence
 from emulator.records import LogRecord, Position
 
 log = logging.getLogger(__name__)
@@ -140,6 +142,7 @@ class KafkaOffsetLog(OffsetLog):
         client_config: Mapping[str, str] | None = None,
         read_committed: bool = False,
         *,
+        claims_topic: str | None = None,
         operation_timeout_s: float = 30.0,
         metadata_refresh_s: float = 60.0,
         consume_batch: int = 10_000,
@@ -181,6 +184,11 @@ class KafkaOffsetLog(OffsetLog):
         self._records_dropped = 0
         self._last_error: str | None = None
         self._last_error_at: float | None = None
+        # Claims (emulator/ownership.py) use their own compacted topic, created on the first claim
+        # only, so a daemon that never claims adds nothing to a Connect cluster.
+        self._claims_topic = claims_topic or f"{topic}-emulator-claims"
+        self._claims: KafkaClaims | None = None
+        self._claims_lock = threading.Lock()
 
     # ---------------------------------------------------------------- description & health
 
@@ -320,7 +328,50 @@ class KafkaOffsetLog(OffsetLog):
             self._refresh_requested.set()
         return count
 
+    # ---------------------------------------------------------------- ownership
+
+    def _claims_store(self, create: bool) -> KafkaClaims | None:
+        with self._claims_lock:
+            if self._claims is None:
+                admin = self._require_open()
+                if not create:
+                    topics = admin.list_topics(self._claims_topic, timeout=self._timeout_s).topics
+                    found = topics.get(self._claims_topic)
+                    if found is None or found.error is not None:
+                        return None  # nobody ever claimed on this topic
+                claims = KafkaClaims(
+                    self.topic, self._claims_topic, self._config, lambda: self.partition_count,
+                    self._spec.replication_factor, self._timeout_s,
+                )
+                claims.open()
+                self._claims = claims
+            return self._claims
+
+    def claim(self, connector: str, owner: str) -> Claim:
+        store = self._claims_store(create=True)
+        assert store is not None
+        return store.claim(connector, owner)
+
+    def current_claim(self, connector: str) -> Claim | None:
+        store = self._claims_store(create=False)
+        return None if store is None else store.current(connector)
+
+    def release(self, fence: Fence) -> bool:
+        store = self._claims_store(create=False)
+        return False if store is None else store.release(fence)
+
+    def append_fenced(
+        self, fence: Fence, entries: Sequence[tuple[bytes, bytes | None]], timeout_s: float = 30.0
+    ) -> list[Position]:
+        store = self._claims_store(create=True)
+        assert store is not None
+        return store.append_fenced(fence, [self._checked(i, e) for i, e in enumerate(entries)], timeout_s)
+
     def close(self) -> None:
+        with self._claims_lock:
+            claims, self._claims = self._claims, None
+        if claims is not None:
+            claims.close()
         with self._lock:
             if self._closed:
                 return
