@@ -7,10 +7,10 @@ slowed, never robbed. The event loop is never involved, except ``sync`` which AP
 through ``asyncio.to_thread``.
 
 Durability. Each dequeued batch is written and flushed to the OS as one or more Avro blocks before
-the next is taken, so ``kill -9`` of the daemon loses at most the batch being written (at most one
-reader batch: 10,000 records on the embedded log, ``consume_batch`` on Kafka). Data is fsynced at
-most ``fsync_interval_s`` (1 s) after it was written, on rotation and on close, so an OS crash or
-power loss loses at most that last second. Neither loss is permanent while the log still holds the
+the next is taken, so ``kill -9`` of the daemon loses only the batch being written plus what was
+still queued (at most ``queue_records``, 100,000 by default). Data is fsynced at most
+``fsync_interval_s`` (1 s) after it was written, on rotation and on close, so an OS crash or power
+loss loses at most that last second too. Neither loss is permanent while the log still holds the
 records: the watermark is recomputed from what the files really contain, so the next start
 re-archives them (only their origin falls back to ``external``).
 
@@ -74,6 +74,7 @@ _WRITE_ATTEMPTS = 3
 _BACKPRESSURE_WARN_S = 5.0
 _KEY_CACHE_MAX = 200_000
 _SEQ = re.compile(r"^(?:history|base)-(\d{10})")
+_PARTITION_JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=True).encode
 
 
 class HistoryError(Exception):
@@ -426,24 +427,23 @@ class HistoryArchive:
     def _process(self, batch: _Batch) -> None:
         guard = self._guard
         assert guard is not None
-        rows: list[tuple[dict[str, Any], LogRecord, str]] = []
+        rows: list[tuple[dict[str, Any], LogRecord]] = []
         for record in batch.records:
-            fp = fingerprint(record.key, record.value)
-            decision = guard.decide(record, fp)
+            decision = guard.decide(record)
             if decision.verdict is Verdict.SKIP:
                 self.origins.forget(record)
                 continue
             if decision.verdict is Verdict.NEW_EPOCH:
                 self._write_rows(rows)
                 rows = self._start_epoch(decision, batch.received_ms)
-                decision = guard.decide(record, fp)
+                decision = guard.decide(record)
                 assert decision.verdict is Verdict.ARCHIVE
-            rows.append((self._row(record, batch.received_ms), record, fp))
+            rows.append((self._row(record, batch.received_ms), record))
         self.stats.records_skipped_replay = guard.skipped
         self._write_rows(rows)
         self.stats.batches += 1
 
-    def _start_epoch(self, decision: Decision, received_ms: int) -> list[tuple[dict[str, Any], LogRecord, str]]:
+    def _start_epoch(self, decision: Decision, received_ms: int) -> list[tuple[dict[str, Any], LogRecord]]:
         guard = self._guard
         assert guard is not None
         held = guard.take_held()
@@ -471,7 +471,7 @@ class HistoryArchive:
         rows = []
         for record in held:
             guard.delivered(record)
-            rows.append((self._row(record, received_ms), record, fingerprint(record.key, record.value)))
+            rows.append((self._row(record, received_ms), record))
         return rows
 
     def _idle(self) -> None:
@@ -530,7 +530,7 @@ class HistoryArchive:
             info: tuple[str | None, str | None, str | None] = (None, None, parsed.value)
         else:
             try:
-                text = json.dumps(parsed.partition, ensure_ascii=False, separators=(",", ":"), allow_nan=True)
+                text = _PARTITION_JSON(parsed.partition)
             except (TypeError, ValueError):
                 text = None
             info = (parsed.connector, text, None)
@@ -541,14 +541,14 @@ class HistoryArchive:
 
     # ------------------------------------------------------------------ files
 
-    def _write_rows(self, rows: list[tuple[dict[str, Any], LogRecord, str]]) -> None:
+    def _write_rows(self, rows: list[tuple[dict[str, Any], LogRecord]]) -> None:
         if not rows:
             return
         for attempt in range(1, _WRITE_ATTEMPTS + 1):
             try:
                 self._ensure_file()
                 writer = self._writer
-                for row, _, _ in rows:
+                for row, _ in rows:
                     writer.write(row)
                 writer.flush()
                 assert self._fo is not None
@@ -573,11 +573,18 @@ class HistoryArchive:
                 time.sleep(0.5 * attempt)
         self._dirty = True
         state = self._state
-        for row, record, fp in rows:
-            state.note(record.partition, record.offset, fp)
+        last: dict[int, LogRecord] = {}
+        lo, hi = self._file_min, self._file_max
+        for row, record in rows:
+            last[record.partition] = record
             t = record_time(row)
-            self._file_min = t if self._file_min is None else min(self._file_min, t)
-            self._file_max = t if self._file_max is None else max(self._file_max, t)
+            if lo is None or t < lo:
+                lo = t
+            if hi is None or t > hi:
+                hi = t
+        self._file_min, self._file_max = lo, hi
+        for record in last.values():  # only the newest record per partition is the watermark's tail
+            state.note(record.partition, record.offset, fingerprint(record.key, record.value))
         self.stats.records_archived += len(rows)
 
     def _ensure_file(self) -> None:

@@ -20,7 +20,7 @@ from collections import deque
 from dataclasses import dataclass
 from enum import Enum
 
-from emulator.history.state import ArchiveState
+from emulator.history.state import ArchiveState, fingerprint
 from emulator.records import LogRecord
 
 log = logging.getLogger(__name__)
@@ -74,7 +74,7 @@ class ReplayGuard:
         if record.offset > self._last.get(record.partition, -1):
             self._last[record.partition] = record.offset
 
-    def decide(self, record: LogRecord, fp: str) -> Decision:
+    def decide(self, record: LogRecord) -> Decision:
         p, o = record.partition, record.offset
         last = self._last.get(p)
         if last is not None and o <= last:
@@ -100,7 +100,7 @@ class ReplayGuard:
             return _ARCHIVE
         tail = self._state.tails.get(p)
         if tail is not None and o == tail[0] and p in self._pending:
-            if fp != tail[1]:
+            if fingerprint(record.key, record.value) != tail[1]:
                 return Decision(
                     Verdict.NEW_EPOCH,
                     f"the record at partition {p} offset {o} differs from the archived one: the log was re-created",

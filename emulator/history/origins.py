@@ -159,6 +159,10 @@ class OriginRegistry:
     def lookup(self, record: LogRecord) -> Origin:
         """The origin of a delivered record. Called by the archiver thread only: it may wait for a
         matching write in flight (never the reader thread or the event loop)."""
+        if not self._positions and not self._pending and not self._failed_tickets:
+            # Nothing of ours in flight or landed (the whole of a replay): a write registers before it
+            # appends, so its record can never be delivered while this is all empty.
+            return EXTERNAL_ORIGIN
         coords = (record.partition, record.offset)
         pair = (record.key, record.value)
         with self._lock:
@@ -190,5 +194,7 @@ class OriginRegistry:
 
     def forget(self, record: LogRecord) -> None:
         """Drop the position of a record that will not be archived (below the watermark)."""
+        if not self._positions:
+            return
         with self._lock:
             self._positions.pop((record.partition, record.offset), None)
