@@ -55,6 +55,27 @@ def reset_blocked_message(connector: str) -> str:
     return f"Failed to reset consumer group offsets for connector {connector} " + _ZOMBIE_HINT.format(verb="reset")
 
 
+def alter_failed_message(connector: str) -> str:
+    return f"Failed to alter consumer group offsets for connector {connector}"
+
+
+def reset_failed_message(connector: str) -> str:
+    return f"Failed to reset consumer group offsets for sink connector {connector}"
+
+
+def modify_failed_message(connector: str) -> str:
+    """What a failure inside the worker before any admin call becomes (``ConnectUtils.maybeWrap``)."""
+    return f"Failed to modify offsets for sink connector {connector}"
+
+
+def retrieve_failed_message(connector: str) -> str:
+    return f"Failed to retrieve consumer group offsets for sink connector {connector}"
+
+
+def list_before_reset_failed_message(connector: str) -> str:
+    return f"Failed to list offsets prior to resetting offsets for sink connector {connector}"
+
+
 def consumer_group_id(connector: str, config: Mapping[str, Any] | None) -> str:
     """``SinkUtils.consumerGroupId``, unless the connector overrides ``group.id`` for its consumer.
 
@@ -185,7 +206,7 @@ class SinkOffsets:
             committed = await asyncio.to_thread(self._committed, group)
         except Exception as exc:
             log.error("Failed to retrieve consumer group offsets for sink connector %s: %r", connector, exc)
-            raise EmulatorError(f"Failed to retrieve consumer group offsets for sink connector {connector}") from exc
+            raise EmulatorError(retrieve_failed_message(connector)) from exc
         return [
             {
                 "partition": {KAFKA_PARTITION_KEY: partition, KAFKA_TOPIC_KEY: topic},
@@ -214,7 +235,7 @@ class SinkOffsets:
         if any(c.offset is not None and c.offset < 0 for c in changes):
             # new OffsetAndMetadata(-1) throws IllegalArgumentException inside the worker, which
             # maybeWrap turns into this ConnectException (a 500).
-            raise EmulatorError(f"Failed to modify offsets for sink connector {connector}")
+            raise EmulatorError(modify_failed_message(connector))
         commits = [c for c in changes if c.offset is not None]
         deletions = [c for c in changes if c.offset is None]
         failures: list[tuple[int | None, str]] = []
@@ -230,7 +251,7 @@ class SinkOffsets:
             )
         if any(code in _ALTER_BLOCKED for code, _ in failures):
             raise EmulatorError(alter_blocked_message(connector))
-        raise EmulatorError(f"Failed to alter consumer group offsets for connector {connector}")
+        raise EmulatorError(alter_failed_message(connector))
 
     def _commit(self, group: str, commits: Sequence[SinkChange]) -> list[tuple[int | None, str]]:
         request = ConsumerGroupTopicPartitions(
@@ -270,9 +291,7 @@ class SinkOffsets:
             committed = await asyncio.to_thread(self._committed, group)
         except Exception as exc:
             log.error("Failed to list offsets prior to resetting offsets for sink connector %s: %r", connector, exc)
-            raise EmulatorError(
-                f"Failed to list offsets prior to resetting offsets for sink connector {connector}"
-            ) from exc
+            raise EmulatorError(list_before_reset_failed_message(connector)) from exc
         try:
             await asyncio.to_thread(self._delete_group, group)
         except Exception as exc:
@@ -281,7 +300,7 @@ class SinkOffsets:
                 log.error("Failed to reset consumer group offsets for sink connector %s: %r", connector, exc)
                 if code in _RESET_BLOCKED:
                     raise EmulatorError(reset_blocked_message(connector)) from exc
-                raise EmulatorError(f"Failed to reset consumer group offsets for sink connector {connector}") from exc
+                raise EmulatorError(reset_failed_message(connector)) from exc
         return [PlannedGroupChange(group, "delete_offset", t, p, None) for t, p in sorted(committed)]
 
     async def plan_reset(self, connector: str, group: str) -> list[PlannedGroupChange]:
@@ -289,9 +308,7 @@ class SinkOffsets:
         try:
             committed = await asyncio.to_thread(self._committed, group)
         except Exception as exc:
-            raise EmulatorError(
-                f"Failed to list offsets prior to resetting offsets for sink connector {connector}"
-            ) from exc
+            raise EmulatorError(list_before_reset_failed_message(connector)) from exc
         return [PlannedGroupChange(group, "delete_group")] + [
             PlannedGroupChange(group, "delete_offset", t, p, None) for t, p in sorted(committed)
         ]

@@ -10,8 +10,11 @@ the request parsing is compared with Connect's own REST parsing run in the JVM.
 from __future__ import annotations
 
 import json
+import shutil
+import subprocess
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -19,13 +22,23 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 
 from emulator.connect_cluster import connector_kind
-from emulator.connector_state import not_stopped_message
+from emulator.connect_cluster.cluster import READ_TO_END_FAILED
+from emulator.connector_state import not_found_message, not_stopped_message
 from emulator.offsets_service import ALTERED, NO_SINKS_MESSAGE, RESET
-from emulator.sink_offsets import alter_blocked_message
+from emulator.sink_offsets import (
+    alter_blocked_message,
+    alter_failed_message,
+    list_before_reset_failed_message,
+    modify_failed_message,
+    reset_blocked_message,
+    reset_failed_message,
+    retrieve_failed_message,
+)
 from tests.fixtures.daemon import DaemonProcess, free_port
 from tests.integration.connect_helpers import unique
 from tests.integration.test_connect_cluster import Cluster, config, stop, tasks
 from tests.oracle import JavaError, JavaOracle
+from tests.oracle.classpath import libs_dir
 
 pytestmark = [pytest.mark.kafka, pytest.mark.jvm]
 
@@ -157,10 +170,7 @@ def test_a_null_offset_asks_the_broker_to_delete_that_partitions_offset(sinks: C
     assert isinstance(java.get("error"), JavaError), java  # Java's Admin cannot delete on this broker either
 
     response = sinks.patch(name, [entry(topic, 0, None), entry(topic, 1, 20)])
-    assert (response.status_code, response.json()["message"]) == (
-        500,
-        f"Failed to alter consumer group offsets for connector {name}",
-    )
+    assert (response.status_code, response.json()["message"]) == (500, alter_failed_message(name))
     assert committed(sinks.broker, group, topic) == {0: 4, 1: 20, 2: None}
 
 
@@ -171,10 +181,7 @@ def test_a_negative_offset_fails_inside_the_worker_as_in_connect(sinks: Cluster)
     )
     assert java["error"].java_class == "java.lang.IllegalArgumentException"  # new OffsetAndMetadata(-1)
     response = sinks.patch(name, [entry(topic, 0, -1)])
-    assert (response.status_code, response.json()["message"]) == (
-        500,
-        f"Failed to modify offsets for sink connector {name}",
-    )
+    assert (response.status_code, response.json()["message"]) == (500, modify_failed_message(name))
 
 
 BODIES = [
@@ -331,3 +338,48 @@ def test_the_embedded_log_has_no_consumer_groups(embedded_daemon: Any) -> None:
 )
 def test_sink_or_source_is_read_from_the_config(config_props: dict[str, str], kind: str) -> None:
     assert connector_kind(config_props) == kind
+
+
+# --- every message is Connect 4.3.0's own string ---------------------------------------------------------
+
+
+def class_strings(jar: Path, class_name: str) -> set[str]:
+    """String constants of a compiled class as ``javap -v`` prints them, ``\\'`` unescaped.
+
+    Connect builds its messages with string concatenation, so a constant holds the template with
+    ``\\u0001`` (printed as those six characters) where each value goes.
+    """
+    javap = shutil.which("javap")
+    if javap is None:
+        pytest.skip("javap (part of the system JDK) is not on PATH; cannot read Connect's class constants")
+    out = subprocess.run([javap, "-v", "-cp", str(jar), class_name], capture_output=True, text=True, check=True)
+    return {
+        line.split("// ", 1)[1].replace("\\'", "'")
+        for line in out.stdout.splitlines()
+        if "= String" in line and "// " in line
+    }
+
+
+def test_messages_are_connect_4_3_0s_own_strings() -> None:
+    jar = next(libs_dir().glob("connect-runtime-4.3.0.jar"))
+    slot = "\\u0001"  # javap's rendering of a concatenation recipe's argument slot
+    worker = class_strings(jar, "org.apache.kafka.connect.runtime.Worker")
+    for message in (
+        alter_blocked_message,
+        reset_blocked_message,
+        alter_failed_message,
+        reset_failed_message,
+        modify_failed_message,
+        retrieve_failed_message,
+        list_before_reset_failed_message,
+    ):
+        assert message(slot) in worker, message.__name__
+    framework = (
+        f"The Connect framework-managed offsets for this connector have been {slot} successfully. However, if this "
+        f"connector manages offsets externally, they will need to be manually {slot} in the system that the "
+        "connector uses."
+    )
+    assert framework in worker
+    assert framework.replace(slot, "altered") == ALTERED and framework.replace(slot, "reset") == RESET
+    herder = class_strings(jar, "org.apache.kafka.connect.runtime.distributed.DistributedHerder")
+    assert {not_stopped_message(slot), not_found_message(slot), READ_TO_END_FAILED} <= herder
