@@ -27,7 +27,7 @@ from emulator.codec.values import encode_offset
 from emulator.connector_state import ConnectorKind, ConnectorStates, not_found_message, not_stopped_message
 from emulator.errors import BadRequest, EmulatorError, NotFound, NotReady
 from emulator.formats.diff import Diff, compute_diff
-from emulator.formats.model import RawRecord, connector_of
+from emulator.formats.model import KeyIndex, RawRecord
 from emulator.history.origins import write_origin
 from emulator.logs.base import OffsetLog
 from emulator.records import Position
@@ -307,7 +307,8 @@ class OffsetsService:
         """
         self.ensure_ready()
         await self._refresh_states()
-        malformed = [r.key for r in records if connector_of(r.key) is None]
+        keys = KeyIndex()
+        malformed = [r.key for r in records if keys.connector(r.key) is None]
         if malformed and not allow_malformed:
             first = malformed[0][:200].decode("utf-8", "backslashreplace")
             raise BadRequest(
@@ -315,7 +316,7 @@ class OffsetsService:
                 f"(first: {first}); Connect would ignore them. Pass allow_malformed=true to import them as-is"
             )
         async with self._write_lock:
-            diff = compute_diff(self._live_value, records)
+            diff = compute_diff(self._live_value, records, keys)
             for connector in diff.connectors():
                 if not self._states.is_stopped(connector):
                     raise BadRequest(not_stopped_message(connector))

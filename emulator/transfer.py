@@ -45,7 +45,7 @@ from urllib.parse import urlsplit
 from emulator.formats import cdc_state, kip875, snapshot, standalone
 from emulator.formats.atomic import atomic_write
 from emulator.formats.diff import compute_diff
-from emulator.formats.model import Loaded, RawRecord, connector_of, latest_per_key
+from emulator.formats.model import KeyIndex, Loaded, RawRecord, latest_per_key
 from emulator.logs.base import OffsetLog
 from emulator.view import OffsetView
 
@@ -120,6 +120,8 @@ class TransferOptions:
     """CDC export: add RisingWave's ``"isHeartbeat":false``."""
     timeout_s: float = 300.0
     """Bound on reading a log to its end and on each write."""
+    diff_limit: int | None = None
+    """Entries listed per connector in the report's diff (counts are always complete); None: all."""
 
 
 @dataclass(slots=True)
@@ -151,6 +153,7 @@ class _Context:
     options: TransferOptions
     progress: Progress
     role: Literal["from", "to"] = "from"
+    keys: KeyIndex = field(default_factory=KeyIndex)
 
     @property
     def kafka_config(self) -> dict[str, str]:
@@ -182,7 +185,7 @@ class Location(abc.ABC):
         if not self.exists(ctx):
             return []
         wanted = set(connectors)
-        return [r for r in self.read(ctx).records if connector_of(r.key) in wanted]
+        return [r for r in self.read(ctx).records if ctx.keys.connector(r.key) in wanted]
 
     def exists(self, ctx: _Context) -> bool:
         return True
@@ -225,12 +228,12 @@ class _DocumentLocation(_FileLocation):
         old = {r.key: r.value for r in latest_per_key(existing.records).values()} if existing else {}
         latest = latest_per_key(incoming)
         dropped = [RawRecord(k, None) for k, v in old.items() if v is not None and k not in latest]
-        diff = compute_diff(old.get, [*latest.values(), *dropped])
+        diff = compute_diff(old.get, [*latest.values(), *dropped], ctx.keys)
         if ctx.options.dry_run:
-            return diff.as_dict(), 0, []
+            return diff.as_dict(ctx.options.diff_limit), 0, []
         data, notes = self.encode(list(latest.values()), ctx)
         atomic_write(self.path, data)
-        return diff.as_dict(), len(latest), notes
+        return diff.as_dict(ctx.options.diff_limit), len(latest), notes
 
     @abc.abstractmethod
     def encode(self, records: list[RawRecord], ctx: _Context) -> tuple[bytes, list[str]]: ...
@@ -247,14 +250,15 @@ class StandaloneLocation(_FileLocation):
         self._check_writable()
         existing = self._existing(ctx)
         merged: dict[bytes, RawRecord] = latest_per_key(existing.records) if existing else {}
-        diff = compute_diff(lambda k: r.value if (r := merged.get(k)) else None, incoming)
+        diff = compute_diff(lambda k: r.value if (r := merged.get(k)) else None, incoming, ctx.keys)
         to_write = diff.records_to_write(ctx.options.write_all)
         if ctx.options.dry_run or (existing is not None and not to_write):
-            return diff.as_dict(), 0, []
+            return diff.as_dict(ctx.options.diff_limit), 0, []
         for record in to_write:
             merged[record.key] = record
         standalone.write_file(self.path, merged.values())
-        return diff.as_dict(), len(to_write), ["a standalone worker must be stopped while its offsets file is replaced"]
+        notes = ["a standalone worker must be stopped while its offsets file is replaced"]
+        return diff.as_dict(ctx.options.diff_limit), len(to_write), notes
 
 
 class CdcLocation(_DocumentLocation):
@@ -321,15 +325,16 @@ class _LogLocation(Location):
 
     def apply(self, incoming: list[RawRecord], ctx: _Context) -> tuple[dict[str, Any], int, list[str]]:
         if ctx.options.dry_run and not self.exists(ctx):
-            return compute_diff(lambda _k: None, incoming).as_dict(), 0, [f"{self.description} does not exist yet"]
+            diff = compute_diff(lambda _k: None, incoming, ctx.keys)
+            return diff.as_dict(ctx.options.diff_limit), 0, [f"{self.description} does not exist yet"]
         log = self.make_log(ctx)
         try:
             log.open()
             view = _read_to_end(log, ctx)
-            diff = compute_diff(lambda k: e.value if (e := view.get_raw(k)) else None, incoming)
+            diff = compute_diff(lambda k: e.value if (e := view.get_raw(k)) else None, incoming, ctx.keys)
             to_write = diff.records_to_write(ctx.options.write_all)
             if ctx.options.dry_run or not to_write:
-                return diff.as_dict(), 0, []
+                return diff.as_dict(ctx.options.diff_limit), 0, []
             ctx.progress.note(
                 f"warning: writing directly to {self.description}: Connect's STOPPED rule is not checked here; "
                 "the connectors involved must be stopped (or import through a daemon, which checks it)"
@@ -340,7 +345,7 @@ class _LogLocation(Location):
                 log.append([(r.key, r.value) for r in chunk], ctx.options.timeout_s)
                 written += len(chunk)
                 ctx.progress.report(f"writing {self.description}", written, len(to_write))
-            return diff.as_dict(), written, []
+            return diff.as_dict(ctx.options.diff_limit), written, []
         finally:
             log.close()
 
@@ -472,6 +477,8 @@ class DaemonLocation(Location):
             "allow_malformed": str(ctx.options.malformed == "keep").lower(),
             "write_all": str(ctx.options.write_all).lower(),
         }
+        if ctx.options.diff_limit is not None:
+            params["diff_limit"] = str(ctx.options.diff_limit)
         body = {
             "records": [
                 {
@@ -579,14 +586,14 @@ def _view_records(view: OffsetView) -> Loaded:
 # --- the transfer ---------------------------------------------------------------------------------------
 
 
-def _select(loaded: Loaded, options: TransferOptions) -> tuple[list[RawRecord], list[str]]:
+def _select(loaded: Loaded, options: TransferOptions, keys: KeyIndex) -> tuple[list[RawRecord], list[str]]:
     notes: list[str] = []
     selected: list[RawRecord] = []
     malformed: list[RawRecord] = []
     for record in loaded.records:
         if options.live_only and record.value is None:
             continue
-        name = connector_of(record.key)
+        name = keys.connector(record.key)
         if name is None:
             if options.connectors:
                 continue
@@ -608,13 +615,15 @@ def _select(loaded: Loaded, options: TransferOptions) -> tuple[list[RawRecord], 
     return selected, notes
 
 
-def _prune(incoming: list[RawRecord], current: list[RawRecord], connectors: set[str]) -> list[RawRecord]:
+def _prune(
+    incoming: list[RawRecord], current: list[RawRecord], connectors: set[str], keys: KeyIndex
+) -> list[RawRecord]:
     """Tombstones for live destination records of ``connectors`` that the incoming set lacks."""
-    keys = {r.key for r in incoming}
+    present = {r.key for r in incoming}
     return [
         RawRecord(r.key, None)
         for r in current
-        if r.value is not None and r.key not in keys and connector_of(r.key) in connectors
+        if r.value is not None and r.key not in present and keys.connector(r.key) in connectors
     ]
 
 
@@ -625,16 +634,16 @@ def transfer(
     progress = progress or Progress()
     ctx = _Context(options, progress, "from")
     loaded = source.read(ctx)
-    incoming, notes = _select(loaded, options)
+    incoming, notes = _select(loaded, options, ctx.keys)
     notes = [*loaded.notes, *notes]
     ctx.role = "to"
     if isinstance(destination, SnapshotLocation):
         destination.source_description = source.description
-    touched = set(options.connectors) or {n for r in incoming if (n := connector_of(r.key)) is not None}
+    touched = set(options.connectors) or {n for r in incoming if (n := ctx.keys.connector(r.key)) is not None}
     if options.prune:
         if not destination.store:
             raise TransferError("--prune applies to stores (topics, embedded logs, standalone files, daemons) only")
-        incoming = incoming + _prune(incoming, destination.current(ctx, sorted(touched)), touched)
+        incoming = incoming + _prune(incoming, destination.current(ctx, sorted(touched)), touched, ctx.keys)
     diff, written, write_notes = destination.apply(incoming, ctx)
     return TransferReport(
         source.description,

@@ -92,6 +92,7 @@ async def post_records(
     dry_run: bool = False,
     allow_malformed: bool = False,
     write_all: bool = False,
+    diff_limit: Annotated[int | None, Query(ge=1, description="entries listed per connector; default all")] = None,
 ) -> dict[str, Any]:
     records = parse_records_body(await request.body())
     result = await rt.service.import_records(
@@ -103,7 +104,12 @@ async def post_records(
         message = f"Dry run: nothing was written. {changes} change(s) would be written."
     else:
         message = f"Imported {len(records)} record(s): {result.written} written, {changes} change(s)."
-    return {"message": message, "dry_run": result.dry_run, "written": result.written, "diff": result.diff.as_dict()}
+    return {
+        "message": message,
+        "dry_run": result.dry_run,
+        "written": result.written,
+        "diff": result.diff.as_dict(diff_limit),
+    }
 
 
 def parse_records_body(raw: bytes) -> list[RawRecord]:

@@ -121,6 +121,12 @@ def _common(p: argparse.ArgumentParser, default_url: str) -> None:
     p.add_argument(
         "--timeout", type=float, default=300.0, help="seconds allowed to read a log to its end, and per write"
     )
+    p.add_argument(
+        "--diff-limit",
+        type=int,
+        default=None,
+        help="entries listed per connector in the diff (default 20 for text, all for --json; 0: all)",
+    )
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
 
 
@@ -147,7 +153,16 @@ def _options(args: argparse.Namespace) -> TransferOptions:
         name=args.name,
         risingwave=args.risingwave,
         timeout_s=args.timeout,
+        diff_limit=_diff_limit(args),
     )
+
+
+def _diff_limit(args: argparse.Namespace) -> int | None:
+    if args.diff_limit is None:
+        return None if args.json else 20
+    if args.diff_limit < 0:
+        raise UsageError(f"--diff-limit must be 0 (all) or positive, got {args.diff_limit}")
+    return args.diff_limit or None
 
 
 def _location(text: str) -> Location:

@@ -15,8 +15,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from emulator.codec.keys import KeyProblem, parse_key
-from emulator.formats.model import RawRecord, latest_per_key
+from emulator.codec.keys import KeyProblem
+from emulator.formats.model import KeyIndex, RawRecord, latest_per_key
 
 __all__ = ["Change", "Diff", "DiffEntry", "compute_diff", "render_text"]
 
@@ -82,23 +82,41 @@ class Diff:
     def connectors(self) -> list[str]:
         return sorted({e.connector for e in self.entries if e.connector is not None})
 
-    def as_dict(self, include_unchanged: bool = True) -> dict[str, Any]:
+    def as_dict(self, limit_per_connector: int | None = None) -> dict[str, Any]:
+        """Counts are always complete; ``limit_per_connector`` caps the listed entries per connector
+        (changes first), and ``entries_omitted`` says how many were left out."""
         totals = self.counts()
+        listed: list[DiffEntry] = []
+        omitted = 0
+        if limit_per_connector is None:
+            listed = self.entries
+        else:
+            taken: Counter[str | None] = Counter()
+            for entry in sorted(self.entries, key=lambda e: e.status is Change.UNCHANGED):
+                if taken[entry.connector] < limit_per_connector:
+                    taken[entry.connector] += 1
+                    listed.append(entry)
+                else:
+                    omitted += 1
         return {
             "summary": {c.value: totals.get(c.value, 0) for c in Change},
             "connectors": {
                 name: {c.value: counts.get(c.value, 0) for c in Change}
                 for name, counts in sorted(self.per_connector().items())
             },
-            "entries": [e.as_dict() for e in self.entries if include_unchanged or e.status is not Change.UNCHANGED],
+            "entries": [e.as_dict() for e in listed],
+            "entries_omitted": omitted,
         }
 
 
-def compute_diff(current: Callable[[bytes], bytes | None], incoming: Iterable[RawRecord]) -> Diff:
+def compute_diff(
+    current: Callable[[bytes], bytes | None], incoming: Iterable[RawRecord], keys: KeyIndex | None = None
+) -> Diff:
     """Compare incoming records (last one per key wins) with ``current(key)``, the live value or None.
 
     A tombstone for a key that is not live changes nothing, so it is ``unchanged``.
     """
+    keys = keys if keys is not None else KeyIndex()
     entries: list[DiffEntry] = []
     for record in latest_per_key(incoming).values():
         old = current(record.key)
@@ -108,7 +126,7 @@ def compute_diff(current: Callable[[bytes], bytes | None], incoming: Iterable[Ra
             status = Change.ADDED
         else:
             status = Change.UNCHANGED if old == record.value else Change.CHANGED
-        parsed = parse_key(record.key)
+        parsed = keys.parse(record.key)
         if isinstance(parsed, KeyProblem):
             entries.append(DiffEntry(record, status, old, None, None))
         else:
@@ -137,6 +155,7 @@ def render_text(diff: dict[str, Any], show_unchanged: bool = False) -> str:
     by_connector: dict[str, list[dict[str, Any]]] = {}
     for entry in diff["entries"]:
         by_connector.setdefault(entry["connector"] or UNPARSEABLE, []).append(entry)
+    omitted = int(diff.get("entries_omitted", 0))
     for name, counts in diff["connectors"].items():
         lines.append(
             f"connector {name}: {counts['added']} added, {counts['changed']} changed, {counts['removed']} removed, "
@@ -154,4 +173,6 @@ def render_text(diff: dict[str, Any], show_unchanged: bool = False) -> str:
             else:
                 shown = "(absent)" if entry["new"] is None else entry["new"]
                 lines.append(f"  {_MARK[status]} {where}  {shown}")
+    if omitted:
+        lines.append(f"({omitted} more entries not listed; --diff-limit 0 or --json lists them all)")
     return "\n".join(lines)

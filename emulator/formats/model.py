@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from emulator.codec.keys import KeyProblem, parse_key
+from emulator.codec.keys import KeyProblem, ParsedKey, parse_key
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +52,26 @@ class FormatError(ValueError):
         prefix = f"{source}: " if source else ""
         suffix = f" (at {where})" if where else ""
         super().__init__(f"{prefix}{message}{suffix}")
+
+
+class KeyIndex:
+    """Each distinct key parsed once per transfer: selection, grouping and diffs all ask, and a
+    100,000-record migration should not parse every key three times."""
+
+    __slots__ = ("_parsed",)
+
+    def __init__(self) -> None:
+        self._parsed: dict[bytes, ParsedKey | KeyProblem] = {}
+
+    def parse(self, key: bytes) -> ParsedKey | KeyProblem:
+        found = self._parsed.get(key)
+        if found is None:
+            found = self._parsed[key] = parse_key(key)
+        return found
+
+    def connector(self, key: bytes) -> str | None:
+        parsed = self.parse(key)
+        return None if isinstance(parsed, KeyProblem) else parsed.connector
 
 
 def connector_of(key: bytes) -> str | None:

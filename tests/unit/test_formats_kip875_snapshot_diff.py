@@ -176,3 +176,13 @@ def test_text_rendering_shows_old_and_new_values() -> None:
         '  ~ {"p":1}  {"o":1} -> {"o":5}',
         '  - {"p":2}  {"o":2} -> (deleted)',
     ]
+
+
+def test_a_long_diff_lists_changes_first_up_to_the_limit_and_counts_the_rest() -> None:
+    current = {f'["c",{{"p":{i}}}]'.encode(): b"1" for i in range(5)}
+    incoming = [RawRecord(k, b"1") for k in current] + [RawRecord(f'["c",{{"p":{i}}}]'.encode(), b"2") for i in (7, 8)]
+    shown = compute_diff(current.get, incoming).as_dict(limit_per_connector=3)
+    assert shown["summary"] == {"added": 2, "changed": 0, "removed": 0, "unchanged": 5}
+    assert [e["status"] for e in shown["entries"]] == ["added", "added", "unchanged"]
+    assert shown["entries_omitted"] == 4
+    assert render_text(shown).endswith("(4 more entries not listed; --diff-limit 0 or --json lists them all)")
