@@ -20,6 +20,7 @@ COMMAND_GROUPS = [
     "emulator.commands.offsets",
     "emulator.commands.history",
     "emulator.commands.transfer",
+    "emulator.commands.spark",
 ]
 
 

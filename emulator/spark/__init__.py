@@ -1,0 +1,55 @@
+"""Spark shares the offset history: data sources and listeners over the daemon.
+
+``register(spark)`` registers ``connect-file`` (streaming, FileStreamSourceConnector's offsets) and
+``connect-offsets`` (batch, the daemon's offsets). ``OffsetCommitListener`` / ``ListenerCommitter``
+publish completed batches. The pure parts (``filestream``, ``checkpoint``, ``committer``,
+``shapes``, ``handoff``) do not import pyspark, so the CLI can use them; the pyspark-based names
+are imported lazily.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from emulator.spark.file_source import ConnectFileDataSource
+    from emulator.spark.handoff import CommitTarget
+    from emulator.spark.listener import ListenerCommitter, OffsetCommitListener
+    from emulator.spark.offsets_source import ConnectOffsetsDataSource
+
+_LAZY = {
+    "ConnectFileDataSource": "emulator.spark.file_source",
+    "ConnectOffsetsDataSource": "emulator.spark.offsets_source",
+    "ListenerCommitter": "emulator.spark.listener",
+    "OffsetCommitListener": "emulator.spark.listener",
+    "CommitTarget": "emulator.spark.handoff",
+}
+
+__all__ = [
+    "CommitTarget",
+    "ConnectFileDataSource",
+    "ConnectOffsetsDataSource",
+    "ListenerCommitter",
+    "OffsetCommitListener",
+    "register",
+]
+
+
+def register(spark: SparkSession) -> None:
+    """Register every data source of this package with ``spark`` (``spark.dataSource.register``)."""
+    from emulator.spark.file_source import ConnectFileDataSource
+    from emulator.spark.offsets_source import ConnectOffsetsDataSource
+
+    for source in (ConnectFileDataSource, ConnectOffsetsDataSource):
+        spark.dataSource.register(source)
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(module), name)

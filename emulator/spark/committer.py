@@ -1,0 +1,239 @@
+"""Publishing Spark progress to the daemon: idempotent and never backwards.
+
+Spark hands the same end offset over more than once (``reader.commit`` is repeated after a
+restart, the listener sees replayed batches, an operator reruns ``spark-handoff``), and an old
+checkpoint may be restarted after Connect moved on. So every commit reads the current offset first
+and writes only partitions whose offset would move forward. The read-then-write is not atomic on the
+daemon, so writers on one host (the source's driver-side worker, the listener in the driver, the
+CLI) serialise it with an advisory file lock per daemon and connector.
+
+``OffsetsClient`` covers Connect's source-connector routes; sink offsets (``?kind=sink``, a consumer
+group ``connect-<name>``) are not in it, so this module speaks that variant with httpx directly and
+first checks that the daemon declares the parameter, because an unknown query parameter would be
+silently ignored and the offsets written as a source connector's.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+import os
+import tempfile
+import threading
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+from urllib.parse import quote
+
+import httpx
+
+from emulator.client import ApiError, DaemonUnavailable, OffsetsClient
+
+log = logging.getLogger(__name__)
+
+Kind = Literal["source", "sink"]
+Entry = tuple[dict[str, Any], dict[str, Any]]
+
+
+class SinkOffsetsUnsupported(Exception):
+    """The daemon has no sink-offsets support (``?kind=sink`` on the offsets routes)."""
+
+
+@dataclass(slots=True)
+class CommitOutcome:
+    connector: str
+    kind: Kind
+    written: list[dict[str, Any]] = field(default_factory=list)
+    skipped: list[dict[str, Any]] = field(default_factory=list)
+    """``{"partition", "offset", "current", "reason"}`` for every partition left as it was."""
+    dry_run: bool = False
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "connector": self.connector,
+            "kind": self.kind,
+            "dry_run": self.dry_run,
+            "written": self.written,
+            "skipped": self.skipped,
+        }
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def backwards_reason(current: dict[str, Any] | None, new: dict[str, Any]) -> str | None:
+    """Why writing ``new`` over ``current`` must not happen, or ``None`` if it moves forward.
+
+    Equal offsets are skipped (idempotence). An offset moves backwards when any numeric field present
+    in both is smaller than now. Fields that are not numbers cannot be ordered and do not block.
+    """
+    if current is None:
+        return None
+    if current == new:
+        return "unchanged"
+    for key, value in new.items():
+        old = current.get(key)
+        if _number(value) and _number(old) and value < old:
+            return f"would move backwards ({key} {old} -> {value})"
+    return None
+
+
+def _lock_path(url: str, connector: str, kind: str) -> str:
+    digest = hashlib.sha256(f"{url.rstrip('/')}\0{kind}\0{connector}".encode()).hexdigest()[:24]
+    directory = os.path.join(tempfile.gettempdir(), "connect-offsets-locks")
+    os.makedirs(directory, exist_ok=True)
+    return os.path.join(directory, f"{digest}.lock")
+
+
+_thread_locks: dict[str, threading.Lock] = {}
+_thread_locks_guard = threading.Lock()
+
+
+@contextlib.contextmanager
+def _exclusive(url: str, connector: str, kind: str) -> Iterator[None]:
+    path = _lock_path(url, connector, kind)
+    with _thread_locks_guard:
+        in_process = _thread_locks.setdefault(path, threading.Lock())
+    with in_process:
+        try:
+            import fcntl
+        except ImportError:  # not POSIX: in-process exclusion only
+            yield
+            return
+        with open(path, "a+b") as handle:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+
+
+class DaemonOffsets:
+    """The daemon's offsets routes for one URL, as this package needs them."""
+
+    def __init__(self, url: str, timeout_s: float = 30.0) -> None:
+        self.url = url.rstrip("/")
+        self._timeout_s = timeout_s
+        self._client = OffsetsClient(self.url, timeout_s=timeout_s)
+        self._sink_checked = False
+
+    def close(self) -> None:
+        self._client.close()
+
+    def __enter__(self) -> DaemonOffsets:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+    # -- reads --------------------------------------------------------------------------------
+    def offsets(self, connector: str, kind: Kind = "source") -> list[dict[str, Any]] | None:
+        """The connector's ``[{"partition", "offset"}]``; ``None`` when the daemon does not know it."""
+        try:
+            if kind == "source":
+                return self._client.offsets(connector)
+            self.require_sink_support()
+            body = self._raw("GET", connector, params={"kind": "sink"})
+            rows: list[dict[str, Any]] = body["offsets"]
+            return rows
+        except ApiError as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    def find(self, connector: str, partition: dict[str, Any], kind: Kind = "source") -> dict[str, Any] | None:
+        for row in self.offsets(connector, kind) or []:
+            if row.get("partition") == partition:
+                offset = row.get("offset")
+                return offset if isinstance(offset, dict) else None
+        return None
+
+    # -- writes -------------------------------------------------------------------------------
+    def commit(
+        self, connector: str, entries: Sequence[Entry], kind: Kind = "source", dry_run: bool = False
+    ) -> CommitOutcome:
+        """Write the entries that move forward; skip the rest (see ``backwards_reason``)."""
+        outcome = CommitOutcome(connector, kind, dry_run=dry_run)
+        if not entries:
+            return outcome
+        with _exclusive(self.url, connector, kind):
+            rows = self.offsets(connector, kind)
+            current = {_key(r["partition"]): r.get("offset") for r in rows or [] if isinstance(r, dict)}
+            changes: list[dict[str, Any]] = []
+            for partition, offset in entries:
+                now = current.get(_key(partition))
+                reason = backwards_reason(now if isinstance(now, dict) else None, offset)
+                if reason is None:
+                    changes.append({"partition": partition, "offset": offset})
+                else:
+                    outcome.skipped.append({"partition": partition, "offset": offset, "current": now, "reason": reason})
+            if changes and not dry_run:
+                self._alter(connector, changes, kind, create=rows is None)
+            outcome.written = changes
+        for change in outcome.written:
+            log.info(
+                "%s offset of %s %s -> %s%s",
+                kind,
+                connector,
+                change["partition"],
+                change["offset"],
+                " (dry run)" if dry_run else "",
+            )
+        return outcome
+
+    def _alter(self, connector: str, changes: list[dict[str, Any]], kind: Kind, create: bool) -> None:
+        if kind == "source":
+            self._client.alter(connector, {"offsets": changes}, create=create)
+            return
+        self.require_sink_support()
+        params = {"kind": "sink"} | ({"create": "true"} if create else {})
+        try:
+            self._raw("PATCH", connector, params=params, json={"offsets": changes})
+        except ApiError as exc:
+            if exc.status in (400, 404) and "kind" in exc.message.lower():
+                raise SinkOffsetsUnsupported(f"the daemon at {self.url} refused sink offsets: {exc.message}") from exc
+            raise
+
+    # -- sink support -------------------------------------------------------------------------
+    def require_sink_support(self) -> None:
+        """Raise ``SinkOffsetsUnsupported`` unless the daemon's PATCH offsets route declares ``kind``."""
+        if self._sink_checked:
+            return
+        try:
+            spec = httpx.get(self.url + "/openapi.json", timeout=self._timeout_s).json()
+        except (httpx.HTTPError, ValueError) as exc:
+            raise SinkOffsetsUnsupported(f"cannot read the daemon's API description at {self.url}: {exc}") from exc
+        operation = spec.get("paths", {}).get("/connectors/{connector}/offsets", {}).get("patch", {})
+        names = {p.get("name") for p in operation.get("parameters", []) if isinstance(p, dict)}
+        if "kind" not in names:
+            raise SinkOffsetsUnsupported(
+                f"the daemon at {self.url} does not support sink offsets: its PATCH /connectors/{{connector}}/offsets "
+                "has no 'kind' parameter (consumer-group offsets for sink connectors are not available there)"
+            )
+        self._sink_checked = True
+
+    def _raw(self, method: str, connector: str, **kwargs: Any) -> Any:
+        try:
+            response = httpx.request(
+                method,
+                f"{self.url}/connectors/{quote(connector, safe='')}/offsets",
+                timeout=self._timeout_s,
+                **kwargs,
+            )
+        except httpx.TransportError as exc:
+            raise DaemonUnavailable(f"cannot reach the connect-offsets daemon at {self.url}: {exc}") from exc
+        try:
+            body = response.json()
+        except ValueError:
+            body = None
+        if response.status_code >= 400:
+            message = body.get("message") if isinstance(body, dict) else None
+            raise ApiError(response.status_code, str(message or response.text or response.reason_phrase))
+        return body
+
+
+def _key(partition: Any) -> str:
+    return json.dumps(partition, sort_keys=True, separators=(",", ":"))

@@ -1,0 +1,181 @@
+"""``connect-file``: a Spark streaming source that reads a text file as Kafka's FileStreamSourceConnector
+does, starting from and committing to that connector's offsets in the daemon.
+
+Call order (docs/spark-and-cdc.md §1.4): ``latestOffset`` and ``commit`` run in one long-lived
+Python worker on the driver; ``read`` runs on executors from a pickled reader. ``commit(end)``
+arrives one batch late and never for the last batch, and ``stop()`` is not called, so committing
+here is a best effort; ``OffsetCommitListener`` or ``connect-offsets spark-handoff`` publish the
+last completed batch. Spark offsets carry the Connect position and the byte offset (see
+``shapes``), so ``read`` is a pure function of ``(start, end)``.
+
+Options: ``url`` (daemon, default ``$CONNECT_OFFSETS_URL`` or http://127.0.0.1:8081), ``connector``,
+``file`` (the connector's ``file`` setting, verbatim: it is the partition's ``filename``);
+``maxLinesPerTrigger``; ``commitOffsets`` (default true); ``partitionBytes`` (bytes per Spark
+partition, default 32 MiB).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxRows,
+    ReadMinRows,
+    SupportsTriggerAvailableNow,
+)
+from pyspark.sql.types import StructType
+
+from emulator.client import ClientError
+from emulator.spark.committer import DaemonOffsets
+from emulator.spark.filestream import Cursor, iter_line_batches, scan, split_at_lines
+from emulator.spark.options import OptionError, bool_option, daemon_url, int_option
+from emulator.spark.shapes import FileOffset
+
+log = logging.getLogger(__name__)
+
+DEFAULT_PARTITION_BYTES = 32 << 20
+
+
+class ConnectFileError(OptionError):
+    """Bad options or an offset the source cannot resume from."""
+
+
+def connect_position(offset: Mapping[str, Any] | None) -> int:
+    """What FileStreamSourceTask resumes from for a stored offset (its type rules included)."""
+    if offset is None:
+        return 0
+    value = offset.get("position")
+    if value is None:
+        return 0
+    if not isinstance(value, int) or isinstance(value, bool):
+        # FileStreamSourceTask: ConnectException("Offset position is the incorrect type")
+        raise ConnectFileError(
+            f"Offset position is the incorrect type: {value!r} ({type(value).__name__}); "
+            "FileStreamSourceTask accepts only an integer (Long) position"
+        )
+    return value
+
+
+@dataclass
+class FileRange(InputPartition):
+    """One executor's share of a batch: bytes ``[start, end)`` of ``path``."""
+
+    path: str
+    start: int
+    end: int
+
+
+class ConnectFileStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    def __init__(self, options: Mapping[str, str]) -> None:
+        self.url = daemon_url(options)
+        connector, path = options.get("connector"), options.get("file")
+        if not connector:
+            raise ConnectFileError("option 'connector' is required: the Connect connector whose offsets are shared")
+        if not path:
+            raise ConnectFileError("option 'file' is required: the connector's 'file' setting, verbatim")
+        self.connector, self.file = connector, path
+        self.max_lines = int_option(options, "maxLinesPerTrigger", None, 1)
+        self.partition_bytes = int_option(options, "partitionBytes", DEFAULT_PARTITION_BYTES, 1) or 1
+        self.commit_offsets = bool_option(options, "commitOffsets", True)
+        self._target: int | None = None
+
+    # -- offsets (driver) ---------------------------------------------------------------------
+    def initialOffset(self) -> dict[str, Any]:
+        """The connector's committed position in the daemon, resumed as Connect resumes it (0 if none)."""
+        try:
+            with DaemonOffsets(self.url) as daemon:
+                stored = daemon.find(self.connector, {"filename": self.file})
+        except ClientError as exc:
+            raise ConnectFileError(
+                f"cannot read connector {self.connector}'s offsets from the daemon at {self.url}: {exc}"
+            ) from exc
+        position = connect_position(stored)
+        log.info("connect-file %s: starting at Connect position %d of %s", self.connector, position, self.file)
+        return FileOffset(self.connector, self.file, Cursor.from_connect(position)).spark()
+
+    def _cursor(self, offset: Mapping[str, Any]) -> Cursor:
+        parsed = FileOffset.parse(dict(offset))
+        if parsed is None:
+            raise ConnectFileError(f"not a connect-file offset: {dict(offset)!r}")
+        if parsed.filename != self.file:
+            raise ConnectFileError(
+                f"the checkpoint is for file {parsed.filename!r}, but option file is {self.file!r}; "
+                "use a new checkpoint location for another file"
+            )
+        return parsed.cursor
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        return ReadMaxRows(self.max_lines) if self.max_lines else ReadAllAvailable()
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        try:
+            self._target = os.path.getsize(self.file)
+        except OSError:
+            self._target = 0
+
+    def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
+        cursor = self._cursor(start)
+        max_lines = limit.max_rows if isinstance(limit, ReadMaxRows) else None
+        found = scan(self.file, cursor, max_lines=max_lines, limit_bytes=self._target)
+        if found.lines == 0 or (isinstance(limit, ReadMinRows) and found.lines < limit.min_rows):
+            return start  # the very same dict: Spark sees "no new data" by string equality
+        return FileOffset(self.connector, self.file, found.end).spark()
+
+    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
+        first, last = self._cursor(start).byte_offset, self._cursor(end).byte_offset
+        if last <= first:
+            return []
+        pieces = max(1, -(-(last - first) // self.partition_bytes))
+        return [FileRange(self.file, a, b) for a, b in split_at_lines(self.file, first, last, pieces)]
+
+    def commit(self, end: dict[str, Any]) -> None:
+        """Best effort (one batch late, may repeat): monotonic and idempotent; failures are logged."""
+        if not self.commit_offsets:
+            return
+        parsed = FileOffset.parse(dict(end))
+        if parsed is None:
+            log.warning("connect-file %s: not committing an unknown offset %r", self.connector, end)
+            return
+        partition, offset = FileOffset(self.connector, parsed.filename, parsed.cursor).connect_entry()
+        try:
+            with DaemonOffsets(self.url) as daemon:
+                daemon.commit(self.connector, [(partition, offset)])
+        except ClientError as exc:
+            log.warning(
+                "connect-file %s: could not commit %s to the daemon at %s (a later commit, the listener or "
+                "spark-handoff will publish it): %s",
+                self.connector,
+                offset,
+                self.url,
+                exc,
+            )
+
+    # -- data (executors) ---------------------------------------------------------------------
+    def read(self, partition: InputPartition) -> Iterator[Any]:
+        import pyarrow as pa
+
+        assert isinstance(partition, FileRange)
+        for lines in iter_line_batches(partition.path, partition.start, partition.end):
+            if lines:
+                yield pa.RecordBatch.from_arrays([pa.array(lines, type=pa.string())], names=["value"])
+
+
+class ConnectFileDataSource(DataSource):
+    """``spark.readStream.format("connect-file")``: see the module docstring for options."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "connect-file"
+
+    def schema(self) -> str:
+        return "value string"
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        return ConnectFileStreamReader(self.options)

@@ -1,0 +1,106 @@
+"""Publishing a query's last completed batch to the daemon: shared by the listener and ``spark-handoff``.
+
+The checkpoint, not ``reader.commit`` (one batch late, never for the last batch) and not
+``reader.stop`` (not called), is what says how far Spark got: ``offsets/N`` with ``commits/N``.
+Publishing that batch's end offsets makes the connector resume exactly after Spark's output.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from emulator.spark.checkpoint import CheckpointError, CompletedBatch, parse_offset
+from emulator.spark.committer import CommitOutcome, DaemonOffsets, Entry, Kind
+from emulator.spark.shapes import FileOffset, foreign_entries, kafka_entries, kafka_shaped
+
+log = logging.getLogger(__name__)
+
+
+class HandoffError(Exception):
+    """The offsets cannot be published as asked (wrong source index, wrong shape)."""
+
+
+@dataclass(frozen=True, slots=True)
+class CommitTarget:
+    """Where the progress of one source of a query goes.
+
+    ``source_index`` is the source's position in the query (progress ``sources[i]``, checkpoint line
+    ``i``). ``kind="source"`` stores it as a source connector's offsets; ``kind="sink"`` commits a
+    Kafka-shaped offset to consumer group ``connect-<connector>`` (needs the daemon's sink support).
+    ``query`` limits the target to queries with that name or id (``None``: every query).
+    """
+
+    source_index: int
+    connector: str
+    kind: Kind = "source"
+    query: str | None = None
+
+    def applies_to(self, name: str | None, query_id: str | None) -> bool:
+        return self.query is None or self.query in (name, query_id)
+
+
+def entries_for(offset: Any, source_index: int, kind: Kind) -> tuple[str | None, list[Entry]]:
+    """(connector named by the offset itself, Connect entries) for one parsed Spark offset."""
+    own = FileOffset.parse(offset)
+    if own is not None:
+        if kind == "sink":
+            raise HandoffError("a connect-file offset is a source connector's position, not a consumer group's")
+        return own.connector, [own.connect_entry()]
+    if kind == "sink":
+        shaped = kafka_shaped(offset)
+        if shaped is None:
+            raise HandoffError(
+                f"source {source_index}'s offset is not Kafka-shaped ({{topic: {{partition: offset}}}}); "
+                f"it cannot be committed to a consumer group: {str(offset)[:200]}"
+            )
+        return None, kafka_entries(shaped)
+    return None, foreign_entries(offset, source_index)
+
+
+def publish(
+    daemon: DaemonOffsets,
+    offsets: Mapping[str, Any],
+    targets: Sequence[CommitTarget] = (),
+    own_sources: bool = True,
+    dry_run: bool = False,
+) -> list[CommitOutcome]:
+    """Commit parsed end offsets by source id: ``connect-file`` sources to the connector their offset
+    names (when ``own_sources``), other sources as ``targets`` say."""
+    outcomes: list[CommitOutcome] = []
+    for source_id, raw in offsets.items():
+        value = parse_offset(raw)
+        if value is None:
+            continue
+        index = int(source_id) if str(source_id).isdigit() else -1
+        matching = [t for t in targets if t.source_index == index]
+        for target in matching:
+            _, entries = entries_for(value, index, target.kind)
+            outcomes.append(daemon.commit(target.connector, entries, target.kind, dry_run))
+        if not matching and own_sources:
+            own = FileOffset.parse(value)
+            if own is not None:
+                outcomes.append(daemon.commit(own.connector, [own.connect_entry()], "source", dry_run))
+    return outcomes
+
+
+def publish_batch(
+    daemon: DaemonOffsets,
+    batch: CompletedBatch,
+    targets: Sequence[CommitTarget] = (),
+    own_sources: bool = True,
+    dry_run: bool = False,
+) -> list[CommitOutcome]:
+    return publish(daemon, batch.sources, targets, own_sources, dry_run)
+
+
+__all__ = [
+    "CheckpointError",
+    "CommitTarget",
+    "HandoffError",
+    "entries_for",
+    "publish",
+    "publish_batch",
+]

@@ -1,0 +1,175 @@
+"""Streaming query listeners that publish Spark's completed batches to the daemon.
+
+Why a listener: a source's ``commit(end)`` runs one batch late and ``stop()`` is never called
+(docs/spark-and-cdc.md §1.4), so after ``query.stop()`` the last batch would never reach the
+connector. Spark posts a query's progress event after ``commits/N`` is written and the termination
+event after the last batch, so on both this listener reads the checkpoint and publishes the end
+offsets of the latest batch that has ``commits/N``.
+
+The checkpoint location is asked from the JVM (classic PySpark) when the query starts, or given
+explicitly (``checkpoints={name_or_id: dir}``, e.g. under Spark Connect). Without a readable local
+checkpoint the listener falls back to the progress events' ``endOffset`` (also never ahead of a
+completed batch, but a driver crash can lose the last event). Events arrive asynchronously: use
+``wait_for_termination(query)`` after ``query.stop()`` before handing over to Connect.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from pyspark.sql import SparkSession
+from pyspark.sql.streaming.listener import StreamingQueryListener
+
+from emulator.client import DEFAULT_URL, ClientError
+from emulator.spark.checkpoint import CheckpointError, latest_completed_batch
+from emulator.spark.committer import CommitOutcome, DaemonOffsets, SinkOffsetsUnsupported
+from emulator.spark.handoff import CommitTarget, HandoffError, publish
+
+log = logging.getLogger(__name__)
+
+
+class ListenerCommitter(StreamingQueryListener):
+    """Publishes each completed batch: ``connect-file`` sources to their connector (``own_sources``),
+    and other sources as ``targets`` say (see ``CommitTarget``)."""
+
+    def __init__(
+        self,
+        spark: SparkSession | None = None,
+        url: str | None = None,
+        targets: Sequence[CommitTarget] = (),
+        own_sources: bool = True,
+        checkpoints: Mapping[str, str] | None = None,
+        dry_run: bool = False,
+    ) -> None:
+        self._spark = spark if spark is not None else SparkSession.getActiveSession()
+        self.url = url or os.environ.get("CONNECT_OFFSETS_URL") or DEFAULT_URL
+        self.targets = list(targets)
+        self.own_sources = own_sources
+        self.dry_run = dry_run
+        self._explicit = dict(checkpoints or {})
+        self._lock = threading.Lock()
+        self._checkpoint: dict[str, str | None] = {}
+        self._names: dict[str, str | None] = {}
+        self._progress: dict[str, tuple[int, dict[str, Any]]] = {}
+        self._published: dict[str, tuple[str, int]] = {}
+        self._terminated: dict[str, threading.Event] = {}
+        self.outcomes: list[CommitOutcome] = []
+        self.errors: list[str] = []
+
+    # -- listener callbacks (listener bus thread; never raise) ---------------------------------
+    def onQueryStarted(self, event: Any) -> None:
+        query_id = str(event.id)
+        with self._lock:
+            self._names[query_id] = event.name
+            self._terminated.setdefault(query_id, threading.Event())
+        self._resolve_checkpoint(query_id, event.name)
+
+    def onQueryProgress(self, event: Any) -> None:
+        progress = event.progress
+        query_id = str(progress.id)
+        ends = {str(i): source.endOffset for i, source in enumerate(progress.sources)}
+        with self._lock:
+            self._names.setdefault(query_id, progress.name)
+            self._progress[query_id] = (int(progress.batchId), ends)
+        self._guarded(query_id, "progress")
+
+    def onQueryIdle(self, event: Any) -> None:
+        """Nothing new was completed."""
+
+    def onQueryTerminated(self, event: Any) -> None:
+        query_id = str(event.id)
+        try:
+            self._guarded(query_id, "termination")
+        finally:
+            with self._lock:
+                done = self._terminated.setdefault(query_id, threading.Event())
+            done.set()
+
+    # -- public helpers ------------------------------------------------------------------------
+    def wait_for_termination(self, query: Any, timeout_s: float = 60.0) -> bool:
+        """Block until the termination of ``query`` (a StreamingQuery or its id) has been published."""
+        query_id = str(getattr(query, "id", query))
+        with self._lock:
+            done = self._terminated.setdefault(query_id, threading.Event())
+        return done.wait(timeout_s)
+
+    # -- internals -----------------------------------------------------------------------------
+    def _guarded(self, query_id: str, why: str) -> None:
+        try:
+            self._publish(query_id)
+        except (ClientError, CheckpointError, HandoffError, SinkOffsetsUnsupported, OSError) as exc:
+            message = f"query {query_id}: publishing offsets on {why} failed: {exc}"
+            log.warning(message)
+            with self._lock:
+                self.errors.append(message)
+        except Exception as exc:  # a listener must not take the listener bus down
+            message = f"query {query_id}: unexpected error publishing offsets on {why}: {exc!r}"
+            log.exception(message)
+            with self._lock:
+                self.errors.append(message)
+
+    def _resolve_checkpoint(self, query_id: str, name: str | None) -> str | None:
+        with self._lock:
+            if self._checkpoint.get(query_id):
+                return self._checkpoint[query_id]
+        location = self._explicit.get(query_id) or (self._explicit.get(name) if name else None)
+        if location is None and self._spark is not None:
+            try:
+                jquery = self._spark._jsparkSession.streams().get(query_id)
+                if jquery is not None:
+                    location = str(jquery.streamingQuery().resolvedCheckpointRoot())
+            except Exception as exc:  # Spark Connect or an internal API change: fall back to events
+                log.info("query %s: checkpoint location not available from the JVM (%s)", query_id, exc)
+        with self._lock:
+            self._checkpoint[query_id] = location
+        return location
+
+    def _publish(self, query_id: str) -> None:
+        with self._lock:
+            name = self._names.get(query_id)
+            progress = self._progress.get(query_id)
+        targets = [t for t in self.targets if t.applies_to(name, query_id)]
+        if not targets and not self.own_sources:
+            return
+        location = self._resolve_checkpoint(query_id, name)
+        offsets: Mapping[str, Any] | None = None
+        marker: tuple[str, int] | None = None
+        if location is not None:
+            try:
+                batch = latest_completed_batch(location)
+            except CheckpointError as exc:
+                log.info("query %s: using progress events, the checkpoint is not readable here: %s", query_id, exc)
+            else:
+                if batch is None:
+                    return  # no batch completed yet
+                offsets, marker = batch.sources, ("checkpoint", batch.batch_id)
+        if offsets is None or marker is None:
+            if progress is None:
+                return
+            offsets, marker = progress[1], ("progress", progress[0])
+        with self._lock:
+            if self._published.get(query_id) == marker:
+                return
+        with DaemonOffsets(self.url) as daemon:
+            outcomes = publish(daemon, offsets, targets, self.own_sources, self.dry_run)
+        with self._lock:
+            self._published[query_id] = marker
+            self.outcomes.extend(outcomes)
+
+
+class OffsetCommitListener(ListenerCommitter):
+    """Publishes the last completed batch of every ``connect-file`` source, on progress and on
+    termination, so ``query.stop()`` hands over exactly (see the module docstring)."""
+
+    def __init__(
+        self,
+        spark: SparkSession | None = None,
+        url: str | None = None,
+        checkpoints: Mapping[str, str] | None = None,
+        dry_run: bool = False,
+    ) -> None:
+        super().__init__(spark, url, (), True, checkpoints, dry_run)

@@ -1,0 +1,139 @@
+"""``connect-offsets``: the daemon's current offsets as a batch DataFrame.
+
+One row per connector partition: ``connector``, ``partition`` and ``offset`` (compact JSON text, key
+order as the daemon returns it), and where the daemon's ``GET /offsets/records`` knows them, the
+live record's ``kafka_partition``, ``kafka_offset`` and ``timestamp_ms`` in the offsets log (null
+otherwise; with several raw keys for one partition, the newest record's). Options: ``url``;
+``connector`` (only that one; default all).
+
+History hook: the offsets history (every record of the offsets log over time) comes from another
+part of the project. With option ``history`` set, this source asks the module
+``emulator.history.spark`` for ``SCHEMA`` (a DDL string) and ``rows(options) -> Iterable[tuple]``;
+until that module exists the option fails with a clear message instead of returning current offsets.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import importlib
+import json
+from collections.abc import Iterator, Mapping, Sequence
+from types import ModuleType
+from typing import Any
+
+import httpx
+from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+from pyspark.sql.types import StructType
+
+from emulator.client import ApiError, DaemonUnavailable, OffsetsClient
+from emulator.spark.options import bool_option, daemon_url
+
+SCHEMA = "connector string, partition string, offset string, kafka_partition int, kafka_offset long, timestamp_ms long"
+HISTORY_MODULE = "emulator.history.spark"
+
+
+class HistoryUnavailable(RuntimeError):
+    """``history`` was asked for but this installation has no history reader."""
+
+
+def _history() -> ModuleType:
+    try:
+        module = importlib.import_module(HISTORY_MODULE)
+    except ModuleNotFoundError as exc:
+        raise HistoryUnavailable(
+            f"option history needs {HISTORY_MODULE} (SCHEMA, rows(options)), which is not installed in this "
+            "version; without the option this source returns the current offsets"
+        ) from exc
+    return module
+
+
+def _compact(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def _canonical(partition: Any) -> str:
+    return json.dumps(partition, sort_keys=True, separators=(",", ":"))
+
+
+Coordinates = tuple[int | None, int | None, int | None]
+
+
+def record_coordinates(url: str, connector: str) -> dict[str, Coordinates]:
+    """Where each live partition's record sits in the offsets log, from ``GET /offsets/records``
+    (empty when the daemon has no such route)."""
+    try:
+        response = httpx.get(f"{url.rstrip('/')}/offsets/records", params={"connector": connector}, timeout=60)
+    except httpx.TransportError as exc:
+        raise DaemonUnavailable(f"cannot reach the connect-offsets daemon at {url}: {exc}") from exc
+    if response.status_code in (404, 405):
+        return {}
+    if response.status_code >= 400:
+        raise ApiError(response.status_code, response.text)
+    found: dict[str, tuple[tuple[int, int], Coordinates]] = {}
+    for record in response.json().get("records", []):
+        if record.get("value") is None:
+            continue
+        try:
+            key = json.loads(base64.b64decode(record["key"]))
+        except (binascii.Error, ValueError, KeyError, TypeError):
+            continue  # not a key Connect would read: it has no row in GET either
+        if not (isinstance(key, list) and len(key) == 2 and key[0] == connector):
+            continue
+        coordinates = (record.get("kafka_partition"), record.get("offset"), record.get("timestamp_ms"))
+        rank = (record.get("timestamp_ms") or -1, record.get("offset") or -1)
+        previous = found.get(_canonical(key[1]))
+        if previous is None or rank > previous[0]:
+            found[_canonical(key[1])] = (rank, coordinates)
+    return {k: v for k, (_, v) in found.items()}
+
+
+def current_rows(url: str, connector: str | None) -> Iterator[tuple[Any, ...]]:
+    with OffsetsClient(url) as client:
+        names = [connector] if connector else client.connectors()
+        for name in names:
+            try:
+                rows = client.offsets(name)
+            except ApiError as exc:
+                if exc.status == 404 and connector is None:
+                    continue  # removed between the two calls
+                raise
+            where = record_coordinates(url, name)
+            for row in rows:
+                partition = row.get("partition")
+                coordinates = where.get(_canonical(partition), (None, None, None))
+                yield (name, _compact(partition), _compact(row.get("offset")), *coordinates)
+
+
+class ConnectOffsetsReader(DataSourceReader):
+    def __init__(self, options: Mapping[str, str]) -> None:
+        self.options = dict(options)
+        self.url = daemon_url(options)
+        self.connector = options.get("connector") or None
+        self.history = bool_option(options, "history", False)
+
+    def partitions(self) -> Sequence[InputPartition]:
+        return [InputPartition(0)]
+
+    def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
+        if self.history:
+            yield from _history().rows(self.options)
+            return
+        yield from current_rows(self.url, self.connector)
+
+
+class ConnectOffsetsDataSource(DataSource):
+    """``spark.read.format("connect-offsets")``: see the module docstring."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "connect-offsets"
+
+    def schema(self) -> str:
+        if bool_option(self.options, "history", False):
+            schema: str = _history().SCHEMA
+            return schema
+        return SCHEMA
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        return ConnectOffsetsReader(self.options)

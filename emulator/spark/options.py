@@ -1,0 +1,40 @@
+"""Data source options as Spark hands them over (strings), checked with messages that name the option."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+
+from emulator.client import DEFAULT_URL
+
+
+class OptionError(ValueError):
+    """A data source option is missing or malformed."""
+
+
+def daemon_url(options: Mapping[str, str]) -> str:
+    return options.get("url") or os.environ.get("CONNECT_OFFSETS_URL") or DEFAULT_URL
+
+
+def int_option(options: Mapping[str, str], name: str, default: int | None, minimum: int) -> int | None:
+    raw = options.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError as exc:
+        raise OptionError(f"option {name} must be an integer, got {raw!r}") from exc
+    if value < minimum:
+        raise OptionError(f"option {name} must be >= {minimum}, got {value}")
+    return value
+
+
+def bool_option(options: Mapping[str, str], name: str, default: bool) -> bool:
+    raw = options.get(name)
+    if raw is None or raw == "":
+        return default
+    if raw.lower() in ("true", "1", "yes"):
+        return True
+    if raw.lower() in ("false", "0", "no"):
+        return False
+    raise OptionError(f"option {name} must be true or false, got {raw!r}")

@@ -1,0 +1,101 @@
+"""``ListenerCommitter`` publishes the end offsets of queries whose sources are not ours.
+
+The expected offsets come from Spark's own report (``query.lastProgress``) of the last batch,
+mapped as documented in ``emulator.spark.shapes``: a Kafka-shaped offset becomes Connect's sink
+shape (``kafka_topic``/``kafka_partition`` -> ``kafka_offset``), anything else is flattened under
+``{"spark_source": index}``. The consumer-group path (``kind="sink"``) is checked with a real
+consumer group on the broker.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, TopicPartition
+
+from emulator.spark import CommitTarget, ListenerCommitter
+from emulator.spark.committer import DaemonOffsets, SinkOffsetsUnsupported
+from tests.spark.helpers import unique
+from tests.spark.probe_source import KafkaShapedSource
+
+pytestmark = [pytest.mark.spark]
+
+
+def _run(spark: Any, frame: Any, checkpoint: Path, committer: ListenerCommitter) -> dict[str, Any]:
+    spark.streams.addListener(committer)
+    try:
+        query = (
+            frame.writeStream.format("noop")
+            .option("checkpointLocation", str(checkpoint))
+            .trigger(processingTime="200 milliseconds")
+            .start()
+        )
+        query.processAllAvailable()
+        last = query.lastProgress
+        query.stop()
+        assert committer.wait_for_termination(query, 60)
+    finally:
+        spark.streams.removeListener(committer)
+    assert committer.errors == []
+    assert last is not None
+    end: dict[str, Any] = json.loads(last["sources"][0]["endOffset"])
+    return end
+
+
+def test_a_file_sources_end_offset_is_flattened_under_its_source_index(
+    spark: Any, embedded_daemon: Any, tmp_path: Path
+) -> None:
+    folder = tmp_path / "in"
+    folder.mkdir()
+    (folder / "a.txt").write_text("x\ny\n")
+    connector = unique("spark-text")
+    committer = ListenerCommitter(spark, url=embedded_daemon.url, targets=[CommitTarget(0, connector)])
+    end = _run(spark, spark.readStream.format("text").load(str(folder)), tmp_path / "cp", committer)
+    assert set(end) == {"logOffset"}
+    assert embedded_daemon.client().offsets(connector) == [
+        {"partition": {"spark_source": 0}, "offset": {"logOffset": end["logOffset"]}}
+    ]
+
+
+def test_a_kafka_shaped_end_offset_is_stored_in_connects_sink_shape(
+    spark: Any, embedded_daemon: Any, tmp_path: Path
+) -> None:
+    spark.dataSource.register(KafkaShapedSource)
+    connector, topic = unique("spark-kafka"), unique("events")
+    committer = ListenerCommitter(spark, url=embedded_daemon.url, targets=[CommitTarget(0, connector)])
+    frame = spark.readStream.format("kafka-shaped-probe").option("topic", topic).option("total", "6").load()
+    end = _run(spark, frame, tmp_path / "cp", committer)
+    assert end == {topic: {"0": 6, "1": 3}}
+    rows = embedded_daemon.client().offsets(connector)
+    assert sorted(rows, key=lambda r: r["partition"]["kafka_partition"]) == [
+        {"partition": {"kafka_topic": topic, "kafka_partition": 0}, "offset": {"kafka_offset": 6}},
+        {"partition": {"kafka_topic": topic, "kafka_partition": 1}, "offset": {"kafka_offset": 3}},
+    ]
+
+
+@pytest.mark.kafka
+def test_kind_sink_commits_to_the_connectors_consumer_group(
+    spark: Any, kafka_broker: Any, kafka_daemon: Any, tmp_path: Path
+) -> None:
+    with DaemonOffsets(kafka_daemon.url) as daemon:
+        try:
+            daemon.require_sink_support()
+        except SinkOffsetsUnsupported as exc:
+            pytest.skip(f"this daemon has no sink-offsets support (?kind=sink) yet: {exc}")
+    spark.dataSource.register(KafkaShapedSource)
+    connector, topic = unique("spark-sink"), kafka_broker.unique_topic("events")
+    kafka_broker.create_topic(topic, 2)
+    committer = ListenerCommitter(spark, url=kafka_daemon.url, targets=[CommitTarget(0, connector, kind="sink")])
+    frame = spark.readStream.format("kafka-shaped-probe").option("topic", topic).option("total", "4").load()
+    end = _run(spark, frame, tmp_path / "cp", committer)
+    assert end == {topic: {"0": 4, "1": 2}}
+
+    group = Consumer({"bootstrap.servers": kafka_broker.bootstrap, "group.id": f"connect-{connector}"})
+    try:
+        committed = group.committed([TopicPartition(topic, 0), TopicPartition(topic, 1)], timeout=15)
+    finally:
+        group.close()
+    assert [(tp.partition, tp.offset) for tp in committed] == [(0, 4), (1, 2)]

@@ -1,0 +1,51 @@
+"""``connect-offsets``: the daemon's offsets as a batch DataFrame, one row per partition."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from typing import Any
+
+import pytest
+
+from tests.spark.helpers import unique
+
+pytestmark = [pytest.mark.spark]
+
+
+def test_rows_are_the_daemons_offsets_with_their_log_coordinates(spark: Any, embedded_daemon: Any) -> None:
+    client = embedded_daemon.client()
+    first, second = unique("src-a"), unique("src-b")
+    client.alter(
+        first,
+        {
+            "offsets": [
+                {"partition": {"filename": "/data/a.txt"}, "offset": {"position": 30}},
+                {"partition": {"filename": "/data/b.txt"}, "offset": {"position": 7}},
+            ]
+        },
+        create=True,
+    )
+    client.alter(second, {"offsets": [{"partition": {"table": "t", "protocol": "1"}, "offset": {"n": 1}}]}, create=True)
+
+    frame = spark.read.format("connect-offsets").option("url", embedded_daemon.url).load()
+    rows = [r.asDict() for r in frame.where(frame.connector.isin(first, second)).collect()]
+    got = {(r["connector"], r["partition"]): json.loads(r["offset"]) for r in rows}
+    assert got == {
+        (first, '{"filename":"/data/a.txt"}'): {"position": 30},
+        (first, '{"filename":"/data/b.txt"}'): {"position": 7},
+        (second, '{"table":"t","protocol":"1"}'): {"n": 1},
+    }
+    assert all(r["kafka_partition"] is not None and r["kafka_offset"] is not None for r in rows), rows
+
+    only = spark.read.format("connect-offsets").option("url", embedded_daemon.url).option("connector", second).load()
+    assert [r.connector for r in only.collect()] == [second]
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("emulator.history.spark") is not None,
+    reason="a history reader for Spark is installed; this checks the message shown without one",
+)
+def test_history_without_a_history_reader_is_a_clear_error(spark: Any, embedded_daemon: Any) -> None:
+    with pytest.raises(Exception, match=r"emulator\.history\.spark"):
+        spark.read.format("connect-offsets").option("url", embedded_daemon.url).option("history", "true").load()

@@ -1,0 +1,249 @@
+"""The parts of ``emulator.spark`` that need neither Spark nor a daemon: line rules, checkpoint
+parsing, offset shapes, the monotonic rule, and the CLI's input errors.
+
+The line rules are checked here against a line-by-line Python transcription of
+``FileStreamSourceTask.poll``/``extractLine`` fed in random read sizes (the real connector is the
+judge in ``test_line_rules_vs_connect.py``; this catches chunking and boundary mistakes cheaply).
+"""
+
+from __future__ import annotations
+
+import codecs
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from emulator.spark.checkpoint import CheckpointError, latest_completed_batch, parse_offset, parse_offset_log
+from emulator.spark.committer import backwards_reason
+from emulator.spark.filestream import Cursor, iter_line_batches, read_lines, scan, split_at_lines
+from emulator.spark.shapes import FileOffset, foreign_entries, kafka_shaped
+
+
+def transcribed_task(data: bytes, reads: list[int]) -> list[tuple[str, int]]:
+    """FileStreamSourceTask's loop: UTF-8 decoding into a char buffer, ``extractLine`` after each read,
+    ``streamOffset += newStart``; a record's offset is the position after its line. Chars are UTF-16
+    code units (a str of surrogates here)."""
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    units = ""
+    out: list[tuple[str, int]] = []
+    stream_offset, pos, step = 0, 0, 0
+    while pos < len(data):
+        size = reads[step % len(reads)] if reads else len(data)
+        step += 1
+        chunk = data[pos : pos + size]
+        pos += len(chunk)
+        text = decoder.decode(chunk, final=pos >= len(data))
+        units += text
+        while True:
+            until = new_start = -1
+            buf = units
+            for i, ch in enumerate(buf):
+                if ch == "\n":
+                    until, new_start = i, i + 1
+                    break
+                if ch == "\r":
+                    if i + 1 >= len(buf):
+                        break
+                    until, new_start = i, (i + 2 if buf[i + 1] == "\n" else i + 1)
+                    break
+            if until == -1:
+                break
+            line = buf[:until]
+            units = buf[new_start:]
+            stream_offset += len(buf[:new_start].encode("utf-16-le")) // 2
+            out.append((line, stream_offset))
+    return out
+
+
+TEXT = st.lists(
+    st.sampled_from(
+        [b"a", b"xyz", b"\n", b"\r", b"\r\n", "\u00e4".encode(), "\U0001f600".encode(), b"\xff", b"\xe6\x97"]
+    ),
+    max_size=40,
+).map(b"".join)
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=TEXT, reads=st.lists(st.integers(1, 7), max_size=5))
+def test_scan_and_read_match_the_transcribed_task(
+    tmp_path_factory: pytest.TempPathFactory, data: bytes, reads: list[int]
+) -> None:
+    path = tmp_path_factory.mktemp("f") / "in.txt"
+    path.write_bytes(data)
+    expected = transcribed_task(data, reads)
+    found = scan(path, Cursor(0, 0))
+    assert found.lines == len(expected)
+    assert found.end.position == (expected[-1][1] if expected else 0)
+    assert read_lines(path, 0, found.end.byte_offset) == [line for line, _ in expected]
+    # one line at a time, as maxLinesPerTrigger=1 batches would go, lands on every record's offset
+    cursor, positions = Cursor(0, 0), []
+    for _ in expected:
+        cursor = scan(path, cursor, max_lines=1).end
+        positions.append(cursor.position)
+    assert positions == [offset for _, offset in expected]
+    # executors' pieces concatenate to the whole
+    pieces = split_at_lines(path, 0, found.end.byte_offset, 3)
+    assert [line for a, b in pieces for line in read_lines(path, a, b)] == [line for line, _ in expected]
+
+
+def test_a_trailing_cr_is_held_back_until_the_next_byte_decides(tmp_path: Path) -> None:
+    path = tmp_path / "in.txt"
+    path.write_bytes(b"one\r")
+    assert scan(path, Cursor(0, 0)).lines == 0
+    path.write_bytes(b"one\r\ntwo\r")
+    assert scan(path, Cursor(0, 0)) == scan(path, Cursor(0, 0), max_lines=5)
+    assert scan(path, Cursor(0, 0)).end == Cursor(5, 5)
+
+
+def test_a_missing_or_truncated_file_has_no_new_lines(tmp_path: Path) -> None:
+    assert scan(tmp_path / "absent.txt", Cursor(3, 3)).lines == 0
+    short = tmp_path / "short.txt"
+    short.write_bytes(b"a\n")
+    assert scan(short, Cursor(10, 10)).end == Cursor(10, 10)
+
+
+def test_long_ranges_are_read_in_bounded_pieces(tmp_path: Path) -> None:
+    path = tmp_path / "in.txt"
+    lines = [f"line {i}" + "x" * (i % 50) for i in range(3000)]
+    path.write_bytes("\r\n".join(lines).encode() + b"\r\n")
+    batches = list(iter_line_batches(path, 0, path.stat().st_size, batch_bytes=4096))
+    assert len(batches) > 10
+    assert [line for batch in batches for line in batch] == lines
+
+
+def test_resuming_from_a_connect_position_skips_bytes_like_the_task(tmp_path: Path) -> None:
+    path = tmp_path / "in.txt"
+    path.write_bytes("\u00e4\u00e4\nnext\n".encode())  # the first line is 5 bytes but 3 chars
+    first = scan(path, Cursor(0, 0), max_lines=1).end
+    assert first == Cursor(3, 5)
+    assert Cursor.from_connect(first.position) == Cursor(3, 3)
+    assert read_lines(path, 3, scan(path, Cursor.from_connect(3)).end.byte_offset) == ["\ufffd", "next"]
+    assert Cursor.from_connect(-4) == Cursor(-4, 0)
+
+
+# -- checkpoint ---------------------------------------------------------------------------------
+
+
+def _write(root: Path, name: str, text: str) -> None:
+    (root / name).parent.mkdir(parents=True, exist_ok=True)
+    (root / name).write_text(text)
+
+
+def test_the_latest_batch_with_a_commit_is_the_completed_one(tmp_path: Path) -> None:
+    meta = '{"batchWatermarkMs":0,"batchTimestampMs":1,"conf":{}}'
+    _write(tmp_path, "offsets/0", f'v1\n{meta}\n{{"n": 1}}\n-')
+    _write(tmp_path, "offsets/1", f'v1\n{meta}\n{{"n": 2}}\n{{"m": 5}}')
+    _write(tmp_path, "offsets/2", f'v1\n{meta}\n{{"n": 3}}\n{{"m": 6}}')  # planned, never committed
+    _write(tmp_path, "offsets/.2.crc", "junk")
+    _write(tmp_path, "commits/0", 'v1\n{"nextBatchWatermarkMs":0}')
+    _write(tmp_path, "commits/1", 'v1\n{"nextBatchWatermarkMs":0}')
+    batch = latest_completed_batch(tmp_path)
+    assert batch is not None and batch.batch_id == 1
+    assert batch.sources == {"0": '{"n": 2}', "1": '{"m": 5}'}
+    assert latest_completed_batch(f"file://{tmp_path}") == batch
+    (tmp_path / "offsets/1").unlink()  # purged: the next older completed batch
+    older = latest_completed_batch(tmp_path)
+    assert older is not None and older.batch_id == 0 and older.sources == {"0": '{"n": 1}', "1": None}
+    with pytest.raises(CheckpointError, match="no source 7"):
+        older.source(7)
+
+
+def test_offset_log_v2_lines_carry_their_source_id() -> None:
+    version, sources = parse_offset_log('v2\n{"batchWatermarkMs":0}\n1:0\n0:{"n": 2}\n')
+    assert version == 2 and sources == {"1": "0", "0": '{"n": 2}'}
+    with pytest.raises(CheckpointError, match="not supported"):
+        parse_offset_log("v9\n{}\n1")
+    with pytest.raises(CheckpointError, match="not a Spark offset log"):
+        parse_offset_log("hello")
+
+
+def test_checkpoints_elsewhere_than_local_disk_are_refused(tmp_path: Path) -> None:
+    with pytest.raises(CheckpointError, match="only local"):
+        latest_completed_batch("s3a://bucket/cp")
+    with pytest.raises(CheckpointError, match="does not exist"):
+        latest_completed_batch(tmp_path / "nope")
+    assert latest_completed_batch(tmp_path) is None  # a fresh checkpoint: nothing completed
+
+
+@pytest.mark.parametrize(
+    ("raw", "parsed"),
+    [
+        ('{"b": 2, "a": 0}', {"b": 2, "a": 0}),
+        ("None", None),
+        (None, None),
+        ("-", None),
+        ({"x": 1}, {"x": 1}),
+        ("{'b': 2}", {"b": 2}),  # a Python repr from older PySpark progress objects
+        ("42", 42),
+        ("not json {", None),
+    ],
+)
+def test_offsets_are_parsed_from_every_form_spark_hands_out(raw: object, parsed: object) -> None:
+    assert parse_offset(raw) == parsed
+
+
+# -- shapes and the monotonic rule ----------------------------------------------------------------
+
+
+def test_connect_file_offsets_are_self_describing_and_keep_their_key_order() -> None:
+    offset = FileOffset("c", "/f", Cursor(7, 9))
+    assert list(offset.spark()) == ["connector", "filename", "position", "byte_offset"]
+    assert FileOffset.parse(offset.spark()) == offset
+    assert offset.connect_entry() == ({"filename": "/f"}, {"position": 7})
+    assert FileOffset.parse({"connector": "c", "filename": "/f", "position": True, "byte_offset": 1}) is None
+    assert FileOffset.parse({"position": 1}) is None
+
+
+def test_foreign_offsets_map_to_connect_entries() -> None:
+    assert kafka_shaped({"t": {"0": 5, "1": 7}}) == {"t": {0: 5, 1: 7}}
+    assert kafka_shaped({"t": {"zero": 5}}) is None
+    assert foreign_entries({"t": {"1": 7, "0": -1}}, 0) == [
+        ({"kafka_topic": "t", "kafka_partition": 1}, {"kafka_offset": 7})
+    ]
+    assert foreign_entries({"logOffset": 3, "meta": {"a": [1, 2]}}, 2) == [
+        ({"spark_source": 2}, {"logOffset": 3, "meta.a": "[1,2]"})
+    ]
+    assert foreign_entries(17, 1) == [({"spark_source": 1}, {"offset": 17})]
+    assert foreign_entries(None, 1) == []
+
+
+def test_commits_never_move_backwards_and_repeat_as_no_ops() -> None:
+    assert backwards_reason(None, {"position": 1}) is None
+    assert backwards_reason({"position": 5}, {"position": 5}) == "unchanged"
+    assert backwards_reason({"position": 5}, {"position": 4}) == "would move backwards (position 5 -> 4)"
+    assert backwards_reason({"position": 5}, {"position": 6}) is None
+    assert backwards_reason({"kafka_offset": 3, "tag": "x"}, {"kafka_offset": 3, "tag": "y"}) is None
+
+
+# -- CLI input errors (no daemon needed: they stop before any request) ------------------------------
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "emulator.cli", "spark-handoff", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def test_spark_handoff_reports_bad_checkpoints_clearly(tmp_path: Path) -> None:
+    missing = _cli("--checkpoint", str(tmp_path / "nope"), "--connector", "c", "--url", "http://127.0.0.1:9")
+    assert missing.returncode == 2 and "does not exist" in missing.stderr
+    fresh = _cli("--checkpoint", str(tmp_path), "--connector", "c", "--url", "http://127.0.0.1:9")
+    assert fresh.returncode == 0 and "no completed batch" in fresh.stdout
+    _write(tmp_path, "offsets/0", 'v1\n{}\n{"n": 1}')
+    _write(tmp_path, "commits/0", "v1\n{}")
+    not_ours = _cli("--checkpoint", str(tmp_path), "--connector", "c", "--kind", "sink", "--url", "http://127.0.0.1:9")
+    assert not_ours.returncode == 2 and "not Kafka-shaped" in not_ours.stderr
+
+
+def test_the_cli_does_not_import_pyspark() -> None:
+    code = "import sys, emulator.cli; emulator.cli.build_parser(); print('pyspark' in sys.modules)"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    assert result.stdout.strip() == "False"
