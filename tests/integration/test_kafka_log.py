@@ -60,7 +60,7 @@ def make_log(kafka_broker: TansuBroker) -> Iterator[Callable[..., KafkaOffsetLog
     logs: list[KafkaOffsetLog] = []
 
     def make(topic: str, **kwargs: object) -> KafkaOffsetLog:
-        log = KafkaOffsetLog(kafka_broker.bootstrap, topic, **kwargs)  # type: ignore[arg-type]
+        log = KafkaOffsetLog(kafka_broker.bootstrap, topic, **kwargs)
         logs.append(log)
         return log
 
@@ -287,6 +287,9 @@ def test_tails_records_written_after_the_initial_read(kafka_broker, make_log, to
         [(b"before", None, 0, 1), (b"after", b"2", 1, 0)],
     )
     assert log.progress().positions == {0: 2, 1: 1}
+    # Connect's readToEnd() on demand: the current ends, which the positions have now reached.
+    assert log.end_offsets() == {0: 2, 1: 1}
+    assert log.refresh_partition_count() == 2
 
 
 def test_a_failing_sink_is_retried_and_then_counted_never_silently_dropped(
