@@ -19,7 +19,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request, Response
 
-from emulator.api.deps import RuntimeDep
+from emulator.api.deps import Runtime, RuntimeDep
 from emulator.errors import BadRequest, NotFound
 from emulator.history.archive import HistoryArchive
 from emulator.history.query import DEFAULT_LIMIT, HistoryReader, connector_history, state_as_of
@@ -64,20 +64,23 @@ def partition_param(value: str | None) -> dict[str, Any] | None:
 async def offsets_history(
     connector: str,
     request: Request,
+    rt: RuntimeDep,
     partition: Annotated[str | None, Query(description="URL-encoded JSON partition map")] = None,
     from_: Annotated[str | None, Query(alias="from", description="ISO-8601 or epoch ms, inclusive")] = None,
     to: Annotated[str | None, Query(description="ISO-8601 or epoch ms, inclusive")] = None,
     limit: int = DEFAULT_LIMIT,
 ) -> dict[str, Any]:
     archive = history_archive(request)
-    reader = HistoryReader(archive.directory, archive)
+    rt.service.ensure_ready()  # before the replay reached the end the archive may lack records: 503
+    from_ms, to_ms = time_param("from", from_), time_param("to", to)
+    reader = HistoryReader(archive.directory, archive, min_ms=from_ms, max_ms=to_ms)
     page = await asyncio.to_thread(
         connector_history,
         reader,
         connector,
         partition=partition_param(partition),
-        from_ms=time_param("from", from_),
-        to_ms=time_param("to", to),
+        from_ms=from_ms,
+        to_ms=to_ms,
         limit=limit,
     )
     return page.as_dict()
@@ -88,10 +91,12 @@ async def offsets_as_of(request: Request, response: Response, connector: str, as
     archive = history_archive(request)
     at_ms = time_param("as_of", as_of)
     assert at_ms is not None
-    reader = HistoryReader(archive.directory, archive)
+    runtime: Runtime = request.app.state.runtime
+    runtime.service.ensure_ready()
+    reader = HistoryReader(archive.directory, archive, max_ms=at_ms)
     past = await asyncio.to_thread(state_as_of, reader, connector, at_ms)
     if not past.known:
-        raise NotFound(f"Connector {connector} not found in the offsets history")
+        raise NotFound(f"Connector {connector} not found in the offsets history at or before {format_time_ms(at_ms)}")
     response.headers["X-Offsets-As-Of"] = format_time_ms(at_ms)
     response.headers["X-Offsets-History-Damaged-Files"] = str(len(past.report.damaged))
     return {"offsets": past.offsets()}
@@ -112,7 +117,7 @@ async def rollback_offsets(
     at_ms = time_param("to", to)
     assert at_ms is not None
     rt.service.ensure_ready()
-    reader = HistoryReader(archive.directory, archive)
+    reader = HistoryReader(archive.directory, archive, max_ms=at_ms)
     past = await asyncio.to_thread(state_as_of, reader, connector, at_ms)
     if not past.known and not rt.view.knows(connector):
         raise NotFound(f"Connector {connector} not found")

@@ -16,6 +16,7 @@ A new epoch is declared when:
 from __future__ import annotations
 
 import logging
+import time
 from collections import deque
 from dataclasses import dataclass
 from enum import Enum
@@ -57,6 +58,8 @@ class ReplayGuard:
         self.held_dropped = 0
         self.skipped = 0
         self.unverifiable: list[int] = []
+        self.settle_s = 2.0
+        self._suspect: tuple[tuple[int, int], float] | None = None
 
     @property
     def verifying(self) -> bool:
@@ -116,21 +119,36 @@ class ReplayGuard:
                 self.held_dropped += 1
         return _SKIP
 
-    def check_positions(self, positions: dict[int, int], caught_up: bool) -> Decision:
+    def check_positions(self, positions: dict[int, int], caught_up: bool, now: float | None = None) -> Decision:
         """Called when every delivered record was processed: a log read to its end that stops short
-        of the watermark holds fewer records than the archive, so it is another log."""
+        of the watermark holds fewer records than the archive, so it is another log.
+
+        "Short" must hold, with unchanged positions, for ``settle_s``: a broker that under-reports
+        end offsets (Tansu after multi-record batches) makes a reader call itself caught up while
+        records are still coming, and those would otherwise look like a shorter log.
+        """
         if not caught_up or not self._pending:
+            self._suspect = None
             return _ARCHIVE
+        now = time.monotonic() if now is None else now
         for p in sorted(self._pending):
             tail_offset = self._state.tails[p][0]
             position = positions.get(p, 0)
-            if position <= tail_offset:
-                return Decision(
-                    Verdict.NEW_EPOCH,
-                    f"partition {p} ends at offset {position} but the archive holds offsets up to {tail_offset}: "
-                    "the log was re-created",
-                    archive_held=True,
-                )
+            if position > tail_offset:
+                continue
+            seen = (p, position)
+            if self._suspect is None or self._suspect[0] != seen:
+                self._suspect = (seen, now)
+                return _ARCHIVE
+            if now - self._suspect[1] < self.settle_s:
+                return _ARCHIVE
+            return Decision(
+                Verdict.NEW_EPOCH,
+                f"partition {p} ends at offset {position} but the archive holds offsets up to {tail_offset}: "
+                "the log was re-created",
+                archive_held=True,
+            )
+        self._suspect = None
         return _ARCHIVE
 
     def take_held(self) -> list[LogRecord]:

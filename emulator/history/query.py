@@ -83,6 +83,10 @@ class HistoryReader:
     report: ReadReport = field(default_factory=ReadReport)
     horizon_ms: int | None = None
     synced: bool | None = None
+    min_ms: int | None = None
+    max_ms: int | None = None
+    """Closed files whose records all lie outside ``[min_ms, max_ms]`` (by the times in their names)
+    are not opened; rows are not filtered here."""
 
     def rows(self) -> Iterator[dict[str, Any]]:
         """Archive rows (every schema field, raw bytes) plus ``time_ms``, oldest first."""
@@ -98,11 +102,25 @@ class HistoryReader:
             opened = self.archive.snapshot_files()
         else:
             opened = _open_files(self.directory)
+        kept = []
+        for file, handle in opened:
+            if file.kind == "closed" and not self._overlaps(file):
+                handle.close()
+            else:
+                kept.append((file, handle))
+        opened = kept
         for file, _ in opened:
             if file.kind == "base":
                 horizon = int(read_metadata(file.path).get("horizon_ms", "-1"))
                 self.horizon_ms = horizon if horizon >= 0 else None
         return opened
+
+    def _overlaps(self, file: ArchiveFile) -> bool:
+        if file.min_time is None or file.max_time is None:
+            return True
+        if self.max_ms is not None and file.min_time > self.max_ms:
+            return False
+        return not (self.min_ms is not None and file.max_time < self.min_ms)
 
 
 def _open_files(directory: Path) -> list[tuple[ArchiveFile, IO[bytes]]]:
@@ -139,7 +157,7 @@ def read_history(
     ``ReadReport`` to learn about damaged files, which are skipped, never raised. Reads files only:
     safe on a live archive (another process's file being written may end early) or a copy.
     """
-    reader = HistoryReader(log_directory(history_dir, log), report=report or ReadReport())
+    reader = HistoryReader(log_directory(history_dir, log), report=report or ReadReport(), min_ms=from_ms, max_ms=to_ms)
     lid = logical_id(partition) if partition is not None else None
     for row in reader.rows():
         if _matches(row, connector, lid, from_ms, to_ms):
@@ -245,7 +263,8 @@ def connector_history(
                 heapq.heappush(newest, item)
             elif item[:2] > newest[0][:2]:
                 heapq.heapreplace(newest, item)
-    if not known:
+    if not known and from_ms is None and to_ms is None:
+        # With a time range, files outside it are not read, so "no rows" cannot mean "unknown".
         raise NotFound(f"Connector {connector} not found in the offsets history")
     ordered = sorted(newest, key=lambda item: item[:2], reverse=True)
     return HistoryPage([change_view(row) for _, _, row in ordered], seen > limit, reader.report, reader.synced)
@@ -256,7 +275,8 @@ def connector_history(
 
 @dataclass
 class PastState:
-    """A connector's raw keys → the row that was current at ``at_ms`` (live keys only)."""
+    """A connector's raw keys → the row that was current at ``at_ms`` (live keys only); ``known``
+    says whether the connector had any record at or before ``at_ms``."""
 
     at_ms: int
     epoch: int | None
@@ -289,11 +309,9 @@ def state_as_of(reader: HistoryReader, connector: str, at_ms: int) -> PastState:
     states: dict[int, dict[bytes, dict[str, Any]]] = {}
     known = False
     for row in reader.rows():
-        if row["connector"] != connector:
+        if row["connector"] != connector or row["time_ms"] > at_ms:
             continue
         known = True
-        if row["time_ms"] > at_ms:
-            continue
         state = states.setdefault(row["epoch"], {})
         key = row["key"]
         state.pop(key, None)  # re-inserted below: dict order is write order

@@ -17,7 +17,9 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
+from emulator.client import NotFoundError
 from emulator.history.client import HistoryClient
 from emulator.history.files import scan_dir
 from emulator.logs.embedded import EmbeddedOffsetLog
@@ -139,7 +141,8 @@ def test_as_of_rollback_dry_run_and_rollback_through_the_cli(daemon_factory: Any
     patch(daemon.url, name, [{"partition": a, "offset": {"pos": 3}}, {"partition": c, "offset": {"pos": 30}}])
 
     with HistoryClient(daemon.url) as client:
-        assert client.offsets_as_of(name, t1 - 5_000) == [], "nothing existed before the first write"
+        with pytest.raises(NotFoundError, match="not found in the offsets history at or before"):
+            client.offsets_as_of(name, t1 - 5_000)
         assert sorted(map(json.dumps, client.offsets_as_of(name, t1))) == sorted(
             map(json.dumps, [{"partition": a, "offset": {"pos": 1}}, {"partition": b, "offset": {"pos": 10}}])
         )

@@ -384,3 +384,23 @@ def test_a_block_whose_bytes_changed_fails_its_checksum_and_only_that_block_is_s
     assert [r["value"] for r in rows] == [value(1), value(3)]
     (damage,) = report.damaged
     assert "fail their checksum" in damage["problem"] and damage["records_read_before"] == 1
+
+
+def test_time_bounds_skip_whole_files_without_changing_the_answer(tmp_path: Path, stacks: list[Stack]) -> None:
+    stack = open_stack(tmp_path, rotate_bytes=1, retention_s=None)
+    stacks.append(stack)
+    marks = []
+    for n in range(4):
+        stack.append([(key(0), value(n))], operation="PATCH")
+        time.sleep(0.01)
+        marks.append(time.time_ns() // 1_000_000)
+        time.sleep(0.01)
+    stack.append([(key(0), value(4))], operation="PATCH")
+    directory, archive = stack.archive.directory, stack.archive
+    everything = list(HistoryReader(directory, archive).rows())
+    bounded = HistoryReader(directory, archive, min_ms=marks[1], max_ms=marks[2])
+    page = connector_history(bounded, "c", from_ms=marks[1], to_ms=marks[2])
+    assert [c["offset"] for c in page.changes] == [{"pos": 2}]
+    assert bounded.report.files_read < len(everything), "files wholly outside the range were not opened"
+    pruned = HistoryReader(directory, archive, max_ms=marks[1])
+    assert state_as_of(pruned, "c", marks[1]).offsets() == [{"partition": {"file": "f0"}, "offset": {"pos": 1}}]

@@ -48,9 +48,19 @@ def test_offsets_going_back_within_a_run_mean_the_log_was_recreated_under_us() -
 def test_a_log_read_to_its_end_short_of_the_watermark_is_another_log() -> None:
     guard = ReplayGuard(archived(rec(0, 0), rec(0, 1), rec(2, 0)))
     assert decide(guard, rec(2, 0)) is Verdict.SKIP
-    assert guard.check_positions({0: 1, 2: 1}, caught_up=False).verdict is Verdict.ARCHIVE
-    decision = guard.check_positions({0: 1, 2: 1}, caught_up=True)
+    assert guard.check_positions({0: 1, 2: 1}, caught_up=False, now=0).verdict is Verdict.ARCHIVE
+    assert guard.check_positions({0: 1, 2: 1}, caught_up=True, now=0).verdict is Verdict.ARCHIVE, "not settled yet"
+    assert guard.check_positions({0: 1, 2: 1}, caught_up=True, now=1).verdict is Verdict.ARCHIVE
+    decision = guard.check_positions({0: 1, 2: 1}, caught_up=True, now=2.5)
     assert decision.verdict is Verdict.NEW_EPOCH and "partition 0 ends at offset 1" in decision.reason
+
+
+def test_a_reader_still_moving_after_calling_itself_caught_up_is_not_a_short_log() -> None:
+    # A broker that under-reports end offsets: "caught up" at 1, but records keep coming.
+    guard = ReplayGuard(archived(rec(0, 0), rec(0, 1), rec(0, 2)))
+    assert guard.check_positions({0: 1}, caught_up=True, now=0).verdict is Verdict.ARCHIVE
+    assert guard.check_positions({0: 2}, caught_up=True, now=3).verdict is Verdict.ARCHIVE, "it moved: wait again"
+    assert decide(guard, rec(0, 2)) is Verdict.SKIP and not guard.verifying
 
 
 def test_a_tail_record_compacted_away_cannot_be_checked_and_is_trusted_with_a_warning() -> None:
