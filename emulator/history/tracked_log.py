@@ -6,19 +6,22 @@ writes (alter, reset, rollback, imports) is attributed to the daemon without hav
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from emulator.history.origins import OriginRegistry, current_write_origin
 from emulator.logs.base import OffsetLog, ReadProgress, RecordSink
+from emulator.ownership import Claim, Fence
 from emulator.records import Position
 
 
 class TrackedLog(OffsetLog):
-    """Delegates everything to ``inner``; ``append`` also tells ``origins`` where records landed.
+    """Delegates everything to ``inner``; appends also tell ``origins`` where records landed.
 
-    Attributes specific to a backend (``compact``, ``end_offsets``, ...) are reached through
-    ``__getattr__``; ``inner`` is the wrapped log for code that needs the concrete class.
+    Every method of ``OffsetLog`` is overridden, including those with a default body (a unit test
+    keeps it so: an inherited default would silently replace the backend's behaviour). Attributes
+    specific to a backend (``compact``, ``end_offsets``, ...) are reached through ``__getattr__``;
+    ``inner`` is the wrapped log for code that needs the concrete class.
     """
 
     def __init__(self, inner: OffsetLog, origins: OriginRegistry) -> None:
@@ -43,10 +46,20 @@ class TrackedLog(OffsetLog):
         return self.inner.progress()
 
     def append(self, entries: Sequence[tuple[bytes, bytes | None]], timeout_s: float = 30.0) -> list[Position]:
+        return self._tracked(entries, lambda: self.inner.append(entries, timeout_s))
+
+    def append_fenced(
+        self, fence: Fence, entries: Sequence[tuple[bytes, bytes | None]], timeout_s: float = 30.0
+    ) -> list[Position]:
+        return self._tracked(entries, lambda: self.inner.append_fenced(fence, entries, timeout_s))
+
+    def _tracked(
+        self, entries: Sequence[tuple[bytes, bytes | None]], append: Callable[[], list[Position]]
+    ) -> list[Position]:
         operation, connector = current_write_origin()
         ticket = self.origins.begin(operation, connector, entries)
         try:
-            positions = self.inner.append(entries, timeout_s)
+            positions = append()
         except BaseException:
             ticket.failed()
             raise
@@ -55,6 +68,15 @@ class TrackedLog(OffsetLog):
 
     def close(self) -> None:
         self.inner.close()
+
+    def claim(self, connector: str, owner: str) -> Claim:
+        return self.inner.claim(connector, owner)
+
+    def current_claim(self, connector: str) -> Claim | None:
+        return self.inner.current_claim(connector)
+
+    def release(self, fence: Fence) -> bool:
+        return self.inner.release(fence)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)

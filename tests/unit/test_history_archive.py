@@ -27,6 +27,7 @@ from emulator.history.query import (
     state_as_of,
 )
 from emulator.history.tracked_log import TrackedLog
+from emulator.logs.base import OffsetLog
 from emulator.logs.embedded import EmbeddedOffsetLog
 from emulator.records import Position
 from emulator.view import OffsetView
@@ -404,3 +405,27 @@ def test_time_bounds_skip_whole_files_without_changing_the_answer(tmp_path: Path
     assert bounded.report.files_read < len(everything), "files wholly outside the range were not opened"
     pruned = HistoryReader(directory, archive, max_ms=marks[1])
     assert state_as_of(pruned, "c", marks[1]).offsets() == [{"partition": {"file": "f0"}, "offset": {"pos": 1}}]
+
+
+def test_the_tracked_log_overrides_every_method_of_the_log_interface() -> None:
+    # An inherited default (e.g. "does not support claims") would silently replace the backend's own.
+    public = {name for name in vars(OffsetLog) if not name.startswith("_")}
+    missing = sorted(name for name in public if name not in vars(TrackedLog))
+    assert missing == [], f"TrackedLog must delegate {missing} to the wrapped log"
+
+
+def test_fenced_appends_through_the_tracked_log_reach_the_backend_and_are_attributed(
+    tmp_path: Path, stacks: list[Stack]
+) -> None:
+    from emulator.ownership import Fence
+
+    stack = open_stack(tmp_path)
+    stacks.append(stack)
+    claim = stack.writer.claim("c", "spark-query")
+    assert stack.writer.current_claim("c") == claim
+    with write_origin("commit", "c"):
+        positions = stack.writer.append_fenced(Fence("c", claim.epoch), [(key(1), value(1))])
+    stack.wait_applied(positions)
+    (row,) = stack.rows()
+    assert (row["origin"], row["operation"]) == ("daemon", "commit")
+    assert stack.writer.release(Fence("c", claim.epoch)) is True
