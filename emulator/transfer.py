@@ -104,6 +104,9 @@ class TransferOptions:
     """Records whose keys Connect ignores: refuse the transfer, skip them, or copy them as-is."""
     live_only: bool = False
     """Leave the source's tombstones out."""
+    unwrap_envelopes: bool = False
+    """Turn schema-envelope keys (Flink CDC, Debezium 1.x: ``{"schema":null,"payload":[…]}``) into
+    Connect keys: the payload's exact bytes where the envelope is Jackson's."""
     prune: bool = False
     """Also delete destination records of the transferred connectors that the source lacks."""
     write_all: bool = False
@@ -488,6 +491,7 @@ class DaemonLocation(Location):
                 for r in incoming
             ]
         }
+        ctx.progress.report(f"sending to {self.url}/offsets/records", len(incoming), len(incoming), force=True)
         result = self._call("POST", "/offsets/records", ctx, params=params, json=body)
         try:
             return result["diff"], int(result["written"]), []
@@ -590,10 +594,18 @@ def _select(loaded: Loaded, options: TransferOptions, keys: KeyIndex) -> tuple[l
     notes: list[str] = []
     selected: list[RawRecord] = []
     malformed: list[RawRecord] = []
+    enveloped = reencoded = 0
     for record in loaded.records:
         if options.live_only and record.value is None:
             continue
         name = keys.connector(record.key)
+        if name is None and (unwrapped := cdc_state.connect_key(record.key)) is not None:
+            enveloped += 1
+            if options.unwrap_envelopes:
+                key, exact = unwrapped
+                reencoded += not exact
+                record = RawRecord(key, record.value, record.kafka_partition, record.log_offset, record.timestamp_ms)
+                name = keys.connector(key)
         if name is None:
             if options.connectors:
                 continue
@@ -612,6 +624,16 @@ def _select(loaded: Loaded, options: TransferOptions, keys: KeyIndex) -> tuple[l
             )
         verb = "left out" if options.malformed == "skip" else "copied as-is"
         notes.append(f"{len(malformed)} record(s) with keys Connect ignores {verb} (first: {first})")
+    if enveloped and options.unwrap_envelopes:
+        notes.append(
+            f"{enveloped} schema-envelope key(s) (Flink CDC / Debezium 1.x, schemas.enable=true) unwrapped into "
+            f"Connect keys ({enveloped - reencoded} byte-exact payloads, {reencoded} re-encoded)"
+        )
+    elif enveloped:
+        notes.append(
+            f"{enveloped} key(s) have a schema envelope (Flink CDC / Debezium 1.x, schemas.enable=true), which Connect "
+            "never matches; --unwrap-envelopes turns them into Connect keys"
+        )
     return selected, notes
 
 

@@ -86,6 +86,11 @@ def _common(p: argparse.ArgumentParser, default_url: str) -> None:
     )
     p.add_argument("--live-only", action="store_true", help="leave the source's tombstones out")
     p.add_argument(
+        "--unwrap-envelopes",
+        action="store_true",
+        help='turn schema-envelope keys {"schema":null,"payload":[…]} (Flink CDC, Debezium 1.x) into Connect keys',
+    )
+    p.add_argument(
         "--prune",
         action="store_true",
         help="also delete the destination's records of the transferred connectors that the source lacks",
@@ -143,6 +148,7 @@ def _options(args: argparse.Namespace) -> TransferOptions:
         connectors=frozenset(args.connector),
         malformed=args.malformed,
         live_only=args.live_only,
+        unwrap_envelopes=args.unwrap_envelopes,
         prune=args.prune,
         write_all=args.write_all,
         dry_run=args.dry_run,

@@ -26,7 +26,7 @@ accepted too when a default connector name is given (Flink CDC's default engine 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -149,6 +149,30 @@ def unwrap_key(key: bytes) -> UnwrappedKey | KeyProblem:
     return parsed
 
 
+_ENVELOPE_PREFIX = b'{"schema":null,"payload":'
+
+
+def connect_key(key: bytes) -> tuple[bytes, bool] | None:
+    """The Connect key for an enveloped key, and whether its bytes are exact; None if not enveloped.
+
+    ``JsonConverter`` with ``schemas.enable=true`` writes ``{"schema":null,"payload":<list>}`` where
+    ``<list>`` is byte for byte what the same converter writes without the envelope, so slicing it
+    out gives exactly the key Connect would have written. Any other envelope spelling is re-encoded.
+    """
+    unwrapped = unwrap_key(key)
+    if isinstance(unwrapped, KeyProblem) or not unwrapped.enveloped:
+        return None
+    if key.startswith(_ENVELOPE_PREFIX) and key.endswith(b"}"):
+        inner = key[len(_ENVELOPE_PREFIX) : -1]
+        parsed = parse_key(inner)
+        if not isinstance(parsed, KeyProblem) and (parsed.connector, parsed.partition) == (
+            unwrapped.connector,
+            unwrapped.partition,
+        ):
+            return inner, True
+    return encode_key(unwrapped.connector, unwrapped.partition), False
+
+
 def entry_to_state(key: bytes, value: bytes | None) -> tuple[str, CdcState, list[str]]:
     """A Connect record as (connector, state, notes); ``FormatError`` if it cannot be one.
 
@@ -236,8 +260,3 @@ def dumps_file(records: Iterable[RawRecord], *, risingwave: bool = False) -> tup
     if tombstones:
         notes.append(f"{tombstones} tombstone(s) left out: a CDC state has no way to say 'deleted'")
     return b"".join(lines), notes
-
-
-def state_mapping(state: CdcState) -> Mapping[str, Any]:
-    """The document a state stands for (for display)."""
-    return {"sourcePartition": state.partition, "sourceOffset": state.offset}

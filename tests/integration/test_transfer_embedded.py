@@ -147,3 +147,19 @@ def test_a_missing_source_is_a_clear_error(tmp_path: Path) -> None:
             quiet(),
         )
     assert not (tmp_path / "none").exists() and not (tmp_path / "b.avro").exists()
+
+
+def test_envelope_keys_are_refused_by_default_and_unwrapped_on_request(tmp_path: Path) -> None:
+    envelope = b'{"schema":null,"payload":["engine",{"server":"mysql_binlog_source"}]}'
+    source = seed(tmp_path, [RawRecord(envelope, b'{"pos":154}')])
+    target = EmbeddedLocation(tmp_path / "data", "connect-offsets")
+    with pytest.raises(TransferError, match="keys Connect ignores"):
+        transfer(source, target, TransferOptions(), quiet())
+    report = transfer(source, target, TransferOptions(unwrap_envelopes=True), quiet())
+    assert report.written == 1
+    assert any("1 byte-exact payloads" in n for n in report.notes)
+    out = tmp_path / "out.offsets"
+    transfer(target, StandaloneLocation(out), TransferOptions(), quiet())
+    assert standalone.load_file(out).records == [
+        RawRecord(b'["engine",{"server":"mysql_binlog_source"}]', b'{"pos":154}')
+    ]

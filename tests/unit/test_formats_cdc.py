@@ -127,3 +127,13 @@ def test_a_bad_line_names_its_number_and_imports_nothing() -> None:
 def test_keys_that_are_not_connect_keys_cannot_become_states() -> None:
     with pytest.raises(FormatError, match="not a Connect offsets key"):
         cdc_state.entry_to_state(b"plain", b"{}")
+
+
+def test_an_envelope_key_unwraps_to_the_exact_payload_bytes() -> None:
+    inner = b'["engine",{"server":"caf\xc3\xa9 \\uD83D\\uDE00","n":1.0E10}]'
+    assert cdc_state.connect_key(b'{"schema":null,"payload":' + inner + b"}") == (inner, True)
+    # Another spelling of the envelope cannot be sliced: its content is re-encoded (and said so).
+    spaced = b'{"payload": ["engine", {"server": "x"}], "schema": null}'
+    assert cdc_state.connect_key(spaced) == (b'["engine",{"server":"x"}]', False)
+    assert cdc_state.connect_key(b'["engine",{"server":"x"}]') is None, "a Connect key needs no unwrapping"
+    assert cdc_state.connect_key(b'{"schema":null,"payload":"no"}') is None
