@@ -45,7 +45,7 @@ from urllib.parse import urlsplit
 from emulator.formats import cdc_state, kip875, snapshot, standalone
 from emulator.formats.atomic import atomic_write
 from emulator.formats.diff import compute_diff
-from emulator.formats.model import KeyIndex, Loaded, RawRecord, latest_per_key
+from emulator.formats.model import FormatError, KeyIndex, Loaded, RawRecord, latest_per_key
 from emulator.logs.base import OffsetLog
 from emulator.view import OffsetView
 
@@ -227,16 +227,21 @@ class _DocumentLocation(_FileLocation):
 
     def apply(self, incoming: list[RawRecord], ctx: _Context) -> tuple[dict[str, Any], int, list[str]]:
         self._check_writable()
-        existing = self._existing(ctx)
+        replaced: list[str] = []
+        try:
+            existing = self._existing(ctx)
+        except FormatError as exc:  # an export may replace a damaged document; the diff then starts empty
+            existing = None
+            replaced.append(f"the existing {self.description} is unreadable and is replaced ({exc.detail})")
         old = {r.key: r.value for r in latest_per_key(existing.records).values()} if existing else {}
         latest = latest_per_key(incoming)
         dropped = [RawRecord(k, None) for k, v in old.items() if v is not None and k not in latest]
         diff = compute_diff(old.get, [*latest.values(), *dropped], ctx.keys)
         if ctx.options.dry_run:
-            return diff.as_dict(ctx.options.diff_limit), 0, []
+            return diff.as_dict(ctx.options.diff_limit), 0, replaced
         data, notes = self.encode(list(latest.values()), ctx)
         atomic_write(self.path, data)
-        return diff.as_dict(ctx.options.diff_limit), len(latest), notes
+        return diff.as_dict(ctx.options.diff_limit), len(latest), [*replaced, *notes]
 
     @abc.abstractmethod
     def encode(self, records: list[RawRecord], ctx: _Context) -> tuple[bytes, list[str]]: ...

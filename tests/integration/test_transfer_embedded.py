@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from emulator.formats import kip875, standalone
-from emulator.formats.model import RawRecord
+from emulator.formats.model import FormatError, RawRecord
 from emulator.transfer import (
     CdcLocation,
     EmbeddedLocation,
@@ -163,3 +163,16 @@ def test_envelope_keys_are_refused_by_default_and_unwrapped_on_request(tmp_path:
     assert standalone.load_file(out).records == [
         RawRecord(b'["engine",{"server":"mysql_binlog_source"}]', b'{"pos":154}')
     ]
+
+
+def test_an_export_replaces_a_damaged_document_but_never_merges_into_a_damaged_store(tmp_path: Path) -> None:
+    source = seed(tmp_path, [rec("a", 1, b"{}")])
+    broken_doc = tmp_path / "broken.avro"
+    broken_doc.write_bytes(b"Obj\x01garbage")
+    report = transfer(source, SnapshotLocation(broken_doc), TransferOptions(), quiet())
+    assert report.written == 1 and any("is unreadable and is replaced" in n for n in report.notes)
+    broken_store = tmp_path / "broken.offsets"
+    broken_store.write_bytes(b"\xac\xed\x00\x05\x73")
+    with pytest.raises(FormatError, match="truncated"):
+        transfer(source, StandaloneLocation(broken_store), TransferOptions(), quiet())
+    assert broken_store.read_bytes() == b"\xac\xed\x00\x05\x73"
