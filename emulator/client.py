@@ -45,6 +45,10 @@ class NotReadyError(ApiError):
     """503: the daemon has not read its log to the end yet."""
 
 
+class FencedError(ApiError):
+    """409: a newer claim fenced this writer (or another conflict); nothing was written."""
+
+
 @dataclass(frozen=True, slots=True)
 class _Request:
     method: str
@@ -59,6 +63,8 @@ def _error(status: int, message: str) -> ApiError:
         return NotFoundError(status, message)
     if status == 503:
         return NotReadyError(status, message)
+    if status == 409:
+        return FencedError(status, message)
     if status == 400 and "STOPPED" in message:
         return NotStoppedError(status, message)
     return ApiError(status, message)
@@ -79,6 +85,29 @@ def _connector_path(connector: str) -> str:
     return f"/connectors/{quote(connector, safe='')}/offsets"
 
 
+def _claim_path(connector: str) -> str:
+    return f"/connectors/{quote(connector, safe='')}/claim"
+
+
+@dataclass(frozen=True, slots=True)
+class Auth:
+    """What a writer presents (ours): its claim's epoch, and a commit sequence for reordering
+    detection (a source descriptor such as a Spark query run id, and a number such as a batch id)."""
+
+    claim_epoch: int | None = None
+    sequence_source: str | None = None
+    sequence: int | None = None
+
+    def params(self) -> dict[str, str]:
+        params: dict[str, str] = {}
+        if self.claim_epoch is not None:
+            params["claim_epoch"] = str(self.claim_epoch)
+        if self.sequence_source is not None and self.sequence is not None:
+            params["sequence_source"] = self.sequence_source
+            params["sequence"] = str(self.sequence)
+        return params
+
+
 def _flags(**flags: bool) -> dict[str, str]:
     return {name: "true" for name, on in flags.items() if on}
 
@@ -95,12 +124,25 @@ class _Routes:
         return _Request("GET", _connector_path(connector), unwrap="offsets")
 
     @staticmethod
-    def alter(connector: str, body: dict[str, Any], dry_run: bool, create: bool) -> _Request:
-        return _Request("PATCH", _connector_path(connector), _flags(dry_run=dry_run, create=create), body)
+    def alter(connector: str, body: dict[str, Any], dry_run: bool, create: bool, auth: Auth | None) -> _Request:
+        params = _flags(dry_run=dry_run, create=create) | (auth.params() if auth else {})
+        return _Request("PATCH", _connector_path(connector), params, body)
 
     @staticmethod
-    def reset(connector: str, dry_run: bool) -> _Request:
-        return _Request("DELETE", _connector_path(connector), _flags(dry_run=dry_run))
+    def reset(connector: str, dry_run: bool, auth: Auth | None) -> _Request:
+        return _Request("DELETE", _connector_path(connector), _flags(dry_run=dry_run) | (auth.params() if auth else {}))
+
+    @staticmethod
+    def claim(connector: str, owner: str, force: bool) -> _Request:
+        return _Request("POST", _claim_path(connector), json={"owner": owner, "force": force})
+
+    @staticmethod
+    def current_claim(connector: str) -> _Request:
+        return _Request("GET", _claim_path(connector))
+
+    @staticmethod
+    def release(connector: str, epoch: int) -> _Request:
+        return _Request("DELETE", _claim_path(connector), {"epoch": str(epoch)})
 
     @staticmethod
     def status() -> _Request:
@@ -143,14 +185,34 @@ class OffsetsClient:
         return result
 
     def alter(
-        self, connector: str, body: dict[str, Any], dry_run: bool = False, create: bool = False
+        self,
+        connector: str,
+        body: dict[str, Any],
+        dry_run: bool = False,
+        create: bool = False,
+        auth: Auth | None = None,
     ) -> dict[str, Any]:
-        result: dict[str, Any] = self._call(_Routes.alter(connector, body, dry_run, create))
+        result: dict[str, Any] = self._call(_Routes.alter(connector, body, dry_run, create, auth))
         return result
 
-    def reset(self, connector: str, dry_run: bool = False) -> dict[str, Any]:
-        result: dict[str, Any] = self._call(_Routes.reset(connector, dry_run))
+    def reset(self, connector: str, dry_run: bool = False, auth: Auth | None = None) -> dict[str, Any]:
+        result: dict[str, Any] = self._call(_Routes.reset(connector, dry_run, auth))
         return result
+
+    def claim(self, connector: str, owner: str, force: bool = False) -> dict[str, Any]:
+        """Become the connector's only writer; pass the returned ``epoch`` as ``Auth.claim_epoch``."""
+        result: dict[str, Any] = self._call(_Routes.claim(connector, owner, force))
+        return result
+
+    def current_claim(self, connector: str) -> dict[str, Any] | None:
+        try:
+            result: dict[str, Any] = self._call(_Routes.current_claim(connector))
+        except NotFoundError:
+            return None
+        return result
+
+    def release(self, connector: str, epoch: int) -> None:
+        self._call(_Routes.release(connector, epoch))
 
     def status(self) -> dict[str, Any]:
         result: dict[str, Any] = self._call(_Routes.status())
@@ -196,14 +258,34 @@ class AsyncOffsetsClient:
         return result
 
     async def alter(
-        self, connector: str, body: dict[str, Any], dry_run: bool = False, create: bool = False
+        self,
+        connector: str,
+        body: dict[str, Any],
+        dry_run: bool = False,
+        create: bool = False,
+        auth: Auth | None = None,
     ) -> dict[str, Any]:
-        result: dict[str, Any] = await self._call(_Routes.alter(connector, body, dry_run, create))
+        result: dict[str, Any] = await self._call(_Routes.alter(connector, body, dry_run, create, auth))
         return result
 
-    async def reset(self, connector: str, dry_run: bool = False) -> dict[str, Any]:
-        result: dict[str, Any] = await self._call(_Routes.reset(connector, dry_run))
+    async def reset(self, connector: str, dry_run: bool = False, auth: Auth | None = None) -> dict[str, Any]:
+        result: dict[str, Any] = await self._call(_Routes.reset(connector, dry_run, auth))
         return result
+
+    async def claim(self, connector: str, owner: str, force: bool = False) -> dict[str, Any]:
+        """Become the connector's only writer; pass the returned ``epoch`` as ``Auth.claim_epoch``."""
+        result: dict[str, Any] = await self._call(_Routes.claim(connector, owner, force))
+        return result
+
+    async def current_claim(self, connector: str) -> dict[str, Any] | None:
+        try:
+            result: dict[str, Any] = await self._call(_Routes.current_claim(connector))
+        except NotFoundError:
+            return None
+        return result
+
+    async def release(self, connector: str, epoch: int) -> None:
+        await self._call(_Routes.release(connector, epoch))
 
     async def status(self) -> dict[str, Any]:
         result: dict[str, Any] = await self._call(_Routes.status())

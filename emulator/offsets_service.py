@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from emulator.codec.keys import encode_key, logical_id
@@ -30,10 +30,16 @@ from emulator.formats.diff import Diff, compute_diff
 from emulator.formats.model import KeyIndex, RawRecord
 from emulator.history.origins import write_origin
 from emulator.logs.base import OffsetLog
+from emulator.ownership import Claim
 from emulator.records import Position
 from emulator.requests import OffsetChange, validate_changes
+from emulator.sequencing import SequenceTracker
 from emulator.sink_offsets import SinkOffsets, consumer_group_id, parse_sink_offsets, plan_alter
 from emulator.view import OffsetView
+from emulator.write_guard import WriteAuth, WriteGuard
+
+NO_AUTH = WriteAuth()
+"""Connect's own API: no claim epoch, no sequence."""
 
 ALTERED = (
     "The Connect framework-managed offsets for this connector have been altered successfully. However, if this "
@@ -84,6 +90,8 @@ class ModifyResult:
     message: str
     records: Sequence[PlannedChange]
     dry_run: bool
+    dropped: list[dict[str, Any]] = field(default_factory=list)
+    """Partitions whose commit carried a stale sequence and was not applied (reordering detection)."""
 
 
 NO_SINKS_MESSAGE = (
@@ -100,8 +108,10 @@ class OffsetsService:
         states: ConnectorStates,
         write_timeout_s: float = 60.0,
         sinks: SinkOffsets | None = None,
+        guard: WriteGuard | None = None,
     ) -> None:
         self._log = log
+        self.guard = guard or WriteGuard(log, states, SequenceTracker())
         self._view = view
         self._states = states
         self._write_timeout_s = write_timeout_s
@@ -200,6 +210,30 @@ class OffsetsService:
     def _group(self, connector: str) -> str:
         return consumer_group_id(connector, self._states.config(connector))
 
+    # -- claims ---------------------------------------------------------------------------
+    async def claim(self, connector: str, owner: str, force: bool = False) -> Claim:
+        """Claim, then read the log to its end before answering: the new owner's next read must see
+        every write of the owner it fenced (none can follow: the fence is in the log), or it could
+        resume from a stale offset and move it backwards."""
+        self.ensure_ready()
+        claim = await self.guard.claim(connector, owner, force)
+        await self.read_to_end()
+        return claim
+
+    async def read_to_end(self) -> None:
+        """Connect's ``readToEnd``: wait until the reader's positions reach the log's current end."""
+        ends = await asyncio.to_thread(self._log.end_offsets, self._write_timeout_s)
+        deadline = asyncio.get_running_loop().time() + self._write_timeout_s
+        while True:
+            positions = self._log.progress().positions
+            if all(positions.get(p, 0) >= end for p, end in ends.items()):
+                return
+            if asyncio.get_running_loop().time() > deadline:
+                raise EmulatorError(
+                    f"The offsets log was not read to its end within {self._write_timeout_s:.0f} s (see /readyz)"
+                )
+            await asyncio.sleep(0.01)
+
     # -- writes ---------------------------------------------------------------------------
     async def alter(
         self,
@@ -208,11 +242,15 @@ class OffsetsService:
         dry_run: bool = False,
         create: bool = False,
         kind: str | None = None,
+        auth: WriteAuth = NO_AUTH,
     ) -> ModifyResult:
         """``create`` (ours, off by default for Connect parity) lets a connector that has never
         committed get its first offsets, e.g. a Spark job seeding a connector that does not exist
-        yet; without a Connect cluster there is no other registry of connector names."""
-        if await self._checked_kind(connector, kind, create) == "sink":
+        yet; without a Connect cluster there is no other registry of connector names. ``auth``
+        carries the writer's claim epoch and commit sequence (``emulator.write_guard``)."""
+        resolved = await self._checked_kind(connector, kind, create)
+        await self.guard.check_writer(connector, auth)
+        if resolved == "sink":
             sinks = self._require_sinks()
             parsed = parse_sink_offsets(changes)
             group = self._group(connector)
@@ -220,17 +258,27 @@ class OffsetsService:
                 await sinks.alter(connector, group, parsed)
             return ModifyResult(ALTERED, plan_alter(group, parsed), dry_run)
         validate_changes(changes)
+        sequenced = self.guard.filter_sequence(connector, changes, auth)
         with write_origin("PATCH", connector):
-            return await self._modify(connector, self._plan_alter(connector, changes), ALTERED, dry_run)
+            result = await self._modify(
+                connector, self._plan_alter(connector, sequenced.accepted), ALTERED, dry_run, auth
+            )
+        if not dry_run:
+            self.guard.record_sequence(connector, sequenced.accepted, auth)
+        return replace(result, dropped=sequenced.dropped)
 
-    async def reset(self, connector: str, dry_run: bool = False, kind: str | None = None) -> ModifyResult:
-        if await self._checked_kind(connector, kind) == "sink":
+    async def reset(
+        self, connector: str, dry_run: bool = False, kind: str | None = None, auth: WriteAuth = NO_AUTH
+    ) -> ModifyResult:
+        resolved = await self._checked_kind(connector, kind)
+        await self.guard.check_writer(connector, auth)
+        if resolved == "sink":
             sinks, group = self._require_sinks(), self._group(connector)
             planned = await (sinks.plan_reset if dry_run else sinks.reset)(connector, group)
             return ModifyResult(RESET, planned, dry_run)
         records = [self._planned(key, None, existing=True) for row in self._view.offsets(connector) for key in row.keys]
         with write_origin("DELETE", connector):
-            return await self._modify(connector, records, RESET, dry_run)
+            return await self._modify(connector, records, RESET, dry_run, auth)
 
     async def write_raw(
         self,
@@ -246,6 +294,7 @@ class OffsetsService:
         rollback may bring back a connector that was reset since."""
         await self._refresh_states()
         self._require_modifiable(connector, create=True)
+        await self.guard.check_writer(connector, NO_AUTH)
         records = [self._planned(key, value, existing=self._view.get_raw(key) is not None) for key, value in entries]
         with write_origin(operation, connector):
             return await self._modify(connector, records, message, dry_run)
@@ -264,15 +313,28 @@ class OffsetsService:
     def _planned(self, key: bytes, value: bytes | None, existing: bool) -> PlannedRecord:
         return PlannedRecord(key, value, partition_for(key, self._log.partition_count), existing)
 
-    async def _modify(self, connector: str, records: list[PlannedRecord], message: str, dry_run: bool) -> ModifyResult:
+    async def _modify(
+        self,
+        connector: str,
+        records: list[PlannedRecord],
+        message: str,
+        dry_run: bool,
+        auth: WriteAuth = NO_AUTH,
+    ) -> ModifyResult:
         if dry_run or not records:
             return ModifyResult(message, records, dry_run)
         entries = [(r.key, r.value) for r in records]
         async with self._write_lock:
-            await self._append_locked(entries, f"Offsets for connector {connector}")
+            await self._append_locked(entries, f"Offsets for connector {connector}", connector, auth)
         return ModifyResult(message, records, dry_run)
 
-    async def _append_locked(self, entries: list[tuple[bytes, bytes | None]], subject: str) -> None:
+    async def _append_locked(
+        self,
+        entries: list[tuple[bytes, bytes | None]],
+        subject: str,
+        connector: str | None = None,
+        auth: WriteAuth = NO_AUTH,
+    ) -> None:
         """Append (in chunks, each bounded by the write timeout) and wait until the view applied it all.
 
         The caller holds ``_write_lock``. Chunks keep one huge import from needing one huge timeout.
@@ -280,7 +342,12 @@ class OffsetsService:
         positions: list[Position] = []
         for start in range(0, len(entries), _APPEND_CHUNK):
             chunk = entries[start : start + _APPEND_CHUNK]
-            positions.extend(await asyncio.to_thread(self._log.append, chunk, self._write_timeout_s))
+            if connector is None:
+                positions.extend(await asyncio.to_thread(self._log.append, chunk, self._write_timeout_s))
+            else:
+                positions.extend(
+                    await asyncio.to_thread(self.guard.append, connector, auth, chunk, self._write_timeout_s)
+                )
         try:
             await self._view.watcher.wait_for(positions, self._write_timeout_s)
         except TimeoutError as exc:
@@ -312,7 +379,7 @@ class OffsetsService:
         if malformed and not allow_malformed:
             first = malformed[0][:200].decode("utf-8", "backslashreplace")
             raise BadRequest(
-                f"{len(malformed)} record key(s) are not Connect offsets keys [\"<connector>\",{{…}}] "
+                f'{len(malformed)} record key(s) are not Connect offsets keys ["<connector>",{{…}}] '
                 f"(first: {first}); Connect would ignore them. Pass allow_malformed=true to import them as-is"
             )
         async with self._write_lock:
@@ -320,6 +387,7 @@ class OffsetsService:
             for connector in diff.connectors():
                 if not self._states.is_stopped(connector):
                     raise BadRequest(not_stopped_message(connector))
+                await self.guard.check_writer(connector, NO_AUTH)
             to_write = diff.records_to_write(write_all)
             if not dry_run and to_write:
                 touched = diff.connectors()

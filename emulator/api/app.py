@@ -10,7 +10,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from emulator import __version__
-from emulator.api import routes_health, routes_history, routes_offsets, routes_records
+from emulator.api import routes_claims, routes_health, routes_history, routes_offsets, routes_records
 from emulator.api.deps import Runtime
 from emulator.errors import EmulatorError
 
@@ -31,6 +31,7 @@ def create_app(runtime: Runtime) -> FastAPI:
     app.include_router(routes_health.router)
     app.include_router(routes_history.router)
     app.include_router(routes_records.router)
+    app.include_router(routes_claims.router)
 
     @app.exception_handler(EmulatorError)
     async def _emulator_error(_: Request, exc: EmulatorError) -> JSONResponse:

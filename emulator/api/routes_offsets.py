@@ -14,8 +14,11 @@ from typing import Any
 from fastapi import APIRouter, Request, Response
 
 from emulator.api.deps import RuntimeDep
+from emulator.errors import BadRequest
 from emulator.offsets_service import ModifyResult
 from emulator.requests import parse_alter_body
+from emulator.sequencing import Sequence
+from emulator.write_guard import WriteAuth
 
 router = APIRouter(tags=["offsets"])
 
@@ -81,21 +84,39 @@ async def alter_offsets(
     dry_run: bool = False,
     create: bool = False,
     kind: str | None = None,
+    claim_epoch: int | None = None,
+    sequence_source: str | None = None,
+    sequence: int | None = None,
 ) -> dict[str, Any]:
+    """Ours: ``claim_epoch`` (the writer's claim, see /connectors/{c}/claim) and
+    ``sequence_source`` + ``sequence`` (reordering detection: a stale commit is dropped per
+    partition and listed under ``dropped``)."""
     changes = parse_alter_body(await request.body())
-    return _body(await rt.service.alter(connector, changes, dry_run=dry_run, create=create, kind=kind))
+    auth = _auth(claim_epoch, sequence_source, sequence)
+    return _body(await rt.service.alter(connector, changes, dry_run=dry_run, create=create, kind=kind, auth=auth))
 
 
 @router.delete("/connectors/{connector}/offsets", summary="Reset offsets (Connect's DELETE)")
 async def reset_offsets(
-    connector: str, rt: RuntimeDep, dry_run: bool = False, kind: str | None = None
+    connector: str, rt: RuntimeDep, dry_run: bool = False, kind: str | None = None, claim_epoch: int | None = None
 ) -> dict[str, Any]:
-    return _body(await rt.service.reset(connector, dry_run=dry_run, kind=kind))
+    return _body(await rt.service.reset(connector, dry_run=dry_run, kind=kind, auth=WriteAuth(claim_epoch)))
+
+
+def _auth(claim_epoch: int | None, sequence_source: str | None, sequence: int | None) -> WriteAuth:
+    if (sequence_source is None) != (sequence is None):
+        raise BadRequest("sequence_source and sequence go together: give both or neither")
+    if sequence_source is not None and sequence is not None:
+        return WriteAuth(claim_epoch, Sequence(sequence_source, sequence))
+    return WriteAuth(claim_epoch)
 
 
 def _body(result: ModifyResult) -> dict[str, Any]:
     if not result.dry_run:
-        return {"message": result.message}
+        body: dict[str, Any] = {"message": result.message}
+        if result.dropped:
+            body["dropped"] = result.dropped
+        return body
     return {
         "message": f"Dry run: nothing was written. {len(result.records)} record(s) would be written.",
         "dry_run": True,

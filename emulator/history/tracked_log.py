@@ -72,6 +72,9 @@ class TrackedLog(OffsetLog):
     def claim(self, connector: str, owner: str) -> Claim:
         return self.inner.claim(connector, owner)
 
+    def end_offsets(self, timeout_s: float | None = None) -> dict[int, int]:
+        return self.inner.end_offsets(timeout_s)
+
     def current_claim(self, connector: str) -> Claim | None:
         return self.inner.current_claim(connector)
 

@@ -88,6 +88,11 @@ class OffsetLog(abc.ABC):
     def close(self) -> None:
         """Stop reading and release resources. Idempotent."""
 
+    def end_offsets(self, timeout_s: float | None = None) -> dict[int, int]:
+        """The log's end offset per partition now (for "read to the end" on demand, as Connect's
+        ``readToEnd``): compare with ``progress().positions``, which count markers and gaps too."""
+        raise NotImplementedError(f"{self.description} cannot report its end offsets")
+
     # -- ownership (see emulator/ownership.py); backends that support it override all three ----
     def claim(self, connector: str, owner: str) -> Claim:
         """Durably give ``connector`` to ``owner`` with the next epoch, fencing every older claim."""

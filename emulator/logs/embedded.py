@@ -515,6 +515,10 @@ class EmbeddedOffsetLog(OffsetLog):
             raise
         return results
 
+    def end_offsets(self, timeout_s: float | None = None) -> dict[int, int]:
+        with self._commit_lock:
+            return self._end_offsets(self._require_writer())
+
     # ------------------------------------------------------------------ ownership
 
     def claim(self, connector: str, owner: str) -> Claim:
