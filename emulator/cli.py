@@ -18,6 +18,7 @@ from emulator.commands.common import EXIT_REFUSED, EXIT_UNREACHABLE, EXIT_USAGE,
 COMMAND_GROUPS = [
     "emulator.commands.serve",
     "emulator.commands.offsets",
+    "emulator.commands.claims",
     "emulator.commands.history",
     "emulator.commands.transfer",
     "emulator.commands.spark",

@@ -24,9 +24,11 @@ from emulator.history.origins import OriginRegistry
 from emulator.history.tracked_log import TrackedLog
 from emulator.logs.base import OffsetLog
 from emulator.offsets_service import OffsetsService
+from emulator.sequencing import SequenceTracker
 from emulator.settings import Settings
 from emulator.sink_offsets import SinkOffsets
 from emulator.view import OffsetView
+from emulator.write_guard import WriteGuard
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +48,7 @@ def build_log(settings: Settings) -> OffsetLog:
         replication_factor=settings.replication_factor,
         client_config=settings.kafka_config,
         read_committed=settings.read_committed,
+        claims_topic=settings.claims_topic,
     )
 
 
@@ -58,7 +61,8 @@ def build_runtime(settings: Settings, origins: OriginRegistry | None = None) -> 
     service_log: OffsetLog = offset_log if origins is None else TrackedLog(offset_log, origins)
     cluster, sinks = build_cluster(settings)
     states: ConnectorStates = NoConnectCluster() if cluster is None else cluster
-    service = OffsetsService(service_log, view, states, sinks=sinks)
+    guard = WriteGuard(service_log, states, SequenceTracker(settings.sequence_cache_expiry_s))
+    service = OffsetsService(service_log, view, states, sinks=sinks, guard=guard)
     return Runtime(offset_log, view, service, cluster=cluster, sinks=sinks)
 
 

@@ -39,6 +39,10 @@ class Settings:
     history_retention_s: float | None = 30 * 86400.0
     history_rotate_bytes: int = 64 * 1024 * 1024
     history_rotate_interval_s: float | None = 86400.0
+    sequence_cache_expiry_s: float = 600.0
+    """How long a partition's last commit sequence is remembered (reordering detection)."""
+    claims_topic: str | None = None
+    """Kafka only: where claims live (default ``<offsets-topic>-emulator-claims``, created on first claim)."""
 
     @property
     def embedded(self) -> bool:
@@ -157,6 +161,20 @@ def add_serve_arguments(parser: argparse.ArgumentParser, environ: Mapping[str, s
     )
 
 
+    writers = parser.add_argument_group("writers: claims and commit sequences")
+    writers.add_argument(
+        "--sequence-cache-expiry",
+        default=env_default("--sequence-cache-expiry", "10m"),
+        help="forget a partition's last commit sequence after this long without commits (e.g. 10m; default 10m)",
+    )
+    writers.add_argument(
+        "--claims-topic",
+        default=env_default("--claims-topic", None),
+        help="Kafka only: compacted topic holding connector claims (default <offsets-topic>-emulator-claims, "
+        "created on the first claim)",
+    )
+
+
 def parse_kafka_config(pairs: Sequence[str]) -> dict[str, str]:
     config: dict[str, str] = {}
     for pair in pairs:
@@ -205,4 +223,13 @@ def settings_from_args(args: argparse.Namespace, environ: Mapping[str, str] | No
         history_retention_s=parse_duration_s(str(args.history_retention)),
         history_rotate_bytes=parse_size_bytes(str(args.history_rotate_bytes)),
         history_rotate_interval_s=parse_duration_s(str(args.history_rotate_interval)),
+        sequence_cache_expiry_s=_positive_duration(str(args.sequence_cache_expiry), "--sequence-cache-expiry"),
+        claims_topic=str(args.claims_topic).strip() or None if args.claims_topic else None,
     )
+
+
+def _positive_duration(text: str, flag: str) -> float:
+    value = parse_duration_s(text)
+    if value is None or value <= 0:
+        raise ValueError(f"{flag} must be a positive duration such as 10m, got {text!r}")
+    return value

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from emulator.client import OffsetsClient
+from emulator.client import Auth, OffsetsClient
 from emulator.commands.common import EXIT_OK, UsageError, add_client_options, compact, emit
 
 
@@ -30,12 +30,14 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--create", action="store_true", help="allow a connector that has no offsets yet (Connect itself answers 404)"
     )
+    p.add_argument("--claim-epoch", type=int, help="write as the holder of this claim (see `claim`)")
     p.set_defaults(handler=run_alter)
 
     p = sub.add_parser("reset", help="reset (delete) every offset of a connector")
     add_client_options(p)
     p.add_argument("name")
     p.add_argument("--dry-run", action="store_true", help="show the tombstones that would be written; write nothing")
+    p.add_argument("--claim-epoch", type=int, help="write as the holder of this claim (see `claim`)")
     p.set_defaults(handler=run_reset)
 
 
@@ -56,14 +58,16 @@ def run_get(args: argparse.Namespace) -> int:
 def run_alter(args: argparse.Namespace) -> int:
     body = read_body(args.file)
     with OffsetsClient(args.url) as client:
-        result = client.alter(args.name, body, dry_run=args.dry_run, create=args.create)
+        result = client.alter(
+            args.name, body, dry_run=args.dry_run, create=args.create, auth=Auth(claim_epoch=args.claim_epoch)
+        )
     emit(args, result, lambda: modify_text(result))
     return EXIT_OK
 
 
 def run_reset(args: argparse.Namespace) -> int:
     with OffsetsClient(args.url) as client:
-        result = client.reset(args.name, dry_run=args.dry_run)
+        result = client.reset(args.name, dry_run=args.dry_run, auth=Auth(claim_epoch=args.claim_epoch))
     emit(args, result, lambda: modify_text(result))
     return EXIT_OK
 

@@ -79,3 +79,20 @@ def test_bad_files_are_clear_errors_with_exit_2(embedded_daemon: Any, tmp_path: 
     wrong.write_text('{"partition": {}}')
     shape = cli("alter", "x", "--file", str(wrong), *url)
     assert shape.returncode == 2 and "KIP-875 body" in shape.stderr
+
+
+def test_claim_then_write_with_the_claim_epoch(embedded_daemon: Any, tmp_path: Path) -> None:
+    name = f"cli-{uuid.uuid4().hex[:8]}"
+    url = ("--url", embedded_daemon.url)
+    body = tmp_path / "offsets.json"
+    body.write_text(json.dumps({"offsets": [{"partition": {"p": 1}, "offset": {"o": 1}}]}))
+    assert cli("alter", name, "--file", str(body), "--create", *url).returncode == 0
+    claimed = json.loads(cli("claim", name, "--owner", "operator", "--json", *url).stdout)
+    assert claimed["owner"] == "operator"
+    held = cli("alter", name, "--file", str(body), *url)
+    assert held.returncode == 1 and "claimed by 'operator'" in held.stderr
+    ok = cli("alter", name, "--file", str(body), "--claim-epoch", str(claimed["epoch"]), *url)
+    assert ok.returncode == 0, ok.stderr
+    assert "claimed by 'operator'" in cli("claims", name, *url).stdout
+    assert cli("release", name, "--epoch", str(claimed["epoch"]), *url).returncode == 0
+    assert cli("claims", name, *url).stdout.strip() == f"{name}: not claimed"
