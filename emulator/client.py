@@ -108,6 +108,11 @@ class Auth:
         return params
 
 
+def _kind(kind: str | None) -> dict[str, str]:
+    """``kind="sink"`` (ours, without a Connect config topic): the consumer group connect-<name>."""
+    return {} if kind is None else {"kind": kind}
+
+
 def _flags(**flags: bool) -> dict[str, str]:
     return {name: "true" for name, on in flags.items() if on}
 
@@ -120,17 +125,20 @@ class _Routes:
         return _Request("GET", "/connectors")
 
     @staticmethod
-    def offsets(connector: str) -> _Request:
-        return _Request("GET", _connector_path(connector), unwrap="offsets")
+    def offsets(connector: str, kind: str | None) -> _Request:
+        return _Request("GET", _connector_path(connector), _kind(kind), unwrap="offsets")
 
     @staticmethod
-    def alter(connector: str, body: dict[str, Any], dry_run: bool, create: bool, auth: Auth | None) -> _Request:
-        params = _flags(dry_run=dry_run, create=create) | (auth.params() if auth else {})
+    def alter(
+        connector: str, body: dict[str, Any], dry_run: bool, create: bool, auth: Auth | None, kind: str | None
+    ) -> _Request:
+        params = _flags(dry_run=dry_run, create=create) | (auth.params() if auth else {}) | _kind(kind)
         return _Request("PATCH", _connector_path(connector), params, body)
 
     @staticmethod
-    def reset(connector: str, dry_run: bool, auth: Auth | None) -> _Request:
-        return _Request("DELETE", _connector_path(connector), _flags(dry_run=dry_run) | (auth.params() if auth else {}))
+    def reset(connector: str, dry_run: bool, auth: Auth | None, kind: str | None) -> _Request:
+        params = _flags(dry_run=dry_run) | (auth.params() if auth else {}) | _kind(kind)
+        return _Request("DELETE", _connector_path(connector), params)
 
     @staticmethod
     def claim(connector: str, owner: str, force: bool) -> _Request:
@@ -180,8 +188,8 @@ class OffsetsClient:
         result: list[str] = self._call(_Routes.connectors())
         return result
 
-    def offsets(self, connector: str) -> list[dict[str, Any]]:
-        result: list[dict[str, Any]] = self._call(_Routes.offsets(connector))
+    def offsets(self, connector: str, kind: str | None = None) -> list[dict[str, Any]]:
+        result: list[dict[str, Any]] = self._call(_Routes.offsets(connector, kind))
         return result
 
     def alter(
@@ -191,12 +199,15 @@ class OffsetsClient:
         dry_run: bool = False,
         create: bool = False,
         auth: Auth | None = None,
+        kind: str | None = None,
     ) -> dict[str, Any]:
-        result: dict[str, Any] = self._call(_Routes.alter(connector, body, dry_run, create, auth))
+        result: dict[str, Any] = self._call(_Routes.alter(connector, body, dry_run, create, auth, kind))
         return result
 
-    def reset(self, connector: str, dry_run: bool = False, auth: Auth | None = None) -> dict[str, Any]:
-        result: dict[str, Any] = self._call(_Routes.reset(connector, dry_run, auth))
+    def reset(
+        self, connector: str, dry_run: bool = False, auth: Auth | None = None, kind: str | None = None
+    ) -> dict[str, Any]:
+        result: dict[str, Any] = self._call(_Routes.reset(connector, dry_run, auth, kind))
         return result
 
     def claim(self, connector: str, owner: str, force: bool = False) -> dict[str, Any]:
@@ -253,8 +264,8 @@ class AsyncOffsetsClient:
         result: list[str] = await self._call(_Routes.connectors())
         return result
 
-    async def offsets(self, connector: str) -> list[dict[str, Any]]:
-        result: list[dict[str, Any]] = await self._call(_Routes.offsets(connector))
+    async def offsets(self, connector: str, kind: str | None = None) -> list[dict[str, Any]]:
+        result: list[dict[str, Any]] = await self._call(_Routes.offsets(connector, kind))
         return result
 
     async def alter(
@@ -264,12 +275,15 @@ class AsyncOffsetsClient:
         dry_run: bool = False,
         create: bool = False,
         auth: Auth | None = None,
+        kind: str | None = None,
     ) -> dict[str, Any]:
-        result: dict[str, Any] = await self._call(_Routes.alter(connector, body, dry_run, create, auth))
+        result: dict[str, Any] = await self._call(_Routes.alter(connector, body, dry_run, create, auth, kind))
         return result
 
-    async def reset(self, connector: str, dry_run: bool = False, auth: Auth | None = None) -> dict[str, Any]:
-        result: dict[str, Any] = await self._call(_Routes.reset(connector, dry_run, auth))
+    async def reset(
+        self, connector: str, dry_run: bool = False, auth: Auth | None = None, kind: str | None = None
+    ) -> dict[str, Any]:
+        result: dict[str, Any] = await self._call(_Routes.reset(connector, dry_run, auth, kind))
         return result
 
     async def claim(self, connector: str, owner: str, force: bool = False) -> dict[str, Any]:

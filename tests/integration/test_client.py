@@ -86,3 +86,10 @@ def test_unreachable_daemon_is_daemon_unavailable() -> None:
 
     with pytest.raises(DaemonUnavailable):
         asyncio.run(scenario())
+
+
+def test_kind_sink_reaches_the_daemon(embedded_daemon: Any) -> None:
+    """The embedded log has no consumer groups: the daemon's answer proves ``kind`` was sent."""
+    with OffsetsClient(embedded_daemon.url) as client, pytest.raises(ApiError) as refused:
+        client.offsets("any-sink", kind="sink")
+    assert refused.value.status == 400 and "consumer group" in refused.value.message
