@@ -7,6 +7,8 @@ script can do with the same semantics and error texts.
 
 from __future__ import annotations
 
+import base64
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote
@@ -53,7 +55,7 @@ class FencedError(ApiError):
 class _Request:
     method: str
     path: str
-    params: dict[str, str] = field(default_factory=dict)
+    params: Mapping[str, str | list[str]] = field(default_factory=dict)
     json: Any = None
     unwrap: str | None = None
 
@@ -108,6 +110,15 @@ class Auth:
         return params
 
 
+def _b64(raw: bytes) -> str:
+    return base64.b64encode(raw).decode("ascii")
+
+
+def decode_records(body: dict[str, Any]) -> dict[bytes, bytes]:
+    """``GET /offsets/records`` as ``{key bytes: value bytes}`` (live entries only)."""
+    return {base64.b64decode(r["key"]): base64.b64decode(r["value"]) for r in body["records"] if r["key"] is not None}
+
+
 def _kind(kind: str | None) -> dict[str, str]:
     """``kind="sink"`` (ours, without a Connect config topic): the consumer group connect-<name>."""
     return {} if kind is None else {"kind": kind}
@@ -151,6 +162,15 @@ class _Routes:
     @staticmethod
     def release(connector: str, epoch: int) -> _Request:
         return _Request("DELETE", _claim_path(connector), {"epoch": str(epoch)})
+
+    @staticmethod
+    def records(connectors: list[str] | None) -> _Request:
+        return _Request("GET", "/offsets/records", {"connector": connectors} if connectors else {})
+
+    @staticmethod
+    def import_records(records: list[tuple[bytes, bytes | None]], dry_run: bool, write_all: bool) -> _Request:
+        body = {"records": [{"key": _b64(k), "value": None if v is None else _b64(v)} for k, v in records]}
+        return _Request("POST", "/offsets/records", _flags(dry_run=dry_run, write_all=write_all), body)
 
     @staticmethod
     def status() -> _Request:
@@ -224,6 +244,17 @@ class OffsetsClient:
 
     def release(self, connector: str, epoch: int) -> None:
         self._call(_Routes.release(connector, epoch))
+
+    def records(self, connectors: list[str] | None = None) -> dict[bytes, bytes]:
+        """Live raw records (exact key and value bytes), optionally for some connectors only."""
+        return decode_records(self._call(_Routes.records(connectors)))
+
+    def import_records(
+        self, records: list[tuple[bytes, bytes | None]], dry_run: bool = False, write_all: bool = False
+    ) -> dict[str, Any]:
+        """Write raw records as-is (``None`` = tombstone); answers the diff. Same rules as PATCH."""
+        result: dict[str, Any] = self._call(_Routes.import_records(records, dry_run, write_all))
+        return result
 
     def status(self) -> dict[str, Any]:
         result: dict[str, Any] = self._call(_Routes.status())
@@ -300,6 +331,17 @@ class AsyncOffsetsClient:
 
     async def release(self, connector: str, epoch: int) -> None:
         await self._call(_Routes.release(connector, epoch))
+
+    async def records(self, connectors: list[str] | None = None) -> dict[bytes, bytes]:
+        """Live raw records (exact key and value bytes), optionally for some connectors only."""
+        return decode_records(await self._call(_Routes.records(connectors)))
+
+    async def import_records(
+        self, records: list[tuple[bytes, bytes | None]], dry_run: bool = False, write_all: bool = False
+    ) -> dict[str, Any]:
+        """Write raw records as-is (``None`` = tombstone); answers the diff. Same rules as PATCH."""
+        result: dict[str, Any] = await self._call(_Routes.import_records(records, dry_run, write_all))
+        return result
 
     async def status(self) -> dict[str, Any]:
         result: dict[str, Any] = await self._call(_Routes.status())
