@@ -33,8 +33,9 @@ from pyspark.sql.streaming.datasource import (
 from pyspark.sql.types import StructType
 
 from emulator.client import ClientError
+from emulator.spark.background import committer_for
 from emulator.spark.committer import DaemonOffsets
-from emulator.spark.filestream import Cursor, iter_line_batches, scan, split_at_lines
+from emulator.spark.filestream import Cursor, iter_chunks, scan, split_at_lines
 from emulator.spark.options import OptionError, bool_option, daemon_url, int_option
 from emulator.spark.shapes import FileOffset
 
@@ -136,35 +137,29 @@ class ConnectFileStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
         return [FileRange(self.file, a, b) for a, b in split_at_lines(self.file, first, last, pieces)]
 
     def commit(self, end: dict[str, Any]) -> None:
-        """Best effort (one batch late, may repeat): monotonic and idempotent; failures are logged."""
+        """Best effort (one batch late, may repeat): handed to a background thread (``background``)
+        so the next batch is not delayed; monotonic and idempotent; failures are logged."""
         if not self.commit_offsets:
             return
         parsed = FileOffset.parse(dict(end))
         if parsed is None:
             log.warning("connect-file %s: not committing an unknown offset %r", self.connector, end)
             return
-        partition, offset = FileOffset(self.connector, parsed.filename, parsed.cursor).connect_entry()
-        try:
-            with DaemonOffsets(self.url) as daemon:
-                daemon.commit(self.connector, [(partition, offset)])
-        except ClientError as exc:
-            log.warning(
-                "connect-file %s: could not commit %s to the daemon at %s (a later commit, the listener or "
-                "spark-handoff will publish it): %s",
-                self.connector,
-                offset,
-                self.url,
-                exc,
-            )
+        entry = FileOffset(self.connector, parsed.filename, parsed.cursor).connect_entry()
+        committer_for(self.url, self.connector).submit([entry])
 
     # -- data (executors) ---------------------------------------------------------------------
     def read(self, partition: InputPartition) -> Iterator[Any]:
+        """Arrow batches of about 4 MiB, built without a Python object per line (``arrow_lines``)."""
         import pyarrow as pa
 
+        from emulator.spark.arrow_lines import lines_array
+
         assert isinstance(partition, FileRange)
-        for lines in iter_line_batches(partition.path, partition.start, partition.end):
-            if lines:
-                yield pa.RecordBatch.from_arrays([pa.array(lines, type=pa.string())], names=["value"])
+        for piece in iter_chunks(partition.path, partition.start, partition.end):
+            column = lines_array(piece)
+            if len(column):
+                yield pa.RecordBatch.from_arrays([column], names=["value"])
 
 
 class ConnectFileDataSource(DataSource):

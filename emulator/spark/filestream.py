@@ -73,14 +73,15 @@ def _complete_end(buf: bytes) -> int:
     A trailing ``\\r`` is undecidable (it may be half of ``\\r\\n``): at the end of the file it is held
     back as Connect holds it back; inside a longer file the next read decides it.
     """
-    cr, lf = buf.rfind(b"\r"), buf.rfind(b"\n")
-    last = max(cr, lf)
+    lf = buf.rfind(b"\n")
+    cr = buf.rfind(b"\r", lf + 1)  # only a CR after the last LF can matter
+    last = max(lf, cr)
     if last < 0:
         return 0
     if last == lf or last + 1 < len(buf):
         return last + 1
     # The buffer ends with a lone "\r": the complete part ends at the terminator before it.
-    previous = max(buf.rfind(b"\r", 0, last), buf.rfind(b"\n", 0, last))
+    previous = max(buf.rfind(b"\n", 0, last), buf.rfind(b"\r", 0, last))
     return previous + 1
 
 
@@ -129,8 +130,11 @@ def scan(
 
 
 def _count_lines(buf: bytes, cut: int) -> int:
-    head = buf[:cut]
-    return head.count(b"\n") + head.count(b"\r") - head.count(b"\r\n")
+    head = buf[:cut] if cut < len(buf) else buf
+    lf = head.count(b"\n")
+    if head.find(b"\r") < 0:
+        return lf
+    return lf + head.count(b"\r") - head.count(b"\r\n")
 
 
 def _cut_after_lines(buf: bytes, wanted: int) -> tuple[int, int]:
@@ -184,17 +188,27 @@ def _next_boundary(f: BinaryIO, target: int, end: int) -> int | None:
 
 def read_lines(path: str | os.PathLike[str], start: int, end: int) -> list[str]:
     """The lines in ``[start, end)``, decoded and split exactly as Connect does (terminators dropped)."""
-    return [line for batch in iter_line_batches(path, start, end) for line in batch]
+    return [line for piece in iter_chunks(path, start, end) for line in split_lines(piece)]
 
 
-def iter_line_batches(
-    path: str | os.PathLike[str], start: int, end: int, batch_bytes: int = 4 << 20
-) -> Iterator[list[str]]:
-    """The lines of ``[start, end)`` in pieces of about ``batch_bytes``, each cut at a line boundary.
+def split_lines(piece: bytes) -> list[str]:
+    """A piece that ends after a terminator, as Connect's lines: UTF-8 with U+FFFD for malformed input.
 
-    ``start`` is a line boundary or a Connect resume point; ``end`` follows a terminator. Decoding a
-    piece alone equals decoding it inside the stream: the byte before each cut is ASCII (a
+    Decoding a piece alone equals decoding it inside the stream: the byte before each cut is ASCII (a
     terminator), and a resume point inside a character decodes to U+FFFD here as in the JVM.
+    """
+    text = piece.decode("utf-8", errors="replace")
+    parts = text.split("\n") if "\r" not in text else _TERMINATOR_TEXT.split(text)
+    if parts and parts[-1] == "":
+        parts.pop()
+    return parts
+
+
+def iter_chunks(path: str | os.PathLike[str], start: int, end: int, batch_bytes: int = 4 << 20) -> Iterator[bytes]:
+    """The bytes ``[start, end)`` in pieces of about ``batch_bytes``, each ending after a terminator.
+
+    ``start`` is a line boundary or a Connect resume point; ``end`` follows a terminator. A line longer
+    than ``batch_bytes`` makes one larger piece.
     """
     pos = start
     with open(path, "rb") as f:
@@ -202,17 +216,12 @@ def iter_line_batches(
             f.seek(pos)
             data = f.read(min(batch_bytes, end - pos))
             if not data:
-                return
+                return  # the file shrank since the batch was planned
             cut = len(data) if pos + len(data) >= end else _complete_end(data)
-            if cut == 0:  # one line longer than batch_bytes: take it whole
+            if cut == 0:
                 more = _next_boundary(f, pos + len(data) - 1, end)
                 cut = (more if more is not None else end) - pos
                 f.seek(pos)
                 data = f.read(cut)
-            piece = data[:cut]
-            text = piece.decode("utf-8", errors="replace")
-            parts = text.split("\n") if "\r" not in text else _TERMINATOR_TEXT.split(text)
-            if parts and parts[-1] == "":
-                parts.pop()
-            yield parts
+            yield data[:cut] if cut < len(data) else data
             pos += cut

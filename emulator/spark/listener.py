@@ -57,6 +57,7 @@ class ListenerCommitter(StreamingQueryListener):
         self._progress: dict[str, tuple[int, dict[str, Any]]] = {}
         self._published: dict[str, tuple[str, int]] = {}
         self._terminated: dict[str, threading.Event] = {}
+        self._client: DaemonOffsets | None = None
         self.outcomes: list[CommitOutcome] = []
         self.errors: list[str] = []
 
@@ -112,6 +113,13 @@ class ListenerCommitter(StreamingQueryListener):
             with self._lock:
                 self.errors.append(message)
 
+    def _daemon(self) -> DaemonOffsets:
+        """One keep-alive connection for the listener's lifetime (events arrive on one thread)."""
+        with self._lock:
+            if self._client is None:
+                self._client = DaemonOffsets(self.url)
+            return self._client
+
     def _resolve_checkpoint(self, query_id: str, name: str | None) -> str | None:
         with self._lock:
             if self._checkpoint.get(query_id):
@@ -154,8 +162,7 @@ class ListenerCommitter(StreamingQueryListener):
         with self._lock:
             if self._published.get(query_id) == marker:
                 return
-        with DaemonOffsets(self.url) as daemon:
-            outcomes = publish(daemon, offsets, targets, self.own_sources, self.dry_run)
+        outcomes = publish(self._daemon(), offsets, targets, self.own_sources, self.dry_run)
         with self._lock:
             self._published[query_id] = marker
             self.outcomes.extend(outcomes)

@@ -17,9 +17,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from emulator.spark.arrow_lines import lines_array
 from emulator.spark.checkpoint import CheckpointError, latest_completed_batch, parse_offset, parse_offset_log
 from emulator.spark.committer import backwards_reason
-from emulator.spark.filestream import Cursor, iter_line_batches, read_lines, scan, split_at_lines
+from emulator.spark.filestream import Cursor, iter_chunks, read_lines, scan, split_at_lines, split_lines
 from emulator.spark.shapes import FileOffset, foreign_entries, kafka_shaped
 
 
@@ -85,9 +86,11 @@ def test_scan_and_read_match_the_transcribed_task(
         cursor = scan(path, cursor, max_lines=1).end
         positions.append(cursor.position)
     assert positions == [offset for _, offset in expected]
-    # executors' pieces concatenate to the whole
+    # executors' pieces concatenate to the whole, and the Arrow column holds the same strings
     pieces = split_at_lines(path, 0, found.end.byte_offset, 3)
     assert [line for a, b in pieces for line in read_lines(path, a, b)] == [line for line, _ in expected]
+    whole = data[: found.end.byte_offset]
+    assert lines_array(whole).to_pylist() == [line for line, _ in expected]
 
 
 def test_a_trailing_cr_is_held_back_until_the_next_byte_decides(tmp_path: Path) -> None:
@@ -110,9 +113,10 @@ def test_long_ranges_are_read_in_bounded_pieces(tmp_path: Path) -> None:
     path = tmp_path / "in.txt"
     lines = [f"line {i}" + "x" * (i % 50) for i in range(3000)]
     path.write_bytes("\r\n".join(lines).encode() + b"\r\n")
-    batches = list(iter_line_batches(path, 0, path.stat().st_size, batch_bytes=4096))
-    assert len(batches) > 10
-    assert [line for batch in batches for line in batch] == lines
+    pieces = list(iter_chunks(path, 0, path.stat().st_size, batch_bytes=4096))
+    assert len(pieces) > 10 and all(p.endswith(b"\r\n") for p in pieces)
+    assert [line for piece in pieces for line in split_lines(piece)] == lines
+    assert [line for piece in pieces for line in lines_array(piece).to_pylist()] == lines
 
 
 def test_resuming_from_a_connect_position_skips_bytes_like_the_task(tmp_path: Path) -> None:
