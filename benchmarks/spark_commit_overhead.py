@@ -4,16 +4,17 @@ The same query twice over, alternating: ``connect-file`` with ``maxLinesPerTrigg
 batch, ``Trigger.ProcessingTime("1 second")``, into the ``noop`` sink, on a file that already holds
 every batch's lines (so each trigger has a full batch):
 
-* ``commits``: ``commitOffsets=true`` (the source commits batch N-1 through the daemon while batch N
-  is planned: GET + PATCH, monotonic) **and** an ``OffsetCommitListener`` publishing each completed
+* ``commits``: ``commitOffsets=true`` (when batch N is planned the source hands batch N-1's end to
+  its background committer: GET + PATCH, monotonic) **and** an ``OffsetCommitListener`` publishing each completed
   batch from the checkpoint, i.e. everything a user turns on;
 * ``no-commits``: ``commitOffsets=false`` and no listener.
 
 The daemon runs on Kafka (a Tansu broker started here) by default, ``--embedded`` for the SQLite log.
 Per batch, Spark's own ``durationMs.triggerExecution`` is recorded; one short run of each variant
-is not counted, and the first ``--warmup`` batches of every run are dropped. Overhead = (median commits - median no-commits) / 1000 ms, the share of the
-one-second batch interval the commits cost (target <= 5%), also shown relative to the no-commit
-trigger time. Separately, ``--samples`` direct commits (the same GET + PATCH) time one commit.
+is not counted, and the first ``--warmup`` batches of every run are dropped. Overhead = (median
+commits - median no-commits) / 1000 ms, the share of the one-second batch interval the commits cost
+(target <= 5%), also shown relative to the no-commit trigger time. Separately, ``--samples`` direct
+commits (the same GET + PATCH) time one commit.
 Writes ``benchmarks/results/spark_commit_overhead-<utc>.json``.
 """
 
