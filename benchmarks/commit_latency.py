@@ -1,0 +1,293 @@
+"""Commit latency: one single-partition PATCH through a running daemon vs a raw acknowledged produce.
+
+On one fresh Tansu broker:
+
+* ``daemon_patch``: ``PATCH /connectors/bench-conn-0/offsets`` with one partition, through a running
+  ``connect-offsets serve`` process on the broker. The daemon answers only after the broker acknowledged
+  the record (``acks=all``) *and* its own reader applied it to the view (read-your-writes), so a 200 means
+  "durable and visible". Timed by the client, keep-alive HTTP connection.
+* ``raw_produce``: confluent-kafka ``produce()`` of the same key and value bytes to the same partition
+  number of a second topic on the same broker (``acks=all``, idempotent like the daemon's producer),
+  then ``flush()``: the cheapest "durable" write a client can make, with nothing read back. A separate
+  topic so the baseline's records do not make the daemon's reader work during the daemon's samples.
+
+The two alternate one request at a time (PATCH, produce, PATCH, ...), N of each after a warm-up that is
+not counted. Ratio p50 daemon/raw (target <= 2x). After each PATCH loop, N ``GET /healthz`` on the same connection give
+the floor any request to the daemon pays (HTTP, ASGI, client). Then the same PATCH loop on an embedded-backend daemon
+(``--data-dir``, SQLite with fsync per commit), reported in absolute terms.
+
+``--diagnose`` (default on) also measures, in-process with the daemon's own ``KafkaOffsetLog`` +
+``OffsetView``, the two broker-side parts: time until the broker acknowledged ``append()``, and time from
+that acknowledgement until the log's *reader* delivered the record to the view. A PATCH does not wait
+for the latter (the service applies its own acknowledged records to the view, write-through), but every
+other reader of the topic (another daemon, Connect) does: it is the topic's visibility latency.
+``--variant KEY=VALUE`` runs one more Kafka daemon with that librdkafka setting (e.g.
+``fetch.wait.max.ms=1``) to show what a setting is worth.
+Writes ``benchmarks/results/commit_latency-<utc>.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+from confluent_kafka import Producer
+
+from benchmarks.support import (
+    ROOT,
+    Tansu,
+    _die_with_parent,
+    command_line,
+    free_port,
+    machine,
+    percentile,
+    stop_process,
+    workdir,
+    write_results,
+)
+from emulator.codec.keys import encode_key
+from emulator.codec.murmur2 import partition_for
+from emulator.codec.values import encode_offset
+
+CONNECTOR = "bench-conn-0"
+PARTITION = {"filename": "/data/file-0.txt", "line": 0}
+
+
+class Daemon:
+    """A ``connect-offsets serve`` process, always stopped on exit."""
+
+    def __init__(self, args: list[str], log_path: Path) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log_path = log_path
+        self.cmd = [sys.executable, "-m", "emulator.cli", "serve", "--host", "127.0.0.1", "--port", str(self.port),
+                    "--log-level", "WARNING", *args]
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def __enter__(self) -> Daemon:
+        with self.log_path.open("ab") as log_file:
+            self.proc = subprocess.Popen(self.cmd, stdout=log_file, stderr=subprocess.STDOUT, cwd=ROOT,
+                                         preexec_fn=_die_with_parent, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"daemon exited {self.proc.returncode}; log {self.log_path}")
+            try:
+                if httpx.get(self.url + "/readyz", timeout=2).status_code == 200:
+                    return self
+            except httpx.TransportError:
+                pass
+            time.sleep(0.05)
+        stop_process(self.proc)
+        raise RuntimeError(f"daemon not ready in 60 s; log {self.log_path}")
+
+    def __exit__(self, *_: object) -> None:
+        stop_process(self.proc)
+
+
+def patch_body(position: int) -> dict[str, Any]:
+    return {"offsets": [{"partition": PARTITION, "offset": {"position": position}}]}
+
+
+def timed_patch(http: httpx.Client, position: int, create: bool = False) -> float:
+    t0 = time.perf_counter()
+    response = http.patch(f"/connectors/{CONNECTOR}/offsets", json=patch_body(position),
+                          params={"create": "true"} if create else None)
+    elapsed = time.perf_counter() - t0
+    if response.status_code != 200:
+        raise RuntimeError(f"PATCH answered {response.status_code}: {response.text[:300]}")
+    return elapsed
+
+
+def http_floor(http: httpx.Client, n: int) -> list[float]:
+    """``GET /healthz`` round trips on the same connection: what any request to the daemon costs."""
+    samples = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        response = http.get("/healthz")
+        samples.append(time.perf_counter() - t0)
+        if response.status_code != 200:
+            raise RuntimeError(f"/healthz answered {response.status_code}")
+    return samples
+
+
+def check_visible(http: httpx.Client, position: int) -> None:
+    """The last PATCH must be what GET returns: the latency measured was of a write that took effect."""
+    offsets = http.get(f"/connectors/{CONNECTOR}/offsets").json()["offsets"]
+    if offsets != [{"partition": PARTITION, "offset": {"position": position}}]:
+        raise RuntimeError(f"GET after the last PATCH shows {offsets}, expected position {position}")
+
+
+class RawProducer:
+    def __init__(self, bootstrap: str, topic: str, partitions: int) -> None:
+        self.topic = topic
+        self.key = encode_key(CONNECTOR, PARTITION)
+        self.partition = partition_for(self.key, partitions)
+        self.producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
+                                  "linger.ms": 0})
+        self.errors: list[str] = []
+
+    def _delivered(self, err: Any, _msg: Any) -> None:
+        if err is not None:
+            self.errors.append(str(err))
+
+    def timed_send(self, position: int) -> float:
+        value = encode_offset({"position": position})
+        t0 = time.perf_counter()
+        self.producer.produce(self.topic, key=self.key, value=value, partition=self.partition,
+                              on_delivery=self._delivered)
+        left = self.producer.flush(30)
+        elapsed = time.perf_counter() - t0
+        if left or self.errors:
+            raise RuntimeError(f"raw produce failed: {left} undelivered, {self.errors[:3]}")
+        return elapsed
+
+
+def stats(samples: list[float]) -> dict[str, float]:
+    ms = [s * 1000 for s in samples]
+    return {"n": len(ms), "p50_ms": round(percentile(ms, 50), 3), "p90_ms": round(percentile(ms, 90), 3),
+            "p99_ms": round(percentile(ms, 99), 3), "min_ms": round(min(ms), 3), "max_ms": round(max(ms), 3),
+            "mean_ms": round(sum(ms) / len(ms), 3)}
+
+
+def kafka_vs_raw(args: argparse.Namespace, broker: Tansu, work: Path, extra: list[str], label: str) -> dict[str, Any]:
+    topic = f"bench-commit-{label}-{os.getpid()}"
+    raw_topic = f"bench-commit-raw-{label}-{os.getpid()}"
+    broker.create_topic(raw_topic, args.partitions, {"cleanup.policy": "compact"})
+    daemon_args = ["--bootstrap-servers", broker.bootstrap, "--offsets-topic", topic, "--data-dir", str(work / label),
+                   "--offsets-partitions", str(args.partitions), *extra]
+    patch: list[float] = []
+    raw: list[float] = []
+    with (
+        Daemon(daemon_args, work / f"daemon-{label}.log") as daemon,
+        httpx.Client(base_url=daemon.url, timeout=60) as http,
+    ):
+        producer = RawProducer(broker.bootstrap, raw_topic, args.partitions)
+        timed_patch(http, 0, create=True)
+        for i in range(1, args.warmup + 1):
+            timed_patch(http, i)
+            producer.timed_send(i)
+        base = args.warmup + 1
+        for i in range(base, base + args.n):
+            if i % 2:  # alternate who goes first, so neither always follows the other's I/O
+                patch.append(timed_patch(http, i))
+                raw.append(producer.timed_send(i))
+            else:
+                raw.append(producer.timed_send(i))
+                patch.append(timed_patch(http, i))
+        check_visible(http, base + args.n - 1)
+        floor = http_floor(http, args.n)
+    result: dict[str, Any] = {
+        "daemon_patch": stats(patch), "raw_produce": stats(raw), "http_floor": stats(floor), "daemon_args": extra,
+    }
+    result["ratio_p50"] = round(result["daemon_patch"]["p50_ms"] / result["raw_produce"]["p50_ms"], 2)
+    result["ratio_p99"] = round(result["daemon_patch"]["p99_ms"] / result["raw_produce"]["p99_ms"], 2)
+    return result
+
+
+def embedded_patch(args: argparse.Namespace, work: Path) -> dict[str, Any]:
+    samples: list[float] = []
+    with Daemon(["--data-dir", str(work / "embedded"), "--offsets-partitions", str(args.partitions)],
+                work / "daemon-embedded.log") as daemon, httpx.Client(base_url=daemon.url, timeout=60) as http:
+        timed_patch(http, 0, create=True)
+        for i in range(1, args.warmup + 1):
+            timed_patch(http, i)
+        base = args.warmup + 1
+        samples = [timed_patch(http, i) for i in range(base, base + args.n)]
+        check_visible(http, base + args.n - 1)
+        floor = http_floor(http, args.n)
+    return {"daemon_patch": stats(samples), "http_floor": stats(floor)}
+
+
+def diagnose(args: argparse.Namespace, broker: Tansu, extra_config: dict[str, str]) -> dict[str, Any]:
+    """Broker ack of ``append()``, then how long until the log's reader delivers that record."""
+    from emulator.logs.kafka import KafkaOffsetLog
+    from emulator.view import OffsetView
+
+    topic = f"bench-commit-diag-{os.getpid()}-{len(extra_config)}"
+    log = KafkaOffsetLog(broker.bootstrap, topic=topic, partitions=args.partitions, client_config=extra_config)
+    log.open()
+    view = OffsetView()
+    log.start_reading(view.apply)
+    key = encode_key(CONNECTOR, PARTITION)
+    acks: list[float] = []
+    visible: list[float] = []
+
+    async def run() -> None:
+        for i in range(args.diagnose_n + args.warmup):
+            t0 = time.perf_counter()
+            positions = log.append([(key, encode_offset({"position": i}))], 30)
+            t1 = time.perf_counter()
+            await view.watcher.wait_for(positions, 30)
+            t2 = time.perf_counter()
+            if i >= args.warmup:
+                acks.append(t1 - t0)
+                visible.append(t2 - t1)
+
+    try:
+        deadline = time.monotonic() + 60
+        while not log.progress().caught_up:
+            if time.monotonic() > deadline:
+                raise RuntimeError("diagnostic log never caught up")
+            time.sleep(0.01)
+        asyncio.run(run())
+    finally:
+        log.close()
+    return {"client_config": extra_config, "append_ack": stats(acks), "ack_to_applied": stats(visible)}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--n", type=int, default=1000, help="measured requests of each kind")
+    ap.add_argument("--warmup", type=int, default=20)
+    ap.add_argument("--partitions", type=int, default=25)
+    ap.add_argument("--diagnose-n", type=int, default=200)
+    ap.add_argument("--no-diagnose", dest="diagnose", action="store_false")
+    ap.add_argument("--no-embedded", dest="embedded", action="store_false")
+    ap.add_argument("--variant", action="append", default=[], metavar="KEY=VALUE",
+                    help="also run a Kafka daemon with --kafka-config KEY=VALUE (repeatable, one run each)")
+    args = ap.parse_args()
+
+    work = workdir("commit")
+    payload: dict[str, Any] = {"benchmark": "commit_latency", "command": command_line(), "machine": machine(),
+                               "params": vars(args), "workdir": str(work)}
+    print(f"commit latency benchmark: N={args.n} each, warm-up {args.warmup}; logs in {work}", flush=True)
+    started = time.monotonic()
+    with Tansu(work / "tansu.log") as broker:
+        payload["kafka"] = r = kafka_vs_raw(args, broker, work, [], "default")
+        print(f"  Kafka daemon PATCH  : {r['daemon_patch']}", flush=True)
+        print(f"  raw produce + flush : {r['raw_produce']}", flush=True)
+        print(f"  ratio p50 {r['ratio_p50']}x, p99 {r['ratio_p99']}x", flush=True)
+        print(f"  HTTP floor (GET /healthz, same daemon): {r['http_floor']}", flush=True)
+        payload["variants"] = []
+        for variant in args.variant:
+            v = kafka_vs_raw(args, broker, work, ["--kafka-config", variant], f"v{len(payload['variants'])}")
+            payload["variants"].append(v)
+            print(f"  variant {variant}: PATCH {v['daemon_patch']} / raw {v['raw_produce']}; ratio p50 "
+                  f"{v['ratio_p50']}x", flush=True)
+        if args.diagnose:
+            payload["diagnosis"] = [diagnose(args, broker, {})]
+            for variant in args.variant:
+                key, _, value = variant.partition("=")
+                payload["diagnosis"].append(diagnose(args, broker, {key: value}))
+            for d in payload["diagnosis"]:
+                print(f"  in-process split {d['client_config'] or '(defaults)'}: append ack {d['append_ack']}; "
+                      f"ack -> delivered by the reader {d['ack_to_applied']}", flush=True)
+    if args.embedded:
+        payload["embedded"] = e = embedded_patch(args, work)
+        print(f"  embedded daemon PATCH: {e['daemon_patch']}", flush=True)
+        print(f"  embedded HTTP floor (GET /healthz): {e['http_floor']}", flush=True)
+    payload["total_s"] = round(time.monotonic() - started, 1)
+    path = write_results("commit_latency", payload)
+    print(f"results: {path}")
+
+
+if __name__ == "__main__":
+    main()

