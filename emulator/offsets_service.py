@@ -17,6 +17,7 @@ read to its end before every modification, as the herder does.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
@@ -31,7 +32,7 @@ from emulator.formats.model import KeyIndex, RawRecord
 from emulator.history.origins import write_origin
 from emulator.logs.base import OffsetLog
 from emulator.ownership import Claim
-from emulator.records import Position
+from emulator.records import LogRecord
 from emulator.requests import OffsetChange, validate_changes
 from emulator.sequencing import SequenceTracker
 from emulator.sink_offsets import SinkOffsets, consumer_group_id, parse_sink_offsets, plan_alter
@@ -325,36 +326,31 @@ class OffsetsService:
             return ModifyResult(message, records, dry_run)
         entries = [(r.key, r.value) for r in records]
         async with self._write_lock:
-            await self._append_locked(entries, f"Offsets for connector {connector}", connector, auth)
+            await self._append_locked(entries, connector, auth)
         return ModifyResult(message, records, dry_run)
 
     async def _append_locked(
         self,
         entries: list[tuple[bytes, bytes | None]],
-        subject: str,
         connector: str | None = None,
         auth: WriteAuth = NO_AUTH,
     ) -> None:
-        """Append (in chunks, each bounded by the write timeout) and wait until the view applied it all.
+        """Append (in chunks, each bounded by the write timeout) and apply it to the view once acknowledged.
 
         The caller holds ``_write_lock``. Chunks keep one huge import from needing one huge timeout.
         """
-        positions: list[Position] = []
         for start in range(0, len(entries), _APPEND_CHUNK):
             chunk = entries[start : start + _APPEND_CHUNK]
             if connector is None:
-                positions.extend(await asyncio.to_thread(self._log.append, chunk, self._write_timeout_s))
+                positions = await asyncio.to_thread(self._log.append, chunk, self._write_timeout_s)
             else:
-                positions.extend(
-                    await asyncio.to_thread(self.guard.append, connector, auth, chunk, self._write_timeout_s)
-                )
-        try:
-            await self._view.watcher.wait_for(positions, self._write_timeout_s)
-        except TimeoutError as exc:
-            raise EmulatorError(
-                f"{subject} were written to the log but not read back within "
-                f"{self._write_timeout_s:.0f} s; the reader may be stalled (see /readyz)"
-            ) from exc
+                positions = await asyncio.to_thread(self.guard.append, connector, auth, chunk, self._write_timeout_s)
+            # Read-your-writes without waiting for the reader's next fetch: the log acknowledged
+            # exactly these records at exactly these positions (see OffsetView.apply_acknowledged).
+            now_ms = time.time_ns() // 1_000_000
+            self._view.apply_acknowledged(
+                [LogRecord(k, v, p.partition, p.offset, now_ms) for (k, v), p in zip(chunk, positions, strict=True)]
+            )
 
     # -- raw import (byte-exact transfers: POST /offsets/records) ----------------------------
     async def import_records(
@@ -392,9 +388,7 @@ class OffsetsService:
             if not dry_run and to_write:
                 touched = diff.connectors()
                 with write_origin("import", touched[0] if len(touched) == 1 else None):
-                    await self._append_locked(
-                        [(r.key, r.value) for r in to_write], f"{len(to_write)} imported offsets record(s)"
-                    )
+                    await self._append_locked([(r.key, r.value) for r in to_write])
         return ImportResult(diff, 0 if dry_run else len(to_write), dry_run)
 
     def _live_value(self, key: bytes) -> bytes | None:

@@ -94,6 +94,9 @@ class OffsetView:
         self.stats = ViewStats()
         self.watcher = PositionWatcher()
         self._listeners: list[Callable[[Sequence[LogRecord]], None]] = []
+        self._written_through = False  # until the first write-through, replay needs no ordering guard
+        self._deleted_ahead: dict[bytes, tuple[int, int]] = {}
+        """Keys deleted by write-through whose tombstone the reader has not delivered yet."""
         self.listener_failures = 0
 
     def add_listener(self, listener: Callable[[Sequence[LogRecord]], None]) -> None:
@@ -122,26 +125,66 @@ class OffsetView:
                 log.exception("view listener %r failed on %d records", listener, len(records))
         self.watcher.advance(advanced)
 
-    def _apply_one(self, record: LogRecord) -> None:
+    def apply_acknowledged(self, records: Sequence[LogRecord]) -> None:
+        """Apply the daemon's own writes as soon as the log acknowledged them (write-through).
+
+        Read-your-writes then costs no round trip through the reader, whose fetches some brokers
+        hold until their wait expires. The reader delivers the same records later; the per-key
+        guard in ``_apply_one`` keeps that (and any older record of the key still in flight) from
+        undoing them. Listeners (history) and counters see only what the reader delivers, once.
+        """
+        with self._lock:
+            for record in records:
+                self._apply_one(record, own=True)
+
+    def _is_older(self, record: LogRecord) -> bool:
+        """Has this key already been applied from a later offset of the same partition?
+
+        Only write-through can cause it (the reader delivers each partition in order); keys live in
+        one partition (murmur2), so per-partition order is the order Connect's reader sees.
+        """
+        key = record.key
+        current = self._data.get(key)
+        if current is not None and current.partition == record.partition and current.offset > record.offset:
+            return True
+        ghost = self._deleted_ahead.get(key)  # type: ignore[arg-type]
+        if ghost is not None and ghost[0] == record.partition:
+            if ghost[1] > record.offset:
+                return True
+            del self._deleted_ahead[key]  # type: ignore[arg-type]  # the reader has reached that tombstone
+        return False
+
+    def _apply_one(self, record: LogRecord, own: bool = False) -> None:
         key = record.key
         stats = self.stats
-        stats.records_applied += 1
-        info = self._classify(key)
+        if not own:
+            stats.records_applied += 1
+        info = self._classify(key, count=not own)
+        if own:
+            self._written_through = True
+        if key is not None and self._written_through and self._is_older(record):
+            return
         if record.value is None:
-            stats.tombstones_applied += 1
+            if not own:
+                stats.tombstones_applied += 1
             self._data.pop(key, None)
             if key is not None:
+                if own:
+                    self._deleted_ahead[key] = (record.partition, record.offset)
                 self._key_info.pop(key, None)
                 if not isinstance(info, KeyProblem):
                     self._unindex(key, info)
             return
-        if not record.value:
+        if not record.value and not own:
             stats.empty_values += 1
+        current = self._data.get(key)
+        if current is not None and current.partition == record.partition and current.offset == record.offset:
+            return  # the reader delivering a record already applied by write-through
         self._data[key] = Entry(record.value, record.partition, record.offset, record.timestamp_ms)
         if not isinstance(info, KeyProblem):
             self._index(key, info)  # type: ignore[arg-type]  # parsed keys are never None
 
-    def _classify(self, key: bytes | None) -> _KeyInfo:
+    def _classify(self, key: bytes | None, count: bool = True) -> _KeyInfo:
         if key is None:
             info: _KeyInfo = KeyProblem.NULL_KEY
         else:
@@ -152,7 +195,7 @@ class OffsetView:
                 parsed = parse_key(key)
                 info = parsed if isinstance(parsed, KeyProblem) else (parsed, logical_id(parsed.partition))
                 self._key_info[key] = info
-        if isinstance(info, KeyProblem):
+        if isinstance(info, KeyProblem) and count:
             self._count_skip(info, key)
         return info
 

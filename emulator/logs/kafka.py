@@ -65,7 +65,7 @@ _METADATA_WAIT_S = 30.0  # KafkaBasedLog.CREATE_TOPIC_TIMEOUT_NS
 # long wait fills each response (replay measured ~2-3x faster at 500 than at 100 ms), and a short one
 # bounds how late a tailed record (read-your-writes) arrives. Hence one consumer per phase.
 _REPLAY_FETCH_WAIT_MS = "500"  # librdkafka's default, and Java's fetch.max.wait.ms default
-_TAIL_FETCH_WAIT_MS = "100"
+_TAIL_FETCH_WAIT_MS = "10"
 _REFRESH_TIMEOUT_S = 5.0  # a periodic metadata check must not hold up reading for long
 
 
@@ -262,6 +262,9 @@ class KafkaOffsetLog(OffsetLog):
             # Every keyed record gets an explicit partition; this only guards against a future caller
             # forgetting it, with the partitioner that agrees with Java's.
             config.setdefault("partitioner", "murmur2_random")
+            # Java's producer default, and Connect's: a commit is sent at once, not held for a batch
+            # (librdkafka's 5 ms default linger was most of an acknowledged write's latency here).
+            config.setdefault("linger.ms", "0")
         elif role == "consumer":
             config.setdefault("group.id", DEFAULT_CLIENT_ID)
             _forced(config, "enable.auto.commit", "false", role)
