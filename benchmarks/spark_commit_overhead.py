@@ -120,6 +120,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--samples", type=int, default=200, help="direct commits timed")
     parser.add_argument("--embedded", action="store_true", help="daemon on the embedded log instead of Kafka")
     args = parser.parse_args(argv)
+    facts = machine()  # before the run: its load average is the one that matters
 
     work = workdir("spark-commit")
     file = work / "in.txt"
@@ -153,7 +154,7 @@ def main(argv: list[str] | None = None) -> int:
     payload = {
         "benchmark": "spark_commit_overhead",
         "command": command_line(),
-        "machine": machine(),
+        "machine": facts,
         "daemon": where,
         "lines_per_batch": args.lines_per_batch,
         "trigger": "ProcessingTime 1 second",

@@ -1,8 +1,9 @@
 """``connect-file`` throughput against Spark's built-in ``text`` streaming source, same file.
 
 One file of ``--lines`` ASCII lines (``--width`` bytes each) in its own directory. Each run is a fresh
-streaming query with ``Trigger.AvailableNow`` into the ``noop`` sink, timed from ``start()`` to
-termination, and must report exactly ``--lines`` input rows:
+streaming query with ``Trigger.AvailableNow`` into the ``noop`` sink (raw source speed) or, with
+``--sink parquet``, into Parquet files (a pipeline's speed), timed from ``start()`` to termination;
+it must report exactly ``--lines`` input rows:
 
 * ``text``: ``spark.readStream.format("text").load(<dir>)`` (Spark's file source, JVM line reader);
 * ``connect-file``: ``spark.readStream.format("connect-file")`` on the same file (Python data source:
@@ -41,7 +42,7 @@ from benchmarks.spark_support import (
 
 
 def run_once(
-    spark: Any, source: str, folder: Path, file: Path, url: str, checkpoint: Path, lines: int
+    spark: Any, source: str, folder: Path, file: Path, url: str, checkpoint: Path, lines: int, sink: str
 ) -> tuple[float, int]:
     if source == "text":
         reader = spark.readStream.format("text").load(str(folder))
@@ -61,13 +62,11 @@ def run_once(
             .option("file", str(file))
             .load()
         )
+    writer = reader.writeStream.format(sink).option("checkpointLocation", str(checkpoint))
+    if sink != "noop":
+        writer = writer.option("path", str(checkpoint) + "-out")
     t0 = time.perf_counter()
-    query = (
-        reader.writeStream.format("noop")
-        .option("checkpointLocation", str(checkpoint))
-        .trigger(availableNow=True)
-        .start()
-    )
+    query = writer.trigger(availableNow=True).start()
     query.awaitTermination()
     elapsed = time.perf_counter() - t0
     if query.exception() is not None:
@@ -81,7 +80,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lines", type=int, default=2_000_000)
     parser.add_argument("--width", type=int, default=60, help="bytes per line including the newline")
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--sink", choices=("noop", "parquet"), default="noop")
     args = parser.parse_args(argv)
+    facts = machine()  # before the run: its load average is the one that matters
 
     work = workdir("spark-throughput")
     folder = work / "in"
@@ -97,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
         def timed(source: str) -> float:
             nonlocal runs
             runs += 1
-            elapsed, rows = run_once(spark, source, folder, file, url, work / f"cp-{runs}", args.lines)
+            elapsed, rows = run_once(spark, source, folder, file, url, work / f"cp-{runs}", args.lines, args.sink)
             if rows != args.lines:
                 raise RuntimeError(f"{source} read {rows} rows, expected {args.lines}")
             print(f"{source:>12}: {elapsed:6.2f} s  {args.lines / elapsed:12,.0f} lines/s", file=sys.stderr)
@@ -117,8 +118,9 @@ def main(argv: list[str] | None = None) -> int:
     payload = {
         "benchmark": "spark_file_throughput",
         "command": command_line(),
-        "machine": machine(),
+        "machine": facts,
         "file": {"lines": args.lines, "bytes": size},
+        "sink": args.sink,
         "seconds": samples,
         "median_seconds": medians,
         "median_lines_per_s": throughput,
@@ -129,7 +131,8 @@ def main(argv: list[str] | None = None) -> int:
     }
     path = write_results("spark_file_throughput", payload)
     print(
-        f"text {throughput['text']:,.0f} lines/s, connect-file {throughput['connect-file']:,.0f} lines/s, "
+        f"[{args.sink}] text {throughput['text']:,.0f} lines/s, "
+        f"connect-file {throughput['connect-file']:,.0f} lines/s, "
         f"ratio {ratio:.2f} (target >= 0.5); python-ceiling {throughput['python-ceiling']:,.0f} lines/s, "
         f"ratio {ceiling:.2f}; {path}"
     )

@@ -40,9 +40,10 @@ __all__ = [
 def register(spark: SparkSession) -> None:
     """Register every data source of this package with ``spark`` (``spark.dataSource.register``)."""
     from emulator.spark.file_source import ConnectFileDataSource
+    from emulator.spark.kafka_source import ConnectKafkaDataSource
     from emulator.spark.offsets_source import ConnectOffsetsDataSource
 
-    for source in (ConnectFileDataSource, ConnectOffsetsDataSource):
+    for source in (ConnectFileDataSource, ConnectOffsetsDataSource, ConnectKafkaDataSource):
         spark.dataSource.register(source)
 
 

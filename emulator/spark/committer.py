@@ -29,7 +29,7 @@ from urllib.parse import quote
 
 import httpx
 
-from emulator.client import ApiError, DaemonUnavailable, OffsetsClient
+from emulator.client import ApiError, Auth, DaemonUnavailable, OffsetsClient
 
 log = logging.getLogger(__name__)
 
@@ -153,9 +153,17 @@ class DaemonOffsets:
 
     # -- writes -------------------------------------------------------------------------------
     def commit(
-        self, connector: str, entries: Sequence[Entry], kind: Kind = "source", dry_run: bool = False
+        self,
+        connector: str,
+        entries: Sequence[Entry],
+        kind: Kind = "source",
+        dry_run: bool = False,
+        sequence: tuple[str, int] | None = None,
     ) -> CommitOutcome:
-        """Write the entries that move forward; skip the rest (see ``backwards_reason``)."""
+        """Write the entries that move forward; skip the rest (see ``backwards_reason``).
+
+        ``sequence`` (descriptor, number), e.g. (the query's id, the batch id), lets the daemon
+        drop a replayed or late commit too (reordering detection), even one from another process."""
         outcome = CommitOutcome(connector, kind, dry_run=dry_run)
         if not entries:
             return outcome
@@ -171,7 +179,11 @@ class DaemonOffsets:
                 else:
                     outcome.skipped.append({"partition": partition, "offset": offset, "current": now, "reason": reason})
             if changes and not dry_run:
-                self._alter(connector, changes, kind, create=rows is None)
+                dropped = self._alter(connector, changes, kind, create=rows is None, sequence=sequence)
+                for item in dropped:
+                    outcome.skipped.append({**item, "current": current.get(_key(item.get("partition")))})
+                dropped_keys = {_key(item.get("partition")) for item in dropped}
+                changes = [c for c in changes if _key(c["partition"]) not in dropped_keys]
             outcome.written = changes
         for change in outcome.written:
             log.info(
@@ -184,14 +196,24 @@ class DaemonOffsets:
             )
         return outcome
 
-    def _alter(self, connector: str, changes: list[dict[str, Any]], kind: Kind, create: bool) -> None:
+    def _alter(
+        self,
+        connector: str,
+        changes: list[dict[str, Any]],
+        kind: Kind,
+        create: bool,
+        sequence: tuple[str, int] | None = None,
+    ) -> list[dict[str, Any]]:
+        """PATCH through the daemon; returns the partitions it dropped as stale (sequence)."""
+        auth = Auth(sequence_source=sequence[0], sequence=sequence[1]) if sequence else None
         if kind == "source":
-            self._client.alter(connector, {"offsets": changes}, create=create)
-            return
+            body = self._client.alter(connector, {"offsets": changes}, create=create, auth=auth)
+            return list(body.get("dropped", []))
         self.require_sink_support()
-        params = {"kind": "sink"} | ({"create": "true"} if create else {})
+        params = {"kind": "sink"} | ({"create": "true"} if create else {}) | (auth.params() if auth else {})
         try:
-            self._raw("PATCH", connector, params=params, json={"offsets": changes})
+            body = self._raw("PATCH", connector, params=params, json={"offsets": changes})
+            return list(body.get("dropped", [])) if isinstance(body, dict) else []
         except ApiError as exc:
             if exc.status in (400, 404) and "kind" in exc.message.lower():
                 raise SinkOffsetsUnsupported(f"the daemon at {self.url} refused sink offsets: {exc.message}") from exc

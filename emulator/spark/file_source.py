@@ -124,8 +124,9 @@ class ConnectFileStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
         cursor = self._cursor(start)
         max_lines = limit.max_rows if isinstance(limit, ReadMaxRows) else None
-        found = scan(self.file, cursor, max_lines=max_lines, limit_bytes=self._target)
-        if found.lines == 0 or (isinstance(limit, ReadMinRows) and found.lines < limit.min_rows):
+        min_rows = limit.min_rows if isinstance(limit, ReadMinRows) else None
+        found = scan(self.file, cursor, max_lines, self._target, count_lines=min_rows is not None)
+        if found.end == cursor or (min_rows is not None and (found.lines or 0) < min_rows):
             return start  # the very same dict: Spark sees "no new data" by string equality
         return FileOffset(self.connector, self.file, found.end).spark()
 

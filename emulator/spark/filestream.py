@@ -54,10 +54,11 @@ class Cursor:
 
 @dataclass(frozen=True, slots=True)
 class Scan:
-    """What a scan found: the cursor after the last complete line, and how many lines that covered."""
+    """What a scan found: the cursor after the last complete line, and how many lines that covered
+    (``None`` when not counted: counting costs a pass over the data that most callers do not need)."""
 
     end: Cursor
-    lines: int
+    lines: int | None
 
 
 def java_chars(data: bytes) -> int:
@@ -90,8 +91,10 @@ def scan(
     start: Cursor,
     max_lines: int | None = None,
     limit_bytes: int | None = None,
+    count_lines: bool = True,
 ) -> Scan:
     """Complete lines from ``start``: at most ``max_lines``, and no byte at or beyond ``limit_bytes``.
+    Lines are always counted with ``max_lines``; without it only if ``count_lines``.
 
     A missing file or one shorter than ``start.byte_offset`` has no complete line yet (Connect waits).
     """
@@ -117,7 +120,8 @@ def scan(
             buf = carry + chunk
             if max_lines is None:
                 cut = _complete_end(buf)
-                lines += _count_lines(buf, cut)
+                if count_lines:
+                    lines += _count_lines(buf, cut)
             else:
                 cut, found = _cut_after_lines(buf, max_lines - lines)
                 lines += found
@@ -126,7 +130,8 @@ def scan(
             carry = buf[cut:]
             if at_eof or (max_lines is not None and lines >= max_lines):
                 break
-        return Scan(Cursor(position, byte_offset), lines)
+        counted = count_lines or max_lines is not None
+        return Scan(Cursor(position, byte_offset), lines if counted else None)
 
 
 def _count_lines(buf: bytes, cut: int) -> int:

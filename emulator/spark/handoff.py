@@ -66,9 +66,11 @@ def publish(
     targets: Sequence[CommitTarget] = (),
     own_sources: bool = True,
     dry_run: bool = False,
+    sequence: tuple[str, int] | None = None,
 ) -> list[CommitOutcome]:
     """Commit parsed end offsets by source id: ``connect-file`` sources to the connector their offset
-    names (when ``own_sources``), other sources as ``targets`` say."""
+    names (when ``own_sources``), other sources as ``targets`` say. ``sequence`` = (query id, batch
+    id) makes the daemon drop a batch that was already published (reordering detection)."""
     outcomes: list[CommitOutcome] = []
     for source_id, raw in offsets.items():
         value = parse_offset(raw)
@@ -78,11 +80,11 @@ def publish(
         matching = [t for t in targets if t.source_index == index]
         for target in matching:
             _, entries = entries_for(value, index, target.kind)
-            outcomes.append(daemon.commit(target.connector, entries, target.kind, dry_run))
+            outcomes.append(daemon.commit(target.connector, entries, target.kind, dry_run, sequence))
         if not matching and own_sources:
             own = FileOffset.parse(value)
             if own is not None:
-                outcomes.append(daemon.commit(own.connector, [own.connect_entry()], "source", dry_run))
+                outcomes.append(daemon.commit(own.connector, [own.connect_entry()], "source", dry_run, sequence))
     return outcomes
 
 

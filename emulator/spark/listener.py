@@ -162,7 +162,10 @@ class ListenerCommitter(StreamingQueryListener):
         with self._lock:
             if self._published.get(query_id) == marker:
                 return
-        outcomes = publish(self._daemon(), offsets, targets, self.own_sources, self.dry_run)
+        # The query's id is stable across runs of one checkpoint and batch ids keep counting, so a
+        # restarted run that republishes an old batch is dropped by the daemon as stale.
+        sequence = (f"spark-query:{query_id}", marker[1])
+        outcomes = publish(self._daemon(), offsets, targets, self.own_sources, self.dry_run, sequence)
         with self._lock:
             self._published[query_id] = marker
             self.outcomes.extend(outcomes)
