@@ -6,10 +6,10 @@ live record's ``kafka_partition``, ``kafka_offset`` and ``timestamp_ms`` in the 
 otherwise; with several raw keys for one partition, the newest record's). Options: ``url``;
 ``connector`` (only that one; default all).
 
-History hook: the offsets history (every record of the offsets log over time) comes from another
-part of the project. With option ``history`` set, this source asks the module
-``emulator.history.spark`` for ``SCHEMA`` (a DDL string) and ``rows(options) -> Iterable[tuple]``;
-until that module exists the option fails with a clear message instead of returning current offsets.
+History: with option ``history=true`` the rows are the offsets history instead (every change the
+daemon archived, oldest first, with origin and log coordinates), from ``emulator.history.spark``
+(``SCHEMA``, ``rows(options)``), read through the daemon's history route. Options there: ``url``,
+``connector``, ``partition`` (JSON map), ``from``/``to`` (ISO-8601 or epoch ms), ``limit``.
 """
 
 from __future__ import annotations

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from typing import Any
 
@@ -42,10 +41,29 @@ def test_rows_are_the_daemons_offsets_with_their_log_coordinates(spark: Any, emb
     assert [r.connector for r in only.collect()] == [second]
 
 
-@pytest.mark.skipif(
-    importlib.util.find_spec("emulator.history.spark") is not None,
-    reason="a history reader for Spark is installed; this checks the message shown without one",
-)
-def test_history_without_a_history_reader_is_a_clear_error(spark: Any, embedded_daemon: Any) -> None:
-    with pytest.raises(Exception, match=r"emulator\.history\.spark"):
-        spark.read.format("connect-offsets").option("url", embedded_daemon.url).option("history", "true").load()
+def test_history_rows_come_oldest_first_with_origins_and_tombstones(spark: Any, embedded_daemon: Any) -> None:
+    client = embedded_daemon.client()
+    name = unique("hist")
+    for position in (10, 20, 30):
+        body = {"offsets": [{"partition": {"filename": "/data/h.txt"}, "offset": {"position": position}}]}
+        client.alter(name, body, create=True)
+    client.reset(name)
+
+    frame = (
+        spark.read.format("connect-offsets")
+        .option("url", embedded_daemon.url)
+        .option("history", "true")
+        .option("connector", name)
+        .load()
+    )
+    rows = [r.asDict() for r in frame.collect()]
+    assert [(json.loads(r["offset"]) if r["offset"] else None, r["tombstone"]) for r in rows] == [
+        ({"position": 10}, False),
+        ({"position": 20}, False),
+        ({"position": 30}, False),
+        (None, True),
+    ]
+    assert {r["origin"] for r in rows} == {"daemon"}
+    assert [r["operation"] for r in rows] == ["PATCH", "PATCH", "PATCH", "DELETE"]
+    assert all(r["partition"] == '{"filename":"/data/h.txt"}' for r in rows)
+    assert [r["time_ms"] for r in rows] == sorted(r["time_ms"] for r in rows)

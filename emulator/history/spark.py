@@ -1,0 +1,53 @@
+"""The offsets history as rows for Spark's ``connect-offsets`` batch source (``history=true``).
+
+Read through the daemon's history route rather than the archive files, so executors on other
+machines see exactly what the daemon serves (and files the daemon's host alone can read stay its).
+Options: ``url``, ``connector`` (default: every connector the daemon lists), ``partition`` (JSON
+map), ``from`` / ``to`` (ISO-8601 or epoch ms), ``limit`` (per connector). Rows oldest first.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from emulator.history.client import HistoryClient
+
+SCHEMA = (
+    "connector string, time_ms long, kafka_partition int, kafka_offset long, origin string, operation string, "
+    "partition string, offset string, tombstone boolean, key string, value string"
+)
+
+
+def _compact(value: Any) -> str | None:
+    return None if value is None else json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def rows(options: Mapping[str, str]) -> Iterator[tuple[Any, ...]]:
+    url = options.get("url") or "http://127.0.0.1:8081"
+    partition = json.loads(options["partition"]) if options.get("partition") else None
+    limit = int(options["limit"]) if options.get("limit") else None
+    with HistoryClient(url) as client:
+        names = [options["connector"]] if options.get("connector") else client.connectors()
+        for name in names:
+            page = client.history(
+                name, partition=partition, from_time=options.get("from"), to_time=options.get("to"), limit=limit
+            )
+            changes = page["changes"]
+            if page.get("order") == "newest_first":
+                changes = list(reversed(changes))
+            for change in changes:
+                yield (
+                    name,
+                    change["time_ms"],
+                    change["kafka_partition"],
+                    change["kafka_offset"],
+                    change["origin"],
+                    change.get("operation"),
+                    _compact(change.get("partition")),
+                    _compact(change.get("offset")),
+                    change.get("value") is None,
+                    change.get("key"),
+                    change.get("value"),
+                )
