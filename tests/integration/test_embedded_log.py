@@ -248,7 +248,10 @@ def test_another_process_shares_the_log_safely_and_its_appends_are_tailed(log: E
     ours: list[Position] = []
     while proc.poll() is None and len(ours) < 400:  # write concurrently with the other process
         ours.extend(log.append([(b'["ours",{"n":%d}]' % len(ours), b"mine")]))
-    out, err = proc.communicate(timeout=30)
+    assert proc.stdout is not None and proc.stderr is not None
+    out = proc.stdout.read()  # the wrapper, not communicate(): readline() may have buffered lines
+    err = proc.stderr.read()
+    proc.wait(timeout=30)
     assert proc.returncode == 0, err
     theirs = [Position(int(p), int(o)) for _, p, o in (line.split() for line in out.splitlines())]
     assert len(theirs) == 400
@@ -383,7 +386,12 @@ def test_kill_9_in_the_middle_of_a_stream_of_writes_loses_no_acknowledged_record
             i, p, o = map(int, line.split())
             acked.append((i, Position(p, o)))
         os.kill(proc.pid, signal.SIGKILL)  # mid-stream: the writer never pauses between appends
-        rest, _ = proc.communicate(timeout=10)
+        # Read the rest through the same text wrapper: readline() may already hold acknowledged
+        # lines in its buffer, which communicate() (reading the raw pipe) would never see.
+        rest = proc.stdout.read()
+        proc.wait(timeout=10)
+        if proc.stderr is not None:
+            proc.stderr.close()
         assert proc.returncode == -signal.SIGKILL
         for line in rest.splitlines(keepends=True):  # flushed before the kill: acknowledged too
             if line.endswith("\n"):
