@@ -7,10 +7,10 @@ and writes only partitions whose offset would move forward. The read-then-write 
 daemon, so writers on one host (the source's driver-side worker, the listener in the driver, the
 CLI) serialise it with an advisory file lock per daemon and connector.
 
-``OffsetsClient`` covers Connect's source-connector routes; sink offsets (``?kind=sink``, a consumer
-group ``connect-<name>``) are not in it, so this module speaks that variant with httpx directly and
-first checks that the daemon declares the parameter, because an unknown query parameter would be
-silently ignored and the offsets written as a source connector's.
+Sink offsets (``?kind=sink``, consumer group ``connect-<name>``) go through ``OffsetsClient`` too,
+after checking once that the daemon declares the parameter: an older daemon would silently ignore
+an unknown query parameter and write the offsets as a source connector's. Commits may carry a
+sequence, so the daemon itself drops a batch that was already published.
 """
 
 from __future__ import annotations
@@ -25,11 +25,10 @@ import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
-from urllib.parse import quote
 
 import httpx
 
-from emulator.client import ApiError, Auth, DaemonUnavailable, OffsetsClient
+from emulator.client import ApiError, Auth, OffsetsClient
 
 log = logging.getLogger(__name__)
 
@@ -136,9 +135,7 @@ class DaemonOffsets:
             if kind == "source":
                 return self._client.offsets(connector)
             self.require_sink_support()
-            body = self._raw("GET", connector, params={"kind": "sink"})
-            rows: list[dict[str, Any]] = body["offsets"]
-            return rows
+            return self._client.offsets(connector, kind="sink")
         except ApiError as exc:
             if exc.status == 404:
                 return None
@@ -210,10 +207,9 @@ class DaemonOffsets:
             body = self._client.alter(connector, {"offsets": changes}, create=create, auth=auth)
             return list(body.get("dropped", []))
         self.require_sink_support()
-        params = {"kind": "sink"} | ({"create": "true"} if create else {}) | (auth.params() if auth else {})
         try:
-            body = self._raw("PATCH", connector, params=params, json={"offsets": changes})
-            return list(body.get("dropped", [])) if isinstance(body, dict) else []
+            body = self._client.alter(connector, {"offsets": changes}, create=create, auth=auth, kind="sink")
+            return list(body.get("dropped", []))
         except ApiError as exc:
             if exc.status in (400, 404) and "kind" in exc.message.lower():
                 raise SinkOffsetsUnsupported(f"the daemon at {self.url} refused sink offsets: {exc.message}") from exc
@@ -236,25 +232,6 @@ class DaemonOffsets:
                 "has no 'kind' parameter (consumer-group offsets for sink connectors are not available there)"
             )
         self._sink_checked = True
-
-    def _raw(self, method: str, connector: str, **kwargs: Any) -> Any:
-        try:
-            response = httpx.request(
-                method,
-                f"{self.url}/connectors/{quote(connector, safe='')}/offsets",
-                timeout=self._timeout_s,
-                **kwargs,
-            )
-        except httpx.TransportError as exc:
-            raise DaemonUnavailable(f"cannot reach the connect-offsets daemon at {self.url}: {exc}") from exc
-        try:
-            body = response.json()
-        except ValueError:
-            body = None
-        if response.status_code >= 400:
-            message = body.get("message") if isinstance(body, dict) else None
-            raise ApiError(response.status_code, str(message or response.text or response.reason_phrase))
-        return body
 
 
 def _key(partition: Any) -> str:
