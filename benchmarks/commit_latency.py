@@ -12,8 +12,9 @@ On one fresh Tansu broker:
   topic so the baseline's records do not make the daemon's reader work during the daemon's samples.
 
 The two alternate one request at a time (PATCH, produce, PATCH, ...), N of each after a warm-up that is
-not counted. Ratio p50 daemon/raw (target <= 2x). After each PATCH loop, N ``GET /healthz`` on the same connection give
-the floor any request to the daemon pays (HTTP, ASGI, client). Then the same PATCH loop on an embedded-backend daemon
+not counted. Ratio p50 daemon/raw (target <= 2x). After the PATCH loop, N ``GET /healthz`` on the same connection give
+the floor any request to the daemon pays (HTTP, ASGI, client), and N ``PATCH ?dry_run=true`` the cost of
+everything but the write (parsing, validation, planning the records, the response). Then the same PATCH loop on an embedded-backend daemon
 (``--data-dir``, SQLite with fsync per commit), reported in absolute terms.
 
 ``--diagnose`` (default on) also measures, in-process with the daemon's own ``KafkaOffsetLog`` +
@@ -96,10 +97,12 @@ def patch_body(position: int) -> dict[str, Any]:
     return {"offsets": [{"partition": PARTITION, "offset": {"position": position}}]}
 
 
-def timed_patch(http: httpx.Client, position: int, create: bool = False) -> float:
+def timed_patch(http: httpx.Client, position: int, create: bool = False, dry_run: bool = False) -> float:
+    params = {"create": "true"} if create else {}
+    if dry_run:
+        params["dry_run"] = "true"
     t0 = time.perf_counter()
-    response = http.patch(f"/connectors/{CONNECTOR}/offsets", json=patch_body(position),
-                          params={"create": "true"} if create else None)
+    response = http.patch(f"/connectors/{CONNECTOR}/offsets", json=patch_body(position), params=params or None)
     elapsed = time.perf_counter() - t0
     if response.status_code != 200:
         raise RuntimeError(f"PATCH answered {response.status_code}: {response.text[:300]}")
@@ -184,8 +187,10 @@ def kafka_vs_raw(args: argparse.Namespace, broker: Tansu, work: Path, extra: lis
                 patch.append(timed_patch(http, i))
         check_visible(http, base + args.n - 1)
         floor = http_floor(http, args.n)
+        dry = [timed_patch(http, base + args.n, dry_run=True) for _ in range(args.n)]
     result: dict[str, Any] = {
-        "daemon_patch": stats(patch), "raw_produce": stats(raw), "http_floor": stats(floor), "daemon_args": extra,
+        "daemon_patch": stats(patch), "raw_produce": stats(raw), "http_floor": stats(floor),
+        "dry_run_patch": stats(dry), "daemon_args": extra,
     }
     result["ratio_p50"] = round(result["daemon_patch"]["p50_ms"] / result["raw_produce"]["p50_ms"], 2)
     result["ratio_p99"] = round(result["daemon_patch"]["p99_ms"] / result["raw_produce"]["p99_ms"], 2)
@@ -266,6 +271,7 @@ def main() -> None:
         print(f"  raw produce + flush : {r['raw_produce']}", flush=True)
         print(f"  ratio p50 {r['ratio_p50']}x, p99 {r['ratio_p99']}x", flush=True)
         print(f"  HTTP floor (GET /healthz, same daemon): {r['http_floor']}", flush=True)
+        print(f"  PATCH ?dry_run=true (everything but the write): {r['dry_run_patch']}", flush=True)
         payload["variants"] = []
         for variant in args.variant:
             v = kafka_vs_raw(args, broker, work, ["--kafka-config", variant], f"v{len(payload['variants'])}")
