@@ -12,10 +12,11 @@ On one fresh Tansu broker:
   topic so the baseline's records do not make the daemon's reader work during the daemon's samples.
 
 The two alternate one request at a time (PATCH, produce, PATCH, ...), N of each after a warm-up that is
-not counted. Ratio p50 daemon/raw (target <= 2x). After the PATCH loop, N ``GET /healthz`` on the same connection give
-the floor any request to the daemon pays (HTTP, ASGI, client), and N ``PATCH ?dry_run=true`` the cost of
-everything but the write (parsing, validation, planning the records, the response). Then the same PATCH loop on an embedded-backend daemon
-(``--data-dir``, SQLite with fsync per commit), reported in absolute terms.
+not counted. Ratio p50 daemon/raw (target <= 2x). After the PATCH loop, N ``GET /healthz`` on the same
+connection give the floor any request to the daemon pays (HTTP, ASGI, client), and N
+``PATCH ?dry_run=true`` the cost of everything but the write (parsing, validation, planning the records,
+the response). Then the same PATCH loop on an embedded-backend daemon (``--data-dir``, SQLite with fsync
+per commit), reported in absolute terms.
 
 ``--diagnose`` (default on) also measures, in-process with the daemon's own ``KafkaOffsetLog`` +
 ``OffsetView``, the two broker-side parts: time until the broker acknowledged ``append()``, and time from
