@@ -25,7 +25,9 @@ class Runtime:
     """Consumer-group offsets of sink connectors (Kafka backend only)."""
 
 
-def runtime(request: Request) -> Runtime:
+async def runtime(request: Request) -> Runtime:
+    """``async`` on purpose: FastAPI runs a plain ``def`` dependency in its thread pool, a hop per
+    request for what is an attribute read."""
     rt: Runtime = request.app.state.runtime
     return rt
 
