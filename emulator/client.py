@@ -204,6 +204,12 @@ class OffsetsClient:
             raise DaemonUnavailable(f"cannot reach the connect-offsets daemon at {self.url}: {exc}") from exc
         return _result(request, response)
 
+    def request(
+        self, method: str, path: str, *, params: Mapping[str, str | list[str]] | None = None, json: Any = None
+    ) -> Any:
+        """Any route, with this client's error handling (for routes without a method of their own)."""
+        return self._call(_Request(method, path, params or {}, json))
+
     def connectors(self) -> list[str]:
         result: list[str] = self._call(_Routes.connectors())
         return result

@@ -437,27 +437,18 @@ class DaemonLocation(Location):
     def description(self) -> str:
         return self.url
 
-    def _call(self, method: str, path: str, ctx: _Context, **kwargs: Any) -> Any:
-        import httpx
+    def _call(
+        self, method: str, path: str, ctx: _Context, params: dict[str, Any] | None = None, json: Any = None
+    ) -> Any:
+        from emulator.client import OffsetsClient
 
-        from emulator.client import ApiError, DaemonUnavailable
-
-        try:
-            response = httpx.request(method, self.url + path, timeout=ctx.options.timeout_s, **kwargs)
-        except httpx.TransportError as exc:
-            raise DaemonUnavailable(f"cannot reach the connect-offsets daemon at {self.url}: {exc}") from exc
-        try:
-            body = response.json()
-        except ValueError:
-            body = None
-        if response.status_code >= 400:
-            message = body.get("message") if isinstance(body, dict) else None
-            raise ApiError(response.status_code, str(message or response.text or response.reason_phrase))
-        return body
+        with OffsetsClient(self.url, timeout_s=ctx.options.timeout_s) as client:
+            return client.request(method, path, params=params, json=json)
 
     def _records(self, ctx: _Context, connectors: Sequence[str] = ()) -> list[RawRecord]:
-        params = [("connector", c) for c in connectors]
-        body = self._call("GET", "/offsets/records", ctx, params=params)
+        body = self._call(
+            "GET", "/offsets/records", ctx, params={"connector": list(connectors)} if connectors else None
+        )
         try:
             return [
                 RawRecord(
