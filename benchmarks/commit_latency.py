@@ -214,8 +214,8 @@ def embedded_patch(args: argparse.Namespace, work: Path) -> dict[str, Any]:
 
 def diagnose(args: argparse.Namespace, broker: Tansu, extra_config: dict[str, str]) -> dict[str, Any]:
     """Broker ack of ``append()``, then how long until the log's reader delivers that record."""
-    from emulator.logs.kafka import KafkaOffsetLog
-    from emulator.view import OffsetView
+    from emulator.logs.kafka.offsets_log import KafkaOffsetLog
+    from emulator.view.offset_view import OffsetView
 
     topic = f"bench-commit-diag-{os.getpid()}-{len(extra_config)}"
     log = KafkaOffsetLog(broker.bootstrap, topic=topic, partitions=args.partitions, client_config=extra_config)
@@ -231,7 +231,8 @@ def diagnose(args: argparse.Namespace, broker: Tansu, extra_config: dict[str, st
             t0 = time.perf_counter()
             positions = log.append([(key, encode_offset({"position": i}))], 30)
             t1 = time.perf_counter()
-            await view.watcher.wait_for(positions, 30)
+            while not all(log.progress().positions.get(p.partition, 0) > p.offset for p in positions):
+                await asyncio.sleep(0.0005)  # positions advance once the view applied the batch
             t2 = time.perf_counter()
             if i >= args.warmup:
                 acks.append(t1 - t0)

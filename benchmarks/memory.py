@@ -30,8 +30,8 @@ from typing import Any
 
 from benchmarks.support import ROOT, bench_key, bench_value, command_line, machine, rss_kib, write_results
 from emulator.codec.murmur2 import partition_for
-from emulator.records import LogRecord
-from emulator.view import OffsetView
+from emulator.model.records import LogRecord
+from emulator.view.offset_view import OffsetView
 
 BATCH = 1000
 

@@ -201,7 +201,7 @@ def java_store(args: argparse.Namespace, bootstrap: str, topic: str, work: Path)
 
 def load_embedded(args: argparse.Namespace, data_dir: Path, topic: str) -> float:
     """The same records, in the same order, appended to an embedded log (synchronous=NORMAL: a throwaway file)."""
-    from emulator.logs.embedded import EmbeddedOffsetLog
+    from emulator.logs.embedded.offsets_log import EmbeddedOffsetLog
 
     started = time.monotonic()
     log = EmbeddedOffsetLog(data_dir, partitions=args.partitions, name=topic, synchronous="NORMAL")

@@ -28,8 +28,8 @@ from typing import Any
 
 from benchmarks.support import bench_key, rss_kib
 from emulator.logs.base import OffsetLog
-from emulator.records import LogRecord
-from emulator.view import OffsetView
+from emulator.model.records import LogRecord
+from emulator.view.offset_view import OffsetView
 
 
 class TimedSink:
@@ -65,7 +65,7 @@ def _profile_thread(cls: type[Any], method: str, holder: dict[str, cProfile.Prof
 
 def build(args: argparse.Namespace, holder: dict[str, cProfile.Profile]) -> Callable[[], OffsetLog]:
     if args.backend == "kafka":
-        from emulator.logs.kafka import KafkaOffsetLog
+        from emulator.logs.kafka.offsets_log import KafkaOffsetLog
 
         if args.profile:
             _profile_thread(KafkaOffsetLog, "_read_loop", holder, "reader")
@@ -73,7 +73,7 @@ def build(args: argparse.Namespace, holder: dict[str, cProfile.Profile]) -> Call
         return lambda: KafkaOffsetLog(
             args.bootstrap, topic=args.topic, partitions=args.partitions, client_config=config
         )
-    from emulator.logs.embedded import EmbeddedOffsetLog
+    from emulator.logs.embedded.offsets_log import EmbeddedOffsetLog
 
     if args.profile:
         _profile_thread(EmbeddedOffsetLog, "_read_forever", holder, "reader")
@@ -106,7 +106,7 @@ def main() -> None:
     view = OffsetView()
     archive = None
     if args.history:
-        # As emulator.daemon.build_history wires it: a view listener fed on the reader thread.
+        # As emulator.server.wiring.build_history wires it: a view listener fed on the reader thread.
         from emulator.history.archive import HistoryArchive
         from emulator.history.origins import OriginRegistry
 

@@ -185,7 +185,7 @@ def _p90(values: list[float]) -> float:
 
 def _check_committed(url: str, connector: str, file: Path, lines: int) -> None:
     """The commits variant must really have published: the listener commits the last batch's end."""
-    from emulator.client import OffsetsClient
+    from emulator.client.http import OffsetsClient
 
     with OffsetsClient(url) as client:
         rows = client.offsets(connector)

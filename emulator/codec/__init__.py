@@ -1,6 +1,6 @@
 """The wire codec: bytes ⇄ (connector, partition map, offset map), exactly as Connect's JsonConverter."""
 
-from emulator.codec.jackson import dumps, java_double_str
+from emulator.codec.jackson_writer import dumps, java_double_str
 from emulator.codec.keys import KeyProblem, ParsedKey, encode_key, logical_id, parse_key, problem_message
 from emulator.codec.murmur2 import murmur2, partition_for
 from emulator.codec.values import (

@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from emulator.codec.jackson import dumps
+from emulator.codec.jackson_writer import dumps
 from emulator.codec.values import CodecError, loads_lenient
 
 __all__ = ["KeyProblem", "ParsedKey", "encode_key", "logical_id", "parse_key", "problem_message"]

@@ -3,7 +3,7 @@
 from emulator.connect_cluster.cluster import ConnectCluster
 from emulator.connect_cluster.kind import connector_kind
 from emulator.connect_cluster.state import ClusterState, ConnectorSnapshot, ConnectorStatus
-from emulator.connector_state import ConnectorKind
+from emulator.model.connectors import ConnectorKind
 
 __all__ = [
     "ClusterState",

@@ -15,8 +15,8 @@ from typing import Any
 from emulator.connect_cluster.kind import connector_kind
 from emulator.connect_cluster.reader import InternalTopicReader
 from emulator.connect_cluster.state import ClusterState, ConnectorSnapshot
-from emulator.connector_state import ConnectorKind
-from emulator.errors import EmulatorError, NotReady
+from emulator.model.connectors import ConnectorKind
+from emulator.model.errors import EmulatorError, NotReady
 
 log = logging.getLogger(__name__)
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import unicodedata
 from collections.abc import Mapping
 
-from emulator.codec.jackson import java_double_str
+from emulator.codec.jackson_writer import java_double_str
 
 
 def string_value_of(value: object) -> str:

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from emulator.connector_state import ConnectorKind
+from emulator.model.connectors import ConnectorKind
 
 _MIRROR_PACKAGE = "org.apache.kafka.connect.mirror."
 

@@ -27,10 +27,10 @@ from confluent_kafka import (
 )
 from confluent_kafka.admin import AdminClient
 
-from emulator.errors import LogConfigError
 from emulator.logs.base import ReadProgress, RecordSink
-from emulator.logs.kafka_topic import EARLIEST, LATEST, list_offsets
-from emulator.records import LogRecord
+from emulator.logs.kafka.topics import EARLIEST, LATEST, list_offsets
+from emulator.model.errors import LogConfigError
+from emulator.model.records import LogRecord
 
 log = logging.getLogger(__name__)
 _RDKAFKA_LOG = logging.getLogger(__name__ + ".librdkafka")

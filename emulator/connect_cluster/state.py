@@ -26,7 +26,7 @@ from typing import Any
 
 from emulator.codec.values import CodecError, loads_lenient
 from emulator.connect_cluster.java_text import parse_int
-from emulator.records import LogRecord
+from emulator.model.records import LogRecord
 
 log = logging.getLogger(__name__)
 

@@ -30,7 +30,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from emulator.codec.jackson import dumps as jackson_dumps
+from emulator.codec.jackson_writer import dumps as jackson_dumps
 from emulator.codec.keys import KeyProblem, encode_key, parse_key
 from emulator.codec.values import CodecError, InvalidOffsets, encode_offset, loads_lenient, validate_format
 from emulator.formats.model import FormatError, Loaded, RawRecord

@@ -62,7 +62,7 @@ from emulator.history.origins import EXTERNAL_ORIGIN, OriginRegistry
 from emulator.history.schema import content_crc, history_schema
 from emulator.history.state import ArchiveState, fingerprint, load_state, save_state
 from emulator.logs.base import ReadProgress
-from emulator.records import LogRecord
+from emulator.model.records import LogRecord
 
 log = logging.getLogger(__name__)
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from emulator.history.state import ArchiveState, fingerprint
-from emulator.records import LogRecord
+from emulator.model.records import LogRecord
 
 log = logging.getLogger(__name__)
 

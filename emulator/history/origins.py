@@ -28,7 +28,7 @@ from collections.abc import Iterator, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 
-from emulator.records import LogRecord, Position
+from emulator.model.records import LogRecord, Position
 
 log = logging.getLogger(__name__)
 

@@ -22,10 +22,10 @@ from typing import IO, Any
 
 from emulator.codec.keys import KeyProblem, ParsedKey, logical_id, parse_key
 from emulator.codec.values import CodecError, parse_offset
-from emulator.errors import BadRequest, NotFound
 from emulator.history.archive import HistoryArchive, log_slug, record_time
 from emulator.history.files import ArchiveFile, ReadReport, iter_file, read_metadata, scan_dir
-from emulator.history.times import format_time_ms
+from emulator.model.errors import BadRequest, NotFound
+from emulator.model.times import format_time_ms
 
 DEFAULT_LIMIT = 1000
 MAX_LIMIT = 100_000

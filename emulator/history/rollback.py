@@ -15,7 +15,7 @@ from emulator.codec.keys import KeyProblem, parse_key
 from emulator.codec.murmur2 import partition_for
 from emulator.codec.values import CodecError, parse_offset
 from emulator.history.query import PastState
-from emulator.view import OffsetView
+from emulator.view.offset_view import OffsetView
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,7 +12,7 @@ import json
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from emulator.history.client import HistoryClient
+from emulator.client.history import HistoryClient
 
 SCHEMA = (
     "connector string, time_ms long, kafka_partition int, kafka_offset long, origin string, operation string, "

@@ -11,8 +11,8 @@ from typing import Any
 
 from emulator.history.origins import OriginRegistry, current_write_origin
 from emulator.logs.base import OffsetLog, ReadProgress, RecordSink
-from emulator.ownership import Claim, Fence
-from emulator.records import Position
+from emulator.model.claims import Claim, Fence
+from emulator.model.records import Position
 
 
 class TrackedLog(OffsetLog):

@@ -11,9 +11,9 @@ import abc
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from emulator.errors import Conflict
-from emulator.ownership import Claim, Fence
-from emulator.records import LogRecord, Position
+from emulator.model.claims import Claim, Fence
+from emulator.model.errors import Conflict
+from emulator.model.records import LogRecord, Position
 
 RecordSink = Callable[[Sequence[LogRecord]], None]
 """Receives records in log order per partition. Called from the log's reader thread."""

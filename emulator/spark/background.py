@@ -14,7 +14,7 @@ import logging
 import threading
 from collections.abc import Sequence
 
-from emulator.client import ClientError
+from emulator.client.http import ClientError
 from emulator.spark.committer import DaemonOffsets, Entry
 
 log = logging.getLogger(__name__)

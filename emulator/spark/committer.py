@@ -28,7 +28,7 @@ from typing import Any, Literal
 
 import httpx
 
-from emulator.client import ApiError, Auth, OffsetsClient
+from emulator.client.http import ApiError, Auth, OffsetsClient
 
 log = logging.getLogger(__name__)
 

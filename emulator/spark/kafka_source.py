@@ -34,7 +34,7 @@ from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPart
 from pyspark.sql.streaming.datasource import ReadLimit
 from pyspark.sql.types import StructType
 
-from emulator.client import ClientError
+from emulator.client.http import ClientError
 from emulator.spark.committer import DaemonOffsets, SinkOffsetsUnsupported
 from emulator.spark.options import OptionError, bool_option, daemon_url
 from emulator.spark.shapes import kafka_entries, kafka_shaped

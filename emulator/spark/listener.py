@@ -24,7 +24,7 @@ from typing import Any
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming.listener import StreamingQueryListener
 
-from emulator.client import DEFAULT_URL, ClientError
+from emulator.client.http import DEFAULT_URL, ClientError
 from emulator.spark.checkpoint import CheckpointError, latest_completed_batch
 from emulator.spark.committer import CommitOutcome, DaemonOffsets, SinkOffsetsUnsupported
 from emulator.spark.handoff import CommitTarget, HandoffError, publish

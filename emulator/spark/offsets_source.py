@@ -26,7 +26,7 @@ import httpx
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
-from emulator.client import ApiError, DaemonUnavailable, OffsetsClient
+from emulator.client.http import ApiError, DaemonUnavailable, OffsetsClient
 from emulator.spark.options import bool_option, daemon_url
 
 SCHEMA = "connector string, partition string, offset string, kafka_partition int, kafka_offset long, timestamp_ms long"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
-from emulator.client import DEFAULT_URL
+from emulator.client.http import DEFAULT_URL
 
 
 class OptionError(ValueError):

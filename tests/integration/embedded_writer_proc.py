@@ -25,7 +25,7 @@ def record(i: int) -> tuple[bytes, bytes | None]:
 
 
 def main(argv: list[str]) -> int:
-    from emulator.logs.embedded import EmbeddedOffsetLog
+    from emulator.logs.embedded.offsets_log import EmbeddedOffsetLog
 
     data_dir, partitions, start = argv[1], int(argv[2]), int(argv[3])
     stop = start + int(argv[4]) if len(argv) > 4 else None

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from emulator.client import (
+from emulator.client.http import (
     ApiError,
     AsyncOffsetsClient,
     DaemonUnavailable,

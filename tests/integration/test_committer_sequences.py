@@ -6,7 +6,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from emulator.client import OffsetsClient
+from emulator.client.http import OffsetsClient
 from emulator.spark.committer import DaemonOffsets
 
 PARTITION = {"filename": "/data/in.txt"}

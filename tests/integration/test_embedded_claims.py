@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from emulator.logs.embedded import EmbeddedOffsetLog
-from emulator.ownership import Fence, Fenced
+from emulator.logs.embedded.offsets_log import EmbeddedOffsetLog
+from emulator.model.claims import Fence, Fenced
 
 
 def key(connector: str, n: int) -> bytes:

@@ -26,10 +26,10 @@ from pathlib import Path
 import pytest
 
 from emulator.codec.murmur2 import partition_for
-from emulator.errors import BadRequest, LogConfigError, LogWriteError
-from emulator.logs import embedded
-from emulator.logs.embedded import EmbeddedOffsetLog
-from emulator.records import LogRecord, Position
+from emulator.logs.embedded import offsets_log as embedded
+from emulator.logs.embedded.offsets_log import EmbeddedOffsetLog
+from emulator.model.errors import BadRequest, LogConfigError, LogWriteError
+from emulator.model.records import LogRecord, Position
 from tests.integration.embedded_writer_proc import record
 
 WRITER = Path(__file__).with_name("embedded_writer_proc.py")
@@ -284,7 +284,7 @@ def test_a_failing_sink_call_is_logged_and_counted_and_reading_goes_on(
             raise ValueError("view bug")
         sink(batch)
 
-    with caplog.at_level(logging.ERROR, logger="emulator.logs.embedded"):
+    with caplog.at_level(logging.ERROR, logger="emulator.logs.embedded.offsets_log"):
         log.start_reading(flaky_sink)
         wait_until(lambda: log.progress().caught_up)
         log.append([(connect_key("sink", 2), b"second")])
@@ -347,7 +347,7 @@ def test_an_existing_log_keeps_its_partition_count_and_warns(
     first = EmbeddedOffsetLog(data_dir, partitions=5)
     first.open()
     first.close()
-    with caplog.at_level(logging.WARNING, logger="emulator.logs.embedded"):
+    with caplog.at_level(logging.WARNING, logger="emulator.logs.embedded.offsets_log"):
         second = EmbeddedOffsetLog(data_dir, partitions=25)
         second.open()
     try:

@@ -19,10 +19,10 @@ from typing import Any
 import httpx
 import pytest
 
-from emulator.client import NotFoundError
-from emulator.history.client import HistoryClient
+from emulator.client.history import HistoryClient
+from emulator.client.http import NotFoundError
 from emulator.history.files import scan_dir
-from emulator.logs.embedded import EmbeddedOffsetLog
+from emulator.logs.embedded.offsets_log import EmbeddedOffsetLog
 
 
 def unique(prefix: str) -> str:

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from emulator.history.client import HistoryClient
+from emulator.client.history import HistoryClient
 from tests.integration.connect_helpers import (
     JAVA_ONE_RECORD_PER_BATCH,
     canon,

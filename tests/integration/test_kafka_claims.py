@@ -12,8 +12,8 @@ from collections.abc import Callable, Iterator
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
-from emulator.logs.kafka import KafkaOffsetLog
-from emulator.ownership import Fence, Fenced
+from emulator.logs.kafka.offsets_log import KafkaOffsetLog
+from emulator.model.claims import Fence, Fenced
 from tests.fixtures.broker import TansuBroker
 
 pytestmark = pytest.mark.kafka

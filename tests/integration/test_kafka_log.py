@@ -16,12 +16,12 @@ import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from confluent_kafka.admin import ConfigResource, ResourceType
 
-import emulator.logs.kafka as kafka_module
+import emulator.logs.kafka.offsets_log as kafka_module
 from emulator.codec.murmur2 import partition_for
-from emulator.errors import BadRequest, LogConfigError, LogWriteError
 from emulator.logs.base import ReadProgress
-from emulator.logs.kafka import KafkaOffsetLog
-from emulator.records import LogRecord, Position
+from emulator.logs.kafka.offsets_log import KafkaOffsetLog
+from emulator.model.errors import BadRequest, LogConfigError, LogWriteError
+from emulator.model.records import LogRecord, Position
 from tests.fixtures.broker import TansuBroker
 
 pytestmark = pytest.mark.kafka
@@ -402,7 +402,7 @@ def test_close_is_idempotent_and_later_appends_fail_clearly(make_log, topic_name
 
 
 def test_client_config_settings_reach_librdkafka(kafka_broker, make_log, topic_name, caplog):
-    caplog.set_level(logging.DEBUG, logger="emulator.logs.kafka.librdkafka")
+    caplog.set_level(logging.DEBUG, logger="emulator.logs.kafka.offsets_log.librdkafka")
     client_id = f"cid-{topic_name}"[:60]
     log = make_log(topic_name, partitions=1, client_config={"client.id": client_id, "debug": "metadata"})
     log.open()

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from emulator.offset_store import DaemonOffsetBackingStore
+from emulator.client.backing_store import DaemonOffsetBackingStore
 from tests.integration.connect_helpers import JAVA_ONE_RECORD_PER_BATCH
 from tests.oracle import typed
 

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
-from emulator.client import Auth, FencedError, NotStoppedError, OffsetsClient
+from emulator.client.http import Auth, FencedError, NotStoppedError, OffsetsClient
 
 PARTITION = {"filename": "/data/in.txt"}
 

@@ -23,9 +23,9 @@ from confluent_kafka import Consumer, TopicPartition
 
 from emulator.connect_cluster import connector_kind
 from emulator.connect_cluster.cluster import READ_TO_END_FAILED
-from emulator.connector_state import not_found_message, not_stopped_message
-from emulator.offsets_service import ALTERED, NO_SINKS_MESSAGE, RESET
-from emulator.sink_offsets import (
+from emulator.model.connectors import not_found_message, not_stopped_message
+from emulator.service.offsets import ALTERED, NO_SINKS_MESSAGE, RESET
+from emulator.service.sinks import (
     alter_blocked_message,
     alter_failed_message,
     list_before_reset_failed_message,

@@ -19,15 +19,15 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from emulator.api.deps import Runtime
 from emulator.codec.murmur2 import partition_for
-from emulator.connector_state import NoConnectCluster
-from emulator.daemon import make_app
 from emulator.formats import standalone
 from emulator.formats.model import RawRecord
-from emulator.logs.embedded import EmbeddedOffsetLog
-from emulator.offsets_service import OffsetsService
-from emulator.view import OffsetView
+from emulator.logs.embedded.offsets_log import EmbeddedOffsetLog
+from emulator.model.connectors import NoConnectCluster
+from emulator.server.deps import Runtime
+from emulator.server.wiring import make_app
+from emulator.service.offsets import OffsetsService
+from emulator.view.offset_view import OffsetView
 
 
 class RunningConnectors(NoConnectCluster):

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from emulator.formats import snapshot
-from emulator.logs.embedded import EmbeddedOffsetLog
+from emulator.logs.embedded.offsets_log import EmbeddedOffsetLog
 from tests.integration.connect_helpers import JAVA_ONE_RECORD_PER_BATCH, canon, from_java, read_topic, unique
 from tests.oracle import JavaOracle
 from tests.oracle import typed as T

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from emulator.client import ApiError, OffsetsClient
+from emulator.client.http import ApiError, OffsetsClient
 
 T = TypeVar("T")
 OFFSETS_PARTITIONS = 5

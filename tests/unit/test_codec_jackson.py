@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from emulator.codec.jackson import _encode, dumps, java_double_str
+from emulator.codec.jackson_writer import _encode, dumps, java_double_str
 
 # --- §1.7 vectors ----------------------------------------------------------------------------
 

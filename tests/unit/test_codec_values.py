@@ -14,11 +14,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from emulator.codec.jackson import dumps
+from emulator.codec.jackson_reader import _loads_exact
+from emulator.codec.jackson_writer import dumps
 from emulator.codec.values import (
     CodecError,
     InvalidOffsets,
-    _loads_exact,
     encode_offset,
     loads_lenient,
     parse_offset,

@@ -28,9 +28,9 @@ from emulator.history.query import (
 )
 from emulator.history.tracked_log import TrackedLog
 from emulator.logs.base import OffsetLog
-from emulator.logs.embedded import EmbeddedOffsetLog
-from emulator.records import Position
-from emulator.view import OffsetView
+from emulator.logs.embedded.offsets_log import EmbeddedOffsetLog
+from emulator.model.records import Position
+from emulator.view.offset_view import OffsetView
 
 
 @dataclass
@@ -52,7 +52,7 @@ class Stack:
     def wait_applied(self, positions: list[Position], timeout_s: float = 10.0) -> None:
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
-            applied = self.view.watcher.applied()
+            applied = self.log.progress().positions  # advanced after the view applied a batch
             if all(applied.get(p.partition, 0) > p.offset for p in positions):
                 return
             time.sleep(0.005)
@@ -419,7 +419,7 @@ def test_the_tracked_log_overrides_every_method_of_the_log_interface() -> None:
 def test_fenced_appends_through_the_tracked_log_reach_the_backend_and_are_attributed(
     tmp_path: Path, stacks: list[Stack]
 ) -> None:
-    from emulator.ownership import Fence
+    from emulator.model.claims import Fence
 
     stack = open_stack(tmp_path)
     stacks.append(stack)

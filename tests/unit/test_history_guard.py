@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from emulator.history.guard import ReplayGuard, Verdict
 from emulator.history.state import ArchiveState, fingerprint
-from emulator.records import LogRecord
+from emulator.model.records import LogRecord
 
 
 def rec(p: int, o: int, v: bytes = b"v") -> LogRecord:

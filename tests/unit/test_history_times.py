@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from emulator.history.times import format_time_ms, parse_duration_s, parse_size_bytes, parse_time_ms
+from emulator.model.times import format_time_ms, parse_duration_s, parse_size_bytes, parse_time_ms
 
 
 @pytest.mark.parametrize(

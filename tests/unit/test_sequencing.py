@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from emulator.sequencing import Sequence, SequenceTracker
+from emulator.model.sequences import CommitSequence, SequenceTracker
 
 
 class Clock:
@@ -16,7 +16,7 @@ class Clock:
 
 
 def accept(tracker: SequenceTracker, key: str, source: str, number: int) -> bool:
-    offered = Sequence(source, number)
+    offered = CommitSequence(source, number)
     verdict = tracker.check(key, offered)
     if verdict.accepted:
         tracker.record(key, offered)
@@ -54,15 +54,15 @@ def test_keys_are_independent() -> None:
 
 def test_the_reason_names_both_numbers() -> None:
     tracker = SequenceTracker()
-    tracker.record("k", Sequence("s", 7))
-    verdict = tracker.check("k", Sequence("s", 3))
+    tracker.record("k", CommitSequence("s", 7))
+    verdict = tracker.check("k", CommitSequence("s", 3))
     assert not verdict.accepted
-    assert verdict.reason(Sequence("s", 3)) == "stale sequence 3 from source 's': 7 was already applied"
+    assert verdict.reason(CommitSequence("s", 3)) == "stale sequence 3 from source 's': 7 was already applied"
 
 
 def test_check_alone_does_not_change_the_cache() -> None:
     tracker = SequenceTracker()
-    assert tracker.check("k", Sequence("s", 1)).accepted
+    assert tracker.check("k", CommitSequence("s", 1)).accepted
     assert len(tracker) == 0, "a commit whose write failed must not be remembered"
 
 

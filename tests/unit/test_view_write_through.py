@@ -3,8 +3,8 @@ of the same or older records never undoes them (per-partition offset order decid
 
 from __future__ import annotations
 
-from emulator.records import LogRecord
-from emulator.view import OffsetView
+from emulator.model.records import LogRecord
+from emulator.view.offset_view import OffsetView
 
 KEY = b'["c",{"f":"a"}]'
 

@@ -1,0 +1,5 @@
+"""``python -m emulator.cli``: the same as the ``connect-offsets`` console script."""
+
+from emulator.cli.main import main
+
+raise SystemExit(main())

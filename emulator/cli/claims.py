@@ -1,0 +1,54 @@
+"""``claim``, ``claims``, ``release``: one owner per connector, through a running daemon."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from emulator.cli.common import EXIT_OK, add_client_options, emit
+from emulator.client.http import OffsetsClient
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("claim", help="claim a connector's offsets for one owner (fences older owners)")
+    add_client_options(p)
+    p.add_argument("name")
+    p.add_argument("--owner", required=True, help="who writes from now on (e.g. a Spark query id, your name)")
+    p.add_argument("--force", action="store_true", help="claim even while the Connect cluster runs the connector")
+    p.set_defaults(handler=run_claim)
+
+    p = sub.add_parser("claims", help="show a connector's current claim")
+    add_client_options(p)
+    p.add_argument("name")
+    p.set_defaults(handler=run_show)
+
+    p = sub.add_parser("release", help="release a connector's claim")
+    add_client_options(p)
+    p.add_argument("name")
+    p.add_argument("--epoch", type=int, required=True, help="the epoch of the claim to release")
+    p.set_defaults(handler=run_release)
+
+
+def _text(claim: dict[str, Any]) -> str:
+    return f"{claim['connector']}: claimed by {claim['owner']!r}, epoch {claim['epoch']}"
+
+
+def run_claim(args: argparse.Namespace) -> int:
+    with OffsetsClient(args.url) as client:
+        claim = client.claim(args.name, args.owner, force=args.force)
+    emit(args, claim, lambda: _text(claim) + f"\nwrite with: --claim-epoch {claim['epoch']}")
+    return EXIT_OK
+
+
+def run_show(args: argparse.Namespace) -> int:
+    with OffsetsClient(args.url) as client:
+        claim = client.current_claim(args.name)
+    emit(args, claim, lambda: _text(claim) if claim else f"{args.name}: not claimed")
+    return EXIT_OK
+
+
+def run_release(args: argparse.Namespace) -> int:
+    with OffsetsClient(args.url) as client:
+        client.release(args.name, args.epoch)
+    emit(args, {"released": True}, lambda: f"{args.name}: claim with epoch {args.epoch} released")
+    return EXIT_OK

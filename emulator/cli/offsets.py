@@ -1,0 +1,105 @@
+"""``list``, ``get``, ``alter``, ``reset``: Connect's offsets operations through a running daemon."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from emulator.cli.common import EXIT_OK, UsageError, add_client_options, compact, emit
+from emulator.client.http import Auth, OffsetsClient
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("list", help="list connectors with offsets")
+    add_client_options(p)
+    p.set_defaults(handler=run_list)
+
+    p = sub.add_parser("get", help="show a connector's offsets")
+    add_client_options(p)
+    p.add_argument("name")
+    p.set_defaults(handler=run_get)
+
+    p = sub.add_parser("alter", help='alter offsets from a KIP-875 JSON file ({"offsets":[...]})')
+    add_client_options(p)
+    p.add_argument("name")
+    p.add_argument("--file", required=True, help="path of the JSON body, or - for standard input")
+    p.add_argument("--dry-run", action="store_true", help="show the records that would be written; write nothing")
+    p.add_argument(
+        "--create", action="store_true", help="allow a connector that has no offsets yet (Connect itself answers 404)"
+    )
+    p.add_argument("--claim-epoch", type=int, help="write as the holder of this claim (see `claim`)")
+    p.set_defaults(handler=run_alter)
+
+    p = sub.add_parser("reset", help="reset (delete) every offset of a connector")
+    add_client_options(p)
+    p.add_argument("name")
+    p.add_argument("--dry-run", action="store_true", help="show the tombstones that would be written; write nothing")
+    p.add_argument("--claim-epoch", type=int, help="write as the holder of this claim (see `claim`)")
+    p.set_defaults(handler=run_reset)
+
+
+def run_list(args: argparse.Namespace) -> int:
+    with OffsetsClient(args.url) as client:
+        names = client.connectors()
+    emit(args, names, lambda: "\n".join(names) if names else "(no connectors)")
+    return EXIT_OK
+
+
+def run_get(args: argparse.Namespace) -> int:
+    with OffsetsClient(args.url) as client:
+        rows = client.offsets(args.name)
+    emit(args, {"offsets": rows}, lambda: offsets_table(rows))
+    return EXIT_OK
+
+
+def run_alter(args: argparse.Namespace) -> int:
+    body = read_body(args.file)
+    with OffsetsClient(args.url) as client:
+        result = client.alter(
+            args.name, body, dry_run=args.dry_run, create=args.create, auth=Auth(claim_epoch=args.claim_epoch)
+        )
+    emit(args, result, lambda: modify_text(result))
+    return EXIT_OK
+
+
+def run_reset(args: argparse.Namespace) -> int:
+    with OffsetsClient(args.url) as client:
+        result = client.reset(args.name, dry_run=args.dry_run, auth=Auth(claim_epoch=args.claim_epoch))
+    emit(args, result, lambda: modify_text(result))
+    return EXIT_OK
+
+
+def read_body(path: str) -> dict[str, Any]:
+    try:
+        text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from exc
+    try:
+        body = json.loads(text)
+    except ValueError as exc:
+        raise UsageError(f"{path} is not valid JSON: {exc}") from exc
+    if not isinstance(body, dict) or not isinstance(body.get("offsets"), list):
+        raise UsageError(
+            f'{path} must hold a KIP-875 body: {{"offsets": [{{"partition": {{...}}, "offset": {{...}}}}]}}'
+        )
+    return body
+
+
+def offsets_table(rows: list[dict[str, Any]]) -> str:
+    if not rows:
+        return "(no offsets)"
+    cells = [(compact(r["partition"]), compact(r["offset"])) for r in rows]
+    width = max(len("PARTITION"), *(len(c[0]) for c in cells))
+    lines = [f"{'PARTITION':<{width}}  OFFSET"]
+    lines += [f"{p:<{width}}  {o}" for p, o in sorted(cells)]
+    return "\n".join(lines)
+
+
+def modify_text(result: dict[str, Any]) -> str:
+    lines = [str(result.get("message", ""))]
+    for record in result.get("records", []):
+        lines.append(f"  partition {record['kafka_partition']:>3}  {record['key']}  ->  {record['value']}")
+    return "\n".join(lines)

@@ -1,0 +1,83 @@
+"""``spark-handoff``: publish a Spark query's last completed batch from its checkpoint.
+
+For a driver that crashed (or ran without ``OffsetCommitListener``): the checkpoint alone says how
+far Spark got (``offsets/N`` with ``commits/N``), and this command commits that batch's end offset
+so the Connect connector resumes exactly after Spark's output. It reads the checkpoint files itself
+and never imports pyspark. Commits are monotonic and idempotent: running it twice, or against an
+older checkpoint, never moves the connector backwards.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from emulator.cli.common import EXIT_OK, UsageError, add_client_options, compact, emit
+from emulator.spark.checkpoint import CheckpointError, latest_completed_batch, parse_offset
+from emulator.spark.committer import DaemonOffsets, SinkOffsetsUnsupported
+from emulator.spark.handoff import HandoffError, entries_for
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser(
+        "spark-handoff",
+        help="commit a Spark query's last completed batch (from its checkpoint) to a connector",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    add_client_options(p)
+    p.add_argument("--checkpoint", required=True, help="the query's checkpointLocation (local path or file: URI)")
+    p.add_argument("--connector", required=True, help="the connector (or, with --kind sink, group connect-NAME)")
+    p.add_argument("--source-index", type=int, default=0, help="which source of the query (default 0)")
+    p.add_argument(
+        "--kind",
+        choices=("source", "sink"),
+        default="source",
+        help="source: a source connector's offsets (default); sink: Kafka-shaped offsets to group connect-NAME",
+    )
+    p.add_argument("--dry-run", action="store_true", help="show what would be committed; write nothing")
+    p.set_defaults(handler=run_handoff)
+
+
+def run_handoff(args: argparse.Namespace) -> int:
+    if args.source_index < 0:
+        raise UsageError("--source-index must be >= 0")
+    try:
+        batch = latest_completed_batch(args.checkpoint)
+        if batch is None:
+            emit(
+                args,
+                {"batch": None, "written": [], "skipped": []},
+                lambda: f"{args.checkpoint}: no completed batch yet; nothing to hand off",
+            )
+            return EXIT_OK
+        offset = parse_offset(batch.source(args.source_index))
+    except CheckpointError as exc:
+        raise UsageError(str(exc)) from exc
+    if offset is None:
+        raise UsageError(f"batch {batch.batch_id} has no offset for source {args.source_index}")
+    try:
+        named, entries = entries_for(offset, args.source_index, args.kind)
+    except HandoffError as exc:
+        raise UsageError(str(exc)) from exc
+    with DaemonOffsets(args.url) as daemon:
+        try:
+            outcome = daemon.commit(args.connector, entries, args.kind, dry_run=args.dry_run)
+        except SinkOffsetsUnsupported as exc:
+            raise UsageError(str(exc)) from exc
+    data = {"batch": batch.batch_id, "source_index": args.source_index, **outcome.as_dict()}
+    note = (
+        f" (the checkpoint's offset names connector {named!r})" if named is not None and named != args.connector else ""
+    )
+
+    def text() -> str:
+        lines = [f"batch {batch.batch_id}, source {args.source_index} -> {args.kind} offsets of {args.connector}{note}"]
+        verb = "would write" if args.dry_run else "wrote"
+        lines += [f"  {verb} {compact(w['partition'])} -> {compact(w['offset'])}" for w in outcome.written]
+        lines += [
+            f"  kept {compact(s['partition'])} at {compact(s['current'])} ({s['reason']})" for s in outcome.skipped
+        ]
+        return "\n".join(lines)
+
+    emit(args, data, text)
+    return EXIT_OK

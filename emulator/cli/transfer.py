@@ -1,0 +1,233 @@
+"""``export``, ``import``, ``migrate``: byte-exact offset transfers between stores and files.
+
+``export`` reads a store (by default the daemon at ``--url``) into a file, ``import`` writes a file
+into a store (by default the daemon), ``migrate`` goes from any location to any other (topic to
+topic, cluster to cluster, standalone file to a topic, …). All three plan a diff first and print
+it; ``--dry-run`` stops there. Locations are described in ``emulator.transfer.pipeline``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import Any
+
+from emulator.cli.common import EXIT_OK, EXIT_REFUSED, EXIT_USAGE, UsageError
+from emulator.client.http import DEFAULT_URL
+from emulator.formats.diff import render_text
+from emulator.formats.model import FormatError
+from emulator.model.errors import EmulatorError
+from emulator.server.settings import env_name, parse_kafka_config
+from emulator.transfer.pipeline import (
+    FILE_KINDS,
+    Location,
+    LocationError,
+    Progress,
+    TransferError,
+    TransferOptions,
+    TransferReport,
+    is_file_location,
+    parse_location,
+    transfer,
+)
+
+LOCATIONS_HELP = (
+    "kafka://HOST:PORT/TOPIC, embedded:DIR (or a .sqlite3 file), http://DAEMON, standalone:PATH, cdc:PATH "
+    "(JSON lines), kip875:PATH, snapshot:PATH (Avro); bare paths ending in .offsets/.jsonl/.json/.avro also work"
+)
+
+
+def register(sub: Any) -> None:
+    default_url = os.environ.get(env_name("--url"), DEFAULT_URL)
+    p = sub.add_parser(
+        "export",
+        help="export offsets from a store (default: the daemon) to a file",
+        description="Export offsets to a file. " + LOCATIONS_HELP,
+    )
+    p.add_argument("--from", dest="source", default=None, help=f"where to read (default: --url, {default_url})")
+    p.add_argument("--to", dest="destination", required=True, help="the file to write: " + LOCATIONS_HELP)
+    _common(p, default_url)
+    p.set_defaults(handler=run_export)
+
+    p = sub.add_parser(
+        "import",
+        help="import offsets from a file into a store (default: the daemon)",
+        description="Import offsets from a file. " + LOCATIONS_HELP,
+    )
+    p.add_argument("--from", dest="source", required=True, help="the file to read: " + LOCATIONS_HELP)
+    p.add_argument("--to", dest="destination", default=None, help=f"where to write (default: --url, {default_url})")
+    _common(p, default_url)
+    p.set_defaults(handler=run_import)
+
+    p = sub.add_parser(
+        "migrate",
+        help="copy offsets from any location to any other (topic, cluster, embedded log, daemon, file)",
+        description="Copy offsets between locations, bytes unchanged, re-placed by murmur2 for the destination's "
+        "partition count. " + LOCATIONS_HELP,
+    )
+    p.add_argument("--from", dest="source", required=True, help=LOCATIONS_HELP)
+    p.add_argument("--to", dest="destination", required=True, help=LOCATIONS_HELP)
+    _common(p, default_url)
+    p.set_defaults(handler=run_migrate)
+
+
+def _common(p: argparse.ArgumentParser, default_url: str) -> None:
+    p.add_argument("--url", default=default_url, help="daemon URL used when --from/--to is omitted")
+    p.add_argument("--connector", action="append", default=[], metavar="NAME", help="only this connector (repeatable)")
+    p.add_argument("--dry-run", action="store_true", help="print the diff; write nothing")
+    p.add_argument("--json", action="store_true", help="print the report (diff included) as JSON")
+    p.add_argument(
+        "--malformed",
+        choices=["refuse", "skip", "keep"],
+        default="refuse",
+        help="records whose keys Connect ignores: refuse the transfer (default), skip them, or copy them as-is",
+    )
+    p.add_argument("--live-only", action="store_true", help="leave the source's tombstones out")
+    p.add_argument(
+        "--unwrap-envelopes",
+        action="store_true",
+        help='turn schema-envelope keys {"schema":null,"payload":[…]} (Flink CDC, Debezium 1.x) into Connect keys',
+    )
+    p.add_argument(
+        "--prune",
+        action="store_true",
+        help="also delete the destination's records of the transferred connectors that the source lacks",
+    )
+    p.add_argument(
+        "--write-all", action="store_true", help="also write records that change nothing (default: changes only)"
+    )
+    p.add_argument("--show-unchanged", action="store_true", help="list unchanged entries in the diff too (text output)")
+    p.add_argument(
+        "--partitions",
+        type=int,
+        default=25,
+        help="partitions when the destination topic or embedded log must be created (default 25)",
+    )
+    p.add_argument("--replication-factor", type=int, default=-1, help="when creating a topic (-1: broker default)")
+    p.add_argument(
+        "--kafka-config",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="librdkafka setting for every kafka:// location (repeatable)",
+    )
+    p.add_argument("--from-kafka-config", action="append", default=[], metavar="KEY=VALUE", help="source only")
+    p.add_argument("--to-kafka-config", action="append", default=[], metavar="KEY=VALUE", help="destination only")
+    p.add_argument(
+        "--name",
+        default=None,
+        help="connector (engine) name for bare CDC states or a bare KIP-875 body (Flink CDC's default: engine)",
+    )
+    p.add_argument(
+        "--risingwave", action="store_true", help='CDC export: write RisingWave\'s shape (adds "isHeartbeat":false)'
+    )
+    p.add_argument(
+        "--timeout", type=float, default=300.0, help="seconds allowed to read a log to its end, and per write"
+    )
+    p.add_argument(
+        "--diff-limit",
+        type=int,
+        default=None,
+        help="entries listed per connector in the diff (default 20 for text, all for --json; 0: all)",
+    )
+    p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+
+
+def _options(args: argparse.Namespace) -> TransferOptions:
+    if args.partitions <= 0:
+        raise UsageError(f"--partitions must be positive, got {args.partitions}")
+    try:
+        shared = parse_kafka_config(args.kafka_config)
+        from_config = {**shared, **parse_kafka_config(args.from_kafka_config)}
+        to_config = {**shared, **parse_kafka_config(args.to_kafka_config)}
+    except ValueError as exc:
+        raise UsageError(str(exc)) from exc
+    return TransferOptions(
+        connectors=frozenset(args.connector),
+        malformed=args.malformed,
+        live_only=args.live_only,
+        unwrap_envelopes=args.unwrap_envelopes,
+        prune=args.prune,
+        write_all=args.write_all,
+        dry_run=args.dry_run,
+        partitions=args.partitions,
+        replication_factor=args.replication_factor,
+        kafka_config_from=from_config,
+        kafka_config_to=to_config,
+        name=args.name,
+        risingwave=args.risingwave,
+        timeout_s=args.timeout,
+        diff_limit=_diff_limit(args),
+    )
+
+
+def _diff_limit(args: argparse.Namespace) -> int | None:
+    if args.diff_limit is None:
+        return None if args.json else 20
+    if args.diff_limit < 0:
+        raise UsageError(f"--diff-limit must be 0 (all) or positive, got {args.diff_limit}")
+    return args.diff_limit or None
+
+
+def _location(text: str) -> Location:
+    try:
+        return parse_location(text)
+    except LocationError as exc:
+        raise UsageError(str(exc)) from exc
+
+
+def run_export(args: argparse.Namespace) -> int:
+    destination = _location(args.destination)
+    if not is_file_location(destination):
+        raise UsageError(f"export writes a file ({', '.join(sorted(FILE_KINDS))}); to copy between stores use migrate")
+    return _run(args, _location(args.source or args.url), destination)
+
+
+def run_import(args: argparse.Namespace) -> int:
+    source = _location(args.source)
+    if not is_file_location(source):
+        raise UsageError(f"import reads a file ({', '.join(sorted(FILE_KINDS))}); to copy between stores use migrate")
+    return _run(args, source, _location(args.destination or args.url))
+
+
+def run_migrate(args: argparse.Namespace) -> int:
+    return _run(args, _location(args.source), _location(args.destination))
+
+
+def _run(args: argparse.Namespace, source: Location, destination: Location) -> int:
+    options = _options(args)
+    progress = Progress(enabled=not args.quiet)
+    try:
+        report = transfer(source, destination, options, progress)
+    except (FormatError, LocationError) as exc:
+        print(f"error: {exc}; nothing was written", file=sys.stderr)
+        return EXIT_USAGE
+    except TransferError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except EmulatorError as exc:  # the log refused (config, write, bad records)
+        print(f"error: {exc.message}", file=sys.stderr)
+        return EXIT_REFUSED
+    _print(args, report)
+    return EXIT_OK
+
+
+def _print(args: argparse.Namespace, report: TransferReport) -> None:
+    if args.json:
+        print(json.dumps(report.as_dict(), indent=2, ensure_ascii=False))
+        return
+    for note in report.notes:
+        print(f"note: {note}", file=sys.stderr)
+    verb = "would write" if report.dry_run else "wrote"
+    head = f"{report.source} -> {report.destination}: read {report.read} record(s), {report.selected} selected, "
+    written = "" if report.dry_run else f" ({report.written} record(s) written)"
+    print(f"{head}{verb} {len(_changes(report))} change(s){written}")
+    if report.dry_run:
+        print("Dry run: nothing was written.")
+    print(render_text(report.diff, show_unchanged=args.show_unchanged))
+
+
+def _changes(report: TransferReport) -> list[dict[str, Any]]:
+    return [e for e in report.diff["entries"] if e["status"] != "unchanged"]

@@ -1,0 +1,57 @@
+"""Client calls for the history routes, on top of the synchronous ``OffsetsClient``.
+
+Kept beside the history code (not in ``emulator.client.http``) so the route table of the KIP-875 client
+stays Connect's; errors, URL handling and timeouts are the same as for every other call.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from emulator.client.http import OffsetsClient, _connector_path, _Request
+
+
+class HistoryClient(OffsetsClient):
+    def __enter__(self) -> HistoryClient:
+        return self
+
+    def history(
+        self,
+        connector: str,
+        *,
+        partition: Mapping[str, Any] | None = None,
+        from_time: str | int | None = None,
+        to_time: str | int | None = None,
+        limit: int | None = None,
+    ) -> dict[str, Any]:
+        """``GET /connectors/{c}/offsets/history``: ``{"changes": [...], "order": "newest_first", ...}``."""
+        params: dict[str, str] = {}
+        if partition is not None:
+            params["partition"] = json.dumps(partition, separators=(",", ":"), ensure_ascii=False)
+        if from_time is not None:
+            params["from"] = str(from_time)
+        if to_time is not None:
+            params["to"] = str(to_time)
+        if limit is not None:
+            params["limit"] = str(limit)
+        result: dict[str, Any] = self._call(_Request("GET", _connector_path(connector) + "/history", params))
+        return result
+
+    def offsets_as_of(self, connector: str, as_of: str | int) -> list[dict[str, Any]]:
+        """``GET /connectors/{c}/offsets?as_of=T``: Connect's offsets list as it was at ``as_of``."""
+        result: list[dict[str, Any]] = self._call(
+            _Request("GET", _connector_path(connector), {"as_of": str(as_of)}, unwrap="offsets")
+        )
+        return result
+
+    def rollback(self, connector: str, to_time: str | int, dry_run: bool = False) -> dict[str, Any]:
+        """``POST /connectors/{c}/offsets/rollback``: ``{"message", "dry_run", "changes": [...]}``."""
+        params = {"to": str(to_time), **({"dry_run": "true"} if dry_run else {})}
+        result: dict[str, Any] = self._call(_Request("POST", _connector_path(connector) + "/rollback", params))
+        return result
+
+    def history_status(self) -> dict[str, Any]:
+        result: dict[str, Any] = self._call(_Request("GET", "/history/status"))
+        return result

@@ -1,0 +1,807 @@
+"""The embedded offset log: a Kafka-shaped partitioned log in one SQLite file, used when no Kafka is given.
+
+Everything above the log (view, API, CLI) is shared with the Kafka backend, so this backend copies
+Kafka's observable behaviour rather than inventing its own: records are placed with the Java
+producer's murmur2 partitioner, every partition has its own offsets 0, 1, 2, …, a null value is a
+tombstone and ``b""`` is not, and readiness is "position >= end offset captured at start" for every
+partition. An embedded log can therefore be exported to a real ``connect-offsets`` topic record for
+record, partition for partition.
+
+Storage (``<data_dir>/<name>.sqlite3``, WAL mode):
+
+* ``records(partition, offset, key, value, timestamp_ms)``, primary key ``(partition, offset)``,
+  ``WITHOUT ROWID`` so a partition's records are one contiguous B-tree range (replay is a range scan).
+* ``partitions(partition, next_offset)``: the log end offset of each partition. Kept apart from
+  ``records`` because compaction deletes rows; deriving the end from ``max(offset) + 1`` could hand
+  out an offset twice, and positions held by readers would then skip a record.
+* ``meta(key, value)``: format marker and version, the log name and the partition count.
+
+Sharing a data directory between processes (decision): **allowed, and safe**. SQLite's WAL locking
+is built for several processes on one host; offsets are assigned inside a ``BEGIN IMMEDIATE``
+transaction from the stored ``partitions`` table (never from a per-process cache), so two writers
+can never hand out the same offset, and each process's reader tails the other's writes by polling.
+This is the same situation as two daemons over one Kafka topic, which the layers above must handle
+anyway (ownership, stale-commit detection), so a lock file would buy nothing but a second failure
+mode after a crash. What is *not* safe is a network file system: WAL needs shared memory on one
+host, so ``open()`` refuses NFS/SMB/9p/sshfs mounts with a ``LogConfigError``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import sqlite3
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from itertools import starmap
+from pathlib import Path
+from typing import Literal
+
+from emulator.codec.murmur2 import partition_for
+from emulator.logs.base import OffsetLog, ReadProgress, RecordSink
+from emulator.model.claims import Claim, Fence, Fenced, fenced_message
+from emulator.model.errors import BadRequest, EmulatorError, LogConfigError, LogWriteError
+from emulator.model.records import LogRecord, Position
+
+log = logging.getLogger(__name__)
+
+FORMAT_MARKER = "connect-offsets-emulator/embedded-log"
+FORMAT_VERSION = 1
+
+REPLAY_BATCH = 10_000
+"""Records per sink call. Large enough that per-query and per-call overhead vanish during a
+million-record restore, small enough that the view gets progress while a partition is still loading."""
+
+TAIL_POLL_S = 0.05
+"""How often the reader looks for records appended by *another* process. Appends made through this
+object wake the reader at once; other processes can only be noticed by looking."""
+
+_YIELD_S = 0.002
+"""Pause between compaction steps. ``threading.Lock`` is not fair: without a pause the compacting
+thread takes the commit lock straight back and appends wait for the whole compaction."""
+
+_TOPIC_NAME = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
+_NETWORK_FILESYSTEMS = frozenset({"nfs", "nfs4", "cifs", "smb3", "smbfs", "9p", "fuse.sshfs", "afs"})
+
+_SELECT_RANGE = (
+    "SELECT key, value, partition, offset, timestamp_ms FROM records "
+    "WHERE partition = ? AND offset >= ? AND offset < ? ORDER BY offset LIMIT ?"
+)
+"""Columns in ``LogRecord`` field order, so rows become records with ``starmap`` and no per-row
+Python code: that construction is most of the replay cost."""
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionReport:
+    """What ``compact()`` did, for logs and the CLI."""
+
+    records_before: int
+    records_after: int
+    duration_s: float
+
+    @property
+    def removed(self) -> int:
+        return self.records_before - self.records_after
+
+
+@dataclass(eq=False, slots=True)
+class _WriteRequest:
+    """One ``append`` call waiting for a group commit; ``done`` is set with positions or an error."""
+
+    entries: list[tuple[bytes, bytes | None, int]]
+    fence: Fence | None = None
+    done: threading.Event = field(default_factory=threading.Event)
+    positions: list[Position] | None = None
+    error: EmulatorError | None = None
+
+
+class EmbeddedOffsetLog(OffsetLog):
+    """A durable, partitioned offsets log in SQLite with the Kafka backend's semantics.
+
+    Durability: WAL journal with ``synchronous=FULL``, so every commit fsyncs the WAL before
+    ``append`` returns. ``synchronous=NORMAL`` would already survive ``kill -9`` (the committed WAL
+    frames sit in the kernel's page cache, which outlives the process), but not an OS crash or power
+    loss, and unlike a Kafka topic with ``acks=all`` over replicas this file is the only copy of the
+    offsets. Connect flushes offsets once per ``offset.flush.interval.ms`` per task, so an fsync per
+    commit is cheap at that rate, and concurrent appends share one commit (group commit) so a busy
+    thread pool pays for one fsync per batch rather than per call. ``synchronous="NORMAL"`` is
+    accepted for throwaway logs (benchmarks, tests of other components) and nothing else.
+    """
+
+    def __init__(
+        self,
+        data_dir: str | Path,
+        partitions: int = 25,
+        name: str = "connect-offsets",
+        *,
+        synchronous: Literal["FULL", "NORMAL"] = "FULL",
+    ) -> None:
+        if not _TOPIC_NAME.fullmatch(name) or name in {".", ".."}:
+            raise LogConfigError(
+                f"embedded log name {name!r} is not a legal Kafka topic name "
+                "(1-249 characters of [A-Za-z0-9._-]); it must be one so the log can be exported to a topic"
+            )
+        if partitions < 1:
+            raise LogConfigError(f"embedded log partitions must be at least 1, got {partitions}")
+        if synchronous not in ("FULL", "NORMAL"):
+            raise LogConfigError(f"synchronous must be FULL or NORMAL, got {synchronous!r}")
+        self._data_dir = Path(data_dir)
+        self._name = name
+        self._requested_partitions = partitions
+        self._partitions = partitions
+        self._synchronous = synchronous
+        self._db_path = self._data_dir / f"{name}.sqlite3"
+
+        self._writer: sqlite3.Connection | None = None
+        self._commit_lock = threading.Lock()  # guards the writer connection; held by the commit leader
+        self._pending_lock = threading.Lock()  # guards _pending and _closed
+        self._pending: list[_WriteRequest] = []
+        self._closed = False
+
+        self._reader: threading.Thread | None = None
+        self._stop = threading.Event()
+        self._wake = threading.Event()
+        self._progress_lock = threading.Lock()
+        self._positions: dict[int, int] = {}
+        self._initial_ends: dict[int, int] = {}
+        self._records_read = 0
+        self._caught_up = False
+        self._reader_error: LogConfigError | None = None
+        self._sink_failures = 0
+
+    # ------------------------------------------------------------------ properties
+
+    @property
+    def description(self) -> str:
+        return f"embedded://{self._db_path.resolve()}"
+
+    @property
+    def partition_count(self) -> int:
+        return self._partitions
+
+    @property
+    def path(self) -> Path:
+        """The SQLite file (its ``-wal`` and ``-shm`` companions live next to it)."""
+        return self._db_path
+
+    @property
+    def sink_failures(self) -> int:
+        """Sink calls that raised. Their records were logged and skipped, as ``KafkaBasedLog.poll``
+        skips a batch whose callback throws; a non-zero count means the view missed records."""
+        with self._progress_lock:
+            return self._sink_failures
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def open(self) -> None:
+        """Create or verify the log. Idempotent.
+
+        Integrity is checked here (``PRAGMA quick_check``) rather than discovered halfway through a
+        replay: a damaged file must stop the daemon with a clear message at startup, not leave a
+        reader thread failing in the background while the view serves a partial state.
+        """
+        if self._writer is not None:
+            return
+        if self._closed:
+            raise LogConfigError(f"{self.description} was closed; create a new log object to reopen it")
+        try:
+            self._data_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise LogConfigError(f"cannot create data directory {self._data_dir}: {e}") from e
+        if not self._data_dir.is_dir():
+            raise LogConfigError(f"data directory {self._data_dir} is not a directory")
+        fs_type = _filesystem_type(self._data_dir)
+        if fs_type in _NETWORK_FILESYSTEMS:
+            raise LogConfigError(
+                f"data directory {self._data_dir} is on a {fs_type} file system; the embedded log uses "
+                "SQLite WAL, which needs a local file system (shared memory between processes)"
+            )
+        conn: sqlite3.Connection | None = None
+        try:
+            conn = self._connect(timeout_s=30.0)
+            self._initialise(conn)
+            self._check_integrity(conn)
+        except sqlite3.Error as e:
+            if conn is not None:
+                conn.close()
+            raise self._config_error("cannot be opened", e) from e
+        except LogConfigError:
+            if conn is not None:
+                conn.close()
+            raise
+        self._writer = conn
+        log.info("opened %s (%d partitions)", self.description, self._partitions)
+
+    def close(self) -> None:
+        """Stop the reader, fail writes that were never started, and release the database. Idempotent."""
+        with self._pending_lock:
+            self._closed = True
+            abandoned, self._pending = self._pending, []
+        for req in abandoned:
+            req.error = LogWriteError(f"{self.description} was closed before this write was started")
+            req.done.set()
+        self._stop.set()
+        self._wake.set()
+        reader = self._reader
+        if reader is not None and reader is not threading.current_thread():
+            reader.join(timeout=10.0)
+            if reader.is_alive():
+                log.warning(
+                    "reader thread of %s did not stop within 10 s (sink still busy?)", self.description
+                )
+        with self._commit_lock:
+            if self._writer is not None:
+                self._writer.close()
+                self._writer = None
+
+    # ------------------------------------------------------------------ reading
+
+    def start_reading(self, sink: RecordSink) -> None:
+        """Capture end offsets now, then replay and tail on a daemon thread.
+
+        The end offsets are taken before the thread starts so that ``progress()`` right after this
+        call already describes the read-to-end the view is waiting for (Connect takes its end offsets
+        before the first poll, too).
+        """
+        if self._reader is not None:
+            raise RuntimeError(f"{self.description}: start_reading() was already called")
+        with self._commit_lock:
+            conn = self._writer
+            if conn is None:
+                raise LogConfigError(f"{self.description} is not open; call open() first")
+            try:
+                ends = self._end_offsets(conn)
+            except sqlite3.Error as e:
+                raise self._config_error("cannot be read", e) from e
+        with self._progress_lock:
+            self._initial_ends = ends
+            self._positions = dict.fromkeys(ends, 0)
+            self._caught_up = all(end == 0 for end in ends.values())
+        thread = threading.Thread(
+            target=self._read_forever, args=(sink,), name=f"embedded-log-reader-{self._name}", daemon=True
+        )
+        self._reader = thread
+        thread.start()
+
+    def progress(self) -> ReadProgress:
+        """Snapshot of the replay. Carries the ``LogConfigError`` that stopped the reader, if any,
+        so a damaged log surfaces as an error instead of a view that never becomes ready."""
+        with self._progress_lock:
+            return ReadProgress(
+                positions=dict(self._positions),
+                end_offsets=dict(self._initial_ends),
+                records_read=self._records_read,
+                caught_up=self._caught_up and self._reader_error is None,
+                error=None if self._reader_error is None else self._reader_error.message,
+            )
+
+    def _read_forever(self, sink: RecordSink) -> None:
+        started = time.monotonic()
+        backoff = TAIL_POLL_S
+        conn: sqlite3.Connection | None = None
+        try:
+            while not self._stop.is_set():
+                self._wake.clear()  # before looking, so a wake-up during the look is not lost
+                try:
+                    if conn is None:
+                        conn = self._connect(timeout_s=5.0)
+                    self._deliver_available(conn, sink, started)
+                    backoff = TAIL_POLL_S
+                except sqlite3.Error as e:
+                    if _is_corruption(e):
+                        err = self._config_error("became unreadable while reading", e)
+                        log.error("%s; reader stopped", err.message)
+                        with self._progress_lock:
+                            self._reader_error = err
+                        return
+                    log.warning("reading %s failed (%s); retrying in %.2f s", self.description, e, backoff)
+                    if conn is not None:
+                        conn.close()
+                        conn = None
+                    self._stop.wait(backoff)
+                    backoff = min(backoff * 2, 5.0)
+                    continue
+                self._wake.wait(TAIL_POLL_S)
+        finally:
+            if conn is not None:
+                conn.close()
+
+    def _deliver_available(self, conn: sqlite3.Connection, sink: RecordSink, started: float) -> None:
+        """Deliver every record below the current end offsets, partition by partition in offset order.
+
+        Rows are fetched with ``offset < end`` in short read transactions (no snapshot held across
+        sink calls, so checkpoints and compaction are never blocked by a slow view). A batch shorter
+        than the limit means the partition has nothing more below ``end`` — compaction gaps
+        included — so the position jumps to ``end``.
+        """
+        ends = self._end_offsets(conn)
+        for p in sorted(ends):
+            end = ends[p]
+            with self._progress_lock:
+                pos = self._positions.get(p, 0)
+            while pos < end and not self._stop.is_set():
+                rows = conn.execute(_SELECT_RANGE, (p, pos, end, REPLAY_BATCH)).fetchall()
+                new_pos = end if len(rows) < REPLAY_BATCH else rows[-1][3] + 1
+                if rows:
+                    records = list(starmap(LogRecord, rows))
+                    try:
+                        sink(records)
+                    except Exception:
+                        log.exception(
+                            "sink failed on %s partition %d offsets %d..%d; those %d records were skipped",
+                            self.description,
+                            p,
+                            rows[0][3],
+                            rows[-1][3],
+                            len(rows),
+                        )
+                        with self._progress_lock:
+                            self._sink_failures += 1
+                pos = new_pos
+                with self._progress_lock:
+                    self._positions[p] = pos
+                    self._records_read += len(rows)
+                    if not self._caught_up and all(
+                        self._positions.get(q, 0) >= e for q, e in self._initial_ends.items()
+                    ):
+                        self._caught_up = True
+                        log.info(
+                            "%s: read to end, %d records in %.2f s",
+                            self.description,
+                            self._records_read,
+                            time.monotonic() - started,
+                        )
+
+    # ------------------------------------------------------------------ writing
+
+    def append(
+        self, entries: Sequence[tuple[bytes | None, bytes | None]], timeout_s: float = 30.0
+    ) -> list[Position]:
+        """Durably append ``(key, value-or-None)`` records; returns where each landed, in input order.
+
+        Concurrent callers are group-committed: whoever holds the commit lock writes every waiting
+        request in one transaction (each request's records stay contiguous and in order, so per-key
+        order holds) and pays for one fsync. Keyless records are refused with ``BadRequest`` before
+        anything is written, because a compacted Kafka topic refuses them too and the log must stay
+        exportable. A request that times out before a commit picked it up is withdrawn and reported
+        as not written; one already inside a commit waits for that commit's outcome, so the answer
+        is always exact, never "maybe".
+        """
+        return self._append(entries, timeout_s, None)
+
+    def append_fenced(
+        self, fence: Fence, entries: Sequence[tuple[bytes, bytes | None]], timeout_s: float = 30.0
+    ) -> list[Position]:
+        """``append``, refused with ``Fenced`` unless ``fence`` is the connector's current claim;
+        the check runs inside the very transaction that writes, so no newer claim can slip between."""
+        return self._append(entries, timeout_s, fence)
+
+    def _append(
+        self, entries: Sequence[tuple[bytes | None, bytes | None]], timeout_s: float, fence: Fence | None
+    ) -> list[Position]:
+        if not entries:
+            return []
+        req = _WriteRequest(self._prepare(entries), fence)
+        deadline = time.monotonic() + timeout_s
+        with self._pending_lock:
+            if self._closed or self._writer is None:
+                raise LogWriteError(f"{self.description} is not open; nothing was written")
+            self._pending.append(req)
+        while not req.done.is_set():
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                with self._pending_lock:
+                    if any(r is req for r in self._pending):
+                        self._pending = [r for r in self._pending if r is not req]
+                        raise LogWriteError(
+                            f"{self.description}: write timed out after {timeout_s} s waiting for the "
+                            "log; nothing was written"
+                        )
+                req.done.wait()  # inside a commit right now: its outcome is moments away
+                break
+            if self._commit_lock.acquire(timeout=remaining):
+                try:
+                    if not req.done.is_set():
+                        self._commit_pending(deadline)
+                finally:
+                    self._commit_lock.release()
+        if req.error is not None:
+            raise req.error
+        assert req.positions is not None
+        return req.positions
+
+    def _prepare(
+        self, entries: Sequence[tuple[bytes | None, bytes | None]]
+    ) -> list[tuple[bytes, bytes | None, int]]:
+        prepared: list[tuple[bytes, bytes | None, int]] = []
+        n = self._partitions
+        for i, entry in enumerate(entries):
+            try:
+                key, value = entry
+            except (TypeError, ValueError):
+                raise BadRequest(f"entry {i} is not a (key, value) pair; nothing was written") from None
+            if key is None:
+                raise BadRequest(
+                    f"entry {i} has a null key; a compacted offsets topic refuses keyless records, so "
+                    "the embedded log does too; nothing was written"
+                )
+            if not isinstance(key, bytes | bytearray | memoryview):
+                raise BadRequest(
+                    f"entry {i}: key must be bytes, got {type(key).__name__}; nothing was written"
+                )
+            if value is not None and not isinstance(value, bytes | bytearray | memoryview):
+                raise BadRequest(
+                    f"entry {i}: value must be bytes or None, got {type(value).__name__}; nothing was written"
+                )
+            kb = bytes(key)
+            prepared.append((kb, None if value is None else bytes(value), partition_for(kb, n)))
+        return prepared
+
+    def _commit_pending(self, deadline: float) -> None:
+        """Write every waiting request in one transaction. Caller holds ``_commit_lock``."""
+        with self._pending_lock:
+            batch, self._pending = self._pending, []
+        if not batch:
+            return
+        try:
+            conn = self._writer
+            if conn is None:
+                raise LogWriteError(f"{self.description} was closed; nothing was written")
+            try:
+                results = self._write(conn, batch, deadline)
+            except sqlite3.Error as e:
+                why = "timed out waiting for another writer" if _is_busy(e) else str(e)
+                raise LogWriteError(f"{self.description}: write failed ({why}); nothing was written") from e
+            except Exception as e:  # e.g. a damaged partitions table: still an answer, not a traceback
+                raise LogWriteError(f"{self.description}: write failed ({e!r}); nothing was written") from e
+            for req, outcome in zip(batch, results, strict=True):
+                if isinstance(outcome, EmulatorError):
+                    req.error = outcome
+                else:
+                    req.positions = outcome
+        except EmulatorError as e:
+            for req in batch:
+                req.error = e
+        finally:
+            for req in batch:
+                if req.positions is None and req.error is None:
+                    req.error = LogWriteError(f"{self.description}: write interrupted; nothing was written")
+                req.done.set()
+        self._wake.set()
+
+    def _write(
+        self, conn: sqlite3.Connection, batch: list[_WriteRequest], deadline: float
+    ) -> list[list[Position] | EmulatorError]:
+        busy_ms = max(1, int((deadline - time.monotonic()) * 1000))
+        conn.execute(f"PRAGMA busy_timeout = {busy_ms}")
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            next_offsets = self._end_offsets(conn)
+            now_ms = time.time_ns() // 1_000_000
+            rows: list[tuple[int, int, bytes, bytes | None, int]] = []
+            results: list[list[Position] | EmulatorError] = []
+            for req in batch:
+                if req.fence is not None:
+                    current = self._claim_in(conn, req.fence.connector)
+                    if current is None or current.epoch != req.fence.epoch:
+                        results.append(Fenced(fenced_message(req.fence.connector, req.fence.epoch, current)))
+                        continue
+                positions: list[Position] = []
+                for key, value, p in req.entries:
+                    offset = next_offsets[p]
+                    next_offsets[p] = offset + 1
+                    rows.append((p, offset, key, value, now_ms))
+                    positions.append(Position(p, offset))
+                results.append(positions)
+            touched = {row[0] for row in rows}
+            if not rows:
+                conn.execute("COMMIT")
+                return results
+            conn.executemany(
+                "INSERT INTO records (partition, offset, key, value, timestamp_ms) VALUES (?, ?, ?, ?, ?)",
+                rows,
+            )
+            conn.executemany(
+                "UPDATE partitions SET next_offset = ? WHERE partition = ?",
+                [(next_offsets[p], p) for p in touched],
+            )
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+        return results
+
+    def end_offsets(self, timeout_s: float | None = None) -> dict[int, int]:
+        with self._commit_lock:
+            return self._end_offsets(self._require_writer())
+
+    # ------------------------------------------------------------------ ownership
+
+    def claim(self, connector: str, owner: str) -> Claim:
+        """The next epoch for ``connector``, in one ``BEGIN IMMEDIATE`` transaction: two claims
+        racing from two processes get distinct epochs and the later one wins."""
+        with self._commit_lock:
+            conn = self._require_writer()
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                row = conn.execute("SELECT epoch FROM claims WHERE connector = ?", (connector,)).fetchone()
+                claim = Claim(connector, owner, (row[0] if row else 0) + 1, time.time_ns() // 1_000_000)
+                conn.execute(
+                    "INSERT INTO claims (connector, owner, epoch, claimed_at_ms, released) VALUES (?, ?, ?, ?, 0) "
+                    "ON CONFLICT (connector) DO UPDATE SET owner = excluded.owner, epoch = excluded.epoch, "
+                    "claimed_at_ms = excluded.claimed_at_ms, released = 0",
+                    (claim.connector, claim.owner, claim.epoch, claim.claimed_at_ms),
+                )
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+        return claim
+
+    def current_claim(self, connector: str) -> Claim | None:
+        with self._commit_lock:
+            return self._claim_in(self._require_writer(), connector)
+
+    def release(self, fence: Fence) -> bool:
+        with self._commit_lock:
+            conn = self._require_writer()
+            cursor = conn.execute(
+                "UPDATE claims SET released = 1 WHERE connector = ? AND epoch = ? AND released = 0",
+                (fence.connector, fence.epoch),
+            )
+            return cursor.rowcount == 1
+
+    @staticmethod
+    def _claim_in(conn: sqlite3.Connection, connector: str) -> Claim | None:
+        row = conn.execute(
+            "SELECT owner, epoch, claimed_at_ms FROM claims WHERE connector = ? AND released = 0", (connector,)
+        ).fetchone()
+        return None if row is None else Claim(connector, row[0], row[1], row[2])
+
+    # ------------------------------------------------------------------ compaction
+
+    def compact(self) -> CompactionReport:
+        """Keep only the latest record per key in each partition, as Kafka's log cleaner does.
+
+        Offsets are kept (readers skip the gaps, since they track positions, not counts) and
+        tombstones are kept forever: dropping one could let a reader that already applied the older
+        value miss the delete, which is what Kafka's ``delete.retention.ms`` guards against. Safe
+        while readers run: the latest record of every key survives, so a reader behind it still
+        reaches it and a reader past it has already applied it — the final state is the same.
+        One short transaction per partition, so appends wait at most one partition's worth.
+        Freed pages go back to the file system when the file was created with incremental vacuum.
+        """
+        started = time.monotonic()
+        before = after = 0
+        for p in range(self._partitions):
+            with self._commit_lock:
+                conn = self._require_writer()
+                try:
+                    conn.execute("PRAGMA busy_timeout = 30000")
+                    conn.execute("BEGIN IMMEDIATE")
+                    try:
+                        (count,) = conn.execute(
+                            "SELECT count(*) FROM records WHERE partition = ?", (p,)
+                        ).fetchone()
+                        conn.execute(
+                            "DELETE FROM records WHERE partition = ?1 AND key IS NOT NULL AND offset NOT IN ("
+                            "SELECT max(offset) FROM records WHERE partition = ?1 AND key IS NOT NULL "
+                            "GROUP BY key)",
+                            (p,),
+                        )
+                        removed = conn.execute("SELECT changes()").fetchone()[0]
+                        conn.execute("COMMIT")
+                    except BaseException:
+                        if conn.in_transaction:
+                            conn.execute("ROLLBACK")
+                        raise
+                except sqlite3.Error as e:
+                    raise LogWriteError(f"{self.description}: compaction of partition {p} failed: {e}") from e
+            before += count
+            after += count - removed
+            time.sleep(_YIELD_S)
+        self._release_free_pages()
+        report = CompactionReport(before, after, time.monotonic() - started)
+        log.info(
+            "compacted %s: %d -> %d records in %.2f s", self.description, before, after, report.duration_s
+        )
+        return report
+
+    def _release_free_pages(self, pages_per_step: int = 2000) -> None:
+        """Give pages freed by compaction back to the file system, a bounded step at a time.
+
+        One step holds the write lock for tens of milliseconds, so appends interleave with a large
+        vacuum instead of waiting for all of it. ``executescript`` because Python's ``execute`` steps
+        the pragma only once, which frees a single page. The file shrinks when the WAL is copied
+        back, hence the PASSIVE checkpoint (it never waits for readers).
+        """
+        try:
+            while True:
+                with self._commit_lock:
+                    conn = self._require_writer()
+                    (free,) = conn.execute("PRAGMA freelist_count").fetchone()
+                    if free == 0:
+                        break
+                    conn.executescript(f"PRAGMA incremental_vacuum({pages_per_step});")
+                    (left,) = conn.execute("PRAGMA freelist_count").fetchone()
+                    if left >= free:  # auto_vacuum is off (a file from elsewhere): nothing to release
+                        break
+                time.sleep(_YIELD_S)
+            with self._commit_lock:
+                self._require_writer().execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+        except sqlite3.Error as e:
+            log.warning("%s: compaction done but space was not released: %s", self.description, e)
+
+    # ------------------------------------------------------------------ storage helpers
+
+    def _connect(self, timeout_s: float) -> sqlite3.Connection:
+        conn = sqlite3.connect(
+            self._db_path, timeout=timeout_s, isolation_level=None, check_same_thread=False
+        )
+        try:
+            conn.execute(f"PRAGMA synchronous = {self._synchronous}")
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    def _require_writer(self) -> sqlite3.Connection:
+        if self._writer is None:
+            raise LogWriteError(f"{self.description} is not open")
+        return self._writer
+
+    def _initialise(self, conn: sqlite3.Connection) -> None:
+        """Create the schema on first use, or read the stored partition count, atomically.
+
+        ``BEGIN IMMEDIATE`` makes two processes opening a fresh directory at once agree on one
+        schema and one partition count.
+        """
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_schema WHERE type = 'table'")}
+        if not tables:
+            conn.execute("PRAGMA auto_vacuum = INCREMENTAL")  # only takes effect before the first table
+        mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+        if str(mode).lower() != "wal":
+            raise LogConfigError(f"{self.description}: SQLite refused WAL mode (journal_mode={mode})")
+        conn.execute(f"PRAGMA synchronous = {self._synchronous}")
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_schema WHERE type = 'table'")}
+            if not tables:
+                self._create_schema(conn)
+            elif "meta" not in tables:
+                raise LogConfigError(
+                    f"{self._db_path} is a SQLite database but not an embedded offsets log "
+                    f"(tables: {', '.join(sorted(tables))}); refusing to touch it"
+                )
+            else:
+                self._read_meta(conn)
+            # Claims (emulator/ownership.py) live beside the records; older logs gain the table here.
+            conn.execute(
+                "CREATE TABLE IF NOT EXISTS claims (connector TEXT PRIMARY KEY, owner TEXT, "
+                "epoch INTEGER NOT NULL, claimed_at_ms INTEGER NOT NULL, released INTEGER NOT NULL DEFAULT 0)"
+            )
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+
+    def _create_schema(self, conn: sqlite3.Connection) -> None:
+        conn.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+        conn.execute(
+            "CREATE TABLE records (partition INTEGER NOT NULL, offset INTEGER NOT NULL, "
+            "key BLOB, value BLOB, timestamp_ms INTEGER NOT NULL, PRIMARY KEY (partition, offset)) "
+            "WITHOUT ROWID"
+        )
+        conn.execute("CREATE TABLE partitions (partition INTEGER PRIMARY KEY, next_offset INTEGER NOT NULL)")
+        conn.executemany(
+            "INSERT INTO meta (key, value) VALUES (?, ?)",
+            [
+                ("format", FORMAT_MARKER),
+                ("format_version", str(FORMAT_VERSION)),
+                ("name", self._name),
+                ("partitions", str(self._requested_partitions)),
+                ("created_ms", str(time.time_ns() // 1_000_000)),
+            ],
+        )
+        conn.executemany(
+            "INSERT INTO partitions (partition, next_offset) VALUES (?, 0)",
+            [(p,) for p in range(self._requested_partitions)],
+        )
+        self._partitions = self._requested_partitions
+        log.info("created %s with %d partitions", self.description, self._partitions)
+
+    def _read_meta(self, conn: sqlite3.Connection) -> None:
+        meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
+        if meta.get("format") != FORMAT_MARKER:
+            raise LogConfigError(
+                f"{self._db_path} is not an embedded offsets log (format={meta.get('format')!r})"
+            )
+        try:
+            version = int(meta["format_version"])
+            stored = int(meta["partitions"])
+        except (KeyError, ValueError) as e:
+            raise LogConfigError(f"{self._db_path}: damaged metadata ({e!r}); refusing to guess") from e
+        if version > FORMAT_VERSION:
+            raise LogConfigError(
+                f"{self._db_path} has format version {version}, newer than this emulator understands "
+                f"({FORMAT_VERSION}); upgrade the emulator"
+            )
+        (rows,) = conn.execute("SELECT count(*) FROM partitions").fetchone()
+        if stored < 1 or rows != stored:
+            raise LogConfigError(
+                f"{self._db_path}: metadata says {stored} partitions but {rows} partition rows exist"
+            )
+        if meta.get("name") != self._name:
+            log.warning(
+                "%s was created for log %r, now opened as %r (file renamed?); using it as is",
+                self._db_path,
+                meta.get("name"),
+                self._name,
+            )
+        if stored != self._requested_partitions:
+            log.warning(
+                "%s has %d partitions, %d were requested: keeping %d. Changing the count would move "
+                "keys to other partitions (murmur2 %% n), leaving two live copies of a key with no "
+                "defined winner — the repartitioning hazard of Connect's offsets topic",
+                self.description,
+                stored,
+                self._requested_partitions,
+                stored,
+            )
+        self._partitions = stored
+
+    def _check_integrity(self, conn: sqlite3.Connection) -> None:
+        problems = [r[0] for r in conn.execute("PRAGMA quick_check(5)").fetchall()]
+        if problems != ["ok"]:
+            raise LogConfigError(
+                f"embedded offsets log {self._db_path} is corrupt ({'; '.join(problems)}). Move it aside and "
+                "restore it from a backup or an export; the emulator will not read a damaged log"
+            )
+
+    @staticmethod
+    def _end_offsets(conn: sqlite3.Connection) -> dict[int, int]:
+        return {int(p): int(n) for p, n in conn.execute("SELECT partition, next_offset FROM partitions")}
+
+    def _config_error(self, what: str, e: sqlite3.Error) -> LogConfigError:
+        if _is_corruption(e):
+            return LogConfigError(
+                f"embedded offsets log {self._db_path} {what}: it is corrupt or not a SQLite database ({e}). "
+                "Move it aside and restore it from a backup or an export"
+            )
+        return LogConfigError(f"embedded offsets log {self._db_path} {what}: {e}")
+
+
+def _is_corruption(e: sqlite3.Error) -> bool:
+    name = getattr(e, "sqlite_errorname", "") or ""
+    return name.startswith(("SQLITE_CORRUPT", "SQLITE_NOTADB"))
+
+
+def _is_busy(e: sqlite3.Error) -> bool:
+    name = getattr(e, "sqlite_errorname", "") or ""
+    return name.startswith(("SQLITE_BUSY", "SQLITE_LOCKED"))
+
+
+def _filesystem_type(path: Path) -> str | None:
+    """The file system type of ``path`` from ``/proc/self/mountinfo`` (None where that is unavailable)."""
+    try:
+        target = os.path.realpath(path)
+        best, best_type = "", None
+        with open("/proc/self/mountinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                left, _, right = line.partition(" - ")
+                fields = left.split()
+                if len(fields) < 5 or not right:
+                    continue
+                mount_point = fields[4].replace("\\040", " ")
+                inside = target == mount_point or target.startswith(mount_point.rstrip("/") + "/")
+                if inside and len(mount_point) >= len(best):
+                    best, best_type = mount_point, right.split()[0]
+        return best_type
+    except OSError:
+        return None

@@ -1,0 +1,52 @@
+"""One owner per connector: claims, epochs and fencing.
+
+A writer (a Spark query, the CLI, a Python client) claims a connector before committing. Each
+claim gets the next epoch for that connector, durably, in the log's own storage; a newer claim
+fences every older one. A fenced writer's commits are refused with 409 and never reach the log:
+the check is atomic with the write (one SQLite transaction in the embedded log; a transactional
+producer per connector in Kafka, whose ``init_transactions`` makes the broker reject the older
+producer's writes — KIP-618's zombie fencing, applied to offset writers).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from emulator.model.errors import Conflict
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    connector: str
+    owner: str
+    epoch: int
+    claimed_at_ms: int
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "connector": self.connector,
+            "owner": self.owner,
+            "epoch": self.epoch,
+            "claimed_at_ms": self.claimed_at_ms,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Fence:
+    """What a commit presents: it may write only while ``epoch`` is the connector's current one."""
+
+    connector: str
+    epoch: int
+
+
+class Fenced(Conflict):
+    """The writer's claim is no longer current: a newer claim fenced it (HTTP 409)."""
+
+
+def fenced_message(connector: str, epoch: int, current: Claim | None) -> str:
+    if current is None:
+        return f"Connector {connector} has no current claim; the writer with epoch {epoch} was fenced or released"
+    return (
+        f"Connector {connector} is claimed by {current.owner!r} with epoch {current.epoch}; "
+        f"the writer with epoch {epoch} has been fenced and nothing was written"
+    )

@@ -1,0 +1,35 @@
+"""What request handlers need from the running daemon, reachable from ``request.app.state``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Annotated
+
+from fastapi import Depends, Request
+
+from emulator.connect_cluster import ConnectCluster
+from emulator.logs.base import OffsetLog
+from emulator.service.offsets import OffsetsService
+from emulator.service.sinks import SinkOffsets
+from emulator.view.offset_view import OffsetView
+
+
+@dataclass(frozen=True, slots=True)
+class Runtime:
+    log: OffsetLog
+    view: OffsetView
+    service: OffsetsService
+    cluster: ConnectCluster | None = None
+    """The Connect cluster's config/status topics (``--config-topic``), read and tailed."""
+    sinks: SinkOffsets | None = None
+    """Consumer-group offsets of sink connectors (Kafka backend only)."""
+
+
+async def runtime(request: Request) -> Runtime:
+    """``async`` on purpose: FastAPI runs a plain ``def`` dependency in its thread pool, a hop per
+    request for what is an attribute read."""
+    rt: Runtime = request.app.state.runtime
+    return rt
+
+
+RuntimeDep = Annotated[Runtime, Depends(runtime)]

@@ -1,0 +1,1 @@
+"""HTTP routes, one module per resource; each stays thin and delegates to the service layer."""

@@ -1,0 +1,124 @@
+"""Connect's offsets routes (KIP-875): same paths, bodies, messages and status codes.
+
+Ours, off by default: ``?dry_run=true`` on PATCH/DELETE answers what would be written (exact
+key bytes, values and Kafka partitions) without writing anything; ``?create=true`` on PATCH lets a
+connector without any offsets yet receive its first ones (Connect would answer 404); ``?kind=sink``
+on GET/PATCH/DELETE treats the connector as a sink (its consumer group) when no Connect cluster's
+config topic says which kind it is.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Request, Response
+
+from emulator.model.errors import BadRequest
+from emulator.model.sequences import CommitSequence
+from emulator.server.deps import RuntimeDep
+from emulator.service.bodies import parse_alter_body
+from emulator.service.offsets import ModifyResult
+from emulator.service.write_guard import WriteAuth
+
+router = APIRouter(tags=["offsets"])
+
+_OFFSETS_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["offsets"],
+    "properties": {
+        "offsets": {
+            "type": "array",
+            "minItems": 1,
+            "items": {
+                "type": "object",
+                "required": ["partition"],
+                "properties": {
+                    "partition": {"type": "object", "additionalProperties": True},
+                    "offset": {"type": ["object", "null"], "additionalProperties": True},
+                },
+            },
+        }
+    },
+    "example": {"offsets": [{"partition": {"filename": "/data/in.txt"}, "offset": {"position": 30}}]},
+}
+
+
+@router.get("/connectors", summary="List connectors that have offsets in the log")
+async def list_connectors(rt: RuntimeDep) -> list[str]:
+    return rt.service.connectors()
+
+
+@router.get("/connectors/{connector}/offsets", summary="Get a connector's offsets (Connect's GET)")
+async def get_offsets(
+    connector: str,
+    rt: RuntimeDep,
+    request: Request,
+    response: Response,
+    as_of: str | None = None,
+    kind: str | None = None,
+) -> dict[str, Any]:
+    """``?as_of=<ISO-8601 or epoch ms>`` (ours) answers from the history archive: the offsets as
+    they were then, in the same shape. ``?kind=sink`` (ours, without a Connect cluster) answers
+    the consumer group ``connect-<connector>``'s offsets in Connect's sink shape."""
+    if as_of is not None:
+        from emulator.server.routes.history import offsets_as_of
+
+        return await offsets_as_of(request, response, connector, as_of)
+    return {"offsets": await rt.service.get_offsets(connector, kind)}
+
+
+@router.patch(
+    "/connectors/{connector}/offsets",
+    summary="Alter offsets (Connect's PATCH); an offset of null removes that partition",
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "content": {"application/json": {"schema": _OFFSETS_SCHEMA}},
+        }
+    },
+)
+async def alter_offsets(
+    connector: str,
+    request: Request,
+    rt: RuntimeDep,
+    dry_run: bool = False,
+    create: bool = False,
+    kind: str | None = None,
+    claim_epoch: int | None = None,
+    sequence_source: str | None = None,
+    sequence: int | None = None,
+) -> dict[str, Any]:
+    """Ours: ``claim_epoch`` (the writer's claim, see /connectors/{c}/claim) and
+    ``sequence_source`` + ``sequence`` (reordering detection: a stale commit is dropped per
+    partition and listed under ``dropped``)."""
+    changes = parse_alter_body(await request.body())
+    auth = _auth(claim_epoch, sequence_source, sequence)
+    return _body(await rt.service.alter(connector, changes, dry_run=dry_run, create=create, kind=kind, auth=auth))
+
+
+@router.delete("/connectors/{connector}/offsets", summary="Reset offsets (Connect's DELETE)")
+async def reset_offsets(
+    connector: str, rt: RuntimeDep, dry_run: bool = False, kind: str | None = None, claim_epoch: int | None = None
+) -> dict[str, Any]:
+    return _body(await rt.service.reset(connector, dry_run=dry_run, kind=kind, auth=WriteAuth(claim_epoch)))
+
+
+def _auth(claim_epoch: int | None, sequence_source: str | None, sequence: int | None) -> WriteAuth:
+    if (sequence_source is None) != (sequence is None):
+        raise BadRequest("sequence_source and sequence go together: give both or neither")
+    if sequence_source is not None and sequence is not None:
+        return WriteAuth(claim_epoch, CommitSequence(sequence_source, sequence))
+    return WriteAuth(claim_epoch)
+
+
+def _body(result: ModifyResult) -> dict[str, Any]:
+    if not result.dry_run:
+        body: dict[str, Any] = {"message": result.message}
+        if result.dropped:
+            body["dropped"] = result.dropped
+        return body
+    return {
+        "message": f"Dry run: nothing was written. {len(result.records)} record(s) would be written.",
+        "dry_run": True,
+        "records": [r.as_dict() for r in result.records],
+    }

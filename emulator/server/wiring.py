@@ -1,0 +1,183 @@
+"""Wires the daemon together: settings → log → view → service → HTTP server.
+
+The HTTP server starts at once so orchestrators can probe ``/readyz`` (503 with progress) while
+the log is replayed; offset reads answer 503 until replay reached the end, never partial state.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+
+import uvicorn
+from fastapi import FastAPI
+
+from emulator.connect_cluster import ConnectCluster
+from emulator.history.archive import HistoryArchive, HistoryError
+from emulator.history.origins import OriginRegistry
+from emulator.history.tracked_log import TrackedLog
+from emulator.logs.base import OffsetLog
+from emulator.model.connectors import ConnectorStates, NoConnectCluster
+from emulator.model.errors import LogConfigError
+from emulator.model.sequences import SequenceTracker
+from emulator.server.app import create_app
+from emulator.server.deps import Runtime
+from emulator.server.settings import Settings
+from emulator.service.offsets import OffsetsService
+from emulator.service.sinks import SinkOffsets
+from emulator.service.write_guard import WriteGuard
+from emulator.view.offset_view import OffsetView
+
+log = logging.getLogger(__name__)
+
+
+def build_log(settings: Settings) -> OffsetLog:
+    if settings.embedded:
+        from emulator.logs.embedded.offsets_log import EmbeddedOffsetLog
+
+        return EmbeddedOffsetLog(settings.data_dir, partitions=settings.offsets_partitions, name=settings.offsets_topic)
+    from emulator.logs.kafka.offsets_log import KafkaOffsetLog
+
+    assert settings.bootstrap_servers is not None
+    return KafkaOffsetLog(
+        settings.bootstrap_servers,
+        topic=settings.offsets_topic,
+        partitions=settings.offsets_partitions,
+        replication_factor=settings.replication_factor,
+        client_config=settings.kafka_config,
+        read_committed=settings.read_committed,
+        claims_topic=settings.claims_topic,
+    )
+
+
+def build_runtime(settings: Settings, origins: OriginRegistry | None = None) -> Runtime:
+    """``origins`` (history on): the service appends through ``TrackedLog`` so that the archive can
+    tell the daemon's own records from Connect's."""
+    offset_log = build_log(settings)
+    offset_log.open()
+    view = OffsetView()
+    service_log: OffsetLog = offset_log if origins is None else TrackedLog(offset_log, origins)
+    cluster, sinks = build_cluster(settings)
+    states: ConnectorStates = NoConnectCluster() if cluster is None else cluster
+    guard = WriteGuard(service_log, states, SequenceTracker(settings.sequence_cache_expiry_s))
+    service = OffsetsService(service_log, view, states, sinks=sinks, guard=guard)
+    return Runtime(offset_log, view, service, cluster=cluster, sinks=sinks)
+
+
+def build_cluster(settings: Settings) -> tuple[ConnectCluster | None, SinkOffsets | None]:
+    """The Connect cluster view (``--config-topic``) and sink offsets, both only on Kafka.
+
+    The cluster's topics are checked here, so a wrong name stops the daemon at startup with one
+    line naming the setting, instead of a daemon that is never ready.
+    """
+    if settings.bootstrap_servers is None:
+        return None, None
+    sinks = SinkOffsets(settings.bootstrap_servers, settings.kafka_config)
+    if settings.config_topic is None:
+        return None, sinks
+    cluster = ConnectCluster(
+        settings.bootstrap_servers,
+        settings.config_topic,
+        settings.status_topic,
+        client_config=settings.kafka_config,
+        read_committed=settings.read_committed,
+    )
+    cluster.open()
+    return cluster, sinks
+
+
+def build_history(settings: Settings, runtime: Runtime, origins: OriginRegistry | None) -> HistoryArchive | None:
+    """Open the archive (crash recovery, watermark) and hook it to the view before reading starts,
+    so that the replay's records reach it. A directory it cannot use stops the daemon at startup."""
+    if not settings.history:
+        return None
+    archive = HistoryArchive(
+        settings.history_root,
+        runtime.log.description,
+        origins=origins,
+        progress=runtime.log.progress,
+        retention_s=settings.history_retention_s,
+        rotate_bytes=settings.history_rotate_bytes,
+        rotate_interval_s=settings.history_rotate_interval_s,
+    )
+    try:
+        archive.open()
+    except HistoryError as exc:
+        raise LogConfigError(f"{exc} (or start with --no-history)") from exc
+    runtime.view.add_listener(archive.listener)
+    return archive
+
+
+async def _report_replay(runtime: Runtime, every_s: float = 5.0) -> None:
+    """Progress on long work: a replay of millions of records should not look like a hang."""
+    while True:
+        progress = runtime.log.progress()
+        if progress.error is not None:
+            log.error("the offsets log cannot be read; serving 503 until restarted: %s", progress.error)
+            return
+        if progress.caught_up:
+            log.info(
+                "offsets log read to end: %d records, %d live keys, %d connectors; serving",
+                progress.records_read,
+                runtime.view.live_keys(),
+                len(runtime.view.connectors()),
+            )
+            return
+        total = sum(progress.end_offsets.values())
+        log.info(
+            "replaying %s: %d records read (end offsets sum %d), %d/%d partitions at end",
+            runtime.log.description,
+            progress.records_read,
+            total,
+            progress.partitions_done,
+            len(progress.end_offsets),
+        )
+        await asyncio.sleep(every_s)
+
+
+def make_app(runtime: Runtime, history: HistoryArchive | None = None) -> FastAPI:
+    app = create_app(runtime)
+    app.state.history = history
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        runtime.log.start_reading(runtime.view.apply)
+        if runtime.cluster is not None:
+            runtime.cluster.start_reading()
+        reporter = asyncio.create_task(_report_replay(runtime))
+        try:
+            yield
+        finally:
+            reporter.cancel()
+            await asyncio.to_thread(runtime.log.close)
+            if runtime.cluster is not None:
+                await asyncio.to_thread(runtime.cluster.close)
+            if runtime.sinks is not None:
+                runtime.sinks.close()
+            if history is not None:
+                await asyncio.to_thread(history.close)
+
+    app.router.lifespan_context = lifespan
+    return app
+
+
+def serve(settings: Settings) -> None:
+    logging.basicConfig(level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    origins = OriginRegistry() if settings.history else None
+    runtime = build_runtime(settings, origins)
+    history = build_history(settings, runtime, origins)
+    log.info(
+        "connect-offsets emulator on %s, listening on http://%s:%d",
+        runtime.log.description,
+        settings.host,
+        settings.port,
+    )
+    uvicorn.run(
+        make_app(runtime, history),
+        host=settings.host,
+        port=settings.port,
+        log_level=settings.log_level.lower(),
+        access_log=False,
+    )

@@ -1,0 +1,328 @@
+"""Sink connectors' offsets: their consumer group's committed offsets, with Connect's semantics.
+
+Connect keeps no offsets of its own for sinks: GET lists the group's committed offsets, PATCH
+commits (or, for ``"offset": null``, deletes) them through the admin client, DELETE deletes the
+whole group (``Worker.sinkConnectorOffsets`` / ``modifySinkConnectorOffsets``). Zombie tasks are
+fenced by the broker itself: a group that still has members refuses those calls, and Connect
+answers with the 500 messages reproduced here.
+
+Messages are Connect 4.3.0's (``Worker.java``, ``SinkUtils.java``); the request format rules are
+``SinkUtils.parseSinkConnectorOffsets``, including ``String.valueOf``/``parseInt`` so that ``"5"``
+and ``5`` are accepted and ``5.0`` is not. Every admin call runs in a worker thread with a deadline.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from confluent_kafka import ConsumerGroupTopicPartitions, KafkaError, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+from emulator.connect_cluster.java_text import parse_int, string_value_of
+from emulator.logs.kafka.group_offset_delete import OffsetDeleteFailed, delete_group_offsets
+from emulator.model.errors import BadRequest, EmulatorError
+from emulator.service.bodies import OffsetChange
+
+log = logging.getLogger(__name__)
+_RDKAFKA_LOG = logging.getLogger(__name__ + ".librdkafka")
+
+KAFKA_TOPIC_KEY = "kafka_topic"
+KAFKA_PARTITION_KEY = "kafka_partition"
+KAFKA_OFFSET_KEY = "kafka_offset"
+GROUP_OVERRIDE = "consumer.override.group.id"
+
+_ZOMBIE_HINT = (
+    "either because its tasks haven't stopped completely yet or the connector was resumed before the request to "
+    "{verb} its offsets could be successfully completed. If the connector is in a stopped state, this operation can "
+    "be safely retried. If it doesn't eventually succeed, the Connect cluster may need to be restarted to get rid of "
+    "the zombie sink tasks."
+)
+# Broker answers that mean "the group still has members" (Worker.alterSinkConnectorOffsets / reset...).
+_ALTER_BLOCKED = {KafkaError.UNKNOWN_MEMBER_ID, KafkaError.GROUP_SUBSCRIBED_TO_TOPIC}
+_RESET_BLOCKED = {KafkaError.NON_EMPTY_GROUP}
+_GROUP_GONE = {KafkaError.GROUP_ID_NOT_FOUND}
+
+
+def alter_blocked_message(connector: str) -> str:
+    return f"Failed to alter consumer group offsets for connector {connector} " + _ZOMBIE_HINT.format(verb="alter")
+
+
+def reset_blocked_message(connector: str) -> str:
+    return f"Failed to reset consumer group offsets for connector {connector} " + _ZOMBIE_HINT.format(verb="reset")
+
+
+def alter_failed_message(connector: str) -> str:
+    return f"Failed to alter consumer group offsets for connector {connector}"
+
+
+def reset_failed_message(connector: str) -> str:
+    return f"Failed to reset consumer group offsets for sink connector {connector}"
+
+
+def modify_failed_message(connector: str) -> str:
+    """What a failure inside the worker before any admin call becomes (``ConnectUtils.maybeWrap``)."""
+    return f"Failed to modify offsets for sink connector {connector}"
+
+
+def retrieve_failed_message(connector: str) -> str:
+    return f"Failed to retrieve consumer group offsets for sink connector {connector}"
+
+
+def list_before_reset_failed_message(connector: str) -> str:
+    return f"Failed to list offsets prior to resetting offsets for sink connector {connector}"
+
+
+def consumer_group_id(connector: str, config: Mapping[str, Any] | None) -> str:
+    """``SinkUtils.consumerGroupId``, unless the connector overrides ``group.id`` for its consumer.
+
+    Connect's default override policy (``All`` since 3.0) lets ``consumer.override.group.id`` win, and
+    a config that a stricter policy forbids is rejected at creation, so a live config is honoured.
+    """
+    override = None if config is None else config.get(GROUP_OVERRIDE)
+    return f"connect-{connector}" if override is None else str(override)
+
+
+@dataclass(frozen=True, slots=True)
+class SinkChange:
+    """One parsed PATCH entry: commit ``offset``, or delete the partition's offset when None."""
+
+    topic: str
+    partition: int
+    offset: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class PlannedGroupChange:
+    """What a sink modification would do to the group, shown as-is by dry runs."""
+
+    group: str
+    action: str  # "commit", "delete_offset", "delete_group"
+    topic: str | None = None
+    partition: int | None = None
+    offset: int | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "consumer_group": self.group,
+            "action": self.action,
+            KAFKA_TOPIC_KEY: self.topic,
+            KAFKA_PARTITION_KEY: self.partition,
+            KAFKA_OFFSET_KEY: self.offset,
+        }
+
+
+def parse_sink_offsets(changes: Sequence[OffsetChange]) -> list[SinkChange]:
+    """``SinkUtils.parseSinkConnectorOffsets``: same checks, same order per entry, same 400 messages.
+
+    Entries sharing a TopicPartition (e.g. ``0`` and ``"0"``) keep the later one.
+    """
+    parsed: dict[tuple[str, int], SinkChange] = {}
+    for change in changes:
+        partition = change.partition
+        if KAFKA_TOPIC_KEY not in partition or KAFKA_PARTITION_KEY not in partition:
+            raise BadRequest(
+                f"The partition for a sink connector offset must contain the keys '{KAFKA_TOPIC_KEY}' and "
+                f"'{KAFKA_PARTITION_KEY}'"
+            )
+        if partition[KAFKA_TOPIC_KEY] is None:
+            raise BadRequest("Kafka topic names must be valid strings and may not be null")
+        if partition[KAFKA_PARTITION_KEY] is None:
+            raise BadRequest("Kafka partitions must be valid numbers and may not be null")
+        topic = string_value_of(partition[KAFKA_TOPIC_KEY])
+        raw_partition = string_value_of(partition[KAFKA_PARTITION_KEY])
+        try:
+            number = parse_int(raw_partition)
+        except ValueError:
+            raise BadRequest(
+                f"Failed to parse the following Kafka partition value in the provided offsets: '{raw_partition}'. "
+                "Partition values for sink connectors need to be integers."
+            ) from None
+        offset: int | None = None
+        if change.offset is not None:
+            if KAFKA_OFFSET_KEY not in change.offset:
+                raise BadRequest(
+                    f"The offset for a sink connector should either be null or contain the key '{KAFKA_OFFSET_KEY}'"
+                )
+            raw_offset = string_value_of(change.offset[KAFKA_OFFSET_KEY])
+            try:
+                offset = parse_int(raw_offset, bits=64)
+            except ValueError:
+                raise BadRequest(
+                    f"Failed to parse the following Kafka offset value in the provided offsets: '{raw_offset}'. "
+                    "Offset values for sink connectors need to be integers."
+                ) from None
+        parsed.pop((topic, number), None)
+        parsed[(topic, number)] = SinkChange(topic, number, offset)
+    return list(parsed.values())
+
+
+def plan_alter(group: str, changes: Sequence[SinkChange]) -> list[PlannedGroupChange]:
+    return [
+        PlannedGroupChange(group, "commit" if c.offset is not None else "delete_offset", c.topic, c.partition, c.offset)
+        for c in changes
+    ]
+
+
+def _error_code(exc: BaseException) -> int | None:
+    if isinstance(exc, KafkaException) and exc.args and isinstance(exc.args[0], KafkaError):
+        return int(exc.args[0].code())
+    return None
+
+
+class SinkOffsets:
+    """One admin client for the daemon's life, shared by every sink request.
+
+    ``client_config`` is the daemon's librdkafka pass-through (SASL, SSL, ...), the same the offsets
+    log uses, as Connect's worker passes its settings to the admin clients it creates for sinks.
+    """
+
+    def __init__(
+        self, bootstrap_servers: str, client_config: Mapping[str, str] | None = None, timeout_s: float = 30.0
+    ) -> None:
+        self._bootstrap = bootstrap_servers
+        self._client_config = dict(client_config or {})
+        self._timeout_s = timeout_s
+        config: dict[str, Any] = {**self._client_config, "bootstrap.servers": bootstrap_servers}
+        config.setdefault("client.id", "connect-offsets-emulator")
+        config["logger"] = _RDKAFKA_LOG
+        try:
+            self._admin = AdminClient(config)
+        except (KafkaException, ValueError, TypeError) as exc:
+            raise EmulatorError(f"Invalid Kafka client configuration for sink offsets: {exc}") from exc
+
+    # ------------------------------------------------------------------ reads
+
+    async def offsets(self, connector: str, group: str) -> list[dict[str, Any]]:
+        """GET: the group's committed offsets in Connect's shape, sorted by topic and partition.
+
+        The partition map lists ``kafka_partition`` before ``kafka_topic``, the order Connect's
+        ``HashMap`` serializes them in; an unknown group has no offsets (``[]``), as in Connect.
+        """
+        try:
+            committed = await asyncio.to_thread(self._committed, group)
+        except Exception as exc:
+            log.error("Failed to retrieve consumer group offsets for sink connector %s: %r", connector, exc)
+            raise EmulatorError(retrieve_failed_message(connector)) from exc
+        return [
+            {
+                "partition": {KAFKA_PARTITION_KEY: partition, KAFKA_TOPIC_KEY: topic},
+                "offset": {KAFKA_OFFSET_KEY: offset},
+            }
+            for (topic, partition), offset in sorted(committed.items())
+        ]
+
+    def _committed(self, group: str) -> dict[tuple[str, int], int]:
+        future = self._admin.list_consumer_group_offsets(
+            [ConsumerGroupTopicPartitions(group)], request_timeout=self._timeout_s
+        )[group]
+        result = future.result(timeout=self._timeout_s + 5.0)
+        committed: dict[tuple[str, int], int] = {}
+        for tp in result.topic_partitions or []:
+            if tp.error is not None:
+                raise KafkaException(tp.error)
+            if tp.offset >= 0:  # a partition listed without a committed offset has none
+                committed[(tp.topic, tp.partition)] = tp.offset
+        return committed
+
+    # ------------------------------------------------------------------ writes
+
+    async def alter(self, connector: str, group: str, changes: Sequence[SinkChange]) -> None:
+        """PATCH: commit the given offsets and delete the offsets of partitions given ``null``."""
+        if any(c.offset is not None and c.offset < 0 for c in changes):
+            # new OffsetAndMetadata(-1) throws IllegalArgumentException inside the worker, which
+            # maybeWrap turns into this ConnectException (a 500).
+            raise EmulatorError(modify_failed_message(connector))
+        commits = [c for c in changes if c.offset is not None]
+        deletions = [c for c in changes if c.offset is None]
+        failures: list[tuple[int | None, str]] = []
+        if commits:
+            failures += await asyncio.to_thread(self._commit, group, commits)
+        if deletions:
+            failures += await asyncio.to_thread(self._delete_offsets, group, deletions)
+        if not failures:
+            return
+        for _code, detail in failures:
+            log.error(
+                "Failed to alter consumer group offsets for connector %s (group %s): %s", connector, group, detail
+            )
+        if any(code in _ALTER_BLOCKED for code, _ in failures):
+            raise EmulatorError(alter_blocked_message(connector))
+        raise EmulatorError(alter_failed_message(connector))
+
+    def _commit(self, group: str, commits: Sequence[SinkChange]) -> list[tuple[int | None, str]]:
+        request = ConsumerGroupTopicPartitions(
+            group, [TopicPartition(c.topic, c.partition, c.offset) for c in commits if c.offset is not None]
+        )
+        try:
+            future = self._admin.alter_consumer_group_offsets([request], request_timeout=self._timeout_s)[group]
+            result = future.result(timeout=self._timeout_s + 5.0)
+        except Exception as exc:
+            return [(_error_code(exc), repr(exc))]
+        return [
+            (int(tp.error.code()), f"{tp.topic}[{tp.partition}]: {tp.error}")
+            for tp in result.topic_partitions or []
+            if tp.error is not None
+        ]
+
+    def _delete_offsets(self, group: str, deletions: Sequence[SinkChange]) -> list[tuple[int | None, str]]:
+        try:
+            result = delete_group_offsets(
+                self._bootstrap,
+                self._client_config,
+                group,
+                [(d.topic, d.partition) for d in deletions],
+                self._timeout_s,
+            )
+        except OffsetDeleteFailed as exc:
+            return [(None, f"deleting group offsets: {exc}")]
+        failures: list[tuple[int | None, str]] = []
+        if result.error is not None:
+            failures.append((_code_of(result.error), f"{result.error}: {result.message}"))
+        failures += [(_code_of(e), f"{t}[{p}]: {e}") for (t, p), e in result.partitions.items() if e is not None]
+        return failures
+
+    async def reset(self, connector: str, group: str) -> list[PlannedGroupChange]:
+        """DELETE: delete the group. A group that is already gone counts as reset (idempotent)."""
+        try:
+            committed = await asyncio.to_thread(self._committed, group)
+        except Exception as exc:
+            log.error("Failed to list offsets prior to resetting offsets for sink connector %s: %r", connector, exc)
+            raise EmulatorError(list_before_reset_failed_message(connector)) from exc
+        try:
+            await asyncio.to_thread(self._delete_group, group)
+        except Exception as exc:
+            code = _error_code(exc)
+            if code not in _GROUP_GONE:
+                log.error("Failed to reset consumer group offsets for sink connector %s: %r", connector, exc)
+                if code in _RESET_BLOCKED:
+                    raise EmulatorError(reset_blocked_message(connector)) from exc
+                raise EmulatorError(reset_failed_message(connector)) from exc
+        return [PlannedGroupChange(group, "delete_offset", t, p, None) for t, p in sorted(committed)]
+
+    async def plan_reset(self, connector: str, group: str) -> list[PlannedGroupChange]:
+        """Dry run of DELETE: the group and the committed offsets it would lose."""
+        try:
+            committed = await asyncio.to_thread(self._committed, group)
+        except Exception as exc:
+            raise EmulatorError(list_before_reset_failed_message(connector)) from exc
+        return [PlannedGroupChange(group, "delete_group")] + [
+            PlannedGroupChange(group, "delete_offset", t, p, None) for t, p in sorted(committed)
+        ]
+
+    def _delete_group(self, group: str) -> None:
+        future = self._admin.delete_consumer_groups([group], request_timeout=self._timeout_s)[group]
+        future.result(timeout=self._timeout_s + 5.0)
+
+    def close(self) -> None:
+        """The admin client has no close; polling drains its queue so nothing is left pending."""
+        self._admin.poll(0)
+
+
+def _code_of(name: str) -> int | None:
+    """librdkafka error name (``UNKNOWN_MEMBER_ID``) → code, for the blocked-group checks."""
+    value = getattr(KafkaError, name, None)
+    return value if isinstance(value, int) else None

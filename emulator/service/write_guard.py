@@ -1,0 +1,113 @@
+"""Who may write a connector's offsets right now, and which commits are stale: claims + sequences.
+
+Kept apart from ``OffsetsService`` so the KIP-875 semantics there stay readable; the service asks
+the guard before planning a write and hands it the append.
+- Claims (``emulator.model.claims``): while a connector is claimed, a write must present the claim's
+  epoch (``claim_epoch``); one without it gets Connect's not-STOPPED 400 (someone holds the
+  connector), one with an older epoch gets 409 and writes nothing (the log checks atomically).
+- Sequences (``emulator.model.sequences``): a commit may carry (source descriptor, number); per
+  partition a replayed or late commit is dropped and reported instead of moving an offset back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from emulator.codec.keys import logical_id
+from emulator.logs.base import OffsetLog
+from emulator.model.claims import Claim, Fence, Fenced, fenced_message
+from emulator.model.connectors import ConnectorStates, not_stopped_message
+from emulator.model.errors import BadRequest, Conflict
+from emulator.model.records import Position
+from emulator.model.sequences import CommitSequence, SequenceTracker
+from emulator.service.bodies import OffsetChange
+
+
+@dataclass(frozen=True, slots=True)
+class WriteAuth:
+    """What a writer presents with a modification (all optional; Connect's own API sends neither)."""
+
+    claim_epoch: int | None = None
+    sequence: CommitSequence | None = None
+
+    def fence(self, connector: str) -> Fence | None:
+        return None if self.claim_epoch is None else Fence(connector, self.claim_epoch)
+
+
+@dataclass(frozen=True, slots=True)
+class SequencedChanges:
+    accepted: list[OffsetChange]
+    dropped: list[dict[str, Any]] = field(default_factory=list)
+
+
+def held_message(connector: str, claim: Claim) -> str:
+    return (
+        f"{not_stopped_message(connector)}. Its offsets are claimed by {claim.owner!r} (epoch {claim.epoch}): "
+        "write with that claim's claim_epoch, or release the claim"
+    )
+
+
+class WriteGuard:
+    def __init__(self, log: OffsetLog, states: ConnectorStates, tracker: SequenceTracker) -> None:
+        self._log = log
+        self._states = states
+        self.tracker = tracker
+
+    # -- claims ---------------------------------------------------------------------------
+    async def claim(self, connector: str, owner: str, force: bool = False) -> Claim:
+        if not owner.strip():
+            raise BadRequest("A claim needs a non-empty 'owner' (e.g. the Spark query id, or the operator's name)")
+        await asyncio.to_thread(self._states.refresh, 30.0)
+        if self._states.exists(connector) and not self._states.is_stopped(connector) and not force:
+            raise Conflict(
+                f"Connector {connector} is running in the Connect cluster (not STOPPED with 0 tasks); its tasks "
+                "would overwrite any offset written now. Stop it first, or claim with force=true"
+            )
+        return await asyncio.to_thread(self._log.claim, connector, owner)
+
+    async def current(self, connector: str) -> Claim | None:
+        return await asyncio.to_thread(self._log.current_claim, connector)
+
+    async def release(self, connector: str, epoch: int) -> bool:
+        return await asyncio.to_thread(self._log.release, Fence(connector, epoch))
+
+    async def check_writer(self, connector: str, auth: WriteAuth) -> None:
+        """Fail fast before planning; the log re-checks atomically when it writes."""
+        current = await self.current(connector)
+        if auth.claim_epoch is None:
+            if current is not None:
+                raise BadRequest(held_message(connector, current))
+            return
+        if current is None or current.epoch != auth.claim_epoch:
+            raise Fenced(fenced_message(connector, auth.claim_epoch, current))
+
+    def append(
+        self, connector: str, auth: WriteAuth, entries: Sequence[tuple[bytes, bytes | None]], timeout_s: float
+    ) -> list[Position]:
+        fence = auth.fence(connector)
+        if fence is None:
+            return self._log.append(entries, timeout_s)
+        return self._log.append_fenced(fence, entries, timeout_s)
+
+    # -- sequences ------------------------------------------------------------------------
+    def filter_sequence(self, connector: str, changes: list[OffsetChange], auth: WriteAuth) -> SequencedChanges:
+        if auth.sequence is None:
+            return SequencedChanges(changes)
+        accepted: list[OffsetChange] = []
+        dropped: list[dict[str, Any]] = []
+        for change in changes:
+            verdict = self.tracker.check((connector, logical_id(change.partition)), auth.sequence)
+            if verdict.accepted:
+                accepted.append(change)
+            else:
+                self.tracker.touch((connector, logical_id(change.partition)))
+                dropped.append({"partition": change.partition, "reason": verdict.reason(auth.sequence)})
+        return SequencedChanges(accepted, dropped)
+
+    def record_sequence(self, connector: str, changes: list[OffsetChange], auth: WriteAuth) -> None:
+        if auth.sequence is not None:
+            for change in changes:
+                self.tracker.record((connector, logical_id(change.partition)), auth.sequence)

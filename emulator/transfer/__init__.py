@@ -1,0 +1,1 @@
+"""Moving offsets between stores and files, byte for byte: export, import, migrate."""
