@@ -3,7 +3,8 @@
 Public API (also what the Spark batch source wraps):
 
 - ``read_history(history_dir, log=None, *, connector=None, partition=None, from_ms=None, to_ms=None,
-  report=None) -> Iterator[dict]``: archive rows, oldest first (see ``query.read_history``);
+  report=None) -> Iterator[HistoryRow]``: archive rows (a TypedDict, ``rows.py``), oldest first (see
+  ``query.read_history``);
 - ``list_logs(history_dir)``: which logs an archive directory holds;
 - ``HistoryArchive``: the daemon's archiver (``archive.py``, which wires the queue, the archiver
   thread, the file writer, retention and recovery, one module each); ``HistoryReader`` and the
@@ -23,6 +24,7 @@ _EXPORTS = {
     "HistoryError": "emulator.history.directory",
     "ReadReport": "emulator.history.files",
     "HistoryReader": "emulator.history.query",
+    "HistoryRow": "emulator.history.rows",
     "list_logs": "emulator.history.query",
     "read_history": "emulator.history.query",
 }
