@@ -108,10 +108,11 @@ def main() -> None:
     if args.history:
         # As emulator.server.wiring.build_history wires it: a view listener fed on the reader thread.
         from emulator.history.archive import HistoryArchive
+        from emulator.history.archiver import Archiver
         from emulator.history.origins import OriginRegistry
 
         if args.profile:
-            _profile_thread(HistoryArchive, "_run", holder, "archiver")
+            _profile_thread(Archiver, "run", holder, "archiver")
         archive = HistoryArchive(args.history, offset_log.description, origins=OriginRegistry(),
                                  progress=offset_log.progress)
         archive.open()

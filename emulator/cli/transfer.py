@@ -3,7 +3,7 @@
 ``export`` reads a store (by default the daemon at ``--url``) into a file, ``import`` writes a file
 into a store (by default the daemon), ``migrate`` goes from any location to any other (topic to
 topic, cluster to cluster, standalone file to a topic, …). All three plan a diff first and print
-it; ``--dry-run`` stops there. Locations are described in ``emulator.transfer.pipeline``.
+it; ``--dry-run`` stops there. Locations are described in ``emulator.transfer.locations.parse``.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from emulator.formats.diff import render_text
 from emulator.formats.model import FormatError
 from emulator.model.errors import EmulatorError
 from emulator.server.settings import env_name, parse_kafka_config
-from emulator.transfer.pipeline import (
+from emulator.transfer import (
     FILE_KINDS,
     Location,
     LocationError,
@@ -223,11 +223,7 @@ def _print(args: argparse.Namespace, report: TransferReport) -> None:
     verb = "would write" if report.dry_run else "wrote"
     head = f"{report.source} -> {report.destination}: read {report.read} record(s), {report.selected} selected, "
     written = "" if report.dry_run else f" ({report.written} record(s) written)"
-    print(f"{head}{verb} {len(_changes(report))} change(s){written}")
+    print(f"{head}{verb} {len(report.changes())} change(s){written}")
     if report.dry_run:
         print("Dry run: nothing was written.")
     print(render_text(report.diff, show_unchanged=args.show_unchanged))
-
-
-def _changes(report: TransferReport) -> list[dict[str, Any]]:
-    return [e for e in report.diff["entries"] if e["status"] != "unchanged"]

@@ -2,5 +2,5 @@
 
 One module per format: ``standalone`` (Connect's FileOffsetBackingStore file), ``cdc_state`` (Flink
 CDC / RisingWave state JSON), ``kip875`` (Connect's REST offsets body), ``snapshot`` (Avro backups);
-``diff`` plans what a transfer changes. Moving data between them lives in ``emulator.transfer.pipeline``.
+``diff`` plans what a transfer changes. Moving data between them lives in ``emulator.transfer``.
 """

@@ -26,10 +26,11 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, Literal
+from typing import IO, Any, Literal, TypedDict, cast
 
 import fastavro
 
+from emulator.history.rows import ArchiveRow
 from emulator.history.schema import content_crc
 
 log = logging.getLogger(__name__)
@@ -86,13 +87,21 @@ def scan_dir(directory: Path) -> tuple[ArchiveFile | None, list[ArchiveFile], li
     return base, live, folded
 
 
+class Damage(TypedDict):
+    """One damaged file a read met: which, what was wrong, how many records came before it."""
+
+    file: str
+    problem: str
+    records_read_before: int
+
+
 @dataclass
 class ReadReport:
     """What a read met besides records: every damaged file is listed with its problem."""
 
     files_read: int = 0
     records: int = 0
-    damaged: list[dict[str, Any]] = field(default_factory=list)
+    damaged: list[Damage] = field(default_factory=list)
     incomplete_tails: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
@@ -115,7 +124,7 @@ def read_metadata(path: Path) -> dict[str, str]:
         return {}
 
 
-def iter_file(file: ArchiveFile, report: ReadReport, handle: IO[bytes] | None = None) -> Iterator[dict[str, Any]]:
+def iter_file(file: ArchiveFile, report: ReadReport, handle: IO[bytes] | None = None) -> Iterator[ArchiveRow]:
     """Records of one file, block by block. Damage is recorded in ``report`` and ends this file only.
 
     ``handle`` is an already opened file (it is closed here). A ``.open`` file may end in a partial
@@ -138,7 +147,7 @@ def iter_file(file: ArchiveFile, report: ReadReport, handle: IO[bytes] | None = 
         while True:
             try:
                 block = next(blocks)
-                records: list[dict[str, Any]] = list(block)  # type: ignore[arg-type]  # record schema
+                records = cast(list[ArchiveRow], list(block))  # the history schema's records
             except StopIteration:
                 return
             except Exception as exc:
@@ -168,7 +177,7 @@ def iter_file(file: ArchiveFile, report: ReadReport, handle: IO[bytes] | None = 
 
 def _damaged(report: ReadReport, file: ArchiveFile, problem: str, records_before: int) -> None:
     log.warning("history archive file %s: %s", file.path, problem)
-    report.damaged.append({"file": str(file.path), "problem": problem, "records_read_before": records_before})
+    report.damaged.append(Damage(file=str(file.path), problem=problem, records_read_before=records_before))
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,12 +18,14 @@ import json
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, NotRequired, TypedDict, cast
 
 from emulator.codec.keys import KeyProblem, ParsedKey, logical_id, parse_key
 from emulator.codec.values import CodecError, parse_offset
-from emulator.history.archive import HistoryArchive, log_slug, record_time
+from emulator.history.archive import HistoryArchive
+from emulator.history.directory import log_slug
 from emulator.history.files import ArchiveFile, ReadReport, iter_file, read_metadata, scan_dir
+from emulator.history.rows import HistoryRow, record_time
 from emulator.model.errors import BadRequest, NotFound
 from emulator.model.times import format_time_ms
 
@@ -88,12 +90,13 @@ class HistoryReader:
     """Closed files whose records all lie outside ``[min_ms, max_ms]`` (by the times in their names)
     are not opened; rows are not filtered here."""
 
-    def rows(self) -> Iterator[dict[str, Any]]:
+    def rows(self) -> Iterator[HistoryRow]:
         """Archive rows (every schema field, raw bytes) plus ``time_ms``, oldest first."""
         for file, handle in self._open():
             with handle:
-                for row in iter_file(file, self.report, handle=handle):
-                    row["time_ms"] = record_time(row)
+                for archived in iter_file(file, self.report, handle=handle):
+                    row = cast(HistoryRow, archived)  # completed in place: a copy per row would cost
+                    row["time_ms"] = record_time(archived)
                     yield row
 
     def _open(self) -> list[tuple[ArchiveFile, IO[bytes]]]:
@@ -147,7 +150,7 @@ def read_history(
     from_ms: int | None = None,
     to_ms: int | None = None,
     report: ReadReport | None = None,
-) -> Iterator[dict[str, Any]]:
+) -> Iterator[HistoryRow]:
     """The archive as rows, oldest first: the Python API the Spark batch source wraps.
 
     Each row is a dict with the Avro fields of ``schemas/history-record.avsc`` (``key``/``value`` raw
@@ -165,7 +168,7 @@ def read_history(
 
 
 def _matches(
-    row: dict[str, Any], connector: str | None, lid: str | None, from_ms: int | None, to_ms: int | None
+    row: HistoryRow, connector: str | None, lid: str | None, from_ms: int | None, to_ms: int | None
 ) -> bool:
     if connector is not None and row["connector"] != connector:
         return False
@@ -179,7 +182,7 @@ def _matches(
     return True
 
 
-def _parsed(row: dict[str, Any]) -> ParsedKey | None:
+def _parsed(row: HistoryRow) -> ParsedKey | None:
     parsed = parse_key(row["key"])
     return None if isinstance(parsed, KeyProblem) else parsed
 
@@ -191,10 +194,32 @@ def _text(raw: bytes | None) -> str | None:
     return None if raw is None else raw.decode("utf-8", errors="backslashreplace")
 
 
-def change_view(row: dict[str, Any]) -> dict[str, Any]:
+class Change(TypedDict):
+    """One archived record as the history route shows it (``key``/``value`` as text)."""
+
+    time: str
+    time_ms: int
+    epoch: int
+    kafka_partition: int
+    kafka_offset: int
+    origin: str
+    operation: str | None
+    partition: dict[str, Any] | None
+    offset: Any
+    key: str | None
+    value: str | None
+    record_timestamp_ms: int
+    archived_at_ms: int
+    request_connector: NotRequired[str]
+    """Only when the request that wrote it named another connector than the key does."""
+    value_problem: NotRequired[str]
+    """Only when the value is not an offset Connect could read."""
+
+
+def change_view(row: HistoryRow) -> Change:
     """One archived record as the history route shows it."""
     parsed = _parsed(row)
-    out: dict[str, Any] = {
+    out: Change = {
         "time": format_time_ms(row["time_ms"]),
         "time_ms": row["time_ms"],
         "epoch": row["epoch"],
@@ -221,7 +246,7 @@ def change_view(row: dict[str, Any]) -> dict[str, Any]:
 
 @dataclass
 class HistoryPage:
-    changes: list[dict[str, Any]]
+    changes: list[Change]
     truncated: bool
     report: ReadReport
     synced: bool | None
@@ -249,7 +274,7 @@ def connector_history(
     if not 1 <= limit <= MAX_LIMIT:
         raise BadRequest(f"limit must be between 1 and {MAX_LIMIT}, got {limit}")
     lid = logical_id(partition) if partition is not None else None
-    newest: list[tuple[int, int, dict[str, Any]]] = []  # a min-heap of (time, archive order, row)
+    newest: list[tuple[int, int, HistoryRow]] = []  # a min-heap of (time, archive order, row)
     seen = 0
     known = False
     for row in reader.rows():
@@ -280,14 +305,14 @@ class PastState:
 
     at_ms: int
     epoch: int | None
-    rows: dict[bytes, dict[str, Any]]
+    rows: dict[bytes, HistoryRow]
     known: bool
     report: ReadReport
 
     def offsets(self) -> list[dict[str, Any]]:
         """Connect's GET shape; where several keys denote one partition, the newest write wins (as
         the view answers now)."""
-        by_partition: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {}
+        by_partition: dict[str, tuple[dict[str, Any], HistoryRow]] = {}
         for row in self.rows.values():  # in write order
             parsed = _parsed(row)
             assert parsed is not None
@@ -306,7 +331,7 @@ class PastState:
 
 def state_as_of(reader: HistoryReader, connector: str, at_ms: int) -> PastState:
     """Rebuild the connector's raw state at ``at_ms`` from the archive."""
-    states: dict[int, dict[bytes, dict[str, Any]]] = {}
+    states: dict[int, dict[bytes, HistoryRow]] = {}
     known = False
     for row in reader.rows():
         if row["connector"] != connector or row["time_ms"] > at_ms:
@@ -314,6 +339,7 @@ def state_as_of(reader: HistoryReader, connector: str, at_ms: int) -> PastState:
         known = True
         state = states.setdefault(row["epoch"], {})
         key = row["key"]
+        assert key is not None  # the row names a connector, so its key parsed
         state.pop(key, None)  # re-inserted below: dict order is write order
         if row["value"] is not None:
             state[key] = row

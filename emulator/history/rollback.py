@@ -63,7 +63,8 @@ def plan_rollback(past: PastState, current: dict[bytes, bytes]) -> list[Rollback
     momentarily absent when it moves back to an older key."""
     changes: list[RollbackChange] = []
     for key, row in past.rows.items():
-        target: bytes = row["value"]
+        target = row["value"]
+        assert target is not None  # a past state holds live keys only
         now = current.get(key)
         if now is None:
             changes.append(RollbackChange("restore", key, None, target))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import zlib
+from collections.abc import Mapping
 from functools import cache
 from importlib import resources
 from pathlib import Path
@@ -65,7 +66,7 @@ def history_schema() -> Any:
     return parsed
 
 
-def content_crc(row: dict[str, Any]) -> int:
+def content_crc(row: Mapping[str, Any]) -> int:
     """CRC-32 over every field but ``crc32``, to tell damaged bytes from data (not a signature).
 
     One f-string rather than a loop over field names: this runs once per archived record.

@@ -14,7 +14,7 @@ import pytest
 
 from emulator.formats import kip875, standalone
 from emulator.formats.model import FormatError, RawRecord
-from emulator.transfer.pipeline import (
+from emulator.transfer import (
     CdcLocation,
     EmbeddedLocation,
     KafkaLocation,

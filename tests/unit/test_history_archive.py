@@ -431,3 +431,24 @@ def test_fenced_appends_through_the_tracked_log_reach_the_backend_and_are_attrib
     (row,) = stack.rows()
     assert (row["origin"], row["operation"]) == ("daemon", "commit")
     assert stack.writer.release(Fence("c", claim.epoch)) is True
+
+
+def test_a_write_that_keeps_failing_stops_archiving_says_so_and_counts_every_record_left_out(
+    tmp_path: Path, stacks: list[Stack]
+) -> None:
+    stack = open_stack(tmp_path)
+    stacks.append(stack)
+    directory = stack.archive.directory
+    for seq in range(3):  # the three attempts each open a new file: make every one of them impossible
+        (directory / f"history-{seq:010d}.avro.open").mkdir()
+    stack.log.append([(key(1), value(1)), (key(2), value(2))])
+    deadline = time.monotonic() + 20
+    while stack.archive.status()["mode"] != "failed":
+        assert time.monotonic() < deadline, "the archiver never gave up"
+        time.sleep(0.05)
+    status = stack.archive.status()
+    assert "cannot write to" in status["failure"] and status["write_errors"] == 3
+    assert status["records_not_archived"] == 2 and status["records_archived"] == 0
+    stack.wait_applied(stack.log.append([(key(3), value(3))]))
+    assert stack.archive.status()["records_not_archived"] == 3, "records arriving after the failure are counted"
+    assert stack.archive.sync(1) is False, "a failed archive never claims to be in sync"

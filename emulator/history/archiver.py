@@ -1,0 +1,179 @@
+"""The archiver thread: batches from the queue → replay decisions → rows → the current file.
+
+One thread owns every file, the watermark and the epoch, so none of them needs a lock against
+another writer; queries only take ``files_lock`` while they open files. Per batch: the replay
+guard decides each record (archive, skip as already archived, or start a new epoch because the
+log was re-created), the row maker stamps the kept ones with origin and parsed key, and the
+current file writes them as Avro blocks before the batch counts as done. Between batches (every
+``tick_s`` while idle) it fsyncs, rotates, applies retention and asks the guard whether a log that
+was read to its end is shorter than the archive.
+
+Failures. A batch that cannot be written after the file writer's retries stops archiving for
+good: the queue fails (logged, in ``status()``), every record from then on is counted as not
+archived, and the run never resumes with a hole, so the next start re-archives from the log.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from emulator.history.batch_queue import ArchiveQueue, Batch, Signal
+from emulator.history.guard import Decision, ReplayGuard, Verdict
+from emulator.history.origins import OriginRegistry
+from emulator.history.retention import Retention
+from emulator.history.rows import ArchiveRow, RowMaker
+from emulator.history.state import ArchiveState, save_state
+from emulator.history.stats import ArchiveStats
+from emulator.history.writer import CurrentFile, WriteFailed
+from emulator.logs.base import ReadProgress
+from emulator.model.records import LogRecord
+
+log = logging.getLogger(__name__)
+
+Rows = list[tuple[ArchiveRow, LogRecord]]
+
+
+class _Stopped(Exception):
+    """Raised inside the archiver thread once archiving has failed for good."""
+
+
+class Archiver:
+    """The body of the ``history-archiver`` thread (``run``)."""
+
+    def __init__(
+        self,
+        queue: ArchiveQueue,
+        file: CurrentFile,
+        retention: Retention | None,
+        state: ArchiveState,
+        stats: ArchiveStats,
+        origins: OriginRegistry,
+        *,
+        identity: str,
+        directory: Path,
+        progress: Callable[[], ReadProgress] | None = None,
+        hold_limit: int = 200_000,
+        tick_s: float = 0.5,
+    ) -> None:
+        self._queue = queue
+        self._file = file
+        self._retention = retention
+        self._state = state
+        self._stats = stats
+        self._origins = origins
+        self._identity = identity
+        self._directory = directory
+        self._progress = progress
+        self._tick_s = tick_s
+        self._guard = ReplayGuard(state, hold_limit)
+        self._rows = RowMaker(identity, origins)
+
+    def run(self) -> None:
+        """Take batches until ``STOP``, then close the open file; a failure ends the thread."""
+        try:
+            while True:
+                item = self._queue.take(self._tick_s)
+                if item is Signal.STOP:
+                    break
+                if item is Signal.IDLE:
+                    self._idle()
+                    continue
+                assert isinstance(item, Batch)
+                self._process(item)
+                self._queue.done(item)
+                self._file.fsync_if_due()
+                self._rotate_if_due()
+            self._file.close()
+        except _Stopped:
+            pass
+        except BaseException as exc:
+            log.exception("history archiver crashed")
+            self._queue.fail(f"archiver crashed: {exc!r}")
+
+    # ------------------------------------------------------------------ batches
+
+    def _process(self, batch: Batch) -> None:
+        guard = self._guard
+        rows: Rows = []
+        for record in batch.records:
+            decision = guard.decide(record)
+            if decision.verdict is Verdict.SKIP:
+                self._origins.forget(record)
+                continue
+            if decision.verdict is Verdict.NEW_EPOCH:
+                self._write(rows)
+                rows = self._start_epoch(decision, batch.received_ms)
+                decision = guard.decide(record)
+                assert decision.verdict is Verdict.ARCHIVE
+            rows.append((self._rows.row(record, self._state.epoch, batch.received_ms), record))
+        self._stats.records_skipped_replay = guard.skipped
+        self._write(rows)
+        self._stats.batches += 1
+
+    def _write(self, rows: Rows) -> None:
+        try:
+            self._file.write(rows)
+        except WriteFailed as exc:
+            self._queue.fail(str(exc), lost=len(rows))
+            raise _Stopped from exc
+
+    def _start_epoch(self, decision: Decision, received_ms: int) -> Rows:
+        """The log was re-created: close the file, begin a new epoch, and (when the guard held back
+        records of the new log while it was still checking) archive those first."""
+        guard = self._guard
+        held = guard.take_held()
+        self._file.close()
+        self._state.new_epoch(decision.reason)
+        guard.reset_for_epoch()
+        save_state(self._directory, self._state)
+        self._stats.epochs_started += 1
+        lost = guard.held_dropped if decision.archive_held else 0
+        self._stats.held_dropped += lost
+        log.error(
+            "history: %s. Starting epoch %d for %s; the earlier epochs stay in the archive%s",
+            decision.reason,
+            self._state.epoch,
+            self._identity,
+            (
+                f"; {lost} records of the new log were delivered before this was detected and exceeded the "
+                "hold-back buffer, so they are NOT archived"
+                if lost
+                else ""
+            ),
+        )
+        if not decision.archive_held:
+            return []
+        rows: Rows = []
+        for record in held:
+            guard.delivered(record)
+            rows.append((self._rows.row(record, self._state.epoch, received_ms), record))
+        return rows
+
+    # ------------------------------------------------------------------ between batches
+
+    def _idle(self) -> None:
+        self._file.fsync_if_due()
+        self._rotate_if_due()
+        self._check_positions()
+        if self._retention is not None:
+            self._retention.apply_if_due()
+
+    def _rotate_if_due(self) -> None:
+        if self._file.rotation_due():
+            self._file.close()
+            if self._retention is not None:
+                self._retention.apply()
+
+    def _check_positions(self) -> None:
+        guard = self._guard
+        if not guard.verifying or self._progress is None:
+            return
+        progress = self._progress()  # first the positions, then "nothing queued": see ReplayGuard
+        if not self._queue.empty():
+            return
+        decision = guard.check_positions(progress.positions, progress.caught_up and progress.error is None)
+        if decision.verdict is Verdict.NEW_EPOCH:
+            self._write(self._start_epoch(decision, time.time_ns() // 1_000_000))

@@ -1,0 +1,184 @@
+"""The hand-over between the view's reader thread and the archiver thread: a queue bounded by records.
+
+The view calls the archive's listener on the log's reader thread; ``put`` only appends the batch
+and returns. When the queue holds ``capacity`` records the reader *waits* (backpressure) instead of
+dropping: the reader is slowed, never robbed, and a record the view applied is a record the
+archive gets. Sequence numbers let ``wait_done`` (the archive's ``sync``) wait for exactly the
+batches handed over so far, which makes history read-your-writes.
+
+Once archiving has failed for good, nothing is queued any more; every record refused is counted
+(``records_not_archived``), because the next start archives them from the log and an operator
+must be able to see how many that will be.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from emulator.history.stats import ArchiveStats
+from emulator.model.records import LogRecord
+
+log = logging.getLogger(__name__)
+
+DEFAULT_QUEUE_RECORDS = 100_000
+_BACKPRESSURE_WARN_S = 5.0
+
+
+@dataclass
+class Batch:
+    """Records of one view batch, stamped on arrival (the archive time of records without one)."""
+
+    records: Sequence[LogRecord]
+    received_ms: int
+    seq: int
+
+
+class Signal(enum.Enum):
+    """What ``take`` returns besides a batch."""
+
+    IDLE = "idle"
+    """Nothing arrived within the tick: time for fsync, rotation and retention."""
+    STOP = "stop"
+    """``close`` was called and every batch before it was taken."""
+
+
+class ArchiveQueue:
+    """Batches in arrival order, bounded by their record count; one consumer thread."""
+
+    def __init__(self, stats: ArchiveStats, capacity: int = DEFAULT_QUEUE_RECORDS) -> None:
+        self._stats = stats
+        self._capacity = capacity
+        self._cond = threading.Condition()  # guards everything below
+        self._items: deque[Batch | Signal] = deque()
+        self._queued_records = 0
+        self._enqueued_seq = 0
+        self._done_seq = 0
+        self._failed: str | None = None
+        self._closing = False
+        self.consumer: threading.Thread | None = None
+        """The archiver thread: a producer waiting for room gives up once it died."""
+
+    # ------------------------------------------------------------------ producer (reader thread)
+
+    def put(self, records: Sequence[LogRecord]) -> None:
+        """Enqueue one batch, waiting while the queue is full."""
+        received_ms = time.time_ns() // 1_000_000
+        waited_from: float | None = None
+        warned = False
+        with self._cond:
+            while (
+                self._failed is None
+                and not self._closing
+                and self._queued_records > 0
+                and self._queued_records + len(records) > self._capacity
+            ):
+                now = time.monotonic()
+                if waited_from is None:
+                    waited_from = now
+                    self._stats.backpressure_waits += 1
+                elif not warned and now - waited_from > _BACKPRESSURE_WARN_S:
+                    warned = True
+                    log.warning(
+                        "history archiver is %d records behind; the log reader waits for it (backpressure)",
+                        self._queued_records,
+                    )
+                if self.consumer is not None and not self.consumer.is_alive():
+                    self._fail_locked("the archiver thread died")
+                    break
+                self._cond.wait(1.0)
+            if waited_from is not None:
+                self._stats.backpressure_s += time.monotonic() - waited_from
+            if self._failed is not None or self._closing:
+                self._count_not_archived_locked(len(records))
+                return
+            self._enqueued_seq += 1
+            self._items.append(Batch(records, received_ms, self._enqueued_seq))
+            self._queued_records += len(records)
+            self._cond.notify_all()
+
+    def wait_done(self, timeout_s: float) -> bool:
+        """Wait until every batch put so far is done; False on timeout or failure."""
+        deadline = time.monotonic() + timeout_s
+        with self._cond:
+            target = self._enqueued_seq
+            while self._done_seq < target and self._failed is None:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return False
+                self._cond.wait(remaining)
+            return self._failed is None
+
+    def stop(self) -> bool:
+        """Queue the stop signal after what is queued; False when already stopping (idempotence)."""
+        with self._cond:
+            if self._closing:
+                return False
+            self._closing = True
+            self._items.append(Signal.STOP)
+            self._cond.notify_all()
+            return True
+
+    # ------------------------------------------------------------------ consumer (archiver thread)
+
+    def take(self, tick_s: float) -> Batch | Signal:
+        """The next batch or signal; ``IDLE`` when nothing arrived within ``tick_s``."""
+        with self._cond:
+            if not self._items:
+                self._cond.wait(tick_s)
+            if not self._items:
+                return Signal.IDLE
+            return self._items.popleft()
+
+    def done(self, batch: Batch) -> None:
+        """The batch is written and flushed: release its room and wake ``wait_done``."""
+        with self._cond:
+            self._queued_records -= len(batch.records)
+            self._done_seq = batch.seq
+            self._cond.notify_all()
+
+    def empty(self) -> bool:
+        with self._cond:
+            return not self._items
+
+    def fail(self, reason: str, lost: int = 0) -> None:
+        """Archiving stopped for good: drop and count what is queued, plus ``lost`` records in hand."""
+        with self._cond:
+            self._fail_locked(reason)
+            if lost:
+                self._count_not_archived_locked(lost)
+
+    # ------------------------------------------------------------------ status (any thread)
+
+    def state(self) -> tuple[int, str | None]:
+        """``(records queued, failure reason or None)``, read together."""
+        with self._cond:
+            return self._queued_records, self._failed
+
+    def _fail_locked(self, reason: str) -> None:
+        if self._failed is None:
+            self._failed = reason
+            self._stats.last_error = reason
+            log.error("history archiving stopped: %s", reason)
+        dropped = sum(len(b.records) for b in self._items if isinstance(b, Batch))
+        self._items.clear()
+        self._queued_records = 0
+        if dropped:
+            self._count_not_archived_locked(dropped)
+        self._cond.notify_all()
+
+    def _count_not_archived_locked(self, n: int) -> None:
+        before = self._stats.records_not_archived
+        self._stats.records_not_archived += n
+        if before == 0 or before // 100_000 != self._stats.records_not_archived // 100_000:
+            log.error(
+                "history archiving stopped (%s): %d records not archived so far; they are archived from the "
+                "log at the next start if the log still holds them",
+                self._failed or "closing",
+                self._stats.records_not_archived,
+            )

@@ -1,0 +1,135 @@
+"""Locations that are files: Connect's standalone offsets file (a store) and the documents an
+export replaces (Flink CDC / RisingWave states, KIP-875 bodies, Avro snapshots)."""
+
+from __future__ import annotations
+
+import abc
+import time
+from pathlib import Path
+
+from emulator.formats import cdc_state, kip875, snapshot, standalone
+from emulator.formats.atomic import atomic_write
+from emulator.formats.diff import compute_diff
+from emulator.formats.model import FormatError, Loaded, RawRecord, latest_per_key
+from emulator.transfer.errors import LocationError
+from emulator.transfer.locations.base import Location
+from emulator.transfer.options import TransferContext
+from emulator.transfer.report import ApplyResult
+
+
+class FileLocation(Location):
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    @property
+    def description(self) -> str:
+        return f"{self.kind}:{self.path}"
+
+    def _data(self) -> bytes:
+        try:
+            return self.path.read_bytes()
+        except FileNotFoundError:
+            raise LocationError(f"{self.description}: no such file") from None
+        except OSError as exc:
+            raise LocationError(f"{self.description}: cannot read: {exc.strerror or exc}") from exc
+
+    def _existing(self, ctx: TransferContext) -> Loaded | None:
+        return self.read(ctx) if self.path.exists() else None
+
+    def exists(self, ctx: TransferContext) -> bool:
+        return self.path.exists()
+
+    def _check_writable(self) -> None:
+        parent = self.path.parent if str(self.path.parent) else Path(".")
+        if not parent.is_dir():
+            raise LocationError(f"{self.description}: directory {parent} does not exist")
+
+
+class DocumentLocation(FileLocation):
+    """A file an export replaces: the diff shows old content → new content."""
+
+    def apply(self, incoming: list[RawRecord], ctx: TransferContext) -> ApplyResult:
+        self._check_writable()
+        replaced: list[str] = []
+        try:
+            existing = self._existing(ctx)
+        except FormatError as exc:  # an export may replace a damaged document; the diff then starts empty
+            existing = None
+            replaced.append(f"the existing {self.description} is unreadable and is replaced ({exc.detail})")
+        old = {r.key: r.value for r in latest_per_key(existing.records).values()} if existing else {}
+        latest = latest_per_key(incoming)
+        dropped = [RawRecord(k, None) for k, v in old.items() if v is not None and k not in latest]
+        diff = compute_diff(old.get, [*latest.values(), *dropped], ctx.keys)
+        if ctx.options.dry_run:
+            return ApplyResult(diff.as_dict(ctx.options.diff_limit), 0, replaced)
+        data, notes = self.encode(list(latest.values()), ctx)
+        atomic_write(self.path, data)
+        return ApplyResult(diff.as_dict(ctx.options.diff_limit), len(latest), [*replaced, *notes])
+
+    @abc.abstractmethod
+    def encode(self, records: list[RawRecord], ctx: TransferContext) -> tuple[bytes, list[str]]: ...
+
+
+class StandaloneLocation(FileLocation):
+    kind = "standalone"
+    store = True
+
+    def read(self, ctx: TransferContext) -> Loaded:
+        return standalone.loads(self._data(), source=str(self.path))
+
+    def apply(self, incoming: list[RawRecord], ctx: TransferContext) -> ApplyResult:
+        self._check_writable()
+        existing = self._existing(ctx)
+        merged: dict[bytes, RawRecord] = latest_per_key(existing.records) if existing else {}
+        diff = compute_diff(lambda k: r.value if (r := merged.get(k)) else None, incoming, ctx.keys)
+        to_write = diff.records_to_write(ctx.options.write_all)
+        if ctx.options.dry_run or (existing is not None and not to_write):
+            return ApplyResult(diff.as_dict(ctx.options.diff_limit), 0)
+        for record in to_write:
+            merged[record.key] = record
+        standalone.write_file(self.path, merged.values())
+        notes = ["a standalone worker must be stopped while its offsets file is replaced"]
+        return ApplyResult(diff.as_dict(ctx.options.diff_limit), len(to_write), notes)
+
+
+class CdcLocation(DocumentLocation):
+    kind = "cdc"
+
+    def read(self, ctx: TransferContext) -> Loaded:
+        return cdc_state.loads_file(self._data(), default_connector=ctx.options.name, source=str(self.path))
+
+    def encode(self, records: list[RawRecord], ctx: TransferContext) -> tuple[bytes, list[str]]:
+        return cdc_state.dumps_file(records, risingwave=ctx.options.risingwave)
+
+
+class Kip875Location(DocumentLocation):
+    kind = "kip875"
+
+    def read(self, ctx: TransferContext) -> Loaded:
+        return kip875.loads_file(self._data(), default_connector=ctx.options.name, source=str(self.path))
+
+    def encode(self, records: list[RawRecord], ctx: TransferContext) -> tuple[bytes, list[str]]:
+        return kip875.dumps_file(records)
+
+
+class SnapshotLocation(DocumentLocation):
+    kind = "snapshot"
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self.source_description = "unknown"
+        """What the snapshot's header names as its source; the pipeline sets it before writing."""
+
+    def read(self, ctx: TransferContext) -> Loaded:
+        loaded, info = snapshot.loads(self._data(), source=str(self.path))
+        if info.source:
+            taken = (
+                time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(info.taken_at_ms / 1000))
+                if info.taken_at_ms is not None
+                else "an unknown time"
+            )
+            loaded.notes.append(f"snapshot of {info.source} taken at {taken}, {info.records} record(s)")
+        return loaded
+
+    def encode(self, records: list[RawRecord], ctx: TransferContext) -> tuple[bytes, list[str]]:
+        return snapshot.dumps(records, source=self.source_description), []

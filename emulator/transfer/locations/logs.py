@@ -1,0 +1,182 @@
+"""Locations that are offsets logs: a Kafka topic and an embedded log.
+
+Reading is Connect's startup read: every partition to its end offset, applied to an ``OffsetView``
+exactly as the daemon materializes it. Writing appends the records the diff marks as changes in
+chunks, placed by murmur2 over the log's *current* partition count. A direct write cannot check
+Connect's STOPPED rule (no cluster is consulted): a warning says so; importing through a daemon
+has it enforced.
+"""
+
+from __future__ import annotations
+
+import abc
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+from emulator.formats.diff import compute_diff
+from emulator.formats.model import Loaded, RawRecord
+from emulator.logs.base import OffsetLog
+from emulator.transfer.errors import LocationError
+from emulator.transfer.locations.base import Location
+from emulator.transfer.options import TransferContext
+from emulator.transfer.report import ApplyResult
+from emulator.view.offset_view import OffsetView
+
+_WRITE_CHUNK = 10_000
+
+
+class LogLocation(Location):
+    store = True
+
+    @abc.abstractmethod
+    def exists(self, ctx: TransferContext) -> bool: ...
+
+    @abc.abstractmethod
+    def make_log(self, ctx: TransferContext) -> OffsetLog: ...
+
+    def read(self, ctx: TransferContext) -> Loaded:
+        if not self.exists(ctx):
+            raise LocationError(f"{self.description} does not exist")
+        log = self.make_log(ctx)
+        try:
+            log.open()
+            view = _read_to_end(log, ctx)
+        finally:
+            log.close()
+        return _view_records(view)
+
+    def apply(self, incoming: list[RawRecord], ctx: TransferContext) -> ApplyResult:
+        if ctx.options.dry_run and not self.exists(ctx):
+            diff = compute_diff(lambda _k: None, incoming, ctx.keys)
+            return ApplyResult(diff.as_dict(ctx.options.diff_limit), 0, [f"{self.description} does not exist yet"])
+        log = self.make_log(ctx)
+        try:
+            log.open()
+            view = _read_to_end(log, ctx)
+            diff = compute_diff(lambda k: e.value if (e := view.get_raw(k)) else None, incoming, ctx.keys)
+            to_write = diff.records_to_write(ctx.options.write_all)
+            if ctx.options.dry_run or not to_write:
+                return ApplyResult(diff.as_dict(ctx.options.diff_limit), 0)
+            ctx.progress.note(
+                f"warning: writing directly to {self.description}: Connect's STOPPED rule is not checked here; "
+                "the connectors involved must be stopped (or import through a daemon, which checks it)"
+            )
+            written = 0
+            for start in range(0, len(to_write), _WRITE_CHUNK):
+                chunk = to_write[start : start + _WRITE_CHUNK]
+                log.append([(r.key, r.value) for r in chunk], ctx.options.timeout_s)
+                written += len(chunk)
+                ctx.progress.report(f"writing {self.description}", written, len(to_write))
+            return ApplyResult(diff.as_dict(ctx.options.diff_limit), written)
+        finally:
+            log.close()
+
+
+class KafkaLocation(LogLocation):
+    kind = "kafka"
+
+    def __init__(self, bootstrap: str, topic: str) -> None:
+        self.bootstrap = bootstrap
+        self.topic = topic
+
+    @property
+    def description(self) -> str:
+        return f"kafka://{self.bootstrap}/{self.topic}"
+
+    def exists(self, ctx: TransferContext) -> bool:
+        from confluent_kafka import KafkaError, KafkaException
+        from confluent_kafka.admin import AdminClient
+
+        config: dict[str, Any] = {
+            **ctx.kafka_config,
+            "bootstrap.servers": self.bootstrap,
+            "logger": logging.getLogger("emulator.transfer.pipeline.librdkafka"),
+        }
+        try:
+            # All topics, not ``topic=``: a metadata request naming a missing topic auto-creates it on
+            # brokers that ignore the request's allow-auto-create flag (Tansu does), and a dry run or a
+            # read must never create anything.
+            metadata = AdminClient(config).list_topics(timeout=min(ctx.options.timeout_s, 30.0))
+        except KafkaException as exc:
+            raise LocationError(f"{self.description}: cannot reach the brokers: {exc}") from exc
+        found = metadata.topics.get(self.topic)
+        if found is None:
+            return False
+        if found.error is not None and found.error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+            return False
+        if found.error is not None:
+            raise LocationError(f"{self.description}: {found.error}")
+        return True
+
+    def make_log(self, ctx: TransferContext) -> OffsetLog:
+        from emulator.logs.kafka.offsets_log import KafkaOffsetLog
+
+        return KafkaOffsetLog(
+            self.bootstrap,
+            topic=self.topic,
+            partitions=ctx.options.partitions,
+            replication_factor=ctx.options.replication_factor,
+            client_config=ctx.kafka_config,
+        )
+
+
+class EmbeddedLocation(LogLocation):
+    kind = "embedded"
+
+    def __init__(self, data_dir: Path, name: str) -> None:
+        self.data_dir = data_dir
+        self.name = name
+
+    @property
+    def description(self) -> str:
+        return f"embedded:{self.data_dir / (self.name + '.sqlite3')}"
+
+    def exists(self, ctx: TransferContext) -> bool:
+        return (self.data_dir / f"{self.name}.sqlite3").is_file()
+
+    def make_log(self, ctx: TransferContext) -> OffsetLog:
+        from emulator.logs.embedded.offsets_log import EmbeddedOffsetLog
+
+        return EmbeddedOffsetLog(self.data_dir, partitions=ctx.options.partitions, name=self.name)
+
+
+# --- reading logs ---------------------------------------------------------------------------------------
+
+
+def _read_to_end(log: OffsetLog, ctx: TransferContext) -> OffsetView:
+    """Connect's startup read: every partition to its end offset, applied to a view."""
+    view = OffsetView()
+    log.start_reading(view.apply)
+    deadline = time.monotonic() + ctx.options.timeout_s
+    while True:
+        progress = log.progress()
+        if progress.error is not None:
+            raise LocationError(f"{log.description} cannot be read: {progress.error}")
+        total = sum(progress.end_offsets.values())
+        if progress.caught_up:
+            ctx.progress.report(f"read {log.description}", progress.records_read, total, force=True)
+            return view
+        if time.monotonic() >= deadline:
+            raise LocationError(
+                f"{log.description} was not read to its end within {ctx.options.timeout_s:g} s "
+                f"({progress.records_read} records read of end offsets summing to {total}); nothing was written"
+            )
+        ctx.progress.report(f"reading {log.description}", progress.records_read, total)
+        time.sleep(0.05)
+
+
+def _view_records(view: OffsetView) -> Loaded:
+    records = []
+    null_keys = 0
+    for key, entry in view.raw_entries():
+        if key is None:
+            null_keys += 1
+            continue
+        records.append(RawRecord(key, entry.value, entry.partition, entry.offset, entry.timestamp_ms))
+    records.sort(key=lambda r: (r.kafka_partition or 0, r.log_offset or 0))
+    loaded = Loaded(records)
+    if null_keys:
+        loaded.notes.append(f"{null_keys} live record(s) without a key left out (no offsets store can hold them)")
+    return loaded

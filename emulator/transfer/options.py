@@ -1,0 +1,58 @@
+"""What a transfer is asked to do (``TransferOptions``) and what its phases share (``TransferContext``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from emulator.formats.model import KeyIndex
+from emulator.transfer.progress import Progress
+
+Malformed = Literal["refuse", "skip", "keep"]
+
+
+@dataclass(frozen=True)
+class TransferOptions:
+    connectors: frozenset[str] = frozenset()
+    """Only records of these connectors (empty: all). Keys Connect ignores belong to no connector."""
+    malformed: Malformed = "refuse"
+    """Records whose keys Connect ignores: refuse the transfer, skip them, or copy them as-is."""
+    live_only: bool = False
+    """Leave the source's tombstones out."""
+    unwrap_envelopes: bool = False
+    """Turn schema-envelope keys (Flink CDC, Debezium 1.x: ``{"schema":null,"payload":[…]}``) into
+    Connect keys: the payload's exact bytes where the envelope is Jackson's."""
+    prune: bool = False
+    """Also delete destination records of the transferred connectors that the source lacks."""
+    write_all: bool = False
+    """Write records that change nothing too (default: only changes, so a re-run is a no-op)."""
+    dry_run: bool = False
+    partitions: int = 25
+    """Partition count when a destination topic or embedded log has to be created."""
+    replication_factor: int = -1
+    kafka_config_from: dict[str, str] = field(default_factory=dict)
+    kafka_config_to: dict[str, str] = field(default_factory=dict)
+    name: str | None = None
+    """Connector (engine) name for bare CDC states or a bare KIP-875 body, which carry none."""
+    risingwave: bool = False
+    """CDC export: add RisingWave's ``"isHeartbeat":false``."""
+    timeout_s: float = 300.0
+    """Bound on reading a log to its end and on each write."""
+    diff_limit: int | None = None
+    """Entries listed per connector in the report's diff (counts are always complete); None: all."""
+
+
+@dataclass(slots=True)
+class TransferContext:
+    """Handed to every location call: the options, where progress goes, which side is being
+    accessed (a Kafka location takes the ``from`` or ``to`` client settings), and one key index,
+    so that each distinct key is parsed once for selection, pruning and the diff."""
+
+    options: TransferOptions
+    progress: Progress
+    role: Literal["from", "to"] = "from"
+    keys: KeyIndex = field(default_factory=KeyIndex)
+
+    @property
+    def kafka_config(self) -> dict[str, str]:
+        return self.options.kafka_config_from if self.role == "from" else self.options.kafka_config_to

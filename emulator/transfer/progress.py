@@ -1,0 +1,38 @@
+"""Progress lines on stderr for long work, so a 1M-record migration does not look like a hang.
+
+Short transfers print nothing: below ``PROGRESS_THRESHOLD`` records a line would be noise. Lines
+are rate-limited (``every_s``) except the closing one of a phase (``force``).
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import TextIO
+
+PROGRESS_THRESHOLD = 10_000
+"""Above this many records, long phases report progress on stderr."""
+
+
+class Progress:
+    """Where a transfer's phases report how far they got (``enabled=False``: ``--quiet``)."""
+
+    def __init__(self, stream: TextIO | None = None, every_s: float = 2.0, enabled: bool = True) -> None:
+        self._stream = stream if stream is not None else sys.stderr
+        self._every_s = every_s
+        self._enabled = enabled
+        self._last = 0.0
+
+    def report(self, what: str, done: int, total: int | None, force: bool = False) -> None:
+        if not self._enabled or max(done, total or 0) <= PROGRESS_THRESHOLD:
+            return
+        now = time.monotonic()
+        if not force and now - self._last < self._every_s:
+            return
+        self._last = now
+        suffix = f"/{total}" if total is not None else ""
+        print(f"{what}: {done}{suffix} records", file=self._stream, flush=True)
+
+    def note(self, text: str) -> None:
+        """A line the operator must see whatever the size (warnings), even with ``--quiet``."""
+        print(text, file=self._stream, flush=True)
