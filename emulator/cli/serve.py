@@ -6,26 +6,23 @@ import argparse
 import sys
 from typing import Any
 
-from emulator.cli.common import EXIT_OK, EXIT_USAGE, UsageError
-from emulator.server.settings import add_serve_arguments, settings_from_args
+from emulator.cli.common import EXIT_OK, EXIT_USAGE
+from emulator.server.options import add_options
+from emulator.server.settings import Settings
 
 
 def register(sub: Any) -> None:
     parser = sub.add_parser("serve", help="run the daemon (embedded log unless --bootstrap-servers is given)")
-    add_serve_arguments(parser)
+    add_options(parser, Settings)
     parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    try:
-        settings = settings_from_args(args)
-    except ValueError as exc:
-        raise UsageError(str(exc)) from exc
     from emulator.model.errors import EmulatorError
     from emulator.server.wiring import serve
 
     try:
-        serve(settings)
+        serve(args.settings)
     except EmulatorError as exc:  # storage refused at startup: one clear line, no traceback
         print(f"error: {exc.message}", file=sys.stderr)
         return EXIT_USAGE
