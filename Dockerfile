@@ -1,5 +1,5 @@
 # The connect-offsets daemon, as docker-compose.yml runs it next to Kafka and Kafka Connect.
-# Configured entirely through CONNECT_OFFSETS_<FLAG> environment variables (see emulator/settings.py).
+# Configured entirely through CONNECT_OFFSETS_<FLAG> environment variables (see docs/configuration.md).
 FROM python:3.11-slim
 
 ENV PYTHONDONTWRITEBYTECODE=1 \

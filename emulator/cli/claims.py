@@ -34,21 +34,21 @@ def _text(claim: dict[str, Any]) -> str:
 
 
 def run_claim(args: argparse.Namespace) -> int:
-    with OffsetsClient(args.url) as client:
+    with OffsetsClient(args.settings.url) as client:
         claim = client.claim(args.name, args.owner, force=args.force)
     emit(args, claim, lambda: _text(claim) + f"\nwrite with: --claim-epoch {claim['epoch']}")
     return EXIT_OK
 
 
 def run_show(args: argparse.Namespace) -> int:
-    with OffsetsClient(args.url) as client:
+    with OffsetsClient(args.settings.url) as client:
         claim = client.current_claim(args.name)
     emit(args, claim, lambda: _text(claim) if claim else f"{args.name}: not claimed")
     return EXIT_OK
 
 
 def run_release(args: argparse.Namespace) -> int:
-    with OffsetsClient(args.url) as client:
+    with OffsetsClient(args.settings.url) as client:
         client.release(args.name, args.epoch)
     emit(args, {"released": True}, lambda: f"{args.name}: claim with epoch {args.epoch} released")
     return EXIT_OK

@@ -59,7 +59,7 @@ def _partition(value: str | None) -> dict[str, Any] | None:
 
 
 def run_history(args: argparse.Namespace) -> int:
-    with HistoryClient(args.url) as client:
+    with HistoryClient(args.settings.url) as client:
         if args.as_of is not None:
             rows = client.offsets_as_of(args.name, _time("--as-of", args.as_of) or 0)
             emit(args, {"offsets": rows}, lambda: offsets_table(rows))
@@ -77,7 +77,7 @@ def run_history(args: argparse.Namespace) -> int:
 
 def run_rollback(args: argparse.Namespace) -> int:
     to_ms = _time("--to", args.to_time)
-    with HistoryClient(args.url) as client:
+    with HistoryClient(args.settings.url) as client:
         result = client.rollback(args.name, to_ms if to_ms is not None else 0, dry_run=args.dry_run)
     emit(args, result, lambda: rollback_text(result))
     return EXIT_OK

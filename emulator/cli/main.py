@@ -3,17 +3,25 @@
 Human-readable tables by default, ``--json`` for scripts; errors are one clear line on stderr
 with a non-zero exit code (1 = the daemon refused, 2 = bad usage or input, 3 = daemon unreachable).
 Command groups are the other modules of ``emulator.cli``; add one and list it in ``COMMAND_GROUPS``.
+
+A command's settings (flags backed by ``CONNECT_OFFSETS_*`` variables, see
+``emulator.server.options``) are parsed after the command line, so a bad environment value is a
+usage error of the command that reads it and never breaks ``--help``.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Sequence
+from importlib import metadata
+from typing import Any
 
 from emulator.cli.common import EXIT_REFUSED, EXIT_UNREACHABLE, EXIT_USAGE, UsageError
 from emulator.client.http import ApiError, DaemonUnavailable
+from emulator.server.options import SettingsError, resolve
 
 COMMAND_GROUPS = [
     "emulator.cli.serve",
@@ -25,10 +33,25 @@ COMMAND_GROUPS = [
 ]
 
 
+class Parser(argparse.ArgumentParser):
+    """Refuses abbreviated flags (``--bootstrap-server`` is not ``--bootstrap-servers``): a prefix
+    that works today breaks the day a second flag shares it. Sub-parsers are of the same class."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs["allow_abbrev"] = False
+        super().__init__(*args, **kwargs)
+
+
+def version() -> str:
+    try:
+        return metadata.version("connect-offsets-emulator")
+    except metadata.PackageNotFoundError:  # run from a source tree that was never installed
+        return "unknown (not installed)"
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="connect-offsets", description="Kafka Connect offsets: daemon, and operations through it."
-    )
+    parser = Parser(prog="connect-offsets", description="Kafka Connect offsets: daemon, and operations through it.")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {version()}")
     sub = parser.add_subparsers(dest="command", required=True)
     for name in COMMAND_GROUPS:
         importlib.import_module(name).register(sub)
@@ -38,8 +61,14 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
+        settings_type = getattr(args, "settings_type", None)
+        if settings_type is not None:
+            args.settings = resolve(settings_type, args, os.environ)
         code: int = args.handler(args)
         return code
+    except SettingsError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     except DaemonUnavailable as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_UNREACHABLE

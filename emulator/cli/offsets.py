@@ -42,14 +42,14 @@ def register(sub: Any) -> None:
 
 
 def run_list(args: argparse.Namespace) -> int:
-    with OffsetsClient(args.url) as client:
+    with OffsetsClient(args.settings.url) as client:
         names = client.connectors()
     emit(args, names, lambda: "\n".join(names) if names else "(no connectors)")
     return EXIT_OK
 
 
 def run_get(args: argparse.Namespace) -> int:
-    with OffsetsClient(args.url) as client:
+    with OffsetsClient(args.settings.url) as client:
         rows = client.offsets(args.name)
     emit(args, {"offsets": rows}, lambda: offsets_table(rows))
     return EXIT_OK
@@ -57,7 +57,7 @@ def run_get(args: argparse.Namespace) -> int:
 
 def run_alter(args: argparse.Namespace) -> int:
     body = read_body(args.file)
-    with OffsetsClient(args.url) as client:
+    with OffsetsClient(args.settings.url) as client:
         result = client.alter(
             args.name, body, dry_run=args.dry_run, create=args.create, auth=Auth(claim_epoch=args.claim_epoch)
         )
@@ -66,7 +66,7 @@ def run_alter(args: argparse.Namespace) -> int:
 
 
 def run_reset(args: argparse.Namespace) -> int:
-    with OffsetsClient(args.url) as client:
+    with OffsetsClient(args.settings.url) as client:
         result = client.reset(args.name, dry_run=args.dry_run, auth=Auth(claim_epoch=args.claim_epoch))
     emit(args, result, lambda: modify_text(result))
     return EXIT_OK

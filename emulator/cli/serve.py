@@ -6,27 +6,30 @@ import argparse
 import sys
 from typing import Any
 
-from emulator.cli.common import EXIT_OK, EXIT_USAGE, UsageError
-from emulator.server.settings import add_serve_arguments, settings_from_args
+from emulator.cli.common import EXIT_OK, EXIT_USAGE
+from emulator.server.options import add_options
+from emulator.server.settings import Settings
 
 
 def register(sub: Any) -> None:
     parser = sub.add_parser("serve", help="run the daemon (embedded log unless --bootstrap-servers is given)")
-    add_serve_arguments(parser)
+    add_options(parser, Settings)
     parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    try:
-        settings = settings_from_args(args)
-    except ValueError as exc:
-        raise UsageError(str(exc)) from exc
+    """Startup failures that are the user's to fix (storage refused, a missing topic, a port in
+    use) are one line on stderr and exit 2, whatever the log handlers do with the rest."""
     from emulator.model.errors import EmulatorError
+    from emulator.server.listen import ListenError
     from emulator.server.wiring import serve
 
     try:
-        serve(settings)
-    except EmulatorError as exc:  # storage refused at startup: one clear line, no traceback
+        serve(args.settings)
+    except EmulatorError as exc:
         print(f"error: {exc.message}", file=sys.stderr)
+        return EXIT_USAGE
+    except ListenError as exc:
+        print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     return EXIT_OK

@@ -60,7 +60,7 @@ def run_handoff(args: argparse.Namespace) -> int:
         named, entries = entries_for(offset, args.source_index, args.kind)
     except HandoffError as exc:
         raise UsageError(str(exc)) from exc
-    with DaemonOffsets(args.url) as daemon:
+    with DaemonOffsets(args.settings.url) as daemon:
         try:
             outcome = daemon.commit(args.connector, entries, args.kind, dry_run=args.dry_run)
         except SinkOffsetsUnsupported as exc:

@@ -24,6 +24,7 @@ from emulator.model.errors import LogConfigError
 from emulator.model.sequences import SequenceTracker
 from emulator.server.app import create_app
 from emulator.server.deps import Runtime
+from emulator.server.listen import listen
 from emulator.server.settings import Settings
 from emulator.service.offsets import OffsetsService
 from emulator.service.sinks import SinkOffsets
@@ -151,33 +152,47 @@ def make_app(runtime: Runtime, history: HistoryArchive | None = None) -> FastAPI
             yield
         finally:
             reporter.cancel()
-            await asyncio.to_thread(runtime.log.close)
-            if runtime.cluster is not None:
-                await asyncio.to_thread(runtime.cluster.close)
-            if runtime.sinks is not None:
-                runtime.sinks.close()
-            if history is not None:
-                await asyncio.to_thread(history.close)
+            await asyncio.to_thread(close_runtime, runtime, history)
 
     app.router.lifespan_context = lifespan
     return app
 
 
+def close_runtime(runtime: Runtime, history: HistoryArchive | None) -> None:
+    """Close what the wiring opened, the log first (blocking: call it off the event loop)."""
+    runtime.log.close()
+    if runtime.cluster is not None:
+        runtime.cluster.close()
+    if runtime.sinks is not None:
+        runtime.sinks.close()
+    if history is not None:
+        history.close()
+
+
 def serve(settings: Settings) -> None:
+    """Open the storage, bind the port, then serve until stopped.
+
+    Storage first: its errors are the more telling ones (a damaged log matters more than a busy
+    port). The port is bound here, not by uvicorn, so that a port in use is a ``ListenError``
+    the command line prints, rather than a log record followed by an exit.
+    """
     logging.basicConfig(level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     origins = OriginRegistry() if settings.history else None
     runtime = build_runtime(settings, origins)
-    history = build_history(settings, runtime, origins)
+    history: HistoryArchive | None = None
+    try:
+        history = build_history(settings, runtime, origins)
+        sock = listen(settings.host, settings.port)
+    except BaseException:
+        close_runtime(runtime, history)
+        raise
     log.info(
         "connect-offsets emulator on %s, listening on http://%s:%d",
         runtime.log.description,
         settings.host,
         settings.port,
     )
-    uvicorn.run(
-        make_app(runtime, history),
-        host=settings.host,
-        port=settings.port,
-        log_level=settings.log_level.lower(),
-        access_log=False,
+    config = uvicorn.Config(
+        make_app(runtime, history), log_level=settings.log_level.lower(), access_log=False, lifespan="on"
     )
+    uvicorn.Server(config).run(sockets=[sock])

@@ -1,0 +1,108 @@
+"""The command line as users meet it: bad settings, ``--help``, ``--version``, abbreviations, a busy port.
+
+Every command runs as a real ``connect-offsets`` process with a clean ``CONNECT_OFFSETS_*`` environment.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from importlib import metadata
+from pathlib import Path
+
+import pytest
+
+from tests.fixtures.daemon import free_port
+
+
+def cli(*args: str, env: dict[str, str] | None = None, timeout_s: float = 60) -> subprocess.CompletedProcess[str]:
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("CONNECT_OFFSETS_")}
+    return subprocess.run(
+        [sys.executable, "-m", "emulator.cli", *args],
+        env={**clean, **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+    )
+
+
+@pytest.mark.parametrize("args", [["--help"], ["serve", "--help"], ["list", "--help"]])
+def test_help_works_whatever_the_environment_holds(args: list[str]) -> None:
+    shown = cli(*args, env={"CONNECT_OFFSETS_PORT": "abc", "CONNECT_OFFSETS_URL": "nowhere"})
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.startswith("usage: connect-offsets")
+    assert shown.stderr == ""
+
+
+def test_a_bad_environment_value_stops_serve_with_one_line_and_exit_2(tmp_path: Path) -> None:
+    result = cli("serve", "--data-dir", str(tmp_path), env={"CONNECT_OFFSETS_PORT": "abc"})
+    assert result.returncode == 2
+    assert result.stderr == "error: CONNECT_OFFSETS_PORT: expected an integer within 1..65535, got 'abc'\n"
+    assert not (tmp_path / "history").exists()  # nothing was opened
+
+
+def test_a_bad_flag_value_stops_serve_with_one_line_and_exit_2(tmp_path: Path) -> None:
+    result = cli("serve", "--data-dir", str(tmp_path), "--history-rotate-bytes", "lots")
+    assert result.returncode == 2
+    assert result.stderr == (
+        "error: --history-rotate-bytes: expected a size in bytes, optionally with K/M/G (binary), "
+        "e.g. 64MiB, got 'lots'\n"
+    )
+
+
+def test_a_bad_url_variable_stops_a_client_command_with_one_line_and_exit_2() -> None:
+    result = cli("get", "some-connector", env={"CONNECT_OFFSETS_URL": "127.0.0.1:8081"})
+    assert result.returncode == 2
+    assert result.stderr == "error: CONNECT_OFFSETS_URL: expected an http:// or https:// URL, got '127.0.0.1:8081'\n"
+
+
+def test_version_prints_the_installed_package_version() -> None:
+    result = cli("--version")
+    assert result.returncode == 0
+    assert result.stdout == f"connect-offsets {metadata.version('connect-offsets-emulator')}\n"
+
+
+@pytest.mark.parametrize(
+    ("args", "prefix"),
+    [
+        (["serve", "--bootstrap-server", "localhost:9092"], "--bootstrap-server"),
+        (["get", "some-connector", "--ur", "http://127.0.0.1:1"], "--ur"),
+        (["history", "some-connector", "--lim", "3"], "--lim"),
+    ],
+)
+def test_an_abbreviated_flag_is_refused(args: list[str], prefix: str) -> None:
+    result = cli(*args)
+    assert result.returncode == 2
+    assert f"unrecognized arguments: {prefix}" in result.stderr
+
+
+@pytest.fixture
+def busy_port() -> Iterator[int]:
+    """A port some other program listens on."""
+    with socket.socket() as other:
+        other.bind(("127.0.0.1", free_port()))
+        other.listen()
+        yield int(other.getsockname()[1])
+
+
+def test_serve_on_a_busy_port_says_so_in_one_line_and_exits_2(busy_port: int, tmp_path: Path) -> None:
+    result = cli("serve", "--data-dir", str(tmp_path), "--port", str(busy_port))
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert errors == [
+        f"error: cannot listen on 127.0.0.1:{busy_port}: the address is already in use "
+        "(another daemon? choose another --port)"
+    ]
+    assert result.stderr.splitlines()[-1] == errors[0]
+
+
+def test_serve_on_an_unknown_host_says_so_in_one_line_and_exits_2(tmp_path: Path) -> None:
+    result = cli("serve", "--data-dir", str(tmp_path), "--host", "no-such-host.invalid", "--port", str(free_port()))
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr
+    last = result.stderr.splitlines()[-1]
+    assert last.startswith("error: cannot listen on no-such-host.invalid:") and "check --host" in last
