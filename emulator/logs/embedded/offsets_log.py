@@ -43,7 +43,7 @@ from typing import Literal
 from emulator.codec.murmur2 import partition_for
 from emulator.logs.base import OffsetLog, ReadProgress, RecordSink
 from emulator.model.claims import Claim, Fence, Fenced, fenced_message
-from emulator.model.errors import BadRequest, EmulatorError, LogConfigError, LogWriteError
+from emulator.model.errors import BadRequest, EmulatorError, LogConfigError, LogReadError, LogWriteError
 from emulator.model.records import LogRecord, Position
 
 log = logging.getLogger(__name__)
@@ -144,7 +144,8 @@ class EmbeddedOffsetLog(OffsetLog):
         self._reader: threading.Thread | None = None
         self._stop = threading.Event()
         self._wake = threading.Event()
-        self._progress_lock = threading.Lock()
+        # Guards the read progress below; notified whenever it changes, for ``read_to_end``.
+        self._progress_cond = threading.Condition()
         self._positions: dict[int, int] = {}
         self._initial_ends: dict[int, int] = {}
         self._records_read = 0
@@ -171,7 +172,7 @@ class EmbeddedOffsetLog(OffsetLog):
     def sink_failures(self) -> int:
         """Sink calls that raised. Their records were logged and skipped, as ``KafkaBasedLog.poll``
         skips a batch whose callback throws; a non-zero count means the view missed records."""
-        with self._progress_lock:
+        with self._progress_cond:
             return self._sink_failures
 
     # ------------------------------------------------------------------ lifecycle
@@ -225,6 +226,8 @@ class EmbeddedOffsetLog(OffsetLog):
             req.done.set()
         self._stop.set()
         self._wake.set()
+        with self._progress_cond:
+            self._progress_cond.notify_all()  # a read_to_end waiting now fails at once
         reader = self._reader
         if reader is not None and reader is not threading.current_thread():
             reader.join(timeout=10.0)
@@ -256,7 +259,7 @@ class EmbeddedOffsetLog(OffsetLog):
                 ends = self._end_offsets(conn)
             except sqlite3.Error as e:
                 raise self._config_error("cannot be read", e) from e
-        with self._progress_lock:
+        with self._progress_cond:
             self._initial_ends = ends
             self._positions = dict.fromkeys(ends, 0)
             self._caught_up = all(end == 0 for end in ends.values())
@@ -269,7 +272,7 @@ class EmbeddedOffsetLog(OffsetLog):
     def progress(self) -> ReadProgress:
         """Snapshot of the replay. Carries the ``LogConfigError`` that stopped the reader, if any,
         so a damaged log surfaces as an error instead of a view that never becomes ready."""
-        with self._progress_lock:
+        with self._progress_cond:
             return ReadProgress(
                 positions=dict(self._positions),
                 end_offsets=dict(self._initial_ends),
@@ -294,8 +297,9 @@ class EmbeddedOffsetLog(OffsetLog):
                     if _is_corruption(e):
                         err = self._config_error("became unreadable while reading", e)
                         log.error("%s; reader stopped", err.message)
-                        with self._progress_lock:
+                        with self._progress_cond:
                             self._reader_error = err
+                            self._progress_cond.notify_all()
                         return
                     log.warning("reading %s failed (%s); retrying in %.2f s", self.description, e, backoff)
                     if conn is not None:
@@ -320,7 +324,7 @@ class EmbeddedOffsetLog(OffsetLog):
         ends = self._end_offsets(conn)
         for p in sorted(ends):
             end = ends[p]
-            with self._progress_lock:
+            with self._progress_cond:
                 pos = self._positions.get(p, 0)
             while pos < end and not self._stop.is_set():
                 rows = conn.execute(_SELECT_RANGE, (p, pos, end, REPLAY_BATCH)).fetchall()
@@ -338,12 +342,13 @@ class EmbeddedOffsetLog(OffsetLog):
                             rows[-1][3],
                             len(rows),
                         )
-                        with self._progress_lock:
+                        with self._progress_cond:
                             self._sink_failures += 1
                 pos = new_pos
-                with self._progress_lock:
+                with self._progress_cond:
                     self._positions[p] = pos
                     self._records_read += len(rows)
+                    self._progress_cond.notify_all()
                     if not self._caught_up and all(
                         self._positions.get(q, 0) >= e for q, e in self._initial_ends.items()
                     ):
@@ -518,6 +523,42 @@ class EmbeddedOffsetLog(OffsetLog):
     def end_offsets(self, timeout_s: float | None = None) -> dict[int, int]:
         with self._commit_lock:
             return self._end_offsets(self._require_writer())
+
+    def read_to_end(self, timeout_s: float) -> None:
+        """Wait until the reader has delivered everything committed before this call.
+
+        The reader is woken by every append made through this object, so this returns as soon as
+        the sink has applied them; records appended by another process are noticed within
+        ``TAIL_POLL_S``.
+        """
+        deadline = time.monotonic() + timeout_s
+        if self._reader is None:
+            raise LogReadError(f"{self.description} is not being read; call start_reading() first")
+        try:
+            ends = self.end_offsets()
+        except (sqlite3.Error, LogWriteError) as e:
+            raise LogReadError(f"{self.description} cannot be read to its end: {e}") from e
+
+        def passed() -> bool:
+            return all(self._positions.get(p, 0) >= end for p, end in ends.items())
+
+        with self._progress_cond:
+            self._progress_cond.wait_for(
+                lambda: passed() or self._reader_error is not None or self._stop.is_set(),
+                max(deadline - time.monotonic(), 0.0),
+            )
+            if passed():
+                return
+            error = self._reader_error
+            behind = {p: (self._positions.get(p, 0), end) for p, end in ends.items() if self._positions.get(p, 0) < end}
+        if error is not None:
+            raise LogReadError(f"{self.description} cannot be read to its end: {error.message}")
+        if self._stop.is_set():
+            raise LogReadError(f"{self.description} was closed before it was read to its end")
+        raise LogReadError(
+            f"{self.description} was not read to its end within {timeout_s:g} s "
+            f"(partition: (position, end offset) still behind: {behind})"
+        )
 
     # ------------------------------------------------------------------ ownership
 
