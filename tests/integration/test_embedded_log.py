@@ -390,7 +390,7 @@ def test_an_existing_log_keeps_its_partition_count_and_warns(
     first = EmbeddedOffsetLog(data_dir, partitions=5)
     first.open()
     first.close()
-    with caplog.at_level(logging.WARNING, logger="emulator.logs.embedded.offsets_log"):
+    with caplog.at_level(logging.WARNING, logger="emulator.logs.embedded.storage"):
         second = EmbeddedOffsetLog(data_dir, partitions=25)
         second.open()
     try:
