@@ -17,7 +17,7 @@ from confluent_kafka.admin import AdminClient
 
 from emulator.logs.base import OffsetLog, ReadProgress, RecordSink
 from emulator.logs.kafka.claims import KafkaClaims
-from emulator.logs.kafka.config import DEFAULT_CLIENT_ID, ErrorCallback, KafkaClientConfig
+from emulator.logs.kafka.config import ErrorCallback, KafkaClientConfig
 from emulator.logs.kafka.health import LastError
 from emulator.logs.kafka.reader import TopicReader
 from emulator.logs.kafka.topics import LATEST, TopicSpec, ensure_topic, list_offsets, wait_for_partition_count
@@ -27,8 +27,6 @@ from emulator.model.errors import LogConfigError, LogReadError, LogWriteError
 from emulator.model.records import Position
 
 log = logging.getLogger(__name__)
-
-__all__ = ["DEFAULT_CLIENT_ID", "KafkaOffsetLog"]
 
 _METADATA_WAIT_S = 30.0  # KafkaBasedLog.CREATE_TOPIC_TIMEOUT_NS
 
