@@ -66,9 +66,10 @@ def _profile_thread(cls: type[Any], method: str, holder: dict[str, cProfile.Prof
 def build(args: argparse.Namespace, holder: dict[str, cProfile.Profile]) -> Callable[[], OffsetLog]:
     if args.backend == "kafka":
         from emulator.logs.kafka.offsets_log import KafkaOffsetLog
+        from emulator.logs.kafka.reader import TopicReader
 
         if args.profile:
-            _profile_thread(KafkaOffsetLog, "_read_loop", holder, "reader")
+            _profile_thread(TopicReader, "_run", holder, "reader")
         config = dict(pair.split("=", 1) for pair in args.kafka_config)
         return lambda: KafkaOffsetLog(
             args.bootstrap, topic=args.topic, partitions=args.partitions, client_config=config

@@ -16,7 +16,7 @@ from emulator.connect_cluster.kind import connector_kind
 from emulator.connect_cluster.reader import InternalTopicReader
 from emulator.connect_cluster.state import ClusterState, ConnectorSnapshot
 from emulator.model.connectors import ConnectorKind
-from emulator.model.errors import EmulatorError, NotReady
+from emulator.model.errors import EmulatorError, LogReadError, NotReady
 
 log = logging.getLogger(__name__)
 
@@ -122,9 +122,11 @@ class ConnectCluster:
 
     def refresh(self, timeout_s: float) -> None:
         """Read the config topic to its current end (the herder's ``refreshConfigSnapshot``)."""
-        if not self._config.read_to_end(timeout_s):
-            log.error("config topic %s not read to its end within %.0f s", self._config.topic, timeout_s)
-            raise EmulatorError(READ_TO_END_FAILED, status=500)
+        try:
+            self._config.read_to_end(timeout_s)
+        except LogReadError as exc:
+            log.error("config topic %s not read to its end within %.0f s: %s", self._config.topic, timeout_s, exc)
+            raise EmulatorError(READ_TO_END_FAILED, status=500) from exc
 
     def readiness(self) -> dict[str, Any]:
         """For ``/readyz`` and ``/status``: read progress per topic and record counters."""

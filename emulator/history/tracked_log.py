@@ -75,6 +75,9 @@ class TrackedLog(OffsetLog):
     def end_offsets(self, timeout_s: float | None = None) -> dict[int, int]:
         return self.inner.end_offsets(timeout_s)
 
+    def read_to_end(self, timeout_s: float) -> None:
+        self.inner.read_to_end(timeout_s)
+
     def current_claim(self, connector: str) -> Claim | None:
         return self.inner.current_claim(connector)
 

@@ -93,6 +93,16 @@ class OffsetLog(abc.ABC):
         ``readToEnd``): compare with ``progress().positions``, which count markers and gaps too."""
         raise NotImplementedError(f"{self.description} cannot report its end offsets")
 
+    @abc.abstractmethod
+    def read_to_end(self, timeout_s: float) -> None:
+        """Connect's ``readToEnd``: return once every record in the log *now* has reached the sink.
+
+        Takes the current end offsets and waits (without polling) until the reader's positions pass
+        them, so a decision taken afterwards sees every write acknowledged before the call. Requires
+        ``start_reading``. Raises ``LogReadError`` after ``timeout_s``, or at once if the reader
+        stopped for good.
+        """
+
     # -- ownership (see emulator/ownership.py); backends that support it override all three ----
     def claim(self, connector: str, owner: str) -> Claim:
         """Durably give ``connector`` to ``owner`` with the next epoch, fencing every older claim."""

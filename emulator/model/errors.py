@@ -50,3 +50,9 @@ class LogWriteError(EmulatorError):
     """A write was not acknowledged by the log."""
 
     status = 500
+
+
+class LogReadError(EmulatorError):
+    """The log was not read to its end: timed out, the reader stopped, or the end was not known."""
+
+    status = 500

@@ -31,7 +31,7 @@ from emulator.history.origins import write_origin
 from emulator.logs.base import OffsetLog
 from emulator.model.claims import Claim
 from emulator.model.connectors import ConnectorKind, ConnectorStates, not_found_message, not_stopped_message
-from emulator.model.errors import BadRequest, EmulatorError, NotFound, NotReady
+from emulator.model.errors import BadRequest, EmulatorError, LogReadError, NotFound, NotReady
 from emulator.model.records import LogRecord
 from emulator.model.sequences import SequenceTracker
 from emulator.service.bodies import OffsetChange, validate_changes
@@ -222,18 +222,14 @@ class OffsetsService:
         return claim
 
     async def read_to_end(self) -> None:
-        """Connect's ``readToEnd``: wait until the reader's positions reach the log's current end."""
-        ends = await asyncio.to_thread(self._log.end_offsets, self._write_timeout_s)
-        deadline = asyncio.get_running_loop().time() + self._write_timeout_s
-        while True:
-            positions = self._log.progress().positions
-            if all(positions.get(p, 0) >= end for p, end in ends.items()):
-                return
-            if asyncio.get_running_loop().time() > deadline:
-                raise EmulatorError(
-                    f"The offsets log was not read to its end within {self._write_timeout_s:.0f} s (see /readyz)"
-                )
-            await asyncio.sleep(0.01)
+        """Connect's ``readToEnd``: wait (in a worker thread, on the log's condition, not by polling)
+        until the reader has applied everything in the log now."""
+        try:
+            await asyncio.to_thread(self._log.read_to_end, self._write_timeout_s)
+        except LogReadError as exc:
+            raise EmulatorError(
+                f"The offsets log was not read to its end within {self._write_timeout_s:.0f} s (see /readyz)"
+            ) from exc
 
     # -- writes ---------------------------------------------------------------------------
     async def alter(

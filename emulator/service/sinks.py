@@ -8,7 +8,8 @@ answers with the 500 messages reproduced here.
 
 Messages are Connect 4.3.0's (``Worker.java``, ``SinkUtils.java``); the request format rules are
 ``SinkUtils.parseSinkConnectorOffsets``, including ``String.valueOf``/``parseInt`` so that ``"5"``
-and ``5`` are accepted and ``5.0`` is not. Every admin call runs in a worker thread with a deadline.
+and ``5`` are accepted and ``5.0`` is not. The admin calls are ``emulator.logs.kafka.groups``; each one
+runs in a worker thread with a deadline.
 """
 
 from __future__ import annotations
@@ -19,16 +20,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import ConsumerGroupTopicPartitions, KafkaError, KafkaException, TopicPartition
-from confluent_kafka.admin import AdminClient
-
 from emulator.connect_cluster.java_text import parse_int, string_value_of
-from emulator.logs.kafka.group_offset_delete import OffsetDeleteFailed, delete_group_offsets
+from emulator.logs.kafka.config import KafkaClientConfig
+from emulator.logs.kafka.groups import ConsumerGroups, GroupAdminError, GroupFailure
 from emulator.model.errors import BadRequest, EmulatorError
 from emulator.service.bodies import OffsetChange
 
 log = logging.getLogger(__name__)
-_RDKAFKA_LOG = logging.getLogger(__name__ + ".librdkafka")
 
 KAFKA_TOPIC_KEY = "kafka_topic"
 KAFKA_PARTITION_KEY = "kafka_partition"
@@ -41,10 +39,11 @@ _ZOMBIE_HINT = (
     "be safely retried. If it doesn't eventually succeed, the Connect cluster may need to be restarted to get rid of "
     "the zombie sink tasks."
 )
-# Broker answers that mean "the group still has members" (Worker.alterSinkConnectorOffsets / reset...).
-_ALTER_BLOCKED = {KafkaError.UNKNOWN_MEMBER_ID, KafkaError.GROUP_SUBSCRIBED_TO_TOPIC}
-_RESET_BLOCKED = {KafkaError.NON_EMPTY_GROUP}
-_GROUP_GONE = {KafkaError.GROUP_ID_NOT_FOUND}
+# Broker answers (librdkafka error names) that mean "the group still has members"
+# (Worker.alterSinkConnectorOffsets / resetSinkConnectorOffsets), and "there is no such group".
+_ALTER_BLOCKED = {"UNKNOWN_MEMBER_ID", "GROUP_SUBSCRIBED_TO_TOPIC"}
+_RESET_BLOCKED = {"NON_EMPTY_GROUP"}
+_GROUP_GONE = {"GROUP_ID_NOT_FOUND"}
 
 
 def alter_blocked_message(connector: str) -> str:
@@ -167,14 +166,8 @@ def plan_alter(group: str, changes: Sequence[SinkChange]) -> list[PlannedGroupCh
     ]
 
 
-def _error_code(exc: BaseException) -> int | None:
-    if isinstance(exc, KafkaException) and exc.args and isinstance(exc.args[0], KafkaError):
-        return int(exc.args[0].code())
-    return None
-
-
 class SinkOffsets:
-    """One admin client for the daemon's life, shared by every sink request.
+    """Connect's sink-offset operations over one ``ConsumerGroups`` admin for the daemon's life.
 
     ``client_config`` is the daemon's librdkafka pass-through (SASL, SSL, ...), the same the offsets
     log uses, as Connect's worker passes its settings to the admin clients it creates for sinks.
@@ -183,16 +176,9 @@ class SinkOffsets:
     def __init__(
         self, bootstrap_servers: str, client_config: Mapping[str, str] | None = None, timeout_s: float = 30.0
     ) -> None:
-        self._bootstrap = bootstrap_servers
-        self._client_config = dict(client_config or {})
-        self._timeout_s = timeout_s
-        config: dict[str, Any] = {**self._client_config, "bootstrap.servers": bootstrap_servers}
-        config.setdefault("client.id", "connect-offsets-emulator")
-        config["logger"] = _RDKAFKA_LOG
-        try:
-            self._admin = AdminClient(config)
-        except (KafkaException, ValueError, TypeError) as exc:
-            raise EmulatorError(f"Invalid Kafka client configuration for sink offsets: {exc}") from exc
+        self._groups = ConsumerGroups(
+            KafkaClientConfig(bootstrap_servers, dict(client_config or {}), "sink offsets"), timeout_s
+        )
 
     # ------------------------------------------------------------------ reads
 
@@ -203,8 +189,8 @@ class SinkOffsets:
         ``HashMap`` serializes them in; an unknown group has no offsets (``[]``), as in Connect.
         """
         try:
-            committed = await asyncio.to_thread(self._committed, group)
-        except Exception as exc:
+            committed = await asyncio.to_thread(self._groups.committed, group)
+        except GroupAdminError as exc:
             log.error("Failed to retrieve consumer group offsets for sink connector %s: %r", connector, exc)
             raise EmulatorError(retrieve_failed_message(connector)) from exc
         return [
@@ -215,19 +201,6 @@ class SinkOffsets:
             for (topic, partition), offset in sorted(committed.items())
         ]
 
-    def _committed(self, group: str) -> dict[tuple[str, int], int]:
-        future = self._admin.list_consumer_group_offsets(
-            [ConsumerGroupTopicPartitions(group)], request_timeout=self._timeout_s
-        )[group]
-        result = future.result(timeout=self._timeout_s + 5.0)
-        committed: dict[tuple[str, int], int] = {}
-        for tp in result.topic_partitions or []:
-            if tp.error is not None:
-                raise KafkaException(tp.error)
-            if tp.offset >= 0:  # a partition listed without a committed offset has none
-                committed[(tp.topic, tp.partition)] = tp.offset
-        return committed
-
     # ------------------------------------------------------------------ writes
 
     async def alter(self, connector: str, group: str, changes: Sequence[SinkChange]) -> None:
@@ -236,69 +209,39 @@ class SinkOffsets:
             # new OffsetAndMetadata(-1) throws IllegalArgumentException inside the worker, which
             # maybeWrap turns into this ConnectException (a 500).
             raise EmulatorError(modify_failed_message(connector))
-        commits = [c for c in changes if c.offset is not None]
-        deletions = [c for c in changes if c.offset is None]
-        failures: list[tuple[int | None, str]] = []
+        commits = [(c.topic, c.partition, c.offset) for c in changes if c.offset is not None]
+        deletions = [(c.topic, c.partition) for c in changes if c.offset is None]
+        failures: list[GroupFailure] = []
         if commits:
-            failures += await asyncio.to_thread(self._commit, group, commits)
+            failures += await asyncio.to_thread(self._groups.commit, group, commits)
         if deletions:
-            failures += await asyncio.to_thread(self._delete_offsets, group, deletions)
+            failures += await asyncio.to_thread(self._groups.delete_offsets, group, deletions)
         if not failures:
             return
-        for _code, detail in failures:
+        for failure in failures:
             log.error(
-                "Failed to alter consumer group offsets for connector %s (group %s): %s", connector, group, detail
+                "Failed to alter consumer group offsets for connector %s (group %s): %s",
+                connector,
+                group,
+                failure.detail,
             )
-        if any(code in _ALTER_BLOCKED for code, _ in failures):
+        if any(f.error in _ALTER_BLOCKED for f in failures):
             raise EmulatorError(alter_blocked_message(connector))
         raise EmulatorError(alter_failed_message(connector))
-
-    def _commit(self, group: str, commits: Sequence[SinkChange]) -> list[tuple[int | None, str]]:
-        request = ConsumerGroupTopicPartitions(
-            group, [TopicPartition(c.topic, c.partition, c.offset) for c in commits if c.offset is not None]
-        )
-        try:
-            future = self._admin.alter_consumer_group_offsets([request], request_timeout=self._timeout_s)[group]
-            result = future.result(timeout=self._timeout_s + 5.0)
-        except Exception as exc:
-            return [(_error_code(exc), repr(exc))]
-        return [
-            (int(tp.error.code()), f"{tp.topic}[{tp.partition}]: {tp.error}")
-            for tp in result.topic_partitions or []
-            if tp.error is not None
-        ]
-
-    def _delete_offsets(self, group: str, deletions: Sequence[SinkChange]) -> list[tuple[int | None, str]]:
-        try:
-            result = delete_group_offsets(
-                self._bootstrap,
-                self._client_config,
-                group,
-                [(d.topic, d.partition) for d in deletions],
-                self._timeout_s,
-            )
-        except OffsetDeleteFailed as exc:
-            return [(None, f"deleting group offsets: {exc}")]
-        failures: list[tuple[int | None, str]] = []
-        if result.error is not None:
-            failures.append((_code_of(result.error), f"{result.error}: {result.message}"))
-        failures += [(_code_of(e), f"{t}[{p}]: {e}") for (t, p), e in result.partitions.items() if e is not None]
-        return failures
 
     async def reset(self, connector: str, group: str) -> list[PlannedGroupChange]:
         """DELETE: delete the group. A group that is already gone counts as reset (idempotent)."""
         try:
-            committed = await asyncio.to_thread(self._committed, group)
-        except Exception as exc:
+            committed = await asyncio.to_thread(self._groups.committed, group)
+        except GroupAdminError as exc:
             log.error("Failed to list offsets prior to resetting offsets for sink connector %s: %r", connector, exc)
             raise EmulatorError(list_before_reset_failed_message(connector)) from exc
         try:
-            await asyncio.to_thread(self._delete_group, group)
-        except Exception as exc:
-            code = _error_code(exc)
-            if code not in _GROUP_GONE:
+            await asyncio.to_thread(self._groups.delete_group, group)
+        except GroupAdminError as exc:
+            if exc.error not in _GROUP_GONE:
                 log.error("Failed to reset consumer group offsets for sink connector %s: %r", connector, exc)
-                if code in _RESET_BLOCKED:
+                if exc.error in _RESET_BLOCKED:
                     raise EmulatorError(reset_blocked_message(connector)) from exc
                 raise EmulatorError(reset_failed_message(connector)) from exc
         return [PlannedGroupChange(group, "delete_offset", t, p, None) for t, p in sorted(committed)]
@@ -306,23 +249,12 @@ class SinkOffsets:
     async def plan_reset(self, connector: str, group: str) -> list[PlannedGroupChange]:
         """Dry run of DELETE: the group and the committed offsets it would lose."""
         try:
-            committed = await asyncio.to_thread(self._committed, group)
-        except Exception as exc:
+            committed = await asyncio.to_thread(self._groups.committed, group)
+        except GroupAdminError as exc:
             raise EmulatorError(list_before_reset_failed_message(connector)) from exc
         return [PlannedGroupChange(group, "delete_group")] + [
             PlannedGroupChange(group, "delete_offset", t, p, None) for t, p in sorted(committed)
         ]
 
-    def _delete_group(self, group: str) -> None:
-        future = self._admin.delete_consumer_groups([group], request_timeout=self._timeout_s)[group]
-        future.result(timeout=self._timeout_s + 5.0)
-
     def close(self) -> None:
-        """The admin client has no close; polling drains its queue so nothing is left pending."""
-        self._admin.poll(0)
-
-
-def _code_of(name: str) -> int | None:
-    """librdkafka error name (``UNKNOWN_MEMBER_ID``) → code, for the blocked-group checks."""
-    value = getattr(KafkaError, name, None)
-    return value if isinstance(value, int) else None
+        self._groups.close()

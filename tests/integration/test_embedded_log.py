@@ -28,7 +28,7 @@ import pytest
 from emulator.codec.murmur2 import partition_for
 from emulator.logs.embedded import offsets_log as embedded
 from emulator.logs.embedded.offsets_log import EmbeddedOffsetLog
-from emulator.model.errors import BadRequest, LogConfigError, LogWriteError
+from emulator.model.errors import BadRequest, LogConfigError, LogReadError, LogWriteError
 from emulator.model.records import LogRecord, Position
 from tests.integration.embedded_writer_proc import record
 
@@ -226,6 +226,49 @@ def test_appends_from_this_process_are_tailed_without_waiting_for_a_poll(
     assert [r.value for r in sink.snapshot()] == [b"%d" % i for i in range(20)]
 
 
+def test_read_to_end_returns_only_once_an_append_made_before_it_is_applied(log: EmbeddedOffsetLog) -> None:
+    """Connect's ``readToEnd``: the view has every record acknowledged before the call, not just the reader."""
+    applied: list[bytes | None] = []
+    gate = threading.Event()
+    gate.set()
+
+    def gated(batch: Sequence[LogRecord]) -> None:
+        assert gate.wait(10), "the test never opened the gate"
+        applied.extend(r.value for r in batch)
+
+    log.start_reading(gated)
+    log.read_to_end(10)  # an empty log: at once
+    gate.clear()
+    log.append([(connect_key("rte", 1), b"written")])
+    returned = threading.Event()
+    waiter = threading.Thread(target=lambda: (log.read_to_end(10), returned.set()))
+    waiter.start()
+    assert not returned.wait(0.5), "read_to_end returned before the record was applied"
+    gate.set()
+    waiter.join(10)
+    assert returned.is_set()
+    assert applied == [b"written"]
+
+
+def test_read_to_end_times_out_with_a_clear_error_and_needs_a_reader(log: EmbeddedOffsetLog) -> None:
+    with pytest.raises(LogReadError, match="is not being read; call start_reading"):
+        log.read_to_end(10)
+    gate = threading.Event()
+
+    def stuck(_batch: Sequence[LogRecord]) -> None:
+        assert gate.wait(10), "the test never opened the gate"
+
+    log.start_reading(stuck)
+    log.append([(connect_key("stuck", 1), b"never applied in time")])
+    started = time.monotonic()
+    with pytest.raises(LogReadError, match=r"was not read to its end within 0\.3 s") as timed_out:
+        log.read_to_end(0.3)
+    assert 0.3 <= time.monotonic() - started < 5
+    assert timed_out.value.message.startswith(log.description)
+    gate.set()
+    log.read_to_end(10)
+
+
 def run_writer(
     data_dir: Path, partitions: int, start: int, count: int | None = None
 ) -> subprocess.Popen[str]:
@@ -347,7 +390,7 @@ def test_an_existing_log_keeps_its_partition_count_and_warns(
     first = EmbeddedOffsetLog(data_dir, partitions=5)
     first.open()
     first.close()
-    with caplog.at_level(logging.WARNING, logger="emulator.logs.embedded.offsets_log"):
+    with caplog.at_level(logging.WARNING, logger="emulator.logs.embedded.storage"):
         second = EmbeddedOffsetLog(data_dir, partitions=25)
         second.open()
     try:

@@ -16,7 +16,7 @@ import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from confluent_kafka.admin import ConfigResource, ResourceType
 
-import emulator.logs.kafka.offsets_log as kafka_module
+import emulator.logs.kafka.reader as kafka_reader
 from emulator.codec.murmur2 import partition_for
 from emulator.logs.base import ReadProgress
 from emulator.logs.kafka.offsets_log import KafkaOffsetLog
@@ -295,7 +295,7 @@ def test_tails_records_written_after_the_initial_read(kafka_broker, make_log, to
 def test_a_failing_sink_is_retried_and_then_counted_never_silently_dropped(
     kafka_broker, make_log, topic_name, monkeypatch
 ):
-    monkeypatch.setattr(kafka_module, "_RETRY_BACKOFF_S", 0.05)
+    monkeypatch.setattr(kafka_reader, "_RETRY_BACKOFF_S", 0.05)
     kafka_broker.create_topic(topic_name, 1, {"cleanup.policy": "compact"})
     kafka_broker.produce_raw(topic_name, [(b"k", b"v", 0)])
     calls: list[int] = []
@@ -402,12 +402,12 @@ def test_close_is_idempotent_and_later_appends_fail_clearly(make_log, topic_name
 
 
 def test_client_config_settings_reach_librdkafka(kafka_broker, make_log, topic_name, caplog):
-    caplog.set_level(logging.DEBUG, logger="emulator.logs.kafka.offsets_log.librdkafka")
+    caplog.set_level(logging.DEBUG, logger="emulator.logs.kafka.librdkafka")
     client_id = f"cid-{topic_name}"[:60]
     log = make_log(topic_name, partitions=1, client_config={"client.id": client_id, "debug": "metadata"})
     log.open()
     log.append([(b"k", b"v")])
-    # librdkafka names every handle "<client.id>#<type>-<n>" and logs through the module's logger.
+    # librdkafka names every handle "<client.id>#<type>-<n>" and logs through the Kafka layer's logger.
     assert any(f"{client_id}#producer-" in r.getMessage() for r in caplog.records)
 
 

@@ -7,14 +7,8 @@ tombstone and ``b""`` is not, and readiness is "position >= end offset captured 
 partition. An embedded log can therefore be exported to a real ``connect-offsets`` topic record for
 record, partition for partition.
 
-Storage (``<data_dir>/<name>.sqlite3``, WAL mode):
-
-* ``records(partition, offset, key, value, timestamp_ms)``, primary key ``(partition, offset)``,
-  ``WITHOUT ROWID`` so a partition's records are one contiguous B-tree range (replay is a range scan).
-* ``partitions(partition, next_offset)``: the log end offset of each partition. Kept apart from
-  ``records`` because compaction deletes rows; deriving the end from ``max(offset) + 1`` could hand
-  out an offset twice, and positions held by readers would then skip a record.
-* ``meta(key, value)``: format marker and version, the log name and the partition count.
+Storage is one SQLite file per log, in WAL mode; its schema, format metadata and integrity checks
+are ``emulator.logs.embedded.storage``.
 
 Sharing a data directory between processes (decision): **allowed, and safe**. SQLite's WAL locking
 is built for several processes on one host; offsets are assigned inside a ``BEGIN IMMEDIATE``
@@ -29,7 +23,6 @@ host, so ``open()`` refuses NFS/SMB/9p/sshfs mounts with a ``LogConfigError``.
 from __future__ import annotations
 
 import logging
-import os
 import re
 import sqlite3
 import threading
@@ -42,14 +35,19 @@ from typing import Literal
 
 from emulator.codec.murmur2 import partition_for
 from emulator.logs.base import OffsetLog, ReadProgress, RecordSink
+from emulator.logs.embedded.storage import (
+    NETWORK_FILESYSTEMS,
+    LogFile,
+    end_offsets,
+    filesystem_type,
+    is_busy,
+    is_corruption,
+)
 from emulator.model.claims import Claim, Fence, Fenced, fenced_message
-from emulator.model.errors import BadRequest, EmulatorError, LogConfigError, LogWriteError
+from emulator.model.errors import BadRequest, EmulatorError, LogConfigError, LogReadError, LogWriteError
 from emulator.model.records import LogRecord, Position
 
 log = logging.getLogger(__name__)
-
-FORMAT_MARKER = "connect-offsets-emulator/embedded-log"
-FORMAT_VERSION = 1
 
 REPLAY_BATCH = 10_000
 """Records per sink call. Large enough that per-query and per-call overhead vanish during a
@@ -64,7 +62,6 @@ _YIELD_S = 0.002
 thread takes the commit lock straight back and appends wait for the whole compaction."""
 
 _TOPIC_NAME = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
-_NETWORK_FILESYSTEMS = frozenset({"nfs", "nfs4", "cifs", "smb3", "smbfs", "9p", "fuse.sshfs", "afs"})
 
 _SELECT_RANGE = (
     "SELECT key, value, partition, offset, timestamp_ms FROM records "
@@ -130,10 +127,9 @@ class EmbeddedOffsetLog(OffsetLog):
             raise LogConfigError(f"synchronous must be FULL or NORMAL, got {synchronous!r}")
         self._data_dir = Path(data_dir)
         self._name = name
-        self._requested_partitions = partitions
         self._partitions = partitions
-        self._synchronous = synchronous
         self._db_path = self._data_dir / f"{name}.sqlite3"
+        self._file = LogFile(self._db_path, name, partitions, synchronous)
 
         self._writer: sqlite3.Connection | None = None
         self._commit_lock = threading.Lock()  # guards the writer connection; held by the commit leader
@@ -144,7 +140,8 @@ class EmbeddedOffsetLog(OffsetLog):
         self._reader: threading.Thread | None = None
         self._stop = threading.Event()
         self._wake = threading.Event()
-        self._progress_lock = threading.Lock()
+        # Guards the read progress below; notified whenever it changes, for ``read_to_end``.
+        self._progress_cond = threading.Condition()
         self._positions: dict[int, int] = {}
         self._initial_ends: dict[int, int] = {}
         self._records_read = 0
@@ -156,7 +153,7 @@ class EmbeddedOffsetLog(OffsetLog):
 
     @property
     def description(self) -> str:
-        return f"embedded://{self._db_path.resolve()}"
+        return self._file.description
 
     @property
     def partition_count(self) -> int:
@@ -171,7 +168,7 @@ class EmbeddedOffsetLog(OffsetLog):
     def sink_failures(self) -> int:
         """Sink calls that raised. Their records were logged and skipped, as ``KafkaBasedLog.poll``
         skips a batch whose callback throws; a non-zero count means the view missed records."""
-        with self._progress_lock:
+        with self._progress_cond:
             return self._sink_failures
 
     # ------------------------------------------------------------------ lifecycle
@@ -193,21 +190,21 @@ class EmbeddedOffsetLog(OffsetLog):
             raise LogConfigError(f"cannot create data directory {self._data_dir}: {e}") from e
         if not self._data_dir.is_dir():
             raise LogConfigError(f"data directory {self._data_dir} is not a directory")
-        fs_type = _filesystem_type(self._data_dir)
-        if fs_type in _NETWORK_FILESYSTEMS:
+        fs_type = filesystem_type(self._data_dir)
+        if fs_type in NETWORK_FILESYSTEMS:
             raise LogConfigError(
                 f"data directory {self._data_dir} is on a {fs_type} file system; the embedded log uses "
                 "SQLite WAL, which needs a local file system (shared memory between processes)"
             )
         conn: sqlite3.Connection | None = None
         try:
-            conn = self._connect(timeout_s=30.0)
-            self._initialise(conn)
-            self._check_integrity(conn)
+            conn = self._file.connect(timeout_s=30.0)
+            self._partitions = self._file.initialise(conn)
+            self._file.check_integrity(conn)
         except sqlite3.Error as e:
             if conn is not None:
                 conn.close()
-            raise self._config_error("cannot be opened", e) from e
+            raise self._file.config_error("cannot be opened", e) from e
         except LogConfigError:
             if conn is not None:
                 conn.close()
@@ -225,6 +222,8 @@ class EmbeddedOffsetLog(OffsetLog):
             req.done.set()
         self._stop.set()
         self._wake.set()
+        with self._progress_cond:
+            self._progress_cond.notify_all()  # a read_to_end waiting now fails at once
         reader = self._reader
         if reader is not None and reader is not threading.current_thread():
             reader.join(timeout=10.0)
@@ -253,10 +252,10 @@ class EmbeddedOffsetLog(OffsetLog):
             if conn is None:
                 raise LogConfigError(f"{self.description} is not open; call open() first")
             try:
-                ends = self._end_offsets(conn)
+                ends = end_offsets(conn)
             except sqlite3.Error as e:
-                raise self._config_error("cannot be read", e) from e
-        with self._progress_lock:
+                raise self._file.config_error("cannot be read", e) from e
+        with self._progress_cond:
             self._initial_ends = ends
             self._positions = dict.fromkeys(ends, 0)
             self._caught_up = all(end == 0 for end in ends.values())
@@ -269,7 +268,7 @@ class EmbeddedOffsetLog(OffsetLog):
     def progress(self) -> ReadProgress:
         """Snapshot of the replay. Carries the ``LogConfigError`` that stopped the reader, if any,
         so a damaged log surfaces as an error instead of a view that never becomes ready."""
-        with self._progress_lock:
+        with self._progress_cond:
             return ReadProgress(
                 positions=dict(self._positions),
                 end_offsets=dict(self._initial_ends),
@@ -287,15 +286,16 @@ class EmbeddedOffsetLog(OffsetLog):
                 self._wake.clear()  # before looking, so a wake-up during the look is not lost
                 try:
                     if conn is None:
-                        conn = self._connect(timeout_s=5.0)
+                        conn = self._file.connect(timeout_s=5.0)
                     self._deliver_available(conn, sink, started)
                     backoff = TAIL_POLL_S
                 except sqlite3.Error as e:
-                    if _is_corruption(e):
-                        err = self._config_error("became unreadable while reading", e)
+                    if is_corruption(e):
+                        err = self._file.config_error("became unreadable while reading", e)
                         log.error("%s; reader stopped", err.message)
-                        with self._progress_lock:
+                        with self._progress_cond:
                             self._reader_error = err
+                            self._progress_cond.notify_all()
                         return
                     log.warning("reading %s failed (%s); retrying in %.2f s", self.description, e, backoff)
                     if conn is not None:
@@ -317,10 +317,10 @@ class EmbeddedOffsetLog(OffsetLog):
         than the limit means the partition has nothing more below ``end`` — compaction gaps
         included — so the position jumps to ``end``.
         """
-        ends = self._end_offsets(conn)
+        ends = end_offsets(conn)
         for p in sorted(ends):
             end = ends[p]
-            with self._progress_lock:
+            with self._progress_cond:
                 pos = self._positions.get(p, 0)
             while pos < end and not self._stop.is_set():
                 rows = conn.execute(_SELECT_RANGE, (p, pos, end, REPLAY_BATCH)).fetchall()
@@ -338,12 +338,13 @@ class EmbeddedOffsetLog(OffsetLog):
                             rows[-1][3],
                             len(rows),
                         )
-                        with self._progress_lock:
+                        with self._progress_cond:
                             self._sink_failures += 1
                 pos = new_pos
-                with self._progress_lock:
+                with self._progress_cond:
                     self._positions[p] = pos
                     self._records_read += len(rows)
+                    self._progress_cond.notify_all()
                     if not self._caught_up and all(
                         self._positions.get(q, 0) >= e for q, e in self._initial_ends.items()
                     ):
@@ -453,7 +454,7 @@ class EmbeddedOffsetLog(OffsetLog):
             try:
                 results = self._write(conn, batch, deadline)
             except sqlite3.Error as e:
-                why = "timed out waiting for another writer" if _is_busy(e) else str(e)
+                why = "timed out waiting for another writer" if is_busy(e) else str(e)
                 raise LogWriteError(f"{self.description}: write failed ({why}); nothing was written") from e
             except Exception as e:  # e.g. a damaged partitions table: still an answer, not a traceback
                 raise LogWriteError(f"{self.description}: write failed ({e!r}); nothing was written") from e
@@ -479,7 +480,7 @@ class EmbeddedOffsetLog(OffsetLog):
         conn.execute(f"PRAGMA busy_timeout = {busy_ms}")
         conn.execute("BEGIN IMMEDIATE")
         try:
-            next_offsets = self._end_offsets(conn)
+            next_offsets = end_offsets(conn)
             now_ms = time.time_ns() // 1_000_000
             rows: list[tuple[int, int, bytes, bytes | None, int]] = []
             results: list[list[Position] | EmulatorError] = []
@@ -517,7 +518,43 @@ class EmbeddedOffsetLog(OffsetLog):
 
     def end_offsets(self, timeout_s: float | None = None) -> dict[int, int]:
         with self._commit_lock:
-            return self._end_offsets(self._require_writer())
+            return end_offsets(self._require_writer())
+
+    def read_to_end(self, timeout_s: float) -> None:
+        """Wait until the reader has delivered everything committed before this call.
+
+        The reader is woken by every append made through this object, so this returns as soon as
+        the sink has applied them; records appended by another process are noticed within
+        ``TAIL_POLL_S``.
+        """
+        deadline = time.monotonic() + timeout_s
+        if self._reader is None:
+            raise LogReadError(f"{self.description} is not being read; call start_reading() first")
+        try:
+            ends = self.end_offsets()
+        except (sqlite3.Error, LogWriteError) as e:
+            raise LogReadError(f"{self.description} cannot be read to its end: {e}") from e
+
+        def passed() -> bool:
+            return all(self._positions.get(p, 0) >= end for p, end in ends.items())
+
+        with self._progress_cond:
+            self._progress_cond.wait_for(
+                lambda: passed() or self._reader_error is not None or self._stop.is_set(),
+                max(deadline - time.monotonic(), 0.0),
+            )
+            if passed():
+                return
+            error = self._reader_error
+            behind = {p: (self._positions.get(p, 0), end) for p, end in ends.items() if self._positions.get(p, 0) < end}
+        if error is not None:
+            raise LogReadError(f"{self.description} cannot be read to its end: {error.message}")
+        if self._stop.is_set():
+            raise LogReadError(f"{self.description} was closed before it was read to its end")
+        raise LogReadError(
+            f"{self.description} was not read to its end within {timeout_s:g} s "
+            f"(partition: (position, end offset) still behind: {behind})"
+        )
 
     # ------------------------------------------------------------------ ownership
 
@@ -639,169 +676,7 @@ class EmbeddedOffsetLog(OffsetLog):
 
     # ------------------------------------------------------------------ storage helpers
 
-    def _connect(self, timeout_s: float) -> sqlite3.Connection:
-        conn = sqlite3.connect(
-            self._db_path, timeout=timeout_s, isolation_level=None, check_same_thread=False
-        )
-        try:
-            conn.execute(f"PRAGMA synchronous = {self._synchronous}")
-        except BaseException:
-            conn.close()
-            raise
-        return conn
-
     def _require_writer(self) -> sqlite3.Connection:
         if self._writer is None:
             raise LogWriteError(f"{self.description} is not open")
         return self._writer
-
-    def _initialise(self, conn: sqlite3.Connection) -> None:
-        """Create the schema on first use, or read the stored partition count, atomically.
-
-        ``BEGIN IMMEDIATE`` makes two processes opening a fresh directory at once agree on one
-        schema and one partition count.
-        """
-        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_schema WHERE type = 'table'")}
-        if not tables:
-            conn.execute("PRAGMA auto_vacuum = INCREMENTAL")  # only takes effect before the first table
-        mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
-        if str(mode).lower() != "wal":
-            raise LogConfigError(f"{self.description}: SQLite refused WAL mode (journal_mode={mode})")
-        conn.execute(f"PRAGMA synchronous = {self._synchronous}")
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_schema WHERE type = 'table'")}
-            if not tables:
-                self._create_schema(conn)
-            elif "meta" not in tables:
-                raise LogConfigError(
-                    f"{self._db_path} is a SQLite database but not an embedded offsets log "
-                    f"(tables: {', '.join(sorted(tables))}); refusing to touch it"
-                )
-            else:
-                self._read_meta(conn)
-            # Claims (emulator/ownership.py) live beside the records; older logs gain the table here.
-            conn.execute(
-                "CREATE TABLE IF NOT EXISTS claims (connector TEXT PRIMARY KEY, owner TEXT, "
-                "epoch INTEGER NOT NULL, claimed_at_ms INTEGER NOT NULL, released INTEGER NOT NULL DEFAULT 0)"
-            )
-            conn.execute("COMMIT")
-        except BaseException:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            raise
-
-    def _create_schema(self, conn: sqlite3.Connection) -> None:
-        conn.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
-        conn.execute(
-            "CREATE TABLE records (partition INTEGER NOT NULL, offset INTEGER NOT NULL, "
-            "key BLOB, value BLOB, timestamp_ms INTEGER NOT NULL, PRIMARY KEY (partition, offset)) "
-            "WITHOUT ROWID"
-        )
-        conn.execute("CREATE TABLE partitions (partition INTEGER PRIMARY KEY, next_offset INTEGER NOT NULL)")
-        conn.executemany(
-            "INSERT INTO meta (key, value) VALUES (?, ?)",
-            [
-                ("format", FORMAT_MARKER),
-                ("format_version", str(FORMAT_VERSION)),
-                ("name", self._name),
-                ("partitions", str(self._requested_partitions)),
-                ("created_ms", str(time.time_ns() // 1_000_000)),
-            ],
-        )
-        conn.executemany(
-            "INSERT INTO partitions (partition, next_offset) VALUES (?, 0)",
-            [(p,) for p in range(self._requested_partitions)],
-        )
-        self._partitions = self._requested_partitions
-        log.info("created %s with %d partitions", self.description, self._partitions)
-
-    def _read_meta(self, conn: sqlite3.Connection) -> None:
-        meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
-        if meta.get("format") != FORMAT_MARKER:
-            raise LogConfigError(
-                f"{self._db_path} is not an embedded offsets log (format={meta.get('format')!r})"
-            )
-        try:
-            version = int(meta["format_version"])
-            stored = int(meta["partitions"])
-        except (KeyError, ValueError) as e:
-            raise LogConfigError(f"{self._db_path}: damaged metadata ({e!r}); refusing to guess") from e
-        if version > FORMAT_VERSION:
-            raise LogConfigError(
-                f"{self._db_path} has format version {version}, newer than this emulator understands "
-                f"({FORMAT_VERSION}); upgrade the emulator"
-            )
-        (rows,) = conn.execute("SELECT count(*) FROM partitions").fetchone()
-        if stored < 1 or rows != stored:
-            raise LogConfigError(
-                f"{self._db_path}: metadata says {stored} partitions but {rows} partition rows exist"
-            )
-        if meta.get("name") != self._name:
-            log.warning(
-                "%s was created for log %r, now opened as %r (file renamed?); using it as is",
-                self._db_path,
-                meta.get("name"),
-                self._name,
-            )
-        if stored != self._requested_partitions:
-            log.warning(
-                "%s has %d partitions, %d were requested: keeping %d. Changing the count would move "
-                "keys to other partitions (murmur2 %% n), leaving two live copies of a key with no "
-                "defined winner — the repartitioning hazard of Connect's offsets topic",
-                self.description,
-                stored,
-                self._requested_partitions,
-                stored,
-            )
-        self._partitions = stored
-
-    def _check_integrity(self, conn: sqlite3.Connection) -> None:
-        problems = [r[0] for r in conn.execute("PRAGMA quick_check(5)").fetchall()]
-        if problems != ["ok"]:
-            raise LogConfigError(
-                f"embedded offsets log {self._db_path} is corrupt ({'; '.join(problems)}). Move it aside and "
-                "restore it from a backup or an export; the emulator will not read a damaged log"
-            )
-
-    @staticmethod
-    def _end_offsets(conn: sqlite3.Connection) -> dict[int, int]:
-        return {int(p): int(n) for p, n in conn.execute("SELECT partition, next_offset FROM partitions")}
-
-    def _config_error(self, what: str, e: sqlite3.Error) -> LogConfigError:
-        if _is_corruption(e):
-            return LogConfigError(
-                f"embedded offsets log {self._db_path} {what}: it is corrupt or not a SQLite database ({e}). "
-                "Move it aside and restore it from a backup or an export"
-            )
-        return LogConfigError(f"embedded offsets log {self._db_path} {what}: {e}")
-
-
-def _is_corruption(e: sqlite3.Error) -> bool:
-    name = getattr(e, "sqlite_errorname", "") or ""
-    return name.startswith(("SQLITE_CORRUPT", "SQLITE_NOTADB"))
-
-
-def _is_busy(e: sqlite3.Error) -> bool:
-    name = getattr(e, "sqlite_errorname", "") or ""
-    return name.startswith(("SQLITE_BUSY", "SQLITE_LOCKED"))
-
-
-def _filesystem_type(path: Path) -> str | None:
-    """The file system type of ``path`` from ``/proc/self/mountinfo`` (None where that is unavailable)."""
-    try:
-        target = os.path.realpath(path)
-        best, best_type = "", None
-        with open("/proc/self/mountinfo", encoding="utf-8", errors="replace") as f:
-            for line in f:
-                left, _, right = line.partition(" - ")
-                fields = left.split()
-                if len(fields) < 5 or not right:
-                    continue
-                mount_point = fields[4].replace("\\040", " ")
-                inside = target == mount_point or target.startswith(mount_point.rstrip("/") + "/")
-                if inside and len(mount_point) >= len(best):
-                    best, best_type = mount_point, right.split()[0]
-        return best_type
-    except OSError:
-        return None

@@ -25,16 +25,18 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
+from confluent_kafka import KafkaError, KafkaException, Message, Producer
 from confluent_kafka.admin import AdminClient
 
 from emulator.codec.murmur2 import partition_for
-from emulator.logs.kafka.topics import LATEST, TopicSpec, ensure_topic, list_offsets
+from emulator.logs.kafka.config import KafkaClientConfig
+from emulator.logs.kafka.health import LastError
+from emulator.logs.kafka.reader import TAIL_FETCH_WAIT_MS, TopicReader
+from emulator.logs.kafka.topics import TopicSpec, ensure_topic
 from emulator.model.claims import Claim, Fence, Fenced, fenced_message
-from emulator.model.errors import Conflict, LogWriteError
-from emulator.model.records import Position
+from emulator.model.errors import Conflict, LogReadError, LogWriteError
+from emulator.model.records import LogRecord, Position
 
 log = logging.getLogger(__name__)
 
@@ -62,84 +64,91 @@ def _kafka_cause(exc: BaseException) -> BaseException:
 
 
 class KafkaClaims:
+    """The claims topic of one offsets topic, read ``read_committed`` by its own reader, and the
+    transactional producer of every connector this daemon holds a claim for."""
+
     def __init__(
         self,
         offsets_topic: str,
         claims_topic: str,
-        config: Callable[[str], dict[str, Any]],
+        clients: KafkaClientConfig,
         partition_count: Callable[[], int],
         replication_factor: int = -1,
         timeout_s: float = 30.0,
     ) -> None:
         self._offsets_topic = offsets_topic
         self._claims_topic = claims_topic
-        self._config = config
+        self._clients = clients
         self._partition_count = partition_count
         self._replication_factor = replication_factor
         self._timeout_s = timeout_s
+        self._errors = LastError(f"kafka://{clients.bootstrap}/{claims_topic}", log)
         self._lock = threading.Lock()
         self._claims: dict[str, Claim | None] = {}
         self._last_epoch: dict[str, int] = {}
-        self._position = 0
         self._producers: dict[str, tuple[int, Producer]] = {}
         self._connector_locks: dict[str, threading.Lock] = {}
-        self._admin: AdminClient | None = None
-        self._consumer: Consumer | None = None
+        self._reader: TopicReader | None = None
 
     # -- lifecycle ------------------------------------------------------------------------
     def open(self) -> None:
-        admin = AdminClient(self._config("admin"))
+        admin = self._clients.create(
+            "admin", AdminClient, error_cb=lambda err: self._errors.client_error("admin", err)
+        )
         ensure_topic(admin, TopicSpec(self._claims_topic, 1, self._replication_factor), self._timeout_s)
-        consumer_config = self._config("consumer")
-        consumer_config["isolation.level"] = "read_committed"  # an aborted claim never counts
-        consumer = Consumer(consumer_config)
-        consumer.assign([TopicPartition(self._claims_topic, 0, 0)])
-        self._admin, self._consumer = admin, consumer
+        reader = TopicReader(
+            self._clients,
+            self._claims_topic,
+            admin,
+            errors=self._errors,
+            read_committed=True,  # an aborted claim never counts
+            timeout_s=self._timeout_s,
+            # A handful of records, read on every claim: latency matters, replay speed does not.
+            replay_fetch_wait_ms=TAIL_FETCH_WAIT_MS,
+            tail_fetch_wait_ms=TAIL_FETCH_WAIT_MS,
+            thread_name=f"claims-reader-{self._claims_topic}",
+        )
+        reader.start(self._apply_all)
+        self._reader = reader
 
     def close(self) -> None:
         with self._lock:
             producers = list(self._producers.values())
             self._producers.clear()
-            consumer, self._consumer = self._consumer, None
+            reader, self._reader = self._reader, None
         for _, producer in producers:
             producer.flush(5)
-        if consumer is not None:
-            consumer.close()
+        if reader is not None:
+            reader.close()
 
     # -- reading the claims topic ---------------------------------------------------------
     def _read_to_end(self) -> None:
-        """Read the claims topic up to its current end (waits out open claiming transactions)."""
-        with self._lock:
-            admin, consumer = self._admin, self._consumer
-            if admin is None or consumer is None:
-                raise LogWriteError(f"claims topic {self._claims_topic} is not open")
-            end = list_offsets(admin, self._claims_topic, [0], LATEST, self._timeout_s)[0]
-            deadline = time.monotonic() + self._timeout_s
-            while True:
-                position = consumer.position([TopicPartition(self._claims_topic, 0)])[0].offset
-                if position >= end or (position < 0 and end == 0):
-                    return
-                if time.monotonic() > deadline:
-                    raise LogWriteError(
-                        f"claims topic {self._claims_topic} not read to its end ({position}/{end}) within "
-                        f"{self._timeout_s:g} s; an open claiming transaction may be stuck"
-                    )
-                for message in consumer.consume(500, 0.2):
-                    self._apply(message)
-
-    def _apply(self, message: Message) -> None:
-        if message.error() is not None:
-            log.warning("claims topic %s: %s", self._claims_topic, message.error())
-            return
-        raw_key, raw_value = message.key(), message.value()
-        if raw_key is None:
-            log.warning(
-                "claims topic %s: record without key at offset %s skipped", self._claims_topic, message.offset()
-            )
-            return
-        connector = raw_key.decode("utf-8", errors="replace")
+        """Wait until the claims topic is applied up to its current end (waits out open claiming
+        transactions: the end is the high watermark, and the reader is ``read_committed``)."""
+        reader = self._reader
+        if reader is None:
+            raise LogWriteError(f"claims topic {self._claims_topic} is not open")
         try:
-            value = json.loads(raw_value) if raw_value is not None else None
+            reader.read_to_end(self._timeout_s)
+        except LogReadError as exc:
+            raise LogWriteError(
+                f"claims topic {self._claims_topic} not read to its end within {self._timeout_s:g} s; an open "
+                f"claiming transaction may be stuck ({exc.message})"
+            ) from exc
+
+    def _apply_all(self, records: Sequence[LogRecord]) -> None:
+        """The reader's sink: the latest claim and the highest epoch per connector."""
+        with self._lock:
+            for record in records:
+                self._apply(record)
+
+    def _apply(self, record: LogRecord) -> None:
+        if record.key is None:
+            log.warning("claims topic %s: record without key at offset %s skipped", self._claims_topic, record.offset)
+            return
+        connector = record.key.decode("utf-8", errors="replace")
+        try:
+            value = json.loads(record.value) if record.value is not None else None
             claim = (
                 None
                 if value is None or value.get("released")
@@ -163,11 +172,13 @@ class KafkaClaims:
             return self._connector_locks.setdefault(connector, threading.Lock())
 
     def _new_producer(self, connector: str) -> Producer:
-        config = self._config("producer")
-        config["transactional.id"] = transactional_id(self._offsets_topic, connector)
-        # Being fenced is this producer's expected end, not the offsets log's producer failing.
-        config["error_cb"] = functools.partial(self._on_producer_error, connector)
-        producer = Producer(config)
+        producer = self._clients.create(
+            "transactional producer",
+            Producer,
+            # Being fenced is this producer's expected end, not the offsets log's producer failing.
+            error_cb=functools.partial(self._on_producer_error, connector),
+            transactional_id=transactional_id(self._offsets_topic, connector),
+        )
         producer.init_transactions(self._timeout_s)  # the broker fences every older holder here
         return producer
 

@@ -45,15 +45,17 @@ class OffsetDeleteFailed(Exception):
 
 
 def delete_group_offsets(
-    bootstrap: str,
-    client_config: Mapping[str, str],
+    config: Mapping[str, str],
     group: str,
     partitions: Sequence[tuple[str, int]],
     timeout_s: float,
 ) -> OffsetDeleteResult:
-    """Run the deletion in a child process; raises ``OffsetDeleteFailed`` if it gives no answer."""
+    """Run the deletion in a child process; raises ``OffsetDeleteFailed`` if it gives no answer.
+
+    ``config`` is a complete librdkafka configuration of strings (``KafkaClientConfig.plain``).
+    """
     request = {
-        "config": {**client_config, "bootstrap.servers": bootstrap},
+        "config": dict(config),
         "group": group,
         "partitions": [[t, p] for t, p in partitions],
         "timeout_ms": int(timeout_s * 1000),

@@ -10,14 +10,14 @@ has it enforced.
 from __future__ import annotations
 
 import abc
-import logging
-import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from emulator.formats.diff import compute_diff
 from emulator.formats.model import Loaded, RawRecord
 from emulator.logs.base import OffsetLog
+from emulator.model.errors import LogReadError
+from emulator.model.records import LogRecord
 from emulator.transfer.errors import LocationError
 from emulator.transfer.locations.base import Location
 from emulator.transfer.options import TransferContext
@@ -89,16 +89,14 @@ class KafkaLocation(LogLocation):
         from confluent_kafka import KafkaError, KafkaException
         from confluent_kafka.admin import AdminClient
 
-        config: dict[str, Any] = {
-            **ctx.kafka_config,
-            "bootstrap.servers": self.bootstrap,
-            "logger": logging.getLogger("emulator.transfer.pipeline.librdkafka"),
-        }
+        from emulator.logs.kafka.config import KafkaClientConfig
+
+        admin = KafkaClientConfig(self.bootstrap, ctx.kafka_config, "a transfer").create("admin", AdminClient)
         try:
             # All topics, not ``topic=``: a metadata request naming a missing topic auto-creates it on
             # brokers that ignore the request's allow-auto-create flag (Tansu does), and a dry run or a
             # read must never create anything.
-            metadata = AdminClient(config).list_topics(timeout=min(ctx.options.timeout_s, 30.0))
+            metadata = admin.list_topics(timeout=min(ctx.options.timeout_s, 30.0))
         except KafkaException as exc:
             raise LocationError(f"{self.description}: cannot reach the brokers: {exc}") from exc
         found = metadata.topics.get(self.topic)
@@ -148,23 +146,27 @@ class EmbeddedLocation(LogLocation):
 def _read_to_end(log: OffsetLog, ctx: TransferContext) -> OffsetView:
     """Connect's startup read: every partition to its end offset, applied to a view."""
     view = OffsetView()
-    log.start_reading(view.apply)
-    deadline = time.monotonic() + ctx.options.timeout_s
-    while True:
+
+    def apply(records: Sequence[LogRecord]) -> None:  # on the log's reader thread
+        view.apply(records)
+        progress = log.progress()
+        ctx.progress.report(f"reading {log.description}", progress.records_read, sum(progress.end_offsets.values()))
+
+    log.start_reading(apply)
+    try:
+        log.read_to_end(ctx.options.timeout_s)
+    except LogReadError as exc:
         progress = log.progress()
         if progress.error is not None:
-            raise LocationError(f"{log.description} cannot be read: {progress.error}")
-        total = sum(progress.end_offsets.values())
-        if progress.caught_up:
-            ctx.progress.report(f"read {log.description}", progress.records_read, total, force=True)
-            return view
-        if time.monotonic() >= deadline:
-            raise LocationError(
-                f"{log.description} was not read to its end within {ctx.options.timeout_s:g} s "
-                f"({progress.records_read} records read of end offsets summing to {total}); nothing was written"
-            )
-        ctx.progress.report(f"reading {log.description}", progress.records_read, total)
-        time.sleep(0.05)
+            raise LocationError(f"{log.description} cannot be read: {progress.error}") from exc
+        raise LocationError(
+            f"{log.description} was not read to its end within {ctx.options.timeout_s:g} s "
+            f"({progress.records_read} records read of end offsets summing to "
+            f"{sum(progress.end_offsets.values())}); nothing was written"
+        ) from exc
+    done = log.progress()
+    ctx.progress.report(f"read {log.description}", done.records_read, sum(done.end_offsets.values()), force=True)
+    return view
 
 
 def _view_records(view: OffsetView) -> Loaded:

@@ -1,0 +1,212 @@
+"""The embedded log's file: connection settings, schema, format metadata and integrity checks.
+
+One SQLite file per log, ``<data_dir>/<name>.sqlite3``, in WAL mode:
+
+* ``records(partition, offset, key, value, timestamp_ms)``, primary key ``(partition, offset)``,
+  ``WITHOUT ROWID`` so a partition's records are one contiguous B-tree range (replay is a range scan).
+* ``partitions(partition, next_offset)``: the log end offset of each partition. Kept apart from
+  ``records`` because compaction deletes rows; deriving the end from ``max(offset) + 1`` could hand
+  out an offset twice, and positions held by readers would then skip a record.
+* ``meta(key, value)``: format marker and version, the log name and the partition count.
+* ``claims(connector, owner, epoch, claimed_at_ms, released)``: the current claim per connector.
+
+WAL needs shared memory between the processes on one host, so a network file system is refused.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sqlite3
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from emulator.model.errors import LogConfigError
+
+log = logging.getLogger(__name__)
+
+FORMAT_MARKER = "connect-offsets-emulator/embedded-log"
+FORMAT_VERSION = 1
+
+NETWORK_FILESYSTEMS = frozenset({"nfs", "nfs4", "cifs", "smb3", "smbfs", "9p", "fuse.sshfs", "afs"})
+
+
+@dataclass(frozen=True, slots=True)
+class LogFile:
+    """One embedded log's file, as the log was asked to open it.
+
+    ``partitions`` is the count requested for a new file; an existing file keeps its own (returned
+    by ``initialise``).
+    """
+
+    path: Path
+    name: str
+    partitions: int
+    synchronous: str
+
+    @property
+    def description(self) -> str:
+        return f"embedded://{self.path.resolve()}"
+
+    def connect(self, timeout_s: float) -> sqlite3.Connection:
+        conn = sqlite3.connect(self.path, timeout=timeout_s, isolation_level=None, check_same_thread=False)
+        try:
+            conn.execute(f"PRAGMA synchronous = {self.synchronous}")
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    def initialise(self, conn: sqlite3.Connection) -> int:
+        """Create the schema on first use, or read the stored partition count, atomically; returns the count.
+
+        ``BEGIN IMMEDIATE`` makes two processes opening a fresh directory at once agree on one
+        schema and one partition count.
+        """
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_schema WHERE type = 'table'")}
+        if not tables:
+            conn.execute("PRAGMA auto_vacuum = INCREMENTAL")  # only takes effect before the first table
+        mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+        if str(mode).lower() != "wal":
+            raise LogConfigError(f"{self.description}: SQLite refused WAL mode (journal_mode={mode})")
+        conn.execute(f"PRAGMA synchronous = {self.synchronous}")
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_schema WHERE type = 'table'")}
+            if not tables:
+                partitions = self._create_schema(conn)
+            elif "meta" not in tables:
+                raise LogConfigError(
+                    f"{self.path} is a SQLite database but not an embedded offsets log "
+                    f"(tables: {', '.join(sorted(tables))}); refusing to touch it"
+                )
+            else:
+                partitions = self._read_meta(conn)
+            # Claims (emulator/model/claims.py) live beside the records; older logs gain the table here.
+            conn.execute(
+                "CREATE TABLE IF NOT EXISTS claims (connector TEXT PRIMARY KEY, owner TEXT, "
+                "epoch INTEGER NOT NULL, claimed_at_ms INTEGER NOT NULL, released INTEGER NOT NULL DEFAULT 0)"
+            )
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+        return partitions
+
+    def _create_schema(self, conn: sqlite3.Connection) -> int:
+        conn.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+        conn.execute(
+            "CREATE TABLE records (partition INTEGER NOT NULL, offset INTEGER NOT NULL, "
+            "key BLOB, value BLOB, timestamp_ms INTEGER NOT NULL, PRIMARY KEY (partition, offset)) "
+            "WITHOUT ROWID"
+        )
+        conn.execute("CREATE TABLE partitions (partition INTEGER PRIMARY KEY, next_offset INTEGER NOT NULL)")
+        conn.executemany(
+            "INSERT INTO meta (key, value) VALUES (?, ?)",
+            [
+                ("format", FORMAT_MARKER),
+                ("format_version", str(FORMAT_VERSION)),
+                ("name", self.name),
+                ("partitions", str(self.partitions)),
+                ("created_ms", str(time.time_ns() // 1_000_000)),
+            ],
+        )
+        conn.executemany(
+            "INSERT INTO partitions (partition, next_offset) VALUES (?, 0)",
+            [(p,) for p in range(self.partitions)],
+        )
+        log.info("created %s with %d partitions", self.description, self.partitions)
+        return self.partitions
+
+    def _read_meta(self, conn: sqlite3.Connection) -> int:
+        meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
+        if meta.get("format") != FORMAT_MARKER:
+            raise LogConfigError(
+                f"{self.path} is not an embedded offsets log (format={meta.get('format')!r})"
+            )
+        try:
+            version = int(meta["format_version"])
+            stored = int(meta["partitions"])
+        except (KeyError, ValueError) as e:
+            raise LogConfigError(f"{self.path}: damaged metadata ({e!r}); refusing to guess") from e
+        if version > FORMAT_VERSION:
+            raise LogConfigError(
+                f"{self.path} has format version {version}, newer than this emulator understands "
+                f"({FORMAT_VERSION}); upgrade the emulator"
+            )
+        (rows,) = conn.execute("SELECT count(*) FROM partitions").fetchone()
+        if stored < 1 or rows != stored:
+            raise LogConfigError(
+                f"{self.path}: metadata says {stored} partitions but {rows} partition rows exist"
+            )
+        if meta.get("name") != self.name:
+            log.warning(
+                "%s was created for log %r, now opened as %r (file renamed?); using it as is",
+                self.path,
+                meta.get("name"),
+                self.name,
+            )
+        if stored != self.partitions:
+            log.warning(
+                "%s has %d partitions, %d were requested: keeping %d. Changing the count would move "
+                "keys to other partitions (murmur2 %% n), leaving two live copies of a key with no "
+                "defined winner — the repartitioning hazard of Connect's offsets topic",
+                self.description,
+                stored,
+                self.partitions,
+                stored,
+            )
+        return stored
+
+    def check_integrity(self, conn: sqlite3.Connection) -> None:
+        problems = [r[0] for r in conn.execute("PRAGMA quick_check(5)").fetchall()]
+        if problems != ["ok"]:
+            raise LogConfigError(
+                f"embedded offsets log {self.path} is corrupt ({'; '.join(problems)}). Move it aside and "
+                "restore it from a backup or an export; the emulator will not read a damaged log"
+            )
+
+    def config_error(self, what: str, e: sqlite3.Error) -> LogConfigError:
+        if is_corruption(e):
+            return LogConfigError(
+                f"embedded offsets log {self.path} {what}: it is corrupt or not a SQLite database ({e}). "
+                "Move it aside and restore it from a backup or an export"
+            )
+        return LogConfigError(f"embedded offsets log {self.path} {what}: {e}")
+
+
+def end_offsets(conn: sqlite3.Connection) -> dict[int, int]:
+    """The next offset of every partition: the log end offsets."""
+    return {int(p): int(n) for p, n in conn.execute("SELECT partition, next_offset FROM partitions")}
+
+
+def is_corruption(e: sqlite3.Error) -> bool:
+    name = getattr(e, "sqlite_errorname", "") or ""
+    return name.startswith(("SQLITE_CORRUPT", "SQLITE_NOTADB"))
+
+
+def is_busy(e: sqlite3.Error) -> bool:
+    name = getattr(e, "sqlite_errorname", "") or ""
+    return name.startswith(("SQLITE_BUSY", "SQLITE_LOCKED"))
+
+
+def filesystem_type(path: Path) -> str | None:
+    """The file system type of ``path`` from ``/proc/self/mountinfo`` (None where that is unavailable)."""
+    try:
+        target = os.path.realpath(path)
+        best, best_type = "", None
+        with open("/proc/self/mountinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                left, _, right = line.partition(" - ")
+                fields = left.split()
+                if len(fields) < 5 or not right:
+                    continue
+                mount_point = fields[4].replace("\\040", " ")
+                inside = target == mount_point or target.startswith(mount_point.rstrip("/") + "/")
+                if inside and len(mount_point) >= len(best):
+                    best, best_type = mount_point, right.split()[0]
+        return best_type
+    except OSError:
+        return None

@@ -1,0 +1,147 @@
+"""The one place that turns the user's librdkafka settings into a client configuration per role.
+
+Every Kafka client of the daemon (the offsets log's producer, readers and admin client, the claims
+producers, the readers of Connect's config and status topics, the admin client for sink connectors'
+consumer groups, transfers) starts from the same pass-through settings (SASL, SSL, timeouts,
+``client.id``, ...), as Connect's worker passes its settings to every client it creates. On top of
+them each role gets the settings our correctness depends on; those win over the user's, with a
+warning naming both, so a setting that is ignored never goes unnoticed.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal, TypeVar
+
+from confluent_kafka import KafkaError, KafkaException
+
+from emulator.model.errors import LogConfigError
+
+log = logging.getLogger(__name__)
+
+LIBRDKAFKA_LOG = logging.getLogger("emulator.logs.kafka.librdkafka")
+"""Where every client's librdkafka log lines go (``debug=...`` output included)."""
+
+DEFAULT_CLIENT_ID = "connect-offsets-emulator"
+"""Used as ``client.id`` and consumer ``group.id`` unless the user's settings name them.
+
+The group id is required by librdkafka's consumer but never used: like Connect's ``KafkaBasedLog`` our
+readers assign partitions and never commit, so no group ever forms."""
+
+Role = Literal["producer", "transactional producer", "consumer", "admin"]
+ErrorCallback = Callable[[KafkaError], None]
+_Client = TypeVar("_Client")
+
+
+@dataclass(frozen=True, slots=True)
+class KafkaClientConfig:
+    """The brokers, the user's librdkafka settings, and what the clients are for (used in messages).
+
+    ``purpose`` completes "for ... <role>" in warnings and errors, e.g. ``"the offsets log"``.
+    """
+
+    bootstrap: str
+    user: Mapping[str, str] = field(default_factory=dict)
+    purpose: str = "the offsets log"
+
+    def user_sets(self, key: str) -> bool:
+        return key in self.user
+
+    def build(
+        self,
+        role: Role,
+        *,
+        error_cb: ErrorCallback | None = None,
+        read_committed: bool = False,
+        fetch_wait_ms: str | None = None,
+        transactional_id: str | None = None,
+    ) -> dict[str, Any]:
+        """The configuration dictionary for one client of ``role``.
+
+        ``fetch_wait_ms`` (consumers) applies unless the user chose ``fetch.wait.max.ms``;
+        ``read_committed`` picks the consumer's isolation level (Connect's reader is
+        ``read_uncommitted`` unless exactly-once source support is on); ``transactional_id`` is
+        required for, and only used by, the transactional producer.
+        """
+        config: dict[str, Any] = dict(self.user)
+        given = config.get("bootstrap.servers")
+        if given is not None and given != self.bootstrap:
+            log.warning("client_config bootstrap.servers=%s ignored; using %s", given, self.bootstrap)
+        config["bootstrap.servers"] = self.bootstrap
+        config.setdefault("client.id", DEFAULT_CLIENT_ID)
+        config["logger"] = LIBRDKAFKA_LOG
+        if error_cb is not None:
+            config["error_cb"] = error_cb
+        # Connect creates its internal topics explicitly, and a missing Connect topic must stay a
+        # startup error: never let a metadata lookup create a topic (brokers with
+        # auto.create.topics.enable, and Tansu, create any topic a metadata request names).
+        self._forced(config, "allow.auto.create.topics", "false", role)
+        if role in ("producer", "transactional producer"):
+            self._forced(config, "acks", "all", role)
+            # Per-key order across retries (Connect uses max.in.flight=1 for the same reason).
+            self._forced(config, "enable.idempotence", "true", role)
+            # Every keyed record gets an explicit partition; this only guards against a future caller
+            # forgetting it, with the partitioner that agrees with Java's.
+            config.setdefault("partitioner", "murmur2_random")
+            # Java's producer default, and Connect's: a commit is sent at once, not held for a batch
+            # (librdkafka's 5 ms default linger was most of an acknowledged write's latency here).
+            config.setdefault("linger.ms", "0")
+            if role == "transactional producer":
+                if transactional_id is None:
+                    raise ValueError("a transactional producer needs a transactional_id")
+                config["transactional.id"] = transactional_id
+        elif role == "consumer":
+            config.setdefault("group.id", DEFAULT_CLIENT_ID)
+            if fetch_wait_ms is not None:
+                config.setdefault("fetch.wait.max.ms", fetch_wait_ms)
+            self._forced(config, "enable.auto.commit", "false", role)
+            self._forced(config, "enable.auto.offset.store", "false", role)
+            self._forced(config, "auto.offset.reset", "earliest", role)
+            self._forced(config, "enable.partition.eof", "false", role)
+            # librdkafka defaults to read_committed; Connect's reader is read_uncommitted unless EOS.
+            self._forced(config, "isolation.level", "read_committed" if read_committed else "read_uncommitted", role)
+        return config
+
+    def create(
+        self,
+        role: Role,
+        factory: Callable[[dict[str, Any]], _Client],
+        *,
+        error_cb: ErrorCallback | None = None,
+        read_committed: bool = False,
+        fetch_wait_ms: str | None = None,
+        transactional_id: str | None = None,
+    ) -> _Client:
+        """``factory(build(role, ...))``, with a refused setting turned into ``LogConfigError``."""
+        config = self.build(
+            role,
+            error_cb=error_cb,
+            read_committed=read_committed,
+            fetch_wait_ms=fetch_wait_ms,
+            transactional_id=transactional_id,
+        )
+        try:
+            return factory(config)
+        except (KafkaException, ValueError, TypeError) as exc:
+            raise LogConfigError(f"Invalid Kafka client configuration for {self.purpose} {role}: {exc}") from exc
+
+    def plain(self, role: Role) -> dict[str, str]:
+        """``build(role)`` without the Python objects (logger), for a client in another process."""
+        return {key: str(value) for key, value in self.build(role).items() if isinstance(value, str | int | bool)}
+
+    def _forced(self, config: dict[str, Any], key: str, value: str, role: Role) -> None:
+        """Set a setting our correctness depends on, telling the user if theirs is overridden."""
+        previous = config.get(key)
+        if previous is not None and str(previous).lower() != value.lower():
+            log.warning(
+                "Ignoring client setting %s=%s for %s %s: it requires %s=%s",
+                key,
+                previous,
+                self.purpose,
+                role,
+                key,
+                value,
+            )
+        config[key] = value

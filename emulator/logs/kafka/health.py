@@ -1,0 +1,48 @@
+"""The last error a Kafka component met, kept after recovery so that health endpoints can show it.
+
+librdkafka retries connection losses by itself and our reader threads back off and go on, so most
+errors leave no other trace than a log line; this keeps the latest one (and when it happened) for
+``/status`` and tests, shared by the clients of one log.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+from confluent_kafka import KafkaError
+
+log = logging.getLogger(__name__)
+
+
+class LastError:
+    """Logs an error with its source's description and remembers it; thread-safe."""
+
+    def __init__(self, description: str, logger: logging.Logger = log) -> None:
+        self.description = description
+        self._log = logger
+        self._lock = threading.Lock()
+        self._message: str | None = None
+        self._at: float | None = None
+
+    def record(self, message: str, level: int = logging.WARNING) -> None:
+        self._log.log(level, "%s: %s", self.description, message)
+        with self._lock:
+            self._message = message
+            self._at = time.time()
+
+    def client_error(self, role: str, err: KafkaError) -> None:
+        """For librdkafka's ``error_cb`` (connection loss and the like): clients retry by themselves."""
+        self.record(f"Kafka {role} error: {err}")
+
+    @property
+    def message(self) -> str | None:
+        with self._lock:
+            return self._message
+
+    @property
+    def at(self) -> float | None:
+        """Wall-clock time (``time.time()``) of ``message``."""
+        with self._lock:
+            return self._at

@@ -1,0 +1,416 @@
+"""Reading a topic the way Connect's ``KafkaBasedLog`` does: every partition from its beginning, then tail.
+
+Assign *every* partition at the beginning (no group, no commits), take the high watermarks as the
+end, and count the topic as read once every partition's *position* reaches its end. Positions, not
+the offset of the last record seen, because compaction gaps and transaction markers at the end of a
+partition leave no record to see.
+
+One reader serves the offsets log, the claims topic and Connect's config and status topics, so they
+share one policy for whatever goes wrong while reading:
+
+- a sink that raises is retried ``_SINK_ATTEMPTS`` times with a growing backoff; then its records are
+  counted as dropped and logged at ERROR with their coordinates (``KafkaBasedLog`` skips a batch its
+  callback throws on; we skip it too, but never silently);
+- any other error is logged, kept as ``last_error`` and retried after a backoff: the thread never
+  dies of it;
+- partitions added to the topic are picked up (Connect would need a restart).
+
+``read_to_end`` is Connect's ``readToEnd()``: fetch the current end offsets and wait, on a condition
+variable the reader signals after every batch, until the positions pass them. Whatever was written
+before the call has then been delivered to the sink.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+from confluent_kafka import OFFSET_BEGINNING, TIMESTAMP_NOT_AVAILABLE, Consumer, Message, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+from emulator.logs.base import ReadProgress, RecordSink
+from emulator.logs.kafka.config import KafkaClientConfig
+from emulator.logs.kafka.health import LastError
+from emulator.logs.kafka.topics import EARLIEST, LATEST, list_offsets, wait_for_partition_count
+from emulator.model.errors import LogConfigError, LogReadError
+from emulator.model.records import LogRecord
+
+log = logging.getLogger(__name__)
+
+_IDLE_POLL_S = 0.2  # how long the reader blocks for the first record of a batch; bounds close()
+_RETRY_BACKOFF_S = 1.0
+_SINK_ATTEMPTS = 3
+_REFRESH_TIMEOUT_S = 5.0  # a periodic metadata check must not hold up reading for long
+_JOIN_S = _IDLE_POLL_S + 10.0
+
+# fetch.wait.max.ms, unless the user's settings name it. Kafka answers a fetch as soon as data exists,
+# so these only matter on brokers that hold every fetch until the deadline, as Tansu 0.6 does: there
+# a long wait fills each response (replay measured ~2-3x faster at 500 than at 100 ms), and a short
+# one bounds how late a tailed record (read-your-writes) arrives. Hence one consumer per phase.
+REPLAY_FETCH_WAIT_MS = "500"  # librdkafka's default, and Java's fetch.max.wait.ms default
+TAIL_FETCH_WAIT_MS = "10"
+
+
+class TopicReader:
+    """Replays one topic from the beginning and tails it, delivering batches to a sink on a thread.
+
+    ``admin`` is the owner's admin client (end offsets, partition counts); ``errors`` is where
+    client and reader errors are logged and kept, shared with the owner's other clients.
+    """
+
+    def __init__(
+        self,
+        clients: KafkaClientConfig,
+        topic: str,
+        admin: AdminClient,
+        *,
+        errors: LastError | None = None,
+        read_committed: bool = False,
+        timeout_s: float = 30.0,
+        refresh_s: float = 60.0,
+        batch: int = 10_000,
+        replay_fetch_wait_ms: str = REPLAY_FETCH_WAIT_MS,
+        tail_fetch_wait_ms: str = TAIL_FETCH_WAIT_MS,
+        thread_name: str | None = None,
+    ) -> None:
+        self._clients = clients
+        self.topic = topic
+        self._admin = admin
+        self._errors = errors or LastError(f"kafka://{clients.bootstrap}/{topic}")
+        self._read_committed = read_committed
+        self._timeout_s = timeout_s
+        self._refresh_s = refresh_s
+        self._batch = batch
+        self._replay_wait = replay_fetch_wait_ms
+        self._tail_wait = tail_fetch_wait_ms
+        self._thread_name = thread_name or f"reader-{topic}"
+
+        self._cond = threading.Condition()  # guards the state below; notified whenever it changes
+        self._thread: threading.Thread | None = None
+        self._finished = False  # the thread ended (closed, or a failure it could not retry)
+        self._partition_count = 0
+        self._positions: dict[int, int] = {}
+        self._end_offsets: dict[int, int] = {}
+        self._records_read = 0
+        self._records_dropped = 0
+        self._caught_up = False
+        self._stop = threading.Event()
+        self._refresh_requested = threading.Event()
+
+    # ---------------------------------------------------------------- state
+
+    @property
+    def description(self) -> str:
+        return self._errors.description
+
+    @property
+    def partition_count(self) -> int:
+        """Partitions the reader has assigned (0 until it started)."""
+        with self._cond:
+            return self._partition_count
+
+    @property
+    def alive(self) -> bool:
+        thread = self._thread
+        return thread is not None and thread.is_alive()
+
+    @property
+    def records_dropped(self) -> int:
+        """Records the sink refused ``_SINK_ATTEMPTS`` times in a row: logged, counted, never silent."""
+        with self._cond:
+            return self._records_dropped
+
+    @property
+    def last_error(self) -> str | None:
+        return self._errors.message
+
+    def progress(self) -> ReadProgress:
+        with self._cond:
+            return ReadProgress(
+                positions=dict(self._positions),
+                end_offsets=dict(self._end_offsets),
+                records_read=self._records_read,
+                caught_up=self._caught_up,
+            )
+
+    def wait_caught_up(self, timeout_s: float | None = None) -> bool:
+        """Block until the initial read-to-end finished; False on timeout."""
+        with self._cond:
+            return self._cond.wait_for(lambda: self._caught_up, timeout_s)
+
+    def request_refresh(self) -> None:
+        """Look for added partitions at the next turn of the loop, not at the next periodic check."""
+        self._refresh_requested.set()
+
+    # ---------------------------------------------------------------- lifecycle
+
+    def start(self, sink: RecordSink) -> None:
+        """Start the reader thread; a refused client setting raises ``LogConfigError`` here."""
+        with self._cond:
+            if self._thread is not None:
+                raise LogConfigError(f"{self.description}: start_reading() was already called")
+        consumer = self._new_consumer(self._replay_wait)  # config errors surface here, not in a thread
+        thread = threading.Thread(target=self._run, args=(consumer, sink), name=self._thread_name, daemon=True)
+        with self._cond:
+            self._thread = thread
+        thread.start()
+
+    def close(self) -> None:
+        """Stop the thread (it finishes the batch at hand) and close its consumer. Idempotent."""
+        self._stop.set()
+        with self._cond:
+            self._cond.notify_all()
+        thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout=_JOIN_S)
+            if thread.is_alive():
+                log.warning("%s: reader thread did not stop within 10s", self.description)
+
+    # ---------------------------------------------------------------- read to end on demand
+
+    def end_offsets(self, timeout_s: float | None = None, partitions: int | None = None) -> dict[int, int]:
+        """Current high watermarks of the first ``partitions`` partitions (default: the assigned ones),
+        as ``TopicAdmin.endOffsets`` (``READ_UNCOMMITTED``)."""
+        timeout = timeout_s or self._timeout_s
+        count = partitions if partitions is not None else self.partition_count
+        if count <= 0:  # not assigned yet: ask the broker how many there are
+            count = wait_for_partition_count(self._admin, self.topic, timeout)
+        return list_offsets(self._admin, self.topic, list(range(count)), LATEST, timeout)
+
+    def read_to_end(self, timeout_s: float, partitions: int | None = None) -> None:
+        """Return once every record in the topic now has been delivered to the sink.
+
+        Raises ``LogReadError`` when that takes longer than ``timeout_s`` (e.g. a transaction left
+        open on a ``read_committed`` reader), when the end offsets cannot be fetched, or when the
+        reader is not running.
+        """
+        deadline = time.monotonic() + timeout_s
+        with self._cond:
+            if self._thread is None:
+                raise LogReadError(f"{self.description} is not being read; call start_reading() first")
+        try:
+            ends = self.end_offsets(timeout_s, partitions)
+        except Exception as exc:
+            self._errors.record(f"cannot read the end offsets of {self.topic}: {exc!r}")
+            raise LogReadError(f"{self.description} cannot be read to its end: no end offsets: {exc}") from exc
+        with self._cond:
+            if len(ends) > self._partition_count:
+                self._refresh_requested.set()
+            self._cond.wait_for(
+                lambda: self._finished or self._passed(ends), max(deadline - time.monotonic(), 0.0)
+            )
+            if self._passed(ends):
+                return
+            finished = self._finished
+            behind = {p: (self._positions.get(p, 0), end) for p, end in ends.items() if not self._passed({p: end})}
+        if finished:
+            raise LogReadError(f"{self.description} cannot be read to its end: its reader stopped")
+        raise LogReadError(
+            f"{self.description} was not read to its end within {timeout_s:g} s "
+            f"(partition: (position, end offset) still behind: {behind})"
+        )
+
+    def _passed(self, ends: dict[int, int]) -> bool:
+        """Connect's rule, per partition: ``position >= end``. The caller holds ``_cond``.
+
+        A partition the reader has no position for yet counts from 0, so an empty one is done.
+        """
+        return all(self._positions.get(p, 0) >= end for p, end in ends.items())
+
+    # ---------------------------------------------------------------- the reader thread
+
+    def _new_consumer(self, fetch_wait_ms: str) -> Consumer:
+        return self._clients.create(
+            "consumer",
+            Consumer,
+            error_cb=lambda err: self._errors.client_error("consumer", err),
+            read_committed=self._read_committed,
+            fetch_wait_ms=fetch_wait_ms,
+        )
+
+    def _run(self, consumer: Consumer, sink: RecordSink) -> None:
+        try:
+            assigned = self._assign_all(consumer)
+            if assigned is None:
+                return
+            started = time.monotonic()
+            next_refresh = started + self._refresh_s
+            replaying = True
+            while not self._stop.is_set():
+                try:
+                    if replaying and self._caught_up:
+                        replaying = False
+                        consumer = self._tail_consumer(consumer, assigned)
+                    messages = self._fetch(consumer)
+                    if messages:
+                        self._deliver(sink, messages)
+                    self._update_positions(consumer, assigned, len(messages), started)
+                    if self._refresh_requested.is_set() or time.monotonic() >= next_refresh:
+                        self._refresh_requested.clear()
+                        next_refresh = time.monotonic() + self._refresh_s
+                        self._assign_new_partitions(consumer, assigned)
+                except Exception as exc:  # never die silently: log, remember, back off, go on
+                    self._errors.record(f"reader error: {exc!r}", logging.ERROR)
+                    self._stop.wait(_RETRY_BACKOFF_S)
+        except Exception as exc:  # not retriable (e.g. assign refused): say so, and wake the waiters
+            self._errors.record(f"reader stopped: {exc!r}", logging.ERROR)
+        finally:
+            with self._cond:
+                self._finished = True
+                self._cond.notify_all()
+            try:
+                consumer.close()
+            except Exception as exc:
+                log.warning("%s: closing the consumer failed: %r", self.description, exc)
+
+    def _assign_all(self, consumer: Consumer) -> list[TopicPartition] | None:
+        """Assign every partition from its beginning and capture where "the end" is, retrying until done."""
+        while not self._stop.is_set():
+            try:
+                count = wait_for_partition_count(self._admin, self.topic, self._timeout_s)
+                partitions = list(range(count))
+                starts = list_offsets(self._admin, self.topic, partitions, EARLIEST, self._timeout_s)
+                ends = list_offsets(self._admin, self.topic, partitions, LATEST, self._timeout_s)
+            except Exception as exc:
+                self._errors.record(f"cannot read the end offsets of {self.topic}: {exc!r}; retrying")
+                self._stop.wait(_RETRY_BACKOFF_S)
+                continue
+            assigned = [TopicPartition(self.topic, p) for p in partitions]
+            consumer.assign([TopicPartition(self.topic, p, OFFSET_BEGINNING) for p in partitions])
+            with self._cond:
+                self._partition_count = count
+                # Before the first record arrives a position is "invalid"; the reader then stands at
+                # the log start, which is where an empty (or fully compacted) partition already ends.
+                self._positions = {p: starts[p] for p in partitions}
+                self._end_offsets = dict(ends)
+                self._cond.notify_all()
+            log.info(
+                "%s: reading %d partitions to end offsets totalling %d",
+                self.description,
+                count,
+                sum(ends.values()),
+            )
+            self._check_caught_up(time.monotonic())
+            return assigned
+        return None
+
+    def _tail_consumer(self, replay: Consumer, assigned: list[TopicPartition]) -> Consumer:
+        """Swap the replay consumer for one tuned for latency, continuing at the exact positions."""
+        if self._clients.user_sets("fetch.wait.max.ms") or self._tail_wait == self._replay_wait:
+            return replay  # one setting for both phases
+        positions = replay.position(assigned)
+        try:
+            tail = self._new_consumer(self._tail_wait)
+            tail.assign(
+                [
+                    TopicPartition(self.topic, tp.partition, tp.offset if tp.offset >= 0 else OFFSET_BEGINNING)
+                    for tp in positions
+                ]
+            )
+        except Exception as exc:
+            self._errors.record(f"cannot start the tailing consumer, keeping the replay one: {exc!r}")
+            return replay
+        replay.close()
+        return tail
+
+    def _fetch(self, consumer: Consumer) -> list[Message]:
+        """A batch of whatever is already fetched, else wait briefly for the first record.
+
+        ``consume(n, timeout)`` waits until it has all ``n`` or the timeout passes, which would delay a
+        lone tailed record by the whole timeout; ``poll`` returns the moment one arrives.
+        """
+        messages: list[Message] = consumer.consume(self._batch, timeout=0)
+        if messages:
+            return messages
+        first = consumer.poll(_IDLE_POLL_S)
+        if first is None:
+            return []
+        rest: list[Message] = consumer.consume(self._batch - 1, timeout=0) if self._batch > 1 else []
+        return [first, *rest]
+
+    def _deliver(self, sink: RecordSink, messages: list[Message]) -> None:
+        records: list[LogRecord] = []
+        append = records.append
+        for m in messages:
+            err = m.error()
+            if err is not None:
+                self._errors.record(f"consume error on {self.topic}[{m.partition()}]: {err}")
+                continue
+            ts_type, ts = m.timestamp()
+            partition, offset = m.partition(), m.offset()
+            assert partition is not None and offset is not None  # always set on a consumed record
+            append(LogRecord(m.key(), m.value(), partition, offset, -1 if ts_type == TIMESTAMP_NOT_AVAILABLE else ts))
+        if not records:
+            return
+        for attempt in range(1, _SINK_ATTEMPTS + 1):
+            try:
+                sink(records)
+                return
+            except Exception as exc:
+                if attempt < _SINK_ATTEMPTS:
+                    log.warning(
+                        "%s: sink failed on %d records (attempt %d): %r",
+                        self.description,
+                        len(records),
+                        attempt,
+                        exc,
+                    )
+                    self._stop.wait(_RETRY_BACKOFF_S * attempt)
+                    continue
+                first, last = records[0], records[-1]
+                self._errors.record(
+                    f"sink failed {attempt} times; skipped {len(records)} records from "
+                    f"{first.partition}@{first.offset} to {last.partition}@{last.offset}: {exc!r}",
+                    logging.ERROR,
+                )
+                with self._cond:
+                    self._records_dropped += len(records)
+
+    def _update_positions(
+        self, consumer: Consumer, assigned: list[TopicPartition], delivered: int, started: float
+    ) -> None:
+        current = consumer.position(assigned)
+        with self._cond:
+            self._records_read += delivered
+            for tp in current:
+                if tp.offset >= 0 and tp.offset > self._positions.get(tp.partition, -1):
+                    self._positions[tp.partition] = tp.offset
+            self._cond.notify_all()
+        if not self._caught_up:
+            self._check_caught_up(started)
+
+    def _check_caught_up(self, started: float) -> None:
+        with self._cond:
+            if self._caught_up or not self._passed(self._end_offsets):
+                return
+            self._caught_up = True
+            records = self._records_read
+            self._cond.notify_all()
+        elapsed = time.monotonic() - started
+        log.info(
+            "%s: finished reading to the end: %d records in %.3fs (%.0f records/s)",
+            self.description,
+            records,
+            elapsed,
+            records / elapsed if elapsed > 0 else 0.0,
+        )
+
+    def _assign_new_partitions(self, consumer: Consumer, assigned: list[TopicPartition]) -> None:
+        """Pick up partitions added to the topic since we started (Connect would need a restart)."""
+        self._admin.poll(0)  # serve the admin client's queued log lines
+        count = wait_for_partition_count(self._admin, self.topic, _REFRESH_TIMEOUT_S)
+        if count <= len(assigned):
+            return
+        new = list(range(len(assigned), count))
+        starts = list_offsets(self._admin, self.topic, new, EARLIEST, self._timeout_s)
+        ends = list_offsets(self._admin, self.topic, new, LATEST, self._timeout_s)
+        consumer.incremental_assign([TopicPartition(self.topic, p, OFFSET_BEGINNING) for p in new])
+        assigned.extend(TopicPartition(self.topic, p) for p in new)
+        with self._cond:
+            self._partition_count = count
+            for p in new:
+                self._positions[p] = starts[p]
+                self._end_offsets[p] = ends[p]
+            self._cond.notify_all()
+        log.warning("%s: now reading %d partitions (added %s)", self.description, count, new)

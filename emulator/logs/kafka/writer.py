@@ -1,0 +1,262 @@
+"""Writing offsets records to the topic: Java's placement, acknowledged writes, concurrent appends.
+
+Placement follows the Java producer, not librdkafka: the partition is computed here with murmur2 and
+passed explicitly, otherwise our record and Connect's record for the same key land in different
+partitions and compaction never merges them (see ``emulator.codec.murmur2``).
+
+An append returns only once the broker acknowledged every one of its records (``acks=all``,
+idempotent producer); each call waits for its own delivery reports only, so concurrent appends never
+wait for each other, and a dedicated thread serves the reports the moment they arrive.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+
+from confluent_kafka import KafkaError, KafkaException, Message, Producer
+
+from emulator.codec.murmur2 import partition_for
+from emulator.logs.kafka.config import KafkaClientConfig
+from emulator.logs.kafka.health import LastError
+from emulator.model.errors import BadRequest, LogConfigError, LogWriteError
+from emulator.model.records import Position
+
+log = logging.getLogger(__name__)
+
+_CLOSE_FLUSH_S = 5.0
+
+
+def checked_entry(index: int, entry: tuple[bytes, bytes | None]) -> tuple[bytes, bytes | None]:
+    """One ``(key, value-or-None)`` pair as bytes, or ``BadRequest`` naming the entry: checked before
+    anything is written, so a bad entry never leaves half an append behind."""
+    try:
+        key, value = entry
+    except (TypeError, ValueError):
+        raise BadRequest(f"entry {index}: expected a (key, value) pair, got {entry!r}") from None
+    if not isinstance(key, bytes | bytearray | memoryview):
+        raise BadRequest(f"entry {index}: key must be bytes, got {type(key).__name__}")
+    if value is not None and not isinstance(value, bytes | bytearray | memoryview):
+        raise BadRequest(f"entry {index}: value must be bytes or None, got {type(value).__name__}")
+    return bytes(key), (None if value is None else bytes(value))
+
+
+class _PendingAppend:
+    """Delivery reports of one ``append`` call, so concurrent appends never wait for each other."""
+
+    __slots__ = ("abandoned", "deadline", "done", "errors", "lock", "positions", "remaining")
+
+    def __init__(self, count: int, deadline: float) -> None:
+        self.deadline = deadline
+        self.positions: list[Position | None] = [None] * count
+        self.errors: list[tuple[int, KafkaError]] = []
+        self.remaining = count
+        self.abandoned = False
+        self.lock = threading.Lock()
+        self.done = threading.Event()
+
+    def delivered(self, index: int, err: KafkaError | None, msg: Message) -> None:
+        with self.lock:
+            if err is not None:
+                self.errors.append((index, err))
+            else:
+                self.positions[index] = Position(msg.partition() or 0, msg.offset() or 0)
+            self.remaining -= 1
+            if self.remaining <= 0:
+                self.done.set()
+            abandoned = self.abandoned
+        if abandoned:
+            # The caller already got a timeout; say what finally happened to that record.
+            if err is None:
+                log.warning(
+                    "Offsets record acknowledged after its append timed out: partition %d offset %d",
+                    msg.partition(),
+                    msg.offset(),
+                )
+            else:
+                log.warning("Offsets record failed after its append timed out: %s", err)
+
+    def abandon(self) -> None:
+        with self.lock:
+            self.abandoned = True
+
+
+class OffsetsWriter:
+    """The offsets log's producer, its delivery-report thread, and the appends in flight.
+
+    ``partition_count`` gives the count to place by at the moment of each append (no metadata lookup
+    on the write path: the log refreshes it).
+    """
+
+    def __init__(
+        self,
+        clients: KafkaClientConfig,
+        topic: str,
+        errors: LastError,
+        partition_count: Callable[[], int],
+    ) -> None:
+        self._clients = clients
+        self._topic = topic
+        self._errors = errors
+        self._partition_count = partition_count
+        self._lock = threading.Lock()  # guards the state below (not the producer itself)
+        self._producing = 0  # appends between taking the producer and handing over their last record
+        self._no_producers = threading.Condition(self._lock)
+        self._producer: Producer | None = None
+        self._fatal: str | None = None
+        self._closed = False
+        self._stop = threading.Event()
+        self._poller: threading.Thread | None = None
+
+    @property
+    def description(self) -> str:
+        return self._errors.description
+
+    def open(self) -> None:
+        """Create the producer (a refused setting raises ``LogConfigError``) and its report thread."""
+        producer = self._new_producer()
+        with self._lock:
+            self._producer = producer
+        self._poller = threading.Thread(target=self._poll, name=f"offsets-producer-{self._topic}", daemon=True)
+        self._poller.start()
+
+    def _new_producer(self) -> Producer:
+        return self._clients.create("producer", Producer, error_cb=self._on_error)
+
+    def _on_error(self, err: KafkaError) -> None:
+        """librdkafka's ``error_cb``: clients retry by themselves, except after a fatal
+        idempotent-producer error, which needs a new producer."""
+        if err.fatal():
+            with self._lock:
+                self._fatal = str(err)
+        self._errors.client_error("producer", err)
+
+    def _poll(self) -> None:
+        """Serves delivery reports, so an appender wakes the moment its own records are acknowledged."""
+        while not self._stop.is_set():
+            producer = self._producer
+            if producer is None:
+                return
+            try:
+                producer.poll(0.1)
+            except Exception as exc:  # a raising callback must not end delivery for everyone else
+                self._errors.record(f"producer poll failed: {exc!r}", logging.ERROR)
+
+    def close(self) -> None:
+        """Refuse new appends, let those handing over records finish, then flush (purging what the
+        broker does not take within ``_CLOSE_FLUSH_S``). Idempotent."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            # A producer must not be closed under a thread that is still handing it records.
+            self._no_producers.wait_for(lambda: self._producing == 0, timeout=_CLOSE_FLUSH_S)
+        self._stop.set()
+        poller = self._poller
+        if poller is not None:
+            poller.join(timeout=2.0)  # before close(): polling a closed producer is use-after-free
+        producer = self._producer
+        if producer is not None:
+            unsent = producer.flush(_CLOSE_FLUSH_S)
+            if unsent:
+                log.warning("%s: %d offsets records unacknowledged at close; purging", self.description, unsent)
+                producer.purge()
+                producer.flush(1.0)  # serve the purged records' delivery reports
+            producer.close()
+
+    # ---------------------------------------------------------------- appending
+
+    def append(self, checked: list[tuple[bytes, bytes | None]], timeout_s: float) -> list[Position]:
+        """Write already checked entries; blocks until every one is acknowledged or ``LogWriteError``."""
+        if not checked:
+            return []
+        producer, count = self._take_producer()
+        try:
+            pending = self._produce_all(producer, count, checked, timeout_s)
+        finally:
+            self._done_producing()
+        return self._await_acks(pending, len(checked), timeout_s)
+
+    def _take_producer(self) -> tuple[Producer, int]:
+        """The producer and partition count for one append; pair every call with ``_done_producing``."""
+        stale: Producer | None = None
+        count = self._partition_count()
+        with self._lock:
+            if self._closed:
+                raise LogWriteError(f"{self.description} is closed")
+            if self._producer is None:
+                raise LogConfigError(f"{self.description} is not open; call open() first")
+            if self._fatal is not None:
+                # An idempotent producer that hit a fatal error refuses everything from then on.
+                log.warning("%s: replacing the producer after: %s", self.description, self._fatal)
+                self._fatal = None
+                stale, self._producer = self._producer, self._new_producer()
+            producer = self._producer
+            self._producing += 1
+        if stale is not None:  # outside the lock: the purged records' callbacks take it
+            stale.purge()
+            stale.flush(1.0)
+        return producer, count
+
+    def _done_producing(self) -> None:
+        with self._lock:
+            self._producing -= 1
+            if self._producing == 0:
+                self._no_producers.notify_all()
+
+    def _produce_all(
+        self, producer: Producer, count: int, checked: Sequence[tuple[bytes, bytes | None]], timeout_s: float
+    ) -> _PendingAppend:
+        """Hand every record to the producer (non-blocking unless its local queue is full)."""
+        deadline = time.monotonic() + timeout_s
+        pending = _PendingAppend(len(checked), deadline)
+        for index, (key, value) in enumerate(checked):
+            callback = functools.partial(pending.delivered, index)
+            while True:
+                try:
+                    # value=None is the tombstone; b"" would be a live empty entry to Connect.
+                    producer.produce(
+                        self._topic,
+                        value=value,
+                        key=key,
+                        partition=partition_for(key, count),
+                        on_delivery=callback,
+                    )
+                    break
+                except BufferError:  # local queue full: wait for the broker to drain it
+                    if time.monotonic() >= deadline:
+                        pending.abandon()
+                        raise LogWriteError(
+                            f"Timed out after {timeout_s:g}s queueing offsets records to {self.description}: "
+                            f"{index} of {len(checked)} were handed to the producer and may still be written"
+                        ) from None
+                    time.sleep(0.01)
+                except KafkaException as exc:
+                    pending.abandon()
+                    raise LogWriteError(
+                        f"Could not produce to {self.description}: {exc.args[0] if exc.args else exc}; "
+                        f"{index} of {len(checked)} records were handed to the producer and may still "
+                        "be written"
+                    ) from exc
+        return pending
+
+    def _await_acks(self, pending: _PendingAppend, total: int, timeout_s: float) -> list[Position]:
+        if not pending.done.wait(max(pending.deadline - time.monotonic(), 0.0)):
+            pending.abandon()
+            with pending.lock:
+                acked = sum(1 for p in pending.positions if p is not None)
+            raise LogWriteError(
+                f"Timed out after {timeout_s:g}s waiting for {self.description} to acknowledge "
+                f"{total} offsets records ({acked} acknowledged); the rest may still be written"
+            )
+        if pending.errors:
+            index, err = pending.errors[0]
+            acked = sum(1 for p in pending.positions if p is not None)
+            raise LogWriteError(
+                f"{len(pending.errors)} of {total} offsets records were not acknowledged by "
+                f"{self.description} (first: entry {index}: {err.name()}: {err.str()}); {acked} were written"
+            )
+        return [p for p in pending.positions if p is not None]
