@@ -21,12 +21,12 @@ def run(args: argparse.Namespace) -> int:
         settings = settings_from_args(args)
     except ValueError as exc:
         raise UsageError(str(exc)) from exc
-    from emulator.model.errors import EmulatorError
+    from emulator.model.errors import OffsetsError
     from emulator.server.wiring import serve
 
     try:
         serve(settings)
-    except EmulatorError as exc:  # storage refused at startup: one clear line, no traceback
+    except OffsetsError as exc:  # storage refused at startup: one clear line, no traceback
         print(f"error: {exc.message}", file=sys.stderr)
         return EXIT_USAGE
     return EXIT_OK

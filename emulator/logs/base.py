@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from emulator.model.claims import Claim, Fence
-from emulator.model.errors import Conflict
+from emulator.model.errors import ClaimsUnsupported
 from emulator.model.records import LogRecord, Position
 
 RecordSink = Callable[[Sequence[LogRecord]], None]
@@ -82,7 +82,7 @@ class OffsetLog(abc.ABC):
         self, fence: Fence, entries: Sequence[tuple[bytes, bytes | None]], timeout_s: float = 30.0
     ) -> list[Position]:
         """``append``, atomically refused with ``Fenced`` unless ``fence`` is the current claim."""
-        raise Conflict(f"{self.description} does not support claims")
+        raise ClaimsUnsupported(f"{self.description} does not support claims")
 
     @abc.abstractmethod
     def close(self) -> None:
@@ -96,7 +96,7 @@ class OffsetLog(abc.ABC):
     # -- ownership (see emulator/ownership.py); backends that support it override all three ----
     def claim(self, connector: str, owner: str) -> Claim:
         """Durably give ``connector`` to ``owner`` with the next epoch, fencing every older claim."""
-        raise Conflict(f"{self.description} does not support claims")
+        raise ClaimsUnsupported(f"{self.description} does not support claims")
 
     def current_claim(self, connector: str) -> Claim | None:
         """The connector's current claim, as stored (``None`` if never claimed or released)."""
@@ -104,4 +104,4 @@ class OffsetLog(abc.ABC):
 
     def release(self, fence: Fence) -> bool:
         """End the claim if ``fence`` is still current; ``False`` if it was already fenced."""
-        raise Conflict(f"{self.description} does not support claims")
+        raise ClaimsUnsupported(f"{self.description} does not support claims")

@@ -4,7 +4,8 @@ Connect keeps no offsets of its own for sinks: GET lists the group's committed o
 commits (or, for ``"offset": null``, deletes) them through the admin client, DELETE deletes the
 whole group (``Worker.sinkConnectorOffsets`` / ``modifySinkConnectorOffsets``). Zombie tasks are
 fenced by the broker itself: a group that still has members refuses those calls, and Connect
-answers with the 500 messages reproduced here.
+answers with the messages reproduced here (``SinkOffsetsFailed``); format errors in a request
+are Connect's ``BadRequestException`` texts (``InvalidRequest``).
 
 Messages are Connect 4.3.0's (``Worker.java``, ``SinkUtils.java``); the request format rules are
 ``SinkUtils.parseSinkConnectorOffsets``, including ``String.valueOf``/``parseInt`` so that ``"5"``
@@ -24,8 +25,10 @@ from confluent_kafka.admin import AdminClient
 
 from emulator.connect_cluster.java_text import parse_int, string_value_of
 from emulator.logs.kafka.group_offset_delete import OffsetDeleteFailed, delete_group_offsets
-from emulator.model.errors import BadRequest, EmulatorError
+from emulator.model.errors import InvalidRequest, LogConfigError, SinkOffsetsFailed
+from emulator.model.offsets import ConnectorOffset
 from emulator.service.bodies import OffsetChange
+from emulator.service.results import PlannedGroupChangeBody
 
 log = logging.getLogger(__name__)
 _RDKAFKA_LOG = logging.getLogger(__name__ + ".librdkafka")
@@ -105,14 +108,14 @@ class PlannedGroupChange:
     partition: int | None = None
     offset: int | None = None
 
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "consumer_group": self.group,
-            "action": self.action,
-            KAFKA_TOPIC_KEY: self.topic,
-            KAFKA_PARTITION_KEY: self.partition,
-            KAFKA_OFFSET_KEY: self.offset,
-        }
+    def as_dict(self) -> PlannedGroupChangeBody:
+        return PlannedGroupChangeBody(
+            consumer_group=self.group,
+            action=self.action,
+            kafka_topic=self.topic,
+            kafka_partition=self.partition,
+            kafka_offset=self.offset,
+        )
 
 
 def parse_sink_offsets(changes: Sequence[OffsetChange]) -> list[SinkChange]:
@@ -124,34 +127,34 @@ def parse_sink_offsets(changes: Sequence[OffsetChange]) -> list[SinkChange]:
     for change in changes:
         partition = change.partition
         if KAFKA_TOPIC_KEY not in partition or KAFKA_PARTITION_KEY not in partition:
-            raise BadRequest(
+            raise InvalidRequest(
                 f"The partition for a sink connector offset must contain the keys '{KAFKA_TOPIC_KEY}' and "
                 f"'{KAFKA_PARTITION_KEY}'"
             )
         if partition[KAFKA_TOPIC_KEY] is None:
-            raise BadRequest("Kafka topic names must be valid strings and may not be null")
+            raise InvalidRequest("Kafka topic names must be valid strings and may not be null")
         if partition[KAFKA_PARTITION_KEY] is None:
-            raise BadRequest("Kafka partitions must be valid numbers and may not be null")
+            raise InvalidRequest("Kafka partitions must be valid numbers and may not be null")
         topic = string_value_of(partition[KAFKA_TOPIC_KEY])
         raw_partition = string_value_of(partition[KAFKA_PARTITION_KEY])
         try:
             number = parse_int(raw_partition)
         except ValueError:
-            raise BadRequest(
+            raise InvalidRequest(
                 f"Failed to parse the following Kafka partition value in the provided offsets: '{raw_partition}'. "
                 "Partition values for sink connectors need to be integers."
             ) from None
         offset: int | None = None
         if change.offset is not None:
             if KAFKA_OFFSET_KEY not in change.offset:
-                raise BadRequest(
+                raise InvalidRequest(
                     f"The offset for a sink connector should either be null or contain the key '{KAFKA_OFFSET_KEY}'"
                 )
             raw_offset = string_value_of(change.offset[KAFKA_OFFSET_KEY])
             try:
                 offset = parse_int(raw_offset, bits=64)
             except ValueError:
-                raise BadRequest(
+                raise InvalidRequest(
                     f"Failed to parse the following Kafka offset value in the provided offsets: '{raw_offset}'. "
                     "Offset values for sink connectors need to be integers."
                 ) from None
@@ -192,11 +195,11 @@ class SinkOffsets:
         try:
             self._admin = AdminClient(config)
         except (KafkaException, ValueError, TypeError) as exc:
-            raise EmulatorError(f"Invalid Kafka client configuration for sink offsets: {exc}") from exc
+            raise LogConfigError(f"Invalid Kafka client configuration for sink offsets: {exc}") from exc
 
     # ------------------------------------------------------------------ reads
 
-    async def offsets(self, connector: str, group: str) -> list[dict[str, Any]]:
+    async def offsets(self, connector: str, group: str) -> list[ConnectorOffset]:
         """GET: the group's committed offsets in Connect's shape, sorted by topic and partition.
 
         The partition map lists ``kafka_partition`` before ``kafka_topic``, the order Connect's
@@ -206,12 +209,12 @@ class SinkOffsets:
             committed = await asyncio.to_thread(self._committed, group)
         except Exception as exc:
             log.error("Failed to retrieve consumer group offsets for sink connector %s: %r", connector, exc)
-            raise EmulatorError(retrieve_failed_message(connector)) from exc
+            raise SinkOffsetsFailed(retrieve_failed_message(connector)) from exc
         return [
-            {
-                "partition": {KAFKA_PARTITION_KEY: partition, KAFKA_TOPIC_KEY: topic},
-                "offset": {KAFKA_OFFSET_KEY: offset},
-            }
+            ConnectorOffset(
+                partition={KAFKA_PARTITION_KEY: partition, KAFKA_TOPIC_KEY: topic},
+                offset={KAFKA_OFFSET_KEY: offset},
+            )
             for (topic, partition), offset in sorted(committed.items())
         ]
 
@@ -234,8 +237,8 @@ class SinkOffsets:
         """PATCH: commit the given offsets and delete the offsets of partitions given ``null``."""
         if any(c.offset is not None and c.offset < 0 for c in changes):
             # new OffsetAndMetadata(-1) throws IllegalArgumentException inside the worker, which
-            # maybeWrap turns into this ConnectException (a 500).
-            raise EmulatorError(modify_failed_message(connector))
+            # maybeWrap turns into this ConnectException.
+            raise SinkOffsetsFailed(modify_failed_message(connector))
         commits = [c for c in changes if c.offset is not None]
         deletions = [c for c in changes if c.offset is None]
         failures: list[tuple[int | None, str]] = []
@@ -250,8 +253,8 @@ class SinkOffsets:
                 "Failed to alter consumer group offsets for connector %s (group %s): %s", connector, group, detail
             )
         if any(code in _ALTER_BLOCKED for code, _ in failures):
-            raise EmulatorError(alter_blocked_message(connector))
-        raise EmulatorError(alter_failed_message(connector))
+            raise SinkOffsetsFailed(alter_blocked_message(connector))
+        raise SinkOffsetsFailed(alter_failed_message(connector))
 
     def _commit(self, group: str, commits: Sequence[SinkChange]) -> list[tuple[int | None, str]]:
         request = ConsumerGroupTopicPartitions(
@@ -291,7 +294,7 @@ class SinkOffsets:
             committed = await asyncio.to_thread(self._committed, group)
         except Exception as exc:
             log.error("Failed to list offsets prior to resetting offsets for sink connector %s: %r", connector, exc)
-            raise EmulatorError(list_before_reset_failed_message(connector)) from exc
+            raise SinkOffsetsFailed(list_before_reset_failed_message(connector)) from exc
         try:
             await asyncio.to_thread(self._delete_group, group)
         except Exception as exc:
@@ -299,8 +302,8 @@ class SinkOffsets:
             if code not in _GROUP_GONE:
                 log.error("Failed to reset consumer group offsets for sink connector %s: %r", connector, exc)
                 if code in _RESET_BLOCKED:
-                    raise EmulatorError(reset_blocked_message(connector)) from exc
-                raise EmulatorError(reset_failed_message(connector)) from exc
+                    raise SinkOffsetsFailed(reset_blocked_message(connector)) from exc
+                raise SinkOffsetsFailed(reset_failed_message(connector)) from exc
         return [PlannedGroupChange(group, "delete_offset", t, p, None) for t, p in sorted(committed)]
 
     async def plan_reset(self, connector: str, group: str) -> list[PlannedGroupChange]:
@@ -308,7 +311,7 @@ class SinkOffsets:
         try:
             committed = await asyncio.to_thread(self._committed, group)
         except Exception as exc:
-            raise EmulatorError(list_before_reset_failed_message(connector)) from exc
+            raise SinkOffsetsFailed(list_before_reset_failed_message(connector)) from exc
         return [PlannedGroupChange(group, "delete_group")] + [
             PlannedGroupChange(group, "delete_offset", t, p, None) for t, p in sorted(committed)
         ]

@@ -25,7 +25,7 @@ from emulator.codec.murmur2 import partition_for
 from emulator.connect_cluster import ConnectCluster
 from emulator.model.connectors import not_found_message, not_stopped_message
 from emulator.model.errors import NotReady
-from emulator.service.offsets import ALTERED, RESET
+from emulator.service.results import ALTERED, RESET
 from tests.fixtures.daemon import DaemonProcess, free_port
 from tests.integration.connect_helpers import JAVA_ONE_RECORD_PER_BATCH, eventually, unique
 from tests.oracle import JavaOracle

@@ -28,7 +28,7 @@ import pytest
 from emulator.codec.murmur2 import partition_for
 from emulator.logs.embedded import offsets_log as embedded
 from emulator.logs.embedded.offsets_log import EmbeddedOffsetLog
-from emulator.model.errors import BadRequest, LogConfigError, LogWriteError
+from emulator.model.errors import InvalidRecord, LogConfigError, LogWriteError
 from emulator.model.records import LogRecord, Position
 from tests.integration.embedded_writer_proc import record
 
@@ -153,9 +153,9 @@ def test_records_are_placed_where_javas_producer_would_place_them(data_dir: Path
 
 
 def test_a_keyless_record_is_refused_and_nothing_of_its_batch_is_written(log: EmbeddedOffsetLog) -> None:
-    with pytest.raises(BadRequest, match="null key"):
+    with pytest.raises(InvalidRecord, match="null key"):
         log.append([(b'["c",{"a":1}]', b"{}"), (None, b"{}")])
-    with pytest.raises(BadRequest, match="key must be bytes"):
+    with pytest.raises(InvalidRecord, match="key must be bytes"):
         log.append([("text", b"{}")])  # type: ignore[list-item]
     sink = Collector()
     log.start_reading(sink)

@@ -43,7 +43,7 @@ from emulator.logs.kafka.topics import (
     wait_for_partition_count,
 )
 from emulator.model.claims import Claim, Fence
-from emulator.model.errors import BadRequest, LogConfigError, LogWriteError
+from emulator.model.errors import InvalidRecord, LogConfigError, LogWriteError
 from emulator.model.records import LogRecord, Position
 
 log = logging.getLogger(__name__)
@@ -443,11 +443,11 @@ class KafkaOffsetLog(OffsetLog):
         try:
             key, value = entry
         except (TypeError, ValueError):
-            raise BadRequest(f"entry {index}: expected a (key, value) pair, got {entry!r}") from None
+            raise InvalidRecord(f"entry {index}: expected a (key, value) pair, got {entry!r}") from None
         if not isinstance(key, bytes | bytearray | memoryview):
-            raise BadRequest(f"entry {index}: key must be bytes, got {type(key).__name__}")
+            raise InvalidRecord(f"entry {index}: key must be bytes, got {type(key).__name__}")
         if value is not None and not isinstance(value, bytes | bytearray | memoryview):
-            raise BadRequest(f"entry {index}: value must be bytes or None, got {type(value).__name__}")
+            raise InvalidRecord(f"entry {index}: value must be bytes or None, got {type(value).__name__}")
         return bytes(key), (None if value is None else bytes(value))
 
     def append(self, entries: Sequence[tuple[bytes, bytes | None]], timeout_s: float = 30.0) -> list[Position]:
