@@ -20,13 +20,13 @@ def register(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     """Startup failures that are the user's to fix (storage refused, a missing topic, a port in
     use) are one line on stderr and exit 2, whatever the log handlers do with the rest."""
-    from emulator.model.errors import EmulatorError
+    from emulator.model.errors import OffsetsError
     from emulator.server.listen import ListenError
     from emulator.server.wiring import serve
 
     try:
         serve(args.settings)
-    except EmulatorError as exc:
+    except OffsetsError as exc:
         print(f"error: {exc.message}", file=sys.stderr)
         return EXIT_USAGE
     except ListenError as exc:

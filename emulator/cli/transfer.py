@@ -18,7 +18,7 @@ from emulator.cli.common import EXIT_OK, EXIT_REFUSED, EXIT_USAGE, UsageError
 from emulator.client.http import DEFAULT_URL
 from emulator.formats.diff import render_text
 from emulator.formats.model import FormatError
-from emulator.model.errors import EmulatorError
+from emulator.model.errors import OffsetsError
 from emulator.server.settings import env_name, parse_kafka_config
 from emulator.transfer import (
     FILE_KINDS,
@@ -207,7 +207,7 @@ def _run(args: argparse.Namespace, source: Location, destination: Location) -> i
     except TransferError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    except EmulatorError as exc:  # the log refused (config, write, bad records)
+    except OffsetsError as exc:  # the log refused (config, write, bad records)
         print(f"error: {exc.message}", file=sys.stderr)
         return EXIT_REFUSED
     _print(args, report)

@@ -1,8 +1,13 @@
 """Clients for the daemon's routes, synchronous and asyncio, with typed errors.
 
-Both clients build requests from the same route table (``_requests``) so they cannot drift; the
+Both clients build requests from the same route table (``_Routes``) so they cannot drift; the
 CLI is built on the synchronous one so that anything an operator can do from the shell, a
 script can do with the same semantics and error texts.
+
+Errors are typed from the ``X-Connect-Offsets-Error`` header the daemon sends with Connect's error
+body (its values are listed in ``emulator.server.errors``), never from the message text, which is
+for people and is Connect's own. A daemon that does not send the header gets the type its status
+implies (404, 409, 503), and a plain ``ApiError`` otherwise.
 """
 
 from __future__ import annotations
@@ -26,21 +31,31 @@ class DaemonUnavailable(ClientError):
     """Nothing answered at the URL (daemon down, wrong URL, network)."""
 
 
-class ApiError(ClientError):
-    """The daemon answered with Connect's error body ``{"error_code":…,"message":…}``."""
+ERROR_HEADER = "X-Connect-Offsets-Error"
+"""Names what went wrong (``not_stopped``, ``fenced``, ...); Connect's body stays ``{error_code, message}``."""
 
-    def __init__(self, status: int, message: str) -> None:
+
+class ApiError(ClientError):
+    """The daemon answered with Connect's error body ``{"error_code":…,"message":…}``.
+
+    ``kind`` is the daemon's name for what went wrong (the ``X-Connect-Offsets-Error`` header), or
+    None when the daemon did not send one.
+    """
+
+    def __init__(self, status: int, message: str, kind: str | None = None) -> None:
         super().__init__(f"HTTP {status}: {message}")
         self.status = status
         self.message = message
+        self.kind = kind
 
 
 class NotFoundError(ApiError):
-    """404: the connector is unknown."""
+    """404: the connector (or its claim, or the history) is unknown."""
 
 
 class NotStoppedError(ApiError):
-    """400 because the connector is not STOPPED (Connect's rule for modifying offsets)."""
+    """400 because the connector is not STOPPED (Connect's rule for modifying offsets), or because
+    someone else holds its claim."""
 
 
 class NotReadyError(ApiError):
@@ -60,26 +75,49 @@ class _Request:
     unwrap: str | None = None
 
 
-def _error(status: int, message: str) -> ApiError:
-    if status == 404:
-        return NotFoundError(status, message)
-    if status == 503:
-        return NotReadyError(status, message)
-    if status == 409:
-        return FencedError(status, message)
-    if status == 400 and "STOPPED" in message:
-        return NotStoppedError(status, message)
-    return ApiError(status, message)
+_BY_KIND: dict[str, type[ApiError]] = {
+    "connector_not_found": NotFoundError,
+    "claim_not_found": NotFoundError,
+    "history_disabled": NotFoundError,
+    "not_stopped": NotStoppedError,
+    "claim_held": NotStoppedError,
+    "not_ready": NotReadyError,
+    "fenced": FencedError,
+    "conflict": FencedError,
+    "connector_running": FencedError,
+    "claims_unsupported": FencedError,
+}
+_BY_STATUS: dict[int, type[ApiError]] = {404: NotFoundError, 409: FencedError, 503: NotReadyError}
 
 
-def _result(request: _Request, response: httpx.Response) -> Any:
+def api_error(status: int, message: str, kind: str | None = None) -> ApiError:
+    """The typed error for a daemon's answer: by ``kind`` when the daemon named one this client
+    knows, else by status alone (older daemons, the web framework's own 404/405)."""
+    cls = _BY_KIND.get(kind or "") or _BY_STATUS.get(status, ApiError)
+    return cls(status, message, kind)
+
+
+def error_from_response(response: httpx.Response) -> ApiError:
+    """An error answer (status >= 400) as a typed error carrying Connect's message."""
     try:
         body = response.json()
     except ValueError:
         body = None
+    message = body.get("message") if isinstance(body, dict) else None
+    return api_error(
+        response.status_code,
+        str(message or response.text or response.reason_phrase),
+        response.headers.get(ERROR_HEADER),
+    )
+
+
+def _result(request: _Request, response: httpx.Response) -> Any:
     if response.status_code >= 400:
-        message = body.get("message") if isinstance(body, dict) else None
-        raise _error(response.status_code, str(message or response.text or response.reason_phrase))
+        raise error_from_response(response)
+    try:
+        body = response.json()
+    except ValueError:
+        body = None
     return body[request.unwrap] if request.unwrap else body
 
 

@@ -16,14 +16,14 @@ from emulator.connect_cluster.kind import connector_kind
 from emulator.connect_cluster.reader import InternalTopicReader
 from emulator.connect_cluster.state import ClusterState, ConnectorSnapshot
 from emulator.model.connectors import ConnectorKind
-from emulator.model.errors import EmulatorError, LogReadError, NotReady
+from emulator.model.errors import LogUnavailable, NotReady
 
 log = logging.getLogger(__name__)
 
 CONFIG_SETTING = "--config-topic (the Connect workers' config.storage.topic)"
 STATUS_SETTING = "--status-topic (the Connect workers' status.storage.topic)"
 READ_TO_END_FAILED = "Failed to read to end of config topic before modifying connector offsets"
-"""Connect's own 500 text when the herder cannot catch up with the config topic."""
+"""Connect's own text (a 500 there) when the herder cannot catch up with the config topic."""
 
 
 class ConnectCluster:
@@ -124,9 +124,9 @@ class ConnectCluster:
         """Read the config topic to its current end (the herder's ``refreshConfigSnapshot``)."""
         try:
             self._config.read_to_end(timeout_s)
-        except LogReadError as exc:
+        except LogUnavailable as exc:
             log.error("config topic %s not read to its end within %.0f s: %s", self._config.topic, timeout_s, exc)
-            raise EmulatorError(READ_TO_END_FAILED, status=500) from exc
+            raise LogUnavailable(READ_TO_END_FAILED) from exc
 
     def readiness(self) -> dict[str, Any]:
         """For ``/readyz`` and ``/status``: read progress per topic and record counters."""

@@ -22,7 +22,7 @@ from emulator.logs.base import ReadProgress, RecordSink
 from emulator.logs.kafka.config import KafkaClientConfig
 from emulator.logs.kafka.health import LastError
 from emulator.logs.kafka.reader import TopicReader
-from emulator.model.errors import LogConfigError, LogReadError
+from emulator.model.errors import LogConfigError, LogUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -132,7 +132,7 @@ class InternalTopicReader:
         return ReadProgress() if self._reader is None else self._reader.progress()
 
     def read_to_end(self, timeout_s: float) -> None:
-        """Wait until every record present now has been applied; ``LogReadError`` if not in time."""
+        """Wait until every record present now has been applied; ``LogUnavailable`` if not in time."""
         if self._reader is None:
-            raise LogReadError(f"{self.description}: open() first")
+            raise LogUnavailable(f"{self.description}: open() first")
         self._reader.read_to_end(timeout_s)

@@ -26,15 +26,18 @@ from emulator.history.archive import HistoryArchive
 from emulator.history.directory import log_slug
 from emulator.history.files import ArchiveFile, ReadReport, iter_file, read_metadata, scan_dir
 from emulator.history.rows import HistoryRow, record_time
-from emulator.model.errors import BadRequest, NotFound
+from emulator.model.errors import ConnectorNotFound, InvalidRequest
+from emulator.model.offsets import ConnectorOffset
 from emulator.model.times import format_time_ms
 
 DEFAULT_LIMIT = 1000
 MAX_LIMIT = 100_000
 
 
-class HistoryUnavailable(BadRequest):
+class HistoryUnavailable(InvalidRequest):
     """The requested time lies before what the archive can reconstruct exactly."""
+
+    kind = "history_unavailable"
 
 
 # --- locating an archive ------------------------------------------------------------------------
@@ -272,7 +275,7 @@ def connector_history(
     lately"; equal times keep the reverse of log order), at most ``limit`` of them; ``truncated``
     says older ones exist."""
     if not 1 <= limit <= MAX_LIMIT:
-        raise BadRequest(f"limit must be between 1 and {MAX_LIMIT}, got {limit}")
+        raise InvalidRequest(f"limit must be between 1 and {MAX_LIMIT}, got {limit}")
     lid = logical_id(partition) if partition is not None else None
     newest: list[tuple[int, int, HistoryRow]] = []  # a min-heap of (time, archive order, row)
     seen = 0
@@ -290,7 +293,7 @@ def connector_history(
                 heapq.heapreplace(newest, item)
     if not known and from_ms is None and to_ms is None:
         # With a time range, files outside it are not read, so "no rows" cannot mean "unknown".
-        raise NotFound(f"Connector {connector} not found in the offsets history")
+        raise ConnectorNotFound(f"Connector {connector} not found in the offsets history")
     ordered = sorted(newest, key=lambda item: item[:2], reverse=True)
     return HistoryPage([change_view(row) for _, _, row in ordered], seen > limit, reader.report, reader.synced)
 
@@ -309,7 +312,7 @@ class PastState:
     known: bool
     report: ReadReport
 
-    def offsets(self) -> list[dict[str, Any]]:
+    def offsets(self) -> list[ConnectorOffset]:
         """Connect's GET shape; where several keys denote one partition, the newest write wins (as
         the view answers now)."""
         by_partition: dict[str, tuple[dict[str, Any], HistoryRow]] = {}
@@ -325,7 +328,7 @@ class PastState:
                 offset = parse_offset(row["value"])
             except CodecError:
                 offset = None
-            result.append({"partition": partition, "offset": offset})
+            result.append(ConnectorOffset(partition=partition, offset=offset))
         return result
 
 

@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from emulator.model.claims import Claim, Fence
-from emulator.model.errors import Conflict
+from emulator.model.errors import ClaimsUnsupported
 from emulator.model.records import LogRecord, Position
 
 RecordSink = Callable[[Sequence[LogRecord]], None]
@@ -82,7 +82,7 @@ class OffsetLog(abc.ABC):
         self, fence: Fence, entries: Sequence[tuple[bytes, bytes | None]], timeout_s: float = 30.0
     ) -> list[Position]:
         """``append``, atomically refused with ``Fenced`` unless ``fence`` is the current claim."""
-        raise Conflict(f"{self.description} does not support claims")
+        raise ClaimsUnsupported(f"{self.description} does not support claims")
 
     @abc.abstractmethod
     def close(self) -> None:
@@ -99,14 +99,14 @@ class OffsetLog(abc.ABC):
 
         Takes the current end offsets and waits (without polling) until the reader's positions pass
         them, so a decision taken afterwards sees every write acknowledged before the call. Requires
-        ``start_reading``. Raises ``LogReadError`` after ``timeout_s``, or at once if the reader
+        ``start_reading``. Raises ``LogUnavailable`` after ``timeout_s``, or at once if the reader
         stopped for good.
         """
 
     # -- ownership (see emulator/ownership.py); backends that support it override all three ----
     def claim(self, connector: str, owner: str) -> Claim:
         """Durably give ``connector`` to ``owner`` with the next epoch, fencing every older claim."""
-        raise Conflict(f"{self.description} does not support claims")
+        raise ClaimsUnsupported(f"{self.description} does not support claims")
 
     def current_claim(self, connector: str) -> Claim | None:
         """The connector's current claim, as stored (``None`` if never claimed or released)."""
@@ -114,4 +114,4 @@ class OffsetLog(abc.ABC):
 
     def release(self, fence: Fence) -> bool:
         """End the claim if ``fence`` is still current; ``False`` if it was already fenced."""
-        raise Conflict(f"{self.description} does not support claims")
+        raise ClaimsUnsupported(f"{self.description} does not support claims")

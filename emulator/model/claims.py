@@ -2,7 +2,7 @@
 
 A writer (a Spark query, the CLI, a Python client) claims a connector before committing. Each
 claim gets the next epoch for that connector, durably, in the log's own storage; a newer claim
-fences every older one. A fenced writer's commits are refused with 409 and never reach the log:
+fences every older one. A fenced writer's commits are refused (``Fenced``) and never reach the log:
 the check is atomic with the write (one SQLite transaction in the embedded log; a transactional
 producer per connector in Kafka, whose ``init_transactions`` makes the broker reject the older
 producer's writes — KIP-618's zombie fencing, applied to offset writers).
@@ -11,8 +11,18 @@ producer's writes — KIP-618's zombie fencing, applied to offset writers).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TypedDict
 
 from emulator.model.errors import Conflict
+
+
+class ClaimBody(TypedDict):
+    """A claim as the API answers it (``POST``/``GET /connectors/{c}/claim``)."""
+
+    connector: str
+    owner: str
+    epoch: int
+    claimed_at_ms: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,7 +32,7 @@ class Claim:
     epoch: int
     claimed_at_ms: int
 
-    def as_dict(self) -> dict[str, object]:
+    def as_dict(self) -> ClaimBody:
         return {
             "connector": self.connector,
             "owner": self.owner,
@@ -40,7 +50,9 @@ class Fence:
 
 
 class Fenced(Conflict):
-    """The writer's claim is no longer current: a newer claim fenced it (HTTP 409)."""
+    """The writer's claim is no longer current: a newer claim fenced it; nothing was written."""
+
+    kind = "fenced"
 
 
 def fenced_message(connector: str, epoch: int, current: Claim | None) -> str:

@@ -1,58 +1,148 @@
-"""Typed errors that carry their HTTP status and render Connect's error body.
+"""The domain errors: one root, and one class per thing that went wrong.
 
-Connect's REST layer answers every failure as ``{"error_code": <status>, "message": "..."}``
-(``ConnectExceptionMapper``); carrying the status on the exception keeps the mapping in one place.
+Every layer below the API raises these and none of them knows HTTP: ``emulator.server.errors``
+maps each class to Connect's status and error body in one table. ``kind`` names what happened in
+a stable, machine-readable way (the API sends it in a response header, so clients need not read
+message texts). ``message`` is the text users see; where Connect has one, it is Connect's own,
+kept exactly, because Connect clients and operators match on it.
+
+A subclass inherits its parent's HTTP mapping unless the table names it; the hierarchy therefore
+groups errors by what a caller can do about them (fix the request, stop the connector, retry
+later, fix the storage).
 """
 
 from __future__ import annotations
 
+from typing import ClassVar
 
-class EmulatorError(Exception):
-    """Base of every error the daemon reports to a client."""
 
-    status: int = 500
+class OffsetsError(Exception):
+    """Root of every error the emulator reports: the daemon's API, the CLI and the log layer."""
 
-    def __init__(self, message: str, status: int | None = None) -> None:
+    kind: ClassVar[str] = "internal_error"
+
+    def __init__(self, message: str) -> None:
         super().__init__(message)
         self.message = message
-        if status is not None:
-            self.status = status
-
-    def body(self) -> dict[str, object]:
-        return {"error_code": self.status, "message": self.message}
 
 
-class BadRequest(EmulatorError):
-    status = 400
+# -- the request ------------------------------------------------------------------------------
 
 
-class NotFound(EmulatorError):
-    status = 404
+class InvalidRequest(OffsetsError):
+    """The request itself is wrong (body, parameters, ...): sending it again changes nothing."""
+
+    kind = "invalid_request"
 
 
-class Conflict(EmulatorError):
-    status = 409
+class InvalidRecord(InvalidRequest):
+    """Entries handed to a log's ``append`` are not ``(bytes key, bytes-or-None value)`` pairs."""
+
+    kind = "invalid_record"
 
 
-class NotReady(EmulatorError):
+class WrongConnectorType(InvalidRequest):
+    """``kind=source|sink`` contradicts what the Connect cluster's config says the connector is."""
+
+    kind = "wrong_connector_type"
+
+
+class InvalidOffsetFormat(OffsetsError):
+    """A partition or offset map fails Connect's ``OffsetUtils.validateFormat``.
+
+    Connect raises a ``DataException`` inside the worker, which its REST layer answers with 500,
+    not 400; kept apart from ``InvalidRequest`` so that the mapping can keep that status.
+    """
+
+    kind = "invalid_offset_format"
+
+
+# -- the connector ----------------------------------------------------------------------------
+
+
+class ConnectorNotFound(OffsetsError):
+    """The connector is unknown (to the Connect cluster, to the offsets log, or to the history)."""
+
+    kind = "connector_not_found"
+
+
+class NotStopped(OffsetsError):
+    """Offsets may be modified only while the connector is STOPPED with zero tasks (Connect's rule)."""
+
+    kind = "not_stopped"
+
+
+class ClaimHeld(NotStopped):
+    """Someone holds a claim on the connector and the write did not present it: to this writer,
+    the connector is as good as running."""
+
+    kind = "claim_held"
+
+
+class ClaimNotFound(OffsetsError):
+    """The connector has no current claim (with that epoch)."""
+
+    kind = "claim_not_found"
+
+
+class Conflict(OffsetsError):
+    """The operation lost to another writer or to the cluster's state; nothing was written."""
+
+    kind = "conflict"
+
+
+class ConnectorRunning(Conflict):
+    """A claim was refused because the connector runs in the Connect cluster (use ``force``)."""
+
+    kind = "connector_running"
+
+
+class ClaimsUnsupported(Conflict):
+    """The log backend cannot store claims."""
+
+    kind = "claims_unsupported"
+
+
+# -- the daemon and its storage ---------------------------------------------------------------
+
+
+class NotReady(OffsetsError):
     """The view has not read to the end of the log yet: answering would return partial state."""
 
-    status = 503
+    kind = "not_ready"
 
 
-class LogConfigError(EmulatorError):
+class HistoryDisabled(OffsetsError):
+    """The daemon runs without its history archive (``--no-history``)."""
+
+    kind = "history_disabled"
+
+
+class SinksUnsupported(OffsetsError):
+    """Sink offsets live in consumer groups, which only a Kafka backend has."""
+
+    kind = "sinks_unsupported"
+
+
+class SinkOffsetsFailed(OffsetsError):
+    """The consumer-group call behind a sink connector's offsets failed (Connect's 500 texts)."""
+
+    kind = "sink_offsets_failed"
+
+
+class LogUnavailable(OffsetsError):
+    """A log (the offsets topic, Connect's config topic) could not be read to its end in time."""
+
+    kind = "log_unavailable"
+
+
+class LogConfigError(OffsetsError):
     """The log's storage cannot be used as configured (e.g. a non-compact offsets topic)."""
 
-    status = 500
+    kind = "log_config_error"
 
 
-class LogWriteError(EmulatorError):
-    """A write was not acknowledged by the log."""
+class LogWriteError(OffsetsError):
+    """A write was not acknowledged by the log; nothing is reported written unless it was."""
 
-    status = 500
-
-
-class LogReadError(EmulatorError):
-    """The log was not read to its end: timed out, the reader stopped, or the end was not known."""
-
-    status = 500
+    kind = "log_write_error"

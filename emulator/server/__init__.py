@@ -1,1 +1,2 @@
-"""The daemon: settings, wiring of log, view and service, and the HTTP routes."""
+"""The daemon: settings, wiring of log, view and services, the HTTP routes, and the one mapping
+from domain errors to HTTP (``errors``)."""

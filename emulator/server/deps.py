@@ -9,16 +9,28 @@ from fastapi import Depends, Request
 
 from emulator.connect_cluster import ConnectCluster
 from emulator.logs.base import OffsetLog
+from emulator.service.claims import ClaimsService
+from emulator.service.health import Health
+from emulator.service.history import HistoryQueries
 from emulator.service.offsets import OffsetsService
+from emulator.service.records import RecordsService
 from emulator.service.sinks import SinkOffsets
 from emulator.view.offset_view import OffsetView
 
 
 @dataclass(frozen=True, slots=True)
 class Runtime:
+    """The daemon's parts, built by ``emulator.server.wiring``; routes call one service each."""
+
     log: OffsetLog
     view: OffsetView
-    service: OffsetsService
+    offsets: OffsetsService
+    """KIP-875: list, get, alter, reset."""
+    claims: ClaimsService
+    records: RecordsService
+    """Raw records: export, import, history rollback."""
+    history: HistoryQueries
+    health: Health
     cluster: ConnectCluster | None = None
     """The Connect cluster's config/status topics (``--config-topic``), read and tailed."""
     sinks: SinkOffsets | None = None

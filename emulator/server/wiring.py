@@ -1,4 +1,4 @@
-"""Wires the daemon together: settings → log → view → service → HTTP server.
+"""Wires the daemon together: settings → log → view → services → HTTP server.
 
 The HTTP server starts at once so orchestrators can probe ``/readyz`` (503 with progress) while
 the log is replayed; offset reads answer 503 until replay reached the end, never partial state.
@@ -26,9 +26,17 @@ from emulator.server.app import create_app
 from emulator.server.deps import Runtime
 from emulator.server.listen import listen
 from emulator.server.settings import Settings
+from emulator.service.checks import ConnectorChecks
+from emulator.service.claims import ClaimsService
+from emulator.service.health import Health
+from emulator.service.history import HistoryQueries
 from emulator.service.offsets import OffsetsService
+from emulator.service.records import RecordsService
+from emulator.service.sink_strategy import SinkStrategy
 from emulator.service.sinks import SinkOffsets
+from emulator.service.source_strategy import SourceStrategy
 from emulator.service.write_guard import WriteGuard
+from emulator.service.writer import OffsetsWriter
 from emulator.view.offset_view import OffsetView
 
 log = logging.getLogger(__name__)
@@ -54,17 +62,58 @@ def build_log(settings: Settings) -> OffsetLog:
 
 
 def build_runtime(settings: Settings, origins: OriginRegistry | None = None) -> Runtime:
-    """``origins`` (history on): the service appends through ``TrackedLog`` so that the archive can
+    """``origins`` (history on): the services append through ``TrackedLog`` so that the archive can
     tell the daemon's own records from Connect's."""
     offset_log = build_log(settings)
     offset_log.open()
-    view = OffsetView()
-    service_log: OffsetLog = offset_log if origins is None else TrackedLog(offset_log, origins)
     cluster, sinks = build_cluster(settings)
-    states: ConnectorStates = NoConnectCluster() if cluster is None else cluster
-    guard = WriteGuard(service_log, states, SequenceTracker(settings.sequence_cache_expiry_s))
-    service = OffsetsService(service_log, view, states, sinks=sinks, guard=guard)
-    return Runtime(offset_log, view, service, cluster=cluster, sinks=sinks)
+    return assemble_runtime(
+        offset_log,
+        OffsetView(),
+        NoConnectCluster() if cluster is None else cluster,
+        cluster=cluster,
+        sinks=sinks,
+        origins=origins,
+        tracker=SequenceTracker(settings.sequence_cache_expiry_s),
+    )
+
+
+def assemble_runtime(
+    offset_log: OffsetLog,
+    view: OffsetView,
+    states: ConnectorStates,
+    *,
+    cluster: ConnectCluster | None = None,
+    sinks: SinkOffsets | None = None,
+    origins: OriginRegistry | None = None,
+    tracker: SequenceTracker | None = None,
+    write_timeout_s: float = 60.0,
+) -> Runtime:
+    """The services over an opened log: Connect's checks, the write guard and writer they share,
+    and the source and sink strategies behind the KIP-875 service."""
+    service_log: OffsetLog = offset_log if origins is None else TrackedLog(offset_log, origins)
+    guard = WriteGuard(service_log, states, tracker or SequenceTracker())
+    checks = ConnectorChecks(service_log, view, states, refresh_timeout_s=write_timeout_s)
+    writer = OffsetsWriter(service_log, view, guard, write_timeout_s)
+    offsets = OffsetsService(
+        service_log,
+        checks,
+        guard,
+        source=SourceStrategy(view, writer, guard),
+        sink=SinkStrategy(sinks, states),
+        write_timeout_s=write_timeout_s,
+    )
+    return Runtime(
+        log=offset_log,
+        view=view,
+        offsets=offsets,
+        claims=ClaimsService(checks, guard, offsets.read_to_end),
+        records=RecordsService(offset_log.description, view, checks, guard, writer),
+        history=HistoryQueries(checks),
+        health=Health(offset_log, view, cluster),
+        cluster=cluster,
+        sinks=sinks,
+    )
 
 
 def build_cluster(settings: Settings) -> tuple[ConnectCluster | None, SinkOffsets | None]:

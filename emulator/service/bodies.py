@@ -1,21 +1,24 @@
-"""Parsing and validating the bodies of offset-modification requests.
+"""Parsing and validating request bodies: offset modifications, raw records, claims.
 
 Connect deserializes the PATCH body into ``ConnectorOffsets`` with Jackson (unknown properties
-fail, which is a 400) and then validates each map with ``OffsetUtils.validateFormat`` inside the
-worker (a ``DataException``, which its exception mapper turns into a 500). We keep both steps and
-their status codes, and parse with key order preserved because a new partition is encoded in the
+fail: ``InvalidRequest``) and then validates each map with ``OffsetUtils.validateFormat`` inside
+the worker (a ``DataException``: ``InvalidOffsetFormat``, which keeps Connect's status apart). We
+keep both steps, and parse with key order preserved because a new partition is encoded in the
 order the request gives.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 from dataclasses import dataclass
 from typing import Any
 
 from emulator.codec.keys import logical_id
 from emulator.codec.values import InvalidOffsets, validate_format
-from emulator.model.errors import BadRequest, EmulatorError
+from emulator.formats.model import RawRecord
+from emulator.model.errors import InvalidOffsetFormat, InvalidRequest
 
 NO_OFFSETS_MESSAGE = "Partitions / offsets need to be provided for an alter offsets request"
 
@@ -36,19 +39,19 @@ def parse_alter_body(raw: bytes) -> list[OffsetChange]:
     try:
         body = json.loads(raw, parse_constant=_reject_constant) if raw.strip() else None
     except (ValueError, UnicodeDecodeError) as exc:
-        raise BadRequest(f"Request body is not valid JSON: {exc}") from exc
+        raise InvalidRequest(f"Request body is not valid JSON: {exc}") from exc
     if body is None:
-        raise BadRequest(NO_OFFSETS_MESSAGE)
+        raise InvalidRequest(NO_OFFSETS_MESSAGE)
     if not isinstance(body, dict):
-        raise BadRequest(f"Request body must be a JSON object with an 'offsets' array, got {type(body).__name__}")
+        raise InvalidRequest(f"Request body must be a JSON object with an 'offsets' array, got {type(body).__name__}")
     unknown = sorted(set(body) - {"offsets"})
     if unknown:
-        raise BadRequest(f"Unrecognized field(s) {unknown} in the request body; expected only 'offsets'")
+        raise InvalidRequest(f"Unrecognized field(s) {unknown} in the request body; expected only 'offsets'")
     offsets = body.get("offsets")
     if offsets is None or offsets == []:
-        raise BadRequest(NO_OFFSETS_MESSAGE)
+        raise InvalidRequest(NO_OFFSETS_MESSAGE)
     if not isinstance(offsets, list):
-        raise BadRequest('\'offsets\' must be an array of {"partition":…, "offset":…} objects')
+        raise InvalidRequest('\'offsets\' must be an array of {"partition":…, "offset":…} objects')
     changes: dict[str, OffsetChange] = {}
     for index, item in enumerate(offsets):
         change = _parse_item(index, item)
@@ -65,27 +68,74 @@ def _reject_constant(name: str) -> Any:
 
 def _parse_item(index: int, item: object) -> OffsetChange:
     if not isinstance(item, dict):
-        raise BadRequest(f"offsets[{index}] must be an object with 'partition' and 'offset'")
+        raise InvalidRequest(f"offsets[{index}] must be an object with 'partition' and 'offset'")
     unknown = sorted(set(item) - {"partition", "offset"})
     if unknown:
-        raise BadRequest(f"Unrecognized field(s) {unknown} in offsets[{index}]; expected 'partition' and 'offset'")
+        raise InvalidRequest(f"Unrecognized field(s) {unknown} in offsets[{index}]; expected 'partition' and 'offset'")
     partition = item.get("partition")
     offset = item.get("offset")
     if partition is None:
         # Connect would write a key ["<name>",null] that no task can ever read; refuse instead.
-        raise BadRequest(f"offsets[{index}].partition must be provided (a JSON object)")
+        raise InvalidRequest(f"offsets[{index}].partition must be provided (a JSON object)")
     if not isinstance(partition, dict):
-        raise BadRequest(f"offsets[{index}].partition must be a JSON object, got {type(partition).__name__}")
+        raise InvalidRequest(f"offsets[{index}].partition must be a JSON object, got {type(partition).__name__}")
     if offset is not None and not isinstance(offset, dict):
-        raise BadRequest(f"offsets[{index}].offset must be a JSON object or null, got {type(offset).__name__}")
+        raise InvalidRequest(f"offsets[{index}].offset must be a JSON object or null, got {type(offset).__name__}")
     return OffsetChange(partition, offset)
 
 
 def validate_changes(changes: list[OffsetChange]) -> None:
-    """``OffsetUtils.validateFormat`` on every map; Connect answers its ``DataException`` with 500."""
+    """``OffsetUtils.validateFormat`` on every map (Connect's ``DataException``)."""
     for change in changes:
         try:
             validate_format(change.partition)
             validate_format(change.offset)
         except InvalidOffsets as exc:
-            raise EmulatorError(str(exc), status=500) from exc
+            raise InvalidOffsetFormat(str(exc)) from exc
+
+
+def parse_records_body(raw: bytes) -> list[RawRecord]:
+    """``POST /offsets/records``: ``{"records": [{"key": <base64>, "value": <base64 or null>}]}``."""
+    try:
+        body = json.loads(raw) if raw.strip() else None
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise InvalidRequest(f"Request body is not valid JSON: {exc}") from exc
+    if not isinstance(body, dict) or not isinstance(body.get("records"), list):
+        raise InvalidRequest('Request body must be {"records": [{"key": <base64>, "value": <base64 or null>}, …]}')
+    unknown = sorted(set(body) - {"records"})
+    if unknown:
+        raise InvalidRequest(f"Unrecognized field(s) {unknown} in the request body; expected only 'records'")
+    records: list[RawRecord] = []
+    for index, item in enumerate(body["records"]):
+        if not isinstance(item, dict) or not isinstance(item.get("key"), str):
+            raise InvalidRequest(f"records[{index}] must be an object with a base64 'key'")
+        value = item.get("value")
+        if value is not None and not isinstance(value, str):
+            raise InvalidRequest(f"records[{index}].value must be a base64 string or null")
+        try:
+            key_bytes = base64.b64decode(item["key"], validate=True)
+            value_bytes = None if value is None else base64.b64decode(value, validate=True)
+        except (binascii.Error, ValueError) as exc:
+            raise InvalidRequest(f"records[{index}] is not valid base64: {exc}") from exc
+        records.append(RawRecord(key_bytes, value_bytes))
+    return records
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimRequest:
+    owner: str
+    force: bool
+
+
+def parse_claim_body(raw: bytes) -> ClaimRequest:
+    """``POST /connectors/{c}/claim``: ``{"owner": "<who writes>", "force": false}``."""
+    try:
+        body = json.loads(raw or b"null")
+    except ValueError as exc:
+        raise InvalidRequest(f"Request body is not valid JSON: {exc}") from exc
+    if not isinstance(body, dict) or not isinstance(body.get("owner"), str):
+        raise InvalidRequest('A claim body is {"owner": "<who writes>", "force": false}')
+    force = body.get("force", False)
+    if not isinstance(force, bool):
+        raise InvalidRequest("'force' must be true or false")
+    return ClaimRequest(body["owner"], force)

@@ -4,7 +4,8 @@ Connect keeps no offsets of its own for sinks: GET lists the group's committed o
 commits (or, for ``"offset": null``, deletes) them through the admin client, DELETE deletes the
 whole group (``Worker.sinkConnectorOffsets`` / ``modifySinkConnectorOffsets``). Zombie tasks are
 fenced by the broker itself: a group that still has members refuses those calls, and Connect
-answers with the 500 messages reproduced here.
+answers with the messages reproduced here (``SinkOffsetsFailed``); format errors in a request
+are Connect's ``BadRequestException`` texts (``InvalidRequest``).
 
 Messages are Connect 4.3.0's (``Worker.java``, ``SinkUtils.java``); the request format rules are
 ``SinkUtils.parseSinkConnectorOffsets``, including ``String.valueOf``/``parseInt`` so that ``"5"``
@@ -23,8 +24,10 @@ from typing import Any
 from emulator.connect_cluster.java_text import parse_int, string_value_of
 from emulator.logs.kafka.config import KafkaClientConfig
 from emulator.logs.kafka.groups import ConsumerGroups, GroupAdminError, GroupFailure
-from emulator.model.errors import BadRequest, EmulatorError
+from emulator.model.errors import InvalidRequest, SinkOffsetsFailed
+from emulator.model.offsets import ConnectorOffset
 from emulator.service.bodies import OffsetChange
+from emulator.service.results import PlannedGroupChangeBody
 
 log = logging.getLogger(__name__)
 
@@ -104,14 +107,14 @@ class PlannedGroupChange:
     partition: int | None = None
     offset: int | None = None
 
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "consumer_group": self.group,
-            "action": self.action,
-            KAFKA_TOPIC_KEY: self.topic,
-            KAFKA_PARTITION_KEY: self.partition,
-            KAFKA_OFFSET_KEY: self.offset,
-        }
+    def as_dict(self) -> PlannedGroupChangeBody:
+        return PlannedGroupChangeBody(
+            consumer_group=self.group,
+            action=self.action,
+            kafka_topic=self.topic,
+            kafka_partition=self.partition,
+            kafka_offset=self.offset,
+        )
 
 
 def parse_sink_offsets(changes: Sequence[OffsetChange]) -> list[SinkChange]:
@@ -123,34 +126,34 @@ def parse_sink_offsets(changes: Sequence[OffsetChange]) -> list[SinkChange]:
     for change in changes:
         partition = change.partition
         if KAFKA_TOPIC_KEY not in partition or KAFKA_PARTITION_KEY not in partition:
-            raise BadRequest(
+            raise InvalidRequest(
                 f"The partition for a sink connector offset must contain the keys '{KAFKA_TOPIC_KEY}' and "
                 f"'{KAFKA_PARTITION_KEY}'"
             )
         if partition[KAFKA_TOPIC_KEY] is None:
-            raise BadRequest("Kafka topic names must be valid strings and may not be null")
+            raise InvalidRequest("Kafka topic names must be valid strings and may not be null")
         if partition[KAFKA_PARTITION_KEY] is None:
-            raise BadRequest("Kafka partitions must be valid numbers and may not be null")
+            raise InvalidRequest("Kafka partitions must be valid numbers and may not be null")
         topic = string_value_of(partition[KAFKA_TOPIC_KEY])
         raw_partition = string_value_of(partition[KAFKA_PARTITION_KEY])
         try:
             number = parse_int(raw_partition)
         except ValueError:
-            raise BadRequest(
+            raise InvalidRequest(
                 f"Failed to parse the following Kafka partition value in the provided offsets: '{raw_partition}'. "
                 "Partition values for sink connectors need to be integers."
             ) from None
         offset: int | None = None
         if change.offset is not None:
             if KAFKA_OFFSET_KEY not in change.offset:
-                raise BadRequest(
+                raise InvalidRequest(
                     f"The offset for a sink connector should either be null or contain the key '{KAFKA_OFFSET_KEY}'"
                 )
             raw_offset = string_value_of(change.offset[KAFKA_OFFSET_KEY])
             try:
                 offset = parse_int(raw_offset, bits=64)
             except ValueError:
-                raise BadRequest(
+                raise InvalidRequest(
                     f"Failed to parse the following Kafka offset value in the provided offsets: '{raw_offset}'. "
                     "Offset values for sink connectors need to be integers."
                 ) from None
@@ -182,7 +185,7 @@ class SinkOffsets:
 
     # ------------------------------------------------------------------ reads
 
-    async def offsets(self, connector: str, group: str) -> list[dict[str, Any]]:
+    async def offsets(self, connector: str, group: str) -> list[ConnectorOffset]:
         """GET: the group's committed offsets in Connect's shape, sorted by topic and partition.
 
         The partition map lists ``kafka_partition`` before ``kafka_topic``, the order Connect's
@@ -192,12 +195,12 @@ class SinkOffsets:
             committed = await asyncio.to_thread(self._groups.committed, group)
         except GroupAdminError as exc:
             log.error("Failed to retrieve consumer group offsets for sink connector %s: %r", connector, exc)
-            raise EmulatorError(retrieve_failed_message(connector)) from exc
+            raise SinkOffsetsFailed(retrieve_failed_message(connector)) from exc
         return [
-            {
-                "partition": {KAFKA_PARTITION_KEY: partition, KAFKA_TOPIC_KEY: topic},
-                "offset": {KAFKA_OFFSET_KEY: offset},
-            }
+            ConnectorOffset(
+                partition={KAFKA_PARTITION_KEY: partition, KAFKA_TOPIC_KEY: topic},
+                offset={KAFKA_OFFSET_KEY: offset},
+            )
             for (topic, partition), offset in sorted(committed.items())
         ]
 
@@ -207,8 +210,8 @@ class SinkOffsets:
         """PATCH: commit the given offsets and delete the offsets of partitions given ``null``."""
         if any(c.offset is not None and c.offset < 0 for c in changes):
             # new OffsetAndMetadata(-1) throws IllegalArgumentException inside the worker, which
-            # maybeWrap turns into this ConnectException (a 500).
-            raise EmulatorError(modify_failed_message(connector))
+            # maybeWrap turns into this ConnectException.
+            raise SinkOffsetsFailed(modify_failed_message(connector))
         commits = [(c.topic, c.partition, c.offset) for c in changes if c.offset is not None]
         deletions = [(c.topic, c.partition) for c in changes if c.offset is None]
         failures: list[GroupFailure] = []
@@ -226,8 +229,8 @@ class SinkOffsets:
                 failure.detail,
             )
         if any(f.error in _ALTER_BLOCKED for f in failures):
-            raise EmulatorError(alter_blocked_message(connector))
-        raise EmulatorError(alter_failed_message(connector))
+            raise SinkOffsetsFailed(alter_blocked_message(connector))
+        raise SinkOffsetsFailed(alter_failed_message(connector))
 
     async def reset(self, connector: str, group: str) -> list[PlannedGroupChange]:
         """DELETE: delete the group. A group that is already gone counts as reset (idempotent)."""
@@ -235,15 +238,15 @@ class SinkOffsets:
             committed = await asyncio.to_thread(self._groups.committed, group)
         except GroupAdminError as exc:
             log.error("Failed to list offsets prior to resetting offsets for sink connector %s: %r", connector, exc)
-            raise EmulatorError(list_before_reset_failed_message(connector)) from exc
+            raise SinkOffsetsFailed(list_before_reset_failed_message(connector)) from exc
         try:
             await asyncio.to_thread(self._groups.delete_group, group)
         except GroupAdminError as exc:
             if exc.error not in _GROUP_GONE:
                 log.error("Failed to reset consumer group offsets for sink connector %s: %r", connector, exc)
                 if exc.error in _RESET_BLOCKED:
-                    raise EmulatorError(reset_blocked_message(connector)) from exc
-                raise EmulatorError(reset_failed_message(connector)) from exc
+                    raise SinkOffsetsFailed(reset_blocked_message(connector)) from exc
+                raise SinkOffsetsFailed(reset_failed_message(connector)) from exc
         return [PlannedGroupChange(group, "delete_offset", t, p, None) for t, p in sorted(committed)]
 
     async def plan_reset(self, connector: str, group: str) -> list[PlannedGroupChange]:
@@ -251,7 +254,7 @@ class SinkOffsets:
         try:
             committed = await asyncio.to_thread(self._groups.committed, group)
         except GroupAdminError as exc:
-            raise EmulatorError(list_before_reset_failed_message(connector)) from exc
+            raise SinkOffsetsFailed(list_before_reset_failed_message(connector)) from exc
         return [PlannedGroupChange(group, "delete_group")] + [
             PlannedGroupChange(group, "delete_offset", t, p, None) for t, p in sorted(committed)
         ]

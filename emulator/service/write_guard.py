@@ -3,8 +3,9 @@
 Kept apart from ``OffsetsService`` so the KIP-875 semantics there stay readable; the service asks
 the guard before planning a write and hands it the append.
 - Claims (``emulator.model.claims``): while a connector is claimed, a write must present the claim's
-  epoch (``claim_epoch``); one without it gets Connect's not-STOPPED 400 (someone holds the
-  connector), one with an older epoch gets 409 and writes nothing (the log checks atomically).
+  epoch (``claim_epoch``); one without it is refused as Connect refuses a connector that is not
+  STOPPED (``ClaimHeld``: someone holds the connector), one with an older epoch is ``Fenced`` and
+  writes nothing (the log checks atomically).
 - Sequences (``emulator.model.sequences``): a commit may carry (source descriptor, number); per
   partition a replayed or late commit is dropped and reported instead of moving an offset back.
 """
@@ -14,16 +15,16 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from emulator.codec.keys import logical_id
 from emulator.logs.base import OffsetLog
 from emulator.model.claims import Claim, Fence, Fenced, fenced_message
 from emulator.model.connectors import ConnectorStates, not_stopped_message
-from emulator.model.errors import BadRequest, Conflict
+from emulator.model.errors import ClaimHeld, ConnectorRunning, InvalidRequest
 from emulator.model.records import Position
 from emulator.model.sequences import CommitSequence, SequenceTracker
 from emulator.service.bodies import OffsetChange
+from emulator.service.results import DroppedCommit
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,14 +34,27 @@ class WriteAuth:
     claim_epoch: int | None = None
     sequence: CommitSequence | None = None
 
+    @classmethod
+    def from_params(cls, claim_epoch: int | None, sequence_source: str | None, sequence: int | None) -> WriteAuth:
+        """From the request's ``claim_epoch``, ``sequence_source`` and ``sequence`` parameters."""
+        if (sequence_source is None) != (sequence is None):
+            raise InvalidRequest("sequence_source and sequence go together: give both or neither")
+        if sequence_source is not None and sequence is not None:
+            return cls(claim_epoch, CommitSequence(sequence_source, sequence))
+        return cls(claim_epoch)
+
     def fence(self, connector: str) -> Fence | None:
         return None if self.claim_epoch is None else Fence(connector, self.claim_epoch)
+
+
+NO_AUTH = WriteAuth()
+"""Connect's own API: no claim epoch, no sequence."""
 
 
 @dataclass(frozen=True, slots=True)
 class SequencedChanges:
     accepted: list[OffsetChange]
-    dropped: list[dict[str, Any]] = field(default_factory=list)
+    dropped: list[DroppedCommit] = field(default_factory=list)
 
 
 def held_message(connector: str, claim: Claim) -> str:
@@ -59,10 +73,10 @@ class WriteGuard:
     # -- claims ---------------------------------------------------------------------------
     async def claim(self, connector: str, owner: str, force: bool = False) -> Claim:
         if not owner.strip():
-            raise BadRequest("A claim needs a non-empty 'owner' (e.g. the Spark query id, or the operator's name)")
+            raise InvalidRequest("A claim needs a non-empty 'owner' (e.g. the Spark query id, or the operator's name)")
         await asyncio.to_thread(self._states.refresh, 30.0)
         if self._states.exists(connector) and not self._states.is_stopped(connector) and not force:
-            raise Conflict(
+            raise ConnectorRunning(
                 f"Connector {connector} is running in the Connect cluster (not STOPPED with 0 tasks); its tasks "
                 "would overwrite any offset written now. Stop it first, or claim with force=true"
             )
@@ -79,7 +93,7 @@ class WriteGuard:
         current = await self.current(connector)
         if auth.claim_epoch is None:
             if current is not None:
-                raise BadRequest(held_message(connector, current))
+                raise ClaimHeld(held_message(connector, current))
             return
         if current is None or current.epoch != auth.claim_epoch:
             raise Fenced(fenced_message(connector, auth.claim_epoch, current))
@@ -97,14 +111,14 @@ class WriteGuard:
         if auth.sequence is None:
             return SequencedChanges(changes)
         accepted: list[OffsetChange] = []
-        dropped: list[dict[str, Any]] = []
+        dropped: list[DroppedCommit] = []
         for change in changes:
             verdict = self.tracker.check((connector, logical_id(change.partition)), auth.sequence)
             if verdict.accepted:
                 accepted.append(change)
             else:
                 self.tracker.touch((connector, logical_id(change.partition)))
-                dropped.append({"partition": change.partition, "reason": verdict.reason(auth.sequence)})
+                dropped.append(DroppedCommit(partition=change.partition, reason=verdict.reason(auth.sequence)))
         return SequencedChanges(accepted, dropped)
 
     def record_sequence(self, connector: str, changes: list[OffsetChange], auth: WriteAuth) -> None:

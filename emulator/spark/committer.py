@@ -211,7 +211,7 @@ class DaemonOffsets:
             body = self._client.alter(connector, {"offsets": changes}, create=create, auth=auth, kind="sink")
             return list(body.get("dropped", []))
         except ApiError as exc:
-            if exc.status in (400, 404) and "kind" in exc.message.lower():
+            if exc.kind == "wrong_connector_type":
                 raise SinkOffsetsUnsupported(f"the daemon at {self.url} refused sink offsets: {exc.message}") from exc
             raise
 

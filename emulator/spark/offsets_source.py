@@ -26,7 +26,7 @@ import httpx
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
-from emulator.client.http import ApiError, DaemonUnavailable, OffsetsClient
+from emulator.client.http import ApiError, DaemonUnavailable, OffsetsClient, error_from_response
 from emulator.spark.options import bool_option, daemon_url
 
 SCHEMA = "connector string, partition string, offset string, kafka_partition int, kafka_offset long, timestamp_ms long"
@@ -69,7 +69,7 @@ def record_coordinates(url: str, connector: str) -> dict[str, Coordinates]:
     if response.status_code in (404, 405):
         return {}
     if response.status_code >= 400:
-        raise ApiError(response.status_code, response.text)
+        raise error_from_response(response)
     found: dict[str, tuple[tuple[int, int], Coordinates]] = {}
     for record in response.json().get("records", []):
         if record.get("value") is None:

@@ -21,11 +21,12 @@ from typing import Any
 import httpx
 import pytest
 
+from emulator.client.http import ERROR_HEADER
 from emulator.codec.murmur2 import partition_for
 from emulator.connect_cluster import ConnectCluster
 from emulator.model.connectors import not_found_message, not_stopped_message
 from emulator.model.errors import NotReady
-from emulator.service.offsets import ALTERED, RESET
+from emulator.service.results import ALTERED, RESET
 from tests.fixtures.daemon import DaemonProcess, free_port
 from tests.integration.connect_helpers import JAVA_ONE_RECORD_PER_BATCH, eventually, unique
 from tests.oracle import JavaOracle
@@ -137,6 +138,7 @@ def test_an_unknown_connector_is_404_even_with_offsets_in_the_topic(cluster: Clu
     expected = {"error_code": 404, "message": not_found_message(name)}
     for response in (cluster.get(name), cluster.patch(name, FILE_OFFSET), cluster.delete(name)):
         assert (response.status_code, response.json()) == (404, expected)
+        assert response.headers[ERROR_HEADER] == "connector_not_found"
 
 
 def test_a_running_connector_refuses_patch_and_delete_with_connects_message(cluster: Cluster) -> None:
@@ -146,6 +148,7 @@ def test_a_running_connector_refuses_patch_and_delete_with_connects_message(clus
     refused = {"error_code": 400, "message": not_stopped_message(name)}
     for response in (cluster.patch(name, FILE_OFFSET), cluster.delete(name)):
         assert (response.status_code, response.json()) == (400, refused)
+        assert response.headers[ERROR_HEADER] == "not_stopped", "typed by kind, not by Connect's message"
     # GET works in any state; a configured connector that never committed has no offsets.
     response = cluster.get(name)
     assert (response.status_code, response.json()) == (200, {"offsets": []})

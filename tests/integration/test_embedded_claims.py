@@ -9,6 +9,7 @@ import pytest
 
 from emulator.logs.embedded.offsets_log import EmbeddedOffsetLog
 from emulator.model.claims import Fence, Fenced
+from emulator.server.errors import status_of
 
 
 def key(connector: str, n: int) -> bytes:
@@ -53,7 +54,7 @@ def test_the_current_claim_writes_and_a_fenced_one_writes_nothing(tmp_path: Path
         before = total_records(log)
         with pytest.raises(Fenced) as fenced:
             log.append_fenced(Fence("c", old.epoch), [(key("c", 1), b'{"o":2}'), (key("c", 2), b'{"o":2}')])
-        assert fenced.value.status == 409
+        assert status_of(fenced.value) == 409, "the API answers a fenced write with 409"
         assert "claimed by 'new' with epoch 2" in fenced.value.message
         assert total_records(log) == before, "a fenced commit never reaches the log"
         assert len(log.append_fenced(Fence("c", new.epoch), [(key("c", 1), b'{"o":3}')])) == 1

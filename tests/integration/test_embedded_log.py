@@ -28,7 +28,7 @@ import pytest
 from emulator.codec.murmur2 import partition_for
 from emulator.logs.embedded import offsets_log as embedded
 from emulator.logs.embedded.offsets_log import EmbeddedOffsetLog
-from emulator.model.errors import BadRequest, LogConfigError, LogReadError, LogWriteError
+from emulator.model.errors import InvalidRecord, LogConfigError, LogUnavailable, LogWriteError
 from emulator.model.records import LogRecord, Position
 from tests.integration.embedded_writer_proc import record
 
@@ -153,9 +153,9 @@ def test_records_are_placed_where_javas_producer_would_place_them(data_dir: Path
 
 
 def test_a_keyless_record_is_refused_and_nothing_of_its_batch_is_written(log: EmbeddedOffsetLog) -> None:
-    with pytest.raises(BadRequest, match="null key"):
+    with pytest.raises(InvalidRecord, match="null key"):
         log.append([(b'["c",{"a":1}]', b"{}"), (None, b"{}")])
-    with pytest.raises(BadRequest, match="key must be bytes"):
+    with pytest.raises(InvalidRecord, match="key must be bytes"):
         log.append([("text", b"{}")])  # type: ignore[list-item]
     sink = Collector()
     log.start_reading(sink)
@@ -251,7 +251,7 @@ def test_read_to_end_returns_only_once_an_append_made_before_it_is_applied(log: 
 
 
 def test_read_to_end_times_out_with_a_clear_error_and_needs_a_reader(log: EmbeddedOffsetLog) -> None:
-    with pytest.raises(LogReadError, match="is not being read; call start_reading"):
+    with pytest.raises(LogUnavailable, match="is not being read; call start_reading"):
         log.read_to_end(10)
     gate = threading.Event()
 
@@ -261,7 +261,7 @@ def test_read_to_end_times_out_with_a_clear_error_and_needs_a_reader(log: Embedd
     log.start_reading(stuck)
     log.append([(connect_key("stuck", 1), b"never applied in time")])
     started = time.monotonic()
-    with pytest.raises(LogReadError, match=r"was not read to its end within 0\.3 s") as timed_out:
+    with pytest.raises(LogUnavailable, match=r"was not read to its end within 0\.3 s") as timed_out:
         log.read_to_end(0.3)
     assert 0.3 <= time.monotonic() - started < 5
     assert timed_out.value.message.startswith(log.description)

@@ -14,6 +14,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
 from emulator.logs.kafka.offsets_log import KafkaOffsetLog
 from emulator.model.claims import Fence, Fenced
+from emulator.server.errors import status_of
 from tests.fixtures.broker import TansuBroker
 
 pytestmark = pytest.mark.kafka
@@ -75,7 +76,7 @@ def test_a_claim_through_another_daemon_fences_the_older_writer(
 
     with pytest.raises(Fenced) as fenced:
         a.append_fenced(Fence("c", old.epoch), [(key("c"), b'{"position":5}')])
-    assert fenced.value.status == 409
+    assert status_of(fenced.value) == 409, "the API answers a fenced write with 409"
     assert b.append_fenced(Fence("c", new.epoch), [(key("c"), b'{"position":20}')])
 
     stored = values_in_topic(kafka_broker, topic)

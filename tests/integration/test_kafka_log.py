@@ -20,7 +20,7 @@ import emulator.logs.kafka.reader as kafka_reader
 from emulator.codec.murmur2 import partition_for
 from emulator.logs.base import ReadProgress
 from emulator.logs.kafka.offsets_log import KafkaOffsetLog
-from emulator.model.errors import BadRequest, LogConfigError, LogWriteError
+from emulator.model.errors import InvalidRecord, LogConfigError, LogWriteError
 from emulator.model.records import LogRecord, Position
 from tests.fixtures.broker import TansuBroker
 
@@ -380,9 +380,9 @@ def test_concurrent_appends_from_many_threads_are_all_acknowledged(make_log, top
 def test_append_rejects_malformed_entries_before_writing_anything(make_log, topic_name):
     log = make_log(topic_name, partitions=1)
     log.open()
-    with pytest.raises(BadRequest, match="entry 1: key must be bytes"):
+    with pytest.raises(InvalidRecord, match="entry 1: key must be bytes"):
         log.append([(b"ok", b"v"), ("text-key", b"v")])  # type: ignore[list-item]
-    with pytest.raises(BadRequest, match="value must be bytes or None"):
+    with pytest.raises(InvalidRecord, match="value must be bytes or None"):
         log.append([(b"k", 42)])  # type: ignore[list-item]
     assert log.append([]) == []
 

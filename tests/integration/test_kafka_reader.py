@@ -2,7 +2,7 @@
 
 ``read_to_end`` is Connect's ``readToEnd()``: it returns only once every record that was in the
 topic when it was called has been *applied* by the sink, and a reader that cannot get there in time
-is a ``LogReadError`` that says so, never a hang. A sink that keeps failing is retried, then its
+is a ``LogUnavailable`` that says so, never a hang. A sink that keeps failing is retried, then its
 records are counted as dropped and logged at ERROR with their coordinates.
 """
 
@@ -20,7 +20,7 @@ from confluent_kafka.admin import AdminClient
 import emulator.logs.kafka.reader as kafka_reader
 from emulator.logs.kafka.config import KafkaClientConfig
 from emulator.logs.kafka.reader import TopicReader
-from emulator.model.errors import LogReadError
+from emulator.model.errors import LogUnavailable
 from emulator.model.records import LogRecord
 from tests.fixtures.broker import TansuBroker
 
@@ -132,7 +132,7 @@ def test_read_to_end_times_out_with_a_clear_error_when_an_open_transaction_block
         assert producer.flush(10) == 0  # written, transaction still open
 
         started = time.monotonic()
-        with pytest.raises(LogReadError) as timed_out:
+        with pytest.raises(LogUnavailable) as timed_out:
             reader.read_to_end(1.0)
         waited = time.monotonic() - started
         assert 1.0 <= waited < 1.0 + WAIT_S / 3
@@ -153,7 +153,7 @@ def test_read_to_end_before_start_or_after_close_fails_at_once(
 ) -> None:
     kafka_broker.create_topic(topic_name, 1, {"cleanup.policy": "compact"})
     reader = make_reader(topic_name)
-    with pytest.raises(LogReadError, match="is not being read; call start_reading"):
+    with pytest.raises(LogUnavailable, match="is not being read; call start_reading"):
         reader.read_to_end(WAIT_S)
 
     reader.start(GatedSink())
@@ -161,7 +161,7 @@ def test_read_to_end_before_start_or_after_close_fails_at_once(
     reader.close()
     kafka_broker.produce_raw(topic_name, [(b"unread", b"v", 0)])
     started = time.monotonic()
-    with pytest.raises(LogReadError, match="its reader stopped"):
+    with pytest.raises(LogUnavailable, match="its reader stopped"):
         reader.read_to_end(WAIT_S)
     assert time.monotonic() - started < WAIT_S / 3  # no waiting for a reader that is gone
 

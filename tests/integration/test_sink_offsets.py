@@ -24,7 +24,8 @@ from confluent_kafka import Consumer, TopicPartition
 from emulator.connect_cluster import connector_kind
 from emulator.connect_cluster.cluster import READ_TO_END_FAILED
 from emulator.model.connectors import not_found_message, not_stopped_message
-from emulator.service.offsets import ALTERED, NO_SINKS_MESSAGE, RESET
+from emulator.service.results import ALTERED, RESET
+from emulator.service.sink_strategy import NO_SINKS_MESSAGE
 from emulator.service.sinks import (
     alter_blocked_message,
     alter_failed_message,

@@ -24,9 +24,7 @@ from emulator.formats import standalone
 from emulator.formats.model import RawRecord
 from emulator.logs.embedded.offsets_log import EmbeddedOffsetLog
 from emulator.model.connectors import NoConnectCluster
-from emulator.server.deps import Runtime
-from emulator.server.wiring import make_app
-from emulator.service.offsets import OffsetsService
+from emulator.server.wiring import assemble_runtime, make_app
 from emulator.view.offset_view import OffsetView
 
 
@@ -49,8 +47,7 @@ def app_client(tmp_path: Path) -> Iterator[TestClient]:
     log = EmbeddedOffsetLog(tmp_path, partitions=3, synchronous="NORMAL")
     log.open()
     view = OffsetView()
-    service = OffsetsService(log, view, RunningConnectors({"busy"}))
-    with TestClient(make_app(Runtime(log, view, service))) as client:
+    with TestClient(make_app(assemble_runtime(log, view, RunningConnectors({"busy"})))) as client:
         for _ in range(200):
             if client.get("/readyz").status_code == 200:
                 break

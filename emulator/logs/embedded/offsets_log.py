@@ -44,7 +44,7 @@ from emulator.logs.embedded.storage import (
     is_corruption,
 )
 from emulator.model.claims import Claim, Fence, Fenced, fenced_message
-from emulator.model.errors import BadRequest, EmulatorError, LogConfigError, LogReadError, LogWriteError
+from emulator.model.errors import InvalidRecord, LogConfigError, LogUnavailable, LogWriteError, OffsetsError
 from emulator.model.records import LogRecord, Position
 
 log = logging.getLogger(__name__)
@@ -92,7 +92,7 @@ class _WriteRequest:
     fence: Fence | None = None
     done: threading.Event = field(default_factory=threading.Event)
     positions: list[Position] | None = None
-    error: EmulatorError | None = None
+    error: OffsetsError | None = None
 
 
 class EmbeddedOffsetLog(OffsetLog):
@@ -365,7 +365,7 @@ class EmbeddedOffsetLog(OffsetLog):
 
         Concurrent callers are group-committed: whoever holds the commit lock writes every waiting
         request in one transaction (each request's records stay contiguous and in order, so per-key
-        order holds) and pays for one fsync. Keyless records are refused with ``BadRequest`` before
+        order holds) and pays for one fsync. Keyless records are refused with ``InvalidRecord`` before
         anything is written, because a compacted Kafka topic refuses them too and the log must stay
         exportable. A request that times out before a commit picked it up is withdrawn and reported
         as not written; one already inside a commit waits for that commit's outcome, so the answer
@@ -423,18 +423,18 @@ class EmbeddedOffsetLog(OffsetLog):
             try:
                 key, value = entry
             except (TypeError, ValueError):
-                raise BadRequest(f"entry {i} is not a (key, value) pair; nothing was written") from None
+                raise InvalidRecord(f"entry {i} is not a (key, value) pair; nothing was written") from None
             if key is None:
-                raise BadRequest(
+                raise InvalidRecord(
                     f"entry {i} has a null key; a compacted offsets topic refuses keyless records, so "
                     "the embedded log does too; nothing was written"
                 )
             if not isinstance(key, bytes | bytearray | memoryview):
-                raise BadRequest(
+                raise InvalidRecord(
                     f"entry {i}: key must be bytes, got {type(key).__name__}; nothing was written"
                 )
             if value is not None and not isinstance(value, bytes | bytearray | memoryview):
-                raise BadRequest(
+                raise InvalidRecord(
                     f"entry {i}: value must be bytes or None, got {type(value).__name__}; nothing was written"
                 )
             kb = bytes(key)
@@ -459,11 +459,11 @@ class EmbeddedOffsetLog(OffsetLog):
             except Exception as e:  # e.g. a damaged partitions table: still an answer, not a traceback
                 raise LogWriteError(f"{self.description}: write failed ({e!r}); nothing was written") from e
             for req, outcome in zip(batch, results, strict=True):
-                if isinstance(outcome, EmulatorError):
+                if isinstance(outcome, OffsetsError):
                     req.error = outcome
                 else:
                     req.positions = outcome
-        except EmulatorError as e:
+        except OffsetsError as e:
             for req in batch:
                 req.error = e
         finally:
@@ -475,7 +475,7 @@ class EmbeddedOffsetLog(OffsetLog):
 
     def _write(
         self, conn: sqlite3.Connection, batch: list[_WriteRequest], deadline: float
-    ) -> list[list[Position] | EmulatorError]:
+    ) -> list[list[Position] | OffsetsError]:
         busy_ms = max(1, int((deadline - time.monotonic()) * 1000))
         conn.execute(f"PRAGMA busy_timeout = {busy_ms}")
         conn.execute("BEGIN IMMEDIATE")
@@ -483,7 +483,7 @@ class EmbeddedOffsetLog(OffsetLog):
             next_offsets = end_offsets(conn)
             now_ms = time.time_ns() // 1_000_000
             rows: list[tuple[int, int, bytes, bytes | None, int]] = []
-            results: list[list[Position] | EmulatorError] = []
+            results: list[list[Position] | OffsetsError] = []
             for req in batch:
                 if req.fence is not None:
                     current = self._claim_in(conn, req.fence.connector)
@@ -529,11 +529,11 @@ class EmbeddedOffsetLog(OffsetLog):
         """
         deadline = time.monotonic() + timeout_s
         if self._reader is None:
-            raise LogReadError(f"{self.description} is not being read; call start_reading() first")
+            raise LogUnavailable(f"{self.description} is not being read; call start_reading() first")
         try:
             ends = self.end_offsets()
         except (sqlite3.Error, LogWriteError) as e:
-            raise LogReadError(f"{self.description} cannot be read to its end: {e}") from e
+            raise LogUnavailable(f"{self.description} cannot be read to its end: {e}") from e
 
         def passed() -> bool:
             return all(self._positions.get(p, 0) >= end for p, end in ends.items())
@@ -548,10 +548,10 @@ class EmbeddedOffsetLog(OffsetLog):
             error = self._reader_error
             behind = {p: (self._positions.get(p, 0), end) for p, end in ends.items() if self._positions.get(p, 0) < end}
         if error is not None:
-            raise LogReadError(f"{self.description} cannot be read to its end: {error.message}")
+            raise LogUnavailable(f"{self.description} cannot be read to its end: {error.message}")
         if self._stop.is_set():
-            raise LogReadError(f"{self.description} was closed before it was read to its end")
-        raise LogReadError(
+            raise LogUnavailable(f"{self.description} was closed before it was read to its end")
+        raise LogUnavailable(
             f"{self.description} was not read to its end within {timeout_s:g} s "
             f"(partition: (position, end offset) still behind: {behind})"
         )

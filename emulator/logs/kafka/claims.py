@@ -35,7 +35,7 @@ from emulator.logs.kafka.health import LastError
 from emulator.logs.kafka.reader import TAIL_FETCH_WAIT_MS, TopicReader
 from emulator.logs.kafka.topics import TopicSpec, ensure_topic
 from emulator.model.claims import Claim, Fence, Fenced, fenced_message
-from emulator.model.errors import Conflict, LogReadError, LogWriteError
+from emulator.model.errors import Conflict, LogUnavailable, LogWriteError
 from emulator.model.records import LogRecord, Position
 
 log = logging.getLogger(__name__)
@@ -130,7 +130,7 @@ class KafkaClaims:
             raise LogWriteError(f"claims topic {self._claims_topic} is not open")
         try:
             reader.read_to_end(self._timeout_s)
-        except LogReadError as exc:
+        except LogUnavailable as exc:
             raise LogWriteError(
                 f"claims topic {self._claims_topic} not read to its end within {self._timeout_s:g} s; an open "
                 f"claiming transaction may be stuck ({exc.message})"

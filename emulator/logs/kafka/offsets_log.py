@@ -23,7 +23,7 @@ from emulator.logs.kafka.reader import TopicReader
 from emulator.logs.kafka.topics import LATEST, TopicSpec, ensure_topic, list_offsets, wait_for_partition_count
 from emulator.logs.kafka.writer import OffsetsWriter, checked_entry
 from emulator.model.claims import Claim, Fence
-from emulator.model.errors import LogConfigError, LogReadError, LogWriteError
+from emulator.model.errors import LogConfigError, LogUnavailable, LogWriteError
 from emulator.model.records import Position
 
 log = logging.getLogger(__name__)
@@ -235,7 +235,7 @@ class KafkaOffsetLog(OffsetLog):
         self._require_open()
         reader = self._reader
         if reader is None:
-            raise LogReadError(f"{self.description} is not being read; call start_reading() first")
+            raise LogUnavailable(f"{self.description} is not being read; call start_reading() first")
         reader.read_to_end(timeout_s, partitions=self.partition_count)
 
     # ---------------------------------------------------------------- ownership

@@ -33,7 +33,7 @@ from emulator.logs.base import ReadProgress, RecordSink
 from emulator.logs.kafka.config import KafkaClientConfig
 from emulator.logs.kafka.health import LastError
 from emulator.logs.kafka.topics import EARLIEST, LATEST, list_offsets, wait_for_partition_count
-from emulator.model.errors import LogConfigError, LogReadError
+from emulator.model.errors import LogConfigError, LogUnavailable
 from emulator.model.records import LogRecord
 
 log = logging.getLogger(__name__)
@@ -181,19 +181,19 @@ class TopicReader:
     def read_to_end(self, timeout_s: float, partitions: int | None = None) -> None:
         """Return once every record in the topic now has been delivered to the sink.
 
-        Raises ``LogReadError`` when that takes longer than ``timeout_s`` (e.g. a transaction left
+        Raises ``LogUnavailable`` when that takes longer than ``timeout_s`` (e.g. a transaction left
         open on a ``read_committed`` reader), when the end offsets cannot be fetched, or when the
         reader is not running.
         """
         deadline = time.monotonic() + timeout_s
         with self._cond:
             if self._thread is None:
-                raise LogReadError(f"{self.description} is not being read; call start_reading() first")
+                raise LogUnavailable(f"{self.description} is not being read; call start_reading() first")
         try:
             ends = self.end_offsets(timeout_s, partitions)
         except Exception as exc:
             self._errors.record(f"cannot read the end offsets of {self.topic}: {exc!r}")
-            raise LogReadError(f"{self.description} cannot be read to its end: no end offsets: {exc}") from exc
+            raise LogUnavailable(f"{self.description} cannot be read to its end: no end offsets: {exc}") from exc
         with self._cond:
             if len(ends) > self._partition_count:
                 self._refresh_requested.set()
@@ -205,8 +205,8 @@ class TopicReader:
             finished = self._finished
             behind = {p: (self._positions.get(p, 0), end) for p, end in ends.items() if not self._passed({p: end})}
         if finished:
-            raise LogReadError(f"{self.description} cannot be read to its end: its reader stopped")
-        raise LogReadError(
+            raise LogUnavailable(f"{self.description} cannot be read to its end: its reader stopped")
+        raise LogUnavailable(
             f"{self.description} was not read to its end within {timeout_s:g} s "
             f"(partition: (position, end offset) still behind: {behind})"
         )

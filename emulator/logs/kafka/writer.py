@@ -22,7 +22,7 @@ from confluent_kafka import KafkaError, KafkaException, Message, Producer
 from emulator.codec.murmur2 import partition_for
 from emulator.logs.kafka.config import KafkaClientConfig
 from emulator.logs.kafka.health import LastError
-from emulator.model.errors import BadRequest, LogConfigError, LogWriteError
+from emulator.model.errors import InvalidRecord, LogConfigError, LogWriteError
 from emulator.model.records import Position
 
 log = logging.getLogger(__name__)
@@ -31,16 +31,16 @@ _CLOSE_FLUSH_S = 5.0
 
 
 def checked_entry(index: int, entry: tuple[bytes, bytes | None]) -> tuple[bytes, bytes | None]:
-    """One ``(key, value-or-None)`` pair as bytes, or ``BadRequest`` naming the entry: checked before
+    """One ``(key, value-or-None)`` pair as bytes, or ``InvalidRecord`` naming the entry: checked before
     anything is written, so a bad entry never leaves half an append behind."""
     try:
         key, value = entry
     except (TypeError, ValueError):
-        raise BadRequest(f"entry {index}: expected a (key, value) pair, got {entry!r}") from None
+        raise InvalidRecord(f"entry {index}: expected a (key, value) pair, got {entry!r}") from None
     if not isinstance(key, bytes | bytearray | memoryview):
-        raise BadRequest(f"entry {index}: key must be bytes, got {type(key).__name__}")
+        raise InvalidRecord(f"entry {index}: key must be bytes, got {type(key).__name__}")
     if value is not None and not isinstance(value, bytes | bytearray | memoryview):
-        raise BadRequest(f"entry {index}: value must be bytes or None, got {type(value).__name__}")
+        raise InvalidRecord(f"entry {index}: value must be bytes or None, got {type(value).__name__}")
     return bytes(key), (None if value is None else bytes(value))
 
 

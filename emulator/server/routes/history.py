@@ -7,22 +7,20 @@
 - ``POST /connectors/{c}/offsets/rollback?to=<time>&dry_run=true``: write the diff back to that state;
 - ``GET /history/status``: the archiver's health and counters.
 
-Times are ISO-8601 (naive = UTC) or epoch milliseconds. Archive reads happen in a worker thread:
-they read files and may take seconds on a large archive, which must not stall the event loop.
+Times are ISO-8601 (naive = UTC) or epoch milliseconds. The reads are ``emulator.service.history``'s,
+the rollback is ``emulator.service.records``'s.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request, Response
 
 from emulator.history.archive import HistoryArchive
-from emulator.history.query import DEFAULT_LIMIT, HistoryReader, connector_history, state_as_of
-from emulator.history.rollback import current_state, plan_rollback
-from emulator.model.errors import BadRequest, NotFound
+from emulator.history.query import DEFAULT_LIMIT
+from emulator.model.errors import HistoryDisabled, InvalidRequest
 from emulator.model.times import format_time_ms, parse_time_ms
 from emulator.server.deps import Runtime, RuntimeDep
 
@@ -32,7 +30,7 @@ router = APIRouter(tags=["history"])
 def history_archive(request: Request) -> HistoryArchive:
     archive: HistoryArchive | None = getattr(request.app.state, "history", None)
     if archive is None:
-        raise NotFound("The offsets history is disabled on this daemon (it was started with --no-history)")
+        raise HistoryDisabled("The offsets history is disabled on this daemon (it was started with --no-history)")
     return archive
 
 
@@ -42,7 +40,7 @@ def time_param(name: str, value: str | None) -> int | None:
     try:
         return parse_time_ms(value)
     except ValueError as exc:
-        raise BadRequest(f"query parameter '{name}': {exc}") from exc
+        raise InvalidRequest(f"query parameter '{name}': {exc}") from exc
 
 
 def partition_param(value: str | None) -> dict[str, Any] | None:
@@ -51,9 +49,9 @@ def partition_param(value: str | None) -> dict[str, Any] | None:
     try:
         partition = json.loads(value)
     except ValueError as exc:
-        raise BadRequest(f"query parameter 'partition' is not valid JSON: {exc}") from exc
+        raise InvalidRequest(f"query parameter 'partition' is not valid JSON: {exc}") from exc
     if not isinstance(partition, dict):
-        raise BadRequest(f"query parameter 'partition' must be a JSON object, got {type(partition).__name__}")
+        raise InvalidRequest(f"query parameter 'partition' must be a JSON object, got {type(partition).__name__}")
     return partition
 
 
@@ -71,32 +69,25 @@ async def offsets_history(
     limit: int = DEFAULT_LIMIT,
 ) -> dict[str, Any]:
     archive = history_archive(request)
-    rt.service.ensure_ready()  # before the replay reached the end the archive may lack records: 503
-    from_ms, to_ms = time_param("from", from_), time_param("to", to)
-    reader = HistoryReader(archive.directory, archive, min_ms=from_ms, max_ms=to_ms)
-    page = await asyncio.to_thread(
-        connector_history,
-        reader,
+    page = await rt.history.changes(
+        archive,
         connector,
+        from_ms=time_param("from", from_),
+        to_ms=time_param("to", to),
         partition=partition_param(partition),
-        from_ms=from_ms,
-        to_ms=to_ms,
         limit=limit,
     )
     return page.as_dict()
 
 
-async def offsets_as_of(request: Request, response: Response, connector: str, as_of: str) -> dict[str, Any]:
+async def offsets_as_of(
+    request: Request, response: Response, connector: str, as_of: str, rt: Runtime
+) -> dict[str, Any]:
     """Connect's GET body as it was at ``as_of``; damaged archive files are counted in a header."""
     archive = history_archive(request)
     at_ms = time_param("as_of", as_of)
     assert at_ms is not None
-    runtime: Runtime = request.app.state.runtime
-    runtime.service.ensure_ready()
-    reader = HistoryReader(archive.directory, archive, max_ms=at_ms)
-    past = await asyncio.to_thread(state_as_of, reader, connector, at_ms)
-    if not past.known:
-        raise NotFound(f"Connector {connector} not found in the offsets history at or before {format_time_ms(at_ms)}")
+    past = await rt.history.as_of(archive, connector, at_ms)
     response.headers["X-Offsets-As-Of"] = format_time_ms(at_ms)
     response.headers["X-Offsets-History-Damaged-Files"] = str(len(past.report.damaged))
     return {"offsets": past.offsets()}
@@ -116,30 +107,23 @@ async def rollback_offsets(
     archive = history_archive(request)
     at_ms = time_param("to", to)
     assert at_ms is not None
-    rt.service.ensure_ready()
-    reader = HistoryReader(archive.directory, archive, max_ms=at_ms)
-    past = await asyncio.to_thread(state_as_of, reader, connector, at_ms)
-    if not past.known and not rt.view.knows(connector):
-        raise NotFound(f"Connector {connector} not found")
-    changes = plan_rollback(past, current_state(rt.view, connector))
+    result = await rt.records.rollback(archive, connector, at_ms, dry_run)
     when = format_time_ms(at_ms)
+    changes = len(result.changes)
     if dry_run:
-        message = f"Dry run: nothing was written. {len(changes)} record(s) would roll {connector} back to {when}."
+        message = f"Dry run: nothing was written. {changes} record(s) would roll {connector} back to {when}."
     elif changes:
-        message = f"The offsets of {connector} were rolled back to their state at {when} ({len(changes)} record(s))."
+        message = f"The offsets of {connector} were rolled back to their state at {when} ({changes} record(s))."
     else:
         message = f"Nothing to roll back: the offsets of {connector} are as they were at {when}."
-    result = await rt.service.write_raw(
-        connector, [(c.key, c.target) for c in changes], message, operation="rollback", dry_run=dry_run
-    )
     partitions = rt.log.partition_count
     return {
-        "message": result.message,
+        "message": message,
         "dry_run": dry_run,
         "to": when,
         "to_ms": at_ms,
-        "changes": [c.as_dict(partitions) for c in changes],
-        "damaged_files": past.report.damaged,
+        "changes": [c.as_dict(partitions) for c in result.changes],
+        "damaged_files": result.damaged_files,
     }
 
 

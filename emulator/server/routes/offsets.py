@@ -13,11 +13,10 @@ from typing import Any
 
 from fastapi import APIRouter, Request, Response
 
-from emulator.model.errors import BadRequest
-from emulator.model.sequences import CommitSequence
 from emulator.server.deps import RuntimeDep
+from emulator.server.routes.history import offsets_as_of
 from emulator.service.bodies import parse_alter_body
-from emulator.service.offsets import ModifyResult
+from emulator.service.results import ModifyResult
 from emulator.service.write_guard import WriteAuth
 
 router = APIRouter(tags=["offsets"])
@@ -45,7 +44,7 @@ _OFFSETS_SCHEMA: dict[str, Any] = {
 
 @router.get("/connectors", summary="List connectors that have offsets in the log")
 async def list_connectors(rt: RuntimeDep) -> list[str]:
-    return rt.service.connectors()
+    return rt.offsets.connectors()
 
 
 @router.get("/connectors/{connector}/offsets", summary="Get a connector's offsets (Connect's GET)")
@@ -61,10 +60,8 @@ async def get_offsets(
     they were then, in the same shape. ``?kind=sink`` (ours, without a Connect cluster) answers
     the consumer group ``connect-<connector>``'s offsets in Connect's sink shape."""
     if as_of is not None:
-        from emulator.server.routes.history import offsets_as_of
-
-        return await offsets_as_of(request, response, connector, as_of)
-    return {"offsets": await rt.service.get_offsets(connector, kind)}
+        return await offsets_as_of(request, response, connector, as_of, rt)
+    return {"offsets": await rt.offsets.get_offsets(connector, kind)}
 
 
 @router.patch(
@@ -92,23 +89,15 @@ async def alter_offsets(
     ``sequence_source`` + ``sequence`` (reordering detection: a stale commit is dropped per
     partition and listed under ``dropped``)."""
     changes = parse_alter_body(await request.body())
-    auth = _auth(claim_epoch, sequence_source, sequence)
-    return _body(await rt.service.alter(connector, changes, dry_run=dry_run, create=create, kind=kind, auth=auth))
+    auth = WriteAuth.from_params(claim_epoch, sequence_source, sequence)
+    return _body(await rt.offsets.alter(connector, changes, dry_run=dry_run, create=create, kind=kind, auth=auth))
 
 
 @router.delete("/connectors/{connector}/offsets", summary="Reset offsets (Connect's DELETE)")
 async def reset_offsets(
     connector: str, rt: RuntimeDep, dry_run: bool = False, kind: str | None = None, claim_epoch: int | None = None
 ) -> dict[str, Any]:
-    return _body(await rt.service.reset(connector, dry_run=dry_run, kind=kind, auth=WriteAuth(claim_epoch)))
-
-
-def _auth(claim_epoch: int | None, sequence_source: str | None, sequence: int | None) -> WriteAuth:
-    if (sequence_source is None) != (sequence is None):
-        raise BadRequest("sequence_source and sequence go together: give both or neither")
-    if sequence_source is not None and sequence is not None:
-        return WriteAuth(claim_epoch, CommitSequence(sequence_source, sequence))
-    return WriteAuth(claim_epoch)
+    return _body(await rt.offsets.reset(connector, dry_run=dry_run, kind=kind, auth=WriteAuth(claim_epoch)))
 
 
 def _body(result: ModifyResult) -> dict[str, Any]:

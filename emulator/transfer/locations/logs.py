@@ -16,7 +16,7 @@ from pathlib import Path
 from emulator.formats.diff import compute_diff
 from emulator.formats.model import Loaded, RawRecord
 from emulator.logs.base import OffsetLog
-from emulator.model.errors import LogReadError
+from emulator.model.errors import LogUnavailable
 from emulator.model.records import LogRecord
 from emulator.transfer.errors import LocationError
 from emulator.transfer.locations.base import Location
@@ -155,7 +155,7 @@ def _read_to_end(log: OffsetLog, ctx: TransferContext) -> OffsetView:
     log.start_reading(apply)
     try:
         log.read_to_end(ctx.options.timeout_s)
-    except LogReadError as exc:
+    except LogUnavailable as exc:
         progress = log.progress()
         if progress.error is not None:
             raise LocationError(f"{log.description} cannot be read: {progress.error}") from exc

@@ -1,0 +1,114 @@
+"""The one place where domain errors become HTTP: status, Connect's error body, and a kind header.
+
+Connect answers every failure as ``{"error_code": <status>, "message": "..."}``
+(``ConnectExceptionMapper``) and Connect clients parse exactly that, so the body stays that. What
+happened, for programs, travels in a response header instead of in the message text::
+
+    X-Connect-Offsets-Error: <kind>
+
+======================== ====== ===========================================================
+kind                     status when
+======================== ====== ===========================================================
+invalid_request          400    the body or a parameter is wrong (Connect's BadRequestException)
+invalid_record           400    log entries are not (bytes key, bytes-or-None value) pairs
+wrong_connector_type     400    ``kind=`` contradicts the Connect cluster's config
+history_unavailable      400    the time lies before what the archive's retention kept
+not_stopped              400    the connector is not STOPPED with 0 tasks (Connect's rule)
+claim_held               400    someone holds a claim and the write did not present it
+sinks_unsupported        400    sink offsets need Kafka (the embedded log has no groups)
+connector_not_found      404    the connector is unknown (cluster, offsets log or history)
+claim_not_found          404    the connector has no current claim (with that epoch)
+history_disabled         404    the daemon runs with ``--no-history``
+conflict                 409    another writer won a race (e.g. a concurrent claim)
+fenced                   409    a newer claim fenced this writer; nothing was written
+connector_running        409    a claim was refused: the connector runs (use force)
+claims_unsupported       409    the log backend cannot store claims
+invalid_offset_format    500    Connect's ``validateFormat`` refused a map (500, as in Connect)
+sink_offsets_failed      500    the consumer-group call behind a sink's offsets failed
+log_unavailable          500    a log could not be read to its end in time
+log_config_error         500    the log's storage cannot be used as configured
+log_write_error          500    the log did not acknowledge a write
+internal_error           500    anything else (a bug: the message names the exception)
+not_ready                503    the log has not been read to its end yet (retry shortly)
+======================== ====== ===========================================================
+
+Answers of the web framework itself (no such route: 404, method not allowed: 405) carry no kind;
+clients fall back on the status, as they must for daemons that predate the header.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from emulator.model import errors
+from emulator.model.claims import Fenced
+from emulator.model.errors import OffsetsError
+
+log = logging.getLogger(__name__)
+
+ERROR_HEADER = "X-Connect-Offsets-Error"
+
+STATUS: Mapping[type, int] = {
+    errors.OffsetsError: 500,
+    errors.InvalidRequest: 400,
+    errors.InvalidOffsetFormat: 500,
+    errors.ConnectorNotFound: 404,
+    errors.NotStopped: 400,
+    errors.ClaimNotFound: 404,
+    errors.Conflict: 409,
+    Fenced: 409,
+    errors.NotReady: 503,
+    errors.HistoryDisabled: 404,
+    errors.SinksUnsupported: 400,
+    errors.SinkOffsetsFailed: 500,
+    errors.LogUnavailable: 500,
+    errors.LogConfigError: 500,
+    errors.LogWriteError: 500,
+}
+"""Status per class; a class not listed takes its nearest listed ancestor's."""
+
+
+def status_of(error: OffsetsError) -> int:
+    for cls in type(error).__mro__:
+        status = STATUS.get(cls)
+        if status is not None:
+            return status
+    return 500  # unreachable: OffsetsError is listed
+
+
+def error_response(error: OffsetsError, extra: Mapping[str, object] | None = None) -> JSONResponse:
+    """Connect's error body (plus ``extra`` fields, e.g. readiness progress) and the kind header."""
+    status = status_of(error)
+    body = {"error_code": status, "message": error.message, **(extra or {})}
+    return JSONResponse(body, status_code=status, headers={ERROR_HEADER: error.kind})
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    """Every failure leaves the app in Connect's shape, whatever raised it."""
+
+    @app.exception_handler(OffsetsError)
+    async def _domain_error(_: Request, exc: OffsetsError) -> JSONResponse:
+        response = error_response(exc)
+        if response.status_code >= 500:
+            log.error("request failed: %s", exc.message)
+        return response
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        message = exc.detail if isinstance(exc.detail, str) else str(exc.detail)
+        return JSONResponse({"error_code": exc.status_code, "message": message}, status_code=exc.status_code)
+
+    @app.exception_handler(RequestValidationError)
+    async def _validation_error(_: Request, exc: RequestValidationError) -> JSONResponse:
+        return error_response(errors.InvalidRequest(str(exc.errors())))
+
+    @app.exception_handler(Exception)
+    async def _unexpected(_: Request, exc: Exception) -> JSONResponse:
+        log.exception("unexpected error")
+        return error_response(OffsetsError(f"{type(exc).__name__}: {exc}"))

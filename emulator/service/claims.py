@@ -1,0 +1,41 @@
+"""Claims (ours): one writer per connector, over the API (see ``emulator.model.claims``).
+
+The guard stores and checks claims; this service adds what the API promises around them: a claim
+is answered only from a log read to its end, and only once the new owner can see every write of
+the owner it fenced.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+from emulator.model.claims import Claim
+from emulator.model.errors import ClaimNotFound
+from emulator.service.checks import ConnectorChecks
+from emulator.service.write_guard import WriteGuard
+
+
+class ClaimsService:
+    def __init__(self, checks: ConnectorChecks, guard: WriteGuard, read_to_end: Callable[[], Awaitable[None]]) -> None:
+        self._checks = checks
+        self._guard = guard
+        self._read_to_end = read_to_end
+
+    async def claim(self, connector: str, owner: str, force: bool = False) -> Claim:
+        """Claim, then read the log to its end before answering: the new owner's next read must see
+        every write of the owner it fenced (none can follow: the fence is in the log), or it could
+        resume from a stale offset and move it backwards."""
+        self._checks.ensure_ready()
+        claim = await self._guard.claim(connector, owner, force)
+        await self._read_to_end()
+        return claim
+
+    async def current(self, connector: str) -> Claim:
+        current = await self._guard.current(connector)
+        if current is None:
+            raise ClaimNotFound(f"Connector {connector} has no current claim")
+        return current
+
+    async def release(self, connector: str, epoch: int) -> None:
+        if not await self._guard.release(connector, epoch):
+            raise ClaimNotFound(f"Connector {connector} has no current claim with epoch {epoch}")

@@ -1,0 +1,129 @@
+"""Domain errors → HTTP in one table, and back to typed errors in the clients.
+
+The daemon keeps Connect's error body exactly (``{"error_code", "message"}``: Connect clients parse
+it) and names what went wrong in the ``X-Connect-Offsets-Error`` header; the Python clients type
+their errors from that header, never from the message text.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+import httpx
+import pytest
+
+import emulator.server.errors as server_errors
+from emulator.client.http import (
+    ERROR_HEADER,
+    ApiError,
+    FencedError,
+    NotFoundError,
+    NotReadyError,
+    NotStoppedError,
+    api_error,
+    error_from_response,
+)
+from emulator.history.query import HistoryUnavailable
+from emulator.model.claims import Fenced
+from emulator.model.errors import (
+    ClaimHeld,
+    ConnectorNotFound,
+    InvalidOffsetFormat,
+    InvalidRequest,
+    NotReady,
+    NotStopped,
+    OffsetsError,
+)
+from emulator.server.errors import error_response, status_of
+
+
+def all_error_classes() -> list[type[OffsetsError]]:
+    # Importing the modules that define subclasses outside model.errors registers them.
+    assert Fenced and HistoryUnavailable
+    found: list[type[OffsetsError]] = [OffsetsError]
+    for cls in found:
+        found.extend(cls.__subclasses__())
+    return found
+
+
+def documented_kinds() -> dict[str, int]:
+    """The kind → status table in ``emulator.server.errors``'s docstring."""
+    doc = server_errors.__doc__ or ""
+    return {m[1]: int(m[2]) for m in re.finditer(r"^([a-z_]+)\s+(\d{3})\s", doc, re.MULTILINE)}
+
+
+def test_every_domain_error_has_its_own_kind_and_the_documented_status() -> None:
+    classes = all_error_classes()
+    kinds = [cls.kind for cls in classes]
+    assert len(kinds) == len(set(kinds)), f"a subclass must name its own kind: {sorted(kinds)}"
+    documented = documented_kinds()
+    assert {cls.kind: status_of(cls("x")) for cls in classes} == documented
+
+
+@pytest.mark.parametrize(
+    ("error", "status", "kind"),
+    [
+        (InvalidRequest("bad body"), 400, "invalid_request"),
+        (NotStopped("Connectors must be in the STOPPED state"), 400, "not_stopped"),
+        (ClaimHeld("held"), 400, "claim_held"),
+        (ConnectorNotFound("Connector c not found"), 404, "connector_not_found"),
+        (Fenced("fenced"), 409, "fenced"),
+        (InvalidOffsetFormat("Offsets may only use String keys"), 500, "invalid_offset_format"),
+        (NotReady("not yet"), 503, "not_ready"),
+    ],
+)
+def test_the_body_is_connects_and_the_kind_travels_in_a_header(error: OffsetsError, status: int, kind: str) -> None:
+    response = error_response(error)
+    assert response.status_code == status
+    assert json.loads(response.body) == {"error_code": status, "message": error.message}
+    assert response.headers[ERROR_HEADER] == kind
+
+
+def test_extra_fields_follow_connects_two() -> None:
+    response = error_response(NotReady("Reading the offsets log to its end"), extra={"ready": False})
+    assert json.loads(response.body) == {
+        "error_code": 503,
+        "message": "Reading the offsets log to its end",
+        "ready": False,
+    }
+
+
+def answer(status: int, message: str, kind: str | None = None) -> httpx.Response:
+    headers = {} if kind is None else {ERROR_HEADER: kind}
+    return httpx.Response(status, headers=headers, json={"error_code": status, "message": message})
+
+
+def test_not_stopped_is_recognised_by_its_kind_whatever_the_message_says() -> None:
+    error = error_from_response(answer(400, "someone else is writing this connector", "not_stopped"))
+    assert type(error) is NotStoppedError
+    assert error.message == "someone else is writing this connector" and error.kind == "not_stopped"
+    assert type(error_from_response(answer(400, "claimed by 'spark-run-1'", "claim_held"))) is NotStoppedError
+
+
+def test_a_message_mentioning_stopped_is_not_a_kind() -> None:
+    error = error_from_response(answer(400, "offsets[0].partition must mention STOPPED", "invalid_request"))
+    assert type(error) is ApiError and error.kind == "invalid_request"
+
+
+@pytest.mark.parametrize(
+    ("status", "expected"),
+    [(400, ApiError), (404, NotFoundError), (409, FencedError), (500, ApiError), (503, NotReadyError)],
+)
+def test_without_the_header_the_status_alone_decides(status: int, expected: type[ApiError]) -> None:
+    error = error_from_response(answer(status, "Connectors must be in the STOPPED state"))
+    assert type(error) is expected and error.kind is None
+
+
+def test_an_unknown_kind_from_a_newer_daemon_falls_back_on_the_status() -> None:
+    assert type(error_from_response(answer(409, "a new kind of conflict", "some_future_kind"))) is FencedError
+
+
+def test_the_clients_type_agrees_with_the_status_for_every_kind_the_daemon_sends() -> None:
+    for kind, status in documented_kinds().items():
+        error = api_error(status, "m", kind)
+        by_status = {404: NotFoundError, 409: FencedError, 503: NotReadyError}.get(status)
+        if kind in (NotStopped.kind, ClaimHeld.kind):
+            assert type(error) is NotStoppedError, kind
+        else:
+            assert type(error) is (by_status or ApiError), kind
