@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
+from tests.fixtures.broker import TansuBroker
 from tests.integration.connect_helpers import read_topic, unique
 from tests.oracle import JavaError, JavaOracle
 
@@ -25,7 +26,9 @@ def raw(records: list[Any]) -> list[tuple[str, str | None]]:
     return [(r.key.decode(), None if r.value is None else r.value.decode()) for r in records]
 
 
-def test_stopping_a_connector_writes_the_documented_config_records(kafka_broker: Any, java_oracle: JavaOracle) -> None:
+def test_stopping_a_connector_writes_the_documented_config_records(
+    kafka_broker: TansuBroker, java_oracle: JavaOracle
+) -> None:
     topic, name = unique("cfg"), unique("conn")
     view = java_oracle.connect_cluster_write(
         kafka_broker.bootstrap,
@@ -62,7 +65,7 @@ def test_stopping_a_connector_writes_the_documented_config_records(kafka_broker:
         consumer.close()
 
 
-def test_paused_state_and_connector_removal(kafka_broker: Any, java_oracle: JavaOracle) -> None:
+def test_paused_state_and_connector_removal(kafka_broker: TansuBroker, java_oracle: JavaOracle) -> None:
     topic, name = unique("cfg"), unique("conn")
     view = java_oracle.connect_cluster_write(
         kafka_broker.bootstrap,
@@ -83,7 +86,9 @@ def test_paused_state_and_connector_removal(kafka_broker: Any, java_oracle: Java
     ]
 
 
-def test_a_connector_status_record_as_the_status_store_writes_it(kafka_broker: Any, java_oracle: JavaOracle) -> None:
+def test_a_connector_status_record_as_the_status_store_writes_it(
+    kafka_broker: TansuBroker, java_oracle: JavaOracle
+) -> None:
     config_topic, status_topic, name = unique("cfg"), unique("status"), unique("conn")
     java_oracle.connect_cluster_write(
         kafka_broker.bootstrap,
@@ -143,7 +148,9 @@ def test_sink_get_serializes_kafka_partition_before_kafka_topic(java_oracle: Jav
     )
 
 
-def test_java_admin_on_a_consumer_group_against_the_test_broker(kafka_broker: Any, java_oracle: JavaOracle) -> None:
+def test_java_admin_on_a_consumer_group_against_the_test_broker(
+    kafka_broker: TansuBroker, java_oracle: JavaOracle
+) -> None:
     topic, group = unique("data"), unique("connect-sink")
     kafka_broker.create_topic(topic, 2)
     consumer = Consumer({"bootstrap.servers": kafka_broker.bootstrap, "group.id": group, "log_level": 0})

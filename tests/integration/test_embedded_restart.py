@@ -9,8 +9,10 @@ from typing import Any
 
 import httpx
 
+from tests.fixtures.daemon import DaemonFactory
 
-def test_kill_9_mid_stream_keeps_every_acknowledged_write(daemon_factory: Any, tmp_path: Any) -> None:
+
+def test_kill_9_mid_stream_keeps_every_acknowledged_write(daemon_factory: DaemonFactory, tmp_path: Any) -> None:
     data_dir = str(tmp_path / "data")
     daemon = daemon_factory("--data-dir", data_dir)
     name = f"kill9-{uuid.uuid4().hex[:8]}"
