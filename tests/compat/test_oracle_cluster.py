@@ -26,6 +26,7 @@ def raw(records: list[Any]) -> list[tuple[str, str | None]]:
     return [(r.key.decode(), None if r.value is None else r.value.decode()) for r in records]
 
 
+@pytest.mark.slow
 def test_stopping_a_connector_writes_the_documented_config_records(
     kafka_broker: TansuBroker, java_oracle: JavaOracle
 ) -> None:
@@ -65,6 +66,7 @@ def test_stopping_a_connector_writes_the_documented_config_records(
         consumer.close()
 
 
+@pytest.mark.slow
 def test_paused_state_and_connector_removal(kafka_broker: TansuBroker, java_oracle: JavaOracle) -> None:
     topic, name = unique("cfg"), unique("conn")
     view = java_oracle.connect_cluster_write(
@@ -86,6 +88,7 @@ def test_paused_state_and_connector_removal(kafka_broker: TansuBroker, java_orac
     ]
 
 
+@pytest.mark.slow
 def test_a_connector_status_record_as_the_status_store_writes_it(
     kafka_broker: TansuBroker, java_oracle: JavaOracle
 ) -> None:

@@ -308,6 +308,7 @@ def test_offsets_written_by_java_read_back_and_sit_in_the_murmur2_partition(
         assert not r.headers()
 
 
+@pytest.mark.slow
 @pytest.mark.kafka
 def test_a_null_offset_is_a_tombstone_that_removes_the_partition(
     java_oracle: JavaOracle, kafka_broker: TansuBroker
@@ -327,6 +328,7 @@ def test_a_null_offset_is_a_tombstone_that_removes_the_partition(
 # --- a real connector in Debezium's embedded engine ---------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.kafka
 def test_filestream_source_emits_the_lines_and_commits_its_byte_position(
     java_oracle: JavaOracle, kafka_broker: TansuBroker, tmp_path: Path
@@ -380,6 +382,7 @@ def test_the_offset_writer_rejects_nested_values_as_connect_does(java_oracle: Ja
 # --- the harness fails loudly and recovers ---------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_hung_or_crashed_jvm_is_a_clear_error_and_the_next_request_gets_a_fresh_jvm() -> None:
     with JavaOracle() as o:
         # A Java call past its server-side bound: answered as an error, then that JVM is replaced.

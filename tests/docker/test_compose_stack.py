@@ -26,7 +26,7 @@ from pytest_docker.plugin import Services
 
 from tests.docker.conftest import REPO_ROOT, HostPorts
 
-pytestmark = [pytest.mark.docker, pytest.mark.timeout(1500)]
+pytestmark = [pytest.mark.docker, pytest.mark.timeout(1500), pytest.mark.slow]
 
 INPUT_ON_HOST = REPO_ROOT / "docker" / "connect-input" / "lines.txt"
 INPUT_IN_CONNECT = "/data/connect-input/lines.txt"  # docker-compose.yml mounts docker/connect-input here

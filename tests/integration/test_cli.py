@@ -8,6 +8,8 @@ import sys
 import uuid
 from pathlib import Path
 
+import pytest
+
 from tests.fixtures.daemon import DaemonProcess, free_port
 
 
@@ -17,6 +19,7 @@ def cli(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str
     )
 
 
+@pytest.mark.slow
 def test_alter_get_list_reset_round_trip(embedded_daemon: DaemonProcess, tmp_path: Path) -> None:
     name = f"cli-{uuid.uuid4().hex[:8]}"
     body = tmp_path / "offsets.json"
@@ -80,6 +83,7 @@ def test_bad_files_are_clear_errors_with_exit_2(embedded_daemon: DaemonProcess, 
     assert shape.returncode == 2 and "KIP-875 body" in shape.stderr
 
 
+@pytest.mark.slow
 def test_claim_then_write_with_the_claim_epoch(embedded_daemon: DaemonProcess, tmp_path: Path) -> None:
     name = f"cli-{uuid.uuid4().hex[:8]}"
     url = ("--url", embedded_daemon.url)

@@ -71,6 +71,7 @@ def test_a_running_connector_refuses_patch_and_delete_with_connects_message(clus
     assert (response.status_code, response.json()) == (200, {"offsets": []})
 
 
+@pytest.mark.slow
 def test_a_paused_connector_is_refused_too(cluster: ConnectClusterDaemon) -> None:
     name = unique("paused")
     view = cluster.write(config(name), tasks(name, 1), target(name, "PAUSED"))
@@ -79,6 +80,7 @@ def test_a_paused_connector_is_refused_too(cluster: ConnectClusterDaemon) -> Non
     assert (response.status_code, response.json()["message"]) == (400, not_stopped_message(name))
 
 
+@pytest.mark.slow
 def test_stopped_in_the_target_state_but_tasks_still_committed_is_refused(cluster: ConnectClusterDaemon) -> None:
     name = unique("stopping")
     view = cluster.write(config(name), tasks(name, 2), target(name, "STOPPED"))  # no empty task commit yet
@@ -87,6 +89,7 @@ def test_stopped_in_the_target_state_but_tasks_still_committed_is_refused(cluste
     assert (response.status_code, response.json()["message"]) == (400, not_stopped_message(name))
 
 
+@pytest.mark.slow
 def test_a_stopped_connector_with_zero_tasks_may_be_altered_and_reset(cluster: ConnectClusterDaemon) -> None:
     name = unique("stopped")
     view = cluster.write(config(name), tasks(name, 1), *stop(name))
@@ -110,6 +113,7 @@ def test_a_stopped_connector_with_zero_tasks_may_be_altered_and_reset(cluster: C
     assert cluster.get(name).json() == {"offsets": []}
 
 
+@pytest.mark.slow
 def test_a_deleted_connector_is_404_again(cluster: ConnectClusterDaemon) -> None:
     name = unique("deleted")
     cluster.write(config(name), *stop(name))
@@ -123,6 +127,7 @@ def test_a_deleted_connector_is_404_again(cluster: ConnectClusterDaemon) -> None
     assert got.status_code == 404, got.text
 
 
+@pytest.mark.slow
 def test_state_changes_after_startup_are_seen_by_the_next_modification(cluster: ConnectClusterDaemon) -> None:
     """Stop, then PATCH at once, then resume, then PATCH at once: no waiting, no stale answer."""
     name = unique("lifecycle")
@@ -190,6 +195,7 @@ def test_a_missing_config_topic_stops_the_daemon_with_a_clear_error(kafka_broker
 # --- our reading of the topics is Java's reading ---------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_the_daemons_reading_of_config_and_status_records_matches_javas(
     kafka_broker: TansuBroker, java_oracle: JavaOracle
 ) -> None:

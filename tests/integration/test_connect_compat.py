@@ -74,6 +74,7 @@ def jdbc_offset(pos: int, ts: int, snapshot: bool, ratio: float) -> Any:
     return T.jmap([("ts_ms", T.long(ts)), ("pos", T.long(pos)), ("snapshot", snapshot), ("ratio", T.double(ratio))])
 
 
+@pytest.mark.slow
 def test_a_daemon_started_on_a_java_written_topic_lists_exactly_what_java_wrote(
     java_oracle: JavaOracle, kafka_broker: TansuBroker, daemon_factory: DaemonFactory
 ) -> None:
@@ -117,6 +118,7 @@ def test_a_daemon_started_on_a_java_written_topic_lists_exactly_what_java_wrote(
     assert canon(emoji_row["offset"]) == canon({"n": 7, "ok": True, "half": 0.5})
 
 
+@pytest.mark.slow
 def test_a_daemon_tails_what_java_writes_while_it_runs(
     java_oracle: JavaOracle, kafka_broker: TansuBroker, daemon_factory: DaemonFactory
 ) -> None:
@@ -153,6 +155,7 @@ KEPT = T.jmap([("zz", "untouched"), ("aa", "x")])
 NEW = T.jmap([("shard", "s9"), ("region", "eu-1")])  # the order the PATCH body gives, as the task builds it
 
 
+@pytest.mark.slow
 def test_b_java_reads_the_offsets_the_daemon_altered_and_reset(
     java_oracle: JavaOracle, kafka_broker: TansuBroker, daemon_factory: DaemonFactory
 ) -> None:
@@ -236,6 +239,7 @@ def end_offsets(bootstrap: str, topic: str, n: int) -> dict[int, int]:
         consumer.close()
 
 
+@pytest.mark.slow
 def test_d_daemon_records_use_javas_partitioner_no_headers_and_true_null_tombstones(
     java_oracle: JavaOracle, kafka_broker: TansuBroker, daemon_factory: DaemonFactory
 ) -> None:

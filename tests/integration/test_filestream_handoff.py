@@ -50,6 +50,7 @@ LINES = [
 ]
 
 
+@pytest.mark.slow
 def test_c_connector_resumes_exactly_at_the_position_the_daemon_set(
     java_oracle: JavaOracle, kafka_broker: TansuBroker, daemon_factory: DaemonFactory, tmp_path: Path
 ) -> None:

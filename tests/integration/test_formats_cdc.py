@@ -124,6 +124,7 @@ def test_java_written_records_export_as_the_state_jackson_writes(
     assert states == expected
 
 
+@pytest.mark.slow
 @pytest.mark.kafka
 def test_states_imported_into_a_topic_are_read_by_kafka_offset_backing_store(
     java_oracle: JavaOracle, kafka_broker: TansuBroker, tmp_path: Path

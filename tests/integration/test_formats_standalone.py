@@ -117,6 +117,7 @@ def test_import_into_the_embedded_log_is_byte_exact(
     assert [p for p, _, _ in rows] == java_oracle.partition(keys, 5), "placed as Java's producer would"
 
 
+@pytest.mark.slow
 @pytest.mark.kafka
 def test_import_into_a_topic_is_read_back_by_kafka_offset_backing_store(
     java_file: JavaFile, java_oracle: JavaOracle, kafka_broker: TansuBroker

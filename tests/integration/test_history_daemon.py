@@ -67,6 +67,7 @@ def log_records(data_dir: Path) -> int:
     return int(count)
 
 
+@pytest.mark.slow
 def test_history_survives_compaction_and_kill_9_restarts_without_duplicates(
     daemon_factory: DaemonFactory, tmp_path: Path
 ) -> None:
@@ -97,6 +98,7 @@ def test_history_survives_compaction_and_kill_9_restarts_without_duplicates(
         daemon.kill()
 
 
+@pytest.mark.slow
 def test_kill_9_while_writing_loses_nothing_and_duplicates_nothing(
     daemon_factory: DaemonFactory, tmp_path: Path
 ) -> None:
@@ -133,6 +135,7 @@ def test_kill_9_while_writing_loses_nothing_and_duplicates_nothing(
     assert len(coords) == len(set(coords)) == in_log, "every record of the log archived exactly once"
 
 
+@pytest.mark.slow
 def test_as_of_rollback_dry_run_and_rollback_through_the_cli(daemon_factory: DaemonFactory, tmp_path: Path) -> None:
     daemon = daemon_factory("--data-dir", str(tmp_path / "data"))
     name = unique("rollback")
@@ -210,6 +213,7 @@ def test_time_filters_bad_input_and_unknown_connectors(daemon_factory: DaemonFac
         assert text in response.json()["message"]
 
 
+@pytest.mark.slow
 def test_rotation_and_retention_flags_bound_the_archive(daemon_factory: DaemonFactory, tmp_path: Path) -> None:
     history_dir = tmp_path / "archive"
     daemon = daemon_factory(
@@ -240,6 +244,7 @@ def test_rotation_and_retention_flags_bound_the_archive(daemon_factory: DaemonFa
         )
 
 
+@pytest.mark.slow
 def test_a_damaged_archive_file_is_reported_and_the_rest_still_served(
     daemon_factory: DaemonFactory, tmp_path: Path
 ) -> None:

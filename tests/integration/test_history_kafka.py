@@ -41,6 +41,7 @@ def mark() -> int:
     return t
 
 
+@pytest.mark.slow
 def test_java_writes_are_external_patches_are_daemon_and_a_rollback_reaches_java(
     java_oracle: JavaOracle, kafka_broker: TansuBroker, daemon_factory: DaemonFactory, tmp_path: Path
 ) -> None:

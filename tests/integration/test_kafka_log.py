@@ -273,7 +273,8 @@ def test_a_transaction_marker_at_the_end_does_not_stall_readiness(
     assert [r.offset for r in sink.records] == [0, 1, 2]
 
 
-@pytest.mark.parametrize("read_committed", [False, True])
+# read_committed=True waits 1.5 s on purpose (readiness must not come while a transaction is open).
+@pytest.mark.parametrize("read_committed", [False, pytest.param(True, marks=pytest.mark.slow)])
 def test_isolation_level_is_read_uncommitted_like_connect_unless_read_committed_is_asked(
     kafka_broker: TansuBroker, make_log: LogFactory, topic_name: str, read_committed: bool
 ) -> None:
@@ -305,6 +306,7 @@ def test_isolation_level_is_read_uncommitted_like_connect_unless_read_committed_
     assert [r.key for r in sink.records] == [b"open0", b"open1"]
 
 
+@pytest.mark.slow
 def test_tails_records_written_after_the_initial_read(
     kafka_broker: TansuBroker, make_log: LogFactory, topic_name: str
 ) -> None:
@@ -462,6 +464,7 @@ def test_an_invalid_client_setting_is_a_clear_configuration_error(
 # ------------------------------------------------------------------------------------ outage
 
 
+@pytest.mark.slow
 def test_an_outage_times_out_or_waits_and_loses_nothing_acknowledged(
     kafka_broker: TansuBroker, make_log: LogFactory, topic_name: str
 ) -> None:

@@ -64,6 +64,7 @@ def key(connector: str, partition: dict[str, Any]) -> bytes:
     return json.dumps([connector, partition], separators=(",", ":")).encode()
 
 
+@pytest.mark.slow
 def test_e_malformed_records_are_skipped_counted_and_agree_with_java(
     java_oracle: JavaOracle, kafka_broker: TansuBroker, daemon_factory: DaemonFactory
 ) -> None:

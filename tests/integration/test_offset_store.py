@@ -79,6 +79,7 @@ def test_get_returns_javas_values_for_javas_exact_key_bytes(setup: StoreSetup, j
         store.stop()
 
 
+@pytest.mark.slow
 def test_java_reads_what_set_wrote_and_deleted(setup: StoreSetup, java_oracle: JavaOracle) -> None:
     broker, topic, daemon = setup
     connector = f"file-{uuid.uuid4().hex[:6]}"
@@ -100,6 +101,7 @@ def test_java_reads_what_set_wrote_and_deleted(setup: StoreSetup, java_oracle: J
         store.stop()
 
 
+@pytest.mark.slow
 def test_configure_seeds_a_flink_cdc_state_as_flinks_store_does(setup: StoreSetup, java_oracle: JavaOracle) -> None:
     broker, topic, daemon = setup
     engine = f"engine-{uuid.uuid4().hex[:6]}"

@@ -95,6 +95,7 @@ def raw_positions(bootstrap: str, topic: str, partitions: int, key: bytes) -> li
     return found
 
 
+@pytest.mark.slow
 @pytest.mark.kafka
 def test_two_daemons_two_racing_writers_one_winner_nothing_backwards(
     kafka_broker: TansuBroker, daemon_factory: DaemonFactory

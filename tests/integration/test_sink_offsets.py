@@ -87,6 +87,7 @@ def stopped_sink(cluster: ConnectClusterDaemon, **props: str) -> tuple[str, str]
 # --- GET ----------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_get_lists_the_groups_committed_offsets_in_connects_sink_shape(cluster: ConnectClusterDaemon) -> None:
     name, topic = unique("sink"), unique("orders")
     cluster.broker.create_topic(topic, 3)
@@ -103,11 +104,13 @@ def test_get_lists_the_groups_committed_offsets_in_connects_sink_shape(cluster: 
     assert sorted(ours) == sorted(java)  # same entries, same key order inside each
 
 
+@pytest.mark.slow
 def test_a_sink_without_committed_offsets_has_none(cluster: ConnectClusterDaemon) -> None:
     name, _ = stopped_sink(cluster)
     assert cluster.get(name).json() == {"offsets": []}
 
 
+@pytest.mark.slow
 def test_consumer_override_group_id_names_the_group(cluster: ConnectClusterDaemon) -> None:
     group = unique("custom-group")
     name, topic = stopped_sink(cluster, **{"consumer.override.group.id": group})
@@ -118,6 +121,7 @@ def test_consumer_override_group_id_names_the_group(cluster: ConnectClusterDaemo
 # --- PATCH --------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_patch_commits_the_given_offsets_as_numbers_or_numeric_strings(cluster: ConnectClusterDaemon) -> None:
     name, topic = stopped_sink(cluster)
     group = f"connect-{name}"
@@ -127,6 +131,7 @@ def test_patch_commits_the_given_offsets_as_numbers_or_numeric_strings(cluster: 
     assert committed(cluster.broker, group, topic) == {0: 11, 1: 12, 2: 7}  # PATCH never removes others
 
 
+@pytest.mark.slow
 def test_a_null_offset_asks_the_broker_to_delete_that_partitions_offset(cluster: ConnectClusterDaemon) -> None:
     """Tansu 0.6 has no OffsetDelete (KIP-496): Connect's Admin call fails there, and so does ours, with
     Connect's message; the non-null part of the same request is still committed, as Connect's is."""
@@ -143,6 +148,7 @@ def test_a_null_offset_asks_the_broker_to_delete_that_partitions_offset(cluster:
     assert committed(cluster.broker, group, topic) == {0: 4, 1: 20, 2: None}
 
 
+@pytest.mark.slow
 def test_a_negative_offset_fails_inside_the_worker_as_in_connect(cluster: ConnectClusterDaemon) -> None:
     name, topic = stopped_sink(cluster)
     java = cluster.oracle.admin_group_offsets(
@@ -175,6 +181,7 @@ BODIES = [
 ]
 
 
+@pytest.mark.slow
 def test_request_parsing_matches_connects_rest_layer_and_sinkutils(cluster: ConnectClusterDaemon) -> None:
     """Same accepted values (dry run plan = Java's parse), same 400 messages, body by body."""
     name, _ = stopped_sink(cluster)
@@ -202,6 +209,7 @@ def test_a_sink_that_is_not_stopped_is_refused(cluster: ConnectClusterDaemon) ->
     assert committed(cluster.broker, f"connect-{name}", topic)[0] == 1
 
 
+@pytest.mark.slow
 def test_an_active_group_member_blocks_alter_with_connects_zombie_message(cluster: ConnectClusterDaemon) -> None:
     """A sink task that has not let go (a zombie) is still a member; the broker refuses the admin commit."""
     name, topic = stopped_sink(cluster)
@@ -228,6 +236,7 @@ def test_an_active_group_member_blocks_alter_with_connects_zombie_message(cluste
 # --- DELETE -------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_delete_removes_the_group_and_is_idempotent(cluster: ConnectClusterDaemon) -> None:
     name, topic = stopped_sink(cluster)
     group = f"connect-{name}"
@@ -239,6 +248,7 @@ def test_delete_removes_the_group_and_is_idempotent(cluster: ConnectClusterDaemo
     assert cluster.get(name).json() == {"offsets": []}
 
 
+@pytest.mark.slow
 def test_dry_runs_show_the_plan_and_change_nothing(cluster: ConnectClusterDaemon) -> None:
     name, topic = stopped_sink(cluster)
     group = f"connect-{name}"
@@ -254,6 +264,7 @@ def test_dry_runs_show_the_plan_and_change_nothing(cluster: ConnectClusterDaemon
     assert committed(cluster.broker, group, topic) == {0: 3, 1: None, 2: None}
 
 
+@pytest.mark.slow
 def test_kind_given_in_the_request_must_agree_with_the_cluster(cluster: ConnectClusterDaemon) -> None:
     name, _ = stopped_sink(cluster)
     response = cluster.http.get(f"/connectors/{name}/offsets", params={"kind": "source"})
@@ -331,6 +342,7 @@ def class_strings(jar: Path, class_name: str) -> set[str]:
     }
 
 
+@pytest.mark.slow
 def test_messages_are_connect_4_3_0s_own_strings() -> None:
     jar = next(libs_dir().glob("connect-runtime-4.3.0.jar"))
     slot = "\\u0001"  # javap's rendering of a concatenation recipe's argument slot

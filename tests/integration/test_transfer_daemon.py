@@ -142,6 +142,7 @@ def cli(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.slow
 def test_standalone_file_into_the_daemon_and_back_out(embedded_daemon: DaemonProcess, tmp_path: Path) -> None:
     name = f"xfer-{uuid.uuid4().hex[:8]}"
     other = f"xfer-{uuid.uuid4().hex[:8]}"

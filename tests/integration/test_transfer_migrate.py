@@ -63,6 +63,7 @@ def written_state(writes: dict[str, list[Any]]) -> dict[str, Any]:
     return out
 
 
+@pytest.mark.slow
 def test_migrate_re_places_java_written_records_for_the_new_partition_count(
     java_oracle: JavaOracle, kafka_broker: TansuBroker
 ) -> None:
@@ -129,6 +130,7 @@ def test_migrate_re_places_java_written_records_for_the_new_partition_count(
     assert java_reads(java_oracle, kafka_broker, target, 3, writes) == final
 
 
+@pytest.mark.slow
 def test_snapshot_round_trip_embedded_to_topic_is_byte_exact(
     java_oracle: JavaOracle, kafka_broker: TansuBroker, tmp_path: Path
 ) -> None:

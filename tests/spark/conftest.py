@@ -23,7 +23,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[SparkSession]:
-    """The session's Spark; about 20 s to start here."""
+    """The session's Spark; about 20 s to start here, which is why every test that asks for it is ``slow``."""
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     paths = [str(REPO), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]

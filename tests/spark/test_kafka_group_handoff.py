@@ -26,7 +26,7 @@ from tests.spark.helpers import eventually, unique
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-pytestmark = [pytest.mark.kafka, pytest.mark.spark]
+pytestmark = [pytest.mark.kafka, pytest.mark.spark, pytest.mark.slow]
 
 PARTITIONS = 2
 

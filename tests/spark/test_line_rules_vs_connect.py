@@ -36,7 +36,7 @@ from tests.spark.helpers import (
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-pytestmark = [pytest.mark.kafka, pytest.mark.jvm, pytest.mark.spark]
+pytestmark = [pytest.mark.kafka, pytest.mark.jvm, pytest.mark.spark, pytest.mark.slow]
 
 MIXED = (
     b"plain ascii\n"

@@ -26,7 +26,7 @@ from tests.spark.probe_source import KafkaShapedSource
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-pytestmark = [pytest.mark.spark]
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 
 def _run(spark: SparkSession, frame: Any, checkpoint: Path, committer: ListenerCommitter) -> dict[str, Any]:

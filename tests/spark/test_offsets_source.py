@@ -13,7 +13,7 @@ from tests.spark.helpers import unique
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-pytestmark = [pytest.mark.spark]
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 
 def test_rows_are_the_daemons_offsets_with_their_log_coordinates(
