@@ -16,6 +16,7 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 
 from tests.fixtures.broker import TansuBroker
+from tests.fixtures.connect_cluster import connector_config, connector_status, remove, stop, target, tasks
 from tests.integration.connect_helpers import read_topic, unique
 from tests.oracle import JavaError, JavaOracle
 
@@ -35,11 +36,10 @@ def test_stopping_a_connector_writes_the_documented_config_records(
         kafka_broker.bootstrap,
         topic,
         [
-            {"op": "put_connector_config", "connector": name, "config": {"topics": "t"}, "target_state": "STARTED"},
-            {"op": "put_task_configs", "connector": name, "tasks": [{"task": "0"}, {"task": "1"}]},
+            connector_config(name, {"topics": "t"}, "STARTED"),
+            tasks(name, 2),
             # What DistributedHerder.stopConnector writes: empty task configs first, then the state.
-            {"op": "put_task_configs", "connector": name, "tasks": []},
-            {"op": "put_target_state", "connector": name, "state": "STOPPED"},
+            *stop(name),
         ],
     )
     assert view[name] == {
@@ -52,8 +52,8 @@ def test_stopping_a_connector_writes_the_documented_config_records(
     assert raw(read_topic(kafka_broker.bootstrap, topic, expect=7)) == [
         (f"target-state-{name}", '{"state":"STARTED","state.v2":"STARTED"}'),
         (f"connector-{name}", '{"properties":{"topics":"t"}}'),
-        (f"task-{name}-0", '{"properties":{"task":"0"}}'),
-        (f"task-{name}-1", '{"properties":{"task":"1"}}'),
+        (f"task-{name}-0", '{"properties":{"task.index":"0"}}'),
+        (f"task-{name}-1", '{"properties":{"task.index":"1"}}'),
         (f"commit-{name}", '{"tasks":2}'),
         (f"commit-{name}", '{"tasks":0}'),
         (f"target-state-{name}", '{"state":"PAUSED","state.v2":"STOPPED"}'),
@@ -73,9 +73,9 @@ def test_paused_state_and_connector_removal(kafka_broker: TansuBroker, java_orac
         kafka_broker.bootstrap,
         topic,
         [
-            {"op": "put_connector_config", "connector": name, "config": {"a": "b"}, "target_state": None},
-            {"op": "put_target_state", "connector": name, "state": "PAUSED"},
-            {"op": "remove_connector_config", "connector": name},
+            connector_config(name, {"a": "b"}, state=None),
+            target(name, "PAUSED"),
+            remove(name),
         ],
     )
     assert view[name]["contains"] is False
@@ -97,14 +97,8 @@ def test_a_connector_status_record_as_the_status_store_writes_it(
         kafka_broker.bootstrap,
         config_topic,
         [
-            {"op": "put_connector_config", "connector": name, "config": {"a": "b"}, "target_state": "STARTED"},
-            {
-                "op": "put_connector_status",
-                "connector": name,
-                "state": "RUNNING",
-                "worker_id": "w1:8083",
-                "generation": 7,
-            },
+            connector_config(name, {"a": "b"}, "STARTED"),
+            connector_status(name, "RUNNING", generation=7, worker_id="w1:8083"),
         ],
         status_topic=status_topic,
     )

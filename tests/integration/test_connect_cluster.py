@@ -27,6 +27,7 @@ from tests.fixtures.connect_cluster import (
     ConnectClusterDaemon,
     config,
     connect_cluster_args,
+    connector_status,
     remove,
     stop,
     target,
@@ -213,8 +214,8 @@ def test_the_daemons_reading_of_config_and_status_records_matches_javas(
             config(names["bad_v2"]),
             config(names["bad_json"], state="PAUSED"),
             config(names["untargeted"], state="STOPPED"),
-            {"op": "put_connector_status", "connector": names["stopped"], "state": "STOPPED", "generation": 4},
-            {"op": "put_connector_status", "connector": names["old_worker"], "state": "RUNNING", "generation": 2},
+            connector_status(names["stopped"], "STOPPED", generation=4),
+            connector_status(names["old_worker"], "RUNNING", generation=2),
         ],
         status_topic=status_topic,
     )
