@@ -15,6 +15,8 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
+from tests.fixtures.broker import TansuBroker
+from tests.fixtures.connect_cluster import connector_config, connector_status, remove, stop, target, tasks
 from tests.integration.connect_helpers import read_topic, unique
 from tests.oracle import JavaError, JavaOracle
 
@@ -25,17 +27,19 @@ def raw(records: list[Any]) -> list[tuple[str, str | None]]:
     return [(r.key.decode(), None if r.value is None else r.value.decode()) for r in records]
 
 
-def test_stopping_a_connector_writes_the_documented_config_records(kafka_broker: Any, java_oracle: JavaOracle) -> None:
+@pytest.mark.slow
+def test_stopping_a_connector_writes_the_documented_config_records(
+    kafka_broker: TansuBroker, java_oracle: JavaOracle
+) -> None:
     topic, name = unique("cfg"), unique("conn")
     view = java_oracle.connect_cluster_write(
         kafka_broker.bootstrap,
         topic,
         [
-            {"op": "put_connector_config", "connector": name, "config": {"topics": "t"}, "target_state": "STARTED"},
-            {"op": "put_task_configs", "connector": name, "tasks": [{"task": "0"}, {"task": "1"}]},
+            connector_config(name, {"topics": "t"}, "STARTED"),
+            tasks(name, 2),
             # What DistributedHerder.stopConnector writes: empty task configs first, then the state.
-            {"op": "put_task_configs", "connector": name, "tasks": []},
-            {"op": "put_target_state", "connector": name, "state": "STOPPED"},
+            *stop(name),
         ],
     )
     assert view[name] == {
@@ -48,8 +52,8 @@ def test_stopping_a_connector_writes_the_documented_config_records(kafka_broker:
     assert raw(read_topic(kafka_broker.bootstrap, topic, expect=7)) == [
         (f"target-state-{name}", '{"state":"STARTED","state.v2":"STARTED"}'),
         (f"connector-{name}", '{"properties":{"topics":"t"}}'),
-        (f"task-{name}-0", '{"properties":{"task":"0"}}'),
-        (f"task-{name}-1", '{"properties":{"task":"1"}}'),
+        (f"task-{name}-0", '{"properties":{"task.index":"0"}}'),
+        (f"task-{name}-1", '{"properties":{"task.index":"1"}}'),
         (f"commit-{name}", '{"tasks":2}'),
         (f"commit-{name}", '{"tasks":0}'),
         (f"target-state-{name}", '{"state":"PAUSED","state.v2":"STOPPED"}'),
@@ -62,15 +66,16 @@ def test_stopping_a_connector_writes_the_documented_config_records(kafka_broker:
         consumer.close()
 
 
-def test_paused_state_and_connector_removal(kafka_broker: Any, java_oracle: JavaOracle) -> None:
+@pytest.mark.slow
+def test_paused_state_and_connector_removal(kafka_broker: TansuBroker, java_oracle: JavaOracle) -> None:
     topic, name = unique("cfg"), unique("conn")
     view = java_oracle.connect_cluster_write(
         kafka_broker.bootstrap,
         topic,
         [
-            {"op": "put_connector_config", "connector": name, "config": {"a": "b"}, "target_state": None},
-            {"op": "put_target_state", "connector": name, "state": "PAUSED"},
-            {"op": "remove_connector_config", "connector": name},
+            connector_config(name, {"a": "b"}, state=None),
+            target(name, "PAUSED"),
+            remove(name),
         ],
     )
     assert view[name]["contains"] is False
@@ -83,20 +88,17 @@ def test_paused_state_and_connector_removal(kafka_broker: Any, java_oracle: Java
     ]
 
 
-def test_a_connector_status_record_as_the_status_store_writes_it(kafka_broker: Any, java_oracle: JavaOracle) -> None:
+@pytest.mark.slow
+def test_a_connector_status_record_as_the_status_store_writes_it(
+    kafka_broker: TansuBroker, java_oracle: JavaOracle
+) -> None:
     config_topic, status_topic, name = unique("cfg"), unique("status"), unique("conn")
     java_oracle.connect_cluster_write(
         kafka_broker.bootstrap,
         config_topic,
         [
-            {"op": "put_connector_config", "connector": name, "config": {"a": "b"}, "target_state": "STARTED"},
-            {
-                "op": "put_connector_status",
-                "connector": name,
-                "state": "RUNNING",
-                "worker_id": "w1:8083",
-                "generation": 7,
-            },
+            connector_config(name, {"a": "b"}, "STARTED"),
+            connector_status(name, "RUNNING", generation=7, worker_id="w1:8083"),
         ],
         status_topic=status_topic,
     )
@@ -143,7 +145,9 @@ def test_sink_get_serializes_kafka_partition_before_kafka_topic(java_oracle: Jav
     )
 
 
-def test_java_admin_on_a_consumer_group_against_the_test_broker(kafka_broker: Any, java_oracle: JavaOracle) -> None:
+def test_java_admin_on_a_consumer_group_against_the_test_broker(
+    kafka_broker: TansuBroker, java_oracle: JavaOracle
+) -> None:
     topic, group = unique("data"), unique("connect-sink")
     kafka_broker.create_topic(topic, 2)
     consumer = Consumer({"bootstrap.servers": kafka_broker.bootstrap, "group.id": group, "log_level": 0})

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
+from tests.fixtures.broker import TansuBroker
 from tests.oracle import JavaError, JavaException, JavaOracle, OracleError, OracleTimeout, typed
 
 pytestmark = pytest.mark.jvm
@@ -73,7 +74,9 @@ JDBC_ENTRIES = [("table", "orders"), ("db", "shop"), ("protocol", "1")]
 @pytest.fixture(params=["java_oracle", "java_oracle_modern"])
 def oracle(request: pytest.FixtureRequest) -> JavaOracle:
     """The oracle on JDK 17 and on JDK 25: facts that must hold on both are checked on both."""
-    return request.getfixturevalue(request.param)  # type: ignore[no-any-return]
+    oracle = request.getfixturevalue(request.param)
+    assert isinstance(oracle, JavaOracle)
+    return oracle
 
 
 def unique(prefix: str) -> str:
@@ -265,7 +268,7 @@ def test_partition_is_positive_murmur2_modulo_the_count(java_oracle: JavaOracle)
 
 @pytest.mark.kafka
 def test_offsets_written_by_java_read_back_and_sit_in_the_murmur2_partition(
-    java_oracle: JavaOracle, kafka_broker: Any
+    java_oracle: JavaOracle, kafka_broker: TansuBroker
 ) -> None:
     topic, connector, n = unique("oracle-offsets"), unique("conn"), 5
     file_part = T.jmap({"filename": "/data/in.txt"})
@@ -305,8 +308,11 @@ def test_offsets_written_by_java_read_back_and_sit_in_the_murmur2_partition(
         assert not r.headers()
 
 
+@pytest.mark.slow
 @pytest.mark.kafka
-def test_a_null_offset_is_a_tombstone_that_removes_the_partition(java_oracle: JavaOracle, kafka_broker: Any) -> None:
+def test_a_null_offset_is_a_tombstone_that_removes_the_partition(
+    java_oracle: JavaOracle, kafka_broker: TansuBroker
+) -> None:
     topic, connector = unique("oracle-tombstone"), unique("conn")
     part = T.jmap({"server": "db1"})
     java_oracle.offsets_write(
@@ -322,9 +328,10 @@ def test_a_null_offset_is_a_tombstone_that_removes_the_partition(java_oracle: Ja
 # --- a real connector in Debezium's embedded engine ---------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.kafka
 def test_filestream_source_emits_the_lines_and_commits_its_byte_position(
-    java_oracle: JavaOracle, kafka_broker: Any, tmp_path: Path
+    java_oracle: JavaOracle, kafka_broker: TansuBroker, tmp_path: Path
 ) -> None:
     lines = ["alpha", "beta", "gamma", "delta", "epsilon"]
     src = tmp_path / "input.txt"
@@ -375,6 +382,7 @@ def test_the_offset_writer_rejects_nested_values_as_connect_does(java_oracle: Ja
 # --- the harness fails loudly and recovers ---------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_hung_or_crashed_jvm_is_a_clear_error_and_the_next_request_gets_a_fresh_jvm() -> None:
     with JavaOracle() as o:
         # A Java call past its server-side bound: answered as an error, then that JVM is replaced.

@@ -22,10 +22,11 @@ from typing import Any
 
 import httpx
 import pytest
+from pytest_docker.plugin import Services
 
 from tests.docker.conftest import REPO_ROOT, HostPorts
 
-pytestmark = [pytest.mark.docker, pytest.mark.timeout(1500)]
+pytestmark = [pytest.mark.docker, pytest.mark.timeout(1500), pytest.mark.slow]
 
 INPUT_ON_HOST = REPO_ROOT / "docker" / "connect-input" / "lines.txt"
 INPUT_IN_CONNECT = "/data/connect-input/lines.txt"  # docker-compose.yml mounts docker/connect-input here
@@ -56,7 +57,7 @@ def wait_for(what: str, probe: Callable[[], tuple[bool, Any]], timeout_s: float,
 
 
 @pytest.fixture(scope="module")
-def stack(docker_ip: str, docker_services: Any, stack_host_ports: HostPorts) -> Iterator[Stack]:
+def stack(docker_ip: str, docker_services: Services, stack_host_ports: HostPorts) -> Iterator[Stack]:
     if docker_ip not in {"127.0.0.1", "localhost", "::1"}:
         pytest.skip(
             f"the stack publishes its ports on the engine's loopback only; {docker_ip} is not this machine"

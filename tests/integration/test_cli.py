@@ -7,9 +7,10 @@ import subprocess
 import sys
 import uuid
 from pathlib import Path
-from typing import Any
 
-from tests.fixtures.daemon import free_port
+import pytest
+
+from tests.fixtures.daemon import DaemonProcess, free_port
 
 
 def cli(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
@@ -18,7 +19,8 @@ def cli(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str
     )
 
 
-def test_alter_get_list_reset_round_trip(embedded_daemon: Any, tmp_path: Path) -> None:
+@pytest.mark.slow
+def test_alter_get_list_reset_round_trip(embedded_daemon: DaemonProcess, tmp_path: Path) -> None:
     name = f"cli-{uuid.uuid4().hex[:8]}"
     body = tmp_path / "offsets.json"
     body.write_text(json.dumps({"offsets": [{"partition": {"filename": "/in.txt"}, "offset": {"position": 151}}]}))
@@ -45,7 +47,7 @@ def test_alter_get_list_reset_round_trip(embedded_daemon: Any, tmp_path: Path) -
     assert cli("get", name, *url).stdout.strip() == "(no offsets)"
 
 
-def test_alter_reads_the_body_from_stdin(embedded_daemon: Any) -> None:
+def test_alter_reads_the_body_from_stdin(embedded_daemon: DaemonProcess) -> None:
     name = f"cli-{uuid.uuid4().hex[:8]}"
     body = json.dumps({"offsets": [{"partition": {"p": 1}, "offset": {"o": 2}}]})
     assert cli("alter", name, "--file", "-", "--create", "--url", embedded_daemon.url, stdin=body).returncode == 0
@@ -54,7 +56,7 @@ def test_alter_reads_the_body_from_stdin(embedded_daemon: Any) -> None:
     }
 
 
-def test_unknown_connector_is_a_clear_error_with_exit_1(embedded_daemon: Any) -> None:
+def test_unknown_connector_is_a_clear_error_with_exit_1(embedded_daemon: DaemonProcess) -> None:
     result = cli("get", "no-such-connector-xyz", "--url", embedded_daemon.url)
     assert result.returncode == 1
     assert result.stderr.strip() == "error: Connector no-such-connector-xyz not found (HTTP 404)"
@@ -67,7 +69,7 @@ def test_daemon_down_is_a_clear_error_with_exit_3() -> None:
     assert "Traceback" not in result.stderr
 
 
-def test_bad_files_are_clear_errors_with_exit_2(embedded_daemon: Any, tmp_path: Path) -> None:
+def test_bad_files_are_clear_errors_with_exit_2(embedded_daemon: DaemonProcess, tmp_path: Path) -> None:
     url = ("--url", embedded_daemon.url)
     missing = cli("alter", "x", "--file", str(tmp_path / "missing.json"), *url)
     assert missing.returncode == 2 and "cannot read" in missing.stderr
@@ -81,7 +83,8 @@ def test_bad_files_are_clear_errors_with_exit_2(embedded_daemon: Any, tmp_path: 
     assert shape.returncode == 2 and "KIP-875 body" in shape.stderr
 
 
-def test_claim_then_write_with_the_claim_epoch(embedded_daemon: Any, tmp_path: Path) -> None:
+@pytest.mark.slow
+def test_claim_then_write_with_the_claim_epoch(embedded_daemon: DaemonProcess, tmp_path: Path) -> None:
     name = f"cli-{uuid.uuid4().hex[:8]}"
     url = ("--url", embedded_daemon.url)
     body = tmp_path / "offsets.json"

@@ -15,14 +15,14 @@ from emulator.client.http import (
     NotFoundError,
     OffsetsClient,
 )
-from tests.fixtures.daemon import free_port
+from tests.fixtures.daemon import DaemonProcess, free_port
 
 
 def body(position: int) -> dict[str, Any]:
     return {"offsets": [{"partition": {"filename": "/in.txt"}, "offset": {"position": position}}]}
 
 
-def test_sync_client_round_trip(embedded_daemon: Any) -> None:
+def test_sync_client_round_trip(embedded_daemon: DaemonProcess) -> None:
     name = f"sync-{uuid.uuid4().hex[:8]}"
     with OffsetsClient(embedded_daemon.url) as client:
         assert client.ready() is True
@@ -36,7 +36,7 @@ def test_sync_client_round_trip(embedded_daemon: Any) -> None:
         assert client.offsets(name) == []
 
 
-def test_async_client_round_trip(embedded_daemon: Any) -> None:
+def test_async_client_round_trip(embedded_daemon: DaemonProcess) -> None:
     name = f"async-{uuid.uuid4().hex[:8]}"
 
     async def scenario() -> list[dict[str, Any]]:
@@ -55,7 +55,7 @@ def test_async_client_round_trip(embedded_daemon: Any) -> None:
     assert sorted(o["offset"]["o"] for o in offsets if "n" in o["partition"]) == list(range(10))
 
 
-def test_errors_are_typed_and_carry_connects_message(embedded_daemon: Any) -> None:
+def test_errors_are_typed_and_carry_connects_message(embedded_daemon: DaemonProcess) -> None:
     with OffsetsClient(embedded_daemon.url) as client:
         with pytest.raises(NotFoundError) as missing:
             client.offsets("never-seen-connector")
@@ -88,7 +88,7 @@ def test_unreachable_daemon_is_daemon_unavailable() -> None:
         asyncio.run(scenario())
 
 
-def test_kind_sink_reaches_the_daemon(embedded_daemon: Any) -> None:
+def test_kind_sink_reaches_the_daemon(embedded_daemon: DaemonProcess) -> None:
     """The embedded log has no consumer groups: the daemon's answer proves ``kind`` was sent."""
     with OffsetsClient(embedded_daemon.url) as client, pytest.raises(ApiError) as refused:
         client.offsets("any-sink", kind="sink")

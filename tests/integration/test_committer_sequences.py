@@ -4,15 +4,15 @@ by the daemon itself, so no process (a restarted run, a late listener event) can
 from __future__ import annotations
 
 import uuid
-from typing import Any
 
 from emulator.client.http import OffsetsClient
 from emulator.spark.committer import DaemonOffsets
+from tests.fixtures.daemon import DaemonProcess
 
 PARTITION = {"filename": "/data/in.txt"}
 
 
-def test_a_republished_batch_is_dropped_by_the_daemon(embedded_daemon: Any) -> None:
+def test_a_republished_batch_is_dropped_by_the_daemon(embedded_daemon: DaemonProcess) -> None:
     name = f"seq-{uuid.uuid4().hex[:8]}"
     query = f"spark-query:{uuid.uuid4()}"
     with DaemonOffsets(embedded_daemon.url) as daemon:

@@ -13,12 +13,8 @@ import json
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-import httpx
 import pytest
 
 from emulator.client.http import ERROR_HEADER
@@ -27,110 +23,35 @@ from emulator.connect_cluster import ConnectCluster
 from emulator.model.connectors import not_found_message, not_stopped_message
 from emulator.model.errors import NotReady
 from emulator.service.results import ALTERED, RESET
-from tests.fixtures.daemon import DaemonProcess, free_port
+from tests.fixtures.broker import TansuBroker
+from tests.fixtures.connect_cluster import (
+    ConnectClusterDaemon,
+    config,
+    connect_cluster_args,
+    connector_status,
+    remove,
+    stop,
+    target,
+    tasks,
+)
+from tests.fixtures.daemon import free_port
 from tests.integration.connect_helpers import JAVA_ONE_RECORD_PER_BATCH, eventually, unique
 from tests.oracle import JavaOracle
 from tests.oracle import typed as T
 
 pytestmark = [pytest.mark.kafka, pytest.mark.jvm]
 
-OFFSETS_PARTITIONS = 3
-
-
-def config(name: str, state: str | None = "STARTED", **props: str) -> dict[str, Any]:
-    properties = {"connector.class": "org.apache.kafka.connect.file.FileStreamSourceConnector", **props}
-    return {"op": "put_connector_config", "connector": name, "config": properties, "target_state": state}
-
-
-def tasks(name: str, count: int) -> dict[str, Any]:
-    return {"op": "put_task_configs", "connector": name, "tasks": [{"task.index": str(i)} for i in range(count)]}
-
-
-def target(name: str, state: str) -> dict[str, Any]:
-    return {"op": "put_target_state", "connector": name, "state": state}
-
-
-def stop(name: str) -> list[dict[str, Any]]:
-    """``DistributedHerder.stopConnector``: empty task configs, then the STOPPED target state."""
-    return [tasks(name, 0), target(name, "STOPPED")]
-
-
-def remove(name: str) -> dict[str, Any]:
-    return {"op": "remove_connector_config", "connector": name}
-
-
-@dataclass
-class Cluster:
-    """A Connect cluster's topics written by Java's stores, and a daemon started on them."""
-
-    broker: Any
-    oracle: JavaOracle
-    config_topic: str
-    status_topic: str
-    offsets_topic: str
-    daemon: DaemonProcess
-    http: httpx.Client
-
-    def write(self, *steps: dict[str, Any]) -> dict[str, Any]:
-        return self.oracle.connect_cluster_write(
-            self.broker.bootstrap, self.config_topic, list(steps), status_topic=self.status_topic
-        )
-
-    def get(self, name: str) -> httpx.Response:
-        return self.http.get(f"/connectors/{name}/offsets")
-
-    def patch(self, name: str, offsets: list[dict[str, Any]]) -> httpx.Response:
-        return self.http.patch(f"/connectors/{name}/offsets", json={"offsets": offsets})
-
-    def delete(self, name: str) -> httpx.Response:
-        return self.http.delete(f"/connectors/{name}/offsets")
-
-
-@pytest.fixture(scope="module")
-def cluster(kafka_broker: Any, java_oracle: JavaOracle, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    config_topic, status_topic, offsets_topic = unique("connect-configs"), unique("connect-status"), unique("offs")
-    # The worker's stores create their topics (config: 1 partition; status: 5), as a cluster's first start does.
-    java_oracle.connect_cluster_write(
-        kafka_broker.bootstrap, config_topic, [config(unique("first"))], status_topic=status_topic
-    )
-    workdir = tmp_path_factory.mktemp("cluster-daemon")
-    daemon = DaemonProcess(
-        [
-            "--bootstrap-servers",
-            kafka_broker.bootstrap,
-            "--offsets-topic",
-            offsets_topic,
-            "--offsets-partitions",
-            str(OFFSETS_PARTITIONS),
-            "--config-topic",
-            config_topic,
-            "--status-topic",
-            status_topic,
-            "--data-dir",
-            str(workdir / "data"),
-        ],
-        free_port(),
-        workdir / "daemon.log",
-    ).start()
-    http = httpx.Client(base_url=daemon.url, timeout=60)
-    try:
-        yield Cluster(kafka_broker, java_oracle, config_topic, status_topic, offsets_topic, daemon, http)
-    finally:
-        http.close()
-        daemon.stop()
-
-
 FILE_OFFSET = [{"partition": {"filename": "/data/in.txt"}, "offset": {"position": 42}}]
 
 
-def test_an_unknown_connector_is_404_even_with_offsets_in_the_topic(cluster: Cluster) -> None:
+def test_an_unknown_connector_is_404_even_with_offsets_in_the_topic(cluster: ConnectClusterDaemon) -> None:
     name = unique("ghost")
     cluster.oracle.offsets_write(
         cluster.broker.bootstrap,
         cluster.offsets_topic,
         name,
         [(T.jmap([("filename", "/data/in.txt")]), T.jmap([("position", T.long(7))]))],
-        partitions=OFFSETS_PARTITIONS,
+        partitions=cluster.offsets_partitions,
         extra_config=JAVA_ONE_RECORD_PER_BATCH,
     )
     listed = eventually(lambda: cluster.http.get("/connectors").json(), lambda names: name in names)
@@ -141,7 +62,7 @@ def test_an_unknown_connector_is_404_even_with_offsets_in_the_topic(cluster: Clu
         assert response.headers[ERROR_HEADER] == "connector_not_found"
 
 
-def test_a_running_connector_refuses_patch_and_delete_with_connects_message(cluster: Cluster) -> None:
+def test_a_running_connector_refuses_patch_and_delete_with_connects_message(cluster: ConnectClusterDaemon) -> None:
     name = unique("running")
     view = cluster.write(config(name), tasks(name, 2))
     assert (view[name]["target_state"], view[name]["task_count"]) == ("STARTED", 2)
@@ -154,7 +75,8 @@ def test_a_running_connector_refuses_patch_and_delete_with_connects_message(clus
     assert (response.status_code, response.json()) == (200, {"offsets": []})
 
 
-def test_a_paused_connector_is_refused_too(cluster: Cluster) -> None:
+@pytest.mark.slow
+def test_a_paused_connector_is_refused_too(cluster: ConnectClusterDaemon) -> None:
     name = unique("paused")
     view = cluster.write(config(name), tasks(name, 1), target(name, "PAUSED"))
     assert view[name]["target_state"] == "PAUSED"
@@ -162,7 +84,8 @@ def test_a_paused_connector_is_refused_too(cluster: Cluster) -> None:
     assert (response.status_code, response.json()["message"]) == (400, not_stopped_message(name))
 
 
-def test_stopped_in_the_target_state_but_tasks_still_committed_is_refused(cluster: Cluster) -> None:
+@pytest.mark.slow
+def test_stopped_in_the_target_state_but_tasks_still_committed_is_refused(cluster: ConnectClusterDaemon) -> None:
     name = unique("stopping")
     view = cluster.write(config(name), tasks(name, 2), target(name, "STOPPED"))  # no empty task commit yet
     assert (view[name]["target_state"], view[name]["task_count"]) == ("STOPPED", 2)
@@ -170,7 +93,8 @@ def test_stopped_in_the_target_state_but_tasks_still_committed_is_refused(cluste
     assert (response.status_code, response.json()["message"]) == (400, not_stopped_message(name))
 
 
-def test_a_stopped_connector_with_zero_tasks_may_be_altered_and_reset(cluster: Cluster) -> None:
+@pytest.mark.slow
+def test_a_stopped_connector_with_zero_tasks_may_be_altered_and_reset(cluster: ConnectClusterDaemon) -> None:
     name = unique("stopped")
     view = cluster.write(config(name), tasks(name, 1), *stop(name))
     assert (view[name]["target_state"], view[name]["task_count"]) == ("STOPPED", 0)
@@ -184,7 +108,7 @@ def test_a_stopped_connector_with_zero_tasks_may_be_altered_and_reset(cluster: C
         cluster.offsets_topic,
         name,
         [T.jmap([("filename", "/data/in.txt")])],
-        num_partitions=OFFSETS_PARTITIONS,
+        num_partitions=cluster.offsets_partitions,
     )
     assert T.to_python(offsets[0]) == {"position": 42}
 
@@ -193,7 +117,8 @@ def test_a_stopped_connector_with_zero_tasks_may_be_altered_and_reset(cluster: C
     assert cluster.get(name).json() == {"offsets": []}
 
 
-def test_a_deleted_connector_is_404_again(cluster: Cluster) -> None:
+@pytest.mark.slow
+def test_a_deleted_connector_is_404_again(cluster: ConnectClusterDaemon) -> None:
     name = unique("deleted")
     cluster.write(config(name), *stop(name))
     assert cluster.patch(name, FILE_OFFSET).status_code == 200
@@ -206,7 +131,8 @@ def test_a_deleted_connector_is_404_again(cluster: Cluster) -> None:
     assert got.status_code == 404, got.text
 
 
-def test_state_changes_after_startup_are_seen_by_the_next_modification(cluster: Cluster) -> None:
+@pytest.mark.slow
+def test_state_changes_after_startup_are_seen_by_the_next_modification(cluster: ConnectClusterDaemon) -> None:
     """Stop, then PATCH at once, then resume, then PATCH at once: no waiting, no stale answer."""
     name = unique("lifecycle")
     cluster.write(config(name), tasks(name, 1))
@@ -218,7 +144,7 @@ def test_state_changes_after_startup_are_seen_by_the_next_modification(cluster: 
     assert cluster.get(name).json() == {"offsets": FILE_OFFSET}
 
 
-def test_readiness_covers_the_connect_topics(cluster: Cluster) -> None:
+def test_readiness_covers_the_connect_topics(cluster: ConnectClusterDaemon) -> None:
     body = cluster.http.get("/readyz").json()
     topics = body["connect_cluster"]["topics"]
     assert body["ready"] is True
@@ -226,7 +152,9 @@ def test_readiness_covers_the_connect_topics(cluster: Cluster) -> None:
     assert body["connect_cluster"]["skipped_records_total"] == 0
 
 
-def test_offset_reads_wait_until_the_config_topic_was_read(kafka_broker: Any, cluster: Cluster) -> None:
+def test_offset_reads_wait_until_the_config_topic_was_read(
+    kafka_broker: TansuBroker, cluster: ConnectClusterDaemon
+) -> None:
     view = ConnectCluster(kafka_broker.bootstrap, cluster.config_topic, cluster.status_topic)
     view.open()
     try:
@@ -245,7 +173,7 @@ def test_offset_reads_wait_until_the_config_topic_was_read(kafka_broker: Any, cl
         view.close()
 
 
-def test_a_missing_config_topic_stops_the_daemon_with_a_clear_error(kafka_broker: Any, tmp_path: Path) -> None:
+def test_a_missing_config_topic_stops_the_daemon_with_a_clear_error(kafka_broker: TansuBroker, tmp_path: Path) -> None:
     missing = unique("no-such-configs")
     done = subprocess.run(
         [
@@ -255,12 +183,7 @@ def test_a_missing_config_topic_stops_the_daemon_with_a_clear_error(kafka_broker
             "serve",
             "--port",
             str(free_port()),
-            "--bootstrap-servers",
-            kafka_broker.bootstrap,
-            "--offsets-topic",
-            unique("offs"),
-            "--config-topic",
-            missing,
+            *connect_cluster_args(kafka_broker.bootstrap, unique("offs"), config_topic=missing),
             "--data-dir",
             str(tmp_path),
         ],
@@ -276,8 +199,9 @@ def test_a_missing_config_topic_stops_the_daemon_with_a_clear_error(kafka_broker
 # --- our reading of the topics is Java's reading ---------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_the_daemons_reading_of_config_and_status_records_matches_javas(
-    kafka_broker: Any, java_oracle: JavaOracle
+    kafka_broker: TansuBroker, java_oracle: JavaOracle
 ) -> None:
     """Records from Java's stores plus hand-written ones Connect must tolerate, read by both sides."""
     config_topic, status_topic = unique("cfg"), unique("status")
@@ -293,8 +217,8 @@ def test_the_daemons_reading_of_config_and_status_records_matches_javas(
             config(names["bad_v2"]),
             config(names["bad_json"], state="PAUSED"),
             config(names["untargeted"], state="STOPPED"),
-            {"op": "put_connector_status", "connector": names["stopped"], "state": "STOPPED", "generation": 4},
-            {"op": "put_connector_status", "connector": names["old_worker"], "state": "RUNNING", "generation": 2},
+            connector_status(names["stopped"], "STOPPED", generation=4),
+            connector_status(names["old_worker"], "RUNNING", generation=2),
         ],
         status_topic=status_topic,
     )

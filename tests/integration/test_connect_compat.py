@@ -14,6 +14,8 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
+from tests.fixtures.broker import TansuBroker
+from tests.fixtures.daemon import DaemonFactory
 from tests.integration.connect_helpers import (
     JAVA_ONE_RECORD_PER_BATCH,
     canon,
@@ -35,7 +37,7 @@ LONG_MIN = -(2**63)
 
 
 def java_write(
-    oracle: JavaOracle, broker: Any, topic: str, connector: str, entries: list[tuple[Any, Any]], n: int
+    oracle: JavaOracle, broker: TansuBroker, topic: str, connector: str, entries: list[tuple[Any, Any]], n: int
 ) -> None:
     oracle.offsets_write(
         broker.bootstrap, topic, connector, entries, partitions=n, extra_config=JAVA_ONE_RECORD_PER_BATCH
@@ -43,7 +45,7 @@ def java_write(
 
 
 def java_read(
-    oracle: JavaOracle, broker: Any, topic: str, connector: str, partitions: list[Any], n: int
+    oracle: JavaOracle, broker: TansuBroker, topic: str, connector: str, partitions: list[Any], n: int
 ) -> tuple[list[Any], list[Any]]:
     return oracle.offsets_read(broker.bootstrap, topic, connector, partitions, num_partitions=n)
 
@@ -72,8 +74,9 @@ def jdbc_offset(pos: int, ts: int, snapshot: bool, ratio: float) -> Any:
     return T.jmap([("ts_ms", T.long(ts)), ("pos", T.long(pos)), ("snapshot", snapshot), ("ratio", T.double(ratio))])
 
 
+@pytest.mark.slow
 def test_a_daemon_started_on_a_java_written_topic_lists_exactly_what_java_wrote(
-    java_oracle: JavaOracle, kafka_broker: Any, daemon_factory: Any
+    java_oracle: JavaOracle, kafka_broker: TansuBroker, daemon_factory: DaemonFactory
 ) -> None:
     topic, n = kafka_broker.unique_topic("compat-a"), 7
     jdbc, text, hashed = unique("jdbc-src"), unique("text-src"), unique("hash-src")
@@ -115,8 +118,9 @@ def test_a_daemon_started_on_a_java_written_topic_lists_exactly_what_java_wrote(
     assert canon(emoji_row["offset"]) == canon({"n": 7, "ok": True, "half": 0.5})
 
 
+@pytest.mark.slow
 def test_a_daemon_tails_what_java_writes_while_it_runs(
-    java_oracle: JavaOracle, kafka_broker: Any, daemon_factory: Any
+    java_oracle: JavaOracle, kafka_broker: TansuBroker, daemon_factory: DaemonFactory
 ) -> None:
     topic, n = kafka_broker.unique_topic("compat-a-tail"), 7
     first, second = unique("tail-src"), unique("tail-new")
@@ -151,8 +155,9 @@ KEPT = T.jmap([("zz", "untouched"), ("aa", "x")])
 NEW = T.jmap([("shard", "s9"), ("region", "eu-1")])  # the order the PATCH body gives, as the task builds it
 
 
+@pytest.mark.slow
 def test_b_java_reads_the_offsets_the_daemon_altered_and_reset(
-    java_oracle: JavaOracle, kafka_broker: Any, daemon_factory: Any
+    java_oracle: JavaOracle, kafka_broker: TansuBroker, daemon_factory: DaemonFactory
 ) -> None:
     topic, n = kafka_broker.unique_topic("compat-b"), 7
     altered, reset = unique("alter-src"), unique("reset-src")
@@ -234,8 +239,9 @@ def end_offsets(bootstrap: str, topic: str, n: int) -> dict[int, int]:
         consumer.close()
 
 
+@pytest.mark.slow
 def test_d_daemon_records_use_javas_partitioner_no_headers_and_true_null_tombstones(
-    java_oracle: JavaOracle, kafka_broker: Any, daemon_factory: Any
+    java_oracle: JavaOracle, kafka_broker: TansuBroker, daemon_factory: DaemonFactory
 ) -> None:
     topic, n = kafka_broker.unique_topic("compat-d"), 13
     altered, reset = unique("place-alter"), unique("place-reset")

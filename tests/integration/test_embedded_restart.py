@@ -8,9 +8,13 @@ import uuid
 from typing import Any
 
 import httpx
+import pytest
+
+from tests.fixtures.daemon import DaemonFactory
 
 
-def test_kill_9_mid_stream_keeps_every_acknowledged_write(daemon_factory: Any, tmp_path: Any) -> None:
+@pytest.mark.slow
+def test_kill_9_mid_stream_keeps_every_acknowledged_write(daemon_factory: DaemonFactory, tmp_path: Any) -> None:
     data_dir = str(tmp_path / "data")
     daemon = daemon_factory("--data-dir", data_dir)
     name = f"kill9-{uuid.uuid4().hex[:8]}"

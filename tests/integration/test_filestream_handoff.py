@@ -20,10 +20,11 @@ lines per poll.)
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
 
+from tests.fixtures.broker import TansuBroker
+from tests.fixtures.daemon import DaemonFactory
 from tests.integration.connect_helpers import (
     eventually,
     kafka_daemon_args,
@@ -49,8 +50,9 @@ LINES = [
 ]
 
 
+@pytest.mark.slow
 def test_c_connector_resumes_exactly_at_the_position_the_daemon_set(
-    java_oracle: JavaOracle, kafka_broker: Any, daemon_factory: Any, tmp_path: Path
+    java_oracle: JavaOracle, kafka_broker: TansuBroker, daemon_factory: DaemonFactory, tmp_path: Path
 ) -> None:
     topic, n = kafka_broker.unique_topic("filestream"), 5
     connector = unique("file-src")

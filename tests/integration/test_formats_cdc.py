@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from emulator.formats import cdc_state
+from tests.fixtures.broker import TansuBroker
 from tests.integration.connect_helpers import JAVA_ONE_RECORD_PER_BATCH, canon, from_java, unique
 from tests.oracle import JavaOracle
 from tests.oracle import typed as T
@@ -98,7 +99,7 @@ WRITES = [
 @pytest.mark.kafka
 @pytest.mark.parametrize("risingwave", [False, True], ids=["flink", "risingwave"])
 def test_java_written_records_export_as_the_state_jackson_writes(
-    java_oracle: JavaOracle, kafka_broker: Any, tmp_path: Path, risingwave: bool
+    java_oracle: JavaOracle, kafka_broker: TansuBroker, tmp_path: Path, risingwave: bool
 ) -> None:
     topic, engine = kafka_broker.unique_topic("cdc-export"), unique("engine")
     java_oracle.offsets_write(
@@ -123,9 +124,10 @@ def test_java_written_records_export_as_the_state_jackson_writes(
     assert states == expected
 
 
+@pytest.mark.slow
 @pytest.mark.kafka
 def test_states_imported_into_a_topic_are_read_by_kafka_offset_backing_store(
-    java_oracle: JavaOracle, kafka_broker: Any, tmp_path: Path
+    java_oracle: JavaOracle, kafka_broker: TansuBroker, tmp_path: Path
 ) -> None:
     topic, engine = kafka_broker.unique_topic("cdc-import"), unique("engine")
     states = tmp_path / "states.jsonl"

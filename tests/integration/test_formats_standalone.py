@@ -19,6 +19,7 @@ import pytest
 
 from emulator.formats import standalone
 from emulator.formats.model import RawRecord
+from tests.fixtures.broker import TansuBroker
 from tests.integration.connect_helpers import canon, from_java, read_topic, unique
 from tests.oracle import JavaOracle
 from tests.oracle import typed as T
@@ -116,9 +117,10 @@ def test_import_into_the_embedded_log_is_byte_exact(
     assert [p for p, _, _ in rows] == java_oracle.partition(keys, 5), "placed as Java's producer would"
 
 
+@pytest.mark.slow
 @pytest.mark.kafka
 def test_import_into_a_topic_is_read_back_by_kafka_offset_backing_store(
-    java_file: JavaFile, java_oracle: JavaOracle, kafka_broker: Any
+    java_file: JavaFile, java_oracle: JavaOracle, kafka_broker: TansuBroker
 ) -> None:
     topic = kafka_broker.unique_topic("standalone-import")
     result = cli(

@@ -23,6 +23,7 @@ from emulator.client.history import HistoryClient
 from emulator.client.http import NotFoundError
 from emulator.history.files import scan_dir
 from emulator.logs.embedded.offsets_log import EmbeddedOffsetLog
+from tests.fixtures.daemon import DaemonFactory
 
 
 def unique(prefix: str) -> str:
@@ -66,8 +67,9 @@ def log_records(data_dir: Path) -> int:
     return int(count)
 
 
+@pytest.mark.slow
 def test_history_survives_compaction_and_kill_9_restarts_without_duplicates(
-    daemon_factory: Any, tmp_path: Path
+    daemon_factory: DaemonFactory, tmp_path: Path
 ) -> None:
     data = tmp_path / "data"
     name = unique("compacted")
@@ -96,7 +98,10 @@ def test_history_survives_compaction_and_kill_9_restarts_without_duplicates(
         daemon.kill()
 
 
-def test_kill_9_while_writing_loses_nothing_and_duplicates_nothing(daemon_factory: Any, tmp_path: Path) -> None:
+@pytest.mark.slow
+def test_kill_9_while_writing_loses_nothing_and_duplicates_nothing(
+    daemon_factory: DaemonFactory, tmp_path: Path
+) -> None:
     data = tmp_path / "data"
     name = unique("kill9")
     daemon = daemon_factory("--data-dir", str(data))
@@ -130,7 +135,8 @@ def test_kill_9_while_writing_loses_nothing_and_duplicates_nothing(daemon_factor
     assert len(coords) == len(set(coords)) == in_log, "every record of the log archived exactly once"
 
 
-def test_as_of_rollback_dry_run_and_rollback_through_the_cli(daemon_factory: Any, tmp_path: Path) -> None:
+@pytest.mark.slow
+def test_as_of_rollback_dry_run_and_rollback_through_the_cli(daemon_factory: DaemonFactory, tmp_path: Path) -> None:
     daemon = daemon_factory("--data-dir", str(tmp_path / "data"))
     name = unique("rollback")
     a, b, c = {"file": "a.txt"}, {"file": "b.txt"}, {"file": "c.txt"}
@@ -179,7 +185,7 @@ def test_as_of_rollback_dry_run_and_rollback_through_the_cli(daemon_factory: Any
     assert json.loads(as_of.stdout) == {"offsets": [{"partition": a, "offset": {"pos": 2}}]}
 
 
-def test_time_filters_bad_input_and_unknown_connectors(daemon_factory: Any, tmp_path: Path) -> None:
+def test_time_filters_bad_input_and_unknown_connectors(daemon_factory: DaemonFactory, tmp_path: Path) -> None:
     daemon = daemon_factory("--data-dir", str(tmp_path / "data"))
     name = unique("filters")
     patch(daemon.url, name, [{"partition": {"p": 1}, "offset": {"n": 1}}])
@@ -207,7 +213,8 @@ def test_time_filters_bad_input_and_unknown_connectors(daemon_factory: Any, tmp_
         assert text in response.json()["message"]
 
 
-def test_rotation_and_retention_flags_bound_the_archive(daemon_factory: Any, tmp_path: Path) -> None:
+@pytest.mark.slow
+def test_rotation_and_retention_flags_bound_the_archive(daemon_factory: DaemonFactory, tmp_path: Path) -> None:
     history_dir = tmp_path / "archive"
     daemon = daemon_factory(
         "--data-dir",
@@ -237,7 +244,10 @@ def test_rotation_and_retention_flags_bound_the_archive(daemon_factory: Any, tmp
         )
 
 
-def test_a_damaged_archive_file_is_reported_and_the_rest_still_served(daemon_factory: Any, tmp_path: Path) -> None:
+@pytest.mark.slow
+def test_a_damaged_archive_file_is_reported_and_the_rest_still_served(
+    daemon_factory: DaemonFactory, tmp_path: Path
+) -> None:
     data = tmp_path / "data"
     daemon = daemon_factory("--data-dir", str(data), "--history-rotate-bytes", "1")
     name = unique("damaged")
@@ -260,7 +270,7 @@ def test_a_damaged_archive_file_is_reported_and_the_rest_still_served(daemon_fac
     )
 
 
-def test_no_history_disables_the_routes(daemon_factory: Any, tmp_path: Path) -> None:
+def test_no_history_disables_the_routes(daemon_factory: DaemonFactory, tmp_path: Path) -> None:
     daemon = daemon_factory("--data-dir", str(tmp_path / "data"), "--no-history")
     name = unique("nohist")
     patch(daemon.url, name, [{"partition": {"p": 1}, "offset": {"n": 1}}])

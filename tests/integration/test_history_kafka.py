@@ -15,6 +15,8 @@ from typing import Any
 import pytest
 
 from emulator.client.history import HistoryClient
+from tests.fixtures.broker import TansuBroker
+from tests.fixtures.daemon import DaemonFactory
 from tests.integration.connect_helpers import (
     JAVA_ONE_RECORD_PER_BATCH,
     canon,
@@ -39,8 +41,9 @@ def mark() -> int:
     return t
 
 
+@pytest.mark.slow
 def test_java_writes_are_external_patches_are_daemon_and_a_rollback_reaches_java(
-    java_oracle: JavaOracle, kafka_broker: Any, daemon_factory: Any, tmp_path: Path
+    java_oracle: JavaOracle, kafka_broker: TansuBroker, daemon_factory: DaemonFactory, tmp_path: Path
 ) -> None:
     topic, n = kafka_broker.unique_topic("history"), 5
     name = unique("hist-src")

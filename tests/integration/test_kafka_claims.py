@@ -61,6 +61,7 @@ def key(connector: str) -> bytes:
     return f'["{connector}",{{"filename":"/in.txt"}}]'.encode()
 
 
+@pytest.mark.slow
 def test_a_claim_through_another_daemon_fences_the_older_writer(
     kafka_broker: TansuBroker, daemons: Callable[[str], KafkaOffsetLog]
 ) -> None:
@@ -107,6 +108,7 @@ def test_release_ends_the_claim_and_epochs_keep_counting(daemons: Callable[[str]
     assert a.claim("c", "y").epoch == 2
 
 
+@pytest.mark.slow
 def test_a_restarted_daemon_sees_the_current_claim(daemons: Callable[[str], KafkaOffsetLog]) -> None:
     topic = f"claims-{uuid.uuid4().hex[:8]}"
     first = daemons(topic)

@@ -10,7 +10,8 @@ import logging
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Protocol
 
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
@@ -54,13 +55,38 @@ class Collector:
         return dict(grouped)
 
 
+class LogFactory(Protocol):
+    """``make_log(topic, ...)``: a KafkaOffsetLog on the session broker, not opened yet."""
+
+    def __call__(
+        self,
+        topic: str,
+        *,
+        partitions: int = ...,
+        read_committed: bool = ...,
+        client_config: Mapping[str, str] | None = ...,
+    ) -> KafkaOffsetLog: ...
+
+
 @pytest.fixture
-def make_log(kafka_broker: TansuBroker) -> Iterator[Callable[..., KafkaOffsetLog]]:
+def make_log(kafka_broker: TansuBroker) -> Iterator[LogFactory]:
     """Builds logs on the session broker and closes every one of them after the test."""
     logs: list[KafkaOffsetLog] = []
 
-    def make(topic: str, **kwargs: object) -> KafkaOffsetLog:
-        log = KafkaOffsetLog(kafka_broker.bootstrap, topic, **kwargs)
+    def make(
+        topic: str,
+        *,
+        partitions: int = 25,  # KafkaOffsetLog's default, as Connect's offsets topic
+        read_committed: bool = False,
+        client_config: Mapping[str, str] | None = None,
+    ) -> KafkaOffsetLog:
+        log = KafkaOffsetLog(
+            kafka_broker.bootstrap,
+            topic,
+            partitions=partitions,
+            client_config=client_config,
+            read_committed=read_committed,
+        )
         logs.append(log)
         return log
 
@@ -98,7 +124,9 @@ def read_raw(
 # ------------------------------------------------------------------------------------ topic
 
 
-def test_open_creates_a_compacted_topic_with_the_requested_partitions(kafka_broker, make_log, topic_name):
+def test_open_creates_a_compacted_topic_with_the_requested_partitions(
+    kafka_broker: TansuBroker, make_log: LogFactory, topic_name: str
+) -> None:
     log = make_log(topic_name, partitions=3)
     log.open()
 
@@ -110,7 +138,9 @@ def test_open_creates_a_compacted_topic_with_the_requested_partitions(kafka_brok
     assert log.description == f"kafka://{kafka_broker.bootstrap}/{topic_name}"
 
 
-def test_open_accepts_an_existing_compacted_topic_and_uses_its_partition_count(kafka_broker, make_log, topic_name):
+def test_open_accepts_an_existing_compacted_topic_and_uses_its_partition_count(
+    kafka_broker: TansuBroker, make_log: LogFactory, topic_name: str
+) -> None:
     kafka_broker.create_topic(topic_name, 4, {"cleanup.policy": "compact"})
     log = make_log(topic_name, partitions=25)
     log.open()
@@ -119,8 +149,8 @@ def test_open_accepts_an_existing_compacted_topic_and_uses_its_partition_count(k
 
 @pytest.mark.parametrize("policy", ["delete", "compact,delete"])
 def test_open_refuses_an_existing_topic_whose_cleanup_policy_is_not_exactly_compact(
-    kafka_broker, make_log, topic_name, policy
-):
+    kafka_broker: TansuBroker, make_log: LogFactory, topic_name: str, policy: str
+) -> None:
     kafka_broker.create_topic(topic_name, 2, {"cleanup.policy": policy})
     log = make_log(topic_name)
     with pytest.raises(LogConfigError) as refused:
@@ -137,8 +167,8 @@ def test_open_refuses_an_existing_topic_whose_cleanup_policy_is_not_exactly_comp
 
 
 def test_replays_existing_records_per_partition_in_order_with_tombstones_empty_values_and_null_keys(
-    kafka_broker, make_log, topic_name
-):
+    kafka_broker: TansuBroker, make_log: LogFactory, topic_name: str
+) -> None:
     kafka_broker.create_topic(topic_name, 3, {"cleanup.policy": "compact"})
     produced = [
         (b'["a",{"f":"1"}]', b'{"position":1}', 0),
@@ -173,7 +203,9 @@ def test_replays_existing_records_per_partition_in_order_with_tombstones_empty_v
     assert progress.partitions_done == 3
 
 
-def test_reports_caught_up_only_after_every_partition_reaches_its_end_offset(kafka_broker, make_log, topic_name):
+def test_reports_caught_up_only_after_every_partition_reaches_its_end_offset(
+    kafka_broker: TansuBroker, make_log: LogFactory, topic_name: str
+) -> None:
     kafka_broker.create_topic(topic_name, 4, {"cleanup.policy": "compact"})
     per_partition = {0: 5, 1: 0, 2: 3, 3: 7}  # partition 1 stays empty: it is done from the start
     kafka_broker.produce_raw(
@@ -206,7 +238,7 @@ def test_reports_caught_up_only_after_every_partition_reaches_its_end_offset(kaf
     assert done.records_read == len(sink.records) == sum(per_partition.values())
 
 
-def test_an_empty_topic_is_caught_up_at_once(make_log, topic_name):
+def test_an_empty_topic_is_caught_up_at_once(make_log: LogFactory, topic_name: str) -> None:
     log = make_log(topic_name, partitions=2)
     log.open()
     log.start_reading(Collector())
@@ -216,7 +248,9 @@ def test_an_empty_topic_is_caught_up_at_once(make_log, topic_name):
     )
 
 
-def test_a_transaction_marker_at_the_end_does_not_stall_readiness(kafka_broker, make_log, topic_name):
+def test_a_transaction_marker_at_the_end_does_not_stall_readiness(
+    kafka_broker: TansuBroker, make_log: LogFactory, topic_name: str
+) -> None:
     """Three records then a commit marker: the end offset is 4 but only 3 records exist to be seen."""
     kafka_broker.create_topic(topic_name, 1, {"cleanup.policy": "compact"})
     producer = Producer(
@@ -239,10 +273,11 @@ def test_a_transaction_marker_at_the_end_does_not_stall_readiness(kafka_broker, 
     assert [r.offset for r in sink.records] == [0, 1, 2]
 
 
-@pytest.mark.parametrize("read_committed", [False, True])
+# read_committed=True waits 1.5 s on purpose (readiness must not come while a transaction is open).
+@pytest.mark.parametrize("read_committed", [False, pytest.param(True, marks=pytest.mark.slow)])
 def test_isolation_level_is_read_uncommitted_like_connect_unless_read_committed_is_asked(
-    kafka_broker, make_log, topic_name, read_committed
-):
+    kafka_broker: TansuBroker, make_log: LogFactory, topic_name: str, read_committed: bool
+) -> None:
     kafka_broker.create_topic(topic_name, 1, {"cleanup.policy": "compact"})
     producer = Producer(
         {"bootstrap.servers": kafka_broker.bootstrap, "transactional.id": f"tx-{topic_name}", "batch.num.messages": 1}
@@ -271,7 +306,10 @@ def test_isolation_level_is_read_uncommitted_like_connect_unless_read_committed_
     assert [r.key for r in sink.records] == [b"open0", b"open1"]
 
 
-def test_tails_records_written_after_the_initial_read(kafka_broker, make_log, topic_name):
+@pytest.mark.slow
+def test_tails_records_written_after_the_initial_read(
+    kafka_broker: TansuBroker, make_log: LogFactory, topic_name: str
+) -> None:
     kafka_broker.create_topic(topic_name, 2, {"cleanup.policy": "compact"})
     kafka_broker.produce_raw(topic_name, [(b"before", b"1", 0)])
     sink = Collector()
@@ -293,8 +331,8 @@ def test_tails_records_written_after_the_initial_read(kafka_broker, make_log, to
 
 
 def test_a_failing_sink_is_retried_and_then_counted_never_silently_dropped(
-    kafka_broker, make_log, topic_name, monkeypatch
-):
+    kafka_broker: TansuBroker, make_log: LogFactory, topic_name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(kafka_reader, "_RETRY_BACKOFF_S", 0.05)
     kafka_broker.create_topic(topic_name, 1, {"cleanup.policy": "compact"})
     kafka_broker.produce_raw(topic_name, [(b"k", b"v", 0)])
@@ -317,7 +355,9 @@ def test_a_failing_sink_is_retried_and_then_counted_never_silently_dropped(
 # ------------------------------------------------------------------------------------ writing
 
 
-def test_append_places_every_record_on_javas_murmur2_partition(kafka_broker, make_log, topic_name):
+def test_append_places_every_record_on_javas_murmur2_partition(
+    kafka_broker: TansuBroker, make_log: LogFactory, topic_name: str
+) -> None:
     log = make_log(topic_name, partitions=7)
     log.open()
     entries: list[tuple[bytes, bytes | None]] = [
@@ -337,7 +377,7 @@ def test_append_places_every_record_on_javas_murmur2_partition(kafka_broker, mak
     assert by_position[(positions[-1].partition, positions[-1].offset)][1] == b""
 
 
-def test_append_returns_positions_that_the_reader_then_delivers(make_log, topic_name):
+def test_append_returns_positions_that_the_reader_then_delivers(make_log: LogFactory, topic_name: str) -> None:
     sink = Collector()
     log = make_log(topic_name, partitions=3)
     log.open()
@@ -355,7 +395,7 @@ def test_append_returns_positions_that_the_reader_then_delivers(make_log, topic_
     assert positions[3].partition == positions[-1].partition and positions[3].offset < positions[-1].offset
 
 
-def test_concurrent_appends_from_many_threads_are_all_acknowledged(make_log, topic_name):
+def test_concurrent_appends_from_many_threads_are_all_acknowledged(make_log: LogFactory, topic_name: str) -> None:
     log = make_log(topic_name, partitions=5)
     log.open()
     results: dict[int, list[Position]] = {}
@@ -377,7 +417,7 @@ def test_concurrent_appends_from_many_threads_are_all_acknowledged(make_log, top
     assert len(all_positions) == len(set(all_positions)) == 160
 
 
-def test_append_rejects_malformed_entries_before_writing_anything(make_log, topic_name):
+def test_append_rejects_malformed_entries_before_writing_anything(make_log: LogFactory, topic_name: str) -> None:
     log = make_log(topic_name, partitions=1)
     log.open()
     with pytest.raises(InvalidRecord, match="entry 1: key must be bytes"):
@@ -387,7 +427,7 @@ def test_append_rejects_malformed_entries_before_writing_anything(make_log, topi
     assert log.append([]) == []
 
 
-def test_close_is_idempotent_and_later_appends_fail_clearly(make_log, topic_name):
+def test_close_is_idempotent_and_later_appends_fail_clearly(make_log: LogFactory, topic_name: str) -> None:
     log = make_log(topic_name, partitions=1)
     log.open()
     log.start_reading(Collector())
@@ -401,7 +441,9 @@ def test_close_is_idempotent_and_later_appends_fail_clearly(make_log, topic_name
 # ------------------------------------------------------------------------------------ config
 
 
-def test_client_config_settings_reach_librdkafka(kafka_broker, make_log, topic_name, caplog):
+def test_client_config_settings_reach_librdkafka(
+    kafka_broker: TansuBroker, make_log: LogFactory, topic_name: str, caplog: pytest.LogCaptureFixture
+) -> None:
     caplog.set_level(logging.DEBUG, logger="emulator.logs.kafka.librdkafka")
     client_id = f"cid-{topic_name}"[:60]
     log = make_log(topic_name, partitions=1, client_config={"client.id": client_id, "debug": "metadata"})
@@ -411,7 +453,9 @@ def test_client_config_settings_reach_librdkafka(kafka_broker, make_log, topic_n
     assert any(f"{client_id}#producer-" in r.getMessage() for r in caplog.records)
 
 
-def test_an_invalid_client_setting_is_a_clear_configuration_error(kafka_broker, make_log, topic_name):
+def test_an_invalid_client_setting_is_a_clear_configuration_error(
+    kafka_broker: TansuBroker, make_log: LogFactory, topic_name: str
+) -> None:
     log = make_log(topic_name, client_config={"no.such.setting": "1"})
     with pytest.raises(LogConfigError, match=r'No such configuration property: "no\.such\.setting"'):
         log.open()
@@ -420,7 +464,10 @@ def test_an_invalid_client_setting_is_a_clear_configuration_error(kafka_broker, 
 # ------------------------------------------------------------------------------------ outage
 
 
-def test_an_outage_times_out_or_waits_and_loses_nothing_acknowledged(kafka_broker, make_log, topic_name):
+@pytest.mark.slow
+def test_an_outage_times_out_or_waits_and_loses_nothing_acknowledged(
+    kafka_broker: TansuBroker, make_log: LogFactory, topic_name: str
+) -> None:
     sink = Collector()
     log = make_log(topic_name, partitions=3)
     log.open()

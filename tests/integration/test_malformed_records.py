@@ -18,6 +18,8 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.fixtures.broker import TansuBroker
+from tests.fixtures.daemon import DaemonFactory
 from tests.integration.connect_helpers import (
     JAVA_ONE_RECORD_PER_BATCH,
     canon,
@@ -62,8 +64,9 @@ def key(connector: str, partition: dict[str, Any]) -> bytes:
     return json.dumps([connector, partition], separators=(",", ":")).encode()
 
 
+@pytest.mark.slow
 def test_e_malformed_records_are_skipped_counted_and_agree_with_java(
-    java_oracle: JavaOracle, kafka_broker: Any, daemon_factory: Any
+    java_oracle: JavaOracle, kafka_broker: TansuBroker, daemon_factory: DaemonFactory
 ) -> None:
     topic, n = kafka_broker.unique_topic("malformed"), 5
     valid, other = unique("valid-src"), unique("other-src")

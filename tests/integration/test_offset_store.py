@@ -10,13 +10,15 @@ from __future__ import annotations
 import threading
 import time
 import uuid
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
 
 from emulator.client.backing_store import DaemonOffsetBackingStore
+from tests.fixtures.broker import TansuBroker
+from tests.fixtures.daemon import DaemonFactory, DaemonProcess
 from tests.integration.connect_helpers import JAVA_ONE_RECORD_PER_BATCH
-from tests.oracle import typed
+from tests.oracle import JavaOracle, typed
 
 pytestmark = [pytest.mark.kafka, pytest.mark.jvm]
 
@@ -25,23 +27,31 @@ def linked(*pairs: tuple[str, Any]) -> Any:
     return typed.jmap(list(pairs), "linked")
 
 
+class StoreSetup(NamedTuple):
+    """A daemon on its own 5-partition offsets topic, and the broker Java writes that topic on."""
+
+    broker: TansuBroker
+    topic: str
+    daemon: DaemonProcess
+
+
 @pytest.fixture
-def setup(kafka_broker: Any, daemon_factory: Any) -> Any:
+def setup(kafka_broker: TansuBroker, daemon_factory: DaemonFactory) -> StoreSetup:
     topic = f"store-{uuid.uuid4().hex[:8]}"
     daemon = daemon_factory(
         "--bootstrap-servers", kafka_broker.bootstrap, "--offsets-topic", topic, "--offsets-partitions", "5"
     )
-    return kafka_broker, topic, daemon
+    return StoreSetup(kafka_broker, topic, daemon)
 
 
-def started(daemon: Any, config: dict[str, str] | None = None) -> DaemonOffsetBackingStore:
+def started(daemon: DaemonProcess, config: dict[str, str] | None = None) -> DaemonOffsetBackingStore:
     store = DaemonOffsetBackingStore()
     store.configure({"offset.storage.url": daemon.url, **(config or {})})
     store.start()
     return store
 
 
-def test_get_returns_javas_values_for_javas_exact_key_bytes(setup: Any, java_oracle: Any) -> None:
+def test_get_returns_javas_values_for_javas_exact_key_bytes(setup: StoreSetup, java_oracle: JavaOracle) -> None:
     broker, topic, daemon = setup
     connector = f"jdbc-{uuid.uuid4().hex[:6]}"
     partition = linked(("table", "orders"), ("db", "shop"))
@@ -69,7 +79,8 @@ def test_get_returns_javas_values_for_javas_exact_key_bytes(setup: Any, java_ora
         store.stop()
 
 
-def test_java_reads_what_set_wrote_and_deleted(setup: Any, java_oracle: Any) -> None:
+@pytest.mark.slow
+def test_java_reads_what_set_wrote_and_deleted(setup: StoreSetup, java_oracle: JavaOracle) -> None:
     broker, topic, daemon = setup
     connector = f"file-{uuid.uuid4().hex[:6]}"
     keep, drop = linked(("filename", "/a.txt")), linked(("filename", "/b.txt"))
@@ -90,7 +101,8 @@ def test_java_reads_what_set_wrote_and_deleted(setup: Any, java_oracle: Any) -> 
         store.stop()
 
 
-def test_configure_seeds_a_flink_cdc_state_as_flinks_store_does(setup: Any, java_oracle: Any) -> None:
+@pytest.mark.slow
+def test_configure_seeds_a_flink_cdc_state_as_flinks_store_does(setup: StoreSetup, java_oracle: JavaOracle) -> None:
     broker, topic, daemon = setup
     engine = f"engine-{uuid.uuid4().hex[:6]}"
     state = (

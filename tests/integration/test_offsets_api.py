@@ -12,6 +12,7 @@ import httpx
 import pytest
 
 from emulator.codec.murmur2 import partition_for
+from tests.fixtures.daemon import DaemonProcess
 
 NOT_STOPPED_HINT = "STOPPED"
 NO_OFFSETS = "Partitions / offsets need to be provided for an alter offsets request"
@@ -26,11 +27,13 @@ RESET = (
 
 
 @pytest.fixture(params=["embedded", "kafka"])
-def daemon(request: pytest.FixtureRequest) -> Any:
+def daemon(request: pytest.FixtureRequest) -> DaemonProcess:
+    """Each test runs on both log backends: the session's embedded daemon and its Kafka daemon."""
     if request.param == "kafka":
         request.applymarker(pytest.mark.kafka)
-        return request.getfixturevalue("kafka_daemon")
-    return request.getfixturevalue("embedded_daemon")
+    daemon = request.getfixturevalue(f"{request.param}_daemon")
+    assert isinstance(daemon, DaemonProcess)
+    return daemon
 
 
 @pytest.fixture
@@ -38,20 +41,20 @@ def name() -> str:
     return f"conn-{uuid.uuid4().hex[:10]}"
 
 
-def url(daemon: Any, path: str) -> str:
+def url(daemon: DaemonProcess, path: str) -> str:
     return daemon.url + path
 
 
-def patch(daemon: Any, connector: str, body: Any, **params: str) -> httpx.Response:
+def patch(daemon: DaemonProcess, connector: str, body: Any, **params: str) -> httpx.Response:
     return httpx.patch(url(daemon, f"/connectors/{connector}/offsets"), json=body, params=params, timeout=30)
 
 
-def seed(daemon: Any, connector: str, offsets: list[dict[str, Any]]) -> None:
+def seed(daemon: DaemonProcess, connector: str, offsets: list[dict[str, Any]]) -> None:
     response = patch(daemon, connector, {"offsets": offsets}, create="true")
     assert response.status_code == 200, response.text
 
 
-def get(daemon: Any, connector: str) -> httpx.Response:
+def get(daemon: DaemonProcess, connector: str) -> httpx.Response:
     return httpx.get(url(daemon, f"/connectors/{connector}/offsets"), timeout=30)
 
 
@@ -61,7 +64,7 @@ def by_partition(response: httpx.Response) -> dict[str, Any]:
     return {json.dumps(o["partition"], sort_keys=True): o["offset"] for o in response.json()["offsets"]}
 
 
-def test_a_written_offset_is_listed_immediately(daemon: Any, name: str) -> None:
+def test_a_written_offset_is_listed_immediately(daemon: DaemonProcess, name: str) -> None:
     seed(daemon, name, [{"partition": {"filename": "/data/a.txt"}, "offset": {"position": 42}}])
     response = get(daemon, name)
     assert response.status_code == 200
@@ -69,7 +72,7 @@ def test_a_written_offset_is_listed_immediately(daemon: Any, name: str) -> None:
     assert name in httpx.get(url(daemon, "/connectors")).json()
 
 
-def test_unknown_connector_is_404_with_connects_body(daemon: Any, name: str) -> None:
+def test_unknown_connector_is_404_with_connects_body(daemon: DaemonProcess, name: str) -> None:
     for response in (
         get(daemon, name),
         patch(daemon, name, {"offsets": [{"partition": {"a": 1}, "offset": {"b": 2}}]}),
@@ -80,7 +83,7 @@ def test_unknown_connector_is_404_with_connects_body(daemon: Any, name: str) -> 
 
 
 @pytest.mark.parametrize("body", [{}, {"offsets": []}, {"offsets": None}, None])
-def test_alter_without_offsets_is_400_with_connects_message(daemon: Any, name: str, body: Any) -> None:
+def test_alter_without_offsets_is_400_with_connects_message(daemon: DaemonProcess, name: str, body: Any) -> None:
     seed(daemon, name, [{"partition": {"p": 1}, "offset": {"o": 1}}])
     response = patch(daemon, name, body)
     assert response.status_code == 400
@@ -98,7 +101,7 @@ def test_alter_without_offsets_is_400_with_connects_message(daemon: Any, name: s
         b'{"offsets": [{"partition": {"a": 1}, "offset": {"b": 1}}], "extra": 1}',
     ],
 )
-def test_malformed_bodies_are_400_with_an_error_body(daemon: Any, name: str, raw: bytes) -> None:
+def test_malformed_bodies_are_400_with_an_error_body(daemon: DaemonProcess, name: str, raw: bytes) -> None:
     seed(daemon, name, [{"partition": {"p": 1}, "offset": {"o": 1}}])
     response = httpx.patch(
         url(daemon, f"/connectors/{name}/offsets"), content=raw, headers={"content-type": "application/json"}
@@ -108,7 +111,7 @@ def test_malformed_bodies_are_400_with_an_error_body(daemon: Any, name: str, raw
     assert body["error_code"] == 400 and body["message"]
 
 
-def test_nested_values_are_rejected_as_connect_does(daemon: Any, name: str) -> None:
+def test_nested_values_are_rejected_as_connect_does(daemon: DaemonProcess, name: str) -> None:
     seed(daemon, name, [{"partition": {"p": 1}, "offset": {"o": 1}}])
     response = patch(daemon, name, {"offsets": [{"partition": {"p": 1}, "offset": {"o": {"nested": 1}}}]})
     assert response.status_code == 500
@@ -116,7 +119,7 @@ def test_nested_values_are_rejected_as_connect_does(daemon: Any, name: str) -> N
     assert by_partition(get(daemon, name)) == {'{"p": 1}': {"o": 1}}, "a rejected request writes nothing"
 
 
-def test_alter_answers_connects_message_and_is_read_back(daemon: Any, name: str) -> None:
+def test_alter_answers_connects_message_and_is_read_back(daemon: DaemonProcess, name: str) -> None:
     seed(
         daemon,
         name,
@@ -134,7 +137,7 @@ def test_alter_answers_connects_message_and_is_read_back(daemon: Any, name: str)
     }
 
 
-def test_a_null_offset_removes_that_partition_only(daemon: Any, name: str) -> None:
+def test_a_null_offset_removes_that_partition_only(daemon: DaemonProcess, name: str) -> None:
     seed(
         daemon,
         name,
@@ -144,7 +147,7 @@ def test_a_null_offset_removes_that_partition_only(daemon: Any, name: str) -> No
     assert by_partition(get(daemon, name)) == {'{"k": "y"}': {"n": 2}}
 
 
-def test_reset_removes_everything_and_is_idempotent(daemon: Any, name: str) -> None:
+def test_reset_removes_everything_and_is_idempotent(daemon: DaemonProcess, name: str) -> None:
     seed(daemon, name, [{"partition": {"k": i}, "offset": {"n": i}} for i in range(5)])
     for _ in range(2):
         response = httpx.delete(url(daemon, f"/connectors/{name}/offsets"))
@@ -154,7 +157,7 @@ def test_reset_removes_everything_and_is_idempotent(daemon: Any, name: str) -> N
     assert name in httpx.get(url(daemon, "/connectors")).json(), "a reset connector stays known, as in Connect"
 
 
-def test_existing_partition_is_rewritten_under_its_exact_key_bytes(daemon: Any, name: str) -> None:
+def test_existing_partition_is_rewritten_under_its_exact_key_bytes(daemon: DaemonProcess, name: str) -> None:
     seed(daemon, name, [{"partition": {"table": "orders", "db": "shop", "protocol": "1"}, "offset": {"id": 1}}])
     original = f'["{name}",{{"table":"orders","db":"shop","protocol":"1"}}]'
     reordered = {"protocol": "1", "db": "shop", "table": "orders"}
@@ -172,7 +175,7 @@ def test_existing_partition_is_rewritten_under_its_exact_key_bytes(daemon: Any, 
     )
 
 
-def test_new_partition_is_encoded_in_request_order_with_javas_number_rules(daemon: Any, name: str) -> None:
+def test_new_partition_is_encoded_in_request_order_with_javas_number_rules(daemon: DaemonProcess, name: str) -> None:
     seed(daemon, name, [{"partition": {"x": 0}, "offset": {"o": 0}}])
     body = {"offsets": [{"partition": {"z": "é😀", "a": 10000000.0, "m": True}, "offset": {"pos": 9007199254740993}}]}
     [record] = patch(daemon, name, body, dry_run="true").json()["records"]
@@ -181,7 +184,7 @@ def test_new_partition_is_encoded_in_request_order_with_javas_number_rules(daemo
     assert record["existing_key"] is False
 
 
-def test_reset_dry_run_lists_tombstones_and_writes_nothing(daemon: Any, name: str) -> None:
+def test_reset_dry_run_lists_tombstones_and_writes_nothing(daemon: DaemonProcess, name: str) -> None:
     seed(daemon, name, [{"partition": {"k": 1}, "offset": {"n": 1}}])
     body = httpx.delete(url(daemon, f"/connectors/{name}/offsets"), params={"dry_run": "true"}).json()
     assert body["dry_run"] is True
@@ -189,7 +192,7 @@ def test_reset_dry_run_lists_tombstones_and_writes_nothing(daemon: Any, name: st
     assert by_partition(get(daemon, name)) == {'{"k": 1}': {"n": 1}}
 
 
-def test_health_readiness_and_openapi(daemon: Any) -> None:
+def test_health_readiness_and_openapi(daemon: DaemonProcess) -> None:
     assert httpx.get(url(daemon, "/healthz")).json() == {"status": "ok"}
     ready = httpx.get(url(daemon, "/readyz"))
     assert ready.status_code == 200
@@ -199,6 +202,6 @@ def test_health_readiness_and_openapi(daemon: Any) -> None:
     assert {"get", "patch", "delete"} <= set(spec["paths"]["/connectors/{connector}/offsets"])
 
 
-def record_partitions(daemon: Any) -> int:
+def record_partitions(daemon: DaemonProcess) -> int:
     """The partition count the daemon writes with (embedded: 25, Connect's default; kafka fixture: 7)."""
     return int(httpx.get(url(daemon, "/readyz")).json()["partitions"])

@@ -15,6 +15,8 @@ import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
 from emulator.client.http import Auth, FencedError, NotStoppedError, OffsetsClient
+from tests.fixtures.broker import TansuBroker
+from tests.fixtures.daemon import DaemonFactory, DaemonProcess
 
 PARTITION = {"filename": "/data/in.txt"}
 
@@ -28,7 +30,7 @@ def position(client: OffsetsClient, name: str) -> int:
     return int(row["offset"]["position"])
 
 
-def test_a_claim_fences_older_writers_and_holds_off_unclaimed_ones(embedded_daemon: Any) -> None:
+def test_a_claim_fences_older_writers_and_holds_off_unclaimed_ones(embedded_daemon: DaemonProcess) -> None:
     name = f"own-{uuid.uuid4().hex[:8]}"
     with OffsetsClient(embedded_daemon.url) as client:
         client.alter(name, body(1), create=True)
@@ -55,7 +57,7 @@ def test_a_claim_fences_older_writers_and_holds_off_unclaimed_ones(embedded_daem
         assert position(client, name) == 6
 
 
-def test_stale_sequences_are_dropped_and_reported(embedded_daemon: Any) -> None:
+def test_stale_sequences_are_dropped_and_reported(embedded_daemon: DaemonProcess) -> None:
     name = f"seq-{uuid.uuid4().hex[:8]}"
     with OffsetsClient(embedded_daemon.url) as client:
         client.alter(name, body(10), create=True, auth=Auth(sequence_source="run-a", sequence=5))
@@ -93,8 +95,11 @@ def raw_positions(bootstrap: str, topic: str, partitions: int, key: bytes) -> li
     return found
 
 
+@pytest.mark.slow
 @pytest.mark.kafka
-def test_two_daemons_two_racing_writers_one_winner_nothing_backwards(kafka_broker: Any, daemon_factory: Any) -> None:
+def test_two_daemons_two_racing_writers_one_winner_nothing_backwards(
+    kafka_broker: TansuBroker, daemon_factory: DaemonFactory
+) -> None:
     topic = f"race-{uuid.uuid4().hex[:8]}"
     name = f"race-{uuid.uuid4().hex[:8]}"
     args = ("--bootstrap-servers", kafka_broker.bootstrap, "--offsets-topic", topic, "--offsets-partitions", "3")

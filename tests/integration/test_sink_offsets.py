@@ -13,7 +13,6 @@ import json
 import shutil
 import subprocess
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -35,10 +34,11 @@ from emulator.service.sinks import (
     reset_failed_message,
     retrieve_failed_message,
 )
-from tests.fixtures.daemon import DaemonProcess, free_port
+from tests.fixtures.broker import TansuBroker
+from tests.fixtures.connect_cluster import ConnectClusterDaemon, Step, config, stop, tasks
+from tests.fixtures.daemon import DaemonProcess, KafkaDaemon
 from tests.integration.connect_helpers import unique
-from tests.integration.test_connect_cluster import Cluster, config, stop, tasks
-from tests.oracle import JavaError, JavaOracle
+from tests.oracle import JavaError
 from tests.oracle.classpath import libs_dir
 
 pytestmark = [pytest.mark.kafka, pytest.mark.jvm]
@@ -47,11 +47,11 @@ SINK_CLASS = "org.apache.kafka.connect.file.FileStreamSinkConnector"
 NO_OFFSET = -1001  # librdkafka's OFFSET_INVALID: the group has no committed offset there
 
 
-def sink(name: str, topic: str, state: str | None = "STARTED", **props: str) -> dict[str, Any]:
+def sink(name: str, topic: str, state: str | None = "STARTED", **props: str) -> Step:
     return config(name, state, **{"connector.class": SINK_CLASS, "topics": topic, **props})
 
 
-def commit(broker: Any, group: str, topic: str, offsets: dict[int, int]) -> None:
+def commit(broker: TansuBroker, group: str, topic: str, offsets: dict[int, int]) -> None:
     """Commit as a sink task's consumer would, without joining the group (assign, not subscribe)."""
     consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group, "log_level": 0})
     try:
@@ -61,7 +61,7 @@ def commit(broker: Any, group: str, topic: str, offsets: dict[int, int]) -> None
         consumer.close()
 
 
-def committed(broker: Any, group: str, topic: str, partitions: int = 3) -> dict[int, int | None]:
+def committed(broker: TansuBroker, group: str, topic: str, partitions: int = 3) -> dict[int, int | None]:
     consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group, "log_level": 0})
     try:
         found = consumer.committed([TopicPartition(topic, p) for p in range(partitions)], timeout=15)
@@ -77,111 +77,86 @@ def entry(topic: str, partition: Any, offset: Any) -> dict[str, Any]:
     }
 
 
-@pytest.fixture(scope="module")
-def sinks(kafka_broker: Any, java_oracle: JavaOracle, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    config_topic, status_topic, offsets_topic = unique("sink-configs"), unique("sink-status"), unique("offs")
-    java_oracle.connect_cluster_write(
-        kafka_broker.bootstrap, config_topic, [config(unique("first"))], status_topic=status_topic
-    )
-    workdir = tmp_path_factory.mktemp("sink-daemon")
-    daemon = DaemonProcess(
-        [
-            "--bootstrap-servers",
-            kafka_broker.bootstrap,
-            "--offsets-topic",
-            offsets_topic,
-            "--offsets-partitions",
-            "3",
-            "--config-topic",
-            config_topic,
-            "--status-topic",
-            status_topic,
-            "--data-dir",
-            str(workdir / "data"),
-        ],
-        free_port(),
-        workdir / "daemon.log",
-    ).start()
-    http = httpx.Client(base_url=daemon.url, timeout=60)
-    try:
-        yield Cluster(kafka_broker, java_oracle, config_topic, status_topic, offsets_topic, daemon, http)
-    finally:
-        http.close()
-        daemon.stop()
-
-
-def stopped_sink(sinks: Cluster, **props: str) -> tuple[str, str]:
+def stopped_sink(cluster: ConnectClusterDaemon, **props: str) -> tuple[str, str]:
     """A registered, stopped sink connector and its 3-partition input topic."""
     name, topic = unique("sink"), unique("orders")
-    sinks.broker.create_topic(topic, 3)
-    sinks.write(sink(name, topic, **props), tasks(name, 1), *stop(name))
+    cluster.broker.create_topic(topic, 3)
+    cluster.write(sink(name, topic, **props), tasks(name, 1), *stop(name))
     return name, topic
 
 
 # --- GET ----------------------------------------------------------------------------------------------
 
 
-def test_get_lists_the_groups_committed_offsets_in_connects_sink_shape(sinks: Cluster) -> None:
+@pytest.mark.slow
+def test_get_lists_the_groups_committed_offsets_in_connects_sink_shape(cluster: ConnectClusterDaemon) -> None:
     name, topic = unique("sink"), unique("orders")
-    sinks.broker.create_topic(topic, 3)
-    sinks.write(sink(name, topic), tasks(name, 2))  # GET works in any state, also while running
-    commit(sinks.broker, f"connect-{name}", topic, {0: 5, 2: 9})
+    cluster.broker.create_topic(topic, 3)
+    cluster.write(sink(name, topic), tasks(name, 2))  # GET works in any state, also while running
+    commit(cluster.broker, f"connect-{name}", topic, {0: 5, 2: 9})
 
-    response = sinks.get(name)
+    response = cluster.get(name)
     assert response.status_code == 200, response.text
     ours = [json.dumps(e, separators=(",", ":")) for e in response.json()["offsets"]]
     java = [
         json.dumps(e, separators=(",", ":"))
-        for e in json.loads(sinks.oracle.sink_offsets_shape([(topic, 0, 5), (topic, 2, 9)]))["offsets"]
+        for e in json.loads(cluster.oracle.sink_offsets_shape([(topic, 0, 5), (topic, 2, 9)]))["offsets"]
     ]
     assert sorted(ours) == sorted(java)  # same entries, same key order inside each
 
 
-def test_a_sink_without_committed_offsets_has_none(sinks: Cluster) -> None:
-    name, _ = stopped_sink(sinks)
-    assert sinks.get(name).json() == {"offsets": []}
+@pytest.mark.slow
+def test_a_sink_without_committed_offsets_has_none(cluster: ConnectClusterDaemon) -> None:
+    name, _ = stopped_sink(cluster)
+    assert cluster.get(name).json() == {"offsets": []}
 
 
-def test_consumer_override_group_id_names_the_group(sinks: Cluster) -> None:
+@pytest.mark.slow
+def test_consumer_override_group_id_names_the_group(cluster: ConnectClusterDaemon) -> None:
     group = unique("custom-group")
-    name, topic = stopped_sink(sinks, **{"consumer.override.group.id": group})
-    commit(sinks.broker, group, topic, {1: 3})
-    assert sinks.get(name).json() == {"offsets": [entry(topic, 1, 3)]}
+    name, topic = stopped_sink(cluster, **{"consumer.override.group.id": group})
+    commit(cluster.broker, group, topic, {1: 3})
+    assert cluster.get(name).json() == {"offsets": [entry(topic, 1, 3)]}
 
 
 # --- PATCH --------------------------------------------------------------------------------------------
 
 
-def test_patch_commits_the_given_offsets_as_numbers_or_numeric_strings(sinks: Cluster) -> None:
-    name, topic = stopped_sink(sinks)
+@pytest.mark.slow
+def test_patch_commits_the_given_offsets_as_numbers_or_numeric_strings(cluster: ConnectClusterDaemon) -> None:
+    name, topic = stopped_sink(cluster)
     group = f"connect-{name}"
-    commit(sinks.broker, group, topic, {2: 7})
-    response = sinks.patch(name, [entry(topic, 0, 11), entry(topic, "1", "12")])
+    commit(cluster.broker, group, topic, {2: 7})
+    response = cluster.patch(name, [entry(topic, 0, 11), entry(topic, "1", "12")])
     assert (response.status_code, response.json()) == (200, {"message": ALTERED})
-    assert committed(sinks.broker, group, topic) == {0: 11, 1: 12, 2: 7}  # PATCH never removes others
+    assert committed(cluster.broker, group, topic) == {0: 11, 1: 12, 2: 7}  # PATCH never removes others
 
 
-def test_a_null_offset_asks_the_broker_to_delete_that_partitions_offset(sinks: Cluster) -> None:
+@pytest.mark.slow
+def test_a_null_offset_asks_the_broker_to_delete_that_partitions_offset(cluster: ConnectClusterDaemon) -> None:
     """Tansu 0.6 has no OffsetDelete (KIP-496): Connect's Admin call fails there, and so does ours, with
     Connect's message; the non-null part of the same request is still committed, as Connect's is."""
-    name, topic = stopped_sink(sinks)
+    name, topic = stopped_sink(cluster)
     group = f"connect-{name}"
-    commit(sinks.broker, group, topic, {0: 4, 1: 8})
-    java = sinks.oracle.admin_group_offsets(sinks.broker.bootstrap, group, "delete_offsets", partitions=[[topic, 0]])
+    commit(cluster.broker, group, topic, {0: 4, 1: 8})
+    java = cluster.oracle.admin_group_offsets(
+        cluster.broker.bootstrap, group, "delete_offsets", partitions=[[topic, 0]]
+    )
     assert isinstance(java.get("error"), JavaError), java  # Java's Admin cannot delete on this broker either
 
-    response = sinks.patch(name, [entry(topic, 0, None), entry(topic, 1, 20)])
+    response = cluster.patch(name, [entry(topic, 0, None), entry(topic, 1, 20)])
     assert (response.status_code, response.json()["message"]) == (500, alter_failed_message(name))
-    assert committed(sinks.broker, group, topic) == {0: 4, 1: 20, 2: None}
+    assert committed(cluster.broker, group, topic) == {0: 4, 1: 20, 2: None}
 
 
-def test_a_negative_offset_fails_inside_the_worker_as_in_connect(sinks: Cluster) -> None:
-    name, topic = stopped_sink(sinks)
-    java = sinks.oracle.admin_group_offsets(
-        sinks.broker.bootstrap, f"connect-{name}", "alter", offsets=[[topic, 0, -1]]
+@pytest.mark.slow
+def test_a_negative_offset_fails_inside_the_worker_as_in_connect(cluster: ConnectClusterDaemon) -> None:
+    name, topic = stopped_sink(cluster)
+    java = cluster.oracle.admin_group_offsets(
+        cluster.broker.bootstrap, f"connect-{name}", "alter", offsets=[[topic, 0, -1]]
     )
     assert java["error"].java_class == "java.lang.IllegalArgumentException"  # new OffsetAndMetadata(-1)
-    response = sinks.patch(name, [entry(topic, 0, -1)])
+    response = cluster.patch(name, [entry(topic, 0, -1)])
     assert (response.status_code, response.json()["message"]) == (500, modify_failed_message(name))
 
 
@@ -207,12 +182,13 @@ BODIES = [
 ]
 
 
-def test_request_parsing_matches_connects_rest_layer_and_sinkutils(sinks: Cluster) -> None:
+@pytest.mark.slow
+def test_request_parsing_matches_connects_rest_layer_and_sinkutils(cluster: ConnectClusterDaemon) -> None:
     """Same accepted values (dry run plan = Java's parse), same 400 messages, body by body."""
-    name, _ = stopped_sink(sinks)
+    name, _ = stopped_sink(cluster)
     bodies = [json.dumps({"offsets": offsets}) for offsets in BODIES]
-    for body, java in zip(bodies, sinks.oracle.sink_parse_offsets(bodies), strict=True):
-        response = sinks.http.patch(f"/connectors/{name}/offsets", params={"dry_run": "true"}, content=body)
+    for body, java in zip(bodies, cluster.oracle.sink_parse_offsets(bodies), strict=True):
+        response = cluster.http.patch(f"/connectors/{name}/offsets", params={"dry_run": "true"}, content=body)
         if isinstance(java, JavaError):
             assert java.java_class.endswith("BadRequestException"), java
             assert (response.status_code, response.json()["message"]) == (400, java.message), body
@@ -224,22 +200,23 @@ def test_request_parsing_matches_connects_rest_layer_and_sinkutils(sinks: Cluste
             assert planned == java, body
 
 
-def test_a_sink_that_is_not_stopped_is_refused(sinks: Cluster) -> None:
+def test_a_sink_that_is_not_stopped_is_refused(cluster: ConnectClusterDaemon) -> None:
     name, topic = unique("sink"), unique("orders")
-    sinks.broker.create_topic(topic, 3)
-    sinks.write(sink(name, topic), tasks(name, 1))
-    commit(sinks.broker, f"connect-{name}", topic, {0: 1})
-    for response in (sinks.patch(name, [entry(topic, 0, 50)]), sinks.delete(name)):
+    cluster.broker.create_topic(topic, 3)
+    cluster.write(sink(name, topic), tasks(name, 1))
+    commit(cluster.broker, f"connect-{name}", topic, {0: 1})
+    for response in (cluster.patch(name, [entry(topic, 0, 50)]), cluster.delete(name)):
         assert (response.status_code, response.json()["message"]) == (400, not_stopped_message(name))
-    assert committed(sinks.broker, f"connect-{name}", topic)[0] == 1
+    assert committed(cluster.broker, f"connect-{name}", topic)[0] == 1
 
 
-def test_an_active_group_member_blocks_alter_with_connects_zombie_message(sinks: Cluster) -> None:
+@pytest.mark.slow
+def test_an_active_group_member_blocks_alter_with_connects_zombie_message(cluster: ConnectClusterDaemon) -> None:
     """A sink task that has not let go (a zombie) is still a member; the broker refuses the admin commit."""
-    name, topic = stopped_sink(sinks)
+    name, topic = stopped_sink(cluster)
     member = Consumer(
         {
-            "bootstrap.servers": sinks.broker.bootstrap,
+            "bootstrap.servers": cluster.broker.bootstrap,
             "group.id": f"connect-{name}",
             "session.timeout.ms": 60000,
             "log_level": 0,
@@ -251,7 +228,7 @@ def test_an_active_group_member_blocks_alter_with_connects_zombie_message(sinks:
         while not member.assignment() and time.monotonic() < deadline:
             member.poll(0.2)
         assert member.assignment(), "the consumer never joined the group"
-        response = sinks.patch(name, [entry(topic, 0, 3)])
+        response = cluster.patch(name, [entry(topic, 0, 3)])
         assert (response.status_code, response.json()["message"]) == (500, alter_blocked_message(name))
     finally:
         member.close()
@@ -260,35 +237,38 @@ def test_an_active_group_member_blocks_alter_with_connects_zombie_message(sinks:
 # --- DELETE -------------------------------------------------------------------------------------------
 
 
-def test_delete_removes_the_group_and_is_idempotent(sinks: Cluster) -> None:
-    name, topic = stopped_sink(sinks)
+@pytest.mark.slow
+def test_delete_removes_the_group_and_is_idempotent(cluster: ConnectClusterDaemon) -> None:
+    name, topic = stopped_sink(cluster)
     group = f"connect-{name}"
-    commit(sinks.broker, group, topic, {0: 3, 1: 4})
+    commit(cluster.broker, group, topic, {0: 3, 1: 4})
     for _ in range(2):
-        response = sinks.delete(name)
+        response = cluster.delete(name)
         assert (response.status_code, response.json()) == (200, {"message": RESET})
-        assert committed(sinks.broker, group, topic) == {0: None, 1: None, 2: None}
-    assert sinks.get(name).json() == {"offsets": []}
+        assert committed(cluster.broker, group, topic) == {0: None, 1: None, 2: None}
+    assert cluster.get(name).json() == {"offsets": []}
 
 
-def test_dry_runs_show_the_plan_and_change_nothing(sinks: Cluster) -> None:
-    name, topic = stopped_sink(sinks)
+@pytest.mark.slow
+def test_dry_runs_show_the_plan_and_change_nothing(cluster: ConnectClusterDaemon) -> None:
+    name, topic = stopped_sink(cluster)
     group = f"connect-{name}"
-    commit(sinks.broker, group, topic, {0: 3})
-    patched = sinks.http.patch(
+    commit(cluster.broker, group, topic, {0: 3})
+    patched = cluster.http.patch(
         f"/connectors/{name}/offsets", params={"dry_run": "true"}, json={"offsets": [entry(topic, 1, 9)]}
     ).json()
     assert patched["records"] == [
         {"consumer_group": group, "action": "commit", "kafka_topic": topic, "kafka_partition": 1, "kafka_offset": 9}
     ]
-    deleted = sinks.http.delete(f"/connectors/{name}/offsets", params={"dry_run": "true"}).json()
+    deleted = cluster.http.delete(f"/connectors/{name}/offsets", params={"dry_run": "true"}).json()
     assert [r["action"] for r in deleted["records"]] == ["delete_group", "delete_offset"]
-    assert committed(sinks.broker, group, topic) == {0: 3, 1: None, 2: None}
+    assert committed(cluster.broker, group, topic) == {0: 3, 1: None, 2: None}
 
 
-def test_kind_given_in_the_request_must_agree_with_the_cluster(sinks: Cluster) -> None:
-    name, _ = stopped_sink(sinks)
-    response = sinks.http.get(f"/connectors/{name}/offsets", params={"kind": "source"})
+@pytest.mark.slow
+def test_kind_given_in_the_request_must_agree_with_the_cluster(cluster: ConnectClusterDaemon) -> None:
+    name, _ = stopped_sink(cluster)
+    response = cluster.http.get(f"/connectors/{name}/offsets", params={"kind": "source"})
     assert response.status_code == 400
     assert "is a sink connector according to the Connect cluster's config topic" in response.json()["message"]
 
@@ -296,7 +276,9 @@ def test_kind_given_in_the_request_must_agree_with_the_cluster(sinks: Cluster) -
 # --- without a Connect cluster: ?kind=sink (ours) ------------------------------------------------------
 
 
-def test_kind_sink_reads_and_modifies_a_group_without_a_config_topic(kafka_daemon: Any, kafka_broker: Any) -> None:
+def test_kind_sink_reads_and_modifies_a_group_without_a_config_topic(
+    kafka_daemon: KafkaDaemon, kafka_broker: TansuBroker
+) -> None:
     name, topic = unique("spark-sink"), unique("events")
     kafka_broker.create_topic(topic, 3)
     group = f"connect-{name}"
@@ -315,7 +297,7 @@ def test_kind_sink_reads_and_modifies_a_group_without_a_config_topic(kafka_daemo
         assert (bad.status_code, bad.json()["message"]) == (400, "kind must be 'source' or 'sink', got 'sinks'")
 
 
-def test_the_embedded_log_has_no_consumer_groups(embedded_daemon: Any) -> None:
+def test_the_embedded_log_has_no_consumer_groups(embedded_daemon: DaemonProcess) -> None:
     response = httpx.get(f"{embedded_daemon.url}/connectors/{unique('x')}/offsets", params={"kind": "sink"})
     assert (response.status_code, response.json()["message"]) == (400, NO_SINKS_MESSAGE)
 
@@ -361,6 +343,7 @@ def class_strings(jar: Path, class_name: str) -> set[str]:
     }
 
 
+@pytest.mark.slow
 def test_messages_are_connect_4_3_0s_own_strings() -> None:
     jar = next(libs_dir().glob("connect-runtime-4.3.0.jar"))
     slot = "\\u0001"  # javap's rendering of a concatenation recipe's argument slot

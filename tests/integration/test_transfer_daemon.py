@@ -26,6 +26,7 @@ from emulator.logs.embedded.offsets_log import EmbeddedOffsetLog
 from emulator.model.connectors import NoConnectCluster
 from emulator.server.wiring import assemble_runtime, make_app
 from emulator.view.offset_view import OffsetView
+from tests.fixtures.daemon import DaemonProcess
 
 
 class RunningConnectors(NoConnectCluster):
@@ -138,7 +139,8 @@ def cli(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_standalone_file_into_the_daemon_and_back_out(embedded_daemon: Any, tmp_path: Path) -> None:
+@pytest.mark.slow
+def test_standalone_file_into_the_daemon_and_back_out(embedded_daemon: DaemonProcess, tmp_path: Path) -> None:
     name = f"xfer-{uuid.uuid4().hex[:8]}"
     other = f"xfer-{uuid.uuid4().hex[:8]}"
     records = [
@@ -176,7 +178,7 @@ def test_standalone_file_into_the_daemon_and_back_out(embedded_daemon: Any, tmp_
     assert json.loads(rerun.stdout)["written"] == 0, "re-importing the same file is a no-op"
 
 
-def test_a_damaged_file_imports_nothing_into_the_daemon(embedded_daemon: Any, tmp_path: Path) -> None:
+def test_a_damaged_file_imports_nothing_into_the_daemon(embedded_daemon: DaemonProcess, tmp_path: Path) -> None:
     name = f"xfer-{uuid.uuid4().hex[:8]}"
     data = standalone.dumps([RawRecord(f'["{name}",{{"f":{i}}}]'.encode(), b'{"o":1}') for i in range(5)])
     damaged = tmp_path / "cut.offsets"

@@ -19,6 +19,7 @@ import pytest
 
 from emulator.formats import snapshot
 from emulator.logs.embedded.offsets_log import EmbeddedOffsetLog
+from tests.fixtures.broker import TansuBroker
 from tests.integration.connect_helpers import JAVA_ONE_RECORD_PER_BATCH, canon, from_java, read_topic, unique
 from tests.oracle import JavaOracle
 from tests.oracle import typed as T
@@ -35,12 +36,14 @@ def cli(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def topic_exists(broker: Any, topic: str) -> bool:
+def topic_exists(broker: TansuBroker, topic: str) -> bool:
     metadata = broker.admin().list_topics(timeout=10)
     return topic in metadata.topics
 
 
-def java_reads(oracle: JavaOracle, broker: Any, topic: str, n: int, writes: dict[str, list[Any]]) -> dict[str, Any]:
+def java_reads(
+    oracle: JavaOracle, broker: TansuBroker, topic: str, n: int, writes: dict[str, list[Any]]
+) -> dict[str, Any]:
     """What a fresh KafkaOffsetBackingStore reads for every partition ever written, per connector."""
     out = {}
     for connector, entries in writes.items():
@@ -60,8 +63,9 @@ def written_state(writes: dict[str, list[Any]]) -> dict[str, Any]:
     return out
 
 
+@pytest.mark.slow
 def test_migrate_re_places_java_written_records_for_the_new_partition_count(
-    java_oracle: JavaOracle, kafka_broker: Any
+    java_oracle: JavaOracle, kafka_broker: TansuBroker
 ) -> None:
     source, target = kafka_broker.unique_topic("migrate-src"), kafka_broker.unique_topic("migrate-dst")
     writes: dict[str, list[tuple[Any, Any]]] = {
@@ -126,8 +130,9 @@ def test_migrate_re_places_java_written_records_for_the_new_partition_count(
     assert java_reads(java_oracle, kafka_broker, target, 3, writes) == final
 
 
+@pytest.mark.slow
 def test_snapshot_round_trip_embedded_to_topic_is_byte_exact(
-    java_oracle: JavaOracle, kafka_broker: Any, tmp_path: Path
+    java_oracle: JavaOracle, kafka_broker: TansuBroker, tmp_path: Path
 ) -> None:
     data_dir = tmp_path / "data"
     log = EmbeddedOffsetLog(data_dir, partitions=4, synchronous="NORMAL")

@@ -9,9 +9,13 @@ import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from emulator.client.http import ApiError, OffsetsClient
+from tests.fixtures.broker import TansuBroker
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 T = TypeVar("T")
 OFFSETS_PARTITIONS = 5
@@ -40,7 +44,7 @@ class Collector:
 
 
 def start_file_query(
-    spark: Any,
+    spark: SparkSession,
     url: str,
     connector: str,
     file: str,
@@ -101,7 +105,7 @@ def eventually(probe: Callable[[], T], done: Callable[[T], bool], timeout_s: flo
     return value
 
 
-def run_connector(oracle: Any, broker: Any, topic: str, connector: str, file: str, expect: int) -> list[str]:
+def run_connector(oracle: Any, broker: TansuBroker, topic: str, connector: str, file: str, expect: int) -> list[str]:
     """Apache Kafka's FileStreamSourceConnector (oracle JVM subprocess) until ``expect`` lines, then a
     graceful stop that commits its offset through KafkaOffsetBackingStore."""
     lines: list[str] = oracle.filestream_run(
@@ -110,7 +114,7 @@ def run_connector(oracle: Any, broker: Any, topic: str, connector: str, file: st
     return lines
 
 
-def daemon_args(broker: Any, topic: str) -> list[str]:
+def daemon_args(broker: TansuBroker, topic: str) -> list[str]:
     return [
         "--bootstrap-servers",
         broker.bootstrap,

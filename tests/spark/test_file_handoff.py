@@ -14,12 +14,15 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import pytest
 
 from emulator.spark import OffsetCommitListener
+from tests.fixtures.broker import TansuBroker
+from tests.fixtures.daemon import DaemonFactory
 from tests.oracle import JavaOracle
 from tests.spark.helpers import (
     Collector,
@@ -34,30 +37,42 @@ from tests.spark.helpers import (
     written_positions,
 )
 
-pytestmark = [pytest.mark.kafka, pytest.mark.jvm, pytest.mark.spark]
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+pytestmark = [pytest.mark.kafka, pytest.mark.jvm, pytest.mark.spark, pytest.mark.slow]
 
 
 def numbered(first: int, last: int) -> list[str]:
     return [f"line {i:03d} of the growing file" for i in range(first, last + 1)]
 
 
+@dataclass(frozen=True)
+class Handoff:
+    """One handoff's offsets topic, input file and connector name; the daemon starts once Connect ran."""
+
+    topic: str
+    file: Path
+    connector: str
+    daemon_factory: DaemonFactory
+
+
 @pytest.fixture
-def setup(kafka_broker: Any, daemon_factory: Any, tmp_path: Path) -> dict[str, Any]:
+def setup(kafka_broker: TansuBroker, daemon_factory: DaemonFactory, tmp_path: Path) -> Handoff:
     topic = kafka_broker.unique_topic("spark-handoff")
-    source = tmp_path / "input.txt"
-    return {"topic": topic, "file": source, "connector": unique("file-src"), "daemon_factory": daemon_factory}
+    return Handoff(topic, tmp_path / "input.txt", unique("file-src"), daemon_factory)
 
 
 def test_connect_to_spark_and_back_through_the_listener(
-    spark: Any, java_oracle: JavaOracle, kafka_broker: Any, setup: dict[str, Any], tmp_path: Path
+    spark: SparkSession, java_oracle: JavaOracle, kafka_broker: TansuBroker, setup: Handoff, tmp_path: Path
 ) -> None:
-    topic, source, connector = setup["topic"], setup["file"], setup["connector"]
+    topic, source, connector = setup.topic, setup.file, setup.connector
     path = str(source)
 
     # Connect reads the first 5 lines of a growing file and is stopped (its offset is committed).
     source.write_bytes(lines_bytes(numbered(1, 5)))
     assert run_connector(java_oracle, kafka_broker, topic, connector, path, 5) == numbered(1, 5)
-    daemon = setup["daemon_factory"](*daemon_args(kafka_broker, topic))
+    daemon = setup.daemon_factory(*daemon_args(kafka_broker, topic))
     client = daemon.client()
     after_connect = len(lines_bytes(numbered(1, 5)))
     assert eventually(lambda: stored_position(client, connector, path), lambda p: p == after_connect) == after_connect
@@ -90,13 +105,13 @@ def test_connect_to_spark_and_back_through_the_listener(
 
 
 def test_crashed_driver_is_repaired_with_spark_handoff_and_old_checkpoints_never_rewind(
-    spark: Any, java_oracle: JavaOracle, kafka_broker: Any, setup: dict[str, Any], tmp_path: Path
+    spark: SparkSession, java_oracle: JavaOracle, kafka_broker: TansuBroker, setup: Handoff, tmp_path: Path
 ) -> None:
-    topic, source, connector = setup["topic"], setup["file"], setup["connector"]
+    topic, source, connector = setup.topic, setup.file, setup.connector
     path = str(source)
     source.write_bytes(lines_bytes(numbered(1, 4)))
     assert run_connector(java_oracle, kafka_broker, topic, connector, path, 4) == numbered(1, 4)
-    daemon = setup["daemon_factory"](*daemon_args(kafka_broker, topic))
+    daemon = setup.daemon_factory(*daemon_args(kafka_broker, topic))
     client = daemon.client()
     after_connect = len(lines_bytes(numbered(1, 4)))
     assert eventually(lambda: stored_position(client, connector, path), lambda p: p == after_connect) == after_connect

@@ -11,16 +11,22 @@ published by ``ListenerCommitter`` with a sink ``CommitTarget`` (it reads the ch
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 import pytest
 
 from emulator.spark import CommitTarget, ListenerCommitter
+from tests.fixtures.broker import TansuBroker
+from tests.fixtures.daemon import DaemonFactory, DaemonProcess
 from tests.spark.helpers import eventually, unique
 
-pytestmark = [pytest.mark.kafka, pytest.mark.spark]
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+pytestmark = [pytest.mark.kafka, pytest.mark.spark, pytest.mark.slow]
 
 PARTITIONS = 2
 
@@ -35,13 +41,13 @@ class ValueCollector:
         self.rows.extend((r.partition, r.offset, bytes(r.value)) for r in frame.collect())
 
 
-def produce(broker: Any, topic: str, first: int, last: int) -> None:
+def produce(broker: TansuBroker, topic: str, first: int, last: int) -> None:
     """Records ``first..last`` per partition, value ``p<partition>-<n>`` (n is also the offset)."""
     records = [(None, f"p{p}-{n}".encode(), p) for n in range(first, last + 1) for p in range(PARTITIONS)]
     broker.produce_raw(topic, records)
 
 
-def group_consumer(broker: Any, name: str) -> Any:
+def group_consumer(broker: TansuBroker, name: str) -> Any:
     from confluent_kafka import Consumer
 
     return Consumer(
@@ -55,7 +61,7 @@ def group_consumer(broker: Any, name: str) -> Any:
     )
 
 
-def consume_and_commit(broker: Any, topic: str, name: str, counts: dict[int, int]) -> list[bytes]:
+def consume_and_commit(broker: TansuBroker, topic: str, name: str, counts: dict[int, int]) -> list[bytes]:
     """As a sink task: resume from the group's committed offsets, take ``counts[p]`` records per
     partition, commit the next offsets synchronously. Returns the values taken, per partition order."""
     from confluent_kafka import OFFSET_STORED, TopicPartition
@@ -101,18 +107,29 @@ def rows_of(body: Any) -> list[dict[str, Any]]:
     return sorted(rows, key=lambda r: r["partition"]["kafka_partition"])
 
 
+@dataclass(frozen=True)
+class GroupHandoff:
+    """The input topic, the sink connector's name (its group is ``connect-<name>``) and a daemon on Kafka."""
+
+    topic: str
+    name: str
+    daemon: DaemonProcess
+
+
 @pytest.fixture
-def setup(kafka_broker: Any, daemon_factory: Any) -> dict[str, Any]:
+def setup(kafka_broker: TansuBroker, daemon_factory: DaemonFactory) -> GroupHandoff:
     topic = kafka_broker.unique_topic("spark-group")
     kafka_broker.create_topic(topic, PARTITIONS)
     daemon = daemon_factory(
         "--bootstrap-servers", kafka_broker.bootstrap, "--offsets-topic", kafka_broker.unique_topic("offsets")
     )
-    return {"topic": topic, "name": unique("kafka-sink"), "daemon": daemon}
+    return GroupHandoff(topic, unique("kafka-sink"), daemon)
 
 
-def test_the_daemon_shows_the_groups_commit_in_connects_sink_shape(kafka_broker: Any, setup: dict[str, Any]) -> None:
-    topic, name, url = setup["topic"], setup["name"], setup["daemon"].url
+def test_the_daemon_shows_the_groups_commit_in_connects_sink_shape(
+    kafka_broker: TansuBroker, setup: GroupHandoff
+) -> None:
+    topic, name, url = setup.topic, setup.name, setup.daemon.url
     produce(kafka_broker, topic, 0, 5)
     consume_and_commit(kafka_broker, topic, name, {0: 4, 1: 2})
     expected = shape(topic, {0: 4, 1: 2})
@@ -122,9 +139,9 @@ def test_the_daemon_shows_the_groups_commit_in_connects_sink_shape(kafka_broker:
 
 
 def test_sink_task_to_spark_and_back_with_no_gap_and_no_duplicate(
-    spark: Any, kafka_broker: Any, setup: dict[str, Any], tmp_path: Path
+    spark: SparkSession, kafka_broker: TansuBroker, setup: GroupHandoff, tmp_path: Path
 ) -> None:
-    topic, name, url = setup["topic"], setup["name"], setup["daemon"].url
+    topic, name, url = setup.topic, setup.name, setup.daemon.url
     produce(kafka_broker, topic, 0, 9)
 
     # The "sink task" processes 4 records of partition 0 and 3 of partition 1, and commits.

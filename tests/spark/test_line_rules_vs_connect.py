@@ -13,12 +13,14 @@ text. A Spark query starting from such a position must repeat exactly what Conne
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import pytest
 
 from emulator.spark import OffsetCommitListener
 from emulator.spark.filestream import Cursor, scan
+from tests.fixtures.broker import TansuBroker
+from tests.fixtures.daemon import DaemonFactory
 from tests.oracle import JavaOracle
 from tests.spark.helpers import (
     Collector,
@@ -31,7 +33,10 @@ from tests.spark.helpers import (
     unique,
 )
 
-pytestmark = [pytest.mark.kafka, pytest.mark.jvm, pytest.mark.spark]
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+pytestmark = [pytest.mark.kafka, pytest.mark.jvm, pytest.mark.spark, pytest.mark.slow]
 
 MIXED = (
     b"plain ascii\n"
@@ -50,7 +55,7 @@ MIXED = (
 APPENDED = b"\nafter one\r\nafter two\n"
 
 
-def _spark_run(spark: Any, url: str, connector: str, path: str, checkpoint: Path) -> list[str]:
+def _spark_run(spark: SparkSession, url: str, connector: str, path: str, checkpoint: Path) -> list[str]:
     listener = OffsetCommitListener(spark, url=url)
     spark.streams.addListener(listener)
     try:
@@ -66,7 +71,11 @@ def _spark_run(spark: Any, url: str, connector: str, path: str, checkpoint: Path
 
 
 def test_lines_and_positions_equal_the_connectors_for_every_terminator_and_encoding(
-    spark: Any, java_oracle: JavaOracle, kafka_broker: Any, daemon_factory: Any, tmp_path: Path
+    spark: SparkSession,
+    java_oracle: JavaOracle,
+    kafka_broker: TansuBroker,
+    daemon_factory: DaemonFactory,
+    tmp_path: Path,
 ) -> None:
     topic = kafka_broker.unique_topic("spark-lines")
     source = tmp_path / "mixed.txt"

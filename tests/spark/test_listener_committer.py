@@ -11,20 +11,25 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
 from emulator.spark import CommitTarget, ListenerCommitter
 from emulator.spark.committer import DaemonOffsets, SinkOffsetsUnsupported
+from tests.fixtures.broker import TansuBroker
+from tests.fixtures.daemon import DaemonProcess, KafkaDaemon
 from tests.spark.helpers import unique
 from tests.spark.probe_source import KafkaShapedSource
 
-pytestmark = [pytest.mark.spark]
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 
-def _run(spark: Any, frame: Any, checkpoint: Path, committer: ListenerCommitter) -> dict[str, Any]:
+def _run(spark: SparkSession, frame: Any, checkpoint: Path, committer: ListenerCommitter) -> dict[str, Any]:
     spark.streams.addListener(committer)
     try:
         query = (
@@ -46,7 +51,7 @@ def _run(spark: Any, frame: Any, checkpoint: Path, committer: ListenerCommitter)
 
 
 def test_a_file_sources_end_offset_is_flattened_under_its_source_index(
-    spark: Any, embedded_daemon: Any, tmp_path: Path
+    spark: SparkSession, embedded_daemon: DaemonProcess, tmp_path: Path
 ) -> None:
     folder = tmp_path / "in"
     folder.mkdir()
@@ -61,7 +66,7 @@ def test_a_file_sources_end_offset_is_flattened_under_its_source_index(
 
 
 def test_a_kafka_shaped_end_offset_is_stored_in_connects_sink_shape(
-    spark: Any, embedded_daemon: Any, tmp_path: Path
+    spark: SparkSession, embedded_daemon: DaemonProcess, tmp_path: Path
 ) -> None:
     spark.dataSource.register(KafkaShapedSource)
     connector, topic = unique("spark-kafka"), unique("events")
@@ -78,7 +83,7 @@ def test_a_kafka_shaped_end_offset_is_stored_in_connects_sink_shape(
 
 @pytest.mark.kafka
 def test_kind_sink_commits_to_the_connectors_consumer_group(
-    spark: Any, kafka_broker: Any, kafka_daemon: Any, tmp_path: Path
+    spark: SparkSession, kafka_broker: TansuBroker, kafka_daemon: KafkaDaemon, tmp_path: Path
 ) -> None:
     with DaemonOffsets(kafka_daemon.url) as daemon:
         try:

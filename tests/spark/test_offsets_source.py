@@ -3,16 +3,22 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING
 
 import pytest
 
+from tests.fixtures.daemon import DaemonProcess
 from tests.spark.helpers import unique
 
-pytestmark = [pytest.mark.spark]
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 
-def test_rows_are_the_daemons_offsets_with_their_log_coordinates(spark: Any, embedded_daemon: Any) -> None:
+def test_rows_are_the_daemons_offsets_with_their_log_coordinates(
+    spark: SparkSession, embedded_daemon: DaemonProcess
+) -> None:
     client = embedded_daemon.client()
     first, second = unique("src-a"), unique("src-b")
     client.alter(
@@ -41,7 +47,9 @@ def test_rows_are_the_daemons_offsets_with_their_log_coordinates(spark: Any, emb
     assert [r.connector for r in only.collect()] == [second]
 
 
-def test_history_rows_come_oldest_first_with_origins_and_tombstones(spark: Any, embedded_daemon: Any) -> None:
+def test_history_rows_come_oldest_first_with_origins_and_tombstones(
+    spark: SparkSession, embedded_daemon: DaemonProcess
+) -> None:
     client = embedded_daemon.client()
     name = unique("hist")
     for position in (10, 20, 30):

@@ -171,6 +171,7 @@ _json_ish = st.lists(
 ).map(b"".join)
 
 
+@pytest.mark.slow
 @settings(max_examples=2000)
 @given(st.one_of(_json_ish, st.binary(max_size=12)))
 def test_fast_path_and_exact_parser_agree_on_arbitrary_bytes(raw: bytes) -> None:

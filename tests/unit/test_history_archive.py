@@ -285,6 +285,7 @@ def _recreate_log(tmp: Path, records: list[tuple[bytes, bytes | None]]) -> None:
     fresh.close()
 
 
+@pytest.mark.slow
 def test_a_log_recreated_with_fewer_records_starts_a_new_epoch(tmp_path: Path, stacks: list[Stack]) -> None:
     stack = open_stack(tmp_path)
     stack.append([(key(n), value(n)) for n in range(12)])
@@ -320,6 +321,7 @@ def test_a_log_recreated_with_more_records_is_caught_by_the_tail_check(tmp_path:
     assert len([r for r in rows if r["epoch"] == 0]) == 6
 
 
+@pytest.mark.slow
 def test_backpressure_slows_the_reader_instead_of_dropping(tmp_path: Path, stacks: list[Stack]) -> None:
     stack = open_stack(tmp_path, queue_records=2)
     stacks.append(stack)
