@@ -69,14 +69,31 @@ class Daemon:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log_path = log_path
-        self.cmd = [sys.executable, "-m", "emulator.cli", "serve", "--host", "127.0.0.1", "--port", str(self.port),
-                    "--log-level", "WARNING", *args]
+        self.cmd = [
+            sys.executable,
+            "-m",
+            "emulator.cli",
+            "serve",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--log-level",
+            "WARNING",
+            *args,
+        ]
         self.proc: subprocess.Popen[bytes] | None = None
 
     def __enter__(self) -> Daemon:
         with self.log_path.open("ab") as log_file:
-            self.proc = subprocess.Popen(self.cmd, stdout=log_file, stderr=subprocess.STDOUT, cwd=ROOT,
-                                         preexec_fn=_die_with_parent, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+            self.proc = subprocess.Popen(
+                self.cmd,
+                stdout=log_file,
+                stderr=subprocess.STDOUT,
+                cwd=ROOT,
+                preexec_fn=_die_with_parent,
+                env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            )
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -134,8 +151,9 @@ class RawProducer:
         self.topic = topic
         self.key = encode_key(CONNECTOR, PARTITION)
         self.partition = partition_for(self.key, partitions)
-        self.producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
-                                  "linger.ms": 0})
+        self.producer = Producer(
+            {"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True, "linger.ms": 0}
+        )
         self.errors: list[str] = []
 
     def _delivered(self, err: Any, _msg: Any) -> None:
@@ -145,8 +163,9 @@ class RawProducer:
     def timed_send(self, position: int) -> float:
         value = encode_offset({"position": position})
         t0 = time.perf_counter()
-        self.producer.produce(self.topic, key=self.key, value=value, partition=self.partition,
-                              on_delivery=self._delivered)
+        self.producer.produce(
+            self.topic, key=self.key, value=value, partition=self.partition, on_delivery=self._delivered
+        )
         left = self.producer.flush(30)
         elapsed = time.perf_counter() - t0
         if left or self.errors:
@@ -156,17 +175,32 @@ class RawProducer:
 
 def stats(samples: list[float]) -> dict[str, float]:
     ms = [s * 1000 for s in samples]
-    return {"n": len(ms), "p50_ms": round(percentile(ms, 50), 3), "p90_ms": round(percentile(ms, 90), 3),
-            "p99_ms": round(percentile(ms, 99), 3), "min_ms": round(min(ms), 3), "max_ms": round(max(ms), 3),
-            "mean_ms": round(sum(ms) / len(ms), 3)}
+    return {
+        "n": len(ms),
+        "p50_ms": round(percentile(ms, 50), 3),
+        "p90_ms": round(percentile(ms, 90), 3),
+        "p99_ms": round(percentile(ms, 99), 3),
+        "min_ms": round(min(ms), 3),
+        "max_ms": round(max(ms), 3),
+        "mean_ms": round(sum(ms) / len(ms), 3),
+    }
 
 
 def kafka_vs_raw(args: argparse.Namespace, broker: Tansu, work: Path, extra: list[str], label: str) -> dict[str, Any]:
     topic = f"bench-commit-{label}-{os.getpid()}"
     raw_topic = f"bench-commit-raw-{label}-{os.getpid()}"
     broker.create_topic(raw_topic, args.partitions, {"cleanup.policy": "compact"})
-    daemon_args = ["--bootstrap-servers", broker.bootstrap, "--offsets-topic", topic, "--data-dir", str(work / label),
-                   "--offsets-partitions", str(args.partitions), *extra]
+    daemon_args = [
+        "--bootstrap-servers",
+        broker.bootstrap,
+        "--offsets-topic",
+        topic,
+        "--data-dir",
+        str(work / label),
+        "--offsets-partitions",
+        str(args.partitions),
+        *extra,
+    ]
     patch: list[float] = []
     raw: list[float] = []
     with (
@@ -190,8 +224,11 @@ def kafka_vs_raw(args: argparse.Namespace, broker: Tansu, work: Path, extra: lis
         floor = http_floor(http, args.n)
         dry = [timed_patch(http, base + args.n, dry_run=True) for _ in range(args.n)]
     result: dict[str, Any] = {
-        "daemon_patch": stats(patch), "raw_produce": stats(raw), "http_floor": stats(floor),
-        "dry_run_patch": stats(dry), "daemon_args": extra,
+        "daemon_patch": stats(patch),
+        "raw_produce": stats(raw),
+        "http_floor": stats(floor),
+        "dry_run_patch": stats(dry),
+        "daemon_args": extra,
     }
     result["ratio_p50"] = round(result["daemon_patch"]["p50_ms"] / result["raw_produce"]["p50_ms"], 2)
     result["ratio_p99"] = round(result["daemon_patch"]["p99_ms"] / result["raw_produce"]["p99_ms"], 2)
@@ -200,8 +237,13 @@ def kafka_vs_raw(args: argparse.Namespace, broker: Tansu, work: Path, extra: lis
 
 def embedded_patch(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     samples: list[float] = []
-    with Daemon(["--data-dir", str(work / "embedded"), "--offsets-partitions", str(args.partitions)],
-                work / "daemon-embedded.log") as daemon, httpx.Client(base_url=daemon.url, timeout=60) as http:
+    with (
+        Daemon(
+            ["--data-dir", str(work / "embedded"), "--offsets-partitions", str(args.partitions)],
+            work / "daemon-embedded.log",
+        ) as daemon,
+        httpx.Client(base_url=daemon.url, timeout=60) as http,
+    ):
         timed_patch(http, 0, create=True)
         for i in range(1, args.warmup + 1):
             timed_patch(http, i)
@@ -258,13 +300,23 @@ def main() -> None:
     ap.add_argument("--diagnose-n", type=int, default=200)
     ap.add_argument("--no-diagnose", dest="diagnose", action="store_false")
     ap.add_argument("--no-embedded", dest="embedded", action="store_false")
-    ap.add_argument("--variant", action="append", default=[], metavar="KEY=VALUE",
-                    help="also run a Kafka daemon with --kafka-config KEY=VALUE (repeatable, one run each)")
+    ap.add_argument(
+        "--variant",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="also run a Kafka daemon with --kafka-config KEY=VALUE (repeatable, one run each)",
+    )
     args = ap.parse_args()
 
     work = workdir("commit")
-    payload: dict[str, Any] = {"benchmark": "commit_latency", "command": command_line(), "machine": machine(),
-                               "params": vars(args), "workdir": str(work)}
+    payload: dict[str, Any] = {
+        "benchmark": "commit_latency",
+        "command": command_line(),
+        "machine": machine(),
+        "params": vars(args),
+        "workdir": str(work),
+    }
     print(f"commit latency benchmark: N={args.n} each, warm-up {args.warmup}; logs in {work}", flush=True)
     started = time.monotonic()
     with Tansu(work / "tansu.log") as broker:
@@ -278,16 +330,21 @@ def main() -> None:
         for variant in args.variant:
             v = kafka_vs_raw(args, broker, work, ["--kafka-config", variant], f"v{len(payload['variants'])}")
             payload["variants"].append(v)
-            print(f"  variant {variant}: PATCH {v['daemon_patch']} / raw {v['raw_produce']}; ratio p50 "
-                  f"{v['ratio_p50']}x", flush=True)
+            print(
+                f"  variant {variant}: PATCH {v['daemon_patch']} / raw {v['raw_produce']}; ratio p50 {v['ratio_p50']}x",
+                flush=True,
+            )
         if args.diagnose:
             payload["diagnosis"] = [diagnose(args, broker, {})]
             for variant in args.variant:
                 key, _, value = variant.partition("=")
                 payload["diagnosis"].append(diagnose(args, broker, {key: value}))
             for d in payload["diagnosis"]:
-                print(f"  in-process split {d['client_config'] or '(defaults)'}: append ack {d['append_ack']}; "
-                      f"ack -> delivered by the reader {d['ack_to_applied']}", flush=True)
+                print(
+                    f"  in-process split {d['client_config'] or '(defaults)'}: append ack {d['append_ack']}; "
+                    f"ack -> delivered by the reader {d['ack_to_applied']}",
+                    flush=True,
+                )
     if args.embedded:
         payload["embedded"] = e = embedded_patch(args, work)
         print(f"  embedded daemon PATCH: {e['daemon_patch']}", flush=True)

@@ -12,9 +12,10 @@ Two starts per JVM: ``cold`` (the first Kafka client in this JVM, what a restart
 ``warm`` (a second store on the same topic in the same JVM, classes loaded and partly JIT-compiled),
 so the comparison can be read either way.
 
-``KafkaBasedLog.stop()`` has been seen to hang against Tansu (docs/environment.md): every stop runs on
-a daemon thread with a deadline, and the process ends with ``os._exit`` so no stuck Java thread can
-keep it alive. One JSON object per line on stdout; stderr carries the JVM's log.
+``KafkaBasedLog.stop()`` has been seen to hang against Tansu (docs/testing.md, "The test broker:
+Tansu"): every stop runs on a daemon thread with a deadline, and the process ends with ``os._exit``
+so no stuck Java thread can keep it alive. One JSON object per line on stdout; stderr carries the
+JVM's log.
 """
 
 from __future__ import annotations
@@ -38,9 +39,16 @@ from tests.oracle.classpath import LOG4J_CONFIG, jvm_path, oracle_classpath  # n
 
 # What kafka-run-class.sh (KAFKA_JVM_PERFORMANCE_OPTS) and connect-distributed.sh (KAFKA_HEAP_OPTS) use.
 WORKER_JVM_OPTS = [
-    "-Xms256M", "-Xmx2G", "-server", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20",
-    "-XX:InitiatingHeapOccupancyPercent=35", "-XX:+ExplicitGCInvokesConcurrent", "-XX:MaxInlineLevel=15",
-    "-Djava.awt.headless=true", f"-Dlog4j2.configurationFile={LOG4J_CONFIG}",
+    "-Xms256M",
+    "-Xmx2G",
+    "-server",
+    "-XX:+UseG1GC",
+    "-XX:MaxGCPauseMillis=20",
+    "-XX:InitiatingHeapOccupancyPercent=35",
+    "-XX:+ExplicitGCInvokesConcurrent",
+    "-XX:MaxInlineLevel=15",
+    "-Djava.awt.headless=true",
+    f"-Dlog4j2.configurationFile={LOG4J_CONFIG}",
 ]
 
 
@@ -88,19 +96,30 @@ def main() -> None:
     ap.add_argument("--connectors", type=int, default=20)
     ap.add_argument("--starts", type=int, default=2, help="1 = cold only, 2 = cold then warm")
     ap.add_argument("--timeout-s", type=float, default=300)
-    ap.add_argument("--worker-config", action="append", default=[], metavar="KEY=VALUE",
-                    help="extra worker property; top-level worker properties reach the store's consumer")
+    ap.add_argument(
+        "--worker-config",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="extra worker property; top-level worker properties reach the store's consumer",
+    )
     args = ap.parse_args()
 
     import jpype
 
-    jpype.startJVM(jvm_path(None), *WORKER_JVM_OPTS, classpath=oracle_classpath(),
-                   convertStrings=False, ignoreUnrecognized=True)
+    jpype.startJVM(
+        jvm_path(None), *WORKER_JVM_OPTS, classpath=oracle_classpath(), convertStrings=False, ignoreUnrecognized=True
+    )
     J = jpype.JClass
     System = J("java.lang.System")
     HashMap = J("java.util.HashMap")
-    emit({"jvm_ready_epoch": time.time(), "java_version": str(System.getProperty("java.version")),
-          "vm": str(System.getProperty("java.vm.name"))})
+    emit(
+        {
+            "jvm_ready_epoch": time.time(),
+            "java_version": str(System.getProperty("java.version")),
+            "vm": str(System.getProperty("java.vm.name")),
+        }
+    )
 
     props = HashMap()
     for k, v in {
@@ -155,8 +174,17 @@ def main() -> None:
         cpu = time.process_time() - cpu0
         # Completeness: every connector's partitions as the store indexed them, like GET /offsets would.
         partitions = sum(int(store.connectorPartitions(f"bench-conn-{c}").size()) for c in range(args.connectors))
-        emit({"start": label, "start_s": timing["ns"] / 1e9, "cpu_s": cpu, "done_epoch": done_epoch,
-              "connector_partitions": partitions, "complete": partitions == args.expect_keys, **rss_kib()})
+        emit(
+            {
+                "start": label,
+                "start_s": timing["ns"] / 1e9,
+                "cpu_s": cpu,
+                "done_epoch": done_epoch,
+                "connector_partitions": partitions,
+                "complete": partitions == args.expect_keys,
+                **rss_kib(),
+            }
+        )
         bounded(store.stop, 15, f"{label} KafkaOffsetBackingStore.stop()")
         bounded(admin.close, 5, "SharedTopicAdmin.close()")
     _RESULTS.flush()

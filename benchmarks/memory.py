@@ -79,13 +79,28 @@ def measure(mode: str, keys: int, updates: int, partitions: int) -> dict[str, An
         snapshot = tracemalloc.take_snapshot().filter_traces([tracemalloc.Filter(False, tracemalloc.__file__)])
         for stat in snapshot.statistics("lineno")[:12]:
             frame = stat.traceback[0]
-            breakdown.append({"where": f"{Path(frame.filename).name}:{frame.lineno}",
-                              "code": linecache.getline(frame.filename, frame.lineno).strip(),
-                              "bytes_per_key": round(stat.size / keys, 1), "blocks": stat.count})
-    return {"mode": mode, "keys": keys, "updates_per_key": updates, "records_applied": applied,
-            "bytes_before": before, "bytes_after": after, "delta_bytes": delta,
-            "bytes_per_key": round(delta / keys, 1), "payload_bytes_per_key": round(payload / keys, 1),
-            "apply_s": round(elapsed, 3), "records_per_s": round(applied / elapsed), "breakdown": breakdown}
+            breakdown.append(
+                {
+                    "where": f"{Path(frame.filename).name}:{frame.lineno}",
+                    "code": linecache.getline(frame.filename, frame.lineno).strip(),
+                    "bytes_per_key": round(stat.size / keys, 1),
+                    "blocks": stat.count,
+                }
+            )
+    return {
+        "mode": mode,
+        "keys": keys,
+        "updates_per_key": updates,
+        "records_applied": applied,
+        "bytes_before": before,
+        "bytes_after": after,
+        "delta_bytes": delta,
+        "bytes_per_key": round(delta / keys, 1),
+        "payload_bytes_per_key": round(payload / keys, 1),
+        "apply_s": round(elapsed, 3),
+        "records_per_s": round(applied / elapsed),
+        "breakdown": breakdown,
+    }
 
 
 def main() -> None:
@@ -101,24 +116,46 @@ def main() -> None:
         print(json.dumps(measure(args.child, args.keys, updates_list[0], args.partitions)))
         return
 
-    payload: dict[str, Any] = {"benchmark": "memory", "command": command_line(), "machine": machine(),
-                               "params": vars(args) | {"updates": updates_list}, "runs": []}
+    payload: dict[str, Any] = {
+        "benchmark": "memory",
+        "command": command_line(),
+        "machine": machine(),
+        "params": vars(args) | {"updates": updates_list},
+        "runs": [],
+    }
     for updates in updates_list:
         # tracemalloc slows allocation ~10x: measured once, on the first updates-per-key setting.
         for mode in ("rss", "tracemalloc") if updates == updates_list[0] else ("rss",):
             out = subprocess.run(
-                [sys.executable, "-m", "benchmarks.memory", "--child", mode, "--keys", str(args.keys),
-                 "--updates", str(updates), "--partitions", str(args.partitions)],
-                capture_output=True, text=True, timeout=600, cwd=ROOT,
+                [
+                    sys.executable,
+                    "-m",
+                    "benchmarks.memory",
+                    "--child",
+                    mode,
+                    "--keys",
+                    str(args.keys),
+                    "--updates",
+                    str(updates),
+                    "--partitions",
+                    str(args.partitions),
+                ],
+                capture_output=True,
+                text=True,
+                timeout=600,
+                cwd=ROOT,
             )
             if out.returncode != 0:
                 raise SystemExit(f"memory child ({mode}, updates={updates}) failed:\n{out.stderr[-3000:]}")
             run = json.loads(out.stdout.strip().splitlines()[-1])
             payload["runs"].append(run)
-            print(f"  {mode:11s} {args.keys:,} live keys, {updates} update(s)/key: "
-                  f"{run['bytes_per_key']:.0f} bytes/key "
-                  f"(delta {run['delta_bytes'] / 2**20:.1f} MiB; raw key+value {run['payload_bytes_per_key']:.0f} B; "
-                  f"apply {run['records_per_s']:,} records/s)", flush=True)
+            print(
+                f"  {mode:11s} {args.keys:,} live keys, {updates} update(s)/key: "
+                f"{run['bytes_per_key']:.0f} bytes/key "
+                f"(delta {run['delta_bytes'] / 2**20:.1f} MiB; raw key+value {run['payload_bytes_per_key']:.0f} B; "
+                f"apply {run['records_per_s']:,} records/s)",
+                flush=True,
+            )
     traced = next(r for r in payload["runs"] if r["mode"] == "tracemalloc")
     print("  where the bytes are (tracemalloc, allocation site -> bytes/key):")
     for row in traced["breakdown"]:

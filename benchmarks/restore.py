@@ -60,12 +60,32 @@ def client_settings(args: argparse.Namespace) -> list[str]:
 
 
 def daemon_inproc(
-    args: argparse.Namespace, bootstrap: str, topic: str, work: Path, profile: Path | None = None,
+    args: argparse.Namespace,
+    bootstrap: str,
+    topic: str,
+    work: Path,
+    profile: Path | None = None,
     history: bool = False,
 ) -> dict[str, Any]:
-    cmd = [sys.executable, "-m", "benchmarks.restore_python", "--backend", "kafka", "--bootstrap", bootstrap,
-           "--topic", topic, "--partitions", str(args.partitions), "--expect-records", str(args.records),
-           "--expect-keys", str(args.keys), "--timeout-s", str(args.timeout_s)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "benchmarks.restore_python",
+        "--backend",
+        "kafka",
+        "--bootstrap",
+        bootstrap,
+        "--topic",
+        topic,
+        "--partitions",
+        str(args.partitions),
+        "--expect-records",
+        str(args.records),
+        "--expect-keys",
+        str(args.keys),
+        "--timeout-s",
+        str(args.timeout_s),
+    ]
     if profile is not None:
         cmd += ["--profile", str(profile)]
     history_dir = workdir("inproc-history") if history else None
@@ -81,9 +101,25 @@ def daemon_inproc(
 
 
 def embedded_inproc(args: argparse.Namespace, data_dir: Path, topic: str, work: Path) -> dict[str, Any]:
-    cmd = [sys.executable, "-m", "benchmarks.restore_python", "--backend", "embedded", "--data-dir", str(data_dir),
-           "--topic", topic, "--partitions", str(args.partitions), "--expect-records", str(args.records),
-           "--expect-keys", str(args.keys), "--timeout-s", str(args.timeout_s)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "benchmarks.restore_python",
+        "--backend",
+        "embedded",
+        "--data-dir",
+        str(data_dir),
+        "--topic",
+        topic,
+        "--partitions",
+        str(args.partitions),
+        "--expect-records",
+        str(args.records),
+        "--expect-keys",
+        str(args.keys),
+        "--timeout-s",
+        str(args.timeout_s),
+    ]
     return child_json(cmd, args.timeout_s + 60, work / "embedded_inproc.log")
 
 
@@ -96,15 +132,39 @@ def daemon_serve(
     # A fresh data dir per round: the history archive (on by default) lives there, and a second round
     # must not find the first one's archive and skip re-archiving the replay.
     data_dir = workdir("serve-data")
-    cmd = [sys.executable, "-m", "emulator.cli", "serve", "--bootstrap-servers", bootstrap, "--offsets-topic", topic,
-           "--data-dir", str(data_dir), *args.serve_arg, *extra,
-           "--offsets-partitions", str(args.partitions), "--host", "127.0.0.1", "--port", str(port),
-           "--log-level", "INFO",
-           *(f"--kafka-config={pair}" for pair in [*client_settings(args), *args.daemon_kafka_config])]
+    cmd = [
+        sys.executable,
+        "-m",
+        "emulator.cli",
+        "serve",
+        "--bootstrap-servers",
+        bootstrap,
+        "--offsets-topic",
+        topic,
+        "--data-dir",
+        str(data_dir),
+        *args.serve_arg,
+        *extra,
+        "--offsets-partitions",
+        str(args.partitions),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--log-level",
+        "INFO",
+        *(f"--kafka-config={pair}" for pair in [*client_settings(args), *args.daemon_kafka_config]),
+    ]
     with (work / "daemon_serve.log").open("ab") as log_file:
         t0 = time.perf_counter()
-        proc = subprocess.Popen(cmd, stdout=log_file, stderr=subprocess.STDOUT, cwd=ROOT,
-                                preexec_fn=_die_with_parent, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        proc = subprocess.Popen(
+            cmd,
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+            cwd=ROOT,
+            preexec_fn=_die_with_parent,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
     try:
         first_answer = None
         with httpx.Client(timeout=2.0) as http:
@@ -135,9 +195,16 @@ def daemon_serve(
         raise RuntimeError(
             f"serve restored a partial log: {status['records_read']} records, {status['live_keys']} keys"
         )
-    return {"ready_s": round(ready, 4), "cpu_s": round(cpu, 4), "first_http_answer_s": round(first_answer or 0.0, 4),
-            "records_read": status["records_read"], "live_keys": status["live_keys"], "complete": complete,
-            "rss_kib": memory.get("VmRSS"), "peak_rss_kib": memory.get("VmHWM")}
+    return {
+        "ready_s": round(ready, 4),
+        "cpu_s": round(cpu, 4),
+        "first_http_answer_s": round(first_answer or 0.0, 4),
+        "records_read": status["records_read"],
+        "live_keys": status["live_keys"],
+        "complete": complete,
+        "rss_kib": memory.get("VmRSS"),
+        "peak_rss_kib": memory.get("VmHWM"),
+    }
 
 
 def process_cpu_s(pid: int) -> float:
@@ -147,15 +214,35 @@ def process_cpu_s(pid: int) -> float:
 
 
 def java_store(args: argparse.Namespace, bootstrap: str, topic: str, work: Path) -> dict[str, Any]:
-    cmd = [sys.executable, "-m", "benchmarks.java_restore", "--bootstrap", bootstrap, "--topic", topic,
-           "--partitions", str(args.partitions), "--expect-keys", str(args.keys), "--timeout-s", str(args.timeout_s),
-           "--starts", "2" if args.java_warm else "1",
-           *(f"--worker-config={pair}" for pair in client_settings(args))]
+    cmd = [
+        sys.executable,
+        "-m",
+        "benchmarks.java_restore",
+        "--bootstrap",
+        bootstrap,
+        "--topic",
+        topic,
+        "--partitions",
+        str(args.partitions),
+        "--expect-keys",
+        str(args.keys),
+        "--timeout-s",
+        str(args.timeout_s),
+        "--starts",
+        "2" if args.java_warm else "1",
+        *(f"--worker-config={pair}" for pair in client_settings(args)),
+    ]
     lines: queue.Queue[dict[str, Any] | None] = queue.Queue()
     with (work / "java_restore.log").open("ab") as log_file:
         spawn_epoch = time.time()
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log_file, cwd=ROOT, preexec_fn=_die_with_parent,
-                                env={**os.environ, "PYTHONPATH": str(ROOT)})
+        proc = subprocess.Popen(
+            cmd,
+            stdout=subprocess.PIPE,
+            stderr=log_file,
+            cwd=ROOT,
+            preexec_fn=_die_with_parent,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+        )
 
     def pump() -> None:
         assert proc.stdout is not None
@@ -264,19 +351,39 @@ def main() -> None:
     ap.add_argument("--partitions", type=int, default=25)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--timeout-s", type=float, default=400.0, help="per restore")
-    ap.add_argument("--fetch-bytes", type=int, default=16 * 1024 * 1024,
-                    help="max.partition.fetch.bytes for BOTH sides (default 16 MiB; 0 = each client's default "
-                         "of 1 MiB). Tansu's fetch cost grows with partition length, so fewer, larger fetches "
-                         "keep the run within minutes; see README")
-    ap.add_argument("--java-warm", action="store_true",
-                    help="also time a second start() in the same JVM (classes loaded, JIT warm); one more full read")
-    ap.add_argument("--daemon-kafka-config", action="append", default=[], metavar="KEY=VALUE",
-                    help="librdkafka setting for the daemon's clients (in-process and serve), repeatable")
-    ap.add_argument("--serve-arg", action="append", default=[], metavar="ARG",
-                    help="extra argument for connect-offsets serve, e.g. --serve-arg=--no-history (repeatable)")
-    ap.add_argument("--compare-history", action="store_true",
-                    help="also time, each round, the in-process restore with the history archive attached and "
-                         "`serve --no-history` (what the archive, on by default, costs the restore)")
+    ap.add_argument(
+        "--fetch-bytes",
+        type=int,
+        default=16 * 1024 * 1024,
+        help="max.partition.fetch.bytes for BOTH sides (default 16 MiB; 0 = each client's default "
+        "of 1 MiB). Tansu's fetch cost grows with partition length, so fewer, larger fetches "
+        "keep the run within minutes; see README",
+    )
+    ap.add_argument(
+        "--java-warm",
+        action="store_true",
+        help="also time a second start() in the same JVM (classes loaded, JIT warm); one more full read",
+    )
+    ap.add_argument(
+        "--daemon-kafka-config",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="librdkafka setting for the daemon's clients (in-process and serve), repeatable",
+    )
+    ap.add_argument(
+        "--serve-arg",
+        action="append",
+        default=[],
+        metavar="ARG",
+        help="extra argument for connect-offsets serve, e.g. --serve-arg=--no-history (repeatable)",
+    )
+    ap.add_argument(
+        "--compare-history",
+        action="store_true",
+        help="also time, each round, the in-process restore with the history archive attached and "
+        "`serve --no-history` (what the archive, on by default, costs the restore)",
+    )
     ap.add_argument("--profile", action="store_true", help="also cProfile one more in-process daemon restore")
     ap.add_argument("--no-embedded", dest="embedded", action="store_false", help="skip the embedded backend")
     ap.add_argument("--no-serve", dest="serve", action="store_false", help="skip the connect-offsets serve process")
@@ -286,50 +393,75 @@ def main() -> None:
 
     work = workdir("restore")
     topic = "connect-offsets-bench"
-    payload: dict[str, Any] = {"benchmark": "restore", "command": command_line(), "machine": machine(),
-                               "params": vars(args) | {"topic": topic}, "workdir": str(work)}
-    print(f"restore benchmark: {args.records:,} records / {args.keys:,} keys / {args.partitions} partitions; "
-          f"logs in {work}", flush=True)
+    payload: dict[str, Any] = {
+        "benchmark": "restore",
+        "command": command_line(),
+        "machine": machine(),
+        "params": vars(args) | {"topic": topic},
+        "workdir": str(work),
+    }
+    print(
+        f"restore benchmark: {args.records:,} records / {args.keys:,} keys / {args.partitions} partitions; "
+        f"logs in {work}",
+        flush=True,
+    )
     runs: dict[str, list[dict[str, Any]]] = {
-        "daemon_inproc": [], "daemon_serve": [], "java": [], "embedded_inproc": [],
-        "daemon_inproc_history": [], "daemon_serve_nohistory": [],
+        "daemon_inproc": [],
+        "daemon_serve": [],
+        "java": [],
+        "embedded_inproc": [],
+        "daemon_inproc_history": [],
+        "daemon_serve_nohistory": [],
     }
     started = time.monotonic()
     with Tansu(work / "tansu.log") as broker:
         broker.create_topic(topic, args.partitions, {"cleanup.policy": "compact"})
-        payload["load"] = load_topic(broker, topic, bench_records(args.records, args.keys, args.partitions),
-                                     args.records, args.partitions)
+        payload["load"] = load_topic(
+            broker, topic, bench_records(args.records, args.keys, args.partitions), args.records, args.partitions
+        )
         print(f"loaded: {payload['load']}", flush=True)
 
         kinds = ["daemon_inproc", "java"] + (["daemon_serve"] if args.serve else [])
         if args.compare_history:
             kinds += ["daemon_inproc_history", "daemon_serve_nohistory"]
         for round_no in range(args.rounds):
-            order = kinds[round_no % len(kinds):] + kinds[: round_no % len(kinds)]  # rotate who goes first
+            order = kinds[round_no % len(kinds) :] + kinds[: round_no % len(kinds)]  # rotate who goes first
             for kind in order:
                 if kind == "daemon_inproc":
                     r = daemon_inproc(args, broker.bootstrap, topic, work)
-                    print(f"  round {round_no + 1} daemon in-process: {r['restore_s']:.3f} s "
-                          f"(CPU {r['cpu_s']:.2f} s, view.apply {r['view_apply_s']:.3f} s, "
-                          f"peak RSS {r['peak_rss_kib'] / 1024:.0f} MiB)", flush=True)
+                    print(
+                        f"  round {round_no + 1} daemon in-process: {r['restore_s']:.3f} s "
+                        f"(CPU {r['cpu_s']:.2f} s, view.apply {r['view_apply_s']:.3f} s, "
+                        f"peak RSS {r['peak_rss_kib'] / 1024:.0f} MiB)",
+                        flush=True,
+                    )
                 elif kind == "daemon_inproc_history":
                     r = daemon_inproc(args, broker.bootstrap, topic, work, history=True)
-                    print(f"  round {round_no + 1} daemon in-process + history archive: {r['restore_s']:.3f} s "
-                          f"(CPU {r['cpu_s']:.2f} s, archive drained {r['history_drain_after_ready_s']} s "
-                          "after ready)", flush=True)
+                    print(
+                        f"  round {round_no + 1} daemon in-process + history archive: {r['restore_s']:.3f} s "
+                        f"(CPU {r['cpu_s']:.2f} s, archive drained {r['history_drain_after_ready_s']} s "
+                        "after ready)",
+                        flush=True,
+                    )
                 elif kind.startswith("daemon_serve"):
                     extra = ("--no-history",) if kind == "daemon_serve_nohistory" else ()
                     r = daemon_serve(args, broker.bootstrap, topic, work, extra)
-                    print(f"  round {round_no + 1} connect-offsets serve {' '.join(extra)} until /readyz 200: "
-                          f"{r['ready_s']:.3f} s (CPU {r['cpu_s']:.2f} s)", flush=True)
+                    print(
+                        f"  round {round_no + 1} connect-offsets serve {' '.join(extra)} until /readyz 200: "
+                        f"{r['ready_s']:.3f} s (CPU {r['cpu_s']:.2f} s)",
+                        flush=True,
+                    )
                 else:
                     r = java_store(args, broker.bootstrap, topic, work)
-                    print(f"  round {round_no + 1} Java KafkaOffsetBackingStore.start(): "
-                          f"cold {r['cold_start_s']:.3f} s "
-                          f"(CPU {r['cold_cpu_s']:.2f} s), "
-                          f"warm {r.get('warm_start_s', float('nan')):.3f} s "
-                          f"(CPU {r.get('warm_cpu_s', float('nan')):.2f} s) (JVM process until cold done "
-                          f"{r['process_until_cold_done_s']:.3f} s)", flush=True)
+                    print(
+                        f"  round {round_no + 1} Java KafkaOffsetBackingStore.start(): "
+                        f"cold {r['cold_start_s']:.3f} s "
+                        f"(CPU {r['cold_cpu_s']:.2f} s), "
+                        f"warm {r.get('warm_start_s', float('nan')):.3f} s "
+                        f"(CPU {r.get('warm_cpu_s', float('nan')):.2f} s) (JVM process until cold done "
+                        f"{r['process_until_cold_done_s']:.3f} s)",
+                        flush=True,
+                    )
                 r["round"] = round_no + 1
                 runs[kind].append(r)
 
@@ -338,9 +470,12 @@ def main() -> None:
             prof = RESULTS_DIR / f"restore-profile-{os.getpid()}.prof"
             r = daemon_inproc(args, broker.bootstrap, topic, work, profile=prof, history=True)
             payload["profile"] = {"run": r, "pstats": str(prof), "summary": str(prof.with_suffix(".txt"))}
-            print(f"  profiled daemon in-process restore with history archive: {r['restore_s']:.3f} s "
-                  "(cProfile overhead included); "
-                  f"see {prof.with_suffix('.txt')}", flush=True)
+            print(
+                f"  profiled daemon in-process restore with history archive: {r['restore_s']:.3f} s "
+                "(cProfile overhead included); "
+                f"see {prof.with_suffix('.txt')}",
+                flush=True,
+            )
 
     if args.embedded:
         data_dir = work / "embedded"
@@ -351,8 +486,11 @@ def main() -> None:
             r = embedded_inproc(args, data_dir, topic, work)
             r["round"] = round_no + 1
             runs["embedded_inproc"].append(r)
-            print(f"  round {round_no + 1} embedded in-process restore: {r['restore_s']:.3f} s "
-                  f"(view.apply {r['view_apply_s']:.3f} s)", flush=True)
+            print(
+                f"  round {round_no + 1} embedded in-process restore: {r['restore_s']:.3f} s "
+                f"(view.apply {r['view_apply_s']:.3f} s)",
+                flush=True,
+            )
 
     payload["runs"] = runs
     payload["summary"] = summary = summarize(runs)

@@ -114,8 +114,9 @@ def main() -> None:
 
         if args.profile:
             _profile_thread(Archiver, "run", holder, "archiver")
-        archive = HistoryArchive(args.history, offset_log.description, origins=OriginRegistry(),
-                                 progress=offset_log.progress)
+        archive = HistoryArchive(
+            args.history, offset_log.description, origins=OriginRegistry(), progress=offset_log.progress
+        )
         archive.open()
         view.add_listener(archive.listener)
     sink = TimedSink(view.apply)
@@ -157,8 +158,10 @@ def main() -> None:
         archive_lag = round(time.perf_counter() - t_close, 3)
     if args.profile:
         for _ in range(50):  # each thread disables its profiler on its way out of close()
-            if not any(t.name.startswith(("offsets-reader", "embedded-log-reader", "history-archiver"))
-                       for t in threading.enumerate()):
+            if not any(
+                t.name.startswith(("offsets-reader", "embedded-log-reader", "history-archiver"))
+                for t in threading.enumerate()
+            ):
                 break
             time.sleep(0.1)
         text = io.StringIO()
@@ -170,23 +173,27 @@ def main() -> None:
             stats.sort_stats("tottime").print_stats(25)
             stats.sort_stats("cumulative").print_stats(25)
         args.profile.with_suffix(".txt").write_text(text.getvalue())
-    print(json.dumps({
-        "backend": args.backend,
-        "restore_s": round(elapsed, 4),
-        "cpu_s": round(cpu, 4),
-        "open_s": round(t_reading - t0, 4),
-        "view_apply_s": round(sink.seconds, 4),
-        "sink_calls": sink.calls,
-        "records_per_s": round(progress.records_read / elapsed),
-        "rss_kib_before": rss_before.get("VmRSS"),
-        "rss_kib_after": rss_after.get("VmRSS"),
-        "peak_rss_kib": rss_after.get("VmHWM"),
-        "complete": ok,
-        "checks": checks,
-        "profiled": bool(args.profile),
-        "history": bool(args.history),
-        "history_drain_after_ready_s": archive_lag,
-    }))
+    print(
+        json.dumps(
+            {
+                "backend": args.backend,
+                "restore_s": round(elapsed, 4),
+                "cpu_s": round(cpu, 4),
+                "open_s": round(t_reading - t0, 4),
+                "view_apply_s": round(sink.seconds, 4),
+                "sink_calls": sink.calls,
+                "records_per_s": round(progress.records_read / elapsed),
+                "rss_kib_before": rss_before.get("VmRSS"),
+                "rss_kib_after": rss_after.get("VmRSS"),
+                "peak_rss_kib": rss_after.get("VmHWM"),
+                "complete": ok,
+                "checks": checks,
+                "profiled": bool(args.profile),
+                "history": bool(args.history),
+                "history_drain_after_ready_s": archive_lag,
+            }
+        )
+    )
     sys.stdout.flush()
     if not ok:
         raise SystemExit(f"incomplete restore: {checks}")

@@ -7,8 +7,8 @@ never leaves a broker behind.
 
 Data is loaded ONE RECORD PER BATCH: Tansu 0.6.0 reports "base offset of the last batch + 1" as a
 partition's end offset, so with multi-record batches a read-to-end would stop early and a restore
-benchmark would time a partial read (docs/environment.md). ``load_topic`` checks the watermarks add
-up to the number of records before anyone measures anything.
+benchmark would time a partial read (docs/testing.md, "The test broker: Tansu"). ``load_topic``
+checks the watermarks add up to the number of records before anyone measures anything.
 """
 
 from __future__ import annotations
@@ -114,9 +114,19 @@ class Tansu:
             url = f"tcp://127.0.0.1:{self.port}"
             with self.log_path.open("ab") as log_file:
                 self.process = subprocess.Popen(
-                    [self.binary, "broker", "--listener-url", url, "--advertised-listener-url", url,
-                     "--storage-engine", "memory://tansu/"],
-                    stdin=subprocess.DEVNULL, stdout=log_file, stderr=subprocess.STDOUT,
+                    [
+                        self.binary,
+                        "broker",
+                        "--listener-url",
+                        url,
+                        "--advertised-listener-url",
+                        url,
+                        "--storage-engine",
+                        "memory://tansu/",
+                    ],
+                    stdin=subprocess.DEVNULL,
+                    stdout=log_file,
+                    stderr=subprocess.STDOUT,
                     preexec_fn=_die_with_parent,
                 )
             atexit.register(self.stop)
@@ -154,9 +164,7 @@ class Tansu:
     def watermarks(self, topic: str, partitions: int) -> dict[int, tuple[int, int]]:
         consumer = _consumer(self.bootstrap)
         try:
-            return {
-                p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10) for p in range(partitions)
-            }
+            return {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10) for p in range(partitions)}
         finally:
             consumer.close()
 
@@ -176,15 +184,17 @@ def load_topic(
     takes several times longer; ordering across retries does not matter for a data set whose every
     key is written by this one producer in sequence and acknowledged before the check below.
     """
-    producer = Producer({
-        "bootstrap.servers": broker.bootstrap,
-        "batch.num.messages": 1,
-        "linger.ms": 0,
-        "acks": "all",
-        "queue.buffering.max.messages": 200_000,
-        "max.in.flight.requests.per.connection": 1,
-        "enable.idempotence": False,
-    })
+    producer = Producer(
+        {
+            "bootstrap.servers": broker.bootstrap,
+            "batch.num.messages": 1,
+            "linger.ms": 0,
+            "acks": "all",
+            "queue.buffering.max.messages": 200_000,
+            "max.in.flight.requests.per.connection": 1,
+            "enable.idempotence": False,
+        }
+    )
     failures: list[str] = []
 
     def delivered(err: Any, _msg: Any) -> None:
@@ -233,8 +243,9 @@ def _version_of(cmd: Sequence[str]) -> str:
 
 def _uncommitted(path: str) -> list[str]:
     try:
-        out = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--", path],
-                             capture_output=True, text=True, timeout=30)
+        out = subprocess.run(
+            ["git", "-C", str(ROOT), "status", "--porcelain", "--", path], capture_output=True, text=True, timeout=30
+        )
         return [line[3:] for line in out.stdout.splitlines()]
     except (OSError, subprocess.TimeoutExpired) as exc:
         return [f"unknown ({exc!r})"]
@@ -327,8 +338,14 @@ def stop_process(proc: subprocess.Popen[Any] | None, timeout_s: float = 10.0) ->
 def child_json(cmd: Sequence[str], timeout_s: float, log_path: Path) -> dict[str, Any]:
     """Run a child that prints one JSON object as its last stdout line; kill it after ``timeout_s``."""
     with log_path.open("ab") as log_file:
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log_file, cwd=ROOT,
-                                preexec_fn=_die_with_parent, env={**os.environ, "PYTHONPATH": str(ROOT)})
+        proc = subprocess.Popen(
+            cmd,
+            stdout=subprocess.PIPE,
+            stderr=log_file,
+            cwd=ROOT,
+            preexec_fn=_die_with_parent,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+        )
         try:
             out, _ = proc.communicate(timeout=timeout_s)
         except subprocess.TimeoutExpired:

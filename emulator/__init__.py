@@ -1,6 +1,6 @@
 """Kafka Connect's offset storage, byte for byte.
 
-The package is split by responsibility; see README.md ("Where things live") for the map.
+The package is split by responsibility; see docs/architecture.md ("Layout") for the map.
 """
 
 __version__ = "0.1.0"

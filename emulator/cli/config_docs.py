@@ -82,11 +82,7 @@ def _row(opt: Option) -> str:
 def _commands_with(settings_type: type[object]) -> list[str]:
     """The commands whose parser resolves ``settings_type``, in the order ``--help`` lists them."""
     subparsers = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
-    return [
-        name
-        for name, parser in subparsers.choices.items()
-        if parser.get_default("settings_type") is settings_type
-    ]
+    return [name for name, parser in subparsers.choices.items() if parser.get_default("settings_type") is settings_type]
 
 
 if __name__ == "__main__":

@@ -3,7 +3,7 @@
 Connect parses with ``ObjectMapper.readTree`` (``ALLOW_LEADING_ZEROS_FOR_NUMBERS``,
 ``USE_BIG_DECIMAL_FOR_FLOATS``) and then ``JsonConverter.convertToConnect``. That is laxer than
 JSON: hand-written or foreign records that Connect accepts must be accepted here too, or the daemon
-would disagree with Connect about which partitions exist (protocol doc §1.6). So we parse with the
+would disagree with Connect about which partitions exist (docs/protocol.md §1.6). So we parse with the
 stdlib's C scanner when the input is plain JSON (the overwhelmingly common case, and provably the
 same result), and otherwise with a byte-level port of Jackson's ``UTF8StreamJsonParser`` rules.
 
@@ -518,5 +518,3 @@ def loads_lenient(raw: bytes | bytearray | memoryview) -> Any:
             if value is not _FALLBACK:
                 return value
     return _loads_exact(data)
-
-

@@ -4,7 +4,7 @@ Connect looks offsets up by exact key bytes (a ``HashMap<ByteBuffer, ByteBuffer>
 compacts by exact key bytes. A key we write that differs from Connect's by one escape, one digit
 or one space is a *different* partition for both of them: the task never sees our write and the
 old record is never compacted away. So this encoder reproduces Jackson's default ``ObjectMapper``
-output byte for byte rather than "valid JSON" (rules: protocol doc §1.3, checked against a JVM in
+output byte for byte rather than "valid JSON" (rules: docs/protocol.md §1.3, checked against a JVM in
 ``tests/compat/test_golden_codec.py``).
 
 Types follow ``ConnectSchema.schemaType`` for schemaless data, as ``JsonConverter.convertToJson``

@@ -3,7 +3,7 @@
 Connect's ``OffsetUtils.processPartitionKey`` decides which records count as a connector's
 partitions (what GET ``/connectors/{name}/offsets`` lists and what a reset tombstones). A key it
 ignores is still stored and still returned by lookups, so the daemon must classify every key the
-same way — same cases, same order, same leniency (protocol doc §2.6).
+same way — same cases, same order, same leniency (docs/protocol.md §2.6).
 """
 
 from __future__ import annotations

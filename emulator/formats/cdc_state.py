@@ -3,7 +3,7 @@
 Both engines keep a Debezium connector's position as one JSON document,
 ``{"sourcePartition":{…},"sourceOffset":{…}}`` (RisingWave adds ``"isHeartbeat":…``), written by a
 plain Jackson ``ObjectMapper`` and handed back to an ``OffsetStorageWriter`` on restore
-(spark-and-cdc.md §3). Converting that state to Connect records is what their restore path does:
+(docs/transfers.md, "CDC state"). Converting that state to Connect records is what their restore path does:
 the record key is ``[<engine name>, sourcePartition]`` and the value is ``sourceOffset``, both
 encoded by ``JsonConverter`` in the maps' key order (Jackson reads JSON objects into
 ``LinkedHashMap``, so the order is the document's).

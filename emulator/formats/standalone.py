@@ -1,7 +1,7 @@
 """Connect's standalone offsets file (``FileOffsetBackingStore``), read and written without a JVM.
 
 The file is one Java-serialized ``java.util.HashMap<byte[], byte[]>``: the same key and value bytes
-as in the offsets topic, tombstones kept as ``null`` values (connect-offsets-protocol.md §6). The
+as in the offsets topic, tombstones kept as ``null`` values (docs/protocol.md §6). The
 format has not changed since Kafka 0.9.0, so a small reader for exactly that object graph is both
 safer and more honest than a general Java deserializer: anything that is not a ``HashMap`` of
 ``byte[]`` (or ``null``, or a back-reference to one of those) is refused by name.

@@ -170,9 +170,7 @@ def read_history(
             yield row
 
 
-def _matches(
-    row: HistoryRow, connector: str | None, lid: str | None, from_ms: int | None, to_ms: int | None
-) -> bool:
+def _matches(row: HistoryRow, connector: str | None, lid: str | None, from_ms: int | None, to_ms: int | None) -> bool:
     if connector is not None and row["connector"] != connector:
         return False
     t = row["time_ms"]

@@ -182,9 +182,7 @@ class CurrentFile:
         if self._fo is None:
             return False
         too_big = self._flushed_size >= self._rotate_bytes
-        too_old = (
-            self._rotate_interval_s is not None and time.monotonic() - self._opened_at >= self._rotate_interval_s
-        )
+        too_old = self._rotate_interval_s is not None and time.monotonic() - self._opened_at >= self._rotate_interval_s
         return too_big or too_old
 
     # ------------------------------------------------------------------ closing

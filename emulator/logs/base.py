@@ -103,7 +103,7 @@ class OffsetLog(abc.ABC):
         stopped for good.
         """
 
-    # -- ownership (see emulator/ownership.py); backends that support it override all three ----
+    # -- ownership (see emulator/model/claims.py); backends that support it override all three ----
     def claim(self, connector: str, owner: str) -> Claim:
         """Durably give ``connector`` to ``owner`` with the next epoch, fencing every older claim."""
         raise ClaimsUnsupported(f"{self.description} does not support claims")

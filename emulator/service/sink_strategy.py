@@ -31,9 +31,7 @@ class SinkStrategy:
         sinks = self._require_sinks()
         return await sinks.offsets(connector, self._group(connector))
 
-    async def alter(
-        self, connector: str, changes: list[OffsetChange], dry_run: bool, auth: WriteAuth
-    ) -> ModifyResult:
+    async def alter(self, connector: str, changes: list[OffsetChange], dry_run: bool, auth: WriteAuth) -> ModifyResult:
         """``SinkUtils.parseSinkConnectorOffsets`` (Connect's format checks for sinks), then the
         group's commits and deletions. Claims are checked before (the broker fences zombie tasks
         itself); commit sequences apply to source records only."""

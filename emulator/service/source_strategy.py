@@ -33,9 +33,7 @@ class SourceStrategy:
     async def offsets(self, connector: str) -> list[ConnectorOffset]:
         return [ConnectorOffset(partition=row.partition, offset=row.offset) for row in self._view.offsets(connector)]
 
-    async def alter(
-        self, connector: str, changes: list[OffsetChange], dry_run: bool, auth: WriteAuth
-    ) -> ModifyResult:
+    async def alter(self, connector: str, changes: list[OffsetChange], dry_run: bool, auth: WriteAuth) -> ModifyResult:
         """Connect's ``validateFormat``, then the commit sequence (a stale commit is dropped per
         partition, not written), then the write."""
         validate_changes(changes)

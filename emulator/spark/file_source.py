@@ -1,7 +1,7 @@
 """``connect-file``: a Spark streaming source that reads a text file as Kafka's FileStreamSourceConnector
 does, starting from and committing to that connector's offsets in the daemon.
 
-Call order (docs/spark-and-cdc.md §1.4): ``latestOffset`` and ``commit`` run in one long-lived
+Call order (docs/spark.md, "When Spark calls a source"): ``latestOffset`` and ``commit`` run in one long-lived
 Python worker on the driver; ``read`` runs on executors from a pickled reader. ``commit(end)``
 arrives one batch late and never for the last batch, and ``stop()`` is not called, so committing
 here is a best effort; ``OffsetCommitListener`` or ``connect-offsets spark-handoff`` publish the

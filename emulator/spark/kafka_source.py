@@ -1,19 +1,21 @@
 """``connect-kafka``: a Spark streaming source over Kafka topics that resumes from, and commits to,
 a Connect sink connector's consumer group ``connect-<connector>`` through the daemon.
 
-Why not Spark's own Kafka source: it never commits to a consumer group (docs/spark-and-cdc.md
-§2.2-2.3), so a Connect sink task taking over from Spark (or Spark from it) would not know where the
-other stopped. Here the group's committed offsets (Kafka's "next offset to read") are the start of a
-fresh query, and Spark's end offsets, which mean the same thing, are committed back as-is.
+Why not Spark's own Kafka source: it never commits to a consumer group (docs/spark.md, "Why not
+Spark's own Kafka source"), so a Connect sink task taking over from Spark (or Spark from it) would
+not know where the other stopped. Here the group's committed offsets (Kafka's "next offset to read")
+are the start of a fresh query, and Spark's end offsets, which mean the same thing, are committed
+back as-is.
 
 Offsets are Spark's Kafka shape, ``{"topic": {"partition": next_offset}}``, keys sorted (topic,
 then partition number) because Spark compares offsets as JSON strings. ``read`` is a pure function
 of ``(start, end)``: it assigns the partition at ``start`` and stops before ``end``.
 
 ``commit(end)`` runs one batch late and never for the last batch, and ``stop()`` is not called
-(§1.4): for an exact handoff add ``ListenerCommitter(targets=[CommitTarget(i, connector, "sink")])``
-(it publishes the last completed batch from the checkpoint) or run ``connect-offsets spark-handoff
---kind sink``. Commits are monotonic (``DaemonOffsets``): an old checkpoint never moves the group back.
+(docs/spark.md, "When Spark calls a source"): for an exact handoff add
+``ListenerCommitter(targets=[CommitTarget(i, connector, "sink")])`` (it publishes the last
+completed batch from the checkpoint) or run ``connect-offsets spark-handoff --kind sink``.
+Commits are monotonic (``DaemonOffsets``): an old checkpoint never moves the group back.
 
 Options: ``url`` (daemon), ``connector``, ``topics`` (comma-separated), ``commitOffsets`` (default
 true), and ``kafka.*`` (passed to confluent_kafka without the prefix; ``kafka.bootstrap.servers`` is
@@ -161,8 +163,10 @@ class ConnectKafkaStreamReader(DataSourceStreamReader):
         committed: dict[tuple[str, int], int] = {}
         for row in rows:
             partition, offset = row.get("partition") or {}, row.get("offset") or {}
-            topic, number, value = partition.get("kafka_topic"), partition.get("kafka_partition"), offset.get(
-                "kafka_offset"
+            topic, number, value = (
+                partition.get("kafka_topic"),
+                partition.get("kafka_partition"),
+                offset.get("kafka_offset"),
             )
             if isinstance(topic, str) and isinstance(number, int) and isinstance(value, int) and value >= 0:
                 committed[(topic, number)] = value

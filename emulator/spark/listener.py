@@ -1,7 +1,7 @@
 """Streaming query listeners that publish Spark's completed batches to the daemon.
 
 Why a listener: a source's ``commit(end)`` runs one batch late and ``stop()`` is never called
-(docs/spark-and-cdc.md §1.4), so after ``query.stop()`` the last batch would never reach the
+(docs/spark.md, "When Spark calls a source"), so after ``query.stop()`` the last batch would never reach the
 connector. Spark posts a query's progress event after ``commits/N`` is written and the termination
 event after the last batch, so on both this listener reads the checkpoint and publishes the end
 offsets of the latest batch that has ``commits/N``.

@@ -3,7 +3,7 @@ and decodes, Kafka's Utils.murmur2 / BuiltInPartitioner place, and our codec mus
 
 Every comparison is one batched oracle call. Inputs are seeded-random, so a failure reproduces.
 Doubles: JDK >= 19 prints the shortest digits (what we emit), JDK 17 sometimes prints more
-(protocol doc §1.3). On JDK 25 everything must match exactly; on JDK 17 the only tolerated
+(docs/protocol.md §1.3). On JDK 25 everything must match exactly; on JDK 17 the only tolerated
 difference is a double whose JDK 17 text is longer than ours and reads back as the same double.
 """
 
@@ -455,7 +455,7 @@ ODD_INPUTS: list[bytes] = [
     b"[" * 300 + b"]" * 300,  # the accepted boundary (1000) is a unit test: the oracle's reply recurses
     b"[" * 1001 + b"]" * 1001,
     b'{"a":' * 1001 + b"1" + b"}" * 1001,
-    # keys of every classification (doc §2.6)
+    # keys of every classification (docs/protocol.md §2.6)
     b'["c",{"a":1}]',
     b'["c",null]',
     b'["c",[]]',

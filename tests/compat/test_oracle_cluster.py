@@ -3,7 +3,7 @@
 ``connect_cluster_write`` drives Apache Kafka 4.3.0's own ``KafkaConfigBackingStore`` and
 ``KafkaStatusBackingStore``, the stores a distributed herder uses; the sink operations run Connect's
 REST parsing (Jackson → ``ConnectorOffsets.toMap`` → ``SinkUtils``) and Java's ``Admin``. These checks
-pin their output to the facts in connect-offsets-protocol.md §4.3, §4.4 and §4.6, read back as raw
+pin their output to the facts in docs/protocol.md §4.3, §4.4 and §4.6, read back as raw
 bytes from the real broker, so the spec tests built on them cannot silently rest on a broken harness.
 """
 

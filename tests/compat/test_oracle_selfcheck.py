@@ -1,7 +1,7 @@
 """The Java oracle itself answers what Apache Kafka is known to answer.
 
 Every compatibility test trusts ``JavaOracle``; these checks earn that trust against facts recorded in
-docs/connect-offsets-protocol.md (§1.3-§1.7, §2, §6) and against a real broker, so a broken harness
+docs/protocol.md (§1.3-§1.7, §2, §6) and against a real broker, so a broken harness
 (wrong jars, wrong JDK, a typed-value mix-up, a store configured unlike a worker) fails here, loudly,
 instead of silently "confirming" our own encoder.
 """

@@ -89,9 +89,7 @@ def _connect_worker_properties(config: dict[str, Any]) -> dict[str, str]:
     exec_line = re.search(r"^exec (\S+connect-distributed\.sh) (\S+)$", script, re.MULTILINE)
     assert exec_line, "start-connect.sh must exec connect-distributed.sh with a properties file"
     props_in_container = Path(exec_line.group(2))
-    assert props_in_container.parent == script_in_container.parent, (
-        "the properties must come from the same mount"
-    )
+    assert props_in_container.parent == script_in_container.parent, "the properties must come from the same mount"
     return _properties(mounted / props_in_container.name)
 
 
@@ -103,12 +101,7 @@ def test_compose_config_really_validates(compose_command: list[str], tmp_path: P
     """Guards the test above: a dangling dependency must be refused, or 'exit 0' would prove nothing."""
     broken = tmp_path / "docker-compose.yml"
     broken.write_text(
-        "services:\n"
-        "  a:\n"
-        "    image: busybox\n"
-        "    depends_on:\n"
-        "      missing:\n"
-        "        condition: service_healthy\n"
+        "services:\n  a:\n    image: busybox\n    depends_on:\n      missing:\n        condition: service_healthy\n"
     )
     result = _compose(compose_command, "config", compose_file=broken)
     assert result.returncode != 0
@@ -131,9 +124,7 @@ def test_the_daemon_reads_the_kafka_service_over_the_compose_network(config: dic
     bootstrap = config["services"][DAEMON]["environment"]["CONNECT_OFFSETS_BOOTSTRAP_SERVERS"]
     for address in bootstrap.split(","):
         host, port = address.rsplit(":", 1)
-        assert host == KAFKA, (
-            f"{address} must name the kafka service, which is its address on the compose network"
-        )
+        assert host == KAFKA, f"{address} must name the kafka service, which is its address on the compose network"
         listener = next((name for name, adv in advertised.items() if adv == address), None)
         assert listener is not None, f"{address} is not one of Kafka's advertised listeners {advertised}"
         assert bound_ports[listener] == port
@@ -151,9 +142,7 @@ def test_connect_and_the_daemon_share_the_offsets_topic(config: dict[str, Any]) 
     )
     for topic in ("config", "offset", "status"):
         assert worker[f"{topic}.storage.replication.factor"] == "1", "one broker holds one replica"
-    assert (
-        worker["key.converter"] == worker["value.converter"] == "org.apache.kafka.connect.json.JsonConverter"
-    )
+    assert worker["key.converter"] == worker["value.converter"] == "org.apache.kafka.connect.json.JsonConverter"
 
 
 def test_connect_finds_the_filestream_plugin_where_its_start_script_puts_it(config: dict[str, Any]) -> None:

@@ -59,9 +59,7 @@ def wait_for(what: str, probe: Callable[[], tuple[bool, Any]], timeout_s: float,
 @pytest.fixture(scope="module")
 def stack(docker_ip: str, docker_services: Services, stack_host_ports: HostPorts) -> Iterator[Stack]:
     if docker_ip not in {"127.0.0.1", "localhost", "::1"}:
-        pytest.skip(
-            f"the stack publishes its ports on the engine's loopback only; {docker_ip} is not this machine"
-        )
+        pytest.skip(f"the stack publishes its ports on the engine's loopback only; {docker_ip} is not this machine")
     connect_port = docker_services.port_for("connect", 8083)
     daemon_port = docker_services.port_for("connect-offsets", 8081)
     # Kafka advertises 127.0.0.1:KAFKA_HOST_PORT; a different published port would break host clients.
@@ -73,15 +71,11 @@ def stack(docker_ip: str, docker_services: Services, stack_host_ports: HostPorts
         # `up --wait` already saw every healthcheck pass; these are the properties the test relies on.
         def plugin_listed() -> tuple[bool, Any]:
             response = connect.get("/connector-plugins")
-            classes = (
-                [p.get("class") for p in response.json()] if response.status_code == 200 else response.text
-            )
+            classes = [p.get("class") for p in response.json()] if response.status_code == 200 else response.text
             return FILE_SOURCE in classes, classes
 
         wait_for("Connect to offer FileStreamSourceConnector", plugin_listed, 120)
-        wait_for(
-            "the daemon to be ready", lambda: (daemon.get("/readyz").status_code == 200, "not ready"), 120
-        )
+        wait_for("the daemon to be ready", lambda: (daemon.get("/readyz").status_code == 200, "not ready"), 120)
         yield Stack(connect=connect, daemon=daemon, bootstrap=f"{docker_ip}:{stack_host_ports.kafka}")
 
 

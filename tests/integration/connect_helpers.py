@@ -24,7 +24,7 @@ JAVA_ONE_RECORD_PER_BATCH = {"batch.size": "0"}
 """Worker producer setting for every Java write in these tests.
 
 Tansu reports a partition's end offset as "base offset of its last batch + 1"
-(docs/environment.md), and Java's producer batches the records of one flush that share a partition
+(docs/testing.md, "The test broker: Tansu"), and Java's producer batches the records of one flush that share a partition
 (measured: 20 records on 3 partitions reported end offsets summing to 4). A reader that trusts end
 offsets, as Connect and the daemon rightly do on real Kafka, would then call itself "read to the end"
 too early. ``batch.size=0`` keeps Connect's code path (OffsetStorageWriter, KafkaOffsetBackingStore,

@@ -269,9 +269,7 @@ def test_read_to_end_times_out_with_a_clear_error_and_needs_a_reader(log: Embedd
     log.read_to_end(10)
 
 
-def run_writer(
-    data_dir: Path, partitions: int, start: int, count: int | None = None
-) -> subprocess.Popen[str]:
+def run_writer(data_dir: Path, partitions: int, start: int, count: int | None = None) -> subprocess.Popen[str]:
     args = [sys.executable, str(WRITER), str(data_dir), str(partitions), str(start)]
     if count is not None:
         args.append(str(count))
@@ -384,9 +382,7 @@ def test_a_restart_restores_every_record(data_dir: Path) -> None:
         again.close()
 
 
-def test_an_existing_log_keeps_its_partition_count_and_warns(
-    data_dir: Path, caplog: pytest.LogCaptureFixture
-) -> None:
+def test_an_existing_log_keeps_its_partition_count_and_warns(data_dir: Path, caplog: pytest.LogCaptureFixture) -> None:
     first = EmbeddedOffsetLog(data_dir, partitions=5)
     first.open()
     first.close()

@@ -131,7 +131,7 @@ def test_import_into_a_topic_is_read_back_by_kafka_offset_backing_store(
         f"kafka://{kafka_broker.bootstrap}/{topic}",
         "--partitions",
         "5",
-        # Tansu under-reports end offsets after multi-record batches (docs/environment.md); one
+        # Tansu under-reports end offsets after multi-record batches (docs/testing.md, "The test broker: Tansu"); one
         # record per batch keeps Java's read-to-end exact. Real Kafka needs nothing of the kind.
         "--kafka-config",
         "batch.num.messages=1",

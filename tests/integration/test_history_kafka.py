@@ -102,9 +102,7 @@ def test_java_writes_are_external_patches_are_daemon_and_a_rollback_reaches_java
         client.rollback(name, t1)
         offsets, _ = java_oracle.offsets_read(kafka_broker.bootstrap, topic, name, [ORDERS, FILE_B], num_partitions=n)
         assert [canon(from_java(o)) for o in offsets] == [canon({"pos": 1}), canon({"pos": 10})]
-        assert {(c["origin"], c["operation"]) for c in client.history(name)["changes"][:2]} == {
-            ("daemon", "rollback")
-        }
+        assert {(c["origin"], c["operation"]) for c in client.history(name)["changes"][:2]} == {("daemon", "rollback")}
     finally:
         client.close()
 

@@ -27,7 +27,7 @@ from tests.oracle import typed as T
 pytestmark = [pytest.mark.kafka, pytest.mark.jvm]
 
 ONE_PER_BATCH = ["--kafka-config", "batch.num.messages=1"]
-"""Tansu under-reports end offsets after multi-record batches (docs/environment.md)."""
+"""Tansu under-reports end offsets after multi-record batches (docs/testing.md, "The test broker: Tansu")."""
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:

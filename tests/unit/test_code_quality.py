@@ -1,4 +1,4 @@
-"""The team's static checks are part of the suite: ruff (lint) and mypy --strict must stay clean."""
+"""The team's static checks are part of the suite: ruff (lint and format) and mypy --strict must stay clean."""
 
 from __future__ import annotations
 
@@ -16,6 +16,11 @@ def run(*command: str) -> subprocess.CompletedProcess[str]:
 def test_ruff_finds_nothing() -> None:
     result = run(str(Path(sys.executable).parent / "ruff"), "check", "emulator", "tests", "benchmarks")
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_ruff_format_changes_nothing() -> None:
+    result = run(str(Path(sys.executable).parent / "ruff"), "format", "--check", "emulator", "tests", "benchmarks")
+    assert result.returncode == 0, result.stdout + result.stderr + "\n(run: ruff format emulator tests benchmarks)"
 
 
 def test_mypy_strict_finds_nothing() -> None:

@@ -1,4 +1,4 @@
-"""The encoder writes Jackson's bytes: the published vectors (protocol doc §1.7), each row of the
+"""The encoder writes Jackson's bytes: the published vectors (docs/protocol.md §1.7), each row of the
 byte-level rules table (§1.3) and Java's Double.toString format. Golden checks over thousands of
 values against a live JVM are in tests/compat/test_golden_codec.py."""
 
@@ -173,7 +173,7 @@ def test_absurd_nesting_is_a_value_error_not_a_crash() -> None:
         (-0.0, "-0.0"),
         (0.0, "0.0"),
         (0.1 + 0.2, "0.30000000000000004"),
-        (1.0e23, "1.0E23"),  # JDK 17 prints 9.999999999999999E22 (doc §1.3)
+        (1.0e23, "1.0E23"),  # JDK 17 prints 9.999999999999999E22 (docs/protocol.md §1.3)
         (3.342741096160404e17, "3.342741096160404E17"),
         (1.7976931348623157e308, "1.7976931348623157E308"),
         (2.2250738585072014e-308, "2.2250738585072014E-308"),

@@ -1,4 +1,4 @@
-"""Keys are classified exactly as OffsetUtils.processPartitionKey does (protocol doc §2.6), built
+"""Keys are classified exactly as OffsetUtils.processPartitionKey does (docs/protocol.md §2.6), built
 exactly as OffsetStorageWriter builds them (§1.1, §1.4), and identified as a HashSet<Map> would."""
 
 from __future__ import annotations
@@ -138,7 +138,7 @@ def test_encode_key_matches_the_documented_vectors_and_partitions() -> None:
 
 
 def test_encode_key_keeps_the_callers_key_order() -> None:
-    # doc §1.4: the LinkedHashMap order and the HashMap order are two different records.
+    # docs/protocol.md §1.4: the LinkedHashMap order and the HashMap order are two different records.
     linked = encode_key("jdbc", {"table": "orders", "db": "shop", "protocol": "1"})
     hashed = encode_key("jdbc", {"protocol": "1", "table": "orders", "db": "shop"})
     assert linked == b'["jdbc",{"table":"orders","db":"shop","protocol":"1"}]'

@@ -1,4 +1,4 @@
-"""Parsing is as lenient as Connect's JsonConverter (protocol doc §1.6) and returns what Connect
+"""Parsing is as lenient as Connect's JsonConverter (docs/protocol.md §1.6) and returns what Connect
 holds after ``convertToConnect``; ``validate_format`` says what ``OffsetUtils.validateFormat`` says.
 The same inputs are checked against a live JVM in tests/compat/test_golden_codec.py."""
 
@@ -278,7 +278,7 @@ def test_validation_stops_at_the_first_bad_entry_in_iteration_order() -> None:
 
 
 def _as_connect_reads_it(value: object) -> object:
-    """What Connect's parse of our bytes holds: the wire changes a few values (doc §1.3, §1.6)."""
+    """What Connect's parse of our bytes holds: the wire changes a few values (docs/protocol.md §1.3, §1.6)."""
     if isinstance(value, float):
         if math.isnan(value):
             return "NaN"

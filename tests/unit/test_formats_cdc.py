@@ -1,4 +1,4 @@
-"""Flink CDC / RisingWave state JSON ⇄ Connect records (shapes from spark-and-cdc.md §3).
+"""Flink CDC / RisingWave state JSON ⇄ Connect records (shapes in docs/transfers.md, "CDC state").
 
 The byte equality with Java's OffsetStorageWriter / Jackson is checked in
 tests/integration/test_formats_cdc.py; these pin the shapes and the refusals.

@@ -1,6 +1,6 @@
 """Connect's standalone offsets file (Java-serialized HashMap<byte[],byte[]>): exact bytes, strict reading.
 
-Golden bytes come from connect-offsets-protocol.md §6 (Java's own output); the JVM round trips
+Golden bytes come from docs/protocol.md §6 (Java's own output); the JVM round trips
 (Java writes → we read, we write → Java reads, a FileStream task resumes) are in
 tests/integration/test_formats_standalone.py.
 """
@@ -27,7 +27,7 @@ def _utf(text: str) -> str:
     return f"{len(text):04x}" + text.encode().hex()
 
 
-# connect-offsets-protocol.md §6, verbatim: one entry with a 15-byte key and a 7-byte value.
+# docs/protocol.md §6, verbatim: one entry with a 15-byte key and a 7-byte value.
 GOLDEN_ONE_ENTRY = bytes.fromhex(
     "aced0005"
     "7372" + _utf("java.util.HashMap") + "0507dac1c31660d1" + "03" + "0002"

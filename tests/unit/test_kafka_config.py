@@ -62,7 +62,7 @@ def test_an_overridden_user_setting_is_named_in_a_warning_and_a_chosen_fetch_wai
 
 def test_a_refused_setting_is_a_configuration_error_naming_the_client() -> None:
     clients = KafkaClientConfig("b:1", {"no.such.setting": "1"}, "the offsets log")
-    with pytest.raises(LogConfigError, match=r'for the offsets log consumer: .*No such configuration property'):
+    with pytest.raises(LogConfigError, match=r"for the offsets log consumer: .*No such configuration property"):
         clients.create("consumer", Consumer)
 
 

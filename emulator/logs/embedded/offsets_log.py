@@ -228,9 +228,7 @@ class EmbeddedOffsetLog(OffsetLog):
         if reader is not None and reader is not threading.current_thread():
             reader.join(timeout=10.0)
             if reader.is_alive():
-                log.warning(
-                    "reader thread of %s did not stop within 10 s (sink still busy?)", self.description
-                )
+                log.warning("reader thread of %s did not stop within 10 s (sink still busy?)", self.description)
         with self._commit_lock:
             if self._writer is not None:
                 self._writer.close()
@@ -358,9 +356,7 @@ class EmbeddedOffsetLog(OffsetLog):
 
     # ------------------------------------------------------------------ writing
 
-    def append(
-        self, entries: Sequence[tuple[bytes | None, bytes | None]], timeout_s: float = 30.0
-    ) -> list[Position]:
+    def append(self, entries: Sequence[tuple[bytes | None, bytes | None]], timeout_s: float = 30.0) -> list[Position]:
         """Durably append ``(key, value-or-None)`` records; returns where each landed, in input order.
 
         Concurrent callers are group-committed: whoever holds the commit lock writes every waiting
@@ -414,9 +410,7 @@ class EmbeddedOffsetLog(OffsetLog):
         assert req.positions is not None
         return req.positions
 
-    def _prepare(
-        self, entries: Sequence[tuple[bytes | None, bytes | None]]
-    ) -> list[tuple[bytes, bytes | None, int]]:
+    def _prepare(self, entries: Sequence[tuple[bytes | None, bytes | None]]) -> list[tuple[bytes, bytes | None, int]]:
         prepared: list[tuple[bytes, bytes | None, int]] = []
         n = self._partitions
         for i, entry in enumerate(entries):
@@ -430,9 +424,7 @@ class EmbeddedOffsetLog(OffsetLog):
                     "the embedded log does too; nothing was written"
                 )
             if not isinstance(key, bytes | bytearray | memoryview):
-                raise InvalidRecord(
-                    f"entry {i}: key must be bytes, got {type(key).__name__}; nothing was written"
-                )
+                raise InvalidRecord(f"entry {i}: key must be bytes, got {type(key).__name__}; nothing was written")
             if value is not None and not isinstance(value, bytes | bytearray | memoryview):
                 raise InvalidRecord(
                     f"entry {i}: value must be bytes or None, got {type(value).__name__}; nothing was written"
@@ -622,9 +614,7 @@ class EmbeddedOffsetLog(OffsetLog):
                     conn.execute("PRAGMA busy_timeout = 30000")
                     conn.execute("BEGIN IMMEDIATE")
                     try:
-                        (count,) = conn.execute(
-                            "SELECT count(*) FROM records WHERE partition = ?", (p,)
-                        ).fetchone()
+                        (count,) = conn.execute("SELECT count(*) FROM records WHERE partition = ?", (p,)).fetchone()
                         conn.execute(
                             "DELETE FROM records WHERE partition = ?1 AND key IS NOT NULL AND offset NOT IN ("
                             "SELECT max(offset) FROM records WHERE partition = ?1 AND key IS NOT NULL "
@@ -644,9 +634,7 @@ class EmbeddedOffsetLog(OffsetLog):
             time.sleep(_YIELD_S)
         self._release_free_pages()
         report = CompactionReport(before, after, time.monotonic() - started)
-        log.info(
-            "compacted %s: %d -> %d records in %.2f s", self.description, before, after, report.duration_s
-        )
+        log.info("compacted %s: %d -> %d records in %.2f s", self.description, before, after, report.duration_s)
         return report
 
     def _release_free_pages(self, pages_per_step: int = 2000) -> None:

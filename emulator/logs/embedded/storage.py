@@ -123,9 +123,7 @@ class LogFile:
     def _read_meta(self, conn: sqlite3.Connection) -> int:
         meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
         if meta.get("format") != FORMAT_MARKER:
-            raise LogConfigError(
-                f"{self.path} is not an embedded offsets log (format={meta.get('format')!r})"
-            )
+            raise LogConfigError(f"{self.path} is not an embedded offsets log (format={meta.get('format')!r})")
         try:
             version = int(meta["format_version"])
             stored = int(meta["partitions"])
@@ -138,9 +136,7 @@ class LogFile:
             )
         (rows,) = conn.execute("SELECT count(*) FROM partitions").fetchone()
         if stored < 1 or rows != stored:
-            raise LogConfigError(
-                f"{self.path}: metadata says {stored} partitions but {rows} partition rows exist"
-            )
+            raise LogConfigError(f"{self.path}: metadata says {stored} partitions but {rows} partition rows exist")
         if meta.get("name") != self.name:
             log.warning(
                 "%s was created for log %r, now opened as %r (file renamed?); using it as is",

@@ -92,9 +92,7 @@ class KafkaClaims:
 
     # -- lifecycle ------------------------------------------------------------------------
     def open(self) -> None:
-        admin = self._clients.create(
-            "admin", AdminClient, error_cb=lambda err: self._errors.client_error("admin", err)
-        )
+        admin = self._clients.create("admin", AdminClient, error_cb=lambda err: self._errors.client_error("admin", err))
         ensure_topic(admin, TopicSpec(self._claims_topic, 1, self._replication_factor), self._timeout_s)
         reader = TopicReader(
             self._clients,

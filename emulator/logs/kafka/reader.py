@@ -197,9 +197,7 @@ class TopicReader:
         with self._cond:
             if len(ends) > self._partition_count:
                 self._refresh_requested.set()
-            self._cond.wait_for(
-                lambda: self._finished or self._passed(ends), max(deadline - time.monotonic(), 0.0)
-            )
+            self._cond.wait_for(lambda: self._finished or self._passed(ends), max(deadline - time.monotonic(), 0.0))
             if self._passed(ends):
                 return
             finished = self._finished
