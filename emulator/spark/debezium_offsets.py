@@ -28,6 +28,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from emulator.codec.jackson_reader import CodecError, loads_lenient
+from emulator.codec.keys import ParsedKey, parse_key
+
 Entry = tuple[dict[str, Any], dict[str, Any]]
 KEYS = ("connector", "seq", "source_offsets")
 
@@ -81,6 +84,23 @@ class DebeziumOffset:
                 return None
             entries.append((partition, offset))
         return cls(connector, seq, tuple(entries))
+
+
+def daemon_position(connector: str, records: Mapping[bytes, bytes | None]) -> DebeziumOffset:
+    """Where a fresh query starts: the connector's offsets in the daemon's raw records (keys Connect
+    would not read as this connector's, and values that are not offset maps, are left out)."""
+    entries: list[Entry] = []
+    for key, value in records.items():
+        parsed = parse_key(key)
+        if not isinstance(parsed, ParsedKey) or parsed.connector != connector or value is None:
+            continue
+        try:
+            offset = loads_lenient(value)
+        except CodecError:
+            continue
+        if isinstance(offset, dict):
+            entries.append((parsed.partition, offset))
+    return DebeziumOffset.of(connector, 0, entries)
 
 
 # -- ordering -----------------------------------------------------------------------------------

@@ -31,11 +31,9 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMa
 from pyspark.sql.types import StructType
 
 from emulator.client.http import ClientError
-from emulator.codec.jackson_reader import loads_lenient
-from emulator.codec.keys import parse_key
 from emulator.spark.committer import DaemonOffsets
 from emulator.spark.debezium_commit import DebeziumCommitter
-from emulator.spark.debezium_offsets import DebeziumOffset, Entry
+from emulator.spark.debezium_offsets import DebeziumOffset, daemon_position
 from emulator.spark.debezium_options import AfterColumns, ConnectDebeziumError, parse_options
 from emulator.spark.debezium_rows import RowBuilder
 from emulator.spark.debezium_stream import ChangeStream, Numbered
@@ -48,19 +46,6 @@ class ChangeBatch(InputPartition):
     """One executor task: consecutive changes of the batch, carried in the partition itself."""
 
     changes: list[Numbered]
-
-
-def daemon_position(connector: str, records: Mapping[bytes, bytes]) -> DebeziumOffset:
-    """The position a fresh query starts from: the connector's offsets in the daemon's raw records."""
-    entries: list[Entry] = []
-    for key, value in records.items():
-        parsed = parse_key(key)
-        if isinstance(parsed, str) or parsed.connector != connector:
-            continue
-        offset = loads_lenient(value)
-        if isinstance(offset, dict):
-            entries.append((parsed.partition, offset))
-    return DebeziumOffset.of(connector, 0, entries)
 
 
 class ConnectDebeziumStreamReader(DataSourceStreamReader):
