@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import base64
 import collections
+import contextlib
 import json
 import os
 import sys
@@ -323,41 +324,31 @@ def _watch_parent() -> None:
     threading.Thread(target=watch, name="parent-watch", daemon=True).start()
 
 
-def main() -> None:
-    global PROTO
-    parser = argparse.ArgumentParser(description="the JVM side of connect-debezium (not for direct use)")
-    parser.add_argument("--jvm", default=None, help="path of libjvm.so (default: JPype's default JVM)")
-    parser.add_argument("--classpath", required=True, help="os.pathsep-separated jars")
-    parser.add_argument("--jvm-opt", action="append", default=[])
-    args = parser.parse_args()
-    PROTO = _claim_stdout()
-    _watch_parent()
+class OwnerGone(Exception):
+    """The process that owns this engine closed its end of the protocol."""
 
-    import jpype
 
-    t0 = time.monotonic()
-    jpype.startJVM(
-        args.jvm or jpype.getDefaultJVMPath(),
-        *args.jvm_opt,
-        classpath=args.classpath.split(os.pathsep),
-        convertStrings=True,
-        ignoreUnrecognized=True,
-    )
-    System = jpype.JClass("java.lang.System")
-    _send({"ready": True, "java_version": str(System.getProperty("java.version")), "start_s": time.monotonic() - t0})
+def _answer(message: dict[str, Any]) -> None:
+    try:
+        _send(message)
+    except OSError as exc:  # the owner died mid-request (Spark killed its worker)
+        raise OwnerGone(str(exc)) from exc
 
-    engine: Engine | None = None
+
+def _serve(jpype: Any, holder: dict[str, Engine]) -> None:
+    """Answer requests until ``stop``, the end of stdin, or an owner that stopped listening."""
     while True:
         line = sys.stdin.readline()
         if not line:
-            break
+            return
         request = json.loads(line)
         op, rid, body = request.get("op"), request.get("id"), request.get("args", {})
+        engine = holder.get("engine")
         try:
             if op == "start":
                 if engine is not None:
                     raise ValueError("an engine is already running in this process")
-                engine = Engine(jpype, body)
+                engine = holder["engine"] = Engine(jpype, body)
                 engine.write_seed(body.get("seed", []))
                 result = engine.start(float(body.get("start_timeout_s", 120)))
             elif engine is None:
@@ -369,24 +360,58 @@ def main() -> None:
             elif op == "forget":
                 result = engine.forget(int(body["upto"]))
             elif op == "stop":
-                result = engine.close()
-                _send({"id": rid, "ok": True, "result": result})
-                break
+                _answer({"id": rid, "ok": True, "result": engine.close()})
+                return
             else:
                 raise ValueError(f"unknown op {op!r}")
-            _send({"id": rid, "ok": True, "result": result})
         except Exception as exc:  # every failure becomes an answer; the loop survives
             _log(f"{op} failed: {_java_error(exc)}\n{traceback.format_exc()}")
-            _send({"id": rid, "ok": False, "error": _java_error(exc)})
-    if engine is not None and not engine.completed.is_set():
-        try:
-            outcome = engine.close()
-            _log(f"closed after the owner went away: {outcome}")
-        except Exception as exc:
-            _log(f"close failed: {_java_error(exc)}")
-    PROTO.flush()
-    sys.stderr.flush()
-    os._exit(0)  # never wait for non-daemon Java threads
+            _answer({"id": rid, "ok": False, "error": _java_error(exc)})
+        else:
+            _answer({"id": rid, "ok": True, "result": result})
+
+
+def main() -> None:
+    global PROTO
+    parser = argparse.ArgumentParser(description="the JVM side of connect-debezium (not for direct use)")
+    parser.add_argument("--jvm", default=None, help="path of libjvm.so (default: JPype's default JVM)")
+    parser.add_argument("--classpath", required=True, help="os.pathsep-separated jars")
+    parser.add_argument("--jvm-opt", action="append", default=[])
+    args = parser.parse_args()
+    PROTO = _claim_stdout()
+    _watch_parent()
+    holder: dict[str, Engine] = {}
+    try:
+        import jpype
+
+        t0 = time.monotonic()
+        jpype.startJVM(
+            args.jvm or jpype.getDefaultJVMPath(),
+            *args.jvm_opt,
+            classpath=args.classpath.split(os.pathsep),
+            convertStrings=True,
+            ignoreUnrecognized=True,
+        )
+        version = str(jpype.JClass("java.lang.System").getProperty("java.version"))
+        _answer({"ready": True, "java_version": version, "start_s": time.monotonic() - t0})
+        _serve(jpype, holder)
+    except OwnerGone as exc:
+        _log(f"the owner stopped listening ({exc})")
+    except BaseException as exc:
+        _log(f"stopping after an unexpected error: {_java_error(exc)}\n{traceback.format_exc()}")
+    finally:
+        # Whatever ended the loop, a running engine is closed gracefully: it commits only what was
+        # acked and releases the replication slot. Then exit without waiting for Java's threads.
+        engine = holder.get("engine")
+        if engine is not None and not engine.completed.is_set():
+            try:
+                _log(f"closed: {engine.close()}")
+            except BaseException as exc:
+                _log(f"close failed: {_java_error(exc)}")
+        with contextlib.suppress(Exception):
+            PROTO.flush()
+        sys.stderr.flush()
+        os._exit(0)
 
 
 if __name__ == "__main__":

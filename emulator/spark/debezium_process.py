@@ -99,6 +99,7 @@ class EngineProcess:
         self._lock = threading.RLock()
         self._responses: queue.Queue[Any] = queue.Queue()
         self._next_id = 0
+        self._own_log = log_path is None
         if log_path is None:
             fd, log_path = tempfile.mkstemp(prefix="connect-debezium-engine-", suffix=".log")
             os.close(fd)
@@ -221,7 +222,11 @@ class EngineProcess:
                 self.call("stop", timeout_s=timeout_s)
             self._proc.wait(timeout=timeout_s)
         except (EngineError, subprocess.TimeoutExpired):
-            self.kill()
+            self.kill()  # its log stays, for the post-mortem
+        else:
+            if self._own_log:
+                with contextlib.suppress(OSError):
+                    os.unlink(self.log_path)
         finally:
             self._close_pipes()
 

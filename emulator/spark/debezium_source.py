@@ -35,8 +35,8 @@ from emulator.spark.committer import DaemonOffsets
 from emulator.spark.debezium_commit import DebeziumCommitter
 from emulator.spark.debezium_offsets import DebeziumOffset, daemon_position
 from emulator.spark.debezium_options import AfterColumns, ConnectDebeziumError, parse_options
-from emulator.spark.debezium_rows import RowBuilder
-from emulator.spark.debezium_stream import ChangeStream, Numbered
+from emulator.spark.debezium_rows import ChangeColumns, RowBuilder
+from emulator.spark.debezium_stream import ChangeStream
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +45,7 @@ log = logging.getLogger(__name__)
 class ChangeBatch(InputPartition):
     """One executor task: consecutive changes of the batch, carried in the partition itself."""
 
-    changes: list[Numbered]
+    changes: ChangeColumns
 
 
 class ConnectDebeziumStreamReader(DataSourceStreamReader):
@@ -121,7 +121,7 @@ class ConnectDebeziumStreamReader(DataSourceStreamReader):
             return []
         changes = self._changes().between(first, last)
         size = self.options.records_per_partition
-        return [ChangeBatch(changes[i : i + size]) for i in range(0, len(changes), size)]
+        return [ChangeBatch(ChangeColumns.of(changes[i : i + size])) for i in range(0, len(changes), size)]
 
     def commit(self, end: dict[str, Any]) -> None:
         """Spark completed everything up to ``end`` (one batch late, may repeat): free the buffer,
@@ -132,11 +132,11 @@ class ConnectDebeziumStreamReader(DataSourceStreamReader):
             return
         stream = self._changes()
         stream.release(position.seq)
-        if not stream.running:
-            return
         if not self.options.commit_offsets:
             stream.ack(position.seq, stream.generation, commit=False)
             return
+        # Also when this worker has not started an engine yet (a restart's first call repeats the
+        # last completed batch): the daemon may not hold it; the acknowledgement is then skipped.
         if self._committer is None:
             self._committer = DebeziumCommitter(self.options.url, self.connector, stream.ack)
         self._committer.submit(position, stream.generation)
@@ -150,11 +150,12 @@ class ConnectDebeziumStreamReader(DataSourceStreamReader):
             self._stream.stop()
 
     # -- executors --------------------------------------------------------------------------------
-    def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
+    def read(self, partition: InputPartition) -> Iterator[Any]:
+        """One Arrow batch per partition (``RowBuilder.batch``)."""
         assert isinstance(partition, ChangeBatch)
         builder = RowBuilder(self.after)
-        for change in partition.changes:
-            yield builder.row(change)
+        if len(partition.changes):
+            yield builder.batch(partition.changes)
         if builder.mismatched:
             log.warning(
                 "connect-debezium %s: %d after field(s) of %s did not fit their afterColumns type and were set to null",

@@ -92,7 +92,7 @@ class ChangeStream:
         self._latest: dict[str, Entry] = {}
         """Per partition (canonical JSON), the newest entry up to ``_released``."""
         self._partitions: set[str] = set()
-        self._parsed: dict[str, dict[str, Any]] = {}
+        self._parsed: dict[str, tuple[str, dict[str, Any]]] = {}
         self._lock = threading.RLock()
         self._dir: str | None = None
 
@@ -179,13 +179,19 @@ class ChangeStream:
     def last_seq(self) -> int:
         return self._buffer[-1].seq if self._buffer else self._released
 
+    def _partition_key(self, text: str) -> str:
+        """The canonical key of a partition's JSON text (parsed once per distinct text)."""
+        known = self._parsed.get(text)
+        if known is None:
+            partition = loads_lenient(text.encode("utf-8"))
+            known = self._parsed[text] = (_canonical(partition), partition)
+        return known[0]
+
     def _entry(self, record: ChangeRecord) -> tuple[str, Entry] | None:
         if record.offset is None:
             return None
-        partition = self._parsed.get(record.partition)
-        if partition is None:
-            partition = self._parsed[record.partition] = loads_lenient(record.partition.encode("utf-8"))
-        return _canonical(partition), (partition, loads_lenient(record.offset.encode("utf-8")))
+        key = self._partition_key(record.partition)
+        return key, (self._parsed[record.partition][1], loads_lenient(record.offset.encode("utf-8")))
 
     def at(self, seq: int) -> DebeziumOffset:
         """The position after change ``seq`` (between ``first_seq`` and ``last_seq``)."""
@@ -238,9 +244,8 @@ class ChangeStream:
             for record in records:
                 seq += 1
                 self._buffer.append(Numbered(seq, record))
-                entry = self._entry(record)
-                if entry is not None:
-                    self._partitions.add(entry[0])
+                if record.offset is not None:
+                    self._partitions.add(self._partition_key(record.partition))
             if not records and not state.get("running", True):
                 raise EngineError(
                     f"the Debezium connector stopped: {state.get('error') or state.get('message')}\n"

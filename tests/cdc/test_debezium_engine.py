@@ -86,12 +86,13 @@ def test_an_engine_whose_owner_dies_closes_itself_and_frees_the_slot(postgres: P
     capture.create(pg)
     owner = textwrap.dedent(
         """
-        import json, sys, time
+        import json, sys
         from emulator.spark.debezium_process import EngineProcess
         p = EngineProcess()
         p.start(json.loads(sys.argv[1]), {}, sys.argv[2])
         print(p.pid, flush=True)
-        time.sleep(600)
+        while True:  # polling, as the reader does: the owner dies in the middle of a request
+            p.poll(100, 1.0)
         """
     )
     props = {"name": capture.connector, **capture.props(pg), "snapshot.mode": "no_data"}

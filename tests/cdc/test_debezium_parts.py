@@ -13,9 +13,9 @@ import pytest
 
 from emulator.spark.committer import backwards_reason
 from emulator.spark.debezium_offsets import DebeziumOffset, daemon_position, debezium_backwards_reason
-from emulator.spark.debezium_options import ConnectDebeziumError, parse_options
+from emulator.spark.debezium_options import BASE_COLUMNS, ConnectDebeziumError, parse_options
 from emulator.spark.debezium_process import ChangeRecord
-from emulator.spark.debezium_rows import RowBuilder
+from emulator.spark.debezium_rows import ChangeColumns, RowBuilder
 from emulator.spark.debezium_stream import Numbered, seed_records
 from emulator.spark.handoff import HandoffError, entries_for, own_entries
 from emulator.spark.options import OptionError
@@ -198,3 +198,12 @@ def test_a_field_that_does_not_fit_its_column_is_null_and_counted() -> None:
     builder = RowBuilder(options.after)
     assert builder.row(change("orders", {"id": 2**40, "name": "a"}))[6:] == (None, None)
     assert builder.mismatched == 2
+
+
+def test_a_partition_is_read_as_one_arrow_batch_holding_the_same_rows() -> None:
+    options = parse_options({**BASE, "afterTable": "orders", "afterColumns": "id bigint, name string"})
+    changes = [change("orders", {"id": 1, "name": "a"}), change("other", {"id": 2}), change("orders", None, op="d")]
+    batch = RowBuilder(options.after).batch(ChangeColumns.of(changes))
+    names = [name for name, _ in BASE_COLUMNS] + ["id", "name"]
+    assert batch.schema.names == names
+    assert batch.to_pylist() == [dict(zip(names, RowBuilder(options.after).row(c), strict=True)) for c in changes]
