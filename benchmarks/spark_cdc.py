@@ -216,8 +216,8 @@ def commit_path_ms(url: str, pg: PostgresServer, work: Path, samples: int) -> di
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--changes", type=int, default=20_000, help="changes per throughput run")
-    parser.add_argument("--rounds", type=int, default=2, help="throughput runs of each variant, alternating")
+    parser.add_argument("--changes", type=int, default=50_000, help="changes per throughput run")
+    parser.add_argument("--rounds", type=int, default=3, help="throughput runs of each variant, alternating")
     parser.add_argument("--per-batch", type=int, default=1000, help="changes per micro-batch (overhead runs)")
     parser.add_argument("--batches", type=int, default=10, help="batches per overhead run, warm-up included")
     parser.add_argument("--warmup", type=int, default=2)

@@ -92,21 +92,15 @@ class Engine:
             **{str(k): str(v) for k, v in request["props"].items()},
             "offset.storage": "org.apache.kafka.connect.storage.FileOffsetBackingStore",
             "offset.storage.file.filename": self.offsets_file,
+            # key and value are converted by the engine's own JsonConverter, on its processing threads
+            "converter.schemas.enable": "true" if request.get("schemas") else "false",
         }
-        self.name = self.props["name"]
         self.queue_limit = max(1, int(request.get("queue_limit", 10000)))
-        schemas = "true" if request.get("schemas") else "false"
-
-        def converter(is_key: bool, schemas_enable: str) -> Any:
-            conv = J("org.apache.kafka.connect.json.JsonConverter")()
-            config = J("java.util.HashMap")()
-            config.put("schemas.enable", schemas_enable)
-            conv.configure(config, is_key)
-            return conv
-
-        self.key_conv, self.value_conv = converter(True, schemas), converter(False, schemas)
-        # Connect's offset converters: schemaless JsonConverter, as every worker and engine configures them
-        self.offset_conv = converter(False, "false")
+        # Connect's offset converter: schemaless JsonConverter, as every worker and engine configures it
+        self.offset_conv = J("org.apache.kafka.connect.json.JsonConverter")()
+        config = J("java.util.HashMap")()
+        config.put("schemas.enable", "false")
+        self.offset_conv.configure(config, False)
         self.lock = threading.Condition()
         self.queue: collections.deque[tuple[Any, list[Any]]] = collections.deque()
         self.delivered: collections.deque[tuple[int, str, Any]] = collections.deque()
@@ -188,7 +182,7 @@ class Engine:
 
         self.engine = (
             J("io.debezium.engine.DebeziumEngine")
-            .create(J("io.debezium.embedded.Connect"))
+            .create(J("io.debezium.engine.format.Json"))
             .using(props)
             .using(AckOnly())
             .using(Lifecycle())
@@ -209,30 +203,29 @@ class Engine:
         """Convert and queue the batch; wait while the queue is full (back-pressure reaches the
         database: the connector stops reading the slot). Nothing is marked processed here."""
         self.committer = committer
-        conv_key, conv_value, conv_offset = self.key_conv, self.value_conv, self.offset_conv
+        conv_offset = self.offset_conv
+        taken: list[tuple[Any, list[Any]]] = []
         for event in records:
-            record = event.record()
+            record = event.sourceRecord()
             topic = record.topic()
-            key, value = record.key(), record.value()
-            key_bytes = None if key is None else conv_key.fromConnectData(topic, record.keySchema(), key)
-            value_bytes = None if value is None else conv_value.fromConnectData(topic, record.valueSchema(), value)
             partition = bytes(conv_offset.fromConnectData(topic, None, record.sourcePartition())).decode("utf-8")
             offset_map = record.sourceOffset()
             offset = None if offset_map is None else bytes(conv_offset.fromConnectData(topic, None, offset_map))
             row = [
-                None if key_bytes is None else bytes(key_bytes).decode("utf-8"),
-                None if value_bytes is None else bytes(value_bytes).decode("utf-8"),
+                event.key(),
+                event.value(),
                 str(topic),
                 partition,
                 None if offset is None else offset.decode("utf-8"),
             ]
-            with self.lock:
-                while len(self.queue) >= self.queue_limit and not self.closing:
-                    self.lock.wait(0.5)
-                if self.closing:
-                    return  # not marked processed: these records are delivered again after a restart
-                self.queue.append((event, row))
-                self.lock.notify_all()
+            taken.append((event, row))
+        with self.lock:  # the queue may exceed its limit by one batch (at most max.batch.size)
+            while len(self.queue) >= self.queue_limit and not self.closing:
+                self.lock.wait(0.5)
+            if self.closing:
+                return  # not marked processed: these records are delivered again after a restart
+            self.queue.extend(taken)
+            self.lock.notify_all()
 
     # -- requests (protocol thread) --------------------------------------------------------------
     def poll(self, max_records: int, wait_s: float) -> dict[str, Any]:

@@ -27,8 +27,8 @@ import tempfile
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from emulator.codec.jackson_reader import loads_lenient
@@ -61,7 +61,6 @@ class EngineSettings:
     jvm_options: tuple[str, ...] = ()
     log_level: str = "WARN"
     engine_dir: str | None = None
-    process_factory: Callable[..., EngineProcess] | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,8 +112,7 @@ class ChangeStream:
             settings = self.settings
             self._dir = settings.engine_dir or tempfile.mkdtemp(prefix="connect-debezium-")
             os.makedirs(self._dir, exist_ok=True)
-            factory = settings.process_factory or EngineProcess
-            process = factory(
+            process = EngineProcess(
                 java_home=settings.java_home,
                 extra_classpath=settings.classpath,
                 jvm_options=settings.jvm_options,
@@ -164,10 +162,6 @@ class ChangeStream:
     def offsets_file(self) -> str | None:
         """The engine's own ``FileOffsetBackingStore`` file (what its ``OffsetStorageWriter`` flushed)."""
         return None if self._dir is None else os.path.join(self._dir, "offsets.dat")
-
-    @property
-    def log_path(self) -> str | None:
-        return None if self._process is None else self._process.log_path
 
     # -- positions --------------------------------------------------------------------------------
     @property
