@@ -15,9 +15,10 @@ streams (one transaction: the database decodes it once, both consumers see the s
 * **commit overhead per micro-batch**: ``--per-batch`` changes per batch (``maxRecordsPerTrigger``),
   ``ProcessingTime("1 second")``, noop sink, variants alternating: ``commits`` (``commitOffsets=true``
   and an ``OffsetCommitListener``) vs ``no-commits`` (both off); Spark's ``triggerExecution`` per
-  batch, first ``--warmup`` batches of each run dropped. And, outside Spark, ``--samples`` times the
-  commit path itself (GET + PATCH with Debezium's order, then the engine's acknowledgement: its
-  offset flush and the slot's confirmed LSN), which the source runs in a background thread.
+  batch, after ``--warmup`` full batches that run while the engine still streams the transaction.
+  And, outside Spark, ``--samples`` times the commit path itself (GET + PATCH with Debezium's order,
+  then the engine's acknowledgement: its offset flush and the slot's confirmed LSN), which the source
+  runs in a background thread. ``--cpu`` also samples CPU seconds per process in the throughput runs.
 
 Writes ``benchmarks/results/spark_cdc-<utc>.json``.
 """
@@ -32,6 +33,7 @@ import os
 import statistics
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -49,6 +51,63 @@ from benchmarks.spark_support import (
 )
 from tests.cdc.helpers import Capture
 from tests.cdc.postgres import INSTALL_HINT, PostgresServer, server_bin
+
+_CLASSES = (
+    ("engine process", ("emulator.spark.debezium_jvm", "benchmarks.spark_cdc_engine")),
+    ("spark python workers", ("pyspark.daemon", "pyspark.worker", "python_streaming_source_runner")),
+    ("spark JVM", ("org.apache.spark", "pyspark/jars")),
+    ("daemon", ("emulator.cli serve",)),
+    ("postgres", ("postgres:",)),
+)
+
+
+def _cpu_by_process() -> dict[int, tuple[str, float]]:
+    """(class, CPU seconds) of every process this benchmark cares about, from /proc."""
+    tick = os.sysconf("SC_CLK_TCK")
+    found: dict[int, tuple[str, float]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        pid = int(entry.name)
+        kind = "benchmark process" if pid == os.getpid() else None
+        for name, marks in _CLASSES:
+            if kind is None and any(mark in command for mark in marks):
+                kind = name
+        if kind is not None:
+            found[pid] = (kind, (int(fields[11]) + int(fields[12])) / tick)
+    return found
+
+
+@contextlib.contextmanager
+def cpu_sampled(into: dict[str, float], enabled: bool) -> Iterator[None]:
+    """CPU seconds per kind of process over the block, sampled every 0.3 s (processes that end
+    inside the block, such as the engine, keep their last sample)."""
+    if not enabled:
+        yield
+        return
+    before = _cpu_by_process()
+    seen: dict[int, tuple[str, float]] = dict(before)
+    stop = threading.Event()
+
+    def sample() -> None:
+        while not stop.is_set():
+            seen.update(_cpu_by_process())
+            time.sleep(0.3)
+
+    sampler = threading.Thread(target=sample, name="cpu-sampler", daemon=True)
+    sampler.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        sampler.join()
+        for pid, (kind, cpu) in seen.items():
+            into[kind] = into.get(kind, 0.0) + cpu - (before[pid][1] if pid in before else 0.0)
 
 
 def connector_props(capture: Capture, pg: PostgresServer) -> dict[str, str]:
@@ -161,12 +220,14 @@ def spark_throughput(spark: Any, url: str, pg: PostgresServer, work: Path, count
 
 
 def overhead_run(
-    spark: Any, url: str, pg: PostgresServer, work: Path, commits: bool, per_batch: int, batches: int
+    spark: Any, url: str, pg: PostgresServer, work: Path, commits: bool, per_batch: int, batches: int, warmup: int
 ) -> list[float]:
+    """Trigger times of ``batches`` full batches after ``warmup`` full ones. The warm-up batches run
+    while the engine is still streaming the transaction (the machine's 2 cores are shared with it)."""
     capture = Capture.unique()
     capture.create(pg)
     options = {"commits": str(commits).lower(), "trigger": "1 second", "maxRecordsPerTrigger": str(per_batch)}
-    total = per_batch * (batches + 4)  # the first batches may be partial while the engine catches up
+    total = per_batch * (warmup + batches + 3)  # the first batches may be partial while the engine catches up
     with query(spark, url, capture, pg, work, **options) as running:
         wait_streaming(pg, capture, lambda: _check(running))
         insert(pg, capture, total)
@@ -177,9 +238,9 @@ def overhead_run(
                 raise RuntimeError(f"{total} changes were not consumed in time")
             time.sleep(0.2)
         full = [p for p in running.recentProgress if int(p["numInputRows"]) == per_batch]
-    if len(full) < batches:
-        raise RuntimeError(f"only {len(full)} of {batches} batches were full ({per_batch} changes)")
-    return [float(p["durationMs"]["triggerExecution"]) for p in full[:batches]]
+    if len(full) < warmup + batches:
+        raise RuntimeError(f"only {len(full)} of {warmup + batches} batches were full ({per_batch} changes)")
+    return [float(p["durationMs"]["triggerExecution"]) for p in full[warmup : warmup + batches]]
 
 
 def commit_path_ms(url: str, pg: PostgresServer, work: Path, samples: int) -> dict[str, list[float]]:
@@ -219,12 +280,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--changes", type=int, default=50_000, help="changes per throughput run")
     parser.add_argument("--rounds", type=int, default=3, help="throughput runs of each variant, alternating")
     parser.add_argument("--per-batch", type=int, default=1000, help="changes per micro-batch (overhead runs)")
-    parser.add_argument("--batches", type=int, default=10, help="batches per overhead run, warm-up included")
-    parser.add_argument("--warmup", type=int, default=2)
-    parser.add_argument("--overhead-rounds", type=int, default=2)
+    parser.add_argument("--batches", type=int, default=10, help="batches timed per overhead run")
+    parser.add_argument("--warmup", type=int, default=5, help="full batches dropped first in each overhead run")
+    parser.add_argument("--overhead-rounds", type=int, default=3)
     parser.add_argument("--samples", type=int, default=30, help="commit paths timed outside Spark")
     parser.add_argument("--kafka", action="store_true", help="daemon on a Tansu broker instead of the embedded log")
     parser.add_argument("--url", help="use this running daemon instead of starting one")
+    parser.add_argument("--cpu", action="store_true", help="also sample CPU seconds per process in the throughput runs")
     args = parser.parse_args(argv)
     facts = machine()
     bin_dir = server_bin()
@@ -236,8 +298,9 @@ def main(argv: list[str] | None = None) -> int:
     pg = PostgresServer(bin_dir)
     pg.start()
     spark = spark_session("bench-spark-cdc")
-    throughput: dict[str, list[dict[str, float]]] = {"engine": [], "spark": []}
+    throughput: dict[str, list[dict[str, Any]]] = {"engine": [], "spark": []}
     overhead: dict[str, list[float]] = {"commits": [], "no-commits": []}
+    round_medians: dict[str, list[float]] = {"commits": [], "no-commits": []}
     try:
         with contextlib.ExitStack() as stack:
             if args.url:
@@ -250,27 +313,36 @@ def main(argv: list[str] | None = None) -> int:
             spark_throughput(spark, url, pg, work, 2000)  # uncounted: Python workers, JIT, first planning
             for _ in range(args.rounds):
                 for variant in throughput:
-                    if variant == "engine":
-                        result = engine_alone(pg, work, args.changes)
-                    else:
-                        result = spark_throughput(spark, url, pg, work, args.changes)
+                    cpu: dict[str, float] = {}
+                    with cpu_sampled(cpu, args.cpu):
+                        if variant == "engine":
+                            result: dict[str, Any] = engine_alone(pg, work, args.changes)
+                        else:
+                            result = spark_throughput(spark, url, pg, work, args.changes)
                     result["per_second"] = args.changes / result["seconds"]
+                    if cpu:
+                        result["cpu_seconds"] = {k: round(v, 2) for k, v in sorted(cpu.items(), key=lambda i: -i[1])}
                     throughput[variant].append(result)
                     print(f"{variant:>7}: {result['per_second']:8.0f} changes/s ({result})", file=sys.stderr)
             for _ in range(args.overhead_rounds):
                 for variant in overhead:
-                    times = overhead_run(spark, url, pg, work, variant == "commits", args.per_batch, args.batches)[
-                        args.warmup :
-                    ]
+                    commits = variant == "commits"
+                    times = overhead_run(spark, url, pg, work, commits, args.per_batch, args.batches, args.warmup)
                     overhead[variant].extend(times)
+                    round_medians[variant].append(statistics.median(times))
                     print(f"{variant:>10}: median trigger {statistics.median(times):7.1f} ms", file=sys.stderr)
             path_ms = commit_path_ms(url, pg, work, args.samples)
     finally:
         spark.stop()
         pg.stop()
     rates = {v: statistics.median(r["per_second"] for r in runs) for v, runs in throughput.items()}
+    # each round runs both variants back to back: their ratio is less exposed to the machine's load
+    paired = [s["per_second"] / e["per_second"] for e, s in zip(throughput["engine"], throughput["spark"], strict=True)]
     medians = {v: statistics.median(s) for v, s in overhead.items()}
-    delta = medians["commits"] - medians["no-commits"]
+    # each round runs both variants back to back; the median of the rounds' differences is less
+    # exposed to the run-to-run spread than the difference of pooled medians
+    deltas = [c - n for c, n in zip(round_medians["commits"], round_medians["no-commits"], strict=True)]
+    delta = statistics.median(deltas)
     payload = {
         "benchmark": "spark_cdc",
         "command": command_line(),
@@ -280,9 +352,13 @@ def main(argv: list[str] | None = None) -> int:
         "throughput": throughput,
         "median_changes_per_second": rates,
         "spark_over_engine": rates["spark"] / rates["engine"],
+        "spark_over_engine_per_round": paired,
+        "median_of_round_ratios": statistics.median(paired),
         "per_batch": args.per_batch,
         "trigger_execution_ms": overhead,
         "median_trigger_execution_ms": medians,
+        "round_median_trigger_execution_ms": round_medians,
+        "overhead_ms_per_batch_per_round": deltas,
         "overhead_ms_per_batch": delta,
         "overhead_share_of_1s_interval": delta / 1000,
         "commit_path_ms": {k: {"median": statistics.median(v), "p90": _p90(v)} for k, v in path_ms.items()},
@@ -291,8 +367,10 @@ def main(argv: list[str] | None = None) -> int:
     path = write_results("spark_cdc", payload)
     print(
         f"changes/s: engine alone {rates['engine']:.0f}, connect-debezium {rates['spark']:.0f} "
-        f"(ratio {rates['spark'] / rates['engine']:.2f}); trigger median commits {medians['commits']:.1f} ms vs "
-        f"{medians['no-commits']:.1f} ms: {delta:+.1f} ms per batch ({100 * delta / 1000:+.2f}% of 1 s); commit path "
+        f"(ratio of medians {rates['spark'] / rates['engine']:.2f}, median of round ratios "
+        f"{statistics.median(paired):.2f}); trigger median commits {medians['commits']:.1f} ms vs "
+        f"{medians['no-commits']:.1f} ms; per round {', '.join(f'{d:+.1f}' for d in deltas)} ms, median "
+        f"{delta:+.1f} ms per batch ({100 * delta / 1000:+.2f}% of 1 s); commit path "
         f"off the trigger: daemon {statistics.median(path_ms['daemon_commit']):.1f} ms + engine ack "
         f"{statistics.median(path_ms['engine_ack']):.1f} ms median ({where}); {path}"
     )

@@ -265,12 +265,16 @@ class Engine:
         for _, event in sorted(last.values(), key=lambda item: item[0]):
             self.committer.markProcessed(event)
         self.ack_thread = threading.get_ident()
+        started = time.monotonic()
         try:
             self.committer.markBatchFinished()
         finally:
             self.ack_thread = None
+        elapsed = time.monotonic() - started
+        if elapsed > 0.5:
+            _log(f"committing record {upto} took {elapsed:.2f} s")
         self.acked = upto
-        return {"acked": upto, "committed": True}
+        return {"acked": upto, "committed": True, "seconds": elapsed}
 
     def forget(self, upto: int) -> dict[str, Any]:
         """Drop delivered records ``1..upto`` without committing them (``commitOffsets=false``)."""
