@@ -21,15 +21,18 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import pytest
 
-from emulator.testing.kit import OffsetsKit
 from emulator.testing.options import SETTINGS, KitOptions, resolve
-from emulator.testing.process import DaemonProcess, EmbeddedDaemon, KafkaDaemon, wait_until_ready
+
+if TYPE_CHECKING:  # imported when a fixture first runs: sessions without the kit stay fast to start
+    from emulator.testing.kit import OffsetsKit
+    from emulator.testing.process import DaemonProcess
 
 _OPTIONS = pytest.StashKey[KitOptions]()
-_DAEMON = pytest.StashKey[DaemonProcess]()
+_DAEMON = pytest.StashKey["DaemonProcess"]()
 _WAITED = pytest.StashKey[float]()
 _DAEMON_FIXTURE = "connect_offsets_daemon"
 
@@ -64,6 +67,8 @@ def pytest_report_header(config: pytest.Config) -> str:
 
 
 def _new_daemon(options: KitOptions) -> DaemonProcess:
+    from emulator.testing.process import EmbeddedDaemon, KafkaDaemon
+
     if options.mode == "kafka":
         assert options.bootstrap_servers is not None
         return KafkaDaemon(
@@ -132,6 +137,8 @@ def connect_offsets_daemon(pytestconfig: pytest.Config) -> Iterator[DaemonProces
 @pytest.fixture(scope="session")
 def connect_offsets_url(connect_offsets_daemon: DaemonProcess | None, connect_offsets_options: KitOptions) -> str:
     """The URL of the daemon the kit talks to; override it in a conftest to bring your own."""
+    from emulator.testing.process import wait_until_ready
+
     if connect_offsets_daemon is not None:
         return connect_offsets_daemon.url
     assert connect_offsets_options.url is not None
@@ -141,6 +148,8 @@ def connect_offsets_url(connect_offsets_daemon: DaemonProcess | None, connect_of
 @pytest.fixture
 def connect_offsets(connect_offsets_url: str, request: pytest.FixtureRequest) -> Iterator[OffsetsKit]:
     """The test kit for this test; connectors it named or seeded are reset afterwards."""
+    from emulator.testing.kit import OffsetsKit
+
     kit = OffsetsKit(connect_offsets_url, context=request.node.name)
     try:
         yield kit

@@ -80,21 +80,40 @@ class DaemonProcess:
         python: str = sys.executable,
     ) -> None:
         self._own_workdir = workdir is None
-        self.workdir = Path(tempfile.mkdtemp(prefix="connect-offsets-")) if workdir is None else Path(workdir)
-        self.workdir.mkdir(parents=True, exist_ok=True)
+        self._workdir = None if workdir is None else Path(workdir)
         self.serve_args = list(serve_args)
         self.host = host
         self.start_timeout_s = start_timeout_s
         self.python = python
-        self.url_file = self.workdir / "daemon.url"
-        self.log_path = self.workdir / "daemon.log"
         self.proc: subprocess.Popen[bytes] | None = None
         self._url: str | None = None
         self.launched_at: float | None = None
+        self._launched_wall: float | None = None
         self.ready_after_s: float | None = None
-        """Seconds from spawning the process to its URL file (startup, replay and readiness)."""
+        """Seconds from spawning the process to its URL file being written (startup, replay and
+        readiness), whenever ``wait_ready`` looks."""
 
     # ---- lifecycle ---------------------------------------------------------------------------
+
+    @property
+    def workdir(self) -> Path:
+        """Created on first use (a temporary directory unless one was given), so an object that
+        is never started leaves nothing behind."""
+        if self._workdir is None:
+            self._workdir = Path(tempfile.mkdtemp(prefix="connect-offsets-"))
+        return self._workdir
+
+    @property
+    def url_file(self) -> Path:
+        return self.workdir / "daemon.url"
+
+    @property
+    def log_path(self) -> Path:
+        return self.workdir / "daemon.log"
+
+    def backend_args(self) -> list[str]:
+        """The arguments that choose the log; subclasses add theirs before ``serve_args``."""
+        return []
 
     @property
     def command(self) -> list[str]:
@@ -109,6 +128,7 @@ class DaemonProcess:
             "0",
             "--url-file",
             str(self.url_file),
+            *self.backend_args(),
             *self.serve_args,
         ]
 
@@ -116,6 +136,7 @@ class DaemonProcess:
         """Spawn the process and return at once; ``wait_ready`` learns its URL."""
         if self.proc is not None:
             raise RuntimeError("this daemon was already launched")
+        self.workdir.mkdir(parents=True, exist_ok=True)
         self.url_file.unlink(missing_ok=True)
         with self.log_path.open("ab") as log:  # the child keeps its own descriptor
             self.proc = subprocess.Popen(
@@ -127,6 +148,7 @@ class DaemonProcess:
                 preexec_fn=_die_with_parent if _main_thread_on_linux() else None,
             )
         self.launched_at = time.monotonic()
+        self._launched_wall = time.time()
         return self
 
     def wait_ready(self, timeout_s: float | None = None) -> str:
@@ -142,7 +164,7 @@ class DaemonProcess:
             url = self._read_url()
             if url is not None:
                 self._url = url
-                self.ready_after_s = time.monotonic() - self.launched_at
+                self.ready_after_s = self._ready_after()
                 return url
             if self.proc.poll() is not None:
                 message = f"the daemon exited with code {self.proc.returncode} before it was ready\n{self.log_tail()}"
@@ -157,6 +179,14 @@ class DaemonProcess:
                 raise DaemonStartError(message)
             time.sleep(delay)
             delay = min(delay * 2, 0.05)
+
+    def _ready_after(self) -> float:
+        """When the daemon wrote its URL file, from the file's time: the fixture may look long after."""
+        assert self.launched_at is not None and self._launched_wall is not None
+        try:
+            return max(self.url_file.stat().st_mtime - self._launched_wall, 0.0)
+        except OSError:
+            return time.monotonic() - self.launched_at
 
     def _read_url(self) -> str | None:
         try:
@@ -193,8 +223,8 @@ class DaemonProcess:
 
     def _cleanup(self) -> None:
         self._url = None
-        if self._own_workdir:
-            shutil.rmtree(self.workdir, ignore_errors=True)
+        if self._own_workdir and self._workdir is not None:
+            shutil.rmtree(self._workdir, ignore_errors=True)
 
     def __enter__(self) -> Self:
         return self.start()
@@ -247,9 +277,15 @@ class EmbeddedDaemon(DaemonProcess):
         workdir: str | Path | None = None,
         start_timeout_s: float = DEFAULT_START_TIMEOUT_S,
     ) -> None:
-        super().__init__(workdir=workdir, start_timeout_s=start_timeout_s)
-        self.data_dir = Path(data_dir) if data_dir is not None else self.workdir / "data"
-        self.serve_args = ["--data-dir", str(self.data_dir), *extra_args]
+        super().__init__(extra_args, workdir=workdir, start_timeout_s=start_timeout_s)
+        self._data_dir = None if data_dir is None else Path(data_dir)
+
+    @property
+    def data_dir(self) -> Path:
+        return self._data_dir if self._data_dir is not None else self.workdir / "data"
+
+    def backend_args(self) -> list[str]:
+        return ["--data-dir", str(self.data_dir)]
 
 
 class KafkaDaemon(DaemonProcess):
@@ -271,16 +307,19 @@ class KafkaDaemon(DaemonProcess):
         workdir: str | Path | None = None,
         start_timeout_s: float = 60.0,
     ) -> None:
-        super().__init__(workdir=workdir, start_timeout_s=start_timeout_s)
+        super().__init__(extra_args, workdir=workdir, start_timeout_s=start_timeout_s)
         self.bootstrap_servers = bootstrap_servers
         self.offsets_topic = offsets_topic
         self.config_topic = config_topic
-        args = ["--bootstrap-servers", bootstrap_servers, "--offsets-topic", offsets_topic]
-        if config_topic is not None:
-            args += ["--config-topic", config_topic]
-        if status_topic is not None:
-            args += ["--status-topic", status_topic]
-        self.serve_args = [*args, "--data-dir", str(self.workdir / "data"), *extra_args]
+        self.status_topic = status_topic
+
+    def backend_args(self) -> list[str]:
+        args = ["--bootstrap-servers", self.bootstrap_servers, "--offsets-topic", self.offsets_topic]
+        if self.config_topic is not None:
+            args += ["--config-topic", self.config_topic]
+        if self.status_topic is not None:
+            args += ["--status-topic", self.status_topic]
+        return [*args, "--data-dir", str(self.workdir / "data")]
 
 
 def wait_until_ready(url: str, timeout_s: float = 60.0) -> str:
