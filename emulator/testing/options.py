@@ -24,6 +24,7 @@ class Setting:
     """The ini key; the option is ``--`` + it with dashes, the variable ``ENV_PREFIX`` + it upper-cased."""
     help: str
     default: str | None = None
+    metavar: str = "TEXT"
 
     @property
     def flag(self) -> str:
@@ -38,19 +39,28 @@ SETTINGS = (
     Setting(
         "connect_offsets_url",
         "use the connect-offsets daemon already running at this URL (e.g. in a compose stack) instead of starting one",
+        metavar="URL",
     ),
     Setting(
         "connect_offsets_bootstrap_servers",
         "start the daemon on this Kafka cluster's offsets topic instead of the embedded log",
+        metavar="SERVERS",
     ),
-    Setting("connect_offsets_offsets_topic", "the Connect workers' offset.storage.topic", "connect-offsets"),
+    Setting("connect_offsets_offsets_topic", "the Connect workers' offset.storage.topic", "connect-offsets", "TOPIC"),
     Setting(
         "connect_offsets_config_topic",
         "the workers' config.storage.topic: the daemon then applies Connect's 404 and STOPPED rules",
+        metavar="TOPIC",
     ),
-    Setting("connect_offsets_status_topic", "the workers' status.storage.topic (needs the config topic)"),
-    Setting("connect_offsets_serve_args", "more `connect-offsets serve` arguments for the daemon (shell syntax)"),
-    Setting("connect_offsets_start_timeout", "seconds the daemon may take to be ready", "60"),
+    Setting(
+        "connect_offsets_status_topic", "the workers' status.storage.topic (needs the config topic)", metavar="TOPIC"
+    ),
+    Setting(
+        "connect_offsets_serve_args",
+        "more `connect-offsets serve` arguments for the daemon (shell syntax)",
+        metavar="ARGS",
+    ),
+    Setting("connect_offsets_start_timeout", "seconds the daemon may take to be ready", "60", "SECONDS"),
 )
 
 

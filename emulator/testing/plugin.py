@@ -42,7 +42,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     for setting in SETTINGS:
         default = f"; default {setting.default}" if setting.default else ""
         group.addoption(
-            setting.flag, dest=setting.name, default=None, help=f"{setting.help} (env {setting.env}{default})"
+            setting.flag,
+            dest=setting.name,
+            default=None,
+            metavar=setting.metavar,
+            help=f"{setting.help} (env {setting.env}{default})",
         )
         parser.addini(setting.name, setting.help, default=None)
 

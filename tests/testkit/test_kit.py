@@ -201,6 +201,21 @@ def test_closing_the_kit_resets_every_connector_it_named_or_seeded(embedded_daem
         assert after.offsets(by_hand) == [{"partition": FILE, "offset": {"p": 1}}]
 
 
+def test_a_connector_that_cannot_be_reset_is_reported_not_raised(embedded_daemon: DaemonProcess) -> None:
+    """A teardown must not hide a test's own failure: a claimed connector refuses the reset, and
+    closing the kit names it instead of raising."""
+    kit = OffsetsKit(embedded_daemon.url)
+    claimed = kit.unique_name("claimed")
+    kit.seed(claimed, [(FILE, {"position": 1})])
+    claim = kit.client.claim(claimed, owner="a-running-job")
+
+    assert kit.close() == [claimed]
+
+    with OffsetsKit(embedded_daemon.url) as after:
+        assert after.offset(claimed, FILE) == {"position": 1}
+        after.client.release(claimed, claim["epoch"])
+
+
 def test_the_async_client_reads_what_the_kit_seeded(kit: OffsetsKit) -> None:
     connector = kit.unique_name()
     kit.seed(connector, [(FILE, {"position": 8})])
