@@ -95,8 +95,12 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         config.stash[_DAEMON] = _new_daemon(_options(config)).launch()
 
 
+@pytest.hookimpl(trylast=True)
 def pytest_sessionfinish(session: pytest.Session) -> None:
-    """Stop a launched daemon that no test got to use (e.g. the run stopped at the first failure)."""
+    """Stop a launched daemon that no test got to use (e.g. the run stopped at the first failure).
+
+    Last, after pytest has torn down the session's fixtures: a user's session fixture may still
+    talk to the daemon in its teardown (restore a baseline, say)."""
     daemon = session.config.stash.get(_DAEMON, None)
     if daemon is not None:
         daemon.stop()

@@ -147,6 +147,7 @@ def test_one_daemon_serves_the_session_and_each_test_starts_from_reset_connector
 def test_snapshot_and_restore_keep_a_whole_log_between_tests(inner: pytest.Pytester) -> None:
     inner.makeconftest(
         """
+        import pathlib
         import pytest
 
         @pytest.fixture(autouse=True)
@@ -154,6 +155,14 @@ def test_snapshot_and_restore_keep_a_whole_log_between_tests(inner: pytest.Pytes
             baseline = connect_offsets.snapshot()
             yield
             connect_offsets.restore(baseline)
+
+        @pytest.fixture(scope="session", autouse=True)
+        def checked_at_session_end(connect_offsets_url):
+            yield
+            from emulator.testing import OffsetsKit  # the daemon still answers during session teardown
+
+            with OffsetsKit(connect_offsets_url) as kit:
+                pathlib.Path("at-end.txt").write_text(repr(kit.snapshot().records))
         """
     )
     inner.makepyfile(
@@ -169,6 +178,7 @@ def test_snapshot_and_restore_keep_a_whole_log_between_tests(inner: pytest.Pytes
     )
 
     run_inner(inner).assert_outcomes(passed=2)
+    assert (inner.path / "at-end.txt").read_text() == "{}"
 
 
 @pytest.mark.slow  # a pytest session of its own, with a daemon
