@@ -33,8 +33,9 @@ from emulator.testing.snapshots import LogSnapshot
 
 __all__ = ["OffsetsKit", "unique_name"]
 
-Expected: TypeAlias = Mapping[str, Any] | Callable[[dict[str, Any] | None], bool] | None
-"""An offset to wait for (``None``: the partition is absent), or a predicate over the current offset."""
+Expected: TypeAlias = Mapping[str, Any] | Callable[[dict[str, Any]], bool] | None
+"""An offset to wait for (``None``: the partition is absent), or a predicate over the current
+offset, called only while the partition has one (so ``lambda o: o["position"] > 10`` is safe)."""
 
 _HISTORY_SHOWN = 10
 
@@ -135,7 +136,8 @@ class OffsetsKit:
         poll_s: float = 0.05,
     ) -> dict[str, Any] | None:
         """Wait until the partition's offset equals ``expected`` (type-exact, as Connect compares)
-        or ``expected(offset)`` is true; returns that offset. A connector the daemon does not know
+        or ``expected(offset)`` is true (asked only while the partition has an offset); returns
+        that offset. A connector the daemon does not know
         yet counts as having no offset. On timeout, raises ``AssertionError`` showing the last
         offset seen and the partition's recent history."""
         __tracebackhide__ = True  # pytest shows the test's line, not the kit's
@@ -214,7 +216,8 @@ class OffsetsKit:
     @staticmethod
     def _matcher(expected: Expected) -> Callable[[dict[str, Any] | None], bool]:
         if callable(expected):
-            return expected
+            predicate = expected
+            return lambda offset: offset is not None and bool(predicate(offset))
         want = None if expected is None else canonical(dict(expected))
         return lambda offset: (None if offset is None else canonical(offset)) == want
 
