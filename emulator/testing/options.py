@@ -92,14 +92,15 @@ class KitOptions:
         return "a daemon on the embedded log (one per session)"
 
 
-def resolve(given: Mapping[str, str | None], environ: Mapping[str, str] = os.environ) -> KitOptions:
-    """``given``: option or ini values by setting name (None: not given). Raises ``ValueError``
+def resolve(
+    flags: Mapping[str, str | None], ini: Mapping[str, str | None], environ: Mapping[str, str] = os.environ
+) -> KitOptions:
+    """Each setting from its option, else its variable, else its ini key, else its default
+    (``flags`` and ``ini`` by setting name; None or empty: not given). Raises ``ValueError``
     naming the setting whose value cannot be used."""
     values: dict[str, str | None] = {}
     for setting in SETTINGS:
-        value = given.get(setting.name)
-        if not value:
-            value = environ.get(setting.env, "").strip() or None
+        value = flags.get(setting.name) or environ.get(setting.env, "").strip() or ini.get(setting.name)
         values[setting.name] = value or setting.default
     timeout_text = values["connect_offsets_start_timeout"] or "60"
     try:

@@ -52,14 +52,16 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    given: dict[str, str | None] = {}
-    for setting in SETTINGS:
-        value = config.getoption(setting.name) or config.getini(setting.name)
-        given[setting.name] = str(value) if value else None
+    flags = {s.name: _text(config.getoption(s.name)) for s in SETTINGS}
+    ini = {s.name: _text(config.getini(s.name)) for s in SETTINGS}
     try:
-        config.stash[_OPTIONS] = resolve(given)
+        config.stash[_OPTIONS] = resolve(flags, ini)
     except ValueError as exc:
         raise pytest.UsageError(f"connect-offsets: {exc}") from None
+
+
+def _text(value: object) -> str | None:
+    return str(value).strip() or None if value else None
 
 
 def _options(config: pytest.Config) -> KitOptions:
