@@ -42,3 +42,18 @@ def listen(host: str, port: int) -> socket.socket:
             reason = _REASONS.get(exc.errno or 0, exc.strerror or str(exc))
         raise ListenError(f"cannot listen on {host}:{port}: {reason}") from exc
     return sock
+
+
+_WILDCARDS = {"0.0.0.0": "127.0.0.1", "::": "::1"}
+
+
+def url_of(sock: socket.socket) -> str:
+    """The URL a client on this machine uses to reach the bound socket.
+
+    The port comes from the socket, not the settings, so ``--port 0`` reports the port the system
+    picked. A wildcard address (``0.0.0.0``, ``::``) is not an address to connect to: the loopback
+    address of the same family stands in for it.
+    """
+    address, port = sock.getsockname()[:2]
+    host = _WILDCARDS.get(address, address)
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"

@@ -54,7 +54,20 @@ class Settings:
     )
     data_dir: Path = option("./data", PATH, "where the embedded log lives", group=DAEMON)
     host: str = option("127.0.0.1", TEXT, "listen address", group=DAEMON)
-    port: int = option("8081", integer(1, 65535), "listen port", group=DAEMON)
+    port: int = option(
+        "8081",
+        integer(0, 65535),
+        "listen port; 0 = a free port the system picks (the daemon prints its URL on stdout once ready; "
+        "see --url-file)",
+        group=DAEMON,
+    )
+    url_file: Path | None = option(
+        None,
+        OPTIONAL_PATH,
+        "once ready (/readyz would answer 200), write the daemon's URL to this file, atomically; "
+        "removed at startup and at shutdown, so it never names a daemon that is not ready",
+        group=DAEMON,
+    )
     kafka_config: dict[str, str] = option(
         None,
         KEY_VALUE,

@@ -22,9 +22,10 @@ from emulator.logs.base import OffsetLog
 from emulator.model.connectors import ConnectorStates, NoConnectCluster
 from emulator.model.errors import LogConfigError
 from emulator.model.sequences import SequenceTracker
+from emulator.server.announce import Announcement, AnnouncingServer, clear_url_file, remove_url_file
 from emulator.server.app import create_app
 from emulator.server.deps import Runtime
-from emulator.server.listen import listen
+from emulator.server.listen import listen, url_of
 from emulator.server.settings import Settings
 from emulator.service.checks import ConnectorChecks
 from emulator.service.claims import ClaimsService
@@ -223,9 +224,12 @@ def serve(settings: Settings) -> None:
 
     Storage first: its errors are the more telling ones (a damaged log matters more than a busy
     port). The port is bound here, not by uvicorn, so that a port in use is a ``ListenError``
-    the command line prints, rather than a log record followed by an exit.
+    the command line prints, rather than a log record followed by an exit. Once ready, the URL
+    (with the port the system picked for ``--port 0``) is printed on stdout and written to
+    ``--url-file`` (``emulator.server.announce``); a stale URL file is removed before anything else.
     """
     logging.basicConfig(level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    clear_url_file(settings.url_file)
     origins = OriginRegistry() if settings.history else None
     runtime = build_runtime(settings, origins)
     history: HistoryArchive | None = None
@@ -235,13 +239,13 @@ def serve(settings: Settings) -> None:
     except BaseException:
         close_runtime(runtime, history)
         raise
-    log.info(
-        "connect-offsets emulator on %s, listening on http://%s:%d",
-        runtime.log.description,
-        settings.host,
-        settings.port,
-    )
+    url = url_of(sock)
+    log.info("connect-offsets emulator on %s, listening on %s", runtime.log.description, url)
     config = uvicorn.Config(
         make_app(runtime, history), log_level=settings.log_level.lower(), access_log=False, lifespan="on"
     )
-    uvicorn.Server(config).run(sockets=[sock])
+    announcement = Announcement(url, settings.url_file, lambda: runtime.health.readiness()["ready"])
+    try:
+        AnnouncingServer(config, announcement).run(sockets=[sock])
+    finally:
+        remove_url_file(settings.url_file)

@@ -40,7 +40,7 @@ def test_help_works_whatever_the_environment_holds(args: list[str]) -> None:
 def test_a_bad_environment_value_stops_serve_with_one_line_and_exit_2(tmp_path: Path) -> None:
     result = cli("serve", "--data-dir", str(tmp_path), env={"CONNECT_OFFSETS_PORT": "abc"})
     assert result.returncode == 2
-    assert result.stderr == "error: CONNECT_OFFSETS_PORT: expected an integer within 1..65535, got 'abc'\n"
+    assert result.stderr == "error: CONNECT_OFFSETS_PORT: expected an integer within 0..65535, got 'abc'\n"
     assert not (tmp_path / "history").exists()  # nothing was opened
 
 
