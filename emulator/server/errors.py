@@ -10,6 +10,7 @@ happened, for programs, travels in a response header instead of in the message t
 kind                     status when
 ======================== ====== ===========================================================
 invalid_request          400    the body or a parameter is wrong (Connect's BadRequestException)
+request_too_large        413    the body exceeds ``--max-body-bytes`` (refused before it is read whole)
 invalid_record           400    log entries are not (bytes key, bytes-or-None value) pairs
 wrong_connector_type     400    ``kind=`` contradicts the Connect cluster's config
 history_unavailable      400    the time lies before what the archive's retention kept
@@ -57,6 +58,7 @@ ERROR_HEADER = "X-Connect-Offsets-Error"
 STATUS: Mapping[type, int] = {
     errors.OffsetsError: 500,
     errors.InvalidRequest: 400,
+    errors.RequestTooLarge: 413,
     errors.InvalidOffsetFormat: 500,
     errors.ConnectorNotFound: 404,
     errors.NotStopped: 400,
