@@ -50,6 +50,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from emulator.model import errors
 from emulator.model.claims import Fenced
 from emulator.model.errors import OffsetsError
+from emulator.server.routes.params import unrouted_connector_problem
 
 log = logging.getLogger(__name__)
 
@@ -102,7 +103,9 @@ def install_error_handlers(app: FastAPI) -> None:
         return response
 
     @app.exception_handler(StarletteHTTPException)
-    async def _http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+    async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        if exc.status_code == 404 and (problem := unrouted_connector_problem(request)) is not None:
+            return error_response(errors.InvalidRequest(problem))  # a name with %2F: say so, not "Not Found"
         message = exc.detail if isinstance(exc.detail, str) else str(exc.detail)
         return JSONResponse({"error_code": exc.status_code, "message": message}, status_code=exc.status_code)
 

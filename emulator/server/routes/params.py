@@ -130,6 +130,18 @@ def _connector_segment(raw_path: bytes) -> bytes | None:
         return None
 
 
+def unrouted_connector_problem(request: Request) -> str | None:
+    """For a request no route matched: why, if its ``{connector}`` segment holds an encoded ``/``.
+
+    Such a path has one segment more once decoded, so it usually matches no route at all; the
+    answer should say why rather than "Not Found"."""
+    raw_path = request.scope.get("raw_path")
+    segment = _connector_segment(raw_path) if isinstance(raw_path, bytes) else None
+    if segment is None or b"%2f" not in segment.lower():
+        return None
+    return connector_name_problem(segment)
+
+
 async def check_connector_path(request: Request) -> None:
     """Router dependency: a route with a ``{connector}`` segment gets a name Connect could have.
 
