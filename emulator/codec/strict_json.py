@@ -31,6 +31,7 @@ from emulator.codec.limits import (
     MAX_NAME_LENGTH,
     MAX_NESTING_DEPTH,
     MAX_NUMBER_LENGTH,
+    MAX_STRING_LENGTH,
     depth_exceeded,
     float_length,
     name_problem,
@@ -66,9 +67,11 @@ def _reject_constant(name: str) -> Any:
 
 _decoder = json.JSONDecoder(parse_int=_parse_int, parse_float=_parse_float, parse_constant=_reject_constant)
 
-# Below these sizes no string or name can exceed its limit, so the walk over the result is skipped.
-_NAME_CHECK_FROM: Final = MAX_NAME_LENGTH
-_STRING_CHECK_FROM: Final = 10_000_000  # a string over the limit has > 10M characters (2 units each at most)
+# Below these sizes (in characters) no name or string can exceed its limit, so the walk is skipped:
+# a name over the limit has more than 12,500 characters (4 UTF-8 bytes each at most), a string more
+# than 10,000,000 (2 UTF-16 units each at most).
+_NAME_CHECK_FROM: Final = MAX_NAME_LENGTH // 4
+_STRING_CHECK_FROM: Final = MAX_STRING_LENGTH // 2
 
 
 def loads_strict(data: bytes | str) -> Any:
@@ -83,12 +86,16 @@ def loads_strict(data: bytes | str) -> Any:
         value = _decoder.decode(text)
     except RecursionError:
         if exceeds_depth(text):
-            # Jackson stops at the first level beyond the limit, so its message always names that one.
             raise JsonLimitExceeded(depth_exceeded(MAX_NESTING_DEPTH + 1)) from None
         raise JsonLimitExceeded(
             f"Document nesting depth is within Jackson's limit ({MAX_NESTING_DEPTH}) but deeper than this daemon "
             "parses; no request body, parameter or offsets file is nested more than a few levels"
         ) from None
+    # Where the recursion limit is high (a host process may raise it), json parses deeper than Jackson
+    # would: only a document with more brackets than the limit can be too deep, so only it is measured.
+    if text.count("[") + text.count("{") > MAX_NESTING_DEPTH and exceeds_depth(text):
+        # Jackson stops at the first level beyond the limit, so its message always names that one.
+        raise JsonLimitExceeded(depth_exceeded(MAX_NESTING_DEPTH + 1))
     if len(text) > _NAME_CHECK_FROM:
         _check_lengths(value, check_strings=len(text) > _STRING_CHECK_FROM)
     return value

@@ -19,6 +19,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, Any
 
@@ -236,7 +237,7 @@ class JavaOracle:
             for r in self._call("json_decode", {"raws": wire})
         ]
 
-    def offset_check(self, raws: list[bytes | None]) -> list[dict[str, Any]]:
+    def offset_check(self, raws: Sequence[bytes | None]) -> list[dict[str, Any]]:
         """Per value, what ``OffsetStorageReaderImpl`` makes of it (``JsonConverter`` then
         ``OffsetUtils.validateFormat``): ``{"readable": True, "entries": [[key, value], …]}`` with each
         key and value digested (``class``, ``length`` for strings in UTF-16 units, ``sha256`` of its
