@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from emulator.codec.readable import ValueProblem, value_problem
 from emulator.formats import cdc_state
-from emulator.formats.model import KeyIndex, Loaded, RawRecord, latest_per_key
+from emulator.formats.model import KeyIndex, Loaded, RawRecord
 from emulator.transfer.errors import TransferError
 from emulator.transfer.options import TransferOptions
 
@@ -30,9 +30,8 @@ class Selection:
 def select(loaded: Loaded, options: TransferOptions, keys: KeyIndex, source: str = "the source") -> Selection:
     """The records to offer the destination, in source order; ``TransferError`` when refused."""
     notes: list[str] = []
-    selected: list[RawRecord] = []
+    selected: list[tuple[int, RawRecord]] = []
     malformed: list[RawRecord] = []
-    unreadable: list[tuple[int, RawRecord, ValueProblem]] = []
     enveloped = reencoded = 0
     for number, record in enumerate(loaded.records, start=1):
         if options.live_only and record.value is None:
@@ -43,7 +42,9 @@ def select(loaded: Loaded, options: TransferOptions, keys: KeyIndex, source: str
             if options.unwrap_envelopes:
                 key, exact = unwrapped
                 reencoded += not exact
-                record = RawRecord(key, record.value, record.kafka_partition, record.log_offset, record.timestamp_ms)
+                record = RawRecord(
+                    key, record.value, record.kafka_partition, record.log_offset, record.timestamp_ms, record.value_at
+                )
                 name = keys.connector(key)
         if name is None:
             if options.connectors:
@@ -53,15 +54,8 @@ def select(loaded: Loaded, options: TransferOptions, keys: KeyIndex, source: str
                 continue
         elif options.connectors and name not in options.connectors:
             continue
-        # A record whose key Connect ignores is never read, whatever its value: only its key matters.
-        problem = None if name is None else value_problem(record.value)
-        if problem is not None:
-            unreadable.append((number, record, problem))
-            if options.malformed == "skip":
-                continue
-        selected.append(record)
-    if unreadable:
-        notes.extend(_unreadable_values(unreadable, len(loaded.records), options, source))
+        selected.append((number, record))
+    records, unreadable_keys = _judge_values(selected, keys, options, notes, len(loaded.records), source)
     if malformed:
         first = malformed[0].key[:200].decode("utf-8", "backslashreplace")
         if options.malformed == "refuse":
@@ -81,10 +75,40 @@ def select(loaded: Loaded, options: TransferOptions, keys: KeyIndex, source: str
             f"{enveloped} key(s) have a schema envelope (Flink CDC / Debezium 1.x, schemas.enable=true), which Connect "
             "never matches; --unwrap-envelopes turns them into Connect keys"
         )
-    unreadable_keys: set[bytes] = set()
-    if unreadable and options.malformed == "keep":
-        unreadable_keys = {k for k, r in latest_per_key(selected).items() if value_problem(r.value) is not None}
-    return Selection(selected, notes, unreadable_keys)
+    return Selection(records, notes, unreadable_keys)
+
+
+def _judge_values(
+    selected: list[tuple[int, RawRecord]],
+    keys: KeyIndex,
+    options: TransferOptions,
+    notes: list[str],
+    total: int,
+    source: str,
+) -> tuple[list[RawRecord], set[bytes]]:
+    """The selected records after the value rule, and the keys whose unreadable value is kept.
+
+    Only the last record per key is judged: it is the one a destination ends up holding (an older,
+    superseded value is never written). A record whose key Connect ignores is never read, whatever
+    its value, so only its key matters. ``skip`` leaves out every record of a key whose value is
+    unreadable, so the destination keeps what it had for that key.
+    """
+    latest: dict[bytes, tuple[int, RawRecord]] = {}
+    for number, record in selected:
+        latest[record.key] = (number, record)
+    found: list[tuple[int, RawRecord, ValueProblem]] = []
+    for number, record in latest.values():
+        if keys.connector(record.key) is not None and (problem := value_problem(record.value)) is not None:
+            found.append((number, record, problem))
+    records = [record for _, record in selected]
+    if not found:
+        return records, set()
+    found.sort(key=lambda item: item[0])
+    notes.extend(_unreadable_values(found, total, options, source))
+    unreadable_keys = {record.key for _, record, _ in found}
+    if options.malformed == "skip":
+        return [r for r in records if r.key not in unreadable_keys], set()
+    return records, unreadable_keys
 
 
 def describe_record(record: RawRecord, number: int, total: int) -> str:

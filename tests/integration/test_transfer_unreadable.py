@@ -310,3 +310,29 @@ def test_the_daemon_refuses_on_its_own_and_counts_what_allow_malformed_wrote(
     kept = post(bad, allow_malformed="true")
     assert kept.status_code == 200 and kept.json()["unreadable_values"] == 1
     assert "1 value(s) Connect cannot read back were written as-is" in kept.json()["message"]
+
+
+def test_embedded_and_daemon_sources_name_the_records_log_coordinates(
+    embedded_daemon: DaemonProcess, tmp_path: Path
+) -> None:
+    from emulator.logs.embedded.offsets_log import EmbeddedOffsetLog
+
+    connector = unique("log-src")
+    key = f'["{connector}",{{"p":1}}]'.encode()
+    log = EmbeddedOffsetLog(tmp_path / "data", partitions=3)
+    log.open()
+    try:
+        ((partition, offset),) = [(p.partition, p.offset) for p in log.append([(key, b'"x"')])]
+    finally:
+        log.close()
+    out = StandaloneLocation(tmp_path / "out.offsets")
+    with pytest.raises(TransferError, match=rf"Kafka partition {partition} offset {offset}: not an offset"):
+        transfer(EmbeddedLocation(tmp_path / "data", "connect-offsets"), out, TransferOptions(), quiet())
+
+    body = {"records": [{"key": base64.b64encode(key).decode(), "value": base64.b64encode(b"42").decode()}]}
+    kept = httpx.post(f"{embedded_daemon.url}/offsets/records", json=body, params={"allow_malformed": "true"})
+    assert kept.status_code == 200, kept.text
+    options = TransferOptions(connectors=frozenset({connector}))
+    with pytest.raises(TransferError, match="Offsets must be specified as a Map"):
+        transfer(DaemonLocation(embedded_daemon.url), out, options, quiet())
+    assert not out.path.exists()

@@ -256,3 +256,17 @@ def test_other_names_are_fine(segment: bytes) -> None:
 
 def test_the_body_limit_default_is_the_settings_default() -> None:
     assert Settings().max_body_bytes == DEFAULT_MAX_BODY_BYTES == 32 * 1024 * 1024
+
+
+def test_only_the_value_a_destination_ends_up_with_is_judged(tmp_path: Path) -> None:
+    """A snapshot may hold a key's history: an unreadable value superseded by a readable one is never written."""
+    path = tmp_path / "history.avro"
+    older_bad, newer_good = RawRecord(KEY, b"[1]", 0, 1, 1), RawRecord(KEY, b'{"o":2}', 0, 2, 2)
+    path.write_bytes(snapshot.dumps([older_bad, newer_good], source="test"))
+    report = transfer(SnapshotLocation(path), StandaloneLocation(tmp_path / "a.offsets"), TransferOptions(), quiet())
+    assert report.written == 1
+    path.write_bytes(snapshot.dumps([newer_good, older_bad], source="test"))
+    skipped = transfer(
+        SnapshotLocation(path), StandaloneLocation(tmp_path / "b.offsets"), TransferOptions(malformed="skip"), quiet()
+    )
+    assert skipped.selected == 0, "skip leaves out every record of that key: the older value is not written instead"
