@@ -82,7 +82,8 @@ def _common(p: argparse.ArgumentParser, default_url: str) -> None:
         "--malformed",
         choices=["refuse", "skip", "keep"],
         default="refuse",
-        help="records whose keys Connect ignores: refuse the transfer (default), skip them, or copy them as-is",
+        help="records whose keys Connect ignores or whose values Connect cannot read back: refuse the transfer "
+        "(default), skip them, or copy them as-is (counted in the report)",
     )
     p.add_argument("--live-only", action="store_true", help="leave the source's tombstones out")
     p.add_argument(

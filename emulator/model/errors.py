@@ -35,6 +35,12 @@ class InvalidRequest(OffsetsError):
     kind = "invalid_request"
 
 
+class RequestTooLarge(InvalidRequest):
+    """The request body exceeds the daemon's ``--max-body-bytes``; it was not read to its end."""
+
+    kind = "request_too_large"
+
+
 class InvalidRecord(InvalidRequest):
     """Entries handed to a log's ``append`` are not ``(bytes key, bytes-or-None value)`` pairs."""
 

@@ -10,6 +10,7 @@ happened, for programs, travels in a response header instead of in the message t
 kind                     status when
 ======================== ====== ===========================================================
 invalid_request          400    the body or a parameter is wrong (Connect's BadRequestException)
+request_too_large        413    the body exceeds ``--max-body-bytes`` (refused before it is read whole)
 invalid_record           400    log entries are not (bytes key, bytes-or-None value) pairs
 wrong_connector_type     400    ``kind=`` contradicts the Connect cluster's config
 history_unavailable      400    the time lies before what the archive's retention kept
@@ -49,6 +50,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from emulator.model import errors
 from emulator.model.claims import Fenced
 from emulator.model.errors import OffsetsError
+from emulator.server.routes.params import unrouted_connector_problem
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +59,7 @@ ERROR_HEADER = "X-Connect-Offsets-Error"
 STATUS: Mapping[type, int] = {
     errors.OffsetsError: 500,
     errors.InvalidRequest: 400,
+    errors.RequestTooLarge: 413,
     errors.InvalidOffsetFormat: 500,
     errors.ConnectorNotFound: 404,
     errors.NotStopped: 400,
@@ -100,7 +103,9 @@ def install_error_handlers(app: FastAPI) -> None:
         return response
 
     @app.exception_handler(StarletteHTTPException)
-    async def _http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+    async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        if exc.status_code == 404 and (problem := unrouted_connector_problem(request)) is not None:
+            return error_response(errors.InvalidRequest(problem))  # a name with %2F: say so, not "Not Found"
         message = exc.detail if isinstance(exc.detail, str) else str(exc.detail)
         return JSONResponse({"error_code": exc.status_code, "message": message}, status_code=exc.status_code)
 

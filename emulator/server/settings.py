@@ -82,6 +82,13 @@ class Settings:
         group=DAEMON,
         switch=True,
     )
+    max_body_bytes: int = option(
+        "32MiB",
+        SIZE,
+        "largest request body accepted (413 beyond it, refused before it is read whole); the default admits "
+        "a PATCH or raw-records body holding the longest string Connect's reader accepts (20,000,000 characters)",
+        group=DAEMON,
+    )
     log_level: str = option(
         "INFO", choice("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL", metavar="LEVEL"), "log level", group=DAEMON
     )

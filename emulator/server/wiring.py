@@ -26,6 +26,7 @@ from emulator.server.announce import Announcement, AnnouncingServer, clear_url_f
 from emulator.server.app import create_app
 from emulator.server.deps import Runtime
 from emulator.server.listen import listen, url_of
+from emulator.server.routes.params import DEFAULT_MAX_BODY_BYTES
 from emulator.server.settings import Settings
 from emulator.service.checks import ConnectorChecks
 from emulator.service.claims import ClaimsService
@@ -188,9 +189,12 @@ async def _report_replay(runtime: Runtime, every_s: float = 5.0) -> None:
         await asyncio.sleep(every_s)
 
 
-def make_app(runtime: Runtime, history: HistoryArchive | None = None) -> FastAPI:
+def make_app(
+    runtime: Runtime, history: HistoryArchive | None = None, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+) -> FastAPI:
     app = create_app(runtime)
     app.state.history = history
+    app.state.max_body_bytes = max_body_bytes
 
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -242,7 +246,10 @@ def serve(settings: Settings) -> None:
     url = url_of(sock)
     log.info("connect-offsets emulator on %s, listening on %s", runtime.log.description, url)
     config = uvicorn.Config(
-        make_app(runtime, history), log_level=settings.log_level.lower(), access_log=False, lifespan="on"
+        make_app(runtime, history, settings.max_body_bytes),
+        log_level=settings.log_level.lower(),
+        access_log=False,
+        lifespan="on",
     )
     announcement = Announcement(url, settings.url_file, lambda: runtime.health.readiness()["ready"])
     try:

@@ -1,4 +1,4 @@
-"""Publishing Spark progress to the daemon: idempotent and never backwards.
+"""Publishing Spark progress to the daemon: idempotent, never backwards, and never unreadable.
 
 Spark hands the same end offset over more than once (``reader.commit`` is repeated after a
 restart, the listener sees replayed batches, an operator reruns ``spark-handoff``), and an old
@@ -29,6 +29,7 @@ from typing import Any, Literal
 import httpx
 
 from emulator.client.http import ApiError, Auth, OffsetsClient
+from emulator.codec.readable import offset_problem
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +39,26 @@ Entry = tuple[dict[str, Any], dict[str, Any]]
 
 class SinkOffsetsUnsupported(Exception):
     """The daemon has no sink-offsets support (``?kind=sink`` on the offsets routes)."""
+
+
+class UnreadableOffsets(ValueError):
+    """An entry would be written as a record Connect's reader cannot read back (nothing is sent)."""
+
+
+def check_entries(entries: Sequence[Entry]) -> None:
+    """Raise ``UnreadableOffsets`` unless every partition and offset, as encoded, is one Connect's
+    ``OffsetStorageReaderImpl`` reads back (``emulator.codec.readable``). Spark offsets are foreign
+    data: a 30 MB string, a nested map or an integer beyond 64 bits would otherwise reach the daemon
+    (which refuses it too) only after the batch was planned, or in a dry run not at all."""
+    for partition, offset in entries:
+        for what, mapping in (("partition", partition), ("offset", offset)):
+            problem = offset_problem(mapping)
+            if problem is not None:
+                shown = json.dumps(partition, ensure_ascii=False, default=str)[:200]
+                raise UnreadableOffsets(
+                    f"the {what} for partition {shown} cannot be written: Connect could not read it back "
+                    f"({problem.describe()})"
+                )
 
 
 @dataclass(slots=True)
@@ -164,6 +185,8 @@ class DaemonOffsets:
         outcome = CommitOutcome(connector, kind, dry_run=dry_run)
         if not entries:
             return outcome
+        if kind == "source":  # a sink's entries are consumer-group offsets, checked by the daemon's sink rules
+            check_entries(entries)
         with _exclusive(self.url, connector, kind):
             rows = self.offsets(connector, kind)
             current = {_key(r["partition"]): r.get("offset") for r in rows or [] if isinstance(r, dict)}

@@ -19,6 +19,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, Any
 
@@ -235,6 +236,18 @@ class JavaOracle:
             JavaError.from_wire(r["error"]) if "error" in r else r["value"]
             for r in self._call("json_decode", {"raws": wire})
         ]
+
+    def offset_check(self, raws: Sequence[bytes | None]) -> list[dict[str, Any]]:
+        """Per value, what ``OffsetStorageReaderImpl`` makes of it (``JsonConverter`` then
+        ``OffsetUtils.validateFormat``): ``{"readable": True, "entries": [[key, value], …]}`` with each
+        key and value digested (``class``, ``length`` for strings in UTF-16 units, ``sha256`` of its
+        text), or ``{"readable": False, "stage": "converter"|"validateFormat", "error": JavaError}``."""
+        wire = [None if r is None else base64.b64encode(r).decode("ascii") for r in raws]
+        answers = list(self._call("offset_check", {"raws": wire}, timeout_s=120.0))
+        for answer in answers:
+            if "error" in answer:
+                answer["error"] = JavaError.from_wire(answer["error"])
+        return answers
 
     # --- partitioning ---------------------------------------------------------------------------
 

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Depends, Request
 
 from emulator.server.deps import RuntimeDep
+from emulator.server.routes.params import check_connector_path, int64_param, read_body
 from emulator.service.bodies import parse_claim_body
 
-router = APIRouter(tags=["claims"])
+router = APIRouter(tags=["claims"], dependencies=[Depends(check_connector_path)])
 
 
 @router.post(
@@ -32,7 +33,7 @@ router = APIRouter(tags=["claims"])
     },
 )
 async def claim(connector: str, request: Request, rt: RuntimeDep) -> dict[str, Any]:
-    body = parse_claim_body(await request.body())
+    body = parse_claim_body(await read_body(request))
     return dict((await rt.claims.claim(connector, body.owner, body.force)).as_dict())
 
 
@@ -43,5 +44,6 @@ async def current_claim(connector: str, rt: RuntimeDep) -> dict[str, Any]:
 
 @router.delete("/connectors/{connector}/claim", summary="Release the claim with this epoch")
 async def release_claim(connector: str, epoch: int, rt: RuntimeDep) -> dict[str, Any]:
+    int64_param("epoch", epoch)
     await rt.claims.release(connector, epoch)
     return {"message": f"The claim on connector {connector} with epoch {epoch} was released"}

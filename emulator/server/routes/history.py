@@ -13,18 +13,19 @@ the rollback is ``emulator.service.records``'s.
 
 from __future__ import annotations
 
-import json
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query, Request, Response
+from fastapi import APIRouter, Depends, Query, Request, Response
 
 from emulator.history.archive import HistoryArchive
 from emulator.history.query import DEFAULT_LIMIT
 from emulator.model.errors import HistoryDisabled, InvalidRequest
 from emulator.model.times import format_time_ms, parse_time_ms
 from emulator.server.deps import Runtime, RuntimeDep
+from emulator.server.routes.params import check_connector_path
+from emulator.service.bodies import load_json
 
-router = APIRouter(tags=["history"])
+router = APIRouter(tags=["history"], dependencies=[Depends(check_connector_path)])
 
 
 def history_archive(request: Request) -> HistoryArchive:
@@ -46,10 +47,7 @@ def time_param(name: str, value: str | None) -> int | None:
 def partition_param(value: str | None) -> dict[str, Any] | None:
     if value is None:
         return None
-    try:
-        partition = json.loads(value)
-    except ValueError as exc:
-        raise InvalidRequest(f"query parameter 'partition' is not valid JSON: {exc}") from exc
+    partition = load_json(value, "query parameter 'partition'")
     if not isinstance(partition, dict):
         raise InvalidRequest(f"query parameter 'partition' must be a JSON object, got {type(partition).__name__}")
     return partition

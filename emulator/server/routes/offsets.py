@@ -11,15 +11,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Request, Response
+from fastapi import APIRouter, Depends, Request, Response
 
 from emulator.server.deps import RuntimeDep
 from emulator.server.routes.history import offsets_as_of
+from emulator.server.routes.params import check_connector_path, int64_param, parse_body, read_body
 from emulator.service.bodies import parse_alter_body
 from emulator.service.results import ModifyResult
 from emulator.service.write_guard import WriteAuth
 
-router = APIRouter(tags=["offsets"])
+router = APIRouter(tags=["offsets"], dependencies=[Depends(check_connector_path)])
 
 _OFFSETS_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -88,8 +89,10 @@ async def alter_offsets(
     """Ours: ``claim_epoch`` (the writer's claim, see /connectors/{c}/claim) and
     ``sequence_source`` + ``sequence`` (reordering detection: a stale commit is dropped per
     partition and listed under ``dropped``)."""
-    changes = parse_alter_body(await request.body())
-    auth = WriteAuth.from_params(claim_epoch, sequence_source, sequence)
+    changes = await parse_body(parse_alter_body, await read_body(request))
+    auth = WriteAuth.from_params(
+        int64_param("claim_epoch", claim_epoch), sequence_source, int64_param("sequence", sequence)
+    )
     return _body(await rt.offsets.alter(connector, changes, dry_run=dry_run, create=create, kind=kind, auth=auth))
 
 
@@ -97,7 +100,8 @@ async def alter_offsets(
 async def reset_offsets(
     connector: str, rt: RuntimeDep, dry_run: bool = False, kind: str | None = None, claim_epoch: int | None = None
 ) -> dict[str, Any]:
-    return _body(await rt.offsets.reset(connector, dry_run=dry_run, kind=kind, auth=WriteAuth(claim_epoch)))
+    auth = WriteAuth(int64_param("claim_epoch", claim_epoch))
+    return _body(await rt.offsets.reset(connector, dry_run=dry_run, kind=kind, auth=auth))
 
 
 def _body(result: ModifyResult) -> dict[str, Any]:

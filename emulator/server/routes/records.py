@@ -12,6 +12,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query, Request
 
 from emulator.server.deps import RuntimeDep
+from emulator.server.routes.params import parse_body, read_body
 from emulator.service.bodies import parse_records_body
 
 router = APIRouter(tags=["records"])
@@ -63,7 +64,7 @@ async def post_records(
     write_all: bool = False,
     diff_limit: Annotated[int | None, Query(ge=1, description="entries listed per connector; default all")] = None,
 ) -> dict[str, Any]:
-    records = parse_records_body(await request.body())
+    records = await parse_body(parse_records_body, await read_body(request))
     result = await rt.records.import_records(
         records, dry_run=dry_run, allow_malformed=allow_malformed, write_all=write_all
     )
@@ -73,9 +74,13 @@ async def post_records(
         message = f"Dry run: nothing was written. {changes} change(s) would be written."
     else:
         message = f"Imported {len(records)} record(s): {result.written} written, {changes} change(s)."
+    if result.unreadable_values:
+        verb = "would be" if result.dry_run else "were"
+        message += f" {result.unreadable_values} value(s) Connect cannot read back {verb} written as-is."
     return {
         "message": message,
         "dry_run": result.dry_run,
         "written": result.written,
+        "unreadable_values": result.unreadable_values,
         "diff": result.diff.as_dict(diff_limit),
     }

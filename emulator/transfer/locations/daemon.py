@@ -87,6 +87,9 @@ class DaemonLocation(Location):
         ctx.progress.report(f"sending to {self.url}/offsets/records", len(incoming), len(incoming), force=True)
         result = self._call("POST", "/offsets/records", ctx, params=params, json=body)
         try:
-            return ApplyResult(result["diff"], int(result["written"]))
+            # An older daemon does not check values and answers no count.
+            return ApplyResult(
+                result["diff"], int(result["written"]), unreadable_values=int(result.get("unreadable_values", 0))
+            )
         except (KeyError, TypeError, ValueError) as exc:
             raise LocationError(f"{self.url}/offsets/records answered an unexpected body: {exc!r}") from exc
