@@ -7,7 +7,10 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 
+from emulator.model.claims import ClaimBody
 from emulator.server.deps import RuntimeDep
+from emulator.server.openapi import documented
+from emulator.server.openapi_bodies import Message
 from emulator.service.bodies import parse_claim_body
 
 router = APIRouter(tags=["claims"])
@@ -30,18 +33,27 @@ router = APIRouter(tags=["claims"])
             },
         }
     },
+    **documented(ClaimBody, 400, 409, 500, 503),
 )
 async def claim(connector: str, request: Request, rt: RuntimeDep) -> dict[str, Any]:
     body = parse_claim_body(await request.body())
     return dict((await rt.claims.claim(connector, body.owner, body.force)).as_dict())
 
 
-@router.get("/connectors/{connector}/claim", summary="The connector's current claim")
+@router.get(
+    "/connectors/{connector}/claim",
+    summary="The connector's current claim",
+    **documented(ClaimBody, 404, 500),
+)
 async def current_claim(connector: str, rt: RuntimeDep) -> dict[str, Any]:
     return dict((await rt.claims.current(connector)).as_dict())
 
 
-@router.delete("/connectors/{connector}/claim", summary="Release the claim with this epoch")
+@router.delete(
+    "/connectors/{connector}/claim",
+    summary="Release the claim with this epoch",
+    **documented(Message, 400, 404, 500),
+)
 async def release_claim(connector: str, epoch: int, rt: RuntimeDep) -> dict[str, Any]:
     await rt.claims.release(connector, epoch)
     return {"message": f"The claim on connector {connector} with epoch {epoch} was released"}
