@@ -28,6 +28,8 @@ from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 from pydantic import BaseModel, ConfigDict
 
+from emulator.history.query import DEFAULT_LIMIT, MAX_LIMIT
+
 ERROR_STATUSES: Mapping[int, str] = {
     400: "The request is wrong (body, parameter, connector state): Connect's BadRequestException",
     401: "No valid credentials were presented",
@@ -131,10 +133,15 @@ def _mirror(tp: Any) -> Any:
 
 # -- the document ----------------------------------------------------------------------------------
 
+EPOCH_MS_RANGE = (-62_135_596_800_000, 253_402_300_799_999)
+"""Epoch milliseconds of 0001-01-01T00:00:00Z and 9999-12-31T23:59:59.999Z: the times an answer can show."""
+
+INT64 = {"type": "integer", "format": "int64", "minimum": -(2**63), "maximum": 2**63 - 1}
+
 TIME_SCHEMA: dict[str, Any] = {
     "anyOf": [
         {"type": "string", "format": "date-time"},
-        {"type": "string", "pattern": "^-?[0-9]+$", "description": "epoch milliseconds"},
+        {"type": "integer", "minimum": EPOCH_MS_RANGE[0], "maximum": EPOCH_MS_RANGE[1]},
     ],
     "description": "ISO-8601 (a time without a zone is UTC) or epoch milliseconds",
 }
@@ -145,6 +152,10 @@ QUERY_PARAMETER_SCHEMAS: Mapping[str, dict[str, Any]] = {
     "to": TIME_SCHEMA,
     "kind": {"type": "string", "enum": ["source", "sink"]},
     "partition": {"type": "string", "contentMediaType": "application/json", "description": "a JSON object"},
+    "limit": {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT, "default": DEFAULT_LIMIT},
+    "claim_epoch": INT64,
+    "epoch": INT64,
+    "sequence": INT64,
 }
 """Query parameters the routes take as text and parse themselves: their real format, by name."""
 
