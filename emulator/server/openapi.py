@@ -31,12 +31,12 @@ from pydantic import BaseModel, ConfigDict
 from emulator.history.query import DEFAULT_LIMIT, MAX_LIMIT
 
 ERROR_STATUSES: Mapping[int, str] = {
-    400: "The request is wrong (body, parameter, connector state): Connect's BadRequestException",
+    400: "The request is wrong (body, parameter, connector name or state): Connect's BadRequestException",
     401: "No valid credentials were presented",
     403: "The credentials presented do not allow this operation",
     404: "The connector (or its claim, or its history) is unknown, or the history is disabled",
     409: "Another writer won: a newer claim fenced this one, or the connector runs",
-    413: "The request body is larger than the daemon accepts",
+    413: "The request body is larger than the daemon accepts (--max-body-bytes)",
     415: "The request body is not JSON",
     500: "Connect's own 500s (an offset that is not a map of primitives, a sink's consumer-group call), "
     "or the log did not take the write",

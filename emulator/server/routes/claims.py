@@ -33,7 +33,7 @@ router = APIRouter(tags=["claims"])
             },
         }
     },
-    **documented(ClaimBody, 400, 409, 500, 503),
+    **documented(ClaimBody, 400, 409, 413, 500, 503),
 )
 async def claim(connector: str, request: Request, rt: RuntimeDep) -> dict[str, Any]:
     body = parse_claim_body(await request.body())
@@ -43,7 +43,7 @@ async def claim(connector: str, request: Request, rt: RuntimeDep) -> dict[str, A
 @router.get(
     "/connectors/{connector}/claim",
     summary="The connector's current claim",
-    **documented(ClaimBody, 404, 500),
+    **documented(ClaimBody, 400, 404, 500),
 )
 async def current_claim(connector: str, rt: RuntimeDep) -> dict[str, Any]:
     return dict((await rt.claims.current(connector)).as_dict())

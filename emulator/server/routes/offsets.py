@@ -83,7 +83,7 @@ async def get_offsets(
             "content": {"application/json": {"schema": _OFFSETS_SCHEMA}},
         }
     },
-    **documented(Modified | DryRun, 400, 404, 409, 500, 503),
+    **documented(Modified | DryRun, 400, 404, 409, 413, 500, 503),
 )
 async def alter_offsets(
     connector: str,

@@ -61,7 +61,7 @@ async def get_records(
     "/offsets/records",
     summary="Import raw offsets records as-is; answers the diff (added/changed/removed/unchanged)",
     openapi_extra={"requestBody": {"required": True, "content": {"application/json": {"schema": _RECORDS_SCHEMA}}}},
-    **documented(Imported, 400, 500, 503),
+    **documented(Imported, 400, 413, 500, 503),
 )
 async def post_records(
     request: Request,
