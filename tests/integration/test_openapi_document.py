@@ -52,7 +52,7 @@ def test_every_operation_declares_a_typed_200_and_connects_error_body(document: 
         where = f"{method.upper()} {path}"
         responses = operation["responses"]
         ok = responses["200"]["content"]["application/json"]["schema"]
-        typed = "$ref" in ok or "anyOf" in ok or ok.get("type") == "array" and ok["items"].get("type") == "string"
+        typed = "$ref" in ok or "anyOf" in ok or (ok.get("type") == "array" and ok["items"].get("type") == "string")
         assert typed, f"{where}: untyped 200 body {ok}"
         for status, response in responses.items():
             if status == "200":
