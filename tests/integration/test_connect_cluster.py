@@ -65,6 +65,7 @@ def test_an_unknown_connector_is_404_even_with_offsets_in_the_topic(cluster: Con
         assert response.headers[ERROR_HEADER] == "connector_not_found"
 
 
+@pytest.mark.slow
 def test_get_connectors_lists_the_clusters_configured_connectors_as_connect_does(
     cluster: ConnectClusterDaemon,
 ) -> None:
