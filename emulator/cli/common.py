@@ -1,9 +1,10 @@
-"""What every client-side command shares: the daemon URL setting, output, and usage errors."""
+"""What every client-side command shares: the daemon URL setting, output, confirmation, usage errors."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -12,6 +13,8 @@ from emulator.client.http import DEFAULT_URL
 from emulator.server.options import HTTP_URL, add_options, option
 
 EXIT_OK, EXIT_REFUSED, EXIT_USAGE, EXIT_UNREACHABLE = 0, 1, 2, 3
+EXIT_CLOSED_PIPE = 141
+"""128 + SIGPIPE: what a shell reports for a command whose reader went away (``… | head``)."""
 
 
 class UsageError(Exception):
@@ -37,3 +40,36 @@ def emit(args: argparse.Namespace, data: Any, text: Callable[[], str]) -> None:
 
 def compact(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(", ", ": "))
+
+
+def add_confirmation_option(parser: argparse.ArgumentParser) -> None:
+    """``--yes``: for commands that change offsets, which otherwise ask on a terminal."""
+    parser.add_argument(
+        "--yes", action="store_true", help="change offsets without asking (scripts; required when stdin is no terminal)"
+    )
+
+
+class Declined(Exception):
+    """The person at the terminal answered no: nothing was changed."""
+
+
+def confirm(args: argparse.Namespace, question: str, plan: Callable[[], tuple[str, int]]) -> None:
+    """Ask before a command changes offsets: show what would change (``plan`` answers the dry run's
+    text and how many changes it holds), then ``question [y/N]``. ``--yes`` skips this; without a
+    terminal to ask on, refuse rather than change offsets nobody confirmed. A plan that changes
+    nothing needs no answer."""
+    if getattr(args, "yes", False):
+        return
+    if not sys.stdin.isatty():
+        raise UsageError(
+            f"{question}? This changes offsets and there is no terminal to confirm on (stdin is not a terminal): "
+            "pass --yes to go ahead, or --dry-run to see the change"
+        )
+    text, changes = plan()
+    print(text, file=sys.stderr)
+    if changes == 0:
+        return
+    sys.stderr.write(f"{question}? [y/N] ")
+    sys.stderr.flush()
+    if sys.stdin.readline().strip().lower() not in ("y", "yes"):
+        raise Declined("nothing was changed")

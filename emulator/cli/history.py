@@ -12,7 +12,7 @@ import argparse
 import json
 from typing import Any
 
-from emulator.cli.common import EXIT_OK, UsageError, add_client_options, compact, emit
+from emulator.cli.common import EXIT_OK, UsageError, add_client_options, add_confirmation_option, compact, confirm, emit
 from emulator.cli.offsets import offsets_table
 from emulator.client.history import HistoryClient
 from emulator.model.times import parse_time_ms
@@ -34,6 +34,7 @@ def register(sub: Any) -> None:
     p.add_argument("name")
     p.add_argument("--to", dest="to_time", metavar="T", required=True, help="the time to go back to")
     p.add_argument("--dry-run", action="store_true", help="print the diff; write nothing")
+    add_confirmation_option(p)
     p.set_defaults(handler=run_rollback)
 
 
@@ -77,8 +78,16 @@ def run_history(args: argparse.Namespace) -> int:
 
 def run_rollback(args: argparse.Namespace) -> int:
     to_ms = _time("--to", args.to_time)
+    target = to_ms if to_ms is not None else 0
     with HistoryClient(args.settings.url) as client:
-        result = client.rollback(args.name, to_ms if to_ms is not None else 0, dry_run=args.dry_run)
+        if not args.dry_run:
+
+            def plan() -> tuple[str, int]:
+                planned = client.rollback(args.name, target, dry_run=True)
+                return rollback_text(planned), len(planned.get("changes", []))
+
+            confirm(args, f"Roll {args.name} back to {args.to_time}", plan)
+        result = client.rollback(args.name, target, dry_run=args.dry_run)
     emit(args, result, lambda: rollback_text(result))
     return EXIT_OK
 

@@ -92,6 +92,10 @@ class ConnectCluster:
     def exists(self, connector: str) -> bool | None:
         return self.state.snapshot(connector).exists
 
+    def connectors(self) -> list[str] | None:
+        """Connect's ``GET /connectors``: ``ClusterConfigState.connectors()``, those with a live config."""
+        return self.state.connectors()
+
     def is_stopped(self, connector: str) -> bool:
         """Connect's rule: target state STOPPED and the latest task commit says 0 tasks.
 

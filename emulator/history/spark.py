@@ -13,6 +13,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from emulator.client.history import HistoryClient
+from emulator.client.http import NotFoundError
 
 SCHEMA = (
     "connector string, time_ms long, kafka_partition int, kafka_offset long, origin string, operation string, "
@@ -31,9 +32,14 @@ def rows(options: Mapping[str, str]) -> Iterator[tuple[Any, ...]]:
     with HistoryClient(url) as client:
         names = [options["connector"]] if options.get("connector") else client.connectors()
         for name in names:
-            page = client.history(
-                name, partition=partition, from_time=options.get("from"), to_time=options.get("to"), limit=limit
-            )
+            try:
+                page = client.history(
+                    name, partition=partition, from_time=options.get("from"), to_time=options.get("to"), limit=limit
+                )
+            except NotFoundError:
+                if options.get("connector"):
+                    raise
+                continue  # listed by a Connect cluster without any history yet
             changes = page["changes"]
             if page.get("order") == "newest_first":
                 changes = list(reversed(changes))

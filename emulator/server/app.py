@@ -8,6 +8,7 @@ from fastapi import FastAPI
 from emulator import __version__
 from emulator.server.deps import Runtime
 from emulator.server.errors import install_error_handlers
+from emulator.server.openapi import install_openapi
 from emulator.server.routes import claims as routes_claims
 from emulator.server.routes import health as routes_health
 from emulator.server.routes import history as routes_history
@@ -32,4 +33,5 @@ def create_app(runtime: Runtime) -> FastAPI:
     app.include_router(routes_records.router)
     app.include_router(routes_claims.router)
     install_error_handlers(app)
+    install_openapi(app)
     return app

@@ -50,6 +50,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from emulator.model import errors
 from emulator.model.claims import Fenced
 from emulator.model.errors import OffsetsError
+from emulator.server.openapi import parameter_errors_message
 from emulator.server.routes.params import unrouted_connector_problem
 
 log = logging.getLogger(__name__)
@@ -111,7 +112,7 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def _validation_error(_: Request, exc: RequestValidationError) -> JSONResponse:
-        return error_response(errors.InvalidRequest(str(exc.errors())))
+        return error_response(errors.InvalidRequest(parameter_errors_message(exc.errors())))
 
     @app.exception_handler(Exception)
     async def _unexpected(_: Request, exc: Exception) -> JSONResponse:

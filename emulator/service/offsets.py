@@ -61,9 +61,11 @@ class OffsetsService:
 
     # -- reads ----------------------------------------------------------------------------
     def connectors(self) -> list[str]:
-        """Connectors that have offsets in the log (sinks' consumer groups are not listed)."""
+        """With a Connect cluster, Connect's answer: its configured connectors, sources and sinks,
+        with or without offsets. Without one, the connectors that have offsets in the log."""
         self._checks.ensure_ready()
-        return self._source.connectors()
+        configured = self._checks.configured_connectors()
+        return configured if configured is not None else self._source.connectors()
 
     async def get_offsets(self, connector: str, kind: str | None = None) -> list[ConnectorOffset]:
         """GET for any type of connector: a source's from the log, a sink's from its consumer group."""

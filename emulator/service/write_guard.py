@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from emulator.codec.keys import logical_id
 from emulator.logs.base import OffsetLog
 from emulator.model.claims import Claim, Fence, Fenced, fenced_message
-from emulator.model.connectors import ConnectorStates, not_stopped_message
+from emulator.model.connectors import ConnectorStates
 from emulator.model.errors import ClaimHeld, ConnectorRunning, InvalidRequest
 from emulator.model.records import Position
 from emulator.model.sequences import CommitSequence, SequenceTracker
@@ -58,9 +58,12 @@ class SequencedChanges:
 
 
 def held_message(connector: str, claim: Claim) -> str:
+    """Not Connect's not-STOPPED text: that one sends the user to ``PUT /connectors/{c}/stop``, which
+    this daemon does not serve, while what blocks this write is a claim, lifted by its holder."""
     return (
-        f"{not_stopped_message(connector)}. Its offsets are claimed by {claim.owner!r} (epoch {claim.epoch}): "
-        "write with that claim's claim_epoch, or release the claim"
+        f"The offsets of connector {connector} are claimed by {claim.owner!r} (epoch {claim.epoch}), so only that "
+        f"claim's holder may modify them: write with claim_epoch={claim.epoch}, or release the claim first "
+        f"(DELETE /connectors/{connector}/claim?epoch={claim.epoch})"
     )
 
 

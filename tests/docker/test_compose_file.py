@@ -145,6 +145,15 @@ def test_connect_and_the_daemon_share_the_offsets_topic(config: dict[str, Any]) 
     assert worker["key.converter"] == worker["value.converter"] == "org.apache.kafka.connect.json.JsonConverter"
 
 
+def test_the_daemon_follows_the_workers_config_and_status_topics(config: dict[str, Any]) -> None:
+    """Without them the daemon would let anyone change the offsets of a connector the worker runs,
+    which the worker then overwrites: Connect's STOPPED rule needs the worker's config topic."""
+    worker = _connect_worker_properties(config)
+    daemon_env = config["services"][DAEMON]["environment"]
+    assert daemon_env["CONNECT_OFFSETS_CONFIG_TOPIC"] == worker["config.storage.topic"]
+    assert daemon_env["CONNECT_OFFSETS_STATUS_TOPIC"] == worker["status.storage.topic"]
+
+
 def test_connect_finds_the_filestream_plugin_where_its_start_script_puts_it(config: dict[str, Any]) -> None:
     worker = _connect_worker_properties(config)
     connect = config["services"][CONNECT]

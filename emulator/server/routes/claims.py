@@ -7,7 +7,10 @@ from typing import Any
 
 from fastapi import APIRouter, Depends, Request
 
+from emulator.model.claims import ClaimBody
 from emulator.server.deps import RuntimeDep
+from emulator.server.openapi import documented
+from emulator.server.openapi_bodies import Message
 from emulator.server.routes.params import check_connector_path, int64_param, read_body
 from emulator.service.bodies import parse_claim_body
 
@@ -31,18 +34,27 @@ router = APIRouter(tags=["claims"], dependencies=[Depends(check_connector_path)]
             },
         }
     },
+    **documented(ClaimBody, 400, 409, 413, 500, 503),
 )
 async def claim(connector: str, request: Request, rt: RuntimeDep) -> dict[str, Any]:
     body = parse_claim_body(await read_body(request))
     return dict((await rt.claims.claim(connector, body.owner, body.force)).as_dict())
 
 
-@router.get("/connectors/{connector}/claim", summary="The connector's current claim")
+@router.get(
+    "/connectors/{connector}/claim",
+    summary="The connector's current claim",
+    **documented(ClaimBody, 400, 404, 500),
+)
 async def current_claim(connector: str, rt: RuntimeDep) -> dict[str, Any]:
     return dict((await rt.claims.current(connector)).as_dict())
 
 
-@router.delete("/connectors/{connector}/claim", summary="Release the claim with this epoch")
+@router.delete(
+    "/connectors/{connector}/claim",
+    summary="Release the claim with this epoch",
+    **documented(Message, 400, 404, 500),
+)
 async def release_claim(connector: str, epoch: int, rt: RuntimeDep) -> dict[str, Any]:
     int64_param("epoch", epoch)
     await rt.claims.release(connector, epoch)

@@ -10,16 +10,23 @@ from fastapi.responses import JSONResponse
 from emulator.model.errors import NotReady
 from emulator.server.deps import RuntimeDep
 from emulator.server.errors import error_response
+from emulator.server.openapi import documented
+from emulator.server.openapi_bodies import Alive, NotReadyBody
+from emulator.service.health import Readiness, Status
 
 router = APIRouter(tags=["health"])
 
 
-@router.get("/healthz", summary="Alive")
+@router.get("/healthz", summary="Alive", **documented(Alive))
 async def healthz() -> dict[str, str]:
     return {"status": "ok"}
 
 
-@router.get("/readyz", summary="200 once the log has been read to its end, else 503 with progress")
+@router.get(
+    "/readyz",
+    summary="200 once the log has been read to its end, else 503 with progress",
+    **documented(Readiness, (503, "Not ready yet: the read progress so far", NotReadyBody)),
+)
 async def readyz(rt: RuntimeDep) -> JSONResponse:
     body = rt.health.readiness()
     if body["ready"]:
@@ -27,6 +34,6 @@ async def readyz(rt: RuntimeDep) -> JSONResponse:
     return error_response(NotReady("Reading the offsets log to its end"), extra=body)
 
 
-@router.get("/status", summary="Log location, read progress and record counters")
+@router.get("/status", summary="Log location, read progress and record counters", **documented(Status))
 async def status(rt: RuntimeDep) -> dict[str, Any]:
     return dict(rt.health.status())

@@ -22,6 +22,8 @@ from emulator.history.query import DEFAULT_LIMIT
 from emulator.model.errors import HistoryDisabled, InvalidRequest
 from emulator.model.times import format_time_ms, parse_time_ms
 from emulator.server.deps import Runtime, RuntimeDep
+from emulator.server.openapi import documented
+from emulator.server.openapi_bodies import HistoryPage, HistoryStatus, Rollback
 from emulator.server.routes.params import check_connector_path
 from emulator.service.bodies import load_json
 
@@ -56,6 +58,7 @@ def partition_param(value: str | None) -> dict[str, Any] | None:
 @router.get(
     "/connectors/{connector}/offsets/history",
     summary="A connector's offset changes from the archive, newest first (survives compaction)",
+    **documented(HistoryPage, 400, 404, 503),
 )
 async def offsets_history(
     connector: str,
@@ -94,6 +97,7 @@ async def offsets_as_of(
 @router.post(
     "/connectors/{connector}/offsets/rollback",
     summary="Roll a connector's offsets back to their state at a past time (dry_run=true shows the diff)",
+    **documented(Rollback, 400, 404, 500, 503),
 )
 async def rollback_offsets(
     connector: str,
@@ -125,6 +129,6 @@ async def rollback_offsets(
     }
 
 
-@router.get("/history/status", summary="The history archiver's state and counters")
+@router.get("/history/status", summary="The history archiver's state and counters", **documented(HistoryStatus, 404))
 async def history_status(request: Request) -> dict[str, Any]:
     return history_archive(request).status()

@@ -14,6 +14,8 @@ from typing import Any
 from fastapi import APIRouter, Depends, Request, Response
 
 from emulator.server.deps import RuntimeDep
+from emulator.server.openapi import documented
+from emulator.server.openapi_bodies import DryRun, Modified, Offsets
 from emulator.server.routes.history import offsets_as_of
 from emulator.server.routes.params import check_connector_path, int64_param, parse_body, read_body
 from emulator.service.bodies import parse_alter_body
@@ -43,12 +45,20 @@ _OFFSETS_SCHEMA: dict[str, Any] = {
 }
 
 
-@router.get("/connectors", summary="List connectors that have offsets in the log")
+@router.get(
+    "/connectors",
+    summary="List connectors: the Connect cluster's configured ones, or (without one) those with offsets in the log",
+    **documented(list[str], 503),
+)
 async def list_connectors(rt: RuntimeDep) -> list[str]:
     return rt.offsets.connectors()
 
 
-@router.get("/connectors/{connector}/offsets", summary="Get a connector's offsets (Connect's GET)")
+@router.get(
+    "/connectors/{connector}/offsets",
+    summary="Get a connector's offsets (Connect's GET)",
+    **documented(Offsets, 400, 404, 500, 503),
+)
 async def get_offsets(
     connector: str,
     rt: RuntimeDep,
@@ -74,6 +84,7 @@ async def get_offsets(
             "content": {"application/json": {"schema": _OFFSETS_SCHEMA}},
         }
     },
+    **documented(Modified | DryRun, 400, 404, 409, 413, 500, 503),
 )
 async def alter_offsets(
     connector: str,
@@ -96,7 +107,11 @@ async def alter_offsets(
     return _body(await rt.offsets.alter(connector, changes, dry_run=dry_run, create=create, kind=kind, auth=auth))
 
 
-@router.delete("/connectors/{connector}/offsets", summary="Reset offsets (Connect's DELETE)")
+@router.delete(
+    "/connectors/{connector}/offsets",
+    summary="Reset offsets (Connect's DELETE)",
+    **documented(Modified | DryRun, 400, 404, 409, 500, 503),
+)
 async def reset_offsets(
     connector: str, rt: RuntimeDep, dry_run: bool = False, kind: str | None = None, claim_epoch: int | None = None
 ) -> dict[str, Any]:

@@ -12,8 +12,11 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query, Request
 
 from emulator.server.deps import RuntimeDep
+from emulator.server.openapi import documented
+from emulator.server.openapi_bodies import Imported
 from emulator.server.routes.params import parse_body, read_body
 from emulator.service.bodies import parse_records_body
+from emulator.service.records import RecordsExport
 
 router = APIRouter(tags=["records"])
 
@@ -44,7 +47,11 @@ _RECORDS_SCHEMA: dict[str, Any] = {
 }
 
 
-@router.get("/offsets/records", summary="Live raw offsets records (base64 key/value) with their log coordinates")
+@router.get(
+    "/offsets/records",
+    summary="Live raw offsets records (base64 key/value) with their log coordinates",
+    **documented(RecordsExport, 503),
+)
 async def get_records(
     rt: RuntimeDep, connector: Annotated[list[str] | None, Query(description="only these connectors")] = None
 ) -> dict[str, Any]:
@@ -55,6 +62,7 @@ async def get_records(
     "/offsets/records",
     summary="Import raw offsets records as-is; answers the diff (added/changed/removed/unchanged)",
     openapi_extra={"requestBody": {"required": True, "content": {"application/json": {"schema": _RECORDS_SCHEMA}}}},
+    **documented(Imported, 400, 413, 500, 503),
 )
 async def post_records(
     request: Request,

@@ -141,9 +141,14 @@ class EmbeddedLocation(LogLocation):
         return (self.data_dir / f"{self.name}.sqlite3").is_file()
 
     def make_log(self, ctx: TransferContext) -> OffsetLog:
+        """``--partitions`` is the destination's count when it is created; a source opens with its own."""
         from emulator.logs.embedded.offsets_log import EmbeddedOffsetLog
+        from emulator.logs.embedded.storage import stored_partition_count
 
-        return EmbeddedOffsetLog(self.data_dir, partitions=ctx.options.partitions, name=self.name)
+        partitions = ctx.options.partitions
+        if ctx.role == "from":
+            partitions = stored_partition_count(self.data_dir / f"{self.name}.sqlite3") or partitions
+        return EmbeddedOffsetLog(self.data_dir, partitions=partitions, name=self.name)
 
 
 # --- reading logs ---------------------------------------------------------------------------------------
