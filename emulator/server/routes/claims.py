@@ -7,6 +7,7 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 
+from emulator.model import audit
 from emulator.server.deps import RuntimeDep
 from emulator.service.bodies import parse_claim_body
 
@@ -33,7 +34,10 @@ router = APIRouter(tags=["claims"])
 )
 async def claim(connector: str, request: Request, rt: RuntimeDep) -> dict[str, Any]:
     body = parse_claim_body(await request.body())
-    return dict((await rt.claims.claim(connector, body.owner, body.force)).as_dict())
+    audit.note(owner=body.owner, force=body.force)
+    claim = await rt.claims.claim(connector, body.owner, body.force)
+    audit.note(epoch=claim.epoch)
+    return dict(claim.as_dict())
 
 
 @router.get("/connectors/{connector}/claim", summary="The connector's current claim")
@@ -43,5 +47,6 @@ async def current_claim(connector: str, rt: RuntimeDep) -> dict[str, Any]:
 
 @router.delete("/connectors/{connector}/claim", summary="Release the claim with this epoch")
 async def release_claim(connector: str, epoch: int, rt: RuntimeDep) -> dict[str, Any]:
+    audit.note(epoch=epoch)
     await rt.claims.release(connector, epoch)
     return {"message": f"The claim on connector {connector} with epoch {epoch} was released"}

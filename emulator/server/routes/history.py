@@ -22,6 +22,7 @@ from emulator.history.archive import HistoryArchive
 from emulator.history.query import DEFAULT_LIMIT
 from emulator.model.errors import HistoryDisabled, InvalidRequest
 from emulator.model.times import format_time_ms, parse_time_ms
+from emulator.server.audit import note_rollback
 from emulator.server.deps import Runtime, RuntimeDep
 
 router = APIRouter(tags=["history"])
@@ -108,6 +109,7 @@ async def rollback_offsets(
     at_ms = time_param("to", to)
     assert at_ms is not None
     result = await rt.records.rollback(archive, connector, at_ms, dry_run)
+    note_rollback(result.changes)
     when = format_time_ms(at_ms)
     changes = len(result.changes)
     if dry_run:

@@ -13,6 +13,8 @@ from typing import Any
 
 from fastapi import APIRouter, Request, Response
 
+from emulator.model import audit
+from emulator.server.audit import note_modification
 from emulator.server.deps import RuntimeDep
 from emulator.server.routes.history import offsets_as_of
 from emulator.service.bodies import parse_alter_body
@@ -89,15 +91,20 @@ async def alter_offsets(
     ``sequence_source`` + ``sequence`` (reordering detection: a stale commit is dropped per
     partition and listed under ``dropped``)."""
     changes = parse_alter_body(await request.body())
+    audit.note_partitions(change.partition for change in changes)
     auth = WriteAuth.from_params(claim_epoch, sequence_source, sequence)
-    return _body(await rt.offsets.alter(connector, changes, dry_run=dry_run, create=create, kind=kind, auth=auth))
+    result = await rt.offsets.alter(connector, changes, dry_run=dry_run, create=create, kind=kind, auth=auth)
+    note_modification(result, partitions=False)
+    return _body(result)
 
 
 @router.delete("/connectors/{connector}/offsets", summary="Reset offsets (Connect's DELETE)")
 async def reset_offsets(
     connector: str, rt: RuntimeDep, dry_run: bool = False, kind: str | None = None, claim_epoch: int | None = None
 ) -> dict[str, Any]:
-    return _body(await rt.offsets.reset(connector, dry_run=dry_run, kind=kind, auth=WriteAuth(claim_epoch)))
+    result = await rt.offsets.reset(connector, dry_run=dry_run, kind=kind, auth=WriteAuth(claim_epoch))
+    note_modification(result, partitions=True)
+    return _body(result)
 
 
 def _body(result: ModifyResult) -> dict[str, Any]:

@@ -11,6 +11,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request
 
+from emulator.server.audit import note_import
 from emulator.server.deps import RuntimeDep
 from emulator.service.bodies import parse_records_body
 
@@ -67,6 +68,7 @@ async def post_records(
     result = await rt.records.import_records(
         records, dry_run=dry_run, allow_malformed=allow_malformed, write_all=write_all
     )
+    note_import(result.diff, result.written)
     counts = result.diff.counts()
     changes = sum(counts.get(k, 0) for k in ("added", "changed", "removed"))
     if result.dry_run:
