@@ -1,9 +1,9 @@
 """``history`` and ``rollback``: the offsets archive through a running daemon.
 
-``history NAME`` lists changes newest first (``--as-of T`` prints the offsets as they were at T
-instead); ``rollback NAME --to T`` writes the state at T back, and with ``--dry-run`` only prints the
-diff. Times are ISO-8601 (naive = UTC) or epoch milliseconds; they are checked here so a typo is a
-usage error (exit 2), not a round trip.
+``history NAME`` lists changes newest first, with who made each of the daemon's own changes and from
+where (``--as-of T`` prints the offsets as they were at T instead); ``rollback NAME --to T`` writes
+the state at T back, and with ``--dry-run`` only prints the diff. Times are ISO-8601 (naive = UTC)
+or epoch milliseconds; they are checked here so a typo is a usage error (exit 2), not a round trip.
 """
 
 from __future__ import annotations
@@ -98,20 +98,34 @@ def history_text(page: dict[str, Any]) -> str:
     if not changes:
         lines.append("(no changes in that range)")
     else:
-        lines.append(f"{'TIME':<24}  {'ORIGIN':<16}  {'AT':>12}  PARTITION  ->  OFFSET")
+        lines.append(f"{'TIME':<24}  {'ORIGIN':<16}  {'WHO':<24}  {'AT':>12}  PARTITION  ->  OFFSET")
         for c in changes:
             origin = c["origin"] + (f" {c['operation']}" if c.get("operation") else "")
+            who = who_text(c)
             at = f"{c['kafka_partition']}@{c['kafka_offset']}"
             if c["value"] is None:
                 offset = "(deleted)"
             else:
                 offset = compact(c["offset"]) if c["offset"] is not None else c["value"]
             partition = compact(c["partition"]) if c["partition"] is not None else c["key"]
-            lines.append(f"{c['time']:<24}  {origin:<16}  {at:>12}  {partition}  ->  {offset}")
+            lines.append(f"{c['time']:<24}  {origin:<16}  {who:<24}  {at:>12}  {partition}  ->  {offset}")
     if page.get("truncated"):
         lines.append("(older changes exist: raise --limit or narrow --from/--to)")
     lines.extend(_damage_lines(page))
     return "\n".join(lines)
+
+
+def who_text(change: dict[str, Any]) -> str:
+    """``principal@host`` for the daemon's own writes (the client's port is left out: it changes with
+    every connection), ``-`` when the archive does not know (external records, older archive files)."""
+    principal = change.get("principal")
+    if principal is None:
+        return "-"
+    remote = change.get("remote")
+    if not remote:
+        return str(principal)
+    host = remote.rsplit(":", 1)[0] if remote.count(":") == 1 or remote.startswith("[") else remote
+    return f"{principal}@{host}"
 
 
 def rollback_text(result: dict[str, Any]) -> str:

@@ -29,6 +29,8 @@ FIELDS = (
     "origin",
     "operation",
     "request_connector",
+    "principal",
+    "remote",
     "key",
     "value",
     "connector",
@@ -66,16 +68,32 @@ def history_schema() -> Any:
     return parsed
 
 
+ADDED_FIELDS = ("principal", "remote")
+"""Fields added after the first version of the schema, all nullable with a null default: a file
+written before them reads with ``None`` there (``missing_fields``), and their checksum is unchanged."""
+
+
+def missing_fields(writer_schema: Mapping[str, Any]) -> tuple[str, ...]:
+    """The added fields a file's own (writer) schema lacks: the reader fills them with None."""
+    present = {f.get("name") for f in writer_schema.get("fields", ())}
+    return tuple(name for name in ADDED_FIELDS if name not in present)
+
+
 def content_crc(row: Mapping[str, Any]) -> int:
     """CRC-32 over every field but ``crc32``, to tell damaged bytes from data (not a signature).
 
-    One f-string rather than a loop over field names: this runs once per archived record.
+    One f-string rather than a loop over field names: this runs once per archived record. The
+    fields added later (``ADDED_FIELDS``) count only when set, so a record of an old file (where
+    they are absent, read as None) keeps the checksum it was written with.
     """
     head = (
         f"{row['log']}\x1f{row['epoch']}\x1f{row['kafka_partition']}\x1f{row['kafka_offset']}\x1f"
         f"{row['record_timestamp_ms']}\x1f{row['archived_at_ms']}\x1f{row['origin']}\x1f{row['operation']}\x1f"
         f"{row['request_connector']}\x1f{row['connector']}\x1f{row['partition_json']}\x1f{row['key_problem']}"
     )
+    principal, remote = row.get("principal"), row.get("remote")
+    if principal is not None or remote is not None:
+        head += f"\x1e{principal}\x1f{remote}"
     crc = zlib.crc32(head.encode("utf-8", "surrogatepass"))
     for raw in (row["key"], row["value"]):
         prefix = _NULL if raw is None else b"\x01%d:" % len(raw)

@@ -21,10 +21,12 @@ RecordSink = Callable[[Sequence[LogRecord]], None]
 
 @dataclass(frozen=True, slots=True)
 class ReadProgress:
-    """Per-partition read positions against end offsets, Connect's readiness rule.
+    """Per-partition read positions against end offsets, Connect's readiness rule, and the reader's health.
 
     ``positions[p]`` is the next offset the reader will deliver for partition ``p``;
-    ``end_offsets[p]`` is the end offset captured when the initial read-to-end started.
+    ``end_offsets[p]`` is, until ``caught_up``, the end offset captured when the initial read-to-end
+    started (the target of Connect's rule); from then on the log's end as the reader last saw it
+    (refreshed on every fetch, never below the position), so ``end - position`` is the reader's lag.
     """
 
     positions: dict[int, int] = field(default_factory=dict)
@@ -33,10 +35,27 @@ class ReadProgress:
     caught_up: bool = False
     error: str | None = None
     """Set when the reader stopped for good (e.g. a damaged embedded log): never ready again."""
+    records_dropped: int = 0
+    """Records the view refused repeatedly, skipped after being logged with their coordinates."""
+    alive: bool = False
+    """The reader thread is running."""
+    last_poll_at: float | None = None
+    """Wall-clock time (``time.time()``) the reader last asked the log for records, found or not:
+    a reader whose thread is alive but stuck (a sink that never returns) stops advancing it."""
+    last_records_at: float | None = None
+    """Wall-clock time the reader last delivered records."""
+    last_error: str | None = None
+    """The most recent error the reader (or the log's clients) met, kept after recovery; ``error``
+    is set only when one stopped the reader for good."""
+    last_error_at: float | None = None
 
     @property
     def partitions_done(self) -> int:
         return sum(1 for p, end in self.end_offsets.items() if self.positions.get(p, 0) >= end)
+
+    def lag(self) -> dict[int, int]:
+        """Records per partition between the reader's position and the end offset (0 when at the end)."""
+        return {p: max(end - self.positions.get(p, 0), 0) for p, end in self.end_offsets.items()}
 
 
 class OffsetLog(abc.ABC):

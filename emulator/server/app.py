@@ -8,6 +8,7 @@ from fastapi import FastAPI
 from emulator import __version__
 from emulator.server.deps import Runtime
 from emulator.server.errors import install_error_handlers
+from emulator.server.observability import Observability, install_observability
 from emulator.server.openapi import install_openapi
 from emulator.server.routes import claims as routes_claims
 from emulator.server.routes import health as routes_health
@@ -16,7 +17,7 @@ from emulator.server.routes import offsets as routes_offsets
 from emulator.server.routes import records as routes_records
 
 
-def create_app(runtime: Runtime) -> FastAPI:
+def create_app(runtime: Runtime, observability: Observability | None = None) -> FastAPI:
     app = FastAPI(
         title="connect-offsets emulator",
         version=__version__,
@@ -34,4 +35,7 @@ def create_app(runtime: Runtime) -> FastAPI:
     app.include_router(routes_claims.router)
     install_error_handlers(app)
     install_openapi(app)
+    # Access log, audit line and metrics: added after every other middleware, so outermost, so
+    # that it times and records every answer, refusals by authentication included.
+    install_observability(app, runtime, observability or Observability())
     return app

@@ -78,6 +78,11 @@ STATUS: Mapping[type, int] = {
 """Status per class; a class not listed takes its nearest listed ancestor's."""
 
 
+CLIENT_MISTAKES: tuple[type[OffsetsError], ...] = (errors.InvalidOffsetFormat,)
+"""Errors answered with a 5xx (Connect's status) that the request caused: like every 4xx, they are the
+client's to fix, so they appear in the access log (INFO, with their kind) and never at ERROR."""
+
+
 def status_of(error: OffsetsError) -> int:
     for cls in type(error).__mro__:
         status = STATUS.get(cls)
@@ -99,7 +104,7 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(OffsetsError)
     async def _domain_error(_: Request, exc: OffsetsError) -> JSONResponse:
         response = error_response(exc)
-        if response.status_code >= 500:
+        if response.status_code >= 500 and not isinstance(exc, CLIENT_MISTAKES):
             log.error("request failed: %s", exc.message)
         return response
 

@@ -36,8 +36,13 @@ DAEMON = "the offsets log and the HTTP listener"
 CLUSTER = "Connect cluster awareness (read only; needs --bootstrap-servers)"
 HISTORY = "offsets history (archive of every change, beyond compaction)"
 WRITERS = "writers: claims and commit sequences"
+OBSERVE = "logs and metrics (docs/operations.md)"
 
 OPTIONAL_PATH: Kind[Path | None] = Kind("path", "a path", lambda text: Path(text) if text.strip() else None, "PATH")
+_PORT = integer(1, 65535)
+OPTIONAL_PORT: Kind[int | None] = Kind(
+    _PORT.name, _PORT.expected, lambda text: _PORT.parse(text) if text.strip() else None, "PORT"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,6 +152,29 @@ class Settings:
         group=WRITERS,
     )
 
+    log_format: str = option(
+        "text",
+        choice("text", "json", metavar="FORMAT"),
+        "log lines as text (time LEVEL logger: message) or json (one object per line with time, level, "
+        "logger, message and structured fields), for every log of the daemon",
+        group=OBSERVE,
+    )
+    access_log: bool = option(
+        "true",
+        BOOLEAN,
+        "do not write the access log (one INFO line per request: method, route, status, duration, principal)",
+        group=OBSERVE,
+        flag="--no-access-log",
+        switch=True,
+    )
+    metrics_port: int | None = option(
+        None,
+        OPTIONAL_PORT,
+        "also serve the Prometheus metrics on this port of --host, without authentication (the main port "
+        "serves /metrics to the admin scope)",
+        group=OBSERVE,
+    )
+
     def __post_init__(self) -> None:
         """The checks that span settings; Connect's topics exist only on a Connect cluster's Kafka."""
         for flag, topic in (("--config-topic", self.config_topic), ("--status-topic", self.status_topic)):
@@ -154,6 +182,8 @@ class Settings:
                 raise SettingsError(f"{flag} names a topic of a Connect cluster's Kafka: it needs --bootstrap-servers")
         if self.status_topic is not None and self.config_topic is None:
             raise SettingsError("--status-topic needs --config-topic (connector states come from the config topic)")
+        if self.metrics_port is not None and self.metrics_port == self.port:
+            raise SettingsError(f"--metrics-port {self.metrics_port} is the HTTP port (--port); choose another")
 
     @property
     def embedded(self) -> bool:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 import uvicorn
 from fastapi import FastAPI
@@ -19,6 +19,7 @@ from emulator.history.archive import HistoryArchive, HistoryError
 from emulator.history.origins import OriginRegistry
 from emulator.history.tracked_log import TrackedLog
 from emulator.logs.base import OffsetLog
+from emulator.logs.kafka.config import KafkaClientConfig
 from emulator.model.connectors import ConnectorStates, NoConnectCluster
 from emulator.model.errors import LogConfigError
 from emulator.model.sequences import SequenceTracker
@@ -26,8 +27,12 @@ from emulator.server.announce import Announcement, AnnouncingServer, clear_url_f
 from emulator.server.app import create_app
 from emulator.server.deps import Runtime
 from emulator.server.listen import listen, url_of
+from emulator.server.log_format import configure_logging
+from emulator.server.metrics import serve_metrics
+from emulator.server.observability import Observability
 from emulator.server.routes.params import DEFAULT_MAX_BODY_BYTES
 from emulator.server.settings import Settings
+from emulator.server.sink_lag import SinkLag, cluster_sinks
 from emulator.service.checks import ConnectorChecks
 from emulator.service.claims import ClaimsService
 from emulator.service.health import Health
@@ -189,10 +194,23 @@ async def _report_replay(runtime: Runtime, every_s: float = 5.0) -> None:
         await asyncio.sleep(every_s)
 
 
+def build_observability(settings: Settings, runtime: Runtime) -> Observability:
+    """Access log on or off, and sink connectors' lag for the metrics when a Connect cluster says
+    which connectors are sinks."""
+    sink_lag = None
+    if runtime.cluster is not None and settings.bootstrap_servers is not None:
+        clients = KafkaClientConfig(settings.bootstrap_servers, settings.kafka_config, "sink lag metrics")
+        sink_lag = SinkLag(clients, cluster_sinks(runtime.cluster))
+    return Observability(access_log=settings.access_log, sink_lag=sink_lag)
+
+
 def make_app(
-    runtime: Runtime, history: HistoryArchive | None = None, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    runtime: Runtime,
+    history: HistoryArchive | None = None,
+    observability: Observability | None = None,
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
 ) -> FastAPI:
-    app = create_app(runtime)
+    app = create_app(runtime, observability)
     app.state.history = history
     app.state.max_body_bytes = max_body_bytes
 
@@ -232,27 +250,31 @@ def serve(settings: Settings) -> None:
     (with the port the system picked for ``--port 0``) is printed on stdout and written to
     ``--url-file`` (``emulator.server.announce``); a stale URL file is removed before anything else.
     """
-    logging.basicConfig(level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    configure_logging(settings.log_level, settings.log_format)
     clear_url_file(settings.url_file)
     origins = OriginRegistry() if settings.history else None
     runtime = build_runtime(settings, origins)
     history: HistoryArchive | None = None
+    stop_metrics: Callable[[], None] | None = None
     try:
         history = build_history(settings, runtime, origins)
         sock = listen(settings.host, settings.port)
+        app = make_app(runtime, history, build_observability(settings, runtime), settings.max_body_bytes)
+        if settings.metrics_port is not None:
+            stop_metrics = serve_metrics(app.state.metrics, settings.host, settings.metrics_port)
     except BaseException:
         close_runtime(runtime, history)
         raise
     url = url_of(sock)
     log.info("connect-offsets emulator on %s, listening on %s", runtime.log.description, url)
-    config = uvicorn.Config(
-        make_app(runtime, history, settings.max_body_bytes),
-        log_level=settings.log_level.lower(),
-        access_log=False,
-        lifespan="on",
-    )
+    if stop_metrics is not None:
+        log.info("Prometheus metrics on http://%s:%d/metrics", settings.host, settings.metrics_port)
+    # log_config=None: uvicorn's lines go through our handler (and --log-format) like every other log.
+    config = uvicorn.Config(app, log_level=settings.log_level.lower(), access_log=False, lifespan="on", log_config=None)
     announcement = Announcement(url, settings.url_file, lambda: runtime.health.readiness()["ready"])
     try:
         AnnouncingServer(config, announcement).run(sockets=[sock])
     finally:
         remove_url_file(settings.url_file)
+        if stop_metrics is not None:
+            stop_metrics()

@@ -3,15 +3,35 @@
 The daemon is ready once the offsets log has been read to the end it had at startup and, with a
 Connect cluster, once its config and status topics have been too; before that every offsets read
 is refused rather than answered from partial state.
+
+``/status`` adds what an operator needs to tell a healthy daemon from one that only looks alive:
+the end offsets as the reader last saw them and its lag, whether its thread runs and when it last
+fetched, its last error (kept after recovery) and when, the records it had to drop, the history
+archiver's state and the Connect cluster's readers. Fields that reveal the server's file system
+are listed once, in ``SERVER_PATH_FIELDS``, so that a caller without the ``admin`` scope can be
+served ``without_server_paths(status)``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, NotRequired, TypedDict
 
 from emulator.connect_cluster import ConnectCluster
-from emulator.logs.base import OffsetLog
+from emulator.history.archive import HistoryArchive
+from emulator.logs.base import OffsetLog, ReadProgress
+from emulator.model.times import format_time_ms
 from emulator.view.offset_view import OffsetView
+
+SERVER_PATH_FIELDS: tuple[tuple[str, ...], ...] = (
+    ("log",),
+    ("history", "directory"),
+    ("history", "log"),
+    ("history", "recovered_files"),
+)
+"""Where ``/status`` names a file or directory of the server (paths into the body, outermost key
+first): the embedded log's description is its file's path, and the archive names its directory,
+its log and the files it recovered."""
 
 
 class Readiness(TypedDict):
@@ -26,10 +46,53 @@ class Readiness(TypedDict):
     """Present with a Connect cluster: read progress of its config and status topics."""
 
 
+class ReaderHealth(TypedDict):
+    """The offsets log's reader: is it running, fetching, failing, dropping."""
+
+    alive: bool
+    last_poll_at: str | None
+    """When the reader last asked the log for records (found or not)."""
+    last_records_at: str | None
+    last_error: str | None
+    """The latest error of the reader or the log's clients, kept after recovery."""
+    last_error_at: str | None
+    records_dropped: int
+
+
 class Status(Readiness):
     log: str
+    lag: dict[str, int]
+    """Per partition: end offset - position (0 at the end)."""
+    lag_total: int
+    reader: ReaderHealth
     view: dict[str, Any]
     live_keys: int
+    history: dict[str, Any]
+    """The archiver's mode, queue and errors (``{"enabled": false}`` with ``--no-history``)."""
+
+
+def iso(seconds: float | None) -> str | None:
+    """A wall-clock ``time.time()`` as ISO-8601 UTC, the form every time in the API takes."""
+    return None if seconds is None else format_time_ms(int(seconds * 1000))
+
+
+def without_server_paths(status: Mapping[str, Any]) -> dict[str, Any]:
+    """``status`` with every field of ``SERVER_PATH_FIELDS`` removed (for callers without ``admin``)."""
+    body = dict(status)
+    for path in SERVER_PATH_FIELDS:
+        _drop(body, path)
+    return body
+
+
+def _drop(body: dict[str, Any], path: tuple[str, ...]) -> None:
+    head, rest = path[0], path[1:]
+    if not rest:
+        body.pop(head, None)
+        return
+    inner = body.get(head)
+    if isinstance(inner, dict):
+        body[head] = inner = dict(inner)
+        _drop(inner, rest)
 
 
 class Health:
@@ -38,8 +101,8 @@ class Health:
         self._view = view
         self._cluster = cluster
 
-    def readiness(self) -> Readiness:
-        progress = self._log.progress()
+    def readiness(self, progress: ReadProgress | None = None) -> Readiness:
+        progress = progress or self._log.progress()
         body: Readiness = {
             "ready": progress.caught_up,
             "error": progress.error,
@@ -56,10 +119,23 @@ class Health:
             body["connect_cluster"] = cluster
         return body
 
-    def status(self) -> Status:
+    def status(self, history: HistoryArchive | None = None) -> Status:
+        progress = self._log.progress()
+        lag = progress.lag()
         return {
-            **self.readiness(),
+            **self.readiness(progress),
             "log": self._log.description,
-            "view": self._view.stats.as_dict(),
+            "lag": {str(p): v for p, v in sorted(lag.items())},
+            "lag_total": sum(lag.values()),
+            "reader": {
+                "alive": progress.alive,
+                "last_poll_at": iso(progress.last_poll_at),
+                "last_records_at": iso(progress.last_records_at),
+                "last_error": progress.last_error,
+                "last_error_at": iso(progress.last_error_at),
+                "records_dropped": progress.records_dropped,
+            },
+            "view": {**self._view.stats.as_dict(), "listener_failures": self._view.listener_failures},
             "live_keys": self._view.live_keys(),
+            "history": {"enabled": False} if history is None else {"enabled": True, **history.status()},
         }

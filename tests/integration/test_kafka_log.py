@@ -243,9 +243,10 @@ def test_an_empty_topic_is_caught_up_at_once(make_log: LogFactory, topic_name: s
     log.open()
     log.start_reading(Collector())
     assert log.wait_caught_up(WAIT_S)
-    assert log.progress() == ReadProgress(
-        positions={0: 0, 1: 0}, end_offsets={0: 0, 1: 0}, records_read=0, caught_up=True
-    )
+    progress = log.progress()
+    read = ReadProgress(progress.positions, progress.end_offsets, progress.records_read, progress.caught_up)
+    assert read == ReadProgress(positions={0: 0, 1: 0}, end_offsets={0: 0, 1: 0}, records_read=0, caught_up=True)
+    assert progress.alive and progress.error is None and progress.records_dropped == 0
 
 
 def test_a_transaction_marker_at_the_end_does_not_stall_readiness(

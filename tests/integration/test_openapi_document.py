@@ -51,6 +51,12 @@ def test_every_operation_declares_a_typed_200_and_connects_error_body(document: 
     for path, method, operation in operations(document):
         where = f"{method.upper()} {path}"
         responses = operation["responses"]
+        if path == "/metrics":  # Prometheus' text format, not JSON: a string body of that media type
+            (media_type,) = responses["200"]["content"]
+            assert media_type.startswith("text/plain") and responses["200"]["content"][media_type]["schema"] == {
+                "type": "string"
+            }, f"{where}: {responses['200']}"
+            continue
         ok = responses["200"]["content"]["application/json"]["schema"]
         typed = "$ref" in ok or "anyOf" in ok or (ok.get("type") == "array" and ok["items"].get("type") == "string")
         assert typed, f"{where}: untyped 200 body {ok}"
@@ -87,7 +93,7 @@ class Checker:
             assert set(body) == {"error_code", "message"} and body["error_code"] == status
             assert response.headers.get(ERROR_HEADER) or status == 405
         self.seen.add((method.lower(), route, str(status)))
-        return response.json()
+        return response.json() if response.headers["content-type"].startswith("application/json") else response.text
 
 
 @pytest.fixture(scope="module")
@@ -162,6 +168,9 @@ def test_real_answers_have_declared_statuses_and_bodies_that_match_the_document(
     check("DELETE", OFFSETS, 200, offsets, params={"dry_run": "true"})
     check("DELETE", OFFSETS, 200, offsets)
     check("DELETE", OFFSETS, 400, offsets, params={"dry_run": "maybe"})
+
+    metrics = check("GET", "/metrics", 200)
+    assert "connect_offsets_" in metrics, metrics[:300]
 
     answered = {(method, path) for method, path, status in check.seen if status == "200"}
     assert answered == {(m, p) for p, m, _ in operations(document)}, "every operation was seen answering 200"

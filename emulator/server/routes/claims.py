@@ -7,6 +7,7 @@ from typing import Any
 
 from fastapi import APIRouter, Depends, Request
 
+from emulator.model import audit
 from emulator.model.claims import ClaimBody
 from emulator.server.deps import RuntimeDep
 from emulator.server.openapi import documented
@@ -38,7 +39,10 @@ router = APIRouter(tags=["claims"], dependencies=[Depends(check_connector_path)]
 )
 async def claim(connector: str, request: Request, rt: RuntimeDep) -> dict[str, Any]:
     body = parse_claim_body(await read_body(request))
-    return dict((await rt.claims.claim(connector, body.owner, body.force)).as_dict())
+    audit.note(owner=body.owner, force=body.force)
+    claim = await rt.claims.claim(connector, body.owner, body.force)
+    audit.note(epoch=claim.epoch)
+    return dict(claim.as_dict())
 
 
 @router.get(
@@ -57,5 +61,6 @@ async def current_claim(connector: str, rt: RuntimeDep) -> dict[str, Any]:
 )
 async def release_claim(connector: str, epoch: int, rt: RuntimeDep) -> dict[str, Any]:
     int64_param("epoch", epoch)
+    audit.note(epoch=epoch)
     await rt.claims.release(connector, epoch)
     return {"message": f"The claim on connector {connector} with epoch {epoch} was released"}

@@ -1,20 +1,35 @@
-"""Liveness, readiness (Connect's read-to-end rule) and counters, separate from Connect's routes."""
+"""Liveness, readiness (Connect's read-to-end rule), status and metrics, separate from Connect's routes."""
 
 from __future__ import annotations
 
-from typing import Any
+import asyncio
+from typing import Annotated, Any
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Depends, Request, Response
 from fastapi.responses import JSONResponse
 
+from emulator.history.archive import HistoryArchive
 from emulator.model.errors import NotReady
 from emulator.server.deps import RuntimeDep
 from emulator.server.errors import error_response
+from emulator.server.metrics import CONTENT_TYPE, Metrics
 from emulator.server.openapi import documented
 from emulator.server.openapi_bodies import Alive, NotReadyBody
 from emulator.service.health import Readiness, Status
 
 router = APIRouter(tags=["health"])
+
+
+async def require_admin(request: Request) -> None:
+    """The ``admin`` scope, for ``/metrics`` and the server paths in ``/status``.
+
+    A no-op until authentication decides scopes: the scope check belongs here, so every route that
+    depends on it is covered at once (``/status`` keeps its server paths in
+    ``emulator.service.health.SERVER_PATH_FIELDS`` for the same filtering).
+    """
+
+
+AdminDep = Annotated[None, Depends(require_admin)]
 
 
 @router.get("/healthz", summary="Alive", **documented(Alive))
@@ -34,6 +49,29 @@ async def readyz(rt: RuntimeDep) -> JSONResponse:
     return error_response(NotReady("Reading the offsets log to its end"), extra=body)
 
 
-@router.get("/status", summary="Log location, read progress and record counters", **documented(Status))
-async def status(rt: RuntimeDep) -> dict[str, Any]:
-    return dict(rt.health.status())
+@router.get(
+    "/status",
+    summary="Read progress, end offsets and lag, the reader's health, counters, the history archiver",
+    **documented(Status),
+)
+async def status(rt: RuntimeDep, request: Request) -> dict[str, Any]:
+    archive: HistoryArchive | None = getattr(request.app.state, "history", None)
+    return dict(rt.health.status(archive))
+
+
+@router.get(
+    "/metrics",
+    summary="Prometheus metrics (text exposition format; docs/operations.md lists them)",
+    response_class=Response,
+    responses={
+        200: {
+            "description": "Prometheus text exposition format 0.0.4",
+            "content": {CONTENT_TYPE: {"schema": {"type": "string"}}},
+        }
+    },
+)
+async def metrics(request: Request, _: AdminDep) -> Response:
+    registry: Metrics = request.app.state.metrics
+    # A scrape reads locks the reader thread takes and may ask the broker (sink lag): not on the loop.
+    body = await asyncio.to_thread(registry.render)
+    return Response(body, media_type=CONTENT_TYPE)

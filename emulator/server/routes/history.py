@@ -21,6 +21,7 @@ from emulator.history.archive import HistoryArchive
 from emulator.history.query import DEFAULT_LIMIT
 from emulator.model.errors import HistoryDisabled, InvalidRequest
 from emulator.model.times import format_time_ms, parse_time_ms
+from emulator.server.audit import note_rollback
 from emulator.server.deps import Runtime, RuntimeDep
 from emulator.server.openapi import documented
 from emulator.server.openapi_bodies import HistoryPage, HistoryStatus, Rollback
@@ -110,6 +111,7 @@ async def rollback_offsets(
     at_ms = time_param("to", to)
     assert at_ms is not None
     result = await rt.records.rollback(archive, connector, at_ms, dry_run)
+    note_rollback(result.changes)
     when = format_time_ms(at_ms)
     changes = len(result.changes)
     if dry_run:

@@ -13,6 +13,8 @@ from typing import Any
 
 from fastapi import APIRouter, Depends, Request, Response
 
+from emulator.model import audit
+from emulator.server.audit import note_modification
 from emulator.server.deps import RuntimeDep
 from emulator.server.openapi import documented
 from emulator.server.openapi_bodies import DryRun, Modified, Offsets
@@ -101,10 +103,13 @@ async def alter_offsets(
     ``sequence_source`` + ``sequence`` (reordering detection: a stale commit is dropped per
     partition and listed under ``dropped``)."""
     changes = await parse_body(parse_alter_body, await read_body(request))
+    audit.note_partitions(change.partition for change in changes)
     auth = WriteAuth.from_params(
         int64_param("claim_epoch", claim_epoch), sequence_source, int64_param("sequence", sequence)
     )
-    return _body(await rt.offsets.alter(connector, changes, dry_run=dry_run, create=create, kind=kind, auth=auth))
+    result = await rt.offsets.alter(connector, changes, dry_run=dry_run, create=create, kind=kind, auth=auth)
+    note_modification(result, partitions=False)
+    return _body(result)
 
 
 @router.delete(
@@ -116,7 +121,9 @@ async def reset_offsets(
     connector: str, rt: RuntimeDep, dry_run: bool = False, kind: str | None = None, claim_epoch: int | None = None
 ) -> dict[str, Any]:
     auth = WriteAuth(int64_param("claim_epoch", claim_epoch))
-    return _body(await rt.offsets.reset(connector, dry_run=dry_run, kind=kind, auth=auth))
+    result = await rt.offsets.reset(connector, dry_run=dry_run, kind=kind, auth=auth)
+    note_modification(result, partitions=True)
+    return _body(result)
 
 
 def _body(result: ModifyResult) -> dict[str, Any]:

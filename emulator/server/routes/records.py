@@ -11,6 +11,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request
 
+from emulator.server.audit import note_import
 from emulator.server.deps import RuntimeDep
 from emulator.server.openapi import documented
 from emulator.server.openapi_bodies import Imported
@@ -76,6 +77,7 @@ async def post_records(
     result = await rt.records.import_records(
         records, dry_run=dry_run, allow_malformed=allow_malformed, write_all=write_all
     )
+    note_import(result.diff, result.written)
     counts = result.diff.counts()
     changes = sum(counts.get(k, 0) for k in ("added", "changed", "removed"))
     if result.dry_run:
