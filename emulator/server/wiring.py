@@ -9,7 +9,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import ssl
 from collections.abc import AsyncIterator
+from typing import Any
 
 import uvicorn
 from fastapi import FastAPI
@@ -23,8 +25,12 @@ from emulator.model.connectors import ConnectorStates, NoConnectCluster
 from emulator.model.errors import LogConfigError
 from emulator.model.sequences import SequenceTracker
 from emulator.server.app import create_app
+from emulator.server.auth import reload as credentials_reload
+from emulator.server.auth.config import Security, build_security
+from emulator.server.auth.tls import PeerCertificateProtocol, TlsError, TlsFiles, server_context
 from emulator.server.deps import Runtime
 from emulator.server.listen import listen
+from emulator.server.options import SettingsError
 from emulator.server.settings import Settings
 from emulator.service.checks import ConnectorChecks
 from emulator.service.claims import ClaimsService
@@ -187,20 +193,25 @@ async def _report_replay(runtime: Runtime, every_s: float = 5.0) -> None:
         await asyncio.sleep(every_s)
 
 
-def make_app(runtime: Runtime, history: HistoryArchive | None = None) -> FastAPI:
-    app = create_app(runtime)
+def make_app(runtime: Runtime, history: HistoryArchive | None = None, security: Security | None = None) -> FastAPI:
+    app = create_app(runtime, security)
     app.state.history = history
+    store = security.authenticator.store if security is not None else None
 
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         runtime.log.start_reading(runtime.view.apply)
         if runtime.cluster is not None:
             runtime.cluster.start_reading()
-        reporter = asyncio.create_task(_report_replay(runtime))
+        tasks = [asyncio.create_task(_report_replay(runtime))]
+        if store is not None:
+            tasks.append(asyncio.create_task(credentials_reload.watch(store)))
+            credentials_reload.on_sighup(store)
         try:
             yield
         finally:
-            reporter.cancel()
+            for task in tasks:
+                task.cancel()
             await asyncio.to_thread(close_runtime, runtime, history)
 
     app.router.lifespan_context = lifespan
@@ -226,6 +237,8 @@ def serve(settings: Settings) -> None:
     the command line prints, rather than a log record followed by an exit.
     """
     logging.basicConfig(level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    security = build_security(settings)
+    tls = tls_options(settings, security)
     origins = OriginRegistry() if settings.history else None
     runtime = build_runtime(settings, origins)
     history: HistoryArchive | None = None
@@ -236,12 +249,43 @@ def serve(settings: Settings) -> None:
         close_runtime(runtime, history)
         raise
     log.info(
-        "connect-offsets emulator on %s, listening on http://%s:%d",
+        "connect-offsets emulator on %s, listening on %s://%s:%d (authentication: %s)",
         runtime.log.description,
+        "https" if security.tls else "http",
         settings.host,
         settings.port,
+        ", ".join(security.authenticator.mechanisms()) or "none",
     )
+    for warning in security.warnings():
+        log.warning(warning)
     config = uvicorn.Config(
-        make_app(runtime, history), log_level=settings.log_level.lower(), access_log=False, lifespan="on"
+        make_app(runtime, history, security),
+        log_level=settings.log_level.lower(),
+        access_log=False,
+        lifespan="on",
+        **tls,
     )
     uvicorn.Server(config).run(sockets=[sock])
+
+
+def tls_options(settings: Settings, security: Security) -> dict[str, Any]:
+    """uvicorn's TLS settings; the files are loaded here first, so a bad one is a startup error.
+
+    A client certificate is required when it is the only way to authenticate, and optional when
+    Basic or tokens can be used instead (``emulator.server.auth.tls``)."""
+    if settings.tls_cert is None:
+        return {}
+    files = TlsFiles(settings.tls_cert, settings.tls_key, settings.tls_client_ca)
+    required = security.authenticator.store is None
+    try:
+        server_context(files, certificate_required=required)
+    except TlsError as exc:
+        raise SettingsError(str(exc)) from None
+    options: dict[str, Any] = {"ssl_certfile": str(files.cert), "ssl_keyfile": files.key and str(files.key)}
+    if files.client_ca is not None:
+        options |= {
+            "ssl_ca_certs": str(files.client_ca),
+            "ssl_cert_reqs": ssl.CERT_REQUIRED if required else ssl.CERT_OPTIONAL,
+            "http": PeerCertificateProtocol,
+        }
+    return options
