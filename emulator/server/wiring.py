@@ -276,7 +276,7 @@ def tls_options(settings: Settings, security: Security) -> dict[str, Any]:
     if settings.tls_cert is None:
         return {}
     files = TlsFiles(settings.tls_cert, settings.tls_key, settings.tls_client_ca)
-    required = security.authenticator.store is None
+    required = not {"basic", "token"} & set(security.authenticator.mechanisms())
     try:
         server_context(files, certificate_required=required)
     except TlsError as exc:

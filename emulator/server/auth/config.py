@@ -60,7 +60,7 @@ def allowed_hosts(settings: Settings) -> tuple[str, ...]:
 def build_security(settings: Settings) -> Security:
     files = CredentialFiles(settings.credentials_file, settings.tokens_file, settings.scopes_file)
     store: CredentialStore | None = None
-    if files.credentials is not None or files.tokens is not None:
+    if files.paths():
         try:
             store = CredentialStore(files)
         except CredentialsError as exc:
