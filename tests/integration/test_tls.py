@@ -132,5 +132,3 @@ def test_unusable_tls_files_stop_the_daemon_with_one_line(tmp_path: Path) -> Non
     assert result.stderr.strip().splitlines()[-1].startswith(f"error: --tls-cert {missing}")
     alone = cli("serve", "--port", str(free_port()), "--tls-client-ca", str(missing))
     assert alone.returncode == 2 and "--tls-client-ca needs --tls-cert" in alone.stderr
-
-
