@@ -86,26 +86,30 @@ class Guard:
             principal = self.authenticator.principal(
                 _header(scope, b"authorization"), tls.get("client_cert_name"), remote
             )
-            _check_media_type(scope)
         except OffsetsError as error:
             await _refuse(error, scope, receive, send)
             return
-        scope.setdefault("state", {})["principal"] = principal
+        scope.setdefault("state", {})["principal"] = principal  # for middleware outside this one
         token = current_principal.set(principal)
         try:
-            await self.app(scope, receive, send)
+            refusal = _media_type_refusal(scope)
+            if refusal is not None:
+                await _refuse(refusal, scope, receive, send)
+            else:
+                await self.app(scope, receive, send)
         finally:
             current_principal.reset(token)
 
 
-def _check_media_type(scope: Scope) -> None:
+def _media_type_refusal(scope: Scope) -> UnsupportedMediaType | None:
     method = scope["method"]
     has_body = (_header(scope, b"content-length") or "0").strip() not in ("", "0") or _header(
         scope, b"transfer-encoding"
     ) is not None
     if method not in WRITE_METHODS and not (method == "DELETE" and has_body):
-        return
+        return None
     content_type = (_header(scope, b"content-type") or "").split(";", 1)[0].strip().lower()
-    if content_type != JSON:
-        shown = content_type or "none"
-        raise UnsupportedMediaType(f"{method} needs Content-Type: {JSON} (got {shown}), even without a body")
+    if content_type == JSON:
+        return None
+    shown = content_type or "none"
+    return UnsupportedMediaType(f"{method} needs Content-Type: {JSON} (got {shown}), even without a body")
