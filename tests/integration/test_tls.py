@@ -15,7 +15,7 @@ from cryptography.x509.oid import NameOID
 from emulator.client import Credentials, ForbiddenError, OffsetsClient
 from emulator.server.auth.tls import subject_text
 from tests.fixtures.daemon import free_port
-from tests.integration.auth_helpers import cli
+from tests.integration.auth_helpers import bearer, cli, mint
 from tests.integration.tls_helpers import Authority, TlsDaemon, client_context
 
 SUBJECT = "CN=spark-etl,OU=data,O=Example"
@@ -132,3 +132,37 @@ def test_unusable_tls_files_stop_the_daemon_with_one_line(tmp_path: Path) -> Non
     assert result.stderr.strip().splitlines()[-1].startswith(f"error: --tls-cert {missing}")
     alone = cli("serve", "--port", str(free_port()), "--tls-client-ca", str(missing))
     assert alone.returncode == 2 and "--tls-client-ca needs --tls-cert" in alone.stderr
+
+
+@pytest.mark.slow
+def test_with_tokens_too_a_client_certificate_is_optional(authority: Authority, tmp_path: Path) -> None:
+    """Certificates and tokens together: the handshake no longer requires a certificate, and a
+    client without one must then show a token; one with a certificate needs nothing else."""
+    server, _ = authority.issue("server-mixed.pem", server=True, CN="localhost")
+    client, _ = authority.issue("ops.pem", O="Example", CN="ops")
+    token, line = mint("ci", ["read:orders-*"])
+    (tmp_path / "tokens").write_text(line + "\n")
+    (tmp_path / "scopes.toml").write_text('[scopes]\n"CN=ops,O=Example" = ["admin"]\n')
+    args = ["--tls-cert", str(server), "--tls-client-ca", str(authority.ca_file), "--tokens-file"]
+    daemon = TlsDaemon(
+        [
+            "--data-dir",
+            str(tmp_path / "data"),
+            *args,
+            str(tmp_path / "tokens"),
+            "--scopes-file",
+            str(tmp_path / "scopes.toml"),
+        ],
+        free_port(),
+        tmp_path / "daemon.log",
+        probe=client_context(authority.ca_file),
+    ).start()
+    try:
+        no_certificate = client_context(authority.ca_file)
+        assert httpx.get(daemon.url + "/connectors", verify=no_certificate).status_code == 401
+        with_token = httpx.get(daemon.url + "/connectors", verify=no_certificate, headers=bearer(token))
+        assert with_token.status_code == 200
+        as_ops = httpx.get(daemon.url + "/history/status", verify=client_context(authority.ca_file, client))
+        assert as_ops.status_code == 200, "the certificate's subject is admin by the scopes file"
+    finally:
+        daemon.stop()
