@@ -30,6 +30,7 @@ COMMAND_GROUPS = [
     "emulator.cli.history",
     "emulator.cli.transfer",
     "emulator.cli.spark",
+    "emulator.cli.tokens",
 ]
 
 

@@ -20,6 +20,8 @@ from urllib.parse import quote
 
 import httpx
 
+from emulator.client.credentials import Credentials, default_credentials, redact
+
 DEFAULT_URL = "http://127.0.0.1:8081"
 
 
@@ -47,6 +49,14 @@ class ApiError(ClientError):
         self.status = status
         self.message = message
         self.kind = kind
+
+
+class AuthenticationError(ApiError):
+    """401: the daemon requires credentials, or refused the ones given (see ``Credentials``)."""
+
+
+class ForbiddenError(ApiError):
+    """403: authenticated, but the principal's scopes do not cover this operation."""
 
 
 class NotFoundError(ApiError):
@@ -86,8 +96,16 @@ _BY_KIND: dict[str, type[ApiError]] = {
     "conflict": FencedError,
     "connector_running": FencedError,
     "claims_unsupported": FencedError,
+    "unauthenticated": AuthenticationError,
+    "forbidden": ForbiddenError,
 }
-_BY_STATUS: dict[int, type[ApiError]] = {404: NotFoundError, 409: FencedError, 503: NotReadyError}
+_BY_STATUS: dict[int, type[ApiError]] = {
+    401: AuthenticationError,
+    403: ForbiddenError,
+    404: NotFoundError,
+    409: FencedError,
+    503: NotReadyError,
+}
 
 
 def api_error(status: int, message: str, kind: str | None = None) -> ApiError:
@@ -119,6 +137,22 @@ def _result(request: _Request, response: httpx.Response) -> Any:
     except ValueError:
         body = None
     return body[request.unwrap] if request.unwrap else body
+
+
+_BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
+
+
+def _headers(request: _Request) -> dict[str, str] | None:
+    """Writes always say ``application/json``, even without a body: the daemon refuses any other
+    (or none), so that a web page cannot write through a user's browser."""
+    if request.method in _BODY_METHODS and request.json is None:
+        return {"Content-Type": "application/json"}
+    return None
+
+
+def _http_options(url: str, timeout_s: float, credentials: Credentials | None) -> dict[str, Any]:
+    chosen = credentials if credentials is not None else default_credentials()
+    return {"base_url": url, "timeout": timeout_s, "headers": chosen.headers(), "verify": chosen.verify()}
 
 
 def _connector_path(connector: str) -> str:
@@ -220,11 +254,14 @@ class _Routes:
 
 
 class OffsetsClient:
-    """Synchronous client. ``alter`` takes Connect's PATCH body ``{"offsets":[…]}``."""
+    """Synchronous client. ``alter`` takes Connect's PATCH body ``{"offsets":[…]}``.
 
-    def __init__(self, url: str = DEFAULT_URL, timeout_s: float = 90.0) -> None:
-        self.url = url.rstrip("/")
-        self._http = httpx.Client(base_url=self.url, timeout=timeout_s)
+    ``credentials`` (token, Basic user, CA, client certificate): left out, the process default
+    (``emulator.client.credentials``: the CLI's flags, else ``CONNECT_OFFSETS_*`` variables)."""
+
+    def __init__(self, url: str = DEFAULT_URL, timeout_s: float = 90.0, credentials: Credentials | None = None) -> None:
+        self._http = httpx.Client(**_http_options(url.rstrip("/"), timeout_s, credentials))
+        self.url = redact(url.rstrip("/"))
 
     def __enter__(self) -> OffsetsClient:
         return self
@@ -237,7 +274,9 @@ class OffsetsClient:
 
     def _call(self, request: _Request) -> Any:
         try:
-            response = self._http.request(request.method, request.path, params=request.params, json=request.json)
+            response = self._http.request(
+                request.method, request.path, params=request.params, json=request.json, headers=_headers(request)
+            )
         except httpx.TransportError as exc:
             raise DaemonUnavailable(f"cannot reach the connect-offsets daemon at {self.url}: {exc}") from exc
         return _result(request, response)
@@ -313,11 +352,11 @@ class OffsetsClient:
 
 
 class AsyncOffsetsClient:
-    """The asyncio twin of ``OffsetsClient``: same methods, same errors, awaitable."""
+    """The asyncio twin of ``OffsetsClient``: same methods, same errors, same credentials, awaitable."""
 
-    def __init__(self, url: str = DEFAULT_URL, timeout_s: float = 90.0) -> None:
-        self.url = url.rstrip("/")
-        self._http = httpx.AsyncClient(base_url=self.url, timeout=timeout_s)
+    def __init__(self, url: str = DEFAULT_URL, timeout_s: float = 90.0, credentials: Credentials | None = None) -> None:
+        self._http = httpx.AsyncClient(**_http_options(url.rstrip("/"), timeout_s, credentials))
+        self.url = redact(url.rstrip("/"))
 
     async def __aenter__(self) -> AsyncOffsetsClient:
         return self
@@ -330,7 +369,9 @@ class AsyncOffsetsClient:
 
     async def _call(self, request: _Request) -> Any:
         try:
-            response = await self._http.request(request.method, request.path, params=request.params, json=request.json)
+            response = await self._http.request(
+                request.method, request.path, params=request.params, json=request.json, headers=_headers(request)
+            )
         except httpx.TransportError as exc:
             raise DaemonUnavailable(f"cannot reach the connect-offsets daemon at {self.url}: {exc}") from exc
         return _result(request, response)

@@ -152,3 +152,40 @@ class LogWriteError(OffsetsError):
     """A write was not acknowledged by the log; nothing is reported written unless it was."""
 
     kind = "log_write_error"
+
+
+# -- who asks ---------------------------------------------------------------------------------
+
+
+class Unauthenticated(OffsetsError):
+    """The request carries no credentials, or credentials the daemon does not accept.
+
+    ``challenges`` are the schemes the daemon accepts (``Basic realm=…``, ``Bearer realm=…``), sent
+    back as ``WWW-Authenticate`` so that a browser or a client knows how to authenticate."""
+
+    kind = "unauthenticated"
+
+    def __init__(self, message: str, challenges: tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.challenges = challenges
+
+
+class Forbidden(OffsetsError):
+    """The principal is known, but its scopes do not cover this operation on this connector."""
+
+    kind = "forbidden"
+
+
+class UnsupportedMediaType(OffsetsError):
+    """A write whose ``Content-Type`` is not ``application/json``: refused before anything is read,
+    because a web page can send ``text/plain`` (or no body at all) across origins without a
+    preflight, and must never write, claim or roll back through a user's browser."""
+
+    kind = "unsupported_media_type"
+
+
+class HostNotAllowed(InvalidRequest):
+    """The ``Host`` header names no host this daemon serves (``--allowed-hosts``): the usual sign of
+    DNS rebinding, where a web page's own host name resolves to the daemon's loopback address."""
+
+    kind = "host_not_allowed"

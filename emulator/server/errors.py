@@ -14,9 +14,12 @@ request_too_large        413    the body exceeds ``--max-body-bytes`` (refused b
 invalid_record           400    log entries are not (bytes key, bytes-or-None value) pairs
 wrong_connector_type     400    ``kind=`` contradicts the Connect cluster's config
 history_unavailable      400    the time lies before what the archive's retention kept
+host_not_allowed         400    the Host header names no host of ``--allowed-hosts`` (DNS rebinding)
 not_stopped              400    the connector is not STOPPED with 0 tasks (Connect's rule)
 claim_held               400    someone holds a claim and the write did not present it
 sinks_unsupported        400    sink offsets need Kafka (the embedded log has no groups)
+unauthenticated          401    no credentials, or credentials not accepted (with ``WWW-Authenticate``)
+forbidden                403    the principal's scopes do not cover the operation on this connector
 connector_not_found      404    the connector is unknown (cluster, offsets log or history)
 claim_not_found          404    the connector has no current claim (with that epoch)
 history_disabled         404    the daemon runs with ``--no-history``
@@ -24,6 +27,7 @@ conflict                 409    another writer won a race (e.g. a concurrent cla
 fenced                   409    a newer claim fenced this writer; nothing was written
 connector_running        409    a claim was refused: the connector runs (use force)
 claims_unsupported       409    the log backend cannot store claims
+unsupported_media_type   415    a write whose ``Content-Type`` is not ``application/json``
 invalid_offset_format    500    Connect's ``validateFormat`` refused a map (500, as in Connect)
 sink_offsets_failed      500    the consumer-group call behind a sink's offsets failed
 log_unavailable          500    a log could not be read to its end in time
@@ -74,6 +78,9 @@ STATUS: Mapping[type, int] = {
     errors.LogUnavailable: 500,
     errors.LogConfigError: 500,
     errors.LogWriteError: 500,
+    errors.Unauthenticated: 401,
+    errors.Forbidden: 403,
+    errors.UnsupportedMediaType: 415,
 }
 """Status per class; a class not listed takes its nearest listed ancestor's."""
 
@@ -92,10 +99,15 @@ def status_of(error: OffsetsError) -> int:
 
 
 def error_response(error: OffsetsError, extra: Mapping[str, object] | None = None) -> JSONResponse:
-    """Connect's error body (plus ``extra`` fields, e.g. readiness progress) and the kind header."""
+    """Connect's error body (plus ``extra`` fields, e.g. readiness progress) and the kind header;
+    a 401 also names the schemes the daemon accepts, one ``WWW-Authenticate`` header each."""
     status = status_of(error)
     body = {"error_code": status, "message": error.message, **(extra or {})}
-    return JSONResponse(body, status_code=status, headers={ERROR_HEADER: error.kind})
+    response = JSONResponse(body, status_code=status, headers={ERROR_HEADER: error.kind})
+    if isinstance(error, errors.Unauthenticated):
+        for challenge in error.challenges:
+            response.headers.append("WWW-Authenticate", challenge)
+    return response
 
 
 def install_error_handlers(app: FastAPI) -> None:

@@ -35,6 +35,7 @@ def listen(host: str, port: int) -> socket.socket:
     sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         sock.bind((host, port))
     except OSError as exc:
         sock.close()
@@ -49,7 +50,7 @@ def listen(host: str, port: int) -> socket.socket:
 _WILDCARDS = {"0.0.0.0": "127.0.0.1", "::": "::1"}
 
 
-def url_of(sock: socket.socket) -> str:
+def url_of(sock: socket.socket, scheme: str = "http") -> str:
     """The URL a client on this machine uses to reach the bound socket.
 
     The port comes from the socket, not the settings, so ``--port 0`` reports the port the system
@@ -58,4 +59,4 @@ def url_of(sock: socket.socket) -> str:
     """
     address, port = sock.getsockname()[:2]
     host = _WILDCARDS.get(address, address)
-    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+    return f"{scheme}://[{host}]:{port}" if ":" in host else f"{scheme}://{host}:{port}"

@@ -29,6 +29,7 @@ from fastapi.openapi.utils import get_openapi
 from pydantic import BaseModel, ConfigDict
 
 from emulator.history.query import DEFAULT_LIMIT, MAX_LIMIT
+from emulator.server.auth.policy import rule_for
 
 ERROR_STATUSES: Mapping[int, str] = {
     400: "The request is wrong (body, parameter, connector name or state): Connect's BadRequestException",
@@ -171,8 +172,9 @@ def install_openapi(app: FastAPI) -> None:
                 description=app.description,
                 routes=app.routes,
             )
-            for operation in _operations(document):
+            for path, method, operation in _operations_with_paths(document):
                 operation.get("responses", {}).pop("422", None)
+                _declare_guard_statuses(path, method, operation)
                 for parameter in operation.get("parameters", []):
                     schema = QUERY_PARAMETER_SCHEMAS.get(parameter["name"])
                     if parameter.get("in") == "query" and schema is not None:
@@ -186,9 +188,46 @@ def install_openapi(app: FastAPI) -> None:
     app.openapi = openapi  # type: ignore[method-assign]
 
 
-def _operations(document: Mapping[str, Any]) -> list[dict[str, Any]]:
+_GUARD_STATUSES: Mapping[int, str] = {
+    400: "The Host header is not one the daemon serves (--allowed-hosts)",
+    401: ERROR_STATUSES[401],
+    403: ERROR_STATUSES[403],
+    415: "A write without Content-Type: application/json (bodies or not)",
+}
+_WRITES = {"post", "patch", "put", "delete"}
+
+
+def _declare_guard_statuses(path: str, method: str, operation: dict[str, Any]) -> None:
+    """What the security guards in front of every route can answer, declared where it applies:
+    400 for a Host not served and 401 for credentials that do not hold (any route, public ones
+    included), 403 outside the principal's scopes (every route but the public ones), 415 for a
+    write without the JSON content type. Routes declare only their own statuses; these follow from
+    ``emulator.server.auth`` (the policy says which routes are public)."""
+    rule = rule_for(method.upper(), path)
+    statuses = [400, 401]
+    if rule is None or rule.access != "public":
+        statuses.append(403)
+    if method in _WRITES:
+        statuses.append(415)
+    responses = operation.setdefault("responses", {})
+    for status in statuses:
+        responses.setdefault(
+            str(status),
+            {
+                "description": _GUARD_STATUSES[status],
+                "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}},
+            },
+        )
+
+
+def _operations_with_paths(document: Mapping[str, Any]) -> list[tuple[str, str, dict[str, Any]]]:
     methods = {"get", "put", "post", "delete", "patch", "head", "options"}
-    return [op for item in document.get("paths", {}).values() for method, op in item.items() if method in methods]
+    return [
+        (path, method, op)
+        for path, item in document.get("paths", {}).items()
+        for method, op in item.items()
+        if method in methods
+    ]
 
 
 # -- parameter errors ------------------------------------------------------------------------------

@@ -9,7 +9,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import ssl
 from collections.abc import AsyncIterator, Callable
+from typing import Any
 
 import uvicorn
 from fastapi import FastAPI
@@ -25,11 +27,15 @@ from emulator.model.errors import LogConfigError
 from emulator.model.sequences import SequenceTracker
 from emulator.server.announce import Announcement, AnnouncingServer, clear_url_file, remove_url_file
 from emulator.server.app import create_app
+from emulator.server.auth import reload as credentials_reload
+from emulator.server.auth.config import Security, build_security
+from emulator.server.auth.tls import PeerCertificateProtocol, TlsError, TlsFiles, server_context
 from emulator.server.deps import Runtime
 from emulator.server.listen import listen, url_of
 from emulator.server.log_format import configure_logging
 from emulator.server.metrics import serve_metrics
 from emulator.server.observability import Observability
+from emulator.server.options import SettingsError
 from emulator.server.routes.params import DEFAULT_MAX_BODY_BYTES
 from emulator.server.settings import Settings
 from emulator.server.sink_lag import SinkLag, cluster_sinks
@@ -207,23 +213,29 @@ def build_observability(settings: Settings, runtime: Runtime) -> Observability:
 def make_app(
     runtime: Runtime,
     history: HistoryArchive | None = None,
+    security: Security | None = None,
     observability: Observability | None = None,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
 ) -> FastAPI:
-    app = create_app(runtime, observability)
+    app = create_app(runtime, security, observability)
     app.state.history = history
     app.state.max_body_bytes = max_body_bytes
+    store = security.authenticator.store if security is not None else None
 
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         runtime.log.start_reading(runtime.view.apply)
         if runtime.cluster is not None:
             runtime.cluster.start_reading()
-        reporter = asyncio.create_task(_report_replay(runtime))
+        tasks = [asyncio.create_task(_report_replay(runtime))]
+        if store is not None:
+            tasks.append(asyncio.create_task(credentials_reload.watch(store)))
+            credentials_reload.on_sighup(store)
         try:
             yield
         finally:
-            reporter.cancel()
+            for task in tasks:
+                task.cancel()
             await asyncio.to_thread(close_runtime, runtime, history)
 
     app.router.lifespan_context = lifespan
@@ -252,6 +264,8 @@ def serve(settings: Settings) -> None:
     """
     configure_logging(settings.log_level, settings.log_format)
     clear_url_file(settings.url_file)
+    security = build_security(settings)
+    tls = tls_options(settings, security)
     origins = OriginRegistry() if settings.history else None
     runtime = build_runtime(settings, origins)
     history: HistoryArchive | None = None
@@ -259,18 +273,27 @@ def serve(settings: Settings) -> None:
     try:
         history = build_history(settings, runtime, origins)
         sock = listen(settings.host, settings.port)
-        app = make_app(runtime, history, build_observability(settings, runtime), settings.max_body_bytes)
+        app = make_app(runtime, history, security, build_observability(settings, runtime), settings.max_body_bytes)
         if settings.metrics_port is not None:
             stop_metrics = serve_metrics(app.state.metrics, settings.host, settings.metrics_port)
     except BaseException:
         close_runtime(runtime, history)
         raise
-    url = url_of(sock)
-    log.info("connect-offsets emulator on %s, listening on %s", runtime.log.description, url)
+    url = url_of(sock, "https" if security.tls else "http")
+    log.info(
+        "connect-offsets emulator on %s, listening on %s (authentication: %s)",
+        runtime.log.description,
+        url,
+        ", ".join(security.authenticator.mechanisms()) or "none",
+    )
+    for warning in security.warnings():
+        log.warning(warning)
     if stop_metrics is not None:
         log.info("Prometheus metrics on http://%s:%d/metrics", settings.host, settings.metrics_port)
     # log_config=None: uvicorn's lines go through our handler (and --log-format) like every other log.
-    config = uvicorn.Config(app, log_level=settings.log_level.lower(), access_log=False, lifespan="on", log_config=None)
+    config = uvicorn.Config(
+        app, log_level=settings.log_level.lower(), access_log=False, lifespan="on", log_config=None, **tls
+    )
     announcement = Announcement(url, settings.url_file, lambda: runtime.health.readiness()["ready"])
     try:
         AnnouncingServer(config, announcement).run(sockets=[sock])
@@ -278,3 +301,26 @@ def serve(settings: Settings) -> None:
         remove_url_file(settings.url_file)
         if stop_metrics is not None:
             stop_metrics()
+
+
+def tls_options(settings: Settings, security: Security) -> dict[str, Any]:
+    """uvicorn's TLS settings; the files are loaded here first, so a bad one is a startup error.
+
+    A client certificate is required when it is the only way to authenticate, and optional when
+    Basic or tokens can be used instead (``emulator.server.auth.tls``)."""
+    if settings.tls_cert is None:
+        return {}
+    files = TlsFiles(settings.tls_cert, settings.tls_key, settings.tls_client_ca)
+    required = not {"basic", "token"} & set(security.authenticator.mechanisms())
+    try:
+        server_context(files, certificate_required=required)
+    except TlsError as exc:
+        raise SettingsError(str(exc)) from None
+    options: dict[str, Any] = {"ssl_certfile": str(files.cert), "ssl_keyfile": files.key and str(files.key)}
+    if files.client_ca is not None:
+        options |= {
+            "ssl_ca_certs": str(files.client_ca),
+            "ssl_cert_reqs": ssl.CERT_REQUIRED if required else ssl.CERT_OPTIONAL,
+            "http": PeerCertificateProtocol,
+        }
+    return options

@@ -14,7 +14,6 @@ served ``without_server_paths(status)``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any, NotRequired, TypedDict
 
 from emulator.connect_cluster import ConnectCluster
@@ -22,16 +21,6 @@ from emulator.history.archive import HistoryArchive
 from emulator.logs.base import OffsetLog, ReadProgress
 from emulator.model.times import format_time_ms
 from emulator.view.offset_view import OffsetView
-
-SERVER_PATH_FIELDS: tuple[tuple[str, ...], ...] = (
-    ("log",),
-    ("history", "directory"),
-    ("history", "log"),
-    ("history", "recovered_files"),
-)
-"""Where ``/status`` names a file or directory of the server (paths into the body, outermost key
-first): the embedded log's description is its file's path, and the archive names its directory,
-its log and the files it recovered."""
 
 
 class Readiness(TypedDict):
@@ -74,25 +63,6 @@ class Status(Readiness):
 def iso(seconds: float | None) -> str | None:
     """A wall-clock ``time.time()`` as ISO-8601 UTC, the form every time in the API takes."""
     return None if seconds is None else format_time_ms(int(seconds * 1000))
-
-
-def without_server_paths(status: Mapping[str, Any]) -> dict[str, Any]:
-    """``status`` with every field of ``SERVER_PATH_FIELDS`` removed (for callers without ``admin``)."""
-    body = dict(status)
-    for path in SERVER_PATH_FIELDS:
-        _drop(body, path)
-    return body
-
-
-def _drop(body: dict[str, Any], path: tuple[str, ...]) -> None:
-    head, rest = path[0], path[1:]
-    if not rest:
-        body.pop(head, None)
-        return
-    inner = body.get(head)
-    if isinstance(inner, dict):
-        body[head] = inner = dict(inner)
-        _drop(inner, rest)
 
 
 class Health:

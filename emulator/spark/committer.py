@@ -26,9 +26,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-import httpx
-
-from emulator.client.http import ApiError, Auth, OffsetsClient
+from emulator.client.credentials import Credentials
+from emulator.client.http import ApiError, Auth, ClientError, OffsetsClient
 from emulator.codec.readable import offset_problem
 
 log = logging.getLogger(__name__)
@@ -134,10 +133,9 @@ def _exclusive(url: str, connector: str, kind: str) -> Iterator[None]:
 class DaemonOffsets:
     """The daemon's offsets routes for one URL, as this package needs them."""
 
-    def __init__(self, url: str, timeout_s: float = 30.0) -> None:
-        self.url = url.rstrip("/")
-        self._timeout_s = timeout_s
-        self._client = OffsetsClient(self.url, timeout_s=timeout_s)
+    def __init__(self, url: str, timeout_s: float = 30.0, credentials: Credentials | None = None) -> None:
+        self._client = OffsetsClient(url.rstrip("/"), timeout_s=timeout_s, credentials=credentials)
+        self.url = self._client.url
         self._sink_checked = False
 
     def close(self) -> None:
@@ -244,8 +242,8 @@ class DaemonOffsets:
         if self._sink_checked:
             return
         try:
-            spec = httpx.get(self.url + "/openapi.json", timeout=self._timeout_s).json()
-        except (httpx.HTTPError, ValueError) as exc:
+            spec = self._client.request("GET", "/openapi.json")
+        except ClientError as exc:
             raise SinkOffsetsUnsupported(f"cannot read the daemon's API description at {self.url}: {exc}") from exc
         operation = spec.get("paths", {}).get("/connectors/{connector}/offsets", {}).get("patch", {})
         names = {p.get("name") for p in operation.get("parameters", []) if isinstance(p, dict)}

@@ -101,7 +101,16 @@ def test_serve_on_a_busy_port_says_so_in_one_line_and_exits_2(busy_port: int, tm
 
 
 def test_serve_on_an_unknown_host_says_so_in_one_line_and_exits_2(tmp_path: Path) -> None:
-    result = cli("serve", "--data-dir", str(tmp_path), "--host", "no-such-host.invalid", "--port", str(free_port()))
+    result = cli(
+        "serve",
+        "--data-dir",
+        str(tmp_path),
+        "--host",
+        "no-such-host.invalid",
+        "--insecure-no-auth",  # not loopback: without it the daemon refuses before trying to listen
+        "--port",
+        str(free_port()),
+    )
     assert result.returncode == 2
     assert "Traceback" not in result.stderr
     last = result.stderr.splitlines()[-1]

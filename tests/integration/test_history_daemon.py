@@ -208,7 +208,8 @@ def test_time_filters_bad_input_and_unknown_connectors(daemon_factory: DaemonFac
         (base + "/rollback", {}, 400, "to"),
     ]:
         method = "POST" if url.endswith("rollback") else "GET"
-        response = httpx.request(method, url, params=params, timeout=10)
+        headers = {"Content-Type": "application/json"} if method == "POST" else None
+        response = httpx.request(method, url, params=params, headers=headers, timeout=10)
         assert response.status_code == status, (url, response.text)
         assert text in response.json()["message"]
 

@@ -33,7 +33,7 @@ def test_requests_on_a_kept_alive_connection_do_not_wait_for_a_delayed_ack(embed
     with socket.create_connection(("127.0.0.1", embedded_daemon.port), timeout=10) as conn:
         for _ in range(21):
             started = time.monotonic()
-            conn.sendall(b"GET /healthz HTTP/1.1\r\nHost: daemon\r\n\r\n")
+            conn.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
             answer = b""
             while not answer.endswith(b'{"status":"ok"}'):
                 chunk = conn.recv(4096)

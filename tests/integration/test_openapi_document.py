@@ -77,7 +77,8 @@ class Checker:
     """Sends requests and checks each answer against the document: declared status, valid body."""
 
     def __init__(self, daemon: DaemonProcess, schema: OpenApiSchema, document: dict[str, Any]) -> None:
-        self.http = httpx.Client(base_url=daemon.url, timeout=30)
+        # Writes carry the JSON content type, bodies or not (the daemon answers 415 otherwise).
+        self.http = httpx.Client(base_url=daemon.url, timeout=30, headers={"content-type": "application/json"})
         self.schema = schema
         self.document = document
         self.seen: set[tuple[str, str, str]] = set()

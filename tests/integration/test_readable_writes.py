@@ -159,6 +159,7 @@ def test_a_rollback_does_not_write_back_a_value_no_task_can_read(embedded_daemon
         answer = httpx.post(
             f"{embedded_daemon.url}/connectors/{connector}/offsets/rollback",
             params={"to": str(then), "dry_run": dry_run},
+            headers={"content-type": "application/json"},  # writes need it (a 415 otherwise), bodies or not
             timeout=60,
         )
         refused(answer, f"Rolling back {connector} would write 1 record value(s) Connect cannot read back")

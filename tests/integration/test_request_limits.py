@@ -27,7 +27,9 @@ def name() -> str:
 
 
 def request(daemon: DaemonProcess, method: str, path: str, **kwargs: Any) -> httpx.Response:
-    return httpx.request(method, daemon.url + path, timeout=30, **kwargs)
+    """Writes carry ``Content-Type: application/json`` as a client of the API must (415 otherwise)."""
+    headers = {"content-type": "application/json", **kwargs.pop("headers", {})}
+    return httpx.request(method, daemon.url + path, timeout=30, headers=headers, **kwargs)
 
 
 def assert_400(response: httpx.Response, *words: str) -> dict[str, Any]:

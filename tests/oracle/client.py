@@ -418,6 +418,12 @@ class JavaOracle:
             for r in self._call("sink_parse_offsets", {"bodies": bodies})
         ]
 
+    def properties_load(self, files: list[bytes]) -> list[dict[str, str] | JavaError]:
+        """Each file's bytes read by ``java.util.Properties.load(InputStream)`` (Connect's
+        credentials file): its entries, or the exception as data."""
+        answers = self._call("properties_load", {"files": [base64.b64encode(f).decode("ascii") for f in files]})
+        return [JavaError.from_wire(r["error"]) if "error" in r else dict(map(tuple, r["entries"])) for r in answers]
+
     def sink_offsets_shape(self, offsets: list[tuple[str, int, int]]) -> str:
         """The JSON Connect's GET answers for these committed group offsets (Jackson over ``ConnectorOffsets``)."""
         return str(self._call("sink_offsets_shape", {"offsets": [list(o) for o in offsets]}))

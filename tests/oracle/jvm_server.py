@@ -908,6 +908,22 @@ class Ops:
             out.append({"parsed": sorted(rows, key=lambda r: (r[0], r[1]))})
         return out
 
+    def properties_load(self, a: dict[str, Any]) -> Any:
+        """``java.util.Properties.load(InputStream)`` per file, as Connect's ``PropertyFileLoginModule``
+        reads its credentials file: ``{"entries": [[key, value], ...]}`` (sorted) or ``{"error": ...}``."""
+        J = self.jp.JClass
+        out: list[Any] = []
+        for b64 in a["files"]:
+            props = J("java.util.Properties")()
+            try:
+                props.load(J("java.io.ByteArrayInputStream")(self._bytes(b64)))
+            except (self.jp.JException, UnicodeDecodeError) as e:
+                out.append({"error": self.b.error(e)})
+                continue
+            entries = [[self.b.py_str(k), self.b.py_str(props.getProperty(k))] for k in props.stringPropertyNames()]
+            out.append({"entries": sorted(entries)})
+        return out
+
     def sink_offsets_shape(self, a: dict[str, Any]) -> Any:
         """``SinkUtils.consumerGroupOffsetsToConnectorOffsets`` serialized by Jackson, as GET answers it."""
         J = self.jp.JClass

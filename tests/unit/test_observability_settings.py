@@ -9,10 +9,11 @@ import sys
 import pytest
 
 from emulator.cli.main import build_parser
+from emulator.model.principal import Principal
+from emulator.server.auth.status import HIDDEN, for_principal
 from emulator.server.log_format import JsonFormatter, fields, formatter
 from emulator.server.options import SettingsError, resolve
 from emulator.server.settings import Settings
-from emulator.service.health import SERVER_PATH_FIELDS, without_server_paths
 
 
 def settings(*flags: str, env: dict[str, str] | None = None) -> Settings:
@@ -73,12 +74,22 @@ def test_the_text_format_is_the_historic_one() -> None:
     assert text.endswith(" INFO emulator.audit: hello")
 
 
-def test_status_without_server_paths_drops_exactly_the_listed_fields() -> None:
+def test_status_hides_server_paths_from_a_principal_without_admin() -> None:
     status = {
         "log": "embedded:///srv/data/connect-offsets.sqlite3",
         "ready": True,
-        "history": {"directory": "/srv/data/history/x", "log": "embedded:///srv/x", "mode": "writing"},
+        "history": {
+            "directory": "/srv/data/history/x",
+            "log": "embedded:///srv/x",
+            "recovered_files": ["/srv/data/history/x/00001.avro"],
+            "mode": "writing",
+        },
     }
-    assert without_server_paths(status) == {"ready": True, "history": {"mode": "writing"}}
+    hidden = {"directory": HIDDEN, "log": HIDDEN, "recovered_files": HIDDEN, "mode": "writing"}
+    assert for_principal(status, Principal("reader", "token", ("read:*",))) == {
+        "log": HIDDEN,
+        "ready": True,
+        "history": hidden,
+    }
+    assert for_principal(status, Principal("root", "token", ("admin",))) == status
     assert status["history"]["directory"] == "/srv/data/history/x"  # the original is left alone
-    assert ("log",) in SERVER_PATH_FIELDS

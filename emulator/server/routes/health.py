@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Annotated, Any
+from typing import Any
 
-from fastapi import APIRouter, Depends, Request, Response
+from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 
 from emulator.history.archive import HistoryArchive
 from emulator.model.errors import NotReady
+from emulator.model.principal import current_principal
+from emulator.server.auth.status import for_principal
 from emulator.server.deps import RuntimeDep
 from emulator.server.errors import error_response
 from emulator.server.metrics import CONTENT_TYPE, Metrics
@@ -18,18 +20,6 @@ from emulator.server.openapi_bodies import Alive, NotReadyBody
 from emulator.service.health import Readiness, Status
 
 router = APIRouter(tags=["health"])
-
-
-async def require_admin(request: Request) -> None:
-    """The ``admin`` scope, for ``/metrics`` and the server paths in ``/status``.
-
-    A no-op until authentication decides scopes: the scope check belongs here, so every route that
-    depends on it is covered at once (``/status`` keeps its server paths in
-    ``emulator.service.health.SERVER_PATH_FIELDS`` for the same filtering).
-    """
-
-
-AdminDep = Annotated[None, Depends(require_admin)]
 
 
 @router.get("/healthz", summary="Alive", **documented(Alive))
@@ -43,7 +33,8 @@ async def healthz() -> dict[str, str]:
     **documented(Readiness, (503, "Not ready yet: the read progress so far", NotReadyBody)),
 )
 async def readyz(rt: RuntimeDep) -> JSONResponse:
-    body = rt.health.readiness()
+    """Public (probes carry no credentials): error texts, which may name files, only to admin."""
+    body = for_principal(rt.health.readiness(), current_principal.get())
     if body["ready"]:
         return JSONResponse(body)
     return error_response(NotReady("Reading the offsets log to its end"), extra=body)
@@ -51,17 +42,19 @@ async def readyz(rt: RuntimeDep) -> JSONResponse:
 
 @router.get(
     "/status",
-    summary="Read progress, end offsets and lag, the reader's health, counters, the history archiver",
+    summary="Read progress, end offsets and lag, the reader's health, counters, the history archiver, security",
     **documented(Status),
 )
 async def status(rt: RuntimeDep, request: Request) -> dict[str, Any]:
+    """File paths and error texts are shown to the admin scope only (``auth.status``)."""
     archive: HistoryArchive | None = getattr(request.app.state, "history", None)
-    return dict(rt.health.status(archive))
+    body = {**rt.health.status(archive), "security": request.app.state.security.describe()}
+    return for_principal(body, current_principal.get())
 
 
 @router.get(
     "/metrics",
-    summary="Prometheus metrics (text exposition format; docs/operations.md lists them)",
+    summary="Prometheus metrics (text exposition format; docs/operations.md lists them); admin scope",
     response_class=Response,
     responses={
         200: {
@@ -70,7 +63,7 @@ async def status(rt: RuntimeDep, request: Request) -> dict[str, Any]:
         }
     },
 )
-async def metrics(request: Request, _: AdminDep) -> Response:
+async def metrics(request: Request) -> Response:
     registry: Metrics = request.app.state.metrics
     # A scrape reads locks the reader thread takes and may ask the broker (sink lag): not on the loop.
     body = await asyncio.to_thread(registry.render)
