@@ -78,8 +78,11 @@ class TrackedLog(OffsetLog):
     def read_to_end(self, timeout_s: float) -> None:
         self.inner.read_to_end(timeout_s)
 
-    def current_claim(self, connector: str) -> Claim | None:
-        return self.inner.current_claim(connector)
+    def current_claim(self, connector: str, timeout_s: float | None = None) -> Claim | None:
+        return self.inner.current_claim(connector, timeout_s)
+
+    def reachability(self) -> str | None:
+        return self.inner.reachability()
 
     def release(self, fence: Fence) -> bool:
         return self.inner.release(fence)

@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TypedDict
 
+from emulator.model.connectors import not_stopped_message
 from emulator.model.errors import Conflict
 
 
@@ -43,10 +44,14 @@ class Claim:
 
 @dataclass(frozen=True, slots=True)
 class Fence:
-    """What a commit presents: it may write only while ``epoch`` is the connector's current one."""
+    """What a commit presents: it may write only while ``epoch`` is the connector's current one.
+
+    ``epoch=None`` is a writer that presents no claim (Connect's own API, an operator): it may write
+    only while nobody holds the connector. The log checks either rule atomically with the write.
+    """
 
     connector: str
-    epoch: int
+    epoch: int | None
 
 
 class Fenced(Conflict):
@@ -61,4 +66,12 @@ def fenced_message(connector: str, epoch: int, current: Claim | None) -> str:
     return (
         f"Connector {connector} is claimed by {current.owner!r} with epoch {current.epoch}; "
         f"the writer with epoch {epoch} has been fenced and nothing was written"
+    )
+
+
+def held_message(connector: str, claim: Claim) -> str:
+    """Connect's not-STOPPED refusal, and who holds the claim: to a writer without it, the connector runs."""
+    return (
+        f"{not_stopped_message(connector)}. Its offsets are claimed by {claim.owner!r} (epoch {claim.epoch}): "
+        "write with that claim's claim_epoch, or release the claim"
     )

@@ -2,7 +2,10 @@
 
 The daemon is ready once the offsets log has been read to the end it had at startup and, with a
 Connect cluster, once its config and status topics have been too; before that every offsets read
-is refused rather than answered from partial state.
+is refused rather than answered from partial state. It is not ready either while the log's storage
+cannot be reached (a Kafka cluster that did not answer its last metadata request): a load balancer
+then sends writes elsewhere, or nowhere, instead of to a daemon that can only answer 503 after its
+write timeout. Reads of the view go on being served meanwhile.
 """
 
 from __future__ import annotations
@@ -24,6 +27,8 @@ class Readiness(TypedDict):
     end_offsets: dict[str, int]
     connect_cluster: NotRequired[dict[str, Any]]
     """Present with a Connect cluster: read progress of its config and status topics."""
+    unreachable: NotRequired[str]
+    """Present while the log's storage cannot be reached: what failed, and for how long."""
 
 
 class Status(Readiness):
@@ -54,6 +59,10 @@ class Health:
             cluster = self._cluster.readiness()
             body["ready"] = progress.caught_up and bool(cluster["ready"])
             body["connect_cluster"] = cluster
+        unreachable = self._log.reachability()
+        if unreachable is not None:
+            body["ready"] = False
+            body["unreachable"] = unreachable
         return body
 
     def status(self) -> Status:

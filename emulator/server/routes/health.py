@@ -19,12 +19,16 @@ async def healthz() -> dict[str, str]:
     return {"status": "ok"}
 
 
-@router.get("/readyz", summary="200 once the log has been read to its end, else 503 with progress")
+@router.get(
+    "/readyz", summary="200 once the log has been read to its end and its storage answers, else 503 with the reason"
+)
 async def readyz(rt: RuntimeDep) -> JSONResponse:
     body = rt.health.readiness()
     if body["ready"]:
         return JSONResponse(body)
-    return error_response(NotReady("Reading the offsets log to its end"), extra=body)
+    unreachable = body.get("unreachable")
+    reason = "Reading the offsets log to its end" if unreachable is None else f"Not ready: {unreachable}"
+    return error_response(NotReady(reason), extra=body)
 
 
 @router.get("/status", summary="Log location, read progress and record counters")
