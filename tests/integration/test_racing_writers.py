@@ -17,19 +17,18 @@ import itertools
 import json
 import sqlite3
 import threading
-import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
 from emulator.client.http import Auth, OffsetsClient
 from emulator.codec.keys import encode_key
 from tests.fixtures.broker import TansuBroker
 from tests.fixtures.daemon import DaemonFactory
+from tests.integration.raw_log import read_topic
 
 WRITERS = 8
 COMMITS_PER_WRITER = 25
@@ -113,38 +112,6 @@ def read_sqlite(db: Path, key: bytes) -> list[int]:
     with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
         rows = conn.execute("SELECT value FROM records WHERE key = ? ORDER BY partition, offset", (key,)).fetchall()
     return [json.loads(value)["position"] for (value,) in rows]
-
-
-def read_topic(bootstrap: str, topic: str, partitions: int, key: bytes) -> list[int]:
-    """Every stored value of ``key`` in log order, as Connect's read_uncommitted reader sees the topic."""
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": f"raw-{uuid.uuid4().hex[:6]}",
-            "enable.auto.commit": False,
-            "isolation.level": "read_uncommitted",
-            "fetch.wait.max.ms": 50,
-        }
-    )
-    try:
-        ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in range(partitions)}
-        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
-        found: list[int] = []
-        positions = dict.fromkeys(ends, 0)
-        deadline = time.monotonic() + 30
-        while any(positions[p] < end for p, end in ends.items()):
-            assert time.monotonic() < deadline, f"topic not read to its end: {positions} of {ends}"
-            for message in consumer.consume(500, 0.2):
-                if message.error() is not None:
-                    continue
-                partition, offset = message.partition(), message.offset()
-                assert partition is not None and offset is not None
-                positions[partition] = offset + 1
-                if message.key() == key and message.value() is not None:
-                    found.append(json.loads(message.value())["position"])
-        return found
-    finally:
-        consumer.close()
 
 
 def seed(url: str, connector: str) -> None:
