@@ -109,7 +109,7 @@ def assemble_runtime(
         log=offset_log,
         view=view,
         offsets=offsets,
-        claims=ClaimsService(checks, guard, offsets.read_to_end),
+        claims=ClaimsService(checks, guard, offsets.read_to_end, write_timeout_s),
         records=RecordsService(offset_log.description, view, checks, guard, writer),
         history=HistoryQueries(checks),
         health=Health(offset_log, view, cluster),
