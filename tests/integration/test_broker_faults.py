@@ -125,6 +125,11 @@ def sequenced_writer(url: str, connector: str, timeline: Timeline, stop: threadi
                 stop.wait(float(answer.headers.get("Retry-After", "1")))
 
 
+def _answer(e: dict[str, Any]) -> tuple[Any, ...]:
+    """(commit, sent at, took, status, kind or dropped) for the summary line."""
+    return e["n"], round(e["sent"], 1), round(e["answered"] - e["sent"], 1), e["status"], e["kind"] or e["dropped"]
+
+
 @pytest.mark.slow
 def test_a_20_s_broker_stall_timeline(own_broker: TansuBroker, daemon_factory: DaemonFactory) -> None:
     topic = own_broker.unique_topic("stall")
@@ -184,7 +189,7 @@ def test_a_20_s_broker_stall_timeline(own_broker: TansuBroker, daemon_factory: D
     )
     summary = (
         f"stall {paused_at:.1f}-{resumed_at:.1f} s; PATCH answers during it: "
-        f"{[(round(e['sent'], 1), round(e['answered'] - e['sent'], 1), e['status'], e['kind']) for e in stalled]}; "
+        f"{[_answer(e) for e in stalled]}; "
         f"first 503 at {first_503}; /readyz 503 from "
         f"{min((e['answered'] for e in not_ready), default=None)} to {ready_again}; first 200 PATCH after resume "
         f"at {resumed_write}; client: {client_answer}"
