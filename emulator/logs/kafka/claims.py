@@ -304,7 +304,9 @@ class KafkaClaims:
             return True
 
     # -- writes -------------------------------------------------------------------------
-    def append_unclaimed(self, connector: str, append: Callable[[], list[Position]]) -> list[Position]:
+    def append_unclaimed(
+        self, connector: str, append: Callable[[], list[Position]], timeout_s: float
+    ) -> list[Position]:
         """``append()`` for a writer that presents no claim, refused with ``ClaimHeld`` while the
         connector is claimed (as of the caller's last read of this topic, ``current``).
 
@@ -315,7 +317,11 @@ class KafkaClaims:
         docs/claims-and-sequences.md).
         """
         lock = self._connector_lock(connector)
-        lock.acquire()
+        if not lock.acquire(timeout=max(timeout_s, 0.0)):
+            raise LogTimeout(
+                f"an earlier write or claim of connector {connector} is still waiting for the broker's answer; "
+                "nothing was written"
+            )
         release_now = True
         try:
             held = self.cached(connector)

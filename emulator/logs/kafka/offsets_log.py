@@ -321,7 +321,7 @@ class KafkaOffsetLog(OffsetLog):
             store = self._claims_store(create=False)
             if store is None:
                 return self._writer.append(checked, timeout_s)
-            return store.append_unclaimed(fence.connector, lambda: self._writer.append(checked, timeout_s))
+            return store.append_unclaimed(fence.connector, lambda: self._writer.append(checked, timeout_s), timeout_s)
         store = self._claims_store(create=False)
         if store is None:  # a claim epoch, but nobody ever claimed on this topic
             raise Fenced(fenced_message(fence.connector, fence.epoch, None))
