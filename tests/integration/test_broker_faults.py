@@ -266,8 +266,11 @@ def test_a_claimed_write_during_a_stall_is_answered_in_time_and_applied_at_most_
     assert in_log == [0, 1], f"the commit that timed out was applied exactly once: {in_log} ({retry.json()})"
 
 
+@pytest.mark.slow
 def test_serve_names_an_unreachable_broker_at_once_and_gives_up_when_asked(tmp_path: Path) -> None:
-    """Nothing listens on the port: the first line names the bootstrap servers within seconds."""
+    """Nothing listens on the port: a line names the bootstrap servers within seconds (the daemon
+    says so after one 2 s metadata attempt; the bounds below leave room for a loaded machine's
+    interpreter start-up)."""
     bootstrap = f"127.0.0.1:{free_port()}"
     command = [sys.executable, "-m", "emulator.cli", "serve", "--bootstrap-servers", bootstrap]
     common = ["--port", str(free_port()), "--data-dir", str(tmp_path / "data")]
@@ -278,7 +281,7 @@ def test_serve_names_an_unreachable_broker_at_once_and_gives_up_when_asked(tmp_p
     )
     took = time.monotonic() - started
     assert gives_up.returncode == 2, gives_up.stderr[-2000:]
-    assert took < 10, f"gave up after {took:.1f} s, asked for 3 s"
+    assert took < 15, f"gave up after {took:.1f} s, asked for 3 s"
     last = gives_up.stderr.strip().splitlines()[-1]
     assert last.startswith("error: cannot reach the Kafka cluster at " + bootstrap) and "--startup-timeout" in last
 
@@ -286,13 +289,12 @@ def test_serve_names_an_unreachable_broker_at_once_and_gives_up_when_asked(tmp_p
     with log_path.open("wb") as log:
         keeps_trying = subprocess.Popen([*command, *common], stdout=log, stderr=subprocess.STDOUT, env=env)
     try:
-        deadline = time.monotonic() + 5
-        while (
-            time.monotonic() < deadline and f"cannot reach the Kafka cluster at {bootstrap}" not in log_path.read_text()
-        ):
+        started = time.monotonic()
+        while time.monotonic() < started + 10 and f"the Kafka cluster at {bootstrap}" not in log_path.read_text():
             time.sleep(0.1)
         text = log_path.read_text()
-        assert f"cannot reach the Kafka cluster at {bootstrap}" in text, f"no word within 5 s:\n{text[-2000:]}"
+        assert f"cannot reach the Kafka cluster at {bootstrap}" in text, f"no word within 10 s:\n{text[-2000:]}"
+        print(f"unreachable broker named after {time.monotonic() - started:.1f} s (interpreter start-up included)")
         assert keeps_trying.poll() is None, "without --startup-timeout it keeps trying"
     finally:
         keeps_trying.send_signal(signal.SIGTERM)
@@ -303,6 +305,7 @@ def test_serve_names_an_unreachable_broker_at_once_and_gives_up_when_asked(tmp_p
             keeps_trying.wait(10)
 
 
+@pytest.mark.slow
 def test_a_claim_made_through_one_daemon_holds_off_writes_through_another(
     kafka_broker: TansuBroker, daemon_factory: DaemonFactory
 ) -> None:

@@ -283,7 +283,7 @@ class KafkaOffsetLog(OffsetLog):
                 if watch is not None:
                     watch.saw_topic()
                     if created:
-                        settle_s = watch.interval_s + 0.5
+                        settle_s = watch.interval_s + 0.25
             store = self._claims
         if settle_s:
             # Every other daemon on this topic learns of the new claims topic from its watch within

@@ -29,7 +29,7 @@ from emulator.model.errors import LogConfigError
 
 log = logging.getLogger(__name__)
 
-PROBE_INTERVAL_S = 1.0
+PROBE_INTERVAL_S = 0.5
 PROBE_TIMEOUT_S = 2.0
 
 
