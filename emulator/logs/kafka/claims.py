@@ -45,8 +45,9 @@ _RESOLVE_S = 300.0
 """How long a transaction whose commit timed out keeps being committed in the background (librdkafka's
 ``message.timeout.ms`` default); the connector's next write waits for it."""
 _RESOLVE_STEP_S = 5.0
-_MOVED_ON_CHECK_S = 2.0
-""""Did a newer claim fence this writer?" is asked of the claims topic with this bound."""
+_MOVED_ON_CHECK_S = 0.5
+""""Did a newer claim fence this writer?" is asked of the claims topic with this bound (a fenced
+write's answer must still come within the request's deadline; the flush stops this much earlier)."""
 
 
 def transactional_id(offsets_topic: str, connector: str) -> str:
@@ -367,23 +368,26 @@ class KafkaClaims:
                         partition=partition_for(key, count),
                         on_delivery=functools.partial(write.delivered, index),
                     )
-                if write.flush(deadline):
+                if write.flush(deadline - _MOVED_ON_CHECK_S):
                     write.finish(max(deadline - time.monotonic(), 0.0))
                     return write.positions_or_raise()
                 if write.errors:
                     raise write.refused()
-                # Handed over, not acknowledged in time: only the broker knows yet.
+                # Handed over, not acknowledged in time: fenced by a newer claim, or only the broker knows yet.
+                moved, current = self._moved_on(fence)
+                if moved:
+                    raise self._fenced(fence, held, current)
             except KafkaException as exc:
                 if _fatal_or_fenced(exc):
-                    raise self._fenced(fence, held, exc) from exc
+                    raise self._fenced(fence, held) from exc
                 if _needs_abort(exc):
                     self._abort(producer)
                     raise LogWriteError(
                         f"offsets write for {fence.connector} failed and was aborted: {exc}; nothing was written"
                     ) from exc
-                moved = self._moved_on(fence)
-                if moved is not None:
-                    raise Fenced(fenced_message(fence.connector, fence.epoch, moved)) from exc
+                moved, current = self._moved_on(fence)
+                if moved:
+                    raise self._fenced(fence, held, current) from exc
             except LogWriteError:
                 self._abort(producer)
                 raise
@@ -420,31 +424,31 @@ class KafkaClaims:
             raise Fenced(fenced_message(fence.connector, fence.epoch, current))
         return held[1], held
 
-    def _fenced(self, fence: Fence, held: tuple[int, Producer], exc: BaseException) -> Fenced:
-        """The broker refused the claim's producer: forget it, and say who holds the connector now."""
+    def _fenced(self, fence: Fence, held: tuple[int, Producer], current: Claim | None = None) -> Fenced:
+        """The claim's producer was fenced: forget it, and say who holds the connector now."""
         assert fence.epoch is not None
         with self._lock:
             if self._producers.get(fence.connector) is held:
                 del self._producers[fence.connector]
-        try:
-            current = self.current(fence.connector, timeout_s=_MOVED_ON_CHECK_S)
-        except (LogWriteError, LogUnavailable) as lookup:  # the broker is away: the refusal itself is the answer
-            log.info(
-                "claims topic %s unreadable while reporting a fenced write: %s", self._claims_topic, lookup.message
-            )
-            current = None
+        if current is None:
+            current = self._current_or_cached(fence.connector)
         return Fenced(fenced_message(fence.connector, fence.epoch, current))
 
-    def _moved_on(self, fence: Fence) -> Claim | None:
-        """The newer claim that fenced ``fence`` (a fenced producer's commit may end in a timeout
-        rather than a fencing error), or None when the claim is still current or unreadable now."""
+    def _current_or_cached(self, connector: str) -> Claim | None:
+        """The claim as the topic says now, or as last read when the broker does not answer soon."""
         try:
-            current = self.current(fence.connector, timeout_s=_MOVED_ON_CHECK_S)
-        except (LogWriteError, LogUnavailable):
-            return None
-        if current is not None and current.epoch != fence.epoch:
-            return current
-        return None
+            return self.current(connector, timeout_s=_MOVED_ON_CHECK_S)
+        except (LogWriteError, LogUnavailable) as lookup:
+            log.info(
+                "claims topic %s unreadable now (%s); using the claims last read", self._claims_topic, lookup.message
+            )
+            return self.cached(connector)
+
+    def _moved_on(self, fence: Fence) -> tuple[bool, Claim | None]:
+        """Whether a newer claim (or a release) ended ``fence``'s claim, and the claim now. A fenced
+        producer's flush or commit may end in a timeout rather than a fencing error."""
+        current = self._current_or_cached(fence.connector)
+        return current is None or current.epoch != fence.epoch, current
 
     def _resolve(
         self,
@@ -469,7 +473,7 @@ class KafkaClaims:
                         raise write.refused()
                 except KafkaException as exc:
                     if _fatal_or_fenced(exc):
-                        raise self._fenced(write.fence, held, exc) from exc
+                        raise self._fenced(write.fence, held) from exc
                     if _needs_abort(exc) or not _retriable(exc):
                         self._abort(write.producer)
                         raise LogWriteError(
