@@ -100,8 +100,21 @@ class OffsetLog(abc.ABC):
     def append_fenced(
         self, fence: Fence, entries: Sequence[tuple[bytes, bytes | None]], timeout_s: float = 30.0
     ) -> list[Position]:
-        """``append``, atomically refused with ``Fenced`` unless ``fence`` is the current claim."""
+        """``append``, atomically refused with ``Fenced`` unless ``fence`` is the current claim, or,
+        for ``fence.epoch=None`` (a writer without a claim), with ``ClaimHeld`` while anyone holds
+        the connector. A log without claims has no holder: it appends an unclaimed write as is.
+
+        ``WriteOutcomeUnknown`` (from either method) means the records were handed over and not
+        acknowledged within ``timeout_s``; its ``outcome`` completes once the log answered.
+        """
+        if fence.epoch is None:
+            return self.append(entries, timeout_s)
         raise ClaimsUnsupported(f"{self.description} does not support claims")
+
+    def reachability(self) -> str | None:
+        """Why the log's storage cannot be reached right now (a failure observed recently, e.g. a
+        broker that did not answer a metadata request), or None. ``/readyz`` answers 503 with it."""
+        return None
 
     @abc.abstractmethod
     def close(self) -> None:
@@ -127,8 +140,9 @@ class OffsetLog(abc.ABC):
         """Durably give ``connector`` to ``owner`` with the next epoch, fencing every older claim."""
         raise ClaimsUnsupported(f"{self.description} does not support claims")
 
-    def current_claim(self, connector: str) -> Claim | None:
-        """The connector's current claim, as stored (``None`` if never claimed or released)."""
+    def current_claim(self, connector: str, timeout_s: float | None = None) -> Claim | None:
+        """The connector's current claim, as stored (``None`` if never claimed or released);
+        ``LogTimeout`` if the storage does not answer within ``timeout_s`` (the log's own default)."""
         return None
 
     def release(self, fence: Fence) -> bool:

@@ -13,7 +13,11 @@ later, fix the storage).
 
 from __future__ import annotations
 
-from typing import ClassVar
+from concurrent.futures import Future
+from typing import TYPE_CHECKING, ClassVar
+
+if TYPE_CHECKING:
+    from emulator.model.records import Position
 
 
 class OffsetsError(Exception):
@@ -152,6 +156,30 @@ class LogWriteError(OffsetsError):
     """A write was not acknowledged by the log; nothing is reported written unless it was."""
 
     kind = "log_write_error"
+
+
+class LogTimeout(LogUnavailable):
+    """The log did not answer within the request's deadline (``--write-timeout``), and nothing was
+    written: the write never started (e.g. it waited behind an earlier write of the same connector
+    whose outcome is still unknown), or a fresh read could not reach the log's end. Retry later."""
+
+    kind = "log_timeout"
+
+
+class WriteOutcomeUnknown(LogUnavailable):
+    """The write was handed to the log, which did not acknowledge it within the deadline: it may
+    still land. The daemon keeps waiting for the answer in the background and holds the connector's
+    next write until then, so a retry with the same commit sequence is applied at most once.
+
+    ``outcome`` (from a log) completes with the records' positions once the log answered, or with
+    the error that says they were not written; without it the caller cannot learn the outcome.
+    """
+
+    kind = "write_outcome_unknown"
+
+    def __init__(self, message: str, outcome: Future[list[Position]] | None = None) -> None:
+        super().__init__(message)
+        self.outcome = outcome
 
 
 # -- who asks ---------------------------------------------------------------------------------

@@ -35,7 +35,15 @@ log_config_error         500    the log's storage cannot be used as configured
 log_write_error          500    the log did not acknowledge a write
 internal_error           500    anything else (a bug: the message names the exception)
 not_ready                503    the log has not been read to its end yet (retry shortly)
+log_timeout              503    the log did not answer within --write-timeout; nothing was written
+write_outcome_unknown    503    the write was not acknowledged within --write-timeout and may still land
 ======================== ====== ===========================================================
+
+Both ``log_timeout`` and ``write_outcome_unknown`` carry ``Retry-After`` (seconds). After
+``write_outcome_unknown`` the daemon holds the connector's next write until the log answered, so a
+retry with the same commit sequence (``sequence_source`` + ``sequence``) is applied at most once:
+its answer lists the partition under ``dropped`` ("N was already applied") if the first attempt
+landed, and applies it if it did not (docs/operations.md, "Faults").
 
 Answers of the web framework itself (no such route: 404, method not allowed: 405) carry no kind;
 clients fall back on the status, as they must for daemons that predate the header.
@@ -81,6 +89,8 @@ STATUS: Mapping[type, int] = {
     errors.Unauthenticated: 401,
     errors.Forbidden: 403,
     errors.UnsupportedMediaType: 415,
+    errors.LogTimeout: 503,
+    errors.WriteOutcomeUnknown: 503,
 }
 """Status per class; a class not listed takes its nearest listed ancestor's."""
 
@@ -98,12 +108,20 @@ def status_of(error: OffsetsError) -> int:
     return 500  # unreachable: OffsetsError is listed
 
 
+RETRY_AFTER_S: Mapping[type, int] = {errors.LogTimeout: 1, errors.WriteOutcomeUnknown: 1}
+"""``Retry-After`` per class (exact class): the log was slow, not the request wrong."""
+
+
 def error_response(error: OffsetsError, extra: Mapping[str, object] | None = None) -> JSONResponse:
     """Connect's error body (plus ``extra`` fields, e.g. readiness progress) and the kind header;
     a 401 also names the schemes the daemon accepts, one ``WWW-Authenticate`` header each."""
     status = status_of(error)
     body = {"error_code": status, "message": error.message, **(extra or {})}
-    response = JSONResponse(body, status_code=status, headers={ERROR_HEADER: error.kind})
+    headers = {ERROR_HEADER: error.kind}
+    retry_after = RETRY_AFTER_S.get(type(error))
+    if retry_after is not None:
+        headers["Retry-After"] = str(retry_after)
+    response = JSONResponse(body, status_code=status, headers=headers)
     if isinstance(error, errors.Unauthenticated):
         for challenge in error.challenges:
             response.headers.append("WWW-Authenticate", challenge)

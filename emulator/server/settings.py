@@ -102,6 +102,22 @@ class Settings:
         "a PATCH or raw-records body holding the longest string Connect's reader accepts (20,000,000 characters)",
         group=DAEMON,
     )
+    write_timeout_s: float = option(
+        "10s",
+        POSITIVE_DURATION,
+        "answer every write (and fresh read) within this long: past it, 503 with Retry-After saying whether "
+        "anything may have been written (docs/operations.md, Faults)",
+        group=DAEMON,
+        flag="--write-timeout",
+    )
+    startup_timeout_s: float | None = option(
+        "never",
+        DURATION_OR_NEVER,
+        "Kafka only: give up starting when the cluster has not answered for this long ('never' keeps "
+        "trying, with a progress line every 5 s)",
+        group=DAEMON,
+        flag="--startup-timeout",
+    )
     log_level: str = option(
         "INFO", choice("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL", metavar="LEVEL"), "log level", group=DAEMON
     )

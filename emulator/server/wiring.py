@@ -71,6 +71,7 @@ def build_log(settings: Settings) -> OffsetLog:
         client_config=settings.kafka_config,
         read_committed=settings.read_committed,
         claims_topic=settings.claims_topic,
+        startup_timeout_s=settings.startup_timeout_s,
     )
 
 
@@ -88,6 +89,7 @@ def build_runtime(settings: Settings, origins: OriginRegistry | None = None) -> 
         sinks=sinks,
         origins=origins,
         tracker=SequenceTracker(settings.sequence_cache_expiry_s),
+        write_timeout_s=settings.write_timeout_s,
     )
 
 
@@ -100,7 +102,7 @@ def assemble_runtime(
     sinks: SinkOffsets | None = None,
     origins: OriginRegistry | None = None,
     tracker: SequenceTracker | None = None,
-    write_timeout_s: float = 60.0,
+    write_timeout_s: float = 10.0,
 ) -> Runtime:
     """The services over an opened log: Connect's checks, the write guard and writer they share,
     and the source and sink strategies behind the KIP-875 service."""
@@ -112,15 +114,15 @@ def assemble_runtime(
         service_log,
         checks,
         guard,
+        writer,
         source=SourceStrategy(view, writer, guard),
         sink=SinkStrategy(sinks, states),
-        write_timeout_s=write_timeout_s,
     )
     return Runtime(
         log=offset_log,
         view=view,
         offsets=offsets,
-        claims=ClaimsService(checks, guard, offsets.read_to_end),
+        claims=ClaimsService(checks, guard, offsets.read_to_end, write_timeout_s),
         records=RecordsService(offset_log.description, view, checks, guard, writer),
         history=HistoryQueries(checks),
         health=Health(offset_log, view, cluster),

@@ -2,14 +2,16 @@
 
 The daemon is ready once the offsets log has been read to the end it had at startup and, with a
 Connect cluster, once its config and status topics have been too; before that every offsets read
-is refused rather than answered from partial state.
+is refused rather than answered from partial state. It is not ready either while the log's storage
+cannot be reached (a Kafka cluster that did not answer its last metadata request): a load balancer
+then sends writes elsewhere, or nowhere, instead of to a daemon that can only answer 503 after its
+write timeout. Reads of the view go on being served meanwhile.
 
 ``/status`` adds what an operator needs to tell a healthy daemon from one that only looks alive:
 the end offsets as the reader last saw them and its lag, whether its thread runs and when it last
 fetched, its last error (kept after recovery) and when, the records it had to drop, the history
 archiver's state and the Connect cluster's readers. Fields that reveal the server's file system
-are listed once, in ``SERVER_PATH_FIELDS``, so that a caller without the ``admin`` scope can be
-served ``without_server_paths(status)``.
+are shown to the ``admin`` scope only (``emulator.server.auth.status``).
 """
 
 from __future__ import annotations
@@ -33,6 +35,8 @@ class Readiness(TypedDict):
     end_offsets: dict[str, int]
     connect_cluster: NotRequired[dict[str, Any]]
     """Present with a Connect cluster: read progress of its config and status topics."""
+    unreachable: NotRequired[str]
+    """Present while the log's storage cannot be reached: what failed, and for how long."""
 
 
 class ReaderHealth(TypedDict):
@@ -87,6 +91,10 @@ class Health:
             cluster = self._cluster.readiness()
             body["ready"] = progress.caught_up and bool(cluster["ready"])
             body["connect_cluster"] = cluster
+        unreachable = self._log.reachability()
+        if unreachable is not None:
+            body["ready"] = False
+            body["unreachable"] = unreachable
         return body
 
     def status(self, history: HistoryArchive | None = None) -> Status:

@@ -43,8 +43,16 @@ from emulator.logs.embedded.storage import (
     is_busy,
     is_corruption,
 )
-from emulator.model.claims import Claim, Fence, Fenced, fenced_message
-from emulator.model.errors import InvalidRecord, LogConfigError, LogUnavailable, LogWriteError, OffsetsError
+from emulator.model.claims import Claim, Fence, Fenced, fenced_message, held_message
+from emulator.model.errors import (
+    ClaimHeld,
+    InvalidRecord,
+    LogConfigError,
+    LogTimeout,
+    LogUnavailable,
+    LogWriteError,
+    OffsetsError,
+)
 from emulator.model.records import LogRecord, Position
 
 log = logging.getLogger(__name__)
@@ -407,8 +415,9 @@ class EmbeddedOffsetLog(OffsetLog):
     def append_fenced(
         self, fence: Fence, entries: Sequence[tuple[bytes, bytes | None]], timeout_s: float = 30.0
     ) -> list[Position]:
-        """``append``, refused with ``Fenced`` unless ``fence`` is the connector's current claim;
-        the check runs inside the very transaction that writes, so no newer claim can slip between."""
+        """``append``, refused with ``Fenced`` unless ``fence`` is the connector's current claim (or,
+        for ``fence.epoch=None``, with ``ClaimHeld`` while anyone holds it); the check runs inside the
+        very transaction that writes, so no claim can slip between the check and the write."""
         return self._append(entries, timeout_s, fence)
 
     def _append(
@@ -428,8 +437,8 @@ class EmbeddedOffsetLog(OffsetLog):
                 with self._pending_lock:
                     if any(r is req for r in self._pending):
                         self._pending = [r for r in self._pending if r is not req]
-                        raise LogWriteError(
-                            f"{self.description}: write timed out after {timeout_s} s waiting for the "
+                        raise LogTimeout(
+                            f"{self.description}: write timed out after {timeout_s:g} s waiting for the "
                             "log; nothing was written"
                         )
                 req.done.wait()  # inside a commit right now: its outcome is moments away
@@ -514,7 +523,11 @@ class EmbeddedOffsetLog(OffsetLog):
             for req in batch:
                 if req.fence is not None:
                     current = self._claim_in(conn, req.fence.connector)
-                    if current is None or current.epoch != req.fence.epoch:
+                    if req.fence.epoch is None:
+                        if current is not None:  # an unclaimed writer, and someone holds the connector
+                            results.append(ClaimHeld(held_message(req.fence.connector, current)))
+                            continue
+                    elif current is None or current.epoch != req.fence.epoch:
                         results.append(Fenced(fenced_message(req.fence.connector, req.fence.epoch, current)))
                         continue
                 positions: list[Position] = []
@@ -578,7 +591,7 @@ class EmbeddedOffsetLog(OffsetLog):
             raise LogUnavailable(f"{self.description} cannot be read to its end: {error.message}")
         if self._stop.is_set():
             raise LogUnavailable(f"{self.description} was closed before it was read to its end")
-        raise LogUnavailable(
+        raise LogTimeout(
             f"{self.description} was not read to its end within {timeout_s:g} s "
             f"(partition: (position, end offset) still behind: {behind})"
         )
@@ -607,7 +620,7 @@ class EmbeddedOffsetLog(OffsetLog):
                 raise
         return claim
 
-    def current_claim(self, connector: str) -> Claim | None:
+    def current_claim(self, connector: str, timeout_s: float | None = None) -> Claim | None:
         with self._commit_lock:
             return self._claim_in(self._require_writer(), connector)
 

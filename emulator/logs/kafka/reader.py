@@ -30,14 +30,22 @@ import logging
 import threading
 import time
 
-from confluent_kafka import OFFSET_BEGINNING, TIMESTAMP_NOT_AVAILABLE, Consumer, KafkaException, Message, TopicPartition
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    TIMESTAMP_NOT_AVAILABLE,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Message,
+    TopicPartition,
+)
 from confluent_kafka.admin import AdminClient
 
 from emulator.logs.base import ReadProgress, RecordSink
 from emulator.logs.kafka.config import KafkaClientConfig
 from emulator.logs.kafka.health import LastError
 from emulator.logs.kafka.topics import EARLIEST, LATEST, list_offsets, wait_for_partition_count
-from emulator.model.errors import LogConfigError, LogUnavailable
+from emulator.model.errors import LogConfigError, LogTimeout, LogUnavailable
 from emulator.model.records import LogRecord
 
 log = logging.getLogger(__name__)
@@ -54,6 +62,14 @@ _JOIN_S = _IDLE_POLL_S + 10.0
 # one bounds how late a tailed record (read-your-writes) arrives. Hence one consumer per phase.
 REPLAY_FETCH_WAIT_MS = "500"  # librdkafka's default, and Java's fetch.max.wait.ms default
 TAIL_FETCH_WAIT_MS = "10"
+
+
+def _timed_out(exc: BaseException) -> bool:
+    """A request the broker did not answer in time (as opposed to one it refused)."""
+    err = exc.args[0] if isinstance(exc, KafkaException) and exc.args else None
+    if isinstance(err, KafkaError):
+        return err.code() in (KafkaError._TIMED_OUT, KafkaError._TRANSPORT, KafkaError.REQUEST_TIMED_OUT)
+    return isinstance(exc, TimeoutError)
 
 
 class TopicReader:
@@ -207,7 +223,8 @@ class TopicReader:
             ends = self.end_offsets(timeout_s, partitions)
         except Exception as exc:
             self._errors.record(f"cannot read the end offsets of {self.topic}: {exc!r}")
-            raise LogUnavailable(f"{self.description} cannot be read to its end: no end offsets: {exc}") from exc
+            unavailable = LogTimeout if _timed_out(exc) else LogUnavailable
+            raise unavailable(f"{self.description} cannot be read to its end: no end offsets: {exc}") from exc
         with self._cond:
             if len(ends) > self._partition_count:
                 self._refresh_requested.set()
@@ -218,7 +235,7 @@ class TopicReader:
             behind = {p: (self._positions.get(p, 0), end) for p, end in ends.items() if not self._passed({p: end})}
         if finished:
             raise LogUnavailable(f"{self.description} cannot be read to its end: its reader stopped")
-        raise LogUnavailable(
+        raise LogTimeout(
             f"{self.description} was not read to its end within {timeout_s:g} s "
             f"(partition: (position, end offset) still behind: {behind})"
         )

@@ -29,15 +29,19 @@ async def healthz() -> dict[str, str]:
 
 @router.get(
     "/readyz",
-    summary="200 once the log has been read to its end, else 503 with progress",
-    **documented(Readiness, (503, "Not ready yet: the read progress so far", NotReadyBody)),
+    summary="200 once the log has been read to its end and its storage answers, else 503 with the reason",
+    **documented(
+        Readiness, (503, "Not ready yet: the read progress so far, or why the log cannot be reached", NotReadyBody)
+    ),
 )
 async def readyz(rt: RuntimeDep) -> JSONResponse:
     """Public (probes carry no credentials): error texts, which may name files, only to admin."""
     body = for_principal(rt.health.readiness(), current_principal.get())
     if body["ready"]:
         return JSONResponse(body)
-    return error_response(NotReady("Reading the offsets log to its end"), extra=body)
+    unreachable = body.get("unreachable")
+    reason = "Reading the offsets log to its end" if unreachable is None else f"Not ready: {unreachable}"
+    return error_response(NotReady(reason), extra=body)
 
 
 @router.get(

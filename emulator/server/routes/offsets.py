@@ -4,7 +4,8 @@ Ours, off by default: ``?dry_run=true`` on PATCH/DELETE answers what would be wr
 key bytes, values and Kafka partitions) without writing anything; ``?create=true`` on PATCH lets a
 connector without any offsets yet receive its first ones (Connect would answer 404); ``?kind=sink``
 on GET/PATCH/DELETE treats the connector as a sink (its consumer group) when no Connect cluster's
-config topic says which kind it is.
+config topic says which kind it is; ``?fresh=true`` on GET first reads the log to its current end,
+so the answer reflects every write any daemon on the same log acknowledged before the request.
 """
 
 from __future__ import annotations
@@ -52,8 +53,10 @@ _OFFSETS_SCHEMA: dict[str, Any] = {
     summary="List connectors: the Connect cluster's configured ones, or (without one) those with offsets in the log",
     **documented(list[str], 503),
 )
-async def list_connectors(rt: RuntimeDep) -> list[str]:
-    return rt.offsets.connectors()
+async def list_connectors(rt: RuntimeDep, fresh: bool = False) -> list[str]:
+    """``?fresh=true`` (ours): read the log (and the Connect cluster's config topic) to its current end
+    first (503 if that takes longer than --write-timeout)."""
+    return await rt.offsets.connectors(fresh)
 
 
 @router.get(
@@ -68,13 +71,16 @@ async def get_offsets(
     response: Response,
     as_of: str | None = None,
     kind: str | None = None,
+    fresh: bool = False,
 ) -> dict[str, Any]:
     """``?as_of=<ISO-8601 or epoch ms>`` (ours) answers from the history archive: the offsets as
     they were then, in the same shape. ``?kind=sink`` (ours, without a Connect cluster) answers
-    the consumer group ``connect-<connector>``'s offsets in Connect's sink shape."""
+    the consumer group ``connect-<connector>``'s offsets in Connect's sink shape. ``?fresh=true``
+    (ours) reads the log to its current end first, so writes acknowledged by any daemon on the same
+    log before the request are seen (503 if that takes longer than --write-timeout)."""
     if as_of is not None:
         return await offsets_as_of(request, response, connector, as_of, rt)
-    return {"offsets": await rt.offsets.get_offsets(connector, kind)}
+    return {"offsets": await rt.offsets.get_offsets(connector, kind, fresh)}
 
 
 @router.patch(
