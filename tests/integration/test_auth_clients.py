@@ -109,7 +109,9 @@ def test_cli_token_flag_variable_and_basic_password_from_the_environment(
     assert as_bob.returncode == 0, as_bob.stderr
     refused = cli("get", name, *url)
     assert refused.returncode == 1 and "User cannot access the resource" in refused.stderr and "401" in refused.stderr
-    forbidden = cli("reset", name, "--url", daemon.url, "--user", "bob", env={"CONNECT_OFFSETS_PASSWORD": "bob-pw"})
+    forbidden = cli(
+        "reset", name, "--yes", "--url", daemon.url, "--user", "bob", env={"CONNECT_OFFSETS_PASSWORD": "bob-pw"}
+    )
     assert forbidden.returncode == 1 and "(HTTP 403)" in forbidden.stderr
     no_password = cli("get", name, *url, "--user", "bob")
     assert no_password.returncode == 2 and "CONNECT_OFFSETS_PASSWORD" in no_password.stderr

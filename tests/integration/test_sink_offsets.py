@@ -191,7 +191,12 @@ def test_request_parsing_matches_connects_rest_layer_and_sinkutils(cluster: Conn
     name, _ = stopped_sink(cluster)
     bodies = [json.dumps({"offsets": offsets}) for offsets in BODIES]
     for body, java in zip(bodies, cluster.oracle.sink_parse_offsets(bodies), strict=True):
-        response = cluster.http.patch(f"/connectors/{name}/offsets", params={"dry_run": "true"}, content=body)
+        response = cluster.http.patch(
+            f"/connectors/{name}/offsets",
+            params={"dry_run": "true"},
+            content=body,
+            headers={"content-type": "application/json"},  # as Connect's clients send it (415 otherwise)
+        )
         if isinstance(java, JavaError):
             assert java.java_class.endswith("BadRequestException"), java
             assert (response.status_code, response.json()["message"]) == (400, java.message), body
