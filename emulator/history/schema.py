@@ -1,10 +1,4 @@
-"""The history record's Avro schema, found the same way in a checkout and in an installed wheel.
-
-The schema's home is ``schemas/history-record.avsc`` at the repository root (the layout keeps every
-Avro schema there, for readers in other languages); the wheel ships the same file inside the
-package (``emulator/schemas/``, see pyproject.toml) because an installed package cannot reach the
-repository. Looking in the package first and the checkout second keeps one file as the truth.
-"""
+"""The history record's Avro schema (``schemas/history-record.avsc``), its fields and its checksum."""
 
 from __future__ import annotations
 
@@ -12,11 +6,11 @@ import json
 import zlib
 from collections.abc import Mapping
 from functools import cache
-from importlib import resources
-from pathlib import Path
 from typing import Any
 
 import fastavro
+
+from emulator.formats.avro_schemas import schema_text as avro_schema_text
 
 SCHEMA_FILE = "history-record.avsc"
 FIELDS = (
@@ -41,20 +35,8 @@ FIELDS = (
 
 
 def schema_text(name: str = SCHEMA_FILE) -> str:
-    """The text of a schema file from ``schemas/``: packaged copy first, then the checkout."""
-    try:
-        packaged = resources.files("emulator").joinpath("schemas", name)
-        if packaged.is_file():
-            return packaged.read_text(encoding="utf-8")
-    except (ModuleNotFoundError, FileNotFoundError, NotADirectoryError):
-        pass
-    checkout = Path(__file__).resolve().parents[2] / "schemas" / name
-    try:
-        return checkout.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise FileNotFoundError(
-            f"Avro schema {name} is neither packaged (emulator/schemas/) nor in a checkout ({checkout}): {exc}"
-        ) from exc
+    """The history record's schema text (``emulator.formats.avro_schemas`` finds it)."""
+    return avro_schema_text(name)
 
 
 @cache
