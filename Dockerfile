@@ -19,15 +19,22 @@ RUN useradd --system --uid 10001 --home-dir /var/lib/connect-offsets --shell /us
 USER connect-offsets
 WORKDIR /var/lib/connect-offsets
 
-# Inside a container the daemon must listen beyond loopback; publishing decides who can reach it.
+# Inside a container the daemon must listen beyond loopback, and beyond loopback it refuses to start
+# without authentication: mount Connect's credentials file, a tokens file or a client CA and name it
+# (CONNECT_OFFSETS_CREDENTIALS_FILE, _TOKENS_FILE, _TLS_CLIENT_CA; docs/operations.md, Security), or
+# accept an open port with CONNECT_OFFSETS_INSECURE_NO_AUTH=true (docker-compose.yml does, for a
+# stack published on 127.0.0.1 only). Nothing here chooses for you.
 ENV CONNECT_OFFSETS_HOST=0.0.0.0 \
     CONNECT_OFFSETS_PORT=8081 \
     CONNECT_OFFSETS_DATA_DIR=/var/lib/connect-offsets
 EXPOSE 8081
 
-# The slim image has no curl: ask /readyz (200 once the log is read to its end) with Python itself.
+# The slim image has no curl: ask /readyz (200 once the log is read to its end, no credentials needed)
+# with Python itself, over https when the daemon serves TLS (its own certificate, on loopback, is not
+# checked). A daemon that requires client certificates needs a HEALTHCHECK of its own with one, and
+# --allowed-hosts must include 127.0.0.1 for this one.
 HEALTHCHECK --interval=5s --timeout=5s --start-period=30s --retries=12 \
-    CMD ["python", "-c", "import os, urllib.request; urllib.request.urlopen('http://127.0.0.1:%s/readyz' % os.environ.get('CONNECT_OFFSETS_PORT', '8081'), timeout=4)"]
+    CMD ["python", "-c", "import os, ssl, urllib.request; tls = bool(os.environ.get('CONNECT_OFFSETS_TLS_CERT')); urllib.request.urlopen('%s://127.0.0.1:%s/readyz' % ('https' if tls else 'http', os.environ.get('CONNECT_OFFSETS_PORT', '8081')), timeout=4, context=ssl._create_unverified_context() if tls else None)"]
 
 ENTRYPOINT ["connect-offsets"]
 CMD ["serve"]

@@ -1,17 +1,26 @@
-"""What every client-side command shares: the daemon URL setting, output, and usage errors."""
+"""What every client-side command shares: the daemon URL and credentials settings, output,
+confirmation, and usage errors."""
 
 from __future__ import annotations
 
 import argparse
+import getpass
 import json
+import os
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from emulator.client.credentials import ENV, Credentials, CredentialsError, use_default
 from emulator.client.http import DEFAULT_URL
-from emulator.server.options import HTTP_URL, add_options, option
+from emulator.server.options import HTTP_URL, OPTIONAL_TEXT, SettingsError, add_options, option
 
 EXIT_OK, EXIT_REFUSED, EXIT_USAGE, EXIT_UNREACHABLE = 0, 1, 2, 3
+EXIT_CLOSED_PIPE = 141
+"""128 + SIGPIPE: what a shell reports for a command whose reader went away (``… | head``)."""
+
+CONNECTION = "connection to the daemon"
 
 
 class UsageError(Exception):
@@ -20,13 +29,61 @@ class UsageError(Exception):
 
 @dataclass(frozen=True, slots=True)
 class ClientSettings:
-    """The settings of every command that talks to a running daemon (declared like ``serve``'s)."""
+    """The settings of every command that talks to a running daemon (declared like ``serve``'s).
 
-    url: str = option(DEFAULT_URL, HTTP_URL, "daemon URL", group="connection to the daemon")
+    Resolving them makes their credentials the process's default for clients
+    (``emulator.client.credentials.use_default``), so every command that builds a client carries
+    them without passing them along."""
+
+    url: str = option(DEFAULT_URL, HTTP_URL, "daemon URL", group=CONNECTION)
+    token: str | None = option(
+        None,
+        OPTIONAL_TEXT,
+        "bearer token (prefer the variable: a flag's value shows in the process list)",
+        group=CONNECTION,
+    )
+    user: str | None = option(
+        None,
+        OPTIONAL_TEXT,
+        "HTTP Basic user (Connect's credentials file); the password comes from CONNECT_OFFSETS_PASSWORD, "
+        "else from a prompt",
+        group=CONNECTION,
+    )
+    ca: str | None = option(
+        None, OPTIONAL_TEXT, "PEM CA bundle that signed the daemon's certificate (https:// URLs)", group=CONNECTION
+    )
+    client_cert: str | None = option(
+        None, OPTIONAL_TEXT, "PEM client certificate, for a daemon that requires mutual TLS", group=CONNECTION
+    )
+    client_key: str | None = option(
+        None, OPTIONAL_TEXT, "PEM key of --client-cert (unset: inside the certificate file)", group=CONNECTION
+    )
+
+    def __post_init__(self) -> None:
+        use_default(self.credentials())
+
+    def credentials(self) -> Credentials:
+        """The credentials these settings name; a Basic password is asked for when not in the
+        environment (never a flag: it would show in the process list and the shell's history)."""
+        password = None
+        if self.user:
+            password = os.environ.get(ENV["password"]) or _prompt(self.user)
+        try:
+            credentials = Credentials(self.token, self.user, password, self.ca, self.client_cert, self.client_key)
+            credentials.verify()
+        except CredentialsError as exc:
+            raise SettingsError(str(exc)) from None
+        return credentials
+
+
+def _prompt(user: str) -> str:
+    if not sys.stdin.isatty():
+        raise SettingsError(f"--user {user}: no password (set {ENV['password']}, or run in a terminal to be asked)")
+    return getpass.getpass(f"password for {user}: ")
 
 
 def add_client_options(parser: argparse.ArgumentParser) -> None:
-    """``--url`` (resolved into ``args.settings``, a ``ClientSettings``) and ``--json``."""
+    """``--url`` and credentials (resolved into ``args.settings``, a ``ClientSettings``) and ``--json``."""
     add_options(parser, ClientSettings)
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
@@ -37,3 +94,36 @@ def emit(args: argparse.Namespace, data: Any, text: Callable[[], str]) -> None:
 
 def compact(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(", ", ": "))
+
+
+def add_confirmation_option(parser: argparse.ArgumentParser) -> None:
+    """``--yes``: for commands that change offsets, which otherwise ask on a terminal."""
+    parser.add_argument(
+        "--yes", action="store_true", help="change offsets without asking (scripts; required when stdin is no terminal)"
+    )
+
+
+class Declined(Exception):
+    """The person at the terminal answered no: nothing was changed."""
+
+
+def confirm(args: argparse.Namespace, question: str, plan: Callable[[], tuple[str, int]]) -> None:
+    """Ask before a command changes offsets: show what would change (``plan`` answers the dry run's
+    text and how many changes it holds), then ``question [y/N]``. ``--yes`` skips this; without a
+    terminal to ask on, refuse rather than change offsets nobody confirmed. A plan that changes
+    nothing needs no answer."""
+    if getattr(args, "yes", False):
+        return
+    if not sys.stdin.isatty():
+        raise UsageError(
+            f"{question}? This changes offsets and there is no terminal to confirm on (stdin is not a terminal): "
+            "pass --yes to go ahead, or --dry-run to see the change"
+        )
+    text, changes = plan()
+    print(text, file=sys.stderr)
+    if changes == 0:
+        return
+    sys.stderr.write(f"{question}? [y/N] ")
+    sys.stderr.flush()
+    if sys.stdin.readline().strip().lower() not in ("y", "yes"):
+        raise Declined("nothing was changed")

@@ -55,8 +55,8 @@ def render() -> str:
         "## `connect-offsets serve`\n",
         *_tables(Settings),
         "## Client commands\n",
-        f"{clients} reach a running daemon with these settings. `export`, `import` and `migrate`\n"
-        "take `CONNECT_OFFSETS_URL` as the location when `--from` or `--to` is omitted.\n",
+        f"{clients} reach a running daemon with these settings (`export`, `import` and `migrate` use\n"
+        "that daemon as the location when `--from` or `--to` is omitted).\n",
         *_tables(ClientSettings),
     ]
     return "\n".join(parts)

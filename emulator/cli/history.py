@@ -1,9 +1,9 @@
 """``history`` and ``rollback``: the offsets archive through a running daemon.
 
-``history NAME`` lists changes newest first (``--as-of T`` prints the offsets as they were at T
-instead); ``rollback NAME --to T`` writes the state at T back, and with ``--dry-run`` only prints the
-diff. Times are ISO-8601 (naive = UTC) or epoch milliseconds; they are checked here so a typo is a
-usage error (exit 2), not a round trip.
+``history NAME`` lists changes newest first, with who made each of the daemon's own changes and from
+where (``--as-of T`` prints the offsets as they were at T instead); ``rollback NAME --to T`` writes
+the state at T back, and with ``--dry-run`` only prints the diff. Times are ISO-8601 (naive = UTC)
+or epoch milliseconds; they are checked here so a typo is a usage error (exit 2), not a round trip.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import argparse
 import json
 from typing import Any
 
-from emulator.cli.common import EXIT_OK, UsageError, add_client_options, compact, emit
+from emulator.cli.common import EXIT_OK, UsageError, add_client_options, add_confirmation_option, compact, confirm, emit
 from emulator.cli.offsets import offsets_table
 from emulator.client.history import HistoryClient
 from emulator.model.times import parse_time_ms
@@ -34,6 +34,7 @@ def register(sub: Any) -> None:
     p.add_argument("name")
     p.add_argument("--to", dest="to_time", metavar="T", required=True, help="the time to go back to")
     p.add_argument("--dry-run", action="store_true", help="print the diff; write nothing")
+    add_confirmation_option(p)
     p.set_defaults(handler=run_rollback)
 
 
@@ -77,8 +78,16 @@ def run_history(args: argparse.Namespace) -> int:
 
 def run_rollback(args: argparse.Namespace) -> int:
     to_ms = _time("--to", args.to_time)
+    target = to_ms if to_ms is not None else 0
     with HistoryClient(args.settings.url) as client:
-        result = client.rollback(args.name, to_ms if to_ms is not None else 0, dry_run=args.dry_run)
+        if not args.dry_run:
+
+            def plan() -> tuple[str, int]:
+                planned = client.rollback(args.name, target, dry_run=True)
+                return rollback_text(planned), len(planned.get("changes", []))
+
+            confirm(args, f"Roll {args.name} back to {args.to_time}", plan)
+        result = client.rollback(args.name, target, dry_run=args.dry_run)
     emit(args, result, lambda: rollback_text(result))
     return EXIT_OK
 
@@ -89,20 +98,34 @@ def history_text(page: dict[str, Any]) -> str:
     if not changes:
         lines.append("(no changes in that range)")
     else:
-        lines.append(f"{'TIME':<24}  {'ORIGIN':<16}  {'AT':>12}  PARTITION  ->  OFFSET")
+        lines.append(f"{'TIME':<24}  {'ORIGIN':<16}  {'WHO':<24}  {'AT':>12}  PARTITION  ->  OFFSET")
         for c in changes:
             origin = c["origin"] + (f" {c['operation']}" if c.get("operation") else "")
+            who = who_text(c)
             at = f"{c['kafka_partition']}@{c['kafka_offset']}"
             if c["value"] is None:
                 offset = "(deleted)"
             else:
                 offset = compact(c["offset"]) if c["offset"] is not None else c["value"]
             partition = compact(c["partition"]) if c["partition"] is not None else c["key"]
-            lines.append(f"{c['time']:<24}  {origin:<16}  {at:>12}  {partition}  ->  {offset}")
+            lines.append(f"{c['time']:<24}  {origin:<16}  {who:<24}  {at:>12}  {partition}  ->  {offset}")
     if page.get("truncated"):
         lines.append("(older changes exist: raise --limit or narrow --from/--to)")
     lines.extend(_damage_lines(page))
     return "\n".join(lines)
+
+
+def who_text(change: dict[str, Any]) -> str:
+    """``principal@host`` for the daemon's own writes (the client's port is left out: it changes with
+    every connection), ``-`` when the archive does not know (external records, older archive files)."""
+    principal = change.get("principal")
+    if principal is None:
+        return "-"
+    remote = change.get("remote")
+    if not remote:
+        return str(principal)
+    host = remote.rsplit(":", 1)[0] if remote.count(":") == 1 or remote.startswith("[") else remote
+    return f"{principal}@{host}"
 
 
 def rollback_text(result: dict[str, Any]) -> str:

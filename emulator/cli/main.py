@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from importlib import metadata
 from typing import Any
 
-from emulator.cli.common import EXIT_REFUSED, EXIT_UNREACHABLE, EXIT_USAGE, UsageError
+from emulator.cli.common import EXIT_CLOSED_PIPE, EXIT_REFUSED, EXIT_UNREACHABLE, EXIT_USAGE, Declined, UsageError
 from emulator.client.http import ApiError, DaemonUnavailable
 from emulator.server.options import SettingsError, resolve
 
@@ -30,6 +30,7 @@ COMMAND_GROUPS = [
     "emulator.cli.history",
     "emulator.cli.transfer",
     "emulator.cli.spark",
+    "emulator.cli.tokens",
 ]
 
 
@@ -61,6 +62,22 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
+        return _run(args)
+    except BrokenPipeError:
+        return _closed_pipe()
+
+
+def _closed_pipe() -> int:
+    """``connect-offsets history --json | head``: the reader left, which is no error of ours. Point
+    stdout at /dev/null so the interpreter's final flush does not fail again, and exit quietly."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return EXIT_CLOSED_PIPE
+
+
+def _run(args: argparse.Namespace) -> int:
+    try:
         settings_type = getattr(args, "settings_type", None)
         if settings_type is not None:
             args.settings = resolve(settings_type, args, os.environ)
@@ -78,3 +95,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UsageError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    except Declined as exc:
+        print(f"aborted: {exc}", file=sys.stderr)
+        return EXIT_REFUSED

@@ -8,7 +8,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from emulator.cli.common import EXIT_OK, UsageError, add_client_options, compact, emit
+from emulator.cli.common import (
+    EXIT_OK,
+    UsageError,
+    add_client_options,
+    add_confirmation_option,
+    compact,
+    confirm,
+    emit,
+)
 from emulator.client.http import Auth, OffsetsClient
 
 
@@ -20,6 +28,7 @@ def register(sub: Any) -> None:
     p = sub.add_parser("get", help="show a connector's offsets")
     add_client_options(p)
     p.add_argument("name")
+    _kind_option(p)
     p.set_defaults(handler=run_get)
 
     p = sub.add_parser("alter", help='alter offsets from a KIP-875 JSON file ({"offsets":[...]})')
@@ -31,6 +40,7 @@ def register(sub: Any) -> None:
         "--create", action="store_true", help="allow a connector that has no offsets yet (Connect itself answers 404)"
     )
     p.add_argument("--claim-epoch", type=int, help="write as the holder of this claim (see `claim`)")
+    _kind_option(p)
     p.set_defaults(handler=run_alter)
 
     p = sub.add_parser("reset", help="reset (delete) every offset of a connector")
@@ -38,7 +48,18 @@ def register(sub: Any) -> None:
     p.add_argument("name")
     p.add_argument("--dry-run", action="store_true", help="show the tombstones that would be written; write nothing")
     p.add_argument("--claim-epoch", type=int, help="write as the holder of this claim (see `claim`)")
+    _kind_option(p)
+    add_confirmation_option(p)
     p.set_defaults(handler=run_reset)
+
+
+def _kind_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--kind",
+        choices=("source", "sink"),
+        default=None,
+        help="sink: the consumer group connect-NAME's offsets (only needed without the daemon's --config-topic)",
+    )
 
 
 def run_list(args: argparse.Namespace) -> int:
@@ -50,7 +71,7 @@ def run_list(args: argparse.Namespace) -> int:
 
 def run_get(args: argparse.Namespace) -> int:
     with OffsetsClient(args.settings.url) as client:
-        rows = client.offsets(args.name)
+        rows = client.offsets(args.name, kind=args.kind)
     emit(args, {"offsets": rows}, lambda: offsets_table(rows))
     return EXIT_OK
 
@@ -59,15 +80,28 @@ def run_alter(args: argparse.Namespace) -> int:
     body = read_body(args.file)
     with OffsetsClient(args.settings.url) as client:
         result = client.alter(
-            args.name, body, dry_run=args.dry_run, create=args.create, auth=Auth(claim_epoch=args.claim_epoch)
+            args.name,
+            body,
+            dry_run=args.dry_run,
+            create=args.create,
+            auth=Auth(claim_epoch=args.claim_epoch),
+            kind=args.kind,
         )
     emit(args, result, lambda: modify_text(result))
     return EXIT_OK
 
 
 def run_reset(args: argparse.Namespace) -> int:
+    auth = Auth(claim_epoch=args.claim_epoch)
     with OffsetsClient(args.settings.url) as client:
-        result = client.reset(args.name, dry_run=args.dry_run, auth=Auth(claim_epoch=args.claim_epoch))
+        if not args.dry_run:
+
+            def plan() -> tuple[str, int]:
+                planned = client.reset(args.name, dry_run=True, auth=auth, kind=args.kind)
+                return modify_text(planned), len(planned.get("records", []))
+
+            confirm(args, f"Reset every offset of {args.name}", plan)
+        result = client.reset(args.name, dry_run=args.dry_run, auth=auth, kind=args.kind)
     emit(args, result, lambda: modify_text(result))
     return EXIT_OK
 
@@ -99,7 +133,17 @@ def offsets_table(rows: list[dict[str, Any]]) -> str:
 
 
 def modify_text(result: dict[str, Any]) -> str:
+    """The daemon's message, then each planned change of a dry run: a log record (a tombstone shows
+    as ``(delete)``), or for a sink connector a change to its consumer group."""
     lines = [str(result.get("message", ""))]
     for record in result.get("records", []):
-        lines.append(f"  partition {record['kafka_partition']:>3}  {record['key']}  ->  {record['value']}")
+        if "consumer_group" in record:
+            where = (
+                f"{record['kafka_topic']}[{record['kafka_partition']}]" if record["kafka_topic"] else "(whole group)"
+            )
+            offset = "" if record["kafka_offset"] is None else f" -> {record['kafka_offset']}"
+            lines.append(f"  group {record['consumer_group']}  {record['action']}  {where}{offset}")
+        else:
+            value = "(delete)" if record["value"] is None else record["value"]
+            lines.append(f"  partition {record['kafka_partition']:>3}  {record['key']}  ->  {value}")
     return "\n".join(lines)

@@ -9,17 +9,25 @@ it; ``--dry-run`` stops there. Locations are described in ``emulator.transfer.lo
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
-import os
 import sys
 from typing import Any
 
-from emulator.cli.common import EXIT_OK, EXIT_REFUSED, EXIT_USAGE, UsageError
-from emulator.client.http import DEFAULT_URL
+from emulator.cli.common import (
+    EXIT_OK,
+    EXIT_REFUSED,
+    EXIT_USAGE,
+    ClientSettings,
+    UsageError,
+    add_confirmation_option,
+    confirm,
+)
 from emulator.formats.diff import render_text
 from emulator.formats.model import FormatError
 from emulator.model.errors import OffsetsError
-from emulator.server.settings import env_name, parse_kafka_config
+from emulator.server.options import add_options
+from emulator.server.settings import parse_kafka_config
 from emulator.transfer import (
     FILE_KINDS,
     Location,
@@ -40,15 +48,14 @@ LOCATIONS_HELP = (
 
 
 def register(sub: Any) -> None:
-    default_url = os.environ.get(env_name("--url"), DEFAULT_URL)
     p = sub.add_parser(
         "export",
         help="export offsets from a store (default: the daemon) to a file",
         description="Export offsets to a file. " + LOCATIONS_HELP,
     )
-    p.add_argument("--from", dest="source", default=None, help=f"where to read (default: --url, {default_url})")
+    p.add_argument("--from", dest="source", default=None, help="where to read (default: the daemon at --url)")
     p.add_argument("--to", dest="destination", required=True, help="the file to write: " + LOCATIONS_HELP)
-    _common(p, default_url)
+    _common(p)
     p.set_defaults(handler=run_export)
 
     p = sub.add_parser(
@@ -57,8 +64,8 @@ def register(sub: Any) -> None:
         description="Import offsets from a file. " + LOCATIONS_HELP,
     )
     p.add_argument("--from", dest="source", required=True, help="the file to read: " + LOCATIONS_HELP)
-    p.add_argument("--to", dest="destination", default=None, help=f"where to write (default: --url, {default_url})")
-    _common(p, default_url)
+    p.add_argument("--to", dest="destination", default=None, help="where to write (default: the daemon at --url)")
+    _common(p)
     p.set_defaults(handler=run_import)
 
     p = sub.add_parser(
@@ -69,12 +76,14 @@ def register(sub: Any) -> None:
     )
     p.add_argument("--from", dest="source", required=True, help=LOCATIONS_HELP)
     p.add_argument("--to", dest="destination", required=True, help=LOCATIONS_HELP)
-    _common(p, default_url)
+    _common(p)
     p.set_defaults(handler=run_migrate)
 
 
-def _common(p: argparse.ArgumentParser, default_url: str) -> None:
-    p.add_argument("--url", default=default_url, help="daemon URL used when --from/--to is omitted")
+def _common(p: argparse.ArgumentParser) -> None:
+    """``--url`` is the shared ``ClientSettings`` (checked like every command's, env CONNECT_OFFSETS_URL);
+    the daemon it names is used when --from/--to is omitted."""
+    add_options(p, ClientSettings)
     p.add_argument("--connector", action="append", default=[], metavar="NAME", help="only this connector (repeatable)")
     p.add_argument("--dry-run", action="store_true", help="print the diff; write nothing")
     p.add_argument("--json", action="store_true", help="print the report (diff included) as JSON")
@@ -82,7 +91,8 @@ def _common(p: argparse.ArgumentParser, default_url: str) -> None:
         "--malformed",
         choices=["refuse", "skip", "keep"],
         default="refuse",
-        help="records whose keys Connect ignores: refuse the transfer (default), skip them, or copy them as-is",
+        help="records whose keys Connect ignores or whose values Connect cannot read back: refuse the transfer "
+        "(default), skip them, or copy them as-is (counted in the report)",
     )
     p.add_argument("--live-only", action="store_true", help="leave the source's tombstones out")
     p.add_argument(
@@ -133,6 +143,7 @@ def _common(p: argparse.ArgumentParser, default_url: str) -> None:
         help="entries listed per connector in the diff (default 20 for text, all for --json; 0: all)",
     )
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    add_confirmation_option(p)
 
 
 def _options(args: argparse.Namespace) -> TransferOptions:
@@ -182,14 +193,14 @@ def run_export(args: argparse.Namespace) -> int:
     destination = _location(args.destination)
     if not is_file_location(destination):
         raise UsageError(f"export writes a file ({', '.join(sorted(FILE_KINDS))}); to copy between stores use migrate")
-    return _run(args, _location(args.source or args.url), destination)
+    return _run(args, _location(args.source or args.settings.url), destination)
 
 
 def run_import(args: argparse.Namespace) -> int:
     source = _location(args.source)
     if not is_file_location(source):
         raise UsageError(f"import reads a file ({', '.join(sorted(FILE_KINDS))}); to copy between stores use migrate")
-    return _run(args, source, _location(args.destination or args.url))
+    return _run(args, source, _location(args.destination or args.settings.url))
 
 
 def run_migrate(args: argparse.Namespace) -> int:
@@ -200,6 +211,14 @@ def _run(args: argparse.Namespace, source: Location, destination: Location) -> i
     options = _options(args)
     progress = Progress(enabled=not args.quiet)
     try:
+        if options.prune and not options.dry_run:
+            # --prune deletes the destination's records the source lacks: show the plan, then ask.
+
+            def plan() -> tuple[str, int]:
+                planned = transfer(source, destination, dataclasses.replace(options, dry_run=True), progress)
+                return _text(args, planned), _change_count(planned)
+
+            confirm(args, f"Write these changes to {destination.description}, deletions included", plan)
         report = transfer(source, destination, options, progress)
     except (FormatError, LocationError) as exc:
         print(f"error: {exc}; nothing was written", file=sys.stderr)
@@ -220,10 +239,21 @@ def _print(args: argparse.Namespace, report: TransferReport) -> None:
         return
     for note in report.notes:
         print(f"note: {note}", file=sys.stderr)
+    print(_text(args, report))
+
+
+def _change_count(report: TransferReport) -> int:
+    """From the diff's summary, which counts every entry; the listed entries stop at --diff-limit."""
+    summary: dict[str, int] = report.diff["summary"]
+    return sum(summary.get(status, 0) for status in ("added", "changed", "removed"))
+
+
+def _text(args: argparse.Namespace, report: TransferReport) -> str:
     verb = "would write" if report.dry_run else "wrote"
     head = f"{report.source} -> {report.destination}: read {report.read} record(s), {report.selected} selected, "
     written = "" if report.dry_run else f" ({report.written} record(s) written)"
-    print(f"{head}{verb} {len(report.changes())} change(s){written}")
+    lines = [f"{head}{verb} {_change_count(report)} change(s){written}"]
     if report.dry_run:
-        print("Dry run: nothing was written.")
-    print(render_text(report.diff, show_unchanged=args.show_unchanged))
+        lines.append("Dry run: nothing was written.")
+    lines.append(render_text(report.diff, show_unchanged=args.show_unchanged))
+    return "\n".join(lines)

@@ -1,14 +1,17 @@
 """Client side: HTTP clients for the daemon (sync and asyncio), the history client, and Connect's
 ``OffsetBackingStore`` contract served by the daemon (for Python engines)."""
 
+from emulator.client.credentials import Credentials
 from emulator.client.http import (
     DEFAULT_URL,
     ApiError,
     AsyncOffsetsClient,
     Auth,
+    AuthenticationError,
     ClientError,
     DaemonUnavailable,
     FencedError,
+    ForbiddenError,
     NotFoundError,
     NotReadyError,
     NotStoppedError,
@@ -20,9 +23,12 @@ __all__ = [
     "ApiError",
     "AsyncOffsetsClient",
     "Auth",
+    "AuthenticationError",
     "ClientError",
+    "Credentials",
     "DaemonUnavailable",
     "FencedError",
+    "ForbiddenError",
     "NotFoundError",
     "NotReadyError",
     "NotStoppedError",

@@ -12,6 +12,12 @@ string (``{"sourcePartition":…,"sourceOffset":…}``) passed as ``offset.stora
 / ``offset.storage.risingwave.state.value``; ``configure`` accepts the same properties and writes
 that state through, under the engine's name (``name``, default ``engine`` as in Flink CDC), as
 their ``FlinkOffsetBackingStore`` / ``ConfigurableOffsetBackingStore`` do.
+
+A daemon that requires authentication takes ``offset.storage.token`` (or ``offset.storage.user``
+and ``offset.storage.password``), and for ``https://`` ``offset.storage.ca`` (and
+``offset.storage.client.cert``/``offset.storage.client.key`` for mutual TLS); each falls back to
+its ``CONNECT_OFFSETS_*`` variable. A token scoped ``write:<engine>`` is enough: the store reads
+and writes only its own connector's records.
 """
 
 from __future__ import annotations
@@ -20,19 +26,29 @@ import concurrent.futures
 from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
+from emulator.client.credentials import Credentials
 from emulator.client.http import DEFAULT_URL, OffsetsClient
 from emulator.codec.keys import KeyProblem, parse_key
 from emulator.formats.cdc_state import FLINK_DEFAULT_ENGINE, parse_state, state_to_entry
 
 URL_PROPERTY = "offset.storage.url"
+CREDENTIAL_PROPERTIES = {
+    "token": "offset.storage.token",
+    "user": "offset.storage.user",
+    "password": "offset.storage.password",
+    "ca": "offset.storage.ca",
+    "clientCert": "offset.storage.client.cert",
+    "clientKey": "offset.storage.client.key",
+}
 STATE_PROPERTIES = ("offset.storage.flink.state.value", "offset.storage.risingwave.state.value")
 
 Callback = Callable[[BaseException | None, None], None]
 
 
 class DaemonOffsetBackingStore:
-    def __init__(self, url: str | None = None) -> None:
+    def __init__(self, url: str | None = None, credentials: Credentials | None = None) -> None:
         self._url = url
+        self._credentials = credentials
         self._client: OffsetsClient | None = None
         self._executor: concurrent.futures.ThreadPoolExecutor | None = None
         self._seed: tuple[bytes, bytes | None] | None = None
@@ -41,6 +57,9 @@ class DaemonOffsetBackingStore:
     def configure(self, config: Mapping[str, str]) -> None:
         """``offset.storage.url`` (daemon URL) and, optionally, a Flink CDC / RisingWave state."""
         self._url = config.get(URL_PROPERTY, self._url or DEFAULT_URL)
+        if any(config.get(prop) for prop in CREDENTIAL_PROPERTIES.values()):
+            given = {option: config.get(prop, "") for option, prop in CREDENTIAL_PROPERTIES.items()}
+            self._credentials = Credentials.from_options(given)
         for prop in STATE_PROPERTIES:
             document = config.get(prop)
             if document:
@@ -48,7 +67,7 @@ class DaemonOffsetBackingStore:
                 self._seed = state_to_entry(engine, parse_state(document, prop))
 
     def start(self) -> None:
-        self._client = OffsetsClient(self._url or DEFAULT_URL)
+        self._client = OffsetsClient(self._url or DEFAULT_URL, credentials=self._credentials)
         self._executor = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="offset-store")
         if self._seed is not None:
             # The engines write the restored state before the task starts and wait for it.

@@ -8,17 +8,30 @@ Errors are typed from the ``X-Connect-Offsets-Error`` header the daemon sends wi
 body (its values are listed in ``emulator.server.errors``), never from the message text, which is
 for people and is Connect's own. A daemon that does not send the header gets the type its status
 implies (404, 409, 503), and a plain ``ApiError`` otherwise.
+
+Retries (``retry_for_s``, default 30 s; 0 turns them off): a 503 the daemon answered because the
+log did not answer in time is sent again after its ``Retry-After``, but only where sending it again
+cannot apply anything twice:
+- ``log_timeout`` (nothing was written, or a fresh read did not get to the end): any request;
+- ``write_outcome_unknown`` (the write may still land): only reads and a PATCH carrying a commit
+  sequence, which the daemon applies at most once; its answer then lists the partition under
+  ``dropped`` ("N was already applied") if the first attempt landed. A DELETE, an import or an
+  unsequenced PATCH is not retried: the caller gets ``NotReadyError`` with that ``kind`` and decides.
 """
 
 from __future__ import annotations
 
+import asyncio
 import base64
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote
 
 import httpx
+
+from emulator.client.credentials import Credentials, default_credentials, redact
 
 DEFAULT_URL = "http://127.0.0.1:8081"
 
@@ -49,6 +62,14 @@ class ApiError(ClientError):
         self.kind = kind
 
 
+class AuthenticationError(ApiError):
+    """401: the daemon requires credentials, or refused the ones given (see ``Credentials``)."""
+
+
+class ForbiddenError(ApiError):
+    """403: authenticated, but the principal's scopes do not cover this operation."""
+
+
 class NotFoundError(ApiError):
     """404: the connector (or its claim, or the history) is unknown."""
 
@@ -59,7 +80,9 @@ class NotStoppedError(ApiError):
 
 
 class NotReadyError(ApiError):
-    """503: the daemon has not read its log to the end yet."""
+    """503: the daemon cannot answer now: it has not read its log to the end yet (``not_ready``),
+    or the log did not answer within its write timeout (``log_timeout``: nothing was written;
+    ``write_outcome_unknown``: the write may still land). Try again later."""
 
 
 class FencedError(ApiError):
@@ -73,6 +96,8 @@ class _Request:
     params: Mapping[str, str | list[str]] = field(default_factory=dict)
     json: Any = None
     unwrap: str | None = None
+    replayable: bool = False
+    """Sending it again cannot apply anything twice (a read, or a PATCH with a commit sequence)."""
 
 
 _BY_KIND: dict[str, type[ApiError]] = {
@@ -86,8 +111,16 @@ _BY_KIND: dict[str, type[ApiError]] = {
     "conflict": FencedError,
     "connector_running": FencedError,
     "claims_unsupported": FencedError,
+    "unauthenticated": AuthenticationError,
+    "forbidden": ForbiddenError,
 }
-_BY_STATUS: dict[int, type[ApiError]] = {404: NotFoundError, 409: FencedError, 503: NotReadyError}
+_BY_STATUS: dict[int, type[ApiError]] = {
+    401: AuthenticationError,
+    403: ForbiddenError,
+    404: NotFoundError,
+    409: FencedError,
+    503: NotReadyError,
+}
 
 
 def api_error(status: int, message: str, kind: str | None = None) -> ApiError:
@@ -111,6 +144,25 @@ def error_from_response(response: httpx.Response) -> ApiError:
     )
 
 
+DEFAULT_RETRY_FOR_S = 30.0
+_NOTHING_WRITTEN = "log_timeout"
+_OUTCOME_UNKNOWN = "write_outcome_unknown"
+
+
+def _retry_after(request: _Request, response: httpx.Response, give_up_at: float) -> float | None:
+    """Seconds to wait before sending ``request`` again, or None: not retriable, or out of time."""
+    if response.status_code != 503:
+        return None
+    kind = response.headers.get(ERROR_HEADER)
+    if kind != _NOTHING_WRITTEN and not (kind == _OUTCOME_UNKNOWN and request.replayable):
+        return None
+    try:
+        wait = max(float(response.headers.get("Retry-After", "1")), 0.0)
+    except ValueError:
+        wait = 1.0
+    return wait if time.monotonic() + wait < give_up_at else None
+
+
 def _result(request: _Request, response: httpx.Response) -> Any:
     if response.status_code >= 400:
         raise error_from_response(response)
@@ -119,6 +171,22 @@ def _result(request: _Request, response: httpx.Response) -> Any:
     except ValueError:
         body = None
     return body[request.unwrap] if request.unwrap else body
+
+
+_BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
+
+
+def _headers(request: _Request) -> dict[str, str] | None:
+    """Writes always say ``application/json``, even without a body: the daemon refuses any other
+    (or none), so that a web page cannot write through a user's browser."""
+    if request.method in _BODY_METHODS and request.json is None:
+        return {"Content-Type": "application/json"}
+    return None
+
+
+def _http_options(url: str, timeout_s: float, credentials: Credentials | None) -> dict[str, Any]:
+    chosen = credentials if credentials is not None else default_credentials()
+    return {"base_url": url, "timeout": timeout_s, "headers": chosen.headers(), "verify": chosen.verify()}
 
 
 def _connector_path(connector: str) -> str:
@@ -170,19 +238,21 @@ class _Routes:
     """The route table: one place that knows paths, parameters and response shapes."""
 
     @staticmethod
-    def connectors() -> _Request:
-        return _Request("GET", "/connectors")
+    def connectors(fresh: bool = False) -> _Request:
+        return _Request("GET", "/connectors", _flags(fresh=fresh), replayable=True)
 
     @staticmethod
-    def offsets(connector: str, kind: str | None) -> _Request:
-        return _Request("GET", _connector_path(connector), _kind(kind), unwrap="offsets")
+    def offsets(connector: str, kind: str | None, fresh: bool = False) -> _Request:
+        params = _kind(kind) | _flags(fresh=fresh)
+        return _Request("GET", _connector_path(connector), params, unwrap="offsets", replayable=True)
 
     @staticmethod
     def alter(
         connector: str, body: dict[str, Any], dry_run: bool, create: bool, auth: Auth | None, kind: str | None
     ) -> _Request:
         params = _flags(dry_run=dry_run, create=create) | (auth.params() if auth else {}) | _kind(kind)
-        return _Request("PATCH", _connector_path(connector), params, body)
+        sequenced = auth is not None and auth.sequence_source is not None and auth.sequence is not None
+        return _Request("PATCH", _connector_path(connector), params, body, replayable=sequenced)
 
     @staticmethod
     def reset(connector: str, dry_run: bool, auth: Auth | None, kind: str | None) -> _Request:
@@ -220,11 +290,24 @@ class _Routes:
 
 
 class OffsetsClient:
-    """Synchronous client. ``alter`` takes Connect's PATCH body ``{"offsets":[…]}``."""
+    """Synchronous client. ``alter`` takes Connect's PATCH body ``{"offsets":[…]}``.
 
-    def __init__(self, url: str = DEFAULT_URL, timeout_s: float = 90.0) -> None:
-        self.url = url.rstrip("/")
-        self._http = httpx.Client(base_url=self.url, timeout=timeout_s)
+    ``credentials`` (token, Basic user, CA, client certificate): left out, the process default
+    (``emulator.client.credentials``: the CLI's flags, else ``CONNECT_OFFSETS_*`` variables).
+    ``retry_for_s``: how long to keep retrying a request the daemon answered 503 because its log was
+    slow, where that is safe (see the module's docstring); 0 never retries.
+    """
+
+    def __init__(
+        self,
+        url: str = DEFAULT_URL,
+        timeout_s: float = 90.0,
+        credentials: Credentials | None = None,
+        retry_for_s: float = DEFAULT_RETRY_FOR_S,
+    ) -> None:
+        self._http = httpx.Client(**_http_options(url.rstrip("/"), timeout_s, credentials))
+        self.url = redact(url.rstrip("/"))
+        self._retry_for_s = retry_for_s
 
     def __enter__(self) -> OffsetsClient:
         return self
@@ -236,11 +319,18 @@ class OffsetsClient:
         self._http.close()
 
     def _call(self, request: _Request) -> Any:
-        try:
-            response = self._http.request(request.method, request.path, params=request.params, json=request.json)
-        except httpx.TransportError as exc:
-            raise DaemonUnavailable(f"cannot reach the connect-offsets daemon at {self.url}: {exc}") from exc
-        return _result(request, response)
+        give_up_at = time.monotonic() + self._retry_for_s
+        while True:
+            try:
+                response = self._http.request(
+                    request.method, request.path, params=request.params, json=request.json, headers=_headers(request)
+                )
+            except httpx.TransportError as exc:
+                raise DaemonUnavailable(f"cannot reach the connect-offsets daemon at {self.url}: {exc}") from exc
+            wait = _retry_after(request, response, give_up_at)
+            if wait is None:
+                return _result(request, response)
+            time.sleep(wait)
 
     def request(
         self, method: str, path: str, *, params: Mapping[str, str | list[str]] | None = None, json: Any = None
@@ -248,12 +338,15 @@ class OffsetsClient:
         """Any route, with this client's error handling (for routes without a method of their own)."""
         return self._call(_Request(method, path, params or {}, json))
 
-    def connectors(self) -> list[str]:
-        result: list[str] = self._call(_Routes.connectors())
+    def connectors(self, fresh: bool = False) -> list[str]:
+        """``fresh``: as of every write any daemon on the same log acknowledged before the call."""
+        result: list[str] = self._call(_Routes.connectors(fresh))
         return result
 
-    def offsets(self, connector: str, kind: str | None = None) -> list[dict[str, Any]]:
-        result: list[dict[str, Any]] = self._call(_Routes.offsets(connector, kind))
+    def offsets(self, connector: str, kind: str | None = None, fresh: bool = False) -> list[dict[str, Any]]:
+        """``fresh``: the daemon reads its log to the end first, so the answer reflects every write
+        acknowledged by any daemon on the same log before the call (Connect's read-to-end)."""
+        result: list[dict[str, Any]] = self._call(_Routes.offsets(connector, kind, fresh))
         return result
 
     def alter(
@@ -313,11 +406,18 @@ class OffsetsClient:
 
 
 class AsyncOffsetsClient:
-    """The asyncio twin of ``OffsetsClient``: same methods, same errors, awaitable."""
+    """The asyncio twin of ``OffsetsClient``: same methods, same errors, same credentials, awaitable."""
 
-    def __init__(self, url: str = DEFAULT_URL, timeout_s: float = 90.0) -> None:
-        self.url = url.rstrip("/")
-        self._http = httpx.AsyncClient(base_url=self.url, timeout=timeout_s)
+    def __init__(
+        self,
+        url: str = DEFAULT_URL,
+        timeout_s: float = 90.0,
+        credentials: Credentials | None = None,
+        retry_for_s: float = DEFAULT_RETRY_FOR_S,
+    ) -> None:
+        self._http = httpx.AsyncClient(**_http_options(url.rstrip("/"), timeout_s, credentials))
+        self.url = redact(url.rstrip("/"))
+        self._retry_for_s = retry_for_s
 
     async def __aenter__(self) -> AsyncOffsetsClient:
         return self
@@ -329,18 +429,27 @@ class AsyncOffsetsClient:
         await self._http.aclose()
 
     async def _call(self, request: _Request) -> Any:
-        try:
-            response = await self._http.request(request.method, request.path, params=request.params, json=request.json)
-        except httpx.TransportError as exc:
-            raise DaemonUnavailable(f"cannot reach the connect-offsets daemon at {self.url}: {exc}") from exc
-        return _result(request, response)
+        give_up_at = time.monotonic() + self._retry_for_s
+        while True:
+            try:
+                response = await self._http.request(
+                    request.method, request.path, params=request.params, json=request.json, headers=_headers(request)
+                )
+            except httpx.TransportError as exc:
+                raise DaemonUnavailable(f"cannot reach the connect-offsets daemon at {self.url}: {exc}") from exc
+            wait = _retry_after(request, response, give_up_at)
+            if wait is None:
+                return _result(request, response)
+            await asyncio.sleep(wait)
 
-    async def connectors(self) -> list[str]:
-        result: list[str] = await self._call(_Routes.connectors())
+    async def connectors(self, fresh: bool = False) -> list[str]:
+        """``fresh``: as of every write any daemon on the same log acknowledged before the call."""
+        result: list[str] = await self._call(_Routes.connectors(fresh))
         return result
 
-    async def offsets(self, connector: str, kind: str | None = None) -> list[dict[str, Any]]:
-        result: list[dict[str, Any]] = await self._call(_Routes.offsets(connector, kind))
+    async def offsets(self, connector: str, kind: str | None = None, fresh: bool = False) -> list[dict[str, Any]]:
+        """``fresh``: the daemon reads its log to the end first (see ``OffsetsClient.offsets``)."""
+        result: list[dict[str, Any]] = await self._call(_Routes.offsets(connector, kind, fresh))
         return result
 
     async def alter(

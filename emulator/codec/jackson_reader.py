@@ -22,20 +22,35 @@ from collections.abc import Callable
 from typing import Any, Final
 
 from emulator.codec.jackson_writer import JAVA_LONG_MAX, JAVA_LONG_MIN
+from emulator.codec.limits import (
+    MAX_NAME_LENGTH,
+    MAX_NESTING_DEPTH,
+    MAX_NUMBER_LENGTH,
+    MAX_STRING_LENGTH,
+    depth_exceeded,
+    float_length,
+    name_too_long,
+    number_too_long,
+    string_too_long,
+)
 
 __all__ = ["CodecError", "loads_lenient"]
 
 
 class CodecError(ValueError):
-    """The bytes are not something Connect's JsonConverter can read (Connect: ``DataException``)."""
+    """The bytes are not something Connect's JsonConverter can read (Connect: ``DataException``).
+
+    ``offset`` is the byte of the input where the reader gave up (``None`` when unknown, e.g. for
+    UTF-16/32 input), so that a refusal can point into a file.
+    """
+
+    def __init__(self, message: str, offset: int | None = None) -> None:
+        super().__init__(message)
+        self.offset = offset
 
 
-# --- Jackson's limits (StreamReadConstraints defaults, jackson-core 2.15+) ----------------------
+# --- Jackson's limits: emulator.codec.limits ---------------------------------------------------
 
-_MAX_DEPTH: Final = 1000
-_MAX_NUMBER_LEN: Final = 1000
-_MAX_NAME_BYTES: Final = 50_000
-_MAX_STRING_LEN: Final = 20_000_000
 _INT32_MIN: Final = -(1 << 31)
 _INT32_MAX: Final = (1 << 31) - 1
 # Inputs up to this size cannot exceed the depth limit (depth 1001 needs ≥ 2002 bytes) or the name
@@ -63,11 +78,11 @@ def _connect_double(literal: str) -> float:
     or scale beyond an int).
     """
     mantissa, e_sep, exp_text = literal.replace("E", "e").partition("e")
-    int_text, _, frac_text = mantissa.lstrip("-").partition(".")
-    int_len = len(int_text.lstrip("0")) or 1
+    _, _, frac_text = mantissa.partition(".")
     exp_digits = exp_text.lstrip("+-")
-    if int_len + len(frac_text) + len(exp_digits) > _MAX_NUMBER_LEN:
-        raise CodecError(f"Number value length exceeds the maximum allowed ({_MAX_NUMBER_LEN})")
+    length = float_length(literal)
+    if length > MAX_NUMBER_LENGTH:
+        raise CodecError(number_too_long(length))
     if e_sep:
         exponent = int(exp_text)
         if len(exp_digits.lstrip("0")) > 10 or not _INT32_MIN <= exponent <= _INT32_MAX:
@@ -286,10 +301,14 @@ class _Parser:
         if _HAS_SURROGATE.search(text):
             text = _normalize_surrogates(text)
         if in_name:
-            if len(text.encode("utf-8", "surrogatepass")) > _MAX_NAME_BYTES:
-                raise CodecError(f"Name length exceeds the maximum allowed ({_MAX_NAME_BYTES})")
-        elif len(text) > _MAX_STRING_LEN:
-            raise CodecError(f"String value length exceeds the maximum allowed ({_MAX_STRING_LEN})")
+            size = len(text.encode("utf-8", "surrogatepass"))
+            if size > MAX_NAME_LENGTH:
+                raise CodecError(name_too_long(size))
+        elif len(text) > MAX_STRING_LENGTH // 2:
+            # Java counts UTF-16 code units: a character beyond U+FFFF counts twice.
+            units = len(text.encode("utf-16-le", "surrogatepass")) // 2
+            if units > MAX_STRING_LENGTH:
+                raise CodecError(string_too_long(units))
         return text
 
     def _escape(self, pos: int) -> tuple[int, int]:
@@ -355,8 +374,8 @@ class _Parser:
         self.pos = pos
         sign = "-" if negative else ""
         if not is_float:
-            if len(int_digits) > _MAX_NUMBER_LEN:
-                raise CodecError(f"Number value length exceeds the maximum allowed ({_MAX_NUMBER_LEN})")
+            if len(int_digits) > MAX_NUMBER_LENGTH:
+                raise CodecError(number_too_long(len(int_digits)))
             return _wrap_long(int(sign + int_digits.decode("ascii")))
         literal = sign + int_digits.decode("ascii")
         if frac_digits:
@@ -391,8 +410,8 @@ class _Parser:
             value: object
             # Parse one value starting at self.pos (c is its first byte).
             if c == 0x7B or c == 0x5B:  # '{' or '['
-                if len(stack) + 1 > _MAX_DEPTH:
-                    raise CodecError(f"Document nesting depth exceeds the maximum allowed ({_MAX_DEPTH})")
+                if len(stack) + 1 > MAX_NESTING_DEPTH:
+                    raise CodecError(depth_exceeded(len(stack) + 1))
                 self.pos += 1
                 closer = 0x7D if c == 0x7B else 0x5D
                 c = self.skip_ws()
@@ -499,7 +518,15 @@ def _transcode(raw: bytes, encoding: str) -> bytes:
 
 
 def _loads_exact(raw: bytes) -> object:
-    return _Parser(_to_utf8(raw)).document()
+    utf8 = _to_utf8(raw)
+    parser = _Parser(utf8)
+    try:
+        return parser.document()
+    except CodecError as exc:
+        # Positions map back to the input only where no transcoding happened (UTF-8, or a BOM cut).
+        if exc.offset is None and (utf8 is raw or raw.endswith(utf8)):
+            exc.offset = parser.pos + len(raw) - len(utf8)
+        raise
 
 
 def loads_lenient(raw: bytes | bytearray | memoryview) -> Any:

@@ -15,8 +15,10 @@ from typing import Any
 from emulator.connect_cluster.kind import connector_kind
 from emulator.connect_cluster.reader import InternalTopicReader
 from emulator.connect_cluster.state import ClusterState, ConnectorSnapshot
+from emulator.logs.base import ReadProgress
 from emulator.model.connectors import ConnectorKind
 from emulator.model.errors import LogUnavailable, NotReady
+from emulator.model.times import format_time_ms
 
 log = logging.getLogger(__name__)
 
@@ -92,6 +94,10 @@ class ConnectCluster:
     def exists(self, connector: str) -> bool | None:
         return self.state.snapshot(connector).exists
 
+    def connectors(self) -> list[str] | None:
+        """Connect's ``GET /connectors``: ``ClusterConfigState.connectors()``, those with a live config."""
+        return self.state.connectors()
+
     def is_stopped(self, connector: str) -> bool:
         """Connect's rule: target state STOPPED and the latest task commit says 0 tasks.
 
@@ -128,17 +134,25 @@ class ConnectCluster:
             log.error("config topic %s not read to its end within %.0f s: %s", self._config.topic, timeout_s, exc)
             raise LogUnavailable(READ_TO_END_FAILED) from exc
 
+    def topic_progress(self) -> dict[str, ReadProgress]:
+        """Each topic's reader progress and health (for ``/status`` and the metrics), by topic name."""
+        return {reader.topic: reader.progress() for reader in self._readers()}
+
     def readiness(self) -> dict[str, Any]:
         """For ``/readyz`` and ``/status``: read progress per topic and record counters."""
         topics = {}
-        for reader in self._readers():
-            progress = reader.progress()
-            topics[reader.topic] = {
+        for topic, progress in self.topic_progress().items():
+            topics[topic] = {
                 "ready": progress.caught_up,
                 "records_read": progress.records_read,
                 "partitions_at_end": progress.partitions_done,
                 "partitions": len(progress.end_offsets),
-                "last_error": reader.last_error,
+                "lag": sum(progress.lag().values()),
+                "alive": progress.alive,
+                "last_error": progress.last_error,
+                "last_error_at": None
+                if progress.last_error_at is None
+                else format_time_ms(int(progress.last_error_at * 1000)),
             }
         return {
             "ready": all(t["ready"] for t in topics.values()),

@@ -25,13 +25,13 @@ accepted too when a default connector name is given (Flink CDC's default engine 
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from emulator.codec.jackson_writer import dumps as jackson_dumps
 from emulator.codec.keys import KeyProblem, encode_key, parse_key
+from emulator.codec.strict_json import JsonLimitExceeded, loads_strict
 from emulator.codec.values import CodecError, InvalidOffsets, encode_offset, loads_lenient, validate_format
 from emulator.formats.model import FormatError, Loaded, RawRecord
 
@@ -68,14 +68,13 @@ class UnwrappedKey:
     enveloped: bool
 
 
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not valid JSON (Jackson rejects non-numeric numbers)")
-
-
 def _json(text: str | bytes, what: str) -> Any:
+    """A state document as the engines' Jackson reads it: JSON within Jackson's read limits."""
     try:
-        return json.loads(text, parse_constant=_reject_constant)
-    except (ValueError, UnicodeDecodeError) as exc:
+        return loads_strict(text)
+    except JsonLimitExceeded as exc:
+        raise FormatError(f"{what} is beyond what Connect's JSON reader (Jackson) accepts: {exc}") from exc
+    except ValueError as exc:  # json.JSONDecodeError, UnicodeDecodeError
         raise FormatError(f"{what} is not valid JSON: {exc}") from exc
 
 

@@ -21,14 +21,11 @@ from collections.abc import Iterable
 from typing import Any
 
 from emulator.codec.keys import KeyProblem, encode_key, parse_key
+from emulator.codec.strict_json import JsonLimitExceeded, loads_strict
 from emulator.codec.values import CodecError, InvalidOffsets, encode_offset, loads_lenient, validate_format
 from emulator.formats.model import FormatError, Loaded, RawRecord
 
 __all__ = ["body_records", "dumps_file", "loads_file", "records_to_bodies"]
-
-
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not valid JSON (Jackson rejects non-numeric numbers)")
 
 
 def body_records(connector: str, body: Any, where: str = "body") -> list[RawRecord]:
@@ -66,8 +63,10 @@ def body_records(connector: str, body: Any, where: str = "body") -> list[RawReco
 
 def loads_file(data: bytes, default_connector: str | None = None, source: str | None = None) -> Loaded:
     try:
-        document = json.loads(data, parse_constant=_reject_constant)
-    except (ValueError, UnicodeDecodeError) as exc:
+        document = loads_strict(data)
+    except JsonLimitExceeded as exc:
+        raise FormatError(f"beyond what Connect's JSON reader (Jackson) accepts: {exc}", source=source) from exc
+    except ValueError as exc:  # json.JSONDecodeError, UnicodeDecodeError
         raise FormatError(f"not valid JSON: {exc}", source=source) from exc
     try:
         if isinstance(document, dict) and isinstance(document.get("offsets"), list) and len(document) == 1:

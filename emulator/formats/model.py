@@ -28,6 +28,10 @@ class RawRecord:
     kafka_partition: int | None = None
     log_offset: int | None = None
     timestamp_ms: int | None = None
+    value_at: int | None = field(default=None, compare=False)
+    """Byte offset of the value's first byte in the file it was read from (standalone files), so a
+    refusal can point at the damage; ``None`` where the source has no such place. Where a record
+    came from is not part of what it is, so equality ignores it."""
 
 
 @dataclass(slots=True)

@@ -12,19 +12,18 @@ anything is returned, so a truncated backup restores nothing rather than part of
 
 from __future__ import annotations
 
-import contextlib
 import io
 import json
 import time
 from collections.abc import Iterable
 from functools import cache
-from importlib import resources
 from pathlib import Path
 from typing import Any, Final
 
 import fastavro
 
 from emulator.formats.atomic import atomic_write
+from emulator.formats.avro_schemas import schema_text as avro_schema_text
 from emulator.formats.model import FormatError, Loaded, RawRecord, connector_of
 
 __all__ = ["FORMAT", "SnapshotInfo", "dumps", "load_file", "loads", "schema_text", "snapshot_schema", "write_file"]
@@ -38,18 +37,8 @@ META_RECORDS: Final = "connect_offsets.records"
 
 
 def schema_text(name: str = SCHEMA_FILE) -> str:
-    """A schema from ``schemas/``: the packaged copy first (installed wheel), then the checkout."""
-    with contextlib.suppress(ModuleNotFoundError, FileNotFoundError, NotADirectoryError):
-        packaged = resources.files("emulator").joinpath("schemas", name)
-        if packaged.is_file():
-            return packaged.read_text(encoding="utf-8")
-    checkout = Path(__file__).resolve().parents[2] / "schemas" / name
-    try:
-        return checkout.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise FileNotFoundError(
-            f"Avro schema {name} is neither packaged (emulator/schemas/) nor in a checkout ({checkout}): {exc}"
-        ) from exc
+    """The snapshot's schema text (``emulator.formats.avro_schemas`` finds it)."""
+    return avro_schema_text(name)
 
 
 @cache

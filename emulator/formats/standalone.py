@@ -91,12 +91,14 @@ class _ClassDesc:
 
 
 class _Array:
-    """A ``byte[]`` already read, so that a back-reference to it yields the same bytes."""
+    """A ``byte[]`` already read, so that a back-reference to it yields the same bytes (and place)."""
 
-    __slots__ = ("data",)
+    __slots__ = ("at", "data")
 
-    def __init__(self, data: bytes) -> None:
+    def __init__(self, data: bytes, at: int) -> None:
         self.data = data
+        self.at = at
+        """Byte offset of the array's first element in the file."""
 
 
 class _HashMapMarker:
@@ -115,6 +117,8 @@ class _Reader:
         self.source = source
         self.handles: list[_Handle] = []
         self.array_prefix: bytes | None = None
+        self.last_array_at: int | None = None
+        """Where the data of the last key or value read starts (``None`` after a null)."""
 
     def fail(self, message: str, at: int | None = None) -> FormatError:
         where = self.pos if at is None else at
@@ -218,7 +222,7 @@ class _Reader:
             )
         return desc
 
-    def map_object(self) -> list[tuple[bytes | None, bytes | None]]:
+    def map_object(self) -> list[tuple[bytes | None, bytes | None, int | None]]:
         at = self.pos
         code = self.u8("the top-level object")
         if code != TC_OBJECT:
@@ -264,7 +268,7 @@ class _Reader:
         for index in range(size):
             key = self.byte_array_or_null("key", index, size)
             value = self.byte_array_or_null("value", index, size)
-            entries.append((key, value))
+            entries.append((key, value, self.last_array_at))
         end_at = self.pos
         end = self.u8("the end of the HashMap's entries")
         if end != TC_ENDBLOCKDATA:
@@ -294,13 +298,15 @@ class _Reader:
         code = data[pos] if pos < len(data) else -1
         if code == TC_NULL:
             self.pos = pos + 1
+            self.last_array_at = None
             return None
         if self.array_prefix is not None and data.startswith(self.array_prefix, pos):
             length = int.from_bytes(data[pos + 6 : pos + 10], "big", signed=True)
             end = pos + 10 + length
             if length >= 0 and end <= len(data) and pos + 10 <= len(data):
                 value = data[pos + 10 : end]
-                self.handles.append(_Array(value))
+                self.handles.append(_Array(value, pos + 10))
+                self.last_array_at = pos + 10
                 self.pos = end
                 return value
         return self._byte_array_or_null_slow(f"the {role} of entry {index} of {size}")
@@ -309,10 +315,12 @@ class _Reader:
         at = self.pos
         code = self.u8(what)
         if code == TC_NULL:
+            self.last_array_at = None
             return None
         if code == TC_REFERENCE:
             target = self.reference(what)
             if isinstance(target, _Array):
+                self.last_array_at = target.at
                 return target.data
             kind = "the map itself" if isinstance(target, _HashMapMarker) else f"class {target.name}"
             raise self.fail(f"{what} is a back-reference to {kind}, not to a byte[]", at=at)
@@ -333,12 +341,13 @@ class _Reader:
             # The [B class was just defined: later arrays refer to it as TC_ARRAY TC_REFERENCE <handle>.
             handle = BASE_HANDLE + handles_before
             self.array_prefix = bytes([TC_ARRAY, TC_REFERENCE]) + handle.to_bytes(4, "big")
-        array = _Array(b"")
+        array = _Array(b"", 0)
         self.new_handle(array)
         length_at = self.pos
         length = self.i32(f"the length of {what}")
         if length < 0:
             raise self.fail(f"{what} has a negative length {length}", at=length_at)
+        array.at = self.last_array_at = self.pos
         array.data = self.take(length, f"{what} ({length} bytes)")
         return array.data
 
@@ -371,11 +380,11 @@ def loads(data: bytes, source: str | None = None) -> Loaded:
         )
     records: list[RawRecord] = []
     null_keys = 0
-    for key, value in entries:
+    for key, value, value_at in entries:
         if key is None:
             null_keys += 1
             continue
-        records.append(RawRecord(key, value))
+        records.append(RawRecord(key, value, value_at=value_at))
     result = Loaded(records)
     if null_keys:
         result.notes.append(

@@ -15,7 +15,8 @@ log order). Times in names let retention decide without opening a file.
 
 Reading is block by block (an Avro block is the unit the writer flushes), so a truncated or
 corrupt block costs exactly that block: it is reported and counted, never a crash, and records of
-a damaged block are never half-yielded.
+a damaged block are never half-yielded. Files written with an older version of the schema read with
+the fields added since set to None (``schema.ADDED_FIELDS``).
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from typing import IO, Any, Literal, TypedDict, cast
 import fastavro
 
 from emulator.history.rows import ArchiveRow
-from emulator.history.schema import content_crc
+from emulator.history.schema import content_crc, missing_fields
 
 log = logging.getLogger(__name__)
 
@@ -144,10 +145,14 @@ def iter_file(file: ArchiveFile, report: ReadReport, handle: IO[bytes] | None = 
         except Exception as exc:
             _damaged(report, file, f"unreadable Avro header ({type(exc).__name__}: {exc})", 0)
             return
+        missing = missing_fields(cast(dict[str, Any], blocks.writer_schema))  # written before fields were added
         while True:
             try:
                 block = next(blocks)
-                records = cast(list[ArchiveRow], list(block))  # the history schema's records
+                decoded = cast(list[dict[str, Any]], list(block))
+                for record in decoded if missing else ():
+                    record.update(dict.fromkeys(missing))
+                records = cast(list[ArchiveRow], decoded)  # the history schema's records
             except StopIteration:
                 return
             except Exception as exc:

@@ -1,4 +1,5 @@
-"""Who wrote a record: this daemon (with the operation and connector of the request) or someone else.
+"""Who wrote a record: this daemon (with the operation, connector, principal and client address of
+the request) or someone else.
 
 The log cannot tell us: Connect ignores headers, the embedded log has none, and our records are
 byte-identical to Connect's on purpose. What we do know is where our own appends landed, but only
@@ -9,7 +10,10 @@ guessing. Records whose position is not ours are ``external``.
 
 Every append of the service goes through ``TrackedLog`` (emulator.history.tracked_log), so no
 write path can forget to register; the service names the operation with ``write_origin(...)``
-around its work (a context variable, which ``asyncio.to_thread`` carries into the append).
+around its work (a context variable, which ``asyncio.to_thread`` carries into the append). Who made
+the request and from where come the same way, from ``emulator.model.principal.current_principal``,
+which the server sets per request: the audit trail in the archive needs no parameter threaded
+through the write path.
 
 Limits (documented, not hidden): the mapping lives in memory, so a daemon killed between appending
 and archiving re-archives those records from the log on restart as ``external``; and a write whose
@@ -20,6 +24,7 @@ the daemon, flagged ``uncertain``.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import threading
 import time
@@ -28,6 +33,7 @@ from collections.abc import Iterator, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 
+from emulator.model.principal import current_principal
 from emulator.model.records import LogRecord, Position
 
 log = logging.getLogger(__name__)
@@ -38,12 +44,18 @@ DAEMON = "daemon"
 
 @dataclass(frozen=True, slots=True)
 class Origin:
-    """Where a record came from; ``operation``/``connector`` only for the daemon's own writes."""
+    """Where a record came from; everything but ``origin`` only for the daemon's own writes.
+
+    ``principal`` is who made the request (``anonymous`` without authentication) and ``remote``
+    the client's ``host:port`` (None for a write made outside an HTTP request).
+    """
 
     origin: str
     operation: str | None = None
     connector: str | None = None
     uncertain: bool = False
+    principal: str | None = None
+    remote: str | None = None
 
 
 EXTERNAL_ORIGIN = Origin(EXTERNAL)
@@ -120,8 +132,13 @@ class OriginRegistry:
     def begin(
         self, operation: str, connector: str | None, entries: Sequence[tuple[bytes | None, bytes | None]]
     ) -> WriteTicket:
-        """Call before appending ``entries``; then ``landed(positions)`` or ``failed()``."""
-        origin = Origin(DAEMON, operation, connector)
+        """Call before appending ``entries``; then ``landed(positions)`` or ``failed()``.
+
+        The request's principal and address are read here, in the request's context (carried into
+        the worker thread that appends), so every record of the write names who made it.
+        """
+        who = current_principal.get()
+        origin = Origin(DAEMON, operation, connector, principal=who.name, remote=who.remote)
         if not self._enabled:
             return WriteTicket(origin, frozenset(), None)
         ticket = WriteTicket(origin, frozenset(entries), self)
@@ -188,8 +205,7 @@ class OriginRegistry:
             self._failed_tickets = [t for t in self._failed_tickets if now - (t.failed_at or now) < ttl]
             for ticket in self._failed_tickets:
                 if pair in ticket.pairs:
-                    o = ticket.origin
-                    return Origin(o.origin, o.operation, o.connector, uncertain=True)
+                    return dataclasses.replace(ticket.origin, uncertain=True)
         return EXTERNAL_ORIGIN
 
     def forget(self, record: LogRecord) -> None:

@@ -205,6 +205,10 @@ class Change(TypedDict):
     kafka_offset: int
     origin: str
     operation: str | None
+    principal: str | None
+    """Who made the request that wrote it (daemon writes; None for external records and old files)."""
+    remote: str | None
+    """The client's address (host:port) as the daemon saw it (daemon writes made over HTTP)."""
     partition: dict[str, Any] | None
     offset: Any
     key: str | None
@@ -228,6 +232,8 @@ def change_view(row: HistoryRow) -> Change:
         "kafka_offset": row["kafka_offset"],
         "origin": row["origin"],
         "operation": row["operation"],
+        "principal": row["principal"],
+        "remote": row["remote"],
         "partition": parsed.partition if parsed is not None else None,
         "offset": None,
         "key": _text(row["key"]),

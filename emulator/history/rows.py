@@ -33,6 +33,10 @@ class ArchiveRow(TypedDict):
     origin: str
     operation: str | None
     request_connector: str | None
+    principal: str | None
+    """Who made the request that wrote the record (daemon writes only; None in older files)."""
+    remote: str | None
+    """The client's address as the daemon saw it (daemon writes only; None in older files)."""
     key: bytes | None
     value: bytes | None
     connector: str | None
@@ -85,6 +89,8 @@ class RowMaker:
             "origin": origin.origin,
             "operation": operation,
             "request_connector": origin.connector,
+            "principal": origin.principal,
+            "remote": origin.remote,
             "key": record.key,
             "value": record.value,
             "connector": connector,

@@ -1,10 +1,4 @@
-"""The history record's Avro schema, found the same way in a checkout and in an installed wheel.
-
-The schema's home is ``schemas/history-record.avsc`` at the repository root (the layout keeps every
-Avro schema there, for readers in other languages); the wheel ships the same file inside the
-package (``emulator/schemas/``, see pyproject.toml) because an installed package cannot reach the
-repository. Looking in the package first and the checkout second keeps one file as the truth.
-"""
+"""The history record's Avro schema (``schemas/history-record.avsc``), its fields and its checksum."""
 
 from __future__ import annotations
 
@@ -12,11 +6,11 @@ import json
 import zlib
 from collections.abc import Mapping
 from functools import cache
-from importlib import resources
-from pathlib import Path
 from typing import Any
 
 import fastavro
+
+from emulator.formats.avro_schemas import schema_text as avro_schema_text
 
 SCHEMA_FILE = "history-record.avsc"
 FIELDS = (
@@ -29,6 +23,8 @@ FIELDS = (
     "origin",
     "operation",
     "request_connector",
+    "principal",
+    "remote",
     "key",
     "value",
     "connector",
@@ -39,20 +35,8 @@ FIELDS = (
 
 
 def schema_text(name: str = SCHEMA_FILE) -> str:
-    """The text of a schema file from ``schemas/``: packaged copy first, then the checkout."""
-    try:
-        packaged = resources.files("emulator").joinpath("schemas", name)
-        if packaged.is_file():
-            return packaged.read_text(encoding="utf-8")
-    except (ModuleNotFoundError, FileNotFoundError, NotADirectoryError):
-        pass
-    checkout = Path(__file__).resolve().parents[2] / "schemas" / name
-    try:
-        return checkout.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise FileNotFoundError(
-            f"Avro schema {name} is neither packaged (emulator/schemas/) nor in a checkout ({checkout}): {exc}"
-        ) from exc
+    """The history record's schema text (``emulator.formats.avro_schemas`` finds it)."""
+    return avro_schema_text(name)
 
 
 @cache
@@ -66,16 +50,32 @@ def history_schema() -> Any:
     return parsed
 
 
+ADDED_FIELDS = ("principal", "remote")
+"""Fields added after the first version of the schema, all nullable with a null default: a file
+written before them reads with ``None`` there (``missing_fields``), and their checksum is unchanged."""
+
+
+def missing_fields(writer_schema: Mapping[str, Any]) -> tuple[str, ...]:
+    """The added fields a file's own (writer) schema lacks: the reader fills them with None."""
+    present = {f.get("name") for f in writer_schema.get("fields", ())}
+    return tuple(name for name in ADDED_FIELDS if name not in present)
+
+
 def content_crc(row: Mapping[str, Any]) -> int:
     """CRC-32 over every field but ``crc32``, to tell damaged bytes from data (not a signature).
 
-    One f-string rather than a loop over field names: this runs once per archived record.
+    One f-string rather than a loop over field names: this runs once per archived record. The
+    fields added later (``ADDED_FIELDS``) count only when set, so a record of an old file (where
+    they are absent, read as None) keeps the checksum it was written with.
     """
     head = (
         f"{row['log']}\x1f{row['epoch']}\x1f{row['kafka_partition']}\x1f{row['kafka_offset']}\x1f"
         f"{row['record_timestamp_ms']}\x1f{row['archived_at_ms']}\x1f{row['origin']}\x1f{row['operation']}\x1f"
         f"{row['request_connector']}\x1f{row['connector']}\x1f{row['partition_json']}\x1f{row['key_problem']}"
     )
+    principal, remote = row.get("principal"), row.get("remote")
+    if principal is not None or remote is not None:
+        head += f"\x1e{principal}\x1f{remote}"
     crc = zlib.crc32(head.encode("utf-8", "surrogatepass"))
     for raw in (row["key"], row["value"]):
         prefix = _NULL if raw is None else b"\x01%d:" % len(raw)

@@ -2,7 +2,8 @@
 
 Read through the daemon's history route rather than the archive files, so executors on other
 machines see exactly what the daemon serves (and files the daemon's host alone can read stay its).
-Options: ``url``, ``connector`` (default: every connector the daemon lists), ``partition`` (JSON
+Options: ``url`` and credentials (``token``, ``ca``, … as every source takes them),
+``connector`` (default: every connector the daemon lists), ``partition`` (JSON
 map), ``from`` / ``to`` (ISO-8601 or epoch ms), ``limit`` (per connector). Rows oldest first.
 """
 
@@ -12,7 +13,9 @@ import json
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from emulator.client.credentials import Credentials
 from emulator.client.history import HistoryClient
+from emulator.client.http import NotFoundError
 
 SCHEMA = (
     "connector string, time_ms long, kafka_partition int, kafka_offset long, origin string, operation string, "
@@ -28,12 +31,17 @@ def rows(options: Mapping[str, str]) -> Iterator[tuple[Any, ...]]:
     url = options.get("url") or "http://127.0.0.1:8081"
     partition = json.loads(options["partition"]) if options.get("partition") else None
     limit = int(options["limit"]) if options.get("limit") else None
-    with HistoryClient(url) as client:
+    with HistoryClient(url, credentials=Credentials.from_options(options)) as client:
         names = [options["connector"]] if options.get("connector") else client.connectors()
         for name in names:
-            page = client.history(
-                name, partition=partition, from_time=options.get("from"), to_time=options.get("to"), limit=limit
-            )
+            try:
+                page = client.history(
+                    name, partition=partition, from_time=options.get("from"), to_time=options.get("to"), limit=limit
+                )
+            except NotFoundError:
+                if options.get("connector"):
+                    raise
+                continue  # listed by a Connect cluster without any history yet
             changes = page["changes"]
             if page.get("order") == "newest_first":
                 changes = list(reversed(changes))

@@ -12,6 +12,7 @@ from typing import Any
 from emulator.history.origins import OriginRegistry, current_write_origin
 from emulator.logs.base import OffsetLog, ReadProgress, RecordSink
 from emulator.model.claims import Claim, Fence
+from emulator.model.errors import WriteOutcomeUnknown
 from emulator.model.records import Position
 
 
@@ -60,6 +61,14 @@ class TrackedLog(OffsetLog):
         ticket = self.origins.begin(operation, connector, entries)
         try:
             positions = append()
+        except WriteOutcomeUnknown as unknown:  # the log tells later: attribute the records then
+            if unknown.outcome is None:
+                ticket.failed()
+            else:
+                unknown.outcome.add_done_callback(
+                    lambda done: ticket.failed() if done.exception() is not None else ticket.landed(done.result())
+                )
+            raise
         except BaseException:
             ticket.failed()
             raise
@@ -78,8 +87,11 @@ class TrackedLog(OffsetLog):
     def read_to_end(self, timeout_s: float) -> None:
         self.inner.read_to_end(timeout_s)
 
-    def current_claim(self, connector: str) -> Claim | None:
-        return self.inner.current_claim(connector)
+    def current_claim(self, connector: str, timeout_s: float | None = None) -> Claim | None:
+        return self.inner.current_claim(connector, timeout_s)
+
+    def reachability(self) -> str | None:
+        return self.inner.reachability()
 
     def release(self, fence: Fence) -> bool:
         return self.inner.release(fence)

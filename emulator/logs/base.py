@@ -21,10 +21,12 @@ RecordSink = Callable[[Sequence[LogRecord]], None]
 
 @dataclass(frozen=True, slots=True)
 class ReadProgress:
-    """Per-partition read positions against end offsets, Connect's readiness rule.
+    """Per-partition read positions against end offsets, Connect's readiness rule, and the reader's health.
 
     ``positions[p]`` is the next offset the reader will deliver for partition ``p``;
-    ``end_offsets[p]`` is the end offset captured when the initial read-to-end started.
+    ``end_offsets[p]`` is, until ``caught_up``, the end offset captured when the initial read-to-end
+    started (the target of Connect's rule); from then on the log's end as the reader last saw it
+    (refreshed on every fetch, never below the position), so ``end - position`` is the reader's lag.
     """
 
     positions: dict[int, int] = field(default_factory=dict)
@@ -33,10 +35,27 @@ class ReadProgress:
     caught_up: bool = False
     error: str | None = None
     """Set when the reader stopped for good (e.g. a damaged embedded log): never ready again."""
+    records_dropped: int = 0
+    """Records the view refused repeatedly, skipped after being logged with their coordinates."""
+    alive: bool = False
+    """The reader thread is running."""
+    last_poll_at: float | None = None
+    """Wall-clock time (``time.time()``) the reader last asked the log for records, found or not:
+    a reader whose thread is alive but stuck (a sink that never returns) stops advancing it."""
+    last_records_at: float | None = None
+    """Wall-clock time the reader last delivered records."""
+    last_error: str | None = None
+    """The most recent error the reader (or the log's clients) met, kept after recovery; ``error``
+    is set only when one stopped the reader for good."""
+    last_error_at: float | None = None
 
     @property
     def partitions_done(self) -> int:
         return sum(1 for p, end in self.end_offsets.items() if self.positions.get(p, 0) >= end)
+
+    def lag(self) -> dict[int, int]:
+        """Records per partition between the reader's position and the end offset (0 when at the end)."""
+        return {p: max(end - self.positions.get(p, 0), 0) for p, end in self.end_offsets.items()}
 
 
 class OffsetLog(abc.ABC):
@@ -81,8 +100,21 @@ class OffsetLog(abc.ABC):
     def append_fenced(
         self, fence: Fence, entries: Sequence[tuple[bytes, bytes | None]], timeout_s: float = 30.0
     ) -> list[Position]:
-        """``append``, atomically refused with ``Fenced`` unless ``fence`` is the current claim."""
+        """``append``, atomically refused with ``Fenced`` unless ``fence`` is the current claim, or,
+        for ``fence.epoch=None`` (a writer without a claim), with ``ClaimHeld`` while anyone holds
+        the connector. A log without claims has no holder: it appends an unclaimed write as is.
+
+        ``WriteOutcomeUnknown`` (from either method) means the records were handed over and not
+        acknowledged within ``timeout_s``; its ``outcome`` completes once the log answered.
+        """
+        if fence.epoch is None:
+            return self.append(entries, timeout_s)
         raise ClaimsUnsupported(f"{self.description} does not support claims")
+
+    def reachability(self) -> str | None:
+        """Why the log's storage cannot be reached right now (a failure observed recently, e.g. a
+        broker that did not answer a metadata request), or None. ``/readyz`` answers 503 with it."""
+        return None
 
     @abc.abstractmethod
     def close(self) -> None:
@@ -108,8 +140,9 @@ class OffsetLog(abc.ABC):
         """Durably give ``connector`` to ``owner`` with the next epoch, fencing every older claim."""
         raise ClaimsUnsupported(f"{self.description} does not support claims")
 
-    def current_claim(self, connector: str) -> Claim | None:
-        """The connector's current claim, as stored (``None`` if never claimed or released)."""
+    def current_claim(self, connector: str, timeout_s: float | None = None) -> Claim | None:
+        """The connector's current claim, as stored (``None`` if never claimed or released);
+        ``LogTimeout`` if the storage does not answer within ``timeout_s`` (the log's own default)."""
         return None
 
     def release(self, fence: Fence) -> bool:

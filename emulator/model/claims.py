@@ -43,10 +43,14 @@ class Claim:
 
 @dataclass(frozen=True, slots=True)
 class Fence:
-    """What a commit presents: it may write only while ``epoch`` is the connector's current one."""
+    """What a commit presents: it may write only while ``epoch`` is the connector's current one.
+
+    ``epoch=None`` is a writer that presents no claim (Connect's own API, an operator): it may write
+    only while nobody holds the connector. The log checks either rule atomically with the write.
+    """
 
     connector: str
-    epoch: int
+    epoch: int | None
 
 
 class Fenced(Conflict):
@@ -61,4 +65,14 @@ def fenced_message(connector: str, epoch: int, current: Claim | None) -> str:
     return (
         f"Connector {connector} is claimed by {current.owner!r} with epoch {current.epoch}; "
         f"the writer with epoch {epoch} has been fenced and nothing was written"
+    )
+
+
+def held_message(connector: str, claim: Claim) -> str:
+    """Not Connect's not-STOPPED text: that one sends the user to ``PUT /connectors/{c}/stop``, which
+    this daemon does not serve, while what blocks this write is a claim, lifted by its holder."""
+    return (
+        f"The offsets of connector {connector} are claimed by {claim.owner!r} (epoch {claim.epoch}), so only that "
+        f"claim's holder may modify them: write with claim_epoch={claim.epoch}, or release the claim first "
+        f"(DELETE /connectors/{connector}/claim?epoch={claim.epoch})"
     )

@@ -20,6 +20,10 @@ class ConnectorStates(Protocol):
         """True/False from the registry (a live ``connector-<c>`` config); None when there is none."""
         ...
 
+    def connectors(self) -> list[str] | None:
+        """The registry's connectors (those with a live config), sorted; None when there is none."""
+        ...
+
     def is_stopped(self, connector: str) -> bool:
         """True when the connector's offsets may be modified now."""
         ...
@@ -49,6 +53,9 @@ class NoConnectCluster:
     """No config topic configured: no worker can be running any connector."""
 
     def exists(self, connector: str) -> bool | None:
+        return None
+
+    def connectors(self) -> list[str] | None:
         return None
 
     def is_stopped(self, connector: str) -> bool:

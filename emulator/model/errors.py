@@ -13,7 +13,11 @@ later, fix the storage).
 
 from __future__ import annotations
 
-from typing import ClassVar
+from concurrent.futures import Future
+from typing import TYPE_CHECKING, ClassVar
+
+if TYPE_CHECKING:
+    from emulator.model.records import Position
 
 
 class OffsetsError(Exception):
@@ -33,6 +37,12 @@ class InvalidRequest(OffsetsError):
     """The request itself is wrong (body, parameters, ...): sending it again changes nothing."""
 
     kind = "invalid_request"
+
+
+class RequestTooLarge(InvalidRequest):
+    """The request body exceeds the daemon's ``--max-body-bytes``; it was not read to its end."""
+
+    kind = "request_too_large"
 
 
 class InvalidRecord(InvalidRequest):
@@ -146,3 +156,64 @@ class LogWriteError(OffsetsError):
     """A write was not acknowledged by the log; nothing is reported written unless it was."""
 
     kind = "log_write_error"
+
+
+class LogTimeout(LogUnavailable):
+    """The log did not answer within the request's deadline (``--write-timeout``), and nothing was
+    written: the write never started (e.g. it waited behind an earlier write of the same connector
+    whose outcome is still unknown), or a fresh read could not reach the log's end. Retry later."""
+
+    kind = "log_timeout"
+
+
+class WriteOutcomeUnknown(LogUnavailable):
+    """The write was handed to the log, which did not acknowledge it within the deadline: it may
+    still land. The daemon keeps waiting for the answer in the background and holds the connector's
+    next write until then, so a retry with the same commit sequence is applied at most once.
+
+    ``outcome`` (from a log) completes with the records' positions once the log answered, or with
+    the error that says they were not written; without it the caller cannot learn the outcome.
+    """
+
+    kind = "write_outcome_unknown"
+
+    def __init__(self, message: str, outcome: Future[list[Position]] | None = None) -> None:
+        super().__init__(message)
+        self.outcome = outcome
+
+
+# -- who asks ---------------------------------------------------------------------------------
+
+
+class Unauthenticated(OffsetsError):
+    """The request carries no credentials, or credentials the daemon does not accept.
+
+    ``challenges`` are the schemes the daemon accepts (``Basic realm=…``, ``Bearer realm=…``), sent
+    back as ``WWW-Authenticate`` so that a browser or a client knows how to authenticate."""
+
+    kind = "unauthenticated"
+
+    def __init__(self, message: str, challenges: tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.challenges = challenges
+
+
+class Forbidden(OffsetsError):
+    """The principal is known, but its scopes do not cover this operation on this connector."""
+
+    kind = "forbidden"
+
+
+class UnsupportedMediaType(OffsetsError):
+    """A write whose ``Content-Type`` is not ``application/json``: refused before anything is read,
+    because a web page can send ``text/plain`` (or no body at all) across origins without a
+    preflight, and must never write, claim or roll back through a user's browser."""
+
+    kind = "unsupported_media_type"
+
+
+class HostNotAllowed(InvalidRequest):
+    """The ``Host`` header names no host this daemon serves (``--allowed-hosts``): the usual sign of
+    DNS rebinding, where a web page's own host name resolves to the daemon's loopback address."""
+
+    kind = "host_not_allowed"

@@ -8,7 +8,7 @@ rollback must not depend on where the daemon happens to run).
 from __future__ import annotations
 
 import re
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d|w)?\s*$", re.IGNORECASE)
 _UNIT_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
@@ -18,28 +18,47 @@ _SIZE_UNIT |= {"g": 1024**3, "gb": 1024**3, "gib": 1024**3}
 NEVER = frozenset({"", "0", "none", "never", "forever", "off"})
 
 
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+MIN_TIME_MS = -62_135_596_800_000
+"""0001-01-01T00:00:00Z: the earliest time an answer can print (``format_time_ms``)."""
+MAX_TIME_MS = 253_402_300_799_999
+"""9999-12-31T23:59:59.999Z: the latest."""
+
+
 def parse_time_ms(text: str) -> int:
     """Epoch milliseconds from ``1700000000000`` or ISO-8601 (``2024-05-01T12:00:00Z``; naive = UTC).
 
-    Raises ``ValueError`` with a message naming both accepted forms.
+    Raises ``ValueError`` with a message naming both accepted forms, or the range: a time that
+    cannot be printed back (before year 1, after year 9999) is refused here rather than failing
+    later with an ``OverflowError``.
     """
     value = text.strip()
     if re.fullmatch(r"-?\d+", value):
-        return int(value)
-    try:
-        parsed = datetime.fromisoformat(value.replace("z", "Z"))
-    except ValueError:
+        # Checked on the digits first: int() of a 5,000-digit text fails with its own, unrelated, limit.
+        ms = int(value) if len(value.lstrip("-")) <= 20 else MAX_TIME_MS + 1
+    else:
+        try:
+            parsed = datetime.fromisoformat(value.replace("z", "Z"))
+        except ValueError:
+            raise ValueError(
+                f"invalid time {text!r}: expected ISO-8601 (e.g. 2024-05-01T12:00:00Z) or epoch milliseconds"
+            ) from None
+        if parsed.tzinfo is None:
+            parsed = parsed.replace(tzinfo=UTC)
+        ms = int(parsed.timestamp() * 1000)
+    if not MIN_TIME_MS <= ms <= MAX_TIME_MS:
+        shown = text if len(text) <= 40 else text[:40] + "…"
         raise ValueError(
-            f"invalid time {text!r}: expected ISO-8601 (e.g. 2024-05-01T12:00:00Z) or epoch milliseconds"
-        ) from None
-    if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=UTC)
-    return int(parsed.timestamp() * 1000)
+            f"time {shown!r} is out of range: expected a time from 0001-01-01T00:00:00Z to 9999-12-31T23:59:59.999Z "
+            f"(epoch milliseconds {MIN_TIME_MS}..{MAX_TIME_MS})"
+        )
+    return ms
 
 
 def format_time_ms(ms: int) -> str:
     """ISO-8601 UTC with milliseconds, the form every history answer uses."""
-    return datetime.fromtimestamp(ms / 1000, tz=UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    # Integer arithmetic: ms / 1000 as a float loses the last millisecond near year 9999.
+    return (_EPOCH + timedelta(milliseconds=ms)).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def parse_duration_s(text: str) -> float | None:

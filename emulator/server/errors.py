@@ -10,12 +10,16 @@ happened, for programs, travels in a response header instead of in the message t
 kind                     status when
 ======================== ====== ===========================================================
 invalid_request          400    the body or a parameter is wrong (Connect's BadRequestException)
+request_too_large        413    the body exceeds ``--max-body-bytes`` (refused before it is read whole)
 invalid_record           400    log entries are not (bytes key, bytes-or-None value) pairs
 wrong_connector_type     400    ``kind=`` contradicts the Connect cluster's config
 history_unavailable      400    the time lies before what the archive's retention kept
+host_not_allowed         400    the Host header names no host of ``--allowed-hosts`` (DNS rebinding)
 not_stopped              400    the connector is not STOPPED with 0 tasks (Connect's rule)
 claim_held               400    someone holds a claim and the write did not present it
 sinks_unsupported        400    sink offsets need Kafka (the embedded log has no groups)
+unauthenticated          401    no credentials, or credentials not accepted (with ``WWW-Authenticate``)
+forbidden                403    the principal's scopes do not cover the operation on this connector
 connector_not_found      404    the connector is unknown (cluster, offsets log or history)
 claim_not_found          404    the connector has no current claim (with that epoch)
 history_disabled         404    the daemon runs with ``--no-history``
@@ -23,6 +27,7 @@ conflict                 409    another writer won a race (e.g. a concurrent cla
 fenced                   409    a newer claim fenced this writer; nothing was written
 connector_running        409    a claim was refused: the connector runs (use force)
 claims_unsupported       409    the log backend cannot store claims
+unsupported_media_type   415    a write whose ``Content-Type`` is not ``application/json``
 invalid_offset_format    500    Connect's ``validateFormat`` refused a map (500, as in Connect)
 sink_offsets_failed      500    the consumer-group call behind a sink's offsets failed
 log_unavailable          500    a log could not be read to its end in time
@@ -30,7 +35,15 @@ log_config_error         500    the log's storage cannot be used as configured
 log_write_error          500    the log did not acknowledge a write
 internal_error           500    anything else (a bug: the message names the exception)
 not_ready                503    the log has not been read to its end yet (retry shortly)
+log_timeout              503    the log did not answer within --write-timeout; nothing was written
+write_outcome_unknown    503    the write was not acknowledged within --write-timeout and may still land
 ======================== ====== ===========================================================
+
+Both ``log_timeout`` and ``write_outcome_unknown`` carry ``Retry-After`` (seconds). After
+``write_outcome_unknown`` the daemon holds the connector's next write until the log answered, so a
+retry with the same commit sequence (``sequence_source`` + ``sequence``) is applied at most once:
+its answer lists the partition under ``dropped`` ("N was already applied") if the first attempt
+landed, and applies it if it did not (docs/operations.md, "Faults").
 
 Answers of the web framework itself (no such route: 404, method not allowed: 405) carry no kind;
 clients fall back on the status, as they must for daemons that predate the header.
@@ -49,6 +62,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from emulator.model import errors
 from emulator.model.claims import Fenced
 from emulator.model.errors import OffsetsError
+from emulator.server.openapi import parameter_errors_message
+from emulator.server.routes.params import unrouted_connector_problem
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +72,7 @@ ERROR_HEADER = "X-Connect-Offsets-Error"
 STATUS: Mapping[type, int] = {
     errors.OffsetsError: 500,
     errors.InvalidRequest: 400,
+    errors.RequestTooLarge: 413,
     errors.InvalidOffsetFormat: 500,
     errors.ConnectorNotFound: 404,
     errors.NotStopped: 400,
@@ -70,8 +86,18 @@ STATUS: Mapping[type, int] = {
     errors.LogUnavailable: 500,
     errors.LogConfigError: 500,
     errors.LogWriteError: 500,
+    errors.Unauthenticated: 401,
+    errors.Forbidden: 403,
+    errors.UnsupportedMediaType: 415,
+    errors.LogTimeout: 503,
+    errors.WriteOutcomeUnknown: 503,
 }
 """Status per class; a class not listed takes its nearest listed ancestor's."""
+
+
+CLIENT_MISTAKES: tuple[type[OffsetsError], ...] = (errors.InvalidOffsetFormat,)
+"""Errors answered with a 5xx (Connect's status) that the request caused: like every 4xx, they are the
+client's to fix, so they appear in the access log (INFO, with their kind) and never at ERROR."""
 
 
 def status_of(error: OffsetsError) -> int:
@@ -82,11 +108,24 @@ def status_of(error: OffsetsError) -> int:
     return 500  # unreachable: OffsetsError is listed
 
 
+RETRY_AFTER_S: Mapping[type, int] = {errors.LogTimeout: 1, errors.WriteOutcomeUnknown: 1}
+"""``Retry-After`` per class (exact class): the log was slow, not the request wrong."""
+
+
 def error_response(error: OffsetsError, extra: Mapping[str, object] | None = None) -> JSONResponse:
-    """Connect's error body (plus ``extra`` fields, e.g. readiness progress) and the kind header."""
+    """Connect's error body (plus ``extra`` fields, e.g. readiness progress) and the kind header;
+    a 401 also names the schemes the daemon accepts, one ``WWW-Authenticate`` header each."""
     status = status_of(error)
     body = {"error_code": status, "message": error.message, **(extra or {})}
-    return JSONResponse(body, status_code=status, headers={ERROR_HEADER: error.kind})
+    headers = {ERROR_HEADER: error.kind}
+    retry_after = RETRY_AFTER_S.get(type(error))
+    if retry_after is not None:
+        headers["Retry-After"] = str(retry_after)
+    response = JSONResponse(body, status_code=status, headers=headers)
+    if isinstance(error, errors.Unauthenticated):
+        for challenge in error.challenges:
+            response.headers.append("WWW-Authenticate", challenge)
+    return response
 
 
 def install_error_handlers(app: FastAPI) -> None:
@@ -95,18 +134,20 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(OffsetsError)
     async def _domain_error(_: Request, exc: OffsetsError) -> JSONResponse:
         response = error_response(exc)
-        if response.status_code >= 500:
+        if response.status_code >= 500 and not isinstance(exc, CLIENT_MISTAKES):
             log.error("request failed: %s", exc.message)
         return response
 
     @app.exception_handler(StarletteHTTPException)
-    async def _http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+    async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        if exc.status_code == 404 and (problem := unrouted_connector_problem(request)) is not None:
+            return error_response(errors.InvalidRequest(problem))  # a name with %2F: say so, not "Not Found"
         message = exc.detail if isinstance(exc.detail, str) else str(exc.detail)
         return JSONResponse({"error_code": exc.status_code, "message": message}, status_code=exc.status_code)
 
     @app.exception_handler(RequestValidationError)
     async def _validation_error(_: Request, exc: RequestValidationError) -> JSONResponse:
-        return error_response(errors.InvalidRequest(str(exc.errors())))
+        return error_response(errors.InvalidRequest(parameter_errors_message(exc.errors())))
 
     @app.exception_handler(Exception)
     async def _unexpected(_: Request, exc: Exception) -> JSONResponse:

@@ -9,6 +9,7 @@ To add a setting, declare one field here; then regenerate docs/configuration.md
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,8 +37,20 @@ DAEMON = "the offsets log and the HTTP listener"
 CLUSTER = "Connect cluster awareness (read only; needs --bootstrap-servers)"
 HISTORY = "offsets history (archive of every change, beyond compaction)"
 WRITERS = "writers: claims and commit sequences"
+OBSERVE = "logs and metrics (docs/operations.md)"
+SECURITY = "security: who may connect, and how (docs/operations.md, Security)"
 
 OPTIONAL_PATH: Kind[Path | None] = Kind("path", "a path", lambda text: Path(text) if text.strip() else None, "PATH")
+_PORT = integer(1, 65535)
+OPTIONAL_PORT: Kind[int | None] = Kind(
+    _PORT.name, _PORT.expected, lambda text: _PORT.parse(text) if text.strip() else None, "PORT"
+)
+NAMES: Kind[tuple[str, ...]] = Kind(
+    "comma-separated list",
+    "names separated by commas",
+    lambda text: tuple(n.strip() for n in text.split(",") if n.strip()),
+    "A,B",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,7 +67,20 @@ class Settings:
     )
     data_dir: Path = option("./data", PATH, "where the embedded log lives", group=DAEMON)
     host: str = option("127.0.0.1", TEXT, "listen address", group=DAEMON)
-    port: int = option("8081", integer(1, 65535), "listen port", group=DAEMON)
+    port: int = option(
+        "8081",
+        integer(0, 65535),
+        "listen port; 0 = a free port the system picks (the daemon prints its URL on stdout once ready; "
+        "see --url-file)",
+        group=DAEMON,
+    )
+    url_file: Path | None = option(
+        None,
+        OPTIONAL_PATH,
+        "once ready (/readyz would answer 200), write the daemon's URL to this file, atomically; "
+        "removed at startup and at shutdown, so it never names a daemon that is not ready",
+        group=DAEMON,
+    )
     kafka_config: dict[str, str] = option(
         None,
         KEY_VALUE,
@@ -68,6 +94,29 @@ class Settings:
         "read with isolation.level=read_committed (Connect does so when exactly-once source is enabled)",
         group=DAEMON,
         switch=True,
+    )
+    max_body_bytes: int = option(
+        "32MiB",
+        SIZE,
+        "largest request body accepted (413 beyond it, refused before it is read whole); the default admits "
+        "a PATCH or raw-records body holding the longest string Connect's reader accepts (20,000,000 characters)",
+        group=DAEMON,
+    )
+    write_timeout_s: float = option(
+        "10s",
+        POSITIVE_DURATION,
+        "answer every write (and fresh read) within this long: past it, 503 with Retry-After saying whether "
+        "anything may have been written (docs/operations.md, Faults)",
+        group=DAEMON,
+        flag="--write-timeout",
+    )
+    startup_timeout_s: float | None = option(
+        "never",
+        DURATION_OR_NEVER,
+        "Kafka only: give up starting when the cluster has not answered for this long ('never' keeps "
+        "trying, with a progress line every 5 s)",
+        group=DAEMON,
+        flag="--startup-timeout",
     )
     log_level: str = option(
         "INFO", choice("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL", metavar="LEVEL"), "log level", group=DAEMON
@@ -127,6 +176,76 @@ class Settings:
         group=WRITERS,
     )
 
+    log_format: str = option(
+        "text",
+        choice("text", "json", metavar="FORMAT"),
+        "log lines as text (time LEVEL logger: message) or json (one object per line with time, level, "
+        "logger, message and structured fields), for every log of the daemon",
+        group=OBSERVE,
+    )
+    access_log: bool = option(
+        "true",
+        BOOLEAN,
+        "do not write the access log (one INFO line per request: method, route, status, duration, principal)",
+        group=OBSERVE,
+        flag="--no-access-log",
+        switch=True,
+    )
+    metrics_port: int | None = option(
+        None,
+        OPTIONAL_PORT,
+        "also serve the Prometheus metrics on this port of --host, without authentication (the main port "
+        "serves /metrics to the admin scope)",
+        group=OBSERVE,
+    )
+    credentials_file: Path | None = option(
+        None,
+        OPTIONAL_PATH,
+        "HTTP Basic users: Connect's PropertyFileLoginModule file (user=password lines, java.util.Properties "
+        "syntax); an empty file is refused",
+        group=SECURITY,
+    )
+    tokens_file: Path | None = option(
+        None,
+        OPTIONAL_PATH,
+        "bearer tokens, stored hashed: NAME:sha256$HEX:SCOPES lines (`connect-offsets token mint` prints one)",
+        group=SECURITY,
+    )
+    scopes_file: Path | None = option(
+        None,
+        OPTIONAL_PATH,
+        'TOML [scopes] of Basic users and client-certificate subjects, e.g. alice = ["write:orders-*"] '
+        "(unset: every authenticated user is admin, as in Connect)",
+        group=SECURITY,
+    )
+    tls_cert: Path | None = option(None, OPTIONAL_PATH, "serve HTTPS with this PEM certificate (chain)", group=SECURITY)
+    tls_key: Path | None = option(
+        None, OPTIONAL_PATH, "the PEM private key of --tls-cert (unset: inside the --tls-cert file)", group=SECURITY
+    )
+    tls_client_ca: Path | None = option(
+        None,
+        OPTIONAL_PATH,
+        "mutual TLS: accept client certificates this PEM CA signed; the subject becomes the principal",
+        group=SECURITY,
+    )
+    insecure_no_auth: bool = option(
+        "false",
+        BOOLEAN,
+        "listen beyond loopback without authentication (anyone who reaches the port can rewrite offsets)",
+        group=SECURITY,
+        switch=True,
+    )
+    allowed_hosts: tuple[str, ...] | None = option(
+        None,
+        NAMES,
+        "Host header values served, globs allowed (against DNS rebinding; unset: the loopback names when "
+        "listening on loopback, else any)",
+        group=SECURITY,
+    )
+    cors_origins: tuple[str, ...] | None = option(
+        None, NAMES, "browser origins allowed to call the API (CORS); unset: none", group=SECURITY
+    )
+
     def __post_init__(self) -> None:
         """The checks that span settings; Connect's topics exist only on a Connect cluster's Kafka."""
         for flag, topic in (("--config-topic", self.config_topic), ("--status-topic", self.status_topic)):
@@ -134,6 +253,29 @@ class Settings:
                 raise SettingsError(f"{flag} names a topic of a Connect cluster's Kafka: it needs --bootstrap-servers")
         if self.status_topic is not None and self.config_topic is None:
             raise SettingsError("--status-topic needs --config-topic (connector states come from the config topic)")
+        if self.metrics_port is not None and self.metrics_port == self.port:
+            raise SettingsError(f"--metrics-port {self.metrics_port} is the HTTP port (--port); choose another")
+        self._check_security()
+
+    def _check_security(self) -> None:
+        """No open port by accident: beyond loopback, authentication or a deliberate opt-out."""
+        for flag, value in (("--tls-key", self.tls_key), ("--tls-client-ca", self.tls_client_ca)):
+            if value is not None and self.tls_cert is None:
+                raise SettingsError(f"{flag} needs --tls-cert (the daemon's own certificate)")
+        if self.scopes_file is not None and not self.authenticates:
+            raise SettingsError("--scopes-file needs a way to authenticate: --credentials-file or --tls-client-ca")
+        if self.insecure_no_auth and self.authenticates:
+            raise SettingsError("--insecure-no-auth contradicts the credentials given; leave one out")
+        if not self.authenticates and not self.insecure_no_auth and not is_loopback(self.host):
+            raise SettingsError(
+                f"--host {self.host} listens beyond loopback without authentication: anyone who reaches the port "
+                "could rewrite the offsets Connect resumes from. Give --credentials-file, --tokens-file or "
+                "--tls-client-ca, or --insecure-no-auth to accept that"
+            )
+
+    @property
+    def authenticates(self) -> bool:
+        return self.credentials_file is not None or self.tokens_file is not None or self.tls_client_ca is not None
 
     @property
     def embedded(self) -> bool:
@@ -142,6 +284,16 @@ class Settings:
     @property
     def history_root(self) -> Path:
         return self.history_dir if self.history_dir is not None else self.data_dir / "history"
+
+
+def is_loopback(host: str) -> bool:
+    """``localhost`` or a loopback address; any other name may resolve beyond this machine."""
+    if host.strip().lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip().strip("[]")).is_loopback
+    except ValueError:
+        return False
 
 
 def parse_kafka_config(pairs: Sequence[str]) -> dict[str, str]:

@@ -9,7 +9,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator
+import ssl
+from collections.abc import AsyncIterator, Callable
+from typing import Any
 
 import uvicorn
 from fastapi import FastAPI
@@ -19,13 +21,24 @@ from emulator.history.archive import HistoryArchive, HistoryError
 from emulator.history.origins import OriginRegistry
 from emulator.history.tracked_log import TrackedLog
 from emulator.logs.base import OffsetLog
+from emulator.logs.kafka.config import KafkaClientConfig
 from emulator.model.connectors import ConnectorStates, NoConnectCluster
 from emulator.model.errors import LogConfigError
 from emulator.model.sequences import SequenceTracker
+from emulator.server.announce import Announcement, AnnouncingServer, clear_url_file, remove_url_file
 from emulator.server.app import create_app
+from emulator.server.auth import reload as credentials_reload
+from emulator.server.auth.config import Security, build_security
+from emulator.server.auth.tls import PeerCertificateProtocol, TlsError, TlsFiles, server_context
 from emulator.server.deps import Runtime
-from emulator.server.listen import listen
+from emulator.server.listen import listen, url_of
+from emulator.server.log_format import configure_logging
+from emulator.server.metrics import serve_metrics
+from emulator.server.observability import Observability
+from emulator.server.options import SettingsError
+from emulator.server.routes.params import DEFAULT_MAX_BODY_BYTES
 from emulator.server.settings import Settings
+from emulator.server.sink_lag import SinkLag, cluster_sinks
 from emulator.service.checks import ConnectorChecks
 from emulator.service.claims import ClaimsService
 from emulator.service.health import Health
@@ -58,6 +71,7 @@ def build_log(settings: Settings) -> OffsetLog:
         client_config=settings.kafka_config,
         read_committed=settings.read_committed,
         claims_topic=settings.claims_topic,
+        startup_timeout_s=settings.startup_timeout_s,
     )
 
 
@@ -75,6 +89,7 @@ def build_runtime(settings: Settings, origins: OriginRegistry | None = None) -> 
         sinks=sinks,
         origins=origins,
         tracker=SequenceTracker(settings.sequence_cache_expiry_s),
+        write_timeout_s=settings.write_timeout_s,
     )
 
 
@@ -87,7 +102,7 @@ def assemble_runtime(
     sinks: SinkOffsets | None = None,
     origins: OriginRegistry | None = None,
     tracker: SequenceTracker | None = None,
-    write_timeout_s: float = 60.0,
+    write_timeout_s: float = 10.0,
 ) -> Runtime:
     """The services over an opened log: Connect's checks, the write guard and writer they share,
     and the source and sink strategies behind the KIP-875 service."""
@@ -99,15 +114,15 @@ def assemble_runtime(
         service_log,
         checks,
         guard,
+        writer,
         source=SourceStrategy(view, writer, guard),
         sink=SinkStrategy(sinks, states),
-        write_timeout_s=write_timeout_s,
     )
     return Runtime(
         log=offset_log,
         view=view,
         offsets=offsets,
-        claims=ClaimsService(checks, guard, offsets.read_to_end),
+        claims=ClaimsService(checks, guard, offsets.read_to_end, write_timeout_s),
         records=RecordsService(offset_log.description, view, checks, guard, writer),
         history=HistoryQueries(checks),
         health=Health(offset_log, view, cluster),
@@ -187,20 +202,42 @@ async def _report_replay(runtime: Runtime, every_s: float = 5.0) -> None:
         await asyncio.sleep(every_s)
 
 
-def make_app(runtime: Runtime, history: HistoryArchive | None = None) -> FastAPI:
-    app = create_app(runtime)
+def build_observability(settings: Settings, runtime: Runtime) -> Observability:
+    """Access log on or off, and sink connectors' lag for the metrics when a Connect cluster says
+    which connectors are sinks."""
+    sink_lag = None
+    if runtime.cluster is not None and settings.bootstrap_servers is not None:
+        clients = KafkaClientConfig(settings.bootstrap_servers, settings.kafka_config, "sink lag metrics")
+        sink_lag = SinkLag(clients, cluster_sinks(runtime.cluster))
+    return Observability(access_log=settings.access_log, sink_lag=sink_lag)
+
+
+def make_app(
+    runtime: Runtime,
+    history: HistoryArchive | None = None,
+    security: Security | None = None,
+    observability: Observability | None = None,
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+) -> FastAPI:
+    app = create_app(runtime, security, observability)
     app.state.history = history
+    app.state.max_body_bytes = max_body_bytes
+    store = security.authenticator.store if security is not None else None
 
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         runtime.log.start_reading(runtime.view.apply)
         if runtime.cluster is not None:
             runtime.cluster.start_reading()
-        reporter = asyncio.create_task(_report_replay(runtime))
+        tasks = [asyncio.create_task(_report_replay(runtime))]
+        if store is not None:
+            tasks.append(asyncio.create_task(credentials_reload.watch(store)))
+            credentials_reload.on_sighup(store)
         try:
             yield
         finally:
-            reporter.cancel()
+            for task in tasks:
+                task.cancel()
             await asyncio.to_thread(close_runtime, runtime, history)
 
     app.router.lifespan_context = lifespan
@@ -223,25 +260,69 @@ def serve(settings: Settings) -> None:
 
     Storage first: its errors are the more telling ones (a damaged log matters more than a busy
     port). The port is bound here, not by uvicorn, so that a port in use is a ``ListenError``
-    the command line prints, rather than a log record followed by an exit.
+    the command line prints, rather than a log record followed by an exit. Once ready, the URL
+    (with the port the system picked for ``--port 0``) is printed on stdout and written to
+    ``--url-file`` (``emulator.server.announce``); a stale URL file is removed before anything else.
     """
-    logging.basicConfig(level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    configure_logging(settings.log_level, settings.log_format)
+    clear_url_file(settings.url_file)
+    security = build_security(settings)
+    tls = tls_options(settings, security)
     origins = OriginRegistry() if settings.history else None
     runtime = build_runtime(settings, origins)
     history: HistoryArchive | None = None
+    stop_metrics: Callable[[], None] | None = None
     try:
         history = build_history(settings, runtime, origins)
         sock = listen(settings.host, settings.port)
+        app = make_app(runtime, history, security, build_observability(settings, runtime), settings.max_body_bytes)
+        if settings.metrics_port is not None:
+            stop_metrics = serve_metrics(app.state.metrics, settings.host, settings.metrics_port)
     except BaseException:
         close_runtime(runtime, history)
         raise
+    url = url_of(sock, "https" if security.tls else "http")
     log.info(
-        "connect-offsets emulator on %s, listening on http://%s:%d",
+        "connect-offsets emulator on %s, listening on %s (authentication: %s)",
         runtime.log.description,
-        settings.host,
-        settings.port,
+        url,
+        ", ".join(security.authenticator.mechanisms()) or "none",
     )
+    for warning in security.warnings():
+        log.warning(warning)
+    if stop_metrics is not None:
+        log.info("Prometheus metrics on http://%s:%d/metrics", settings.host, settings.metrics_port)
+    # log_config=None: uvicorn's lines go through our handler (and --log-format) like every other log.
     config = uvicorn.Config(
-        make_app(runtime, history), log_level=settings.log_level.lower(), access_log=False, lifespan="on"
+        app, log_level=settings.log_level.lower(), access_log=False, lifespan="on", log_config=None, **tls
     )
-    uvicorn.Server(config).run(sockets=[sock])
+    announcement = Announcement(url, settings.url_file, lambda: runtime.health.readiness()["ready"])
+    try:
+        AnnouncingServer(config, announcement).run(sockets=[sock])
+    finally:
+        remove_url_file(settings.url_file)
+        if stop_metrics is not None:
+            stop_metrics()
+
+
+def tls_options(settings: Settings, security: Security) -> dict[str, Any]:
+    """uvicorn's TLS settings; the files are loaded here first, so a bad one is a startup error.
+
+    A client certificate is required when it is the only way to authenticate, and optional when
+    Basic or tokens can be used instead (``emulator.server.auth.tls``)."""
+    if settings.tls_cert is None:
+        return {}
+    files = TlsFiles(settings.tls_cert, settings.tls_key, settings.tls_client_ca)
+    required = not {"basic", "token"} & set(security.authenticator.mechanisms())
+    try:
+        server_context(files, certificate_required=required)
+    except TlsError as exc:
+        raise SettingsError(str(exc)) from None
+    options: dict[str, Any] = {"ssl_certfile": str(files.cert), "ssl_keyfile": files.key and str(files.key)}
+    if files.client_ca is not None:
+        options |= {
+            "ssl_ca_certs": str(files.client_ca),
+            "ssl_cert_reqs": ssl.CERT_REQUIRED if required else ssl.CERT_OPTIONAL,
+            "http": PeerCertificateProtocol,
+        }
+    return options

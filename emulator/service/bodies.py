@@ -4,7 +4,9 @@ Connect deserializes the PATCH body into ``ConnectorOffsets`` with Jackson (unkn
 fail: ``InvalidRequest``) and then validates each map with ``OffsetUtils.validateFormat`` inside
 the worker (a ``DataException``: ``InvalidOffsetFormat``, which keeps Connect's status apart). We
 keep both steps, and parse with key order preserved because a new partition is encoded in the
-order the request gives.
+order the request gives. Every body is read within the limits Connect's Jackson enforces
+(``emulator.codec.strict_json``): a body beyond them is one Connect would refuse, and an offset
+beyond them one no task could read back.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from emulator.codec.keys import logical_id
+from emulator.codec.readable import offset_problem
+from emulator.codec.strict_json import JsonLimitExceeded, loads_strict
 from emulator.codec.values import InvalidOffsets, validate_format
 from emulator.formats.model import RawRecord
 from emulator.model.errors import InvalidOffsetFormat, InvalidRequest
@@ -36,10 +40,7 @@ def parse_alter_body(raw: bytes) -> list[OffsetChange]:
 
     Duplicate partitions keep the last occurrence, as ``ConnectorOffsets.toMap()`` does.
     """
-    try:
-        body = json.loads(raw, parse_constant=_reject_constant) if raw.strip() else None
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise InvalidRequest(f"Request body is not valid JSON: {exc}") from exc
+    body = load_json(raw, "Request body")
     if body is None:
         raise InvalidRequest(NO_OFFSETS_MESSAGE)
     if not isinstance(body, dict):
@@ -61,9 +62,16 @@ def parse_alter_body(raw: bytes) -> list[OffsetChange]:
     return list(changes.values())
 
 
-def _reject_constant(name: str) -> Any:
-    # Jackson (Connect's REST mapper) rejects NaN/Infinity literals; Python's json would accept them.
-    raise ValueError(f"Non-standard token '{name}': NaN and Infinity are not valid JSON numbers")
+def load_json(raw: bytes | str, what: str) -> Any:
+    """A JSON body or parameter (``None`` when empty), within Jackson's read limits; 400 otherwise."""
+    if not raw.strip():
+        return None
+    try:
+        return loads_strict(raw)
+    except JsonLimitExceeded as exc:
+        raise InvalidRequest(f"{what} exceeds a limit of Connect's JSON reader (Jackson): {exc}") from exc
+    except ValueError as exc:  # json.JSONDecodeError, UnicodeDecodeError
+        raise InvalidRequest(f"{what} is not valid JSON: {exc}") from exc
 
 
 def _parse_item(index: int, item: object) -> OffsetChange:
@@ -85,21 +93,30 @@ def _parse_item(index: int, item: object) -> OffsetChange:
 
 
 def validate_changes(changes: list[OffsetChange]) -> None:
-    """``OffsetUtils.validateFormat`` on every map (Connect's ``DataException``)."""
+    """``OffsetUtils.validateFormat`` on every map (Connect's ``DataException``), then the rule of every
+    write path: each partition and offset, as encoded, must be one Connect's reader reads back
+    (``emulator.codec.readable``; 400, and nothing of the request is written)."""
     for change in changes:
         try:
             validate_format(change.partition)
             validate_format(change.offset)
         except InvalidOffsets as exc:
             raise InvalidOffsetFormat(str(exc)) from exc
+    for change in changes:
+        for what, mapping in (("partition", change.partition), ("offset", change.offset)):
+            problem = offset_problem(mapping)
+            if problem is not None:
+                shown = json.dumps(change.partition, ensure_ascii=False)
+                shown = shown if len(shown) <= 200 else shown[:200] + "…"
+                raise InvalidRequest(
+                    f"The {what} of partition {shown} would be written as a record Connect cannot read back "
+                    f"({problem.describe()}); nothing was written"
+                )
 
 
 def parse_records_body(raw: bytes) -> list[RawRecord]:
     """``POST /offsets/records``: ``{"records": [{"key": <base64>, "value": <base64 or null>}]}``."""
-    try:
-        body = json.loads(raw) if raw.strip() else None
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise InvalidRequest(f"Request body is not valid JSON: {exc}") from exc
+    body = load_json(raw, "Request body")
     if not isinstance(body, dict) or not isinstance(body.get("records"), list):
         raise InvalidRequest('Request body must be {"records": [{"key": <base64>, "value": <base64 or null>}, …]}')
     unknown = sorted(set(body) - {"records"})
@@ -129,10 +146,7 @@ class ClaimRequest:
 
 def parse_claim_body(raw: bytes) -> ClaimRequest:
     """``POST /connectors/{c}/claim``: ``{"owner": "<who writes>", "force": false}``."""
-    try:
-        body = json.loads(raw or b"null")
-    except ValueError as exc:
-        raise InvalidRequest(f"Request body is not valid JSON: {exc}") from exc
+    body = load_json(raw, "Request body")
     if not isinstance(body, dict) or not isinstance(body.get("owner"), str):
         raise InvalidRequest('A claim body is {"owner": "<who writes>", "force": false}')
     force = body.get("force", False)

@@ -51,6 +51,10 @@ class ConnectorChecks:
         if not exists:
             raise ConnectorNotFound(not_found_message(connector))
 
+    def configured_connectors(self) -> list[str] | None:
+        """The Connect cluster's connectors (Connect's ``GET /connectors``); None without a cluster."""
+        return self._states.connectors()
+
     def is_stopped(self, connector: str) -> bool:
         return self._states.is_stopped(connector)
 

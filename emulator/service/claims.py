@@ -2,7 +2,8 @@
 
 The guard stores and checks claims; this service adds what the API promises around them: a claim
 is answered only from a log read to its end, and only once the new owner can see every write of
-the owner it fenced.
+the owner it fenced. Claiming and releasing are writes, so they answer within ``--write-timeout``
+too (503 ``write_outcome_unknown`` after it: ``GET …/claim`` then says whether the claim was made).
 """
 
 from __future__ import annotations
@@ -13,20 +14,29 @@ from emulator.model.claims import Claim
 from emulator.model.errors import ClaimNotFound
 from emulator.service.checks import ConnectorChecks
 from emulator.service.write_guard import WriteGuard
+from emulator.service.writer import Deadline
 
 
 class ClaimsService:
-    def __init__(self, checks: ConnectorChecks, guard: WriteGuard, read_to_end: Callable[[], Awaitable[None]]) -> None:
+    def __init__(
+        self,
+        checks: ConnectorChecks,
+        guard: WriteGuard,
+        read_to_end: Callable[[], Awaitable[None]],
+        write_timeout_s: float = 10.0,
+    ) -> None:
         self._checks = checks
         self._guard = guard
         self._read_to_end = read_to_end
+        self._write_timeout_s = write_timeout_s
 
     async def claim(self, connector: str, owner: str, force: bool = False) -> Claim:
         """Claim, then read the log to its end before answering: the new owner's next read must see
         every write of the owner it fenced (none can follow: the fence is in the log), or it could
         resume from a stale offset and move it backwards."""
         self._checks.ensure_ready()
-        claim = await self._guard.claim(connector, owner, force)
+        deadline = Deadline(self._write_timeout_s)
+        claim = await deadline.within_unknown(self._guard.claim(connector, owner, force), f"Claiming {connector}")
         await self._read_to_end()
         return claim
 
@@ -37,5 +47,6 @@ class ClaimsService:
         return current
 
     async def release(self, connector: str, epoch: int) -> None:
-        if not await self._guard.release(connector, epoch):
+        deadline = Deadline(self._write_timeout_s)
+        if not await deadline.within_unknown(self._guard.release(connector, epoch), f"Releasing {connector}'s claim"):
             raise ClaimNotFound(f"Connector {connector} has no current claim with epoch {epoch}")

@@ -2,7 +2,16 @@
 
 The daemon is ready once the offsets log has been read to the end it had at startup and, with a
 Connect cluster, once its config and status topics have been too; before that every offsets read
-is refused rather than answered from partial state.
+is refused rather than answered from partial state. It is not ready either while the log's storage
+cannot be reached (a Kafka cluster that did not answer its last metadata request): a load balancer
+then sends writes elsewhere, or nowhere, instead of to a daemon that can only answer 503 after its
+write timeout. Reads of the view go on being served meanwhile.
+
+``/status`` adds what an operator needs to tell a healthy daemon from one that only looks alive:
+the end offsets as the reader last saw them and its lag, whether its thread runs and when it last
+fetched, its last error (kept after recovery) and when, the records it had to drop, the history
+archiver's state and the Connect cluster's readers. Fields that reveal the server's file system
+are shown to the ``admin`` scope only (``emulator.server.auth.status``).
 """
 
 from __future__ import annotations
@@ -10,7 +19,9 @@ from __future__ import annotations
 from typing import Any, NotRequired, TypedDict
 
 from emulator.connect_cluster import ConnectCluster
-from emulator.logs.base import OffsetLog
+from emulator.history.archive import HistoryArchive
+from emulator.logs.base import OffsetLog, ReadProgress
+from emulator.model.times import format_time_ms
 from emulator.view.offset_view import OffsetView
 
 
@@ -24,12 +35,38 @@ class Readiness(TypedDict):
     end_offsets: dict[str, int]
     connect_cluster: NotRequired[dict[str, Any]]
     """Present with a Connect cluster: read progress of its config and status topics."""
+    unreachable: NotRequired[str]
+    """Present while the log's storage cannot be reached: what failed, and for how long."""
+
+
+class ReaderHealth(TypedDict):
+    """The offsets log's reader: is it running, fetching, failing, dropping."""
+
+    alive: bool
+    last_poll_at: str | None
+    """When the reader last asked the log for records (found or not)."""
+    last_records_at: str | None
+    last_error: str | None
+    """The latest error of the reader or the log's clients, kept after recovery."""
+    last_error_at: str | None
+    records_dropped: int
 
 
 class Status(Readiness):
     log: str
+    lag: dict[str, int]
+    """Per partition: end offset - position (0 at the end)."""
+    lag_total: int
+    reader: ReaderHealth
     view: dict[str, Any]
     live_keys: int
+    history: dict[str, Any]
+    """The archiver's mode, queue and errors (``{"enabled": false}`` with ``--no-history``)."""
+
+
+def iso(seconds: float | None) -> str | None:
+    """A wall-clock ``time.time()`` as ISO-8601 UTC, the form every time in the API takes."""
+    return None if seconds is None else format_time_ms(int(seconds * 1000))
 
 
 class Health:
@@ -38,8 +75,8 @@ class Health:
         self._view = view
         self._cluster = cluster
 
-    def readiness(self) -> Readiness:
-        progress = self._log.progress()
+    def readiness(self, progress: ReadProgress | None = None) -> Readiness:
+        progress = progress or self._log.progress()
         body: Readiness = {
             "ready": progress.caught_up,
             "error": progress.error,
@@ -54,12 +91,29 @@ class Health:
             cluster = self._cluster.readiness()
             body["ready"] = progress.caught_up and bool(cluster["ready"])
             body["connect_cluster"] = cluster
+        unreachable = self._log.reachability()
+        if unreachable is not None:
+            body["ready"] = False
+            body["unreachable"] = unreachable
         return body
 
-    def status(self) -> Status:
+    def status(self, history: HistoryArchive | None = None) -> Status:
+        progress = self._log.progress()
+        lag = progress.lag()
         return {
-            **self.readiness(),
+            **self.readiness(progress),
             "log": self._log.description,
-            "view": self._view.stats.as_dict(),
+            "lag": {str(p): v for p, v in sorted(lag.items())},
+            "lag_total": sum(lag.values()),
+            "reader": {
+                "alive": progress.alive,
+                "last_poll_at": iso(progress.last_poll_at),
+                "last_records_at": iso(progress.last_records_at),
+                "last_error": progress.last_error,
+                "last_error_at": iso(progress.last_error_at),
+                "records_dropped": progress.records_dropped,
+            },
+            "view": {**self._view.stats.as_dict(), "listener_failures": self._view.listener_failures},
             "live_keys": self._view.live_keys(),
+            "history": {"enabled": False} if history is None else {"enabled": True, **history.status()},
         }

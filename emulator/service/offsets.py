@@ -8,7 +8,11 @@ strategy, chosen once per request from the connector's type:
 
 With a Connect cluster, its config topic decides existence, type and the STOPPED rule, and is read
 to its end before every modification, as the herder does (``emulator.service.checks``). Claims and
-commit sequences (ours) are checked by the ``WriteGuard`` right after Connect's rules.
+commit sequences (ours) are checked by the ``WriteGuard`` right after Connect's rules, inside the
+connector's write section (``emulator.service.writer``): one modification of a connector at a time,
+each answered within ``--write-timeout`` (503 after it, saying whether anything may have been
+written). A read may ask for freshness (``fresh``): the log is first read to its current end, as
+the herder does before a modification, so it reflects every write any daemon acknowledged before.
 """
 
 from __future__ import annotations
@@ -18,13 +22,14 @@ from typing import Protocol
 
 from emulator.logs.base import OffsetLog
 from emulator.model.connectors import ConnectorKind
-from emulator.model.errors import LogUnavailable
+from emulator.model.errors import LogTimeout, LogUnavailable
 from emulator.model.offsets import ConnectorOffset
 from emulator.service.bodies import OffsetChange
 from emulator.service.checks import ConnectorChecks
 from emulator.service.results import ModifyResult
 from emulator.service.source_strategy import SourceStrategy
 from emulator.service.write_guard import NO_AUTH, WriteAuth, WriteGuard
+from emulator.service.writer import Deadline, OffsetsWriter, WriteSection
 
 
 class OffsetsStrategy(Protocol):
@@ -33,10 +38,10 @@ class OffsetsStrategy(Protocol):
     async def offsets(self, connector: str) -> list[ConnectorOffset]: ...
 
     async def alter(
-        self, connector: str, changes: list[OffsetChange], dry_run: bool, auth: WriteAuth
+        self, connector: str, changes: list[OffsetChange], dry_run: bool, auth: WriteAuth, section: WriteSection
     ) -> ModifyResult: ...
 
-    async def reset(self, connector: str, dry_run: bool, auth: WriteAuth) -> ModifyResult: ...
+    async def reset(self, connector: str, dry_run: bool, auth: WriteAuth, section: WriteSection) -> ModifyResult: ...
 
 
 class OffsetsService:
@@ -45,43 +50,62 @@ class OffsetsService:
         log: OffsetLog,
         checks: ConnectorChecks,
         guard: WriteGuard,
+        writer: OffsetsWriter,
         source: SourceStrategy,
         sink: OffsetsStrategy,
-        write_timeout_s: float = 60.0,
     ) -> None:
         self._log = log
         self._checks = checks
         self._guard = guard
+        self._writer = writer
         self._source = source
         self._sink = sink
-        self._write_timeout_s = write_timeout_s
+        self._write_timeout_s = writer.write_timeout_s
 
     def _strategy(self, kind: ConnectorKind) -> OffsetsStrategy:
         return self._sink if kind == "sink" else self._source
 
     # -- reads ----------------------------------------------------------------------------
-    def connectors(self) -> list[str]:
-        """Connectors that have offsets in the log (sinks' consumer groups are not listed)."""
+    async def connectors(self, fresh: bool = False) -> list[str]:
+        """With a Connect cluster, Connect's answer: its configured connectors, sources and sinks,
+        with or without offsets. Without one, the connectors that have offsets in the log.
+        ``fresh``: read the log (and the cluster's config topic) to its end first."""
         self._checks.ensure_ready()
-        return self._source.connectors()
+        if fresh:
+            await self.read_to_end()
+            await self._checks.refresh()
+        configured = self._checks.configured_connectors()
+        return configured if configured is not None else self._source.connectors()
 
-    async def get_offsets(self, connector: str, kind: str | None = None) -> list[ConnectorOffset]:
-        """GET for any type of connector: a source's from the log, a sink's from its consumer group."""
+    async def get_offsets(self, connector: str, kind: str | None = None, fresh: bool = False) -> list[ConnectorOffset]:
+        """GET for any type of connector: a source's from the log, a sink's from its consumer group
+        (always fresh: the broker answers it). ``fresh``: first read the log to its current end."""
         self._checks.ensure_ready()
         resolved = self._checks.connector_type(connector, kind)
         if resolved == "source":
+            if fresh:
+                await self.read_to_end()
             self._checks.require_known(connector)
         return await self._strategy(resolved).offsets(connector)
 
     async def read_to_end(self) -> None:
         """Connect's ``readToEnd``: wait (in a worker thread, on the log's condition, not by polling)
-        until the reader has applied everything in the log now."""
+        until the reader has applied everything in the log now, within ``--write-timeout``.
+
+        Not getting there in time is ``LogTimeout`` (503: retry); a reader that stopped for good
+        stays ``LogUnavailable``.
+        """
+        deadline = Deadline(self._write_timeout_s)
         try:
-            await asyncio.to_thread(self._log.read_to_end, self._write_timeout_s)
-        except LogUnavailable as exc:
-            raise LogUnavailable(
-                f"The offsets log was not read to its end within {self._write_timeout_s:.0f} s (see /readyz)"
+            reading = asyncio.to_thread(self._log.read_to_end, deadline.remaining())
+            await deadline.within(reading, "Reading the log to its end", "try again")
+        except LogTimeout as exc:
+            raise LogTimeout(
+                f"The offsets log was not read to its end within {self._write_timeout_s:g} s (see /readyz); "
+                f"try again ({exc.message})"
             ) from exc
+        except LogUnavailable as exc:
+            raise LogUnavailable(f"The offsets log cannot be read to its end (see /readyz): {exc.message}") from exc
 
     # -- writes ---------------------------------------------------------------------------
     async def alter(
@@ -97,13 +121,17 @@ class OffsetsService:
         committed get its first offsets, e.g. a Spark job seeding a connector that does not exist
         yet; without a Connect cluster there is no other registry of connector names. ``auth``
         carries the writer's claim epoch and commit sequence (``emulator.service.write_guard``)."""
-        resolved = await self._checks.modifiable(connector, kind, create)
-        await self._guard.check_writer(connector, auth)
-        return await self._strategy(resolved).alter(connector, changes, dry_run, auth)
+        deadline = Deadline(self._write_timeout_s)
+        resolved = await deadline.within(self._checks.modifiable(connector, kind, create), "Checking the connector")
+        async with self._writer.section(connector, deadline) as section:
+            await deadline.within(self._guard.check_writer(connector, auth, deadline.remaining()), "Checking claims")
+            return await self._strategy(resolved).alter(connector, changes, dry_run, auth, section)
 
     async def reset(
         self, connector: str, dry_run: bool = False, kind: str | None = None, auth: WriteAuth = NO_AUTH
     ) -> ModifyResult:
-        resolved = await self._checks.modifiable(connector, kind)
-        await self._guard.check_writer(connector, auth)
-        return await self._strategy(resolved).reset(connector, dry_run, auth)
+        deadline = Deadline(self._write_timeout_s)
+        resolved = await deadline.within(self._checks.modifiable(connector, kind), "Checking the connector")
+        async with self._writer.section(connector, deadline) as section:
+            await deadline.within(self._guard.check_writer(connector, auth, deadline.remaining()), "Checking claims")
+            return await self._strategy(resolved).reset(connector, dry_run, auth, section)

@@ -3,15 +3,19 @@
 KIP-875 bodies carry parsed JSON, so they cannot move a key whose bytes differ from Jackson's
 canonical form, or a key Connect ignores; backups, restores, migrations and rollbacks need the
 bytes themselves. Every write here follows the same rules as PATCH: the log read to its end and
-the config topic refreshed, STOPPED connectors only, no unpresented claim, read-your-writes.
+the config topic refreshed, STOPPED connectors only, no unpresented claim, read-your-writes; and
+no value Connect's reader cannot read back (``emulator.codec.readable``) unless the caller says
+``allow_malformed``, in which case the answer counts them.
 """
 
 from __future__ import annotations
 
+import asyncio
 import base64
 from dataclasses import dataclass
 from typing import TypedDict
 
+from emulator.codec.readable import ValueProblem, value_problem
 from emulator.formats.diff import Diff, compute_diff
 from emulator.formats.model import KeyIndex, RawRecord, connector_of
 from emulator.history.archive import HistoryArchive
@@ -51,6 +55,9 @@ class ImportResult:
     diff: Diff
     written: int
     dry_run: bool
+    unreadable_values: int = 0
+    """Records written (or, in a dry run, to be written) whose value Connect cannot read back;
+    non-zero only with ``allow_malformed``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +71,32 @@ class RollbackResult:
 
 def _b64(raw: bytes) -> str:
     return base64.b64encode(raw).decode("ascii")
+
+
+def _shown(raw: bytes) -> str:
+    return raw[:200].decode("utf-8", "backslashreplace") + ("…" if len(raw) > 200 else "")
+
+
+def unreadable_values(records: list[RawRecord]) -> dict[int, ValueProblem]:
+    """Index → problem for every record whose value Connect's reader would not read back."""
+    found: dict[int, ValueProblem] = {}
+    for index, record in enumerate(records):
+        problem = value_problem(record.value)
+        if problem is not None:
+            found[index] = problem
+    return found
+
+
+def unreadable_message(
+    records: list[RawRecord], problems: dict[int, ValueProblem], hint: str = "", *, indexed: bool = True
+) -> str:
+    """One refusal naming how many values, the first record (its index in the request, its key) and why."""
+    index, problem = next(iter(problems.items()))
+    first = f"records[{index}], key " if indexed else "key "
+    return (
+        f"{len(problems)} record value(s) Connect cannot read back (first: {first}{_shown(records[index].key)}: "
+        f"{problem.describe()}); a task would get no offset for them. Nothing was written{hint}"
+    )
 
 
 class RecordsService:
@@ -133,6 +166,12 @@ class RecordsService:
                 f'{len(malformed)} record key(s) are not Connect offsets keys ["<connector>",{{…}}] '
                 f"(first: {first}); Connect would ignore them. Pass allow_malformed=true to import them as-is"
             )
+        problems = await asyncio.to_thread(unreadable_values, records)
+        if problems and not allow_malformed:
+            raise InvalidRequest(
+                unreadable_message(records, problems, ". Pass allow_malformed=true to import them as-is")
+            )
+        unreadable_keys = {records[i].key for i in problems}
         async with self._writer.lock:
             diff = compute_diff(self._live_value, records, keys)
             for connector in diff.connectors():
@@ -144,7 +183,9 @@ class RecordsService:
                 touched = diff.connectors()
                 with write_origin("import", touched[0] if len(touched) == 1 else None):
                     await self._writer.append_locked([(r.key, r.value) for r in to_write])
-        return ImportResult(diff, 0 if dry_run else len(to_write), dry_run)
+        # The last record per key is the one written: count those whose value is unreadable.
+        kept = sum(1 for r in to_write if r.key in unreadable_keys and value_problem(r.value) is not None)
+        return ImportResult(diff, 0 if dry_run else len(to_write), dry_run, kept)
 
     async def rollback(self, archive: HistoryArchive, connector: str, at_ms: int, dry_run: bool) -> RollbackResult:
         """Write back, under the exact raw keys, the connector's state at ``at_ms`` (see
@@ -159,6 +200,13 @@ class RecordsService:
         self._checks.ensure_ready()
         self._checks.require_stopped(connector)
         await self._guard.check_writer(connector, NO_AUTH)
+        targets = [RawRecord(c.key, c.target) for c in changes]
+        problems = unreadable_values(targets)
+        if problems:
+            # A past value no task can read (a bad producer wrote it then) is not written back.
+            raise InvalidRequest(
+                f"Rolling back {connector} would write {unreadable_message(targets, problems, indexed=False)}"
+            )
         records = [
             self._writer.planned(c.key, c.target, existing=self._view.get_raw(c.key) is not None) for c in changes
         ]

@@ -15,6 +15,7 @@ from emulator.service.bodies import OffsetChange
 from emulator.service.results import ALTERED, RESET, ModifyResult
 from emulator.service.sinks import SinkOffsets, consumer_group_id, parse_sink_offsets, plan_alter
 from emulator.service.write_guard import WriteAuth
+from emulator.service.writer import WriteSection
 
 NO_SINKS_MESSAGE = (
     "Sink connector offsets are the committed offsets of the connector's consumer group; they need a Kafka "
@@ -31,7 +32,9 @@ class SinkStrategy:
         sinks = self._require_sinks()
         return await sinks.offsets(connector, self._group(connector))
 
-    async def alter(self, connector: str, changes: list[OffsetChange], dry_run: bool, auth: WriteAuth) -> ModifyResult:
+    async def alter(
+        self, connector: str, changes: list[OffsetChange], dry_run: bool, auth: WriteAuth, section: WriteSection
+    ) -> ModifyResult:
         """``SinkUtils.parseSinkConnectorOffsets`` (Connect's format checks for sinks), then the
         group's commits and deletions. Claims are checked before (the broker fences zombie tasks
         itself); commit sequences apply to source records only."""
@@ -39,12 +42,14 @@ class SinkStrategy:
         parsed = parse_sink_offsets(changes)
         group = self._group(connector)
         if not dry_run:
-            await sinks.alter(connector, group, parsed)
+            await section.deadline.within_unknown(sinks.alter(connector, group, parsed), f"altering group {group}")
         return ModifyResult(ALTERED, plan_alter(group, parsed), dry_run)
 
-    async def reset(self, connector: str, dry_run: bool, auth: WriteAuth) -> ModifyResult:
+    async def reset(self, connector: str, dry_run: bool, auth: WriteAuth, section: WriteSection) -> ModifyResult:
         sinks, group = self._require_sinks(), self._group(connector)
-        planned = await (sinks.plan_reset if dry_run else sinks.reset)(connector, group)
+        if dry_run:
+            return ModifyResult(RESET, await sinks.plan_reset(connector, group), dry_run)
+        planned = await section.deadline.within_unknown(sinks.reset(connector, group), f"resetting group {group}")
         return ModifyResult(RESET, planned, dry_run)
 
     def _require_sinks(self) -> SinkOffsets:

@@ -230,7 +230,8 @@ class SinkOffsets:
             )
         if any(f.error in _ALTER_BLOCKED for f in failures):
             raise SinkOffsetsFailed(alter_blocked_message(connector))
-        raise SinkOffsetsFailed(alter_failed_message(connector))
+        # Connect's words, then the broker's reason: Connect leaves it in the worker's log only.
+        raise SinkOffsetsFailed(f"{alter_failed_message(connector)}: {'; '.join(f.detail for f in failures)}")
 
     async def reset(self, connector: str, group: str) -> list[PlannedGroupChange]:
         """DELETE: delete the group. A group that is already gone counts as reset (idempotent)."""

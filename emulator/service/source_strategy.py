@@ -6,19 +6,49 @@ refinements that make writes reach the bytes tasks read (docs/protocol.md §4.5)
   a re-serialized HashMap-ordered key;
 - a new partition is encoded in the key order of the request.
 Writes return only once the log acknowledged them and the view applied them (read-your-writes).
+Everything from the commit sequence's check to its record happens in the connector's write section
+(``emulator.service.writer``), so racing commits of one connector are decided one at a time.
 """
 
 from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
 
 from emulator.codec.keys import encode_key, logical_id
 from emulator.codec.values import encode_offset
 from emulator.history.origins import write_origin
 from emulator.model.offsets import ConnectorOffset
 from emulator.service.bodies import OffsetChange, validate_changes
-from emulator.service.results import ALTERED, RESET, ModifyResult, PlannedRecord
+from emulator.service.results import ALTERED, RESET, DroppedCommit, ModifyResult, PlannedRecord
 from emulator.service.write_guard import WriteAuth, WriteGuard
-from emulator.service.writer import OffsetsWriter
+from emulator.service.writer import OffsetsWriter, WriteSection
 from emulator.view.offset_view import OffsetView
+
+_LISTED = 10
+"""Partitions named in a message before "and N more" (the full list is in ``dropped``)."""
+
+
+def _partitions(partitions: list[Mapping[str, Any]]) -> str:
+    shown = ", ".join(json.dumps(p, separators=(",", ":")) for p in partitions[:_LISTED])
+    more = len(partitions) - _LISTED
+    return shown if more <= 0 else f"{shown} and {more} more"
+
+
+def altered_message(applied: list[OffsetChange], dropped: list[DroppedCommit]) -> str:
+    """Connect's message when every partition was applied; otherwise which were and which were not.
+
+    A commit whose every partition carried a stale sequence altered nothing and must not say it did
+    (the status stays 200, as Connect answers a PATCH it accepted).
+    """
+    if not dropped:
+        return ALTERED
+    stale = _partitions([d["partition"] for d in dropped])
+    not_applied = f"dropped, because the commit sequence is stale (see 'dropped'): {stale}"
+    if not applied:
+        return f"No offsets were altered for this connector: every partition of the commit was {not_applied}"
+    return f"{ALTERED} Applied: {_partitions([c.partition for c in applied])}; {not_applied}"
 
 
 class SourceStrategy:
@@ -33,26 +63,30 @@ class SourceStrategy:
     async def offsets(self, connector: str) -> list[ConnectorOffset]:
         return [ConnectorOffset(partition=row.partition, offset=row.offset) for row in self._view.offsets(connector)]
 
-    async def alter(self, connector: str, changes: list[OffsetChange], dry_run: bool, auth: WriteAuth) -> ModifyResult:
+    async def alter(
+        self, connector: str, changes: list[OffsetChange], dry_run: bool, auth: WriteAuth, section: WriteSection
+    ) -> ModifyResult:
         """Connect's ``validateFormat``, then the commit sequence (a stale commit is dropped per
-        partition, not written), then the write."""
+        partition, not written), then the write, then the sequence's record: all in ``section``.
+        The record also happens when a write that timed out turns out applied later."""
         validate_changes(changes)
         sequenced = self._guard.filter_sequence(connector, changes, auth)
         records = self._plan_alter(connector, sequenced.accepted)
         if not dry_run:
             with write_origin("PATCH", connector):
-                await self._writer.write(connector, records, auth)
-            self._guard.record_sequence(connector, sequenced.accepted, auth)
-        return ModifyResult(ALTERED, records, dry_run, sequenced.dropped)
+                await section.append(
+                    records, auth, on_applied=lambda: self._guard.record_sequence(connector, sequenced.accepted, auth)
+                )
+        return ModifyResult(altered_message(sequenced.accepted, sequenced.dropped), records, dry_run, sequenced.dropped)
 
-    async def reset(self, connector: str, dry_run: bool, auth: WriteAuth) -> ModifyResult:
+    async def reset(self, connector: str, dry_run: bool, auth: WriteAuth, section: WriteSection) -> ModifyResult:
         """A tombstone for every live raw key of the connector (all the keys that denote a partition)."""
         records = [
             self._writer.planned(key, None, existing=True) for row in self._view.offsets(connector) for key in row.keys
         ]
         if not dry_run:
             with write_origin("DELETE", connector):
-                await self._writer.write(connector, records, auth)
+                await section.append(records, auth)
         return ModifyResult(RESET, records, dry_run)
 
     def _plan_alter(self, connector: str, changes: list[OffsetChange]) -> list[PlannedRecord]:

@@ -1,13 +1,16 @@
 """Who may write a connector's offsets right now, and which commits are stale: claims + sequences.
 
 Kept apart from ``OffsetsService`` so the KIP-875 semantics there stay readable; the service asks
-the guard before planning a write and hands it the append.
+the guard inside the connector's write section (``emulator.service.writer``) and hands it the append.
 - Claims (``emulator.model.claims``): while a connector is claimed, a write must present the claim's
   epoch (``claim_epoch``); one without it is refused as Connect refuses a connector that is not
   STOPPED (``ClaimHeld``: someone holds the connector), one with an older epoch is ``Fenced`` and
-  writes nothing (the log checks atomically).
+  writes nothing. ``check_writer`` fails fast; the log checks again atomically with the write
+  (``append`` always presents a ``Fence``, with ``epoch=None`` for a writer without a claim).
 - Sequences (``emulator.model.sequences``): a commit may carry (source descriptor, number); per
   partition a replayed or late commit is dropped and reported instead of moving an offset back.
+  ``filter_sequence`` and ``record_sequence`` run in the same write section as the write, so no
+  other commit of the connector can be checked between them.
 """
 
 from __future__ import annotations
@@ -18,8 +21,8 @@ from dataclasses import dataclass, field
 
 from emulator.codec.keys import logical_id
 from emulator.logs.base import OffsetLog
-from emulator.model.claims import Claim, Fence, Fenced, fenced_message
-from emulator.model.connectors import ConnectorStates, not_stopped_message
+from emulator.model.claims import Claim, Fence, Fenced, fenced_message, held_message
+from emulator.model.connectors import ConnectorStates
 from emulator.model.errors import ClaimHeld, ConnectorRunning, InvalidRequest
 from emulator.model.records import Position
 from emulator.model.sequences import CommitSequence, SequenceTracker
@@ -43,8 +46,9 @@ class WriteAuth:
             return cls(claim_epoch, CommitSequence(sequence_source, sequence))
         return cls(claim_epoch)
 
-    def fence(self, connector: str) -> Fence | None:
-        return None if self.claim_epoch is None else Fence(connector, self.claim_epoch)
+    def fence(self, connector: str) -> Fence:
+        """What the log checks atomically with the write: this claim, or (None) that nobody holds one."""
+        return Fence(connector, self.claim_epoch)
 
 
 NO_AUTH = WriteAuth()
@@ -55,13 +59,6 @@ NO_AUTH = WriteAuth()
 class SequencedChanges:
     accepted: list[OffsetChange]
     dropped: list[DroppedCommit] = field(default_factory=list)
-
-
-def held_message(connector: str, claim: Claim) -> str:
-    return (
-        f"{not_stopped_message(connector)}. Its offsets are claimed by {claim.owner!r} (epoch {claim.epoch}): "
-        "write with that claim's claim_epoch, or release the claim"
-    )
 
 
 class WriteGuard:
@@ -82,15 +79,15 @@ class WriteGuard:
             )
         return await asyncio.to_thread(self._log.claim, connector, owner)
 
-    async def current(self, connector: str) -> Claim | None:
-        return await asyncio.to_thread(self._log.current_claim, connector)
+    async def current(self, connector: str, timeout_s: float | None = None) -> Claim | None:
+        return await asyncio.to_thread(self._log.current_claim, connector, timeout_s)
 
     async def release(self, connector: str, epoch: int) -> bool:
         return await asyncio.to_thread(self._log.release, Fence(connector, epoch))
 
-    async def check_writer(self, connector: str, auth: WriteAuth) -> None:
+    async def check_writer(self, connector: str, auth: WriteAuth, timeout_s: float | None = None) -> None:
         """Fail fast before planning; the log re-checks atomically when it writes."""
-        current = await self.current(connector)
+        current = await self.current(connector, timeout_s)
         if auth.claim_epoch is None:
             if current is not None:
                 raise ClaimHeld(held_message(connector, current))
@@ -101,10 +98,8 @@ class WriteGuard:
     def append(
         self, connector: str, auth: WriteAuth, entries: Sequence[tuple[bytes, bytes | None]], timeout_s: float
     ) -> list[Position]:
-        fence = auth.fence(connector)
-        if fence is None:
-            return self._log.append(entries, timeout_s)
-        return self._log.append_fenced(fence, entries, timeout_s)
+        """The log's append, refused atomically unless ``auth`` may write ``connector`` (blocking)."""
+        return self._log.append_fenced(auth.fence(connector), entries, timeout_s)
 
     # -- sequences ------------------------------------------------------------------------
     def filter_sequence(self, connector: str, changes: list[OffsetChange], auth: WriteAuth) -> SequencedChanges:

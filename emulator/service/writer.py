@@ -1,24 +1,198 @@
-"""Writing planned records: append, wait for the log's acknowledgement, apply to the view.
+"""Writing planned records: one critical section per connector, a deadline, read-your-writes.
 
 Every modification of the offsets log (PATCH, DELETE, imports, rollbacks) goes through one
-``OffsetsWriter``, so that read-your-writes and the one-at-a-time rule hold for all of them:
-a reset racing an alter of the same connector must not interleave their records.
+``OffsetsWriter``. What it guarantees, and why:
+
+- **One section per connector.** A write takes its connector's lock for check → write → record
+  (``WriteSection``): a commit sequence is checked, written and recorded with no other write of
+  that connector in between, so two racing commits can never land in the wrong order. Writes to
+  different connectors do not wait for each other. A write that spans connectors (an import)
+  takes every connector at once (``exclusive``).
+- **A deadline.** Waiting for the section and for the log's acknowledgement both end at the
+  request's deadline (``--write-timeout``): ``LogTimeout`` when nothing was written yet,
+  ``WriteOutcomeUnknown`` once records were handed to the log. Nothing blocks the event loop: the
+  log is called in a worker thread, the lock is an asyncio lock.
+- **An unknown outcome keeps the section.** The log keeps waiting for its answer in the background;
+  the connector's section stays taken until it came, and the write is then finished as if it had
+  been on time (applied to the view, its sequence recorded). So a client that retries after a 503
+  with the same commit sequence is applied at most once: its retry either waits for the answer or
+  finds the sequence recorded and is dropped as a replay.
+- **Read-your-writes.** Acknowledged records are applied to the view at once
+  (``OffsetView.apply_acknowledged``), before the answer.
+
+Issue 12's group commit can gather the appends of many sections into one produce or transaction:
+the section already says which connector a write belongs to and when it must be answered.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import logging
 import time
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from concurrent.futures import Future
+from dataclasses import dataclass
+from typing import TypeVar
 
 from emulator.codec.murmur2 import partition_for
 from emulator.logs.base import OffsetLog
-from emulator.model.records import LogRecord
+from emulator.model.errors import LogTimeout, LogWriteError, WriteOutcomeUnknown
+from emulator.model.records import LogRecord, Position
 from emulator.service.results import PlannedRecord
 from emulator.service.write_guard import NO_AUTH, WriteAuth, WriteGuard
 from emulator.view.offset_view import OffsetView
 
+log = logging.getLogger(__name__)
+
 _APPEND_CHUNK = 10_000
+_OVERRUN_S = 2.0
+"""A log call gets the time left as its timeout; if it overruns that by this much, the outcome is
+treated as unknown (the thread is still running) rather than waited for on the request's time."""
+
+Entries = Sequence[tuple[bytes, bytes | None]]
+T = TypeVar("T")
+
+
+class Deadline:
+    """When the request must be answered (``time.monotonic`` seconds), and how to wait within it."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.at = time.monotonic() + seconds
+
+    def remaining(self) -> float:
+        return max(self.at - time.monotonic(), 0.0)
+
+    async def within(self, awaitable: Awaitable[T], what: str, then: str = "nothing was written") -> T:
+        """Await ``awaitable`` until the deadline; ``LogTimeout`` after it (a step before any write)."""
+        try:
+            return await asyncio.wait_for(awaitable, self.remaining())
+        except TimeoutError:
+            raise LogTimeout(f"{what} took longer than {self.seconds:g} s (--write-timeout); {then}") from None
+
+    async def within_unknown(self, awaitable: Awaitable[T], what: str) -> T:
+        """Await a write that has no way to learn its outcome later (a consumer-group change):
+        ``WriteOutcomeUnknown`` after the deadline (a later read says whether it happened)."""
+        try:
+            return await asyncio.wait_for(awaitable, self.remaining())
+        except TimeoutError:
+            raise WriteOutcomeUnknown(
+                f"{what} did not finish within {self.seconds:g} s (--write-timeout); it may still happen"
+            ) from None
+
+
+@dataclass(eq=False, slots=True)
+class _Held:
+    lock: asyncio.Lock
+    users: int = 0
+
+
+class ConnectorLocks:
+    """One asyncio lock per connector (kept only while used), and an exclusive mode over all of them.
+
+    ``exclusive`` waits until no connector section is held and lets no new one start meanwhile
+    (asyncio locks are FIFO, so neither side starves).
+    """
+
+    def __init__(self) -> None:
+        self._held: dict[str, _Held] = {}
+        self._gate = asyncio.Lock()
+        self._sections = 0
+        self._idle = asyncio.Event()
+        self._idle.set()
+
+    async def acquire(self, connector: str, timeout_s: float) -> None:
+        """Take ``connector``'s lock within ``timeout_s`` (``TimeoutError`` otherwise)."""
+        async with asyncio.timeout(timeout_s):
+            async with self._gate:
+                self._sections += 1
+                self._idle.clear()
+            held = self._held.setdefault(connector, _Held(asyncio.Lock()))
+            held.users += 1
+            try:
+                await held.lock.acquire()
+            except BaseException:
+                self._forget(connector, held)
+                raise
+
+    def release(self, connector: str) -> None:
+        held = self._held[connector]
+        held.lock.release()
+        self._forget(connector, held)
+
+    def _forget(self, connector: str, held: _Held) -> None:
+        held.users -= 1
+        if held.users == 0:
+            del self._held[connector]
+        self._sections -= 1
+        if self._sections == 0:
+            self._idle.set()
+
+    @contextlib.asynccontextmanager
+    async def exclusive(self) -> AsyncIterator[None]:
+        """Every connector at once (a write whose connectors are known only once it is planned)."""
+        async with self._gate:
+            await self._idle.wait()
+            yield
+
+
+class WriteSection:
+    """One connector's critical section: everything between taking its lock and answering.
+
+    Obtained from ``OffsetsWriter.section``; ``append`` writes, and after ``WriteOutcomeUnknown``
+    the section belongs to the background task that waits for the log's answer.
+    """
+
+    def __init__(self, writer: OffsetsWriter, connector: str, deadline: Deadline) -> None:
+        self._writer = writer
+        self.connector = connector
+        self.deadline = deadline
+        self.handed_over = False
+
+    async def append(
+        self, records: Sequence[PlannedRecord], auth: WriteAuth, on_applied: Callable[[], None] | None = None
+    ) -> None:
+        """Write ``records`` under the writer's claim (if any), apply them to the view, then call
+        ``on_applied`` (e.g. record the commit sequence). Nothing to write: only ``on_applied``."""
+        entries = [(r.key, r.value) for r in records]
+        if not entries:
+            if on_applied is not None:
+                on_applied()
+            return
+        remaining = self.deadline.remaining()
+        if remaining <= 0:
+            raise LogTimeout(
+                f"the checks before writing connector {self.connector} took the whole {self.deadline.seconds:g} s "
+                "(--write-timeout); nothing was written"
+            )
+        call = asyncio.ensure_future(
+            asyncio.to_thread(self._writer.append_now, self.connector, auth, entries, remaining)
+        )
+        try:
+            done, _ = await asyncio.wait({call}, timeout=self.deadline.remaining() + _OVERRUN_S)
+        except asyncio.CancelledError:  # the request went away; the write goes on, and so must its end
+            self._hand_over(call, on_applied)
+            raise
+        if not done:
+            self._hand_over(call, on_applied)
+            raise WriteOutcomeUnknown(
+                f"{self._writer.description} did not answer a write of connector {self.connector} within "
+                f"{self.deadline.seconds:g} s (--write-timeout); it may still be applied"
+            )
+        try:
+            call.result()
+        except WriteOutcomeUnknown as unknown:
+            if unknown.outcome is not None:
+                outcome: Awaitable[list[Position]] = asyncio.wrap_future(unknown.outcome)
+                self._hand_over(outcome, on_applied)
+            raise
+        if on_applied is not None:
+            on_applied()
+
+    def _hand_over(self, outcome: Awaitable[object], on_applied: Callable[[], None] | None) -> None:
+        self.handed_over = True
+        self._writer.finish_later(self, outcome, on_applied)
 
 
 class OffsetsWriter:
@@ -26,42 +200,145 @@ class OffsetsWriter:
         self._log = log
         self._view = view
         self._guard = guard
-        self._write_timeout_s = write_timeout_s
-        self.lock = asyncio.Lock()
-        """One modification at a time per daemon. Held by ``write``; a caller that must check and
-        write atomically (an import diffs against the live view) takes it and calls ``append_locked``."""
+        self.write_timeout_s = write_timeout_s
+        self._locks = ConnectorLocks()
+        self._background: set[asyncio.Task[None]] = set()
+
+    @property
+    def description(self) -> str:
+        return self._log.description
+
+    @property
+    def lock(self) -> contextlib.AbstractAsyncContextManager[None]:
+        """Every connector's section at once, for a caller that must check and write atomically
+        across connectors (an import diffs against the live view); it then calls ``append_locked``."""
+        return self._locks.exclusive()
 
     def planned(self, key: bytes, value: bytes | None, existing: bool) -> PlannedRecord:
         """A record to write, placed as Connect's producer places it (murmur2 over the partitions)."""
         return PlannedRecord(key, value, partition_for(key, self._log.partition_count), existing)
 
+    def deadline(self) -> Deadline:
+        return Deadline(self.write_timeout_s)
+
+    @contextlib.asynccontextmanager
+    async def section(self, connector: str, deadline: Deadline) -> AsyncIterator[WriteSection]:
+        """``connector``'s critical section, taken before ``deadline`` or ``LogTimeout``."""
+        try:
+            await self._locks.acquire(connector, deadline.remaining())
+        except TimeoutError:
+            raise LogTimeout(
+                f"connector {connector}'s previous write was still waiting for {self.description} after "
+                f"{deadline.seconds:g} s (--write-timeout); nothing was written"
+            ) from None
+        section = WriteSection(self, connector, deadline)
+        try:
+            yield section
+        finally:
+            if not section.handed_over:
+                self._locks.release(connector)
+
     async def write(self, connector: str, records: Sequence[PlannedRecord], auth: WriteAuth = NO_AUTH) -> None:
-        """Write ``records`` for ``connector`` under the writer's claim (if any); nothing to do for none."""
+        """Write ``records`` for ``connector`` in its own section, within the write deadline."""
         if not records:
             return
-        entries = [(r.key, r.value) for r in records]
-        async with self.lock:
-            await self.append_locked(entries, connector, auth)
+        async with self.section(connector, self.deadline()) as section:
+            await section.append(records, auth)
 
-    async def append_locked(
-        self,
-        entries: Sequence[tuple[bytes, bytes | None]],
-        connector: str | None = None,
-        auth: WriteAuth = NO_AUTH,
-    ) -> None:
-        """Append (in chunks, each bounded by the write timeout) and apply it to the view once acknowledged.
+    async def append_locked(self, entries: Entries, connector: str | None = None, auth: WriteAuth = NO_AUTH) -> None:
+        """Append with no deadline of its own (an import may be large); the caller holds ``lock``."""
+        await asyncio.to_thread(self.append_now, connector, auth, entries, self.write_timeout_s)
 
-        The caller holds ``lock``. Chunks keep one huge import from needing one huge timeout.
+    def append_now(self, connector: str | None, auth: WriteAuth, entries: Entries, timeout_s: float) -> None:
+        """In a worker thread: append in chunks, applying each acknowledged chunk to the view at once.
+
+        Chunks keep one huge import from needing one huge timeout; ``timeout_s`` bounds each. Read-
+        your-writes without waiting for the reader: the log acknowledged exactly these records at
+        exactly these positions (see ``OffsetView.apply_acknowledged``).
         """
         for start in range(0, len(entries), _APPEND_CHUNK):
             chunk = entries[start : start + _APPEND_CHUNK]
-            if connector is None:
-                positions = await asyncio.to_thread(self._log.append, chunk, self._write_timeout_s)
+            try:
+                if connector is None:
+                    positions = self._log.append(chunk, timeout_s)
+                else:
+                    positions = self._guard.append(connector, auth, chunk, timeout_s)
+            except WriteOutcomeUnknown as unknown:
+                if unknown.outcome is None:
+                    raise
+                unwritten = len(entries) - start - len(chunk)
+                outcome = self._applied_when_known(chunk, unknown.outcome, unwritten)
+                raise WriteOutcomeUnknown(unknown.message, outcome) from None
+            self._apply(chunk, positions)
+
+    def _apply(self, chunk: Entries, positions: Sequence[Position]) -> None:
+        now_ms = time.time_ns() // 1_000_000
+        self._view.apply_acknowledged(
+            [LogRecord(k, v, p.partition, p.offset, now_ms) for (k, v), p in zip(chunk, positions, strict=True)]
+        )
+
+    def _applied_when_known(
+        self, chunk: Entries, outcome: Future[list[Position]], unwritten: int
+    ) -> Future[list[Position]]:
+        """``outcome``, with the chunk applied to the view first when it turns out written; a failure
+        if records after the chunk were never attempted (the write as a whole did not happen)."""
+        applied: Future[list[Position]] = Future()
+
+        def settle(done: Future[list[Position]]) -> None:
+            try:
+                positions = done.result()
+                self._apply(chunk, positions)
+            except BaseException as exc:
+                applied.set_exception(exc)
+                return
+            if unwritten:
+                applied.set_exception(
+                    LogWriteError(f"{len(chunk)} records were written late; the {unwritten} after them were not")
+                )
             else:
-                positions = await asyncio.to_thread(self._guard.append, connector, auth, chunk, self._write_timeout_s)
-            # Read-your-writes without waiting for the reader's next fetch: the log acknowledged
-            # exactly these records at exactly these positions (see OffsetView.apply_acknowledged).
-            now_ms = time.time_ns() // 1_000_000
-            self._view.apply_acknowledged(
-                [LogRecord(k, v, p.partition, p.offset, now_ms) for (k, v), p in zip(chunk, positions, strict=True)]
+                applied.set_result(positions)
+
+        outcome.add_done_callback(settle)
+        return applied
+
+    def finish_later(
+        self, section: WriteSection, outcome: Awaitable[object], on_applied: Callable[[], None] | None
+    ) -> None:
+        """Keep ``section``'s connector until ``outcome`` is known, then finish the write as if on time."""
+        task = asyncio.get_running_loop().create_task(self._finish(section, outcome, on_applied))
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def _finish(
+        self, section: WriteSection, outcome: Awaitable[object], on_applied: Callable[[], None] | None
+    ) -> None:
+        started = time.monotonic()
+        try:
+            while True:
+                try:
+                    await outcome
+                    break
+                except WriteOutcomeUnknown as unknown:  # a log call that overran: now it says how to learn
+                    if unknown.outcome is None:
+                        raise
+                    resolved: Awaitable[list[Position]] = asyncio.wrap_future(unknown.outcome)
+                    outcome = resolved
+        except Exception as exc:
+            log.warning(
+                "a write of connector %s that timed out was not applied (known %.1f s after it timed out): %s",
+                section.connector,
+                time.monotonic() - started,
+                getattr(exc, "message", repr(exc)),
             )
+            self._locks.release(section.connector)
+            return
+        try:
+            if on_applied is not None:
+                on_applied()
+            log.warning(
+                "a write of connector %s that timed out was applied (known %.1f s after it timed out)",
+                section.connector,
+                time.monotonic() - started,
+            )
+        finally:
+            self._locks.release(section.connector)

@@ -14,6 +14,7 @@ import logging
 import threading
 from collections.abc import Sequence
 
+from emulator.client.credentials import Credentials
 from emulator.client.http import ClientError
 from emulator.spark.committer import DaemonOffsets, Entry
 
@@ -21,8 +22,8 @@ log = logging.getLogger(__name__)
 
 
 class BackgroundCommitter:
-    def __init__(self, url: str, connector: str) -> None:
-        self.url, self.connector = url, connector
+    def __init__(self, url: str, connector: str, credentials: Credentials | None = None) -> None:
+        self.url, self.connector, self.credentials = url, connector, credentials
         self._pending: Sequence[Entry] | None = None
         self._wake = threading.Condition()
         self._busy = False
@@ -40,7 +41,7 @@ class BackgroundCommitter:
             return self._wake.wait_for(lambda: self._pending is None and not self._busy, timeout_s)
 
     def _loop(self) -> None:
-        daemon = DaemonOffsets(self.url)
+        daemon = DaemonOffsets(self.url, credentials=self.credentials)
         while True:
             with self._wake:
                 self._wake.wait_for(lambda: self._pending is not None)
@@ -65,13 +66,13 @@ class BackgroundCommitter:
                     self._wake.notify_all()
 
 
-_committers: dict[tuple[str, str], BackgroundCommitter] = {}
+_committers: dict[tuple[str, str, Credentials | None], BackgroundCommitter] = {}
 _guard = threading.Lock()
 
 
-def committer_for(url: str, connector: str) -> BackgroundCommitter:
+def committer_for(url: str, connector: str, credentials: Credentials | None = None) -> BackgroundCommitter:
     with _guard:
-        found = _committers.get((url, connector))
+        found = _committers.get((url, connector, credentials))
         if found is None:
-            found = _committers[(url, connector)] = BackgroundCommitter(url, connector)
+            found = _committers[(url, connector, credentials)] = BackgroundCommitter(url, connector, credentials)
         return found

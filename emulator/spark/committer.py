@@ -1,4 +1,4 @@
-"""Publishing Spark progress to the daemon: idempotent and never backwards.
+"""Publishing Spark progress to the daemon: idempotent, never backwards, and never unreadable.
 
 Spark hands the same end offset over more than once (``reader.commit`` is repeated after a
 restart, the listener sees replayed batches, an operator reruns ``spark-handoff``), and an old
@@ -26,9 +26,9 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-import httpx
-
-from emulator.client.http import ApiError, Auth, OffsetsClient
+from emulator.client.credentials import Credentials
+from emulator.client.http import ApiError, Auth, ClientError, OffsetsClient
+from emulator.codec.readable import offset_problem
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +40,26 @@ Order = Callable[[Mapping[str, Any] | None, Mapping[str, Any]], str | None]
 
 class SinkOffsetsUnsupported(Exception):
     """The daemon has no sink-offsets support (``?kind=sink`` on the offsets routes)."""
+
+
+class UnreadableOffsets(ValueError):
+    """An entry would be written as a record Connect's reader cannot read back (nothing is sent)."""
+
+
+def check_entries(entries: Sequence[Entry]) -> None:
+    """Raise ``UnreadableOffsets`` unless every partition and offset, as encoded, is one Connect's
+    ``OffsetStorageReaderImpl`` reads back (``emulator.codec.readable``). Spark offsets are foreign
+    data: a 30 MB string, a nested map or an integer beyond 64 bits would otherwise reach the daemon
+    (which refuses it too) only after the batch was planned, or in a dry run not at all."""
+    for partition, offset in entries:
+        for what, mapping in (("partition", partition), ("offset", offset)):
+            problem = offset_problem(mapping)
+            if problem is not None:
+                shown = json.dumps(partition, ensure_ascii=False, default=str)[:200]
+                raise UnreadableOffsets(
+                    f"the {what} for partition {shown} cannot be written: Connect could not read it back "
+                    f"({problem.describe()})"
+                )
 
 
 @dataclass(slots=True)
@@ -115,10 +135,9 @@ def _exclusive(url: str, connector: str, kind: str) -> Iterator[None]:
 class DaemonOffsets:
     """The daemon's offsets routes for one URL, as this package needs them."""
 
-    def __init__(self, url: str, timeout_s: float = 30.0) -> None:
-        self.url = url.rstrip("/")
-        self._timeout_s = timeout_s
-        self._client = OffsetsClient(self.url, timeout_s=timeout_s)
+    def __init__(self, url: str, timeout_s: float = 30.0, credentials: Credentials | None = None) -> None:
+        self._client = OffsetsClient(url.rstrip("/"), timeout_s=timeout_s, credentials=credentials)
+        self.url = self._client.url
         self._sink_checked = False
 
     def close(self) -> None:
@@ -172,6 +191,8 @@ class DaemonOffsets:
         outcome = CommitOutcome(connector, kind, dry_run=dry_run)
         if not entries:
             return outcome
+        if kind == "source":  # a sink's entries are consumer-group offsets, checked by the daemon's sink rules
+            check_entries(entries)
         with _exclusive(self.url, connector, kind):
             rows = self.offsets(connector, kind)
             current = {_key(r["partition"]): r.get("offset") for r in rows or [] if isinstance(r, dict)}
@@ -229,8 +250,8 @@ class DaemonOffsets:
         if self._sink_checked:
             return
         try:
-            spec = httpx.get(self.url + "/openapi.json", timeout=self._timeout_s).json()
-        except (httpx.HTTPError, ValueError) as exc:
+            spec = self._client.request("GET", "/openapi.json")
+        except ClientError as exc:
             raise SinkOffsetsUnsupported(f"cannot read the daemon's API description at {self.url}: {exc}") from exc
         operation = spec.get("paths", {}).get("/connectors/{connector}/offsets", {}).get("patch", {})
         names = {p.get("name") for p in operation.get("parameters", []) if isinstance(p, dict)}

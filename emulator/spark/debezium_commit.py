@@ -21,8 +21,9 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from emulator.client.credentials import Credentials
 from emulator.client.http import ClientError
-from emulator.spark.committer import DaemonOffsets
+from emulator.spark.committer import DaemonOffsets, UnreadableOffsets
 from emulator.spark.debezium_offsets import DebeziumOffset, debezium_backwards_reason
 from emulator.spark.debezium_process import EngineError
 
@@ -48,8 +49,9 @@ class DebeziumCommitter:
         url: str,
         connector: str,
         acknowledge: Callable[[int, int], object],
+        credentials: Credentials | None = None,
     ) -> None:
-        self.url, self.connector = url, connector
+        self.url, self.connector, self.credentials = url, connector, credentials
         self._acknowledge = acknowledge
         self._pending: PendingCommit | None = None
         self._busy = False
@@ -70,7 +72,7 @@ class DebeziumCommitter:
             return self._wake.wait_for(lambda: self._pending is None and not self._busy, timeout_s)
 
     def _loop(self) -> None:
-        daemon = DaemonOffsets(self.url)
+        daemon = DaemonOffsets(self.url, credentials=self.credentials)
         while True:
             with self._wake:
                 self._wake.wait_for(lambda: self._pending is not None)
@@ -79,7 +81,7 @@ class DebeziumCommitter:
             assert pending is not None
             try:
                 self._commit(daemon, pending)
-            except (ClientError, EngineError) as exc:
+            except (ClientError, EngineError, UnreadableOffsets) as exc:
                 message = f"connect-debezium {self.connector}: committing change {pending.offset.seq} failed: {exc}"
                 log.warning("%s (a later batch, the listener or spark-handoff publishes it)", message)
                 self.errors.append(message)

@@ -14,8 +14,9 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from emulator.client.credentials import Credentials
 from emulator.spark.debezium_stream import EngineSettings
-from emulator.spark.options import OptionError, bool_option, daemon_url, int_option
+from emulator.spark.options import OptionError, bool_option, daemon_credentials, daemon_url, int_option
 
 PREFIX = "debezium."
 BASE_COLUMNS = (
@@ -65,6 +66,7 @@ class DebeziumOptions:
     commit_offsets: bool
     after: AfterColumns | None
     records_per_partition: int
+    credentials: Credentials
 
     @property
     def schema(self) -> str:
@@ -153,4 +155,5 @@ def parse_options(options: Mapping[str, str]) -> DebeziumOptions:
         commit_offsets=bool_option(options, "commitOffsets", True),
         after=parse_after(options),
         records_per_partition=int_option(options, "recordsPerPartition", 10_000, 1) or 10_000,
+        credentials=daemon_credentials(options),
     )

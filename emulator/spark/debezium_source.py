@@ -12,7 +12,8 @@ run (docs/spark.md, "When Spark calls a source"). ``partitions`` hands each exec
 inside the partition object, so executors need no access to the database or the engine, and
 ``read`` is a pure function of its partition.
 
-Options: ``connector``; ``debezium.*`` (the connector's configuration); ``url`` (daemon);
+Options: ``connector``; ``debezium.*`` (the connector's configuration); ``url`` (daemon) and its
+credentials (``token``, ``user``/``password``, ``ca``, ``clientCert``/``clientKey``, as every source);
 ``maxRecordsPerTrigger``; ``commitOffsets`` (default true); ``jsonSchemas`` (default false);
 ``afterTable`` + ``afterColumns``; ``recordsPerPartition``; engine: ``javaHome``, ``classpath``,
 ``jvmOptions``, ``engineLogLevel``, ``engineDir``, ``startTimeoutMs``, ``pollTimeoutMs``,
@@ -84,7 +85,7 @@ class ConnectDebeziumStreamReader(DataSourceStreamReader):
         """Where the daemon's offsets for the connector say (none: the connector's first start,
         e.g. its initial snapshot). The engine starts here, seeded with the daemon's exact bytes."""
         try:
-            with DaemonOffsets(self.options.url) as daemon:
+            with DaemonOffsets(self.options.url, credentials=self.options.credentials) as daemon:
                 records = daemon.records(self.connector)
         except ClientError as exc:
             raise ConnectDebeziumError(
@@ -138,7 +139,7 @@ class ConnectDebeziumStreamReader(DataSourceStreamReader):
         # Also when this worker has not started an engine yet (a restart's first call repeats the
         # last completed batch): the daemon may not hold it; the acknowledgement is then skipped.
         if self._committer is None:
-            self._committer = DebeziumCommitter(self.options.url, self.connector, stream.ack)
+            self._committer = DebeziumCommitter(self.options.url, self.connector, stream.ack, self.options.credentials)
         self._committer.submit(position, stream.generation)
 
     def stop(self) -> None:

@@ -36,7 +36,7 @@ from emulator.client.http import ClientError
 from emulator.spark.background import committer_for
 from emulator.spark.committer import DaemonOffsets
 from emulator.spark.filestream import Cursor, iter_chunks, scan, split_at_lines
-from emulator.spark.options import OptionError, bool_option, daemon_url, int_option
+from emulator.spark.options import OptionError, bool_option, daemon_credentials, daemon_url, int_option
 from emulator.spark.shapes import FileOffset
 
 log = logging.getLogger(__name__)
@@ -76,6 +76,7 @@ class FileRange(InputPartition):
 class ConnectFileStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def __init__(self, options: Mapping[str, str]) -> None:
         self.url = daemon_url(options)
+        self.credentials = daemon_credentials(options)
         connector, path = options.get("connector"), options.get("file")
         if not connector:
             raise ConnectFileError("option 'connector' is required: the Connect connector whose offsets are shared")
@@ -91,7 +92,7 @@ class ConnectFileStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
     def initialOffset(self) -> dict[str, Any]:
         """The connector's committed position in the daemon, resumed as Connect resumes it (0 if none)."""
         try:
-            with DaemonOffsets(self.url) as daemon:
+            with DaemonOffsets(self.url, credentials=self.credentials) as daemon:
                 stored = daemon.find(self.connector, {"filename": self.file})
         except ClientError as exc:
             raise ConnectFileError(
@@ -147,7 +148,7 @@ class ConnectFileStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
             log.warning("connect-file %s: not committing an unknown offset %r", self.connector, end)
             return
         entry = FileOffset(self.connector, parsed.filename, parsed.cursor).connect_entry()
-        committer_for(self.url, self.connector).submit([entry])
+        committer_for(self.url, self.connector, self.credentials).submit([entry])
 
     # -- data (executors) ---------------------------------------------------------------------
     def read(self, partition: InputPartition) -> Iterator[Any]:

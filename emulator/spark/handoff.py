@@ -13,7 +13,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from emulator.spark.checkpoint import CheckpointError, CompletedBatch, parse_offset
-from emulator.spark.committer import CommitOutcome, DaemonOffsets, Entry, Kind, Order, backwards_reason
+from emulator.spark.committer import (
+    CommitOutcome,
+    DaemonOffsets,
+    Entry,
+    Kind,
+    Order,
+    UnreadableOffsets,
+    backwards_reason,
+    check_entries,
+)
 from emulator.spark.debezium_offsets import DebeziumOffset, debezium_backwards_reason
 from emulator.spark.shapes import FileOffset, foreign_entries, kafka_entries, kafka_shaped
 
@@ -61,7 +70,18 @@ def order_for(offset: Any) -> Order:
 
 
 def entries_for(offset: Any, source_index: int, kind: Kind) -> tuple[str | None, list[Entry]]:
-    """(connector named by the offset itself, Connect entries) for one parsed Spark offset."""
+    """(connector named by the offset itself, Connect entries) for one parsed Spark offset; a
+    ``HandoffError`` where an entry is one Connect could not read back (dry runs included)."""
+    connector, entries = _entries(offset, source_index, kind)
+    if kind == "source":
+        try:
+            check_entries(entries)
+        except UnreadableOffsets as exc:
+            raise HandoffError(f"source {source_index}'s offset: {exc}") from exc
+    return connector, entries
+
+
+def _entries(offset: Any, source_index: int, kind: Kind) -> tuple[str | None, list[Entry]]:
     own = own_entries(offset)
     if own is not None:
         if kind == "sink":

@@ -38,7 +38,7 @@ from pyspark.sql.types import StructType
 
 from emulator.client.http import ClientError
 from emulator.spark.committer import DaemonOffsets, SinkOffsetsUnsupported
-from emulator.spark.options import OptionError, bool_option, daemon_url
+from emulator.spark.options import OptionError, bool_option, daemon_credentials, daemon_url
 from emulator.spark.shapes import kafka_entries, kafka_shaped
 
 log = logging.getLogger(__name__)
@@ -90,6 +90,7 @@ class TopicPartitionRange(InputPartition):
 class ConnectKafkaStreamReader(DataSourceStreamReader):
     def __init__(self, options: Mapping[str, str]) -> None:
         self.url = daemon_url(options)
+        self.credentials = daemon_credentials(options)
         connector = options.get("connector")
         if not connector:
             raise ConnectKafkaError("option 'connector' is required: the group is connect-<connector>")
@@ -154,7 +155,7 @@ class ConnectKafkaStreamReader(DataSourceStreamReader):
     def initialOffset(self) -> SparkOffset:
         """The group's committed offsets; partitions without one start at the earliest offset."""
         try:
-            with DaemonOffsets(self.url) as daemon:
+            with DaemonOffsets(self.url, credentials=self.credentials) as daemon:
                 rows = daemon.offsets(self.connector, "sink") or []
         except (ClientError, SinkOffsetsUnsupported) as exc:
             raise ConnectKafkaError(
@@ -205,7 +206,7 @@ class ConnectKafkaStreamReader(DataSourceStreamReader):
             log.warning("connect-kafka %s: not committing an unknown offset %r", self.connector, end)
             return
         try:
-            with DaemonOffsets(self.url) as daemon:
+            with DaemonOffsets(self.url, credentials=self.credentials) as daemon:
                 daemon.commit(self.connector, kafka_entries(shaped), "sink")
         except (ClientError, SinkOffsetsUnsupported) as exc:
             log.warning(

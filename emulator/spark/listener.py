@@ -24,6 +24,7 @@ from typing import Any
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming.listener import StreamingQueryListener
 
+from emulator.client.credentials import Credentials
 from emulator.client.http import DEFAULT_URL, ClientError
 from emulator.spark.checkpoint import CheckpointError, latest_completed_batch
 from emulator.spark.committer import CommitOutcome, DaemonOffsets, SinkOffsetsUnsupported
@@ -44,8 +45,13 @@ class ListenerCommitter(StreamingQueryListener):
         own_sources: bool = True,
         checkpoints: Mapping[str, str] | None = None,
         dry_run: bool = False,
+        *,
+        credentials: Credentials | None = None,
     ) -> None:
+        """``credentials`` left out: ``CONNECT_OFFSETS_TOKEN`` and the other variables
+        (``emulator.client.credentials``)."""
         self._spark = spark if spark is not None else SparkSession.getActiveSession()
+        self.credentials = credentials
         self.url = url or os.environ.get("CONNECT_OFFSETS_URL") or DEFAULT_URL
         self.targets = list(targets)
         self.own_sources = own_sources
@@ -117,7 +123,7 @@ class ListenerCommitter(StreamingQueryListener):
         """One keep-alive connection for the listener's lifetime (events arrive on one thread)."""
         with self._lock:
             if self._client is None:
-                self._client = DaemonOffsets(self.url)
+                self._client = DaemonOffsets(self.url, credentials=self.credentials)
             return self._client
 
     def _resolve_checkpoint(self, query_id: str, name: str | None) -> str | None:
@@ -181,5 +187,7 @@ class OffsetCommitListener(ListenerCommitter):
         url: str | None = None,
         checkpoints: Mapping[str, str] | None = None,
         dry_run: bool = False,
+        *,
+        credentials: Credentials | None = None,
     ) -> None:
-        super().__init__(spark, url, (), True, checkpoints, dry_run)
+        super().__init__(spark, url, (), True, checkpoints, dry_run, credentials=credentials)

@@ -22,12 +22,12 @@ from collections.abc import Iterator, Mapping, Sequence
 from types import ModuleType
 from typing import Any
 
-import httpx
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
-from emulator.client.http import ApiError, DaemonUnavailable, OffsetsClient, error_from_response
-from emulator.spark.options import bool_option, daemon_url
+from emulator.client.credentials import Credentials
+from emulator.client.http import ApiError, OffsetsClient
+from emulator.spark.options import bool_option, daemon_credentials, daemon_url
 
 SCHEMA = "connector string, partition string, offset string, kafka_partition int, kafka_offset long, timestamp_ms long"
 HISTORY_MODULE = "emulator.history.spark"
@@ -59,19 +59,17 @@ def _canonical(partition: Any) -> str:
 Coordinates = tuple[int | None, int | None, int | None]
 
 
-def record_coordinates(url: str, connector: str) -> dict[str, Coordinates]:
+def record_coordinates(client: OffsetsClient, connector: str) -> dict[str, Coordinates]:
     """Where each live partition's record sits in the offsets log, from ``GET /offsets/records``
     (empty when the daemon has no such route)."""
     try:
-        response = httpx.get(f"{url.rstrip('/')}/offsets/records", params={"connector": connector}, timeout=60)
-    except httpx.TransportError as exc:
-        raise DaemonUnavailable(f"cannot reach the connect-offsets daemon at {url}: {exc}") from exc
-    if response.status_code in (404, 405):
-        return {}
-    if response.status_code >= 400:
-        raise error_from_response(response)
+        body = client.request("GET", "/offsets/records", params={"connector": connector})
+    except ApiError as exc:
+        if exc.status in (404, 405):
+            return {}
+        raise
     found: dict[str, tuple[tuple[int, int], Coordinates]] = {}
-    for record in response.json().get("records", []):
+    for record in body.get("records", []):
         if record.get("value") is None:
             continue
         try:
@@ -88,8 +86,8 @@ def record_coordinates(url: str, connector: str) -> dict[str, Coordinates]:
     return {k: v for k, (_, v) in found.items()}
 
 
-def current_rows(url: str, connector: str | None) -> Iterator[tuple[Any, ...]]:
-    with OffsetsClient(url) as client:
+def current_rows(url: str, connector: str | None, credentials: Credentials | None = None) -> Iterator[tuple[Any, ...]]:
+    with OffsetsClient(url, credentials=credentials) as client:
         names = [connector] if connector else client.connectors()
         for name in names:
             try:
@@ -98,7 +96,7 @@ def current_rows(url: str, connector: str | None) -> Iterator[tuple[Any, ...]]:
                 if exc.status == 404 and connector is None:
                     continue  # removed between the two calls
                 raise
-            where = record_coordinates(url, name)
+            where = record_coordinates(client, name)
             for row in rows:
                 partition = row.get("partition")
                 coordinates = where.get(_canonical(partition), (None, None, None))
@@ -109,6 +107,7 @@ class ConnectOffsetsReader(DataSourceReader):
     def __init__(self, options: Mapping[str, str]) -> None:
         self.options = dict(options)
         self.url = daemon_url(options)
+        self.credentials = daemon_credentials(options)
         self.connector = options.get("connector") or None
         self.history = bool_option(options, "history", False)
 
@@ -119,7 +118,7 @@ class ConnectOffsetsReader(DataSourceReader):
         if self.history:
             yield from _history().rows(self.options)
             return
-        yield from current_rows(self.url, self.connector)
+        yield from current_rows(self.url, self.connector, self.credentials)
 
 
 class ConnectOffsetsDataSource(DataSource):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
+from emulator.client.credentials import Credentials, CredentialsError
 from emulator.client.http import DEFAULT_URL
 
 
@@ -14,6 +15,15 @@ class OptionError(ValueError):
 
 def daemon_url(options: Mapping[str, str]) -> str:
     return options.get("url") or os.environ.get("CONNECT_OFFSETS_URL") or DEFAULT_URL
+
+
+def daemon_credentials(options: Mapping[str, str]) -> Credentials:
+    """Options ``token``, ``user``/``password``, ``ca``, ``clientCert``/``clientKey``, each
+    falling back to its ``CONNECT_OFFSETS_*`` variable (``emulator.client.credentials``)."""
+    try:
+        return Credentials.from_options(options)
+    except CredentialsError as exc:
+        raise OptionError(str(exc)) from exc
 
 
 def int_option(options: Mapping[str, str], name: str, default: int | None, minimum: int) -> int | None:

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Literal
 
-from emulator.formats.model import KeyIndex
+from emulator.formats.model import KeyIndex, RawRecord
 from emulator.transfer.progress import Progress
 
 Malformed = Literal["refuse", "skip", "keep"]
@@ -16,7 +17,8 @@ class TransferOptions:
     connectors: frozenset[str] = frozenset()
     """Only records of these connectors (empty: all). Keys Connect ignores belong to no connector."""
     malformed: Malformed = "refuse"
-    """Records whose keys Connect ignores: refuse the transfer, skip them, or copy them as-is."""
+    """Records whose keys Connect ignores or whose values Connect cannot read back: refuse the
+    transfer, skip them, or copy them as-is (counted in the report)."""
     live_only: bool = False
     """Leave the source's tombstones out."""
     unwrap_envelopes: bool = False
@@ -52,6 +54,15 @@ class TransferContext:
     progress: Progress
     role: Literal["from", "to"] = "from"
     keys: KeyIndex = field(default_factory=KeyIndex)
+    unreadable_keys: set[bytes] = field(default_factory=set)
+    """Keys whose incoming value Connect cannot read back (kept by ``--malformed keep``): a
+    destination counts how many of them it writes."""
+
+    def count_unreadable(self, written: Iterable[RawRecord]) -> int:
+        """How many of ``written`` carry a value Connect cannot read back."""
+        if not self.unreadable_keys:
+            return 0
+        return sum(1 for r in written if r.key in self.unreadable_keys and r.value is not None)
 
     @property
     def kafka_config(self) -> dict[str, str]:

@@ -26,8 +26,9 @@ def transfer(
     progress = progress or Progress()
     ctx = TransferContext(options, progress, "from")
     loaded = source.read(ctx)
-    selection = select(loaded, options, ctx.keys)
+    selection = select(loaded, options, ctx.keys, source.description)
     incoming = selection.records
+    ctx.unreadable_keys = selection.unreadable_keys
     notes = [*loaded.notes, *selection.notes]
     ctx.role = "to"
     if isinstance(destination, SnapshotLocation):
@@ -38,6 +39,12 @@ def transfer(
             raise TransferError("--prune applies to stores (topics, embedded logs, standalone files, daemons) only")
         incoming = incoming + prune(incoming, destination.current(ctx, sorted(touched)), touched, ctx.keys)
     applied = destination.apply(incoming, ctx)
+    if applied.unreadable_values:
+        verb = "would be written" if options.dry_run else "were written"
+        notes.append(
+            f"{applied.unreadable_values} value(s) Connect cannot read back {verb} as-is (--malformed keep): "
+            "a task gets no offset for those partitions"
+        )
     return TransferReport(
         source=source.description,
         destination=destination.description,
@@ -47,4 +54,5 @@ def transfer(
         written=applied.written,
         diff=applied.diff,
         notes=[*notes, *applied.notes],
+        unreadable_values=applied.unreadable_values,
     )

@@ -20,6 +20,9 @@ class ApplyResult:
     """Records actually written (0 for a dry run or when nothing changed)."""
     notes: list[str] = field(default_factory=list)
     """What the operator should know about the destination (replaced damaged file, not existing yet...)."""
+    unreadable_values: int = 0
+    """Of the records written (or, in a dry run, to be written), how many carry a value Connect cannot
+    read back (only with ``--malformed keep``)."""
 
 
 @dataclass(slots=True)
@@ -34,6 +37,8 @@ class TransferReport:
     written: int
     diff: dict[str, Any]
     notes: list[str]
+    unreadable_values: int = 0
+    """Values Connect cannot read back among the records written (``--malformed keep``)."""
 
     def changes(self) -> list[dict[str, Any]]:
         """The diff's entries that change something (what was, or would be, written)."""
@@ -48,6 +53,7 @@ class TransferReport:
             "read": self.read,
             "selected": self.selected,
             "written": self.written,
+            "unreadable_values": self.unreadable_values,
             "notes": self.notes,
             "diff": self.diff,
         }

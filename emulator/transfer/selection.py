@@ -1,14 +1,18 @@
 """Which source records a transfer carries: by connector, live only, and what to do with keys
-Connect ignores (refuse, skip, keep) or wraps in a schema envelope (report, or unwrap).
+Connect ignores or values Connect cannot read back (refuse, skip, keep), or keys wrapped in a schema
+envelope (report, or unwrap).
 
 Refusing is the default because a record Connect ignores usually means the source is not what the
-operator thinks it is; refusing before anything is written leaves the destination untouched.
+operator thinks it is, and a value its reader cannot parse (a flipped byte, a non-object, a value
+beyond Jackson's limits; ``emulator.codec.readable``) would replace a good offset with none at all.
+Refusing before anything is written leaves the destination untouched; a dry run refuses the same.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from emulator.codec.readable import ValueProblem, value_problem
 from emulator.formats import cdc_state
 from emulator.formats.model import KeyIndex, Loaded, RawRecord
 from emulator.transfer.errors import TransferError
@@ -19,15 +23,17 @@ from emulator.transfer.options import TransferOptions
 class Selection:
     records: list[RawRecord]
     notes: list[str] = field(default_factory=list)
+    unreadable_keys: set[bytes] = field(default_factory=set)
+    """Keys whose last selected record has a value Connect cannot read back (``--malformed keep``)."""
 
 
-def select(loaded: Loaded, options: TransferOptions, keys: KeyIndex) -> Selection:
+def select(loaded: Loaded, options: TransferOptions, keys: KeyIndex, source: str = "the source") -> Selection:
     """The records to offer the destination, in source order; ``TransferError`` when refused."""
     notes: list[str] = []
-    selected: list[RawRecord] = []
+    selected: list[tuple[int, RawRecord]] = []
     malformed: list[RawRecord] = []
     enveloped = reencoded = 0
-    for record in loaded.records:
+    for number, record in enumerate(loaded.records, start=1):
         if options.live_only and record.value is None:
             continue
         name = keys.connector(record.key)
@@ -36,7 +42,9 @@ def select(loaded: Loaded, options: TransferOptions, keys: KeyIndex) -> Selectio
             if options.unwrap_envelopes:
                 key, exact = unwrapped
                 reencoded += not exact
-                record = RawRecord(key, record.value, record.kafka_partition, record.log_offset, record.timestamp_ms)
+                record = RawRecord(
+                    key, record.value, record.kafka_partition, record.log_offset, record.timestamp_ms, record.value_at
+                )
                 name = keys.connector(key)
         if name is None:
             if options.connectors:
@@ -46,7 +54,8 @@ def select(loaded: Loaded, options: TransferOptions, keys: KeyIndex) -> Selectio
                 continue
         elif options.connectors and name not in options.connectors:
             continue
-        selected.append(record)
+        selected.append((number, record))
+    records, unreadable_keys = _judge_values(selected, keys, options, notes, len(loaded.records), source)
     if malformed:
         first = malformed[0].key[:200].decode("utf-8", "backslashreplace")
         if options.malformed == "refuse":
@@ -66,7 +75,67 @@ def select(loaded: Loaded, options: TransferOptions, keys: KeyIndex) -> Selectio
             f"{enveloped} key(s) have a schema envelope (Flink CDC / Debezium 1.x, schemas.enable=true), which Connect "
             "never matches; --unwrap-envelopes turns them into Connect keys"
         )
-    return Selection(selected, notes)
+    return Selection(records, notes, unreadable_keys)
+
+
+def _judge_values(
+    selected: list[tuple[int, RawRecord]],
+    keys: KeyIndex,
+    options: TransferOptions,
+    notes: list[str],
+    total: int,
+    source: str,
+) -> tuple[list[RawRecord], set[bytes]]:
+    """The selected records after the value rule, and the keys whose unreadable value is kept.
+
+    Only the last record per key is judged: it is the one a destination ends up holding (an older,
+    superseded value is never written). A record whose key Connect ignores is never read, whatever
+    its value, so only its key matters. ``skip`` leaves out every record of a key whose value is
+    unreadable, so the destination keeps what it had for that key.
+    """
+    latest: dict[bytes, tuple[int, RawRecord]] = {}
+    for number, record in selected:
+        latest[record.key] = (number, record)
+    found: list[tuple[int, RawRecord, ValueProblem]] = []
+    for number, record in latest.values():
+        if keys.connector(record.key) is not None and (problem := value_problem(record.value)) is not None:
+            found.append((number, record, problem))
+    records = [record for _, record in selected]
+    if not found:
+        return records, set()
+    found.sort(key=lambda item: item[0])
+    notes.extend(_unreadable_values(found, total, options, source))
+    unreadable_keys = {record.key for _, record, _ in found}
+    if options.malformed == "skip":
+        return [r for r in records if r.key not in unreadable_keys], set()
+    return records, unreadable_keys
+
+
+def describe_record(record: RawRecord, number: int, total: int) -> str:
+    """Which record: its place in the source, its key, and where it sits (log coordinates or file offset)."""
+    shown = record.key[:120].decode("utf-8", "backslashreplace") + ("…" if len(record.key) > 120 else "")
+    where = f"record {number} of {total}, key {shown}"
+    if record.kafka_partition is not None and record.log_offset is not None:
+        where += f", Kafka partition {record.kafka_partition} offset {record.log_offset}"
+    if record.value_at is not None:
+        where += f", value at byte offset {record.value_at} of the file"
+    return where
+
+
+def _unreadable_values(
+    found: list[tuple[int, RawRecord, ValueProblem]], total: int, options: TransferOptions, source: str
+) -> list[str]:
+    """Refuse (the default), or the note saying what ``skip``/``keep`` did with such values."""
+    number, record, problem = found[0]
+    first = f"{describe_record(record, number, total)}: {problem.describe(record.value_at)}"
+    if options.malformed == "refuse":
+        raise TransferError(
+            f"{len(found)} record(s) of {source} have values Connect cannot read back (first: {first}); a task "
+            "would get no offset for them. Nothing was written. Use --malformed skip to leave them out (the "
+            "destination keeps its value for those keys) or --malformed keep to copy them as-is"
+        )
+    verb = "left out" if options.malformed == "skip" else "copied as-is"
+    return [f"{len(found)} record(s) with values Connect cannot read back {verb} (first: {first})"]
 
 
 def prune(incoming: list[RawRecord], current: list[RawRecord], connectors: set[str], keys: KeyIndex) -> list[RawRecord]:

@@ -145,6 +145,15 @@ def test_connect_and_the_daemon_share_the_offsets_topic(config: dict[str, Any]) 
     assert worker["key.converter"] == worker["value.converter"] == "org.apache.kafka.connect.json.JsonConverter"
 
 
+def test_the_daemon_follows_the_workers_config_and_status_topics(config: dict[str, Any]) -> None:
+    """Without them the daemon would let anyone change the offsets of a connector the worker runs,
+    which the worker then overwrites: Connect's STOPPED rule needs the worker's config topic."""
+    worker = _connect_worker_properties(config)
+    daemon_env = config["services"][DAEMON]["environment"]
+    assert daemon_env["CONNECT_OFFSETS_CONFIG_TOPIC"] == worker["config.storage.topic"]
+    assert daemon_env["CONNECT_OFFSETS_STATUS_TOPIC"] == worker["status.storage.topic"]
+
+
 def test_connect_finds_the_filestream_plugin_where_its_start_script_puts_it(config: dict[str, Any]) -> None:
     worker = _connect_worker_properties(config)
     connect = config["services"][CONNECT]
@@ -214,3 +223,18 @@ def test_the_demo_profile_adds_a_connector_job_over_a_file_connect_can_read(
     assert data.isascii(), "ASCII keeps Connect's char-counted position equal to the byte length"
     script = Path(demo["command"][-1])
     assert (_bind_source(demo, str(script.parent)) / script.name).is_file()
+
+
+def test_the_daemons_environment_passes_the_daemons_own_settings_checks(config: dict[str, Any]) -> None:
+    """Listening on 0.0.0.0 needs a conscious choice about authentication, or the daemon refuses to
+    start; the stack makes one, and keeps the Host check for what its healthcheck sends."""
+    from emulator.cli.main import build_parser
+    from emulator.server.auth.config import allowed_hosts
+    from emulator.server.options import resolve
+    from emulator.server.settings import Settings
+
+    environment = {k: str(v) for k, v in config["services"][DAEMON]["environment"].items()}
+    args = build_parser().parse_args(["serve"])
+    settings = resolve(Settings, args, environment)
+    assert settings.host == "0.0.0.0" and (settings.insecure_no_auth or settings.authenticates)
+    assert "127.0.0.1" in allowed_hosts(settings)

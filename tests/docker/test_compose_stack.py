@@ -24,6 +24,7 @@ import httpx
 import pytest
 from pytest_docker.plugin import Services
 
+from emulator.model.connectors import not_stopped_message
 from tests.docker.conftest import REPO_ROOT, HostPorts
 
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(1500), pytest.mark.slow]
@@ -160,7 +161,14 @@ def test_connect_and_the_daemon_share_one_offset_history(stack: Stack) -> None:
             120,
         )
 
-        # 2. Stop the connector, as Connect requires before offsets change.
+        # 2. While the worker runs it, the daemon (following the worker's config topic) refuses a
+        #    change with Connect's own answer; then stop it, as Connect requires.
+        refused = stack.daemon.patch(
+            f"/connectors/{name}/offsets",
+            json={"offsets": [{"partition": partition, "offset": {"position": boundary}}]},
+        )
+        assert refused.status_code == 400, refused.text
+        assert refused.json()["message"] == not_stopped_message(name)
         stopped = stack.connect.put(f"/connectors/{name}/stop")
         assert stopped.status_code in (202, 204), stopped.text
 

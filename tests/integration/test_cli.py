@@ -43,7 +43,7 @@ def test_alter_get_list_reset_round_trip(embedded_daemon: DaemonProcess, tmp_pat
 
     dry = cli("reset", name, "--dry-run", *url)
     assert dry.returncode == 0 and "Dry run" in dry.stdout and f'["{name}",{{"filename":"/in.txt"}}]' in dry.stdout
-    assert cli("reset", name, *url).returncode == 0
+    assert cli("reset", name, "--yes", *url).returncode == 0
     assert cli("get", name, *url).stdout.strip() == "(no offsets)"
 
 

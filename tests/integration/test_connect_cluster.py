@@ -54,12 +54,40 @@ def test_an_unknown_connector_is_404_even_with_offsets_in_the_topic(cluster: Con
         partitions=cluster.offsets_partitions,
         extra_config=JAVA_ONE_RECORD_PER_BATCH,
     )
-    listed = eventually(lambda: cluster.http.get("/connectors").json(), lambda names: name in names)
-    assert name in listed, "the daemon never read the offsets Java wrote"
+    records = eventually(
+        lambda: cluster.http.get("/offsets/records", params={"connector": name}).json()["records"], bool
+    )
+    assert records, "the daemon never read the offsets Java wrote"
+    assert name not in cluster.http.get("/connectors").json(), "Connect lists configured connectors only"
     expected = {"error_code": 404, "message": not_found_message(name)}
     for response in (cluster.get(name), cluster.patch(name, FILE_OFFSET), cluster.delete(name)):
         assert (response.status_code, response.json()) == (404, expected)
         assert response.headers[ERROR_HEADER] == "connector_not_found"
+
+
+@pytest.mark.slow
+def test_get_connectors_lists_the_clusters_configured_connectors_as_connect_does(
+    cluster: ConnectClusterDaemon,
+) -> None:
+    """Connect's ``GET /connectors`` is ``ClusterConfigState.connectors()``: every connector with a live
+    config, with offsets or not, sink or source; a connector with offsets but no config is not one."""
+    fresh, stopped, removed, ghost = (unique(p) for p in ("fresh", "stopped", "removed", "ghost"))
+    cluster.write(config(removed), *stop(removed))
+    cluster.write(remove(removed))
+    java = cluster.write(config(fresh), config(stopped), *stop(stopped))
+    cluster.oracle.offsets_write(
+        cluster.broker.bootstrap,
+        cluster.offsets_topic,
+        ghost,
+        [(T.jmap([("filename", "/data/in.txt")]), T.jmap([("position", T.long(7))]))],
+        partitions=cluster.offsets_partitions,
+        extra_config=JAVA_ONE_RECORD_PER_BATCH,
+    )
+    eventually(lambda: cluster.http.get("/offsets/records", params={"connector": ghost}).json()["records"], bool)
+    listed = eventually(lambda: cluster.http.get("/connectors").json(), lambda names: fresh in names)
+    assert listed == sorted(listed)
+    assert {fresh, stopped} <= set(listed) and java[fresh]["contains"] and java[stopped]["contains"]
+    assert removed not in listed and ghost not in listed
 
 
 def test_a_running_connector_refuses_patch_and_delete_with_connects_message(cluster: ConnectClusterDaemon) -> None:

@@ -9,6 +9,7 @@ import pytest
 
 from emulator.logs.embedded.offsets_log import EmbeddedOffsetLog
 from emulator.model.claims import Fence, Fenced
+from emulator.model.errors import ClaimHeld
 from emulator.server.errors import status_of
 
 
@@ -58,6 +59,24 @@ def test_the_current_claim_writes_and_a_fenced_one_writes_nothing(tmp_path: Path
         assert "claimed by 'new' with epoch 2" in fenced.value.message
         assert total_records(log) == before, "a fenced commit never reaches the log"
         assert len(log.append_fenced(Fence("c", new.epoch), [(key("c", 1), b'{"o":3}')])) == 1
+    finally:
+        log.close()
+
+
+def test_a_writer_without_a_claim_is_refused_inside_the_writing_transaction(tmp_path: Path) -> None:
+    """The claim check is atomic with the write even for a writer that presents no claim: whatever
+    the service checked before, the transaction that would write refuses it while someone holds the
+    connector (Connect's 400 "not STOPPED", and who holds it)."""
+    log = opened(tmp_path)
+    try:
+        assert len(log.append_fenced(Fence("c", None), [(key("c", 1), b'{"o":1}')])) == 1, "nobody holds it yet"
+        log.claim("c", "spark-run")
+        before = total_records(log)
+        with pytest.raises(ClaimHeld) as held:
+            log.append_fenced(Fence("c", None), [(key("c", 1), b'{"o":2}')])
+        assert status_of(held.value) == 400 and "claimed by 'spark-run' (epoch 1)" in held.value.message
+        assert total_records(log) == before, "the unclaimed write reached nothing"
+        assert len(log.append_fenced(Fence("other", None), [(key("other", 1), b"{}")])) == 1, "per connector"
     finally:
         log.close()
 

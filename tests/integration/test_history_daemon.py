@@ -167,7 +167,7 @@ def test_as_of_rollback_dry_run_and_rollback_through_the_cli(daemon_factory: Dae
         assert sorted(map(json.dumps, client.offsets(name))) == now_state, "a dry run writes nothing"
         assert len(client.history(name)["changes"]) == records_before
 
-    done = cli(daemon.url, "rollback", name, "--to", str(t1), "--json")
+    done = cli(daemon.url, "rollback", name, "--to", str(t1), "--json", "--yes")
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["dry_run"] is False
     with HistoryClient(daemon.url) as client:
@@ -208,7 +208,8 @@ def test_time_filters_bad_input_and_unknown_connectors(daemon_factory: DaemonFac
         (base + "/rollback", {}, 400, "to"),
     ]:
         method = "POST" if url.endswith("rollback") else "GET"
-        response = httpx.request(method, url, params=params, timeout=10)
+        headers = {"Content-Type": "application/json"} if method == "POST" else None
+        response = httpx.request(method, url, params=params, headers=headers, timeout=10)
         assert response.status_code == status, (url, response.text)
         assert text in response.json()["message"]
 

@@ -21,7 +21,7 @@ import emulator.logs.kafka.reader as kafka_reader
 from emulator.codec.murmur2 import partition_for
 from emulator.logs.base import ReadProgress
 from emulator.logs.kafka.offsets_log import KafkaOffsetLog
-from emulator.model.errors import InvalidRecord, LogConfigError, LogWriteError
+from emulator.model.errors import InvalidRecord, LogConfigError, LogWriteError, WriteOutcomeUnknown
 from emulator.model.records import LogRecord, Position
 from tests.fixtures.broker import TansuBroker
 
@@ -243,9 +243,10 @@ def test_an_empty_topic_is_caught_up_at_once(make_log: LogFactory, topic_name: s
     log.open()
     log.start_reading(Collector())
     assert log.wait_caught_up(WAIT_S)
-    assert log.progress() == ReadProgress(
-        positions={0: 0, 1: 0}, end_offsets={0: 0, 1: 0}, records_read=0, caught_up=True
-    )
+    progress = log.progress()
+    read = ReadProgress(progress.positions, progress.end_offsets, progress.records_read, progress.caught_up)
+    assert read == ReadProgress(positions={0: 0, 1: 0}, end_offsets={0: 0, 1: 0}, records_read=0, caught_up=True)
+    assert progress.alive and progress.error is None and progress.records_dropped == 0
 
 
 def test_a_transaction_marker_at_the_end_does_not_stall_readiness(
@@ -478,8 +479,10 @@ def test_an_outage_times_out_or_waits_and_loses_nothing_acknowledged(
     patient_errors: list[BaseException] = []
 
     with kafka_broker.paused():
-        with pytest.raises(LogWriteError, match="Timed out after 1s"):
+        with pytest.raises(WriteOutcomeUnknown, match="did not acknowledge 1 offsets records within 1s") as unknown:
             log.append([(b"impatient", b"2")], timeout_s=1.0)
+        outcome = unknown.value.outcome
+        assert outcome is not None and not outcome.done(), "nothing is known while the broker is away"
 
         def wait_through_outage() -> None:
             try:
@@ -504,5 +507,10 @@ def test_an_outage_times_out_or_waits_and_loses_nothing_acknowledged(
         (b"patient", None),
         (b"after", b"4"),
     ]
-    # The timed-out record's fate was unknown to its caller; if it was written, it was read too.
-    assert [k for k, _ in seen.values()].count(b"impatient") <= 1
+    # The timed-out record's fate was unknown to its caller, who learns it from the outcome once the
+    # broker answers: written exactly once where the outcome says, or not at all.
+    late = outcome.result(WAIT_S)
+    assert sink.wait_for(lambda rs: {Position(r.partition, r.offset) for r in rs} >= set(late))
+    seen = {Position(r.partition, r.offset): (r.key, r.value) for r in sink.records}
+    assert [seen[p] for p in late] == [(b"impatient", b"2")]
+    assert [k for k, _ in seen.values()].count(b"impatient") == 1

@@ -5,6 +5,7 @@ Each test uses its own connector name, so the session's daemons are shared safel
 
 from __future__ import annotations
 
+import json
 import uuid
 from typing import Any
 
@@ -46,7 +47,14 @@ def url(daemon: DaemonProcess, path: str) -> str:
 
 
 def patch(daemon: DaemonProcess, connector: str, body: Any, **params: str) -> httpx.Response:
-    return httpx.patch(url(daemon, f"/connectors/{connector}/offsets"), json=body, params=params, timeout=30)
+    """JSON, as every write must say (``json=None`` would send no Content-Type: that is a 415)."""
+    return httpx.patch(
+        url(daemon, f"/connectors/{connector}/offsets"),
+        content=b"" if body is None else json.dumps(body),
+        headers={"Content-Type": "application/json"},
+        params=params,
+        timeout=30,
+    )
 
 
 def seed(daemon: DaemonProcess, connector: str, offsets: list[dict[str, Any]]) -> None:

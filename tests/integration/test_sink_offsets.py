@@ -145,7 +145,10 @@ def test_a_null_offset_asks_the_broker_to_delete_that_partitions_offset(cluster:
     assert isinstance(java.get("error"), JavaError), java  # Java's Admin cannot delete on this broker either
 
     response = cluster.patch(name, [entry(topic, 0, None), entry(topic, 1, 20)])
-    assert (response.status_code, response.json()["message"]) == (500, alter_failed_message(name))
+    assert response.status_code == 500
+    # Connect's words, then the cause Connect leaves in its log (ours).
+    assert response.json()["message"].startswith(alter_failed_message(name) + ": ")
+    assert "OffsetDelete API (KIP-496) not supported by broker" in response.json()["message"]
     assert committed(cluster.broker, group, topic) == {0: 4, 1: 20, 2: None}
 
 
@@ -188,7 +191,12 @@ def test_request_parsing_matches_connects_rest_layer_and_sinkutils(cluster: Conn
     name, _ = stopped_sink(cluster)
     bodies = [json.dumps({"offsets": offsets}) for offsets in BODIES]
     for body, java in zip(bodies, cluster.oracle.sink_parse_offsets(bodies), strict=True):
-        response = cluster.http.patch(f"/connectors/{name}/offsets", params={"dry_run": "true"}, content=body)
+        response = cluster.http.patch(
+            f"/connectors/{name}/offsets",
+            params={"dry_run": "true"},
+            content=body,
+            headers={"content-type": "application/json"},  # as Connect's clients send it (415 otherwise)
+        )
         if isinstance(java, JavaError):
             assert java.java_class.endswith("BadRequestException"), java
             assert (response.status_code, response.json()["message"]) == (400, java.message), body
@@ -295,6 +303,19 @@ def test_kind_sink_reads_and_modifies_a_group_without_a_config_topic(
         assert committed(kafka_broker, group, topic) == {0: None, 1: None, 2: None}
         bad = http.get(url, params={"kind": "sinks"})
         assert (bad.status_code, bad.json()["message"]) == (400, "kind must be 'source' or 'sink', got 'sinks'")
+
+
+def test_a_commit_the_broker_refuses_says_why_after_connects_words(kafka_daemon: KafkaDaemon) -> None:
+    """Connect answers only "Failed to alter consumer group offsets for connector X" and leaves the
+    cause in the worker's log; the daemon keeps those words and adds the broker's reason."""
+    name, missing = unique("sink-no-topic"), unique("no-such-topic")
+    url = f"{kafka_daemon.url}/connectors/{name}/offsets"
+    with httpx.Client(timeout=60) as http:
+        refused = http.patch(url, params={"kind": "sink"}, json={"offsets": [entry(missing, 0, 5)]})
+    assert refused.status_code == 500
+    message = refused.json()["message"]
+    assert message.startswith(alter_failed_message(name) + ": "), message
+    assert f"{missing}[0]: Broker: Unknown topic or partition (UNKNOWN_TOPIC_OR_PART)" in message, message
 
 
 def test_the_embedded_log_has_no_consumer_groups(embedded_daemon: DaemonProcess) -> None:

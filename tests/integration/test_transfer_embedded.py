@@ -76,9 +76,9 @@ def test_connector_filter_live_only_and_malformed_choices(tmp_path: Path) -> Non
 
 def test_prune_deletes_what_the_source_lacks_for_its_connectors_only(tmp_path: Path) -> None:
     target = EmbeddedLocation(tmp_path / "data", "connect-offsets")
-    first = seed(tmp_path, [rec("a", 1, b"1"), rec("a", 2, b"2"), rec("b", 1, b"1")], "first.offsets")
+    first = seed(tmp_path, [rec("a", 1, b'{"o":1}'), rec("a", 2, b'{"o":2}'), rec("b", 1, b'{"o":1}')], "first.offsets")
     transfer(first, target, TransferOptions(), quiet())
-    second = seed(tmp_path, [rec("a", 1, b"9")], "second.offsets")
+    second = seed(tmp_path, [rec("a", 1, b'{"o":9}')], "second.offsets")
 
     plain = transfer(second, target, TransferOptions(dry_run=True), quiet())
     assert plain.diff["summary"] == {"added": 0, "changed": 1, "removed": 0, "unchanged": 0}
@@ -87,13 +87,13 @@ def test_prune_deletes_what_the_source_lacks_for_its_connectors_only(tmp_path: P
     back = transfer(target, StandaloneLocation(tmp_path / "after.offsets"), TransferOptions(), quiet())
     assert back.selected == 2
     assert {r.key: r.value for r in standalone.load_file(tmp_path / "after.offsets").records} == {
-        rec("a", 1, None).key: b"9",
-        rec("b", 1, None).key: b"1",
+        rec("a", 1, None).key: b'{"o":9}',
+        rec("b", 1, None).key: b'{"o":1}',
     }
 
 
 def test_write_all_rewrites_unchanged_records(tmp_path: Path) -> None:
-    source = seed(tmp_path, [rec("a", 1, b"1")])
+    source = seed(tmp_path, [rec("a", 1, b'{"o":1}')])
     target = EmbeddedLocation(tmp_path / "data", "connect-offsets")
     assert transfer(source, target, TransferOptions(), quiet()).written == 1
     assert transfer(source, target, TransferOptions(), quiet()).written == 0

@@ -124,7 +124,7 @@ def test_migrate_re_places_java_written_records_for_the_new_partition_count(
     assert f"connector {files}: 0 added, 0 changed, 1 removed, 3 unchanged" in plan.stdout
     assert len(read_topic(kafka_broker.bootstrap, target, expect=11)) == 11, "the dry run wrote nothing"
 
-    assert cli("migrate", "--from", src_url, "--to", dst_url, "--prune", *ONE_PER_BATCH).returncode == 0
+    assert cli("migrate", "--from", src_url, "--to", dst_url, "--prune", "--yes", *ONE_PER_BATCH).returncode == 0
     final = written_state(writes)
     assert final[files][0] is None and final[jdbc][0] == canon({"ts": 5000, "id": 0})
     assert java_reads(java_oracle, kafka_broker, target, 3, writes) == final

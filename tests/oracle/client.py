@@ -19,6 +19,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, Any
 
@@ -236,6 +237,18 @@ class JavaOracle:
             for r in self._call("json_decode", {"raws": wire})
         ]
 
+    def offset_check(self, raws: Sequence[bytes | None]) -> list[dict[str, Any]]:
+        """Per value, what ``OffsetStorageReaderImpl`` makes of it (``JsonConverter`` then
+        ``OffsetUtils.validateFormat``): ``{"readable": True, "entries": [[key, value], …]}`` with each
+        key and value digested (``class``, ``length`` for strings in UTF-16 units, ``sha256`` of its
+        text), or ``{"readable": False, "stage": "converter"|"validateFormat", "error": JavaError}``."""
+        wire = [None if r is None else base64.b64encode(r).decode("ascii") for r in raws]
+        answers = list(self._call("offset_check", {"raws": wire}, timeout_s=120.0))
+        for answer in answers:
+            if "error" in answer:
+                answer["error"] = JavaError.from_wire(answer["error"])
+        return answers
+
     # --- partitioning ---------------------------------------------------------------------------
 
     def murmur2(self, keys: list[bytes]) -> list[int]:
@@ -404,6 +417,12 @@ class JavaOracle:
             JavaError.from_wire(r["error"]) if "error" in r else list(r["parsed"])
             for r in self._call("sink_parse_offsets", {"bodies": bodies})
         ]
+
+    def properties_load(self, files: list[bytes]) -> list[dict[str, str] | JavaError]:
+        """Each file's bytes read by ``java.util.Properties.load(InputStream)`` (Connect's
+        credentials file): its entries, or the exception as data."""
+        answers = self._call("properties_load", {"files": [base64.b64encode(f).decode("ascii") for f in files]})
+        return [JavaError.from_wire(r["error"]) if "error" in r else dict(map(tuple, r["entries"])) for r in answers]
 
     def sink_offsets_shape(self, offsets: list[tuple[str, int, int]]) -> str:
         """The JSON Connect's GET answers for these committed group offsets (Jackson over ``ConnectorOffsets``)."""

@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import base64
 import functools
+import hashlib
 import json
 import math
 import os
@@ -397,6 +398,42 @@ class Ops:
                 }
             )
         return out
+
+    def offset_check(self, a: dict[str, Any]) -> Any:
+        """What ``OffsetStorageReaderImpl`` does with each value: ``JsonConverter.toConnectData`` then
+        ``OffsetUtils.validateFormat``. Answers whether a task would get the offset and, instead of the
+        value itself (a 20,000,000-character string or a 1,000-deep array would make the reply huge
+        or deeply nested), a digest: per map entry the key's and value's Java class, length (UTF-16
+        units for strings) and SHA-256 (of the UTF-8 text; ``toString()`` for other values)."""
+        validate = self.jp.JClass("org.apache.kafka.connect.storage.OffsetUtils").validateFormat
+        out: list[Any] = []
+        for r in a["raws"]:
+            raw = None if r is None else self.jp.JArray(self.jp.JByte)(base64.b64decode(r))
+            try:
+                value = self.enc.toConnectData(a.get("topic", "t"), raw).value()
+            except (self.jp.JException, UnicodeDecodeError) as e:  # see Bridge.error
+                out.append({"readable": False, "stage": "converter", "error": self.b.error(e)})
+                continue
+            try:
+                validate(self.jp.JObject(value, "java.lang.Object"))
+            except self.jp.JException as e:
+                out.append({"readable": False, "stage": "validateFormat", "error": self.b.error(e)})
+                continue
+            entries = None
+            if value is not None:
+                entries = [[self._digest(e.getKey()), self._digest(e.getValue())] for e in value.entrySet()]
+            out.append({"readable": True, "entries": entries})
+        return out
+
+    def _digest(self, o: Any) -> Any:
+        if o is None:
+            return None
+        text = self.b.py_str(o.toString())
+        return {
+            "class": str(o.getClass().getName()),
+            "length": int(o.length()) if str(o.getClass().getName()) == "java.lang.String" else None,
+            "sha256": hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest(),
+        }
 
     def murmur2(self, a: dict[str, Any]) -> Any:
         return [int(self.b.Utils.murmur2(self._bytes(k))) for k in a["keys"]]
@@ -869,6 +906,22 @@ class Ops:
                 for tp, off in parsed.items()
             ]
             out.append({"parsed": sorted(rows, key=lambda r: (r[0], r[1]))})
+        return out
+
+    def properties_load(self, a: dict[str, Any]) -> Any:
+        """``java.util.Properties.load(InputStream)`` per file, as Connect's ``PropertyFileLoginModule``
+        reads its credentials file: ``{"entries": [[key, value], ...]}`` (sorted) or ``{"error": ...}``."""
+        J = self.jp.JClass
+        out: list[Any] = []
+        for b64 in a["files"]:
+            props = J("java.util.Properties")()
+            try:
+                props.load(J("java.io.ByteArrayInputStream")(self._bytes(b64)))
+            except (self.jp.JException, UnicodeDecodeError) as e:
+                out.append({"error": self.b.error(e)})
+                continue
+            entries = [[self.b.py_str(k), self.b.py_str(props.getProperty(k))] for k in props.stringPropertyNames()]
+            out.append({"entries": sorted(entries)})
         return out
 
     def sink_offsets_shape(self, a: dict[str, Any]) -> Any:

@@ -17,7 +17,9 @@ import emulator.server.errors as server_errors
 from emulator.client.http import (
     ERROR_HEADER,
     ApiError,
+    AuthenticationError,
     FencedError,
+    ForbiddenError,
     NotFoundError,
     NotReadyError,
     NotStoppedError,
@@ -122,7 +124,13 @@ def test_an_unknown_kind_from_a_newer_daemon_falls_back_on_the_status() -> None:
 def test_the_clients_type_agrees_with_the_status_for_every_kind_the_daemon_sends() -> None:
     for kind, status in documented_kinds().items():
         error = api_error(status, "m", kind)
-        by_status = {404: NotFoundError, 409: FencedError, 503: NotReadyError}.get(status)
+        by_status = {
+            401: AuthenticationError,
+            403: ForbiddenError,
+            404: NotFoundError,
+            409: FencedError,
+            503: NotReadyError,
+        }.get(status)
         if kind in (NotStopped.kind, ClaimHeld.kind):
             assert type(error) is NotStoppedError, kind
         else:

@@ -102,8 +102,8 @@ def test_kafka_config_flags_repeat_and_the_variable_separates_pairs_by_commas() 
 @pytest.mark.parametrize(
     ("flags", "env", "message"),
     [
-        ((), {"CONNECT_OFFSETS_PORT": "abc"}, "CONNECT_OFFSETS_PORT: expected an integer within 1..65535, got 'abc'"),
-        (("--port", "70000"), {}, "--port: expected an integer within 1..65535, got '70000'"),
+        ((), {"CONNECT_OFFSETS_PORT": "abc"}, "CONNECT_OFFSETS_PORT: expected an integer within 0..65535, got 'abc'"),
+        (("--port", "70000"), {}, "--port: expected an integer within 0..65535, got '70000'"),
         (("--offsets-partitions", "0"), {}, "--offsets-partitions: expected an integer >= 1, got '0'"),
         (
             (),

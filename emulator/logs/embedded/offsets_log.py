@@ -43,8 +43,16 @@ from emulator.logs.embedded.storage import (
     is_busy,
     is_corruption,
 )
-from emulator.model.claims import Claim, Fence, Fenced, fenced_message
-from emulator.model.errors import InvalidRecord, LogConfigError, LogUnavailable, LogWriteError, OffsetsError
+from emulator.model.claims import Claim, Fence, Fenced, fenced_message, held_message
+from emulator.model.errors import (
+    ClaimHeld,
+    InvalidRecord,
+    LogConfigError,
+    LogTimeout,
+    LogUnavailable,
+    LogWriteError,
+    OffsetsError,
+)
 from emulator.model.records import LogRecord, Position
 
 log = logging.getLogger(__name__)
@@ -148,6 +156,12 @@ class EmbeddedOffsetLog(OffsetLog):
         self._caught_up = False
         self._reader_error: LogConfigError | None = None
         self._sink_failures = 0
+        self._records_dropped = 0
+        self._latest_ends: dict[int, int] = {}
+        self._last_poll_at: float | None = None
+        self._last_records_at: float | None = None
+        self._last_error: str | None = None
+        self._last_error_at: float | None = None
 
     # ------------------------------------------------------------------ properties
 
@@ -265,15 +279,35 @@ class EmbeddedOffsetLog(OffsetLog):
 
     def progress(self) -> ReadProgress:
         """Snapshot of the replay. Carries the ``LogConfigError`` that stopped the reader, if any,
-        so a damaged log surfaces as an error instead of a view that never becomes ready."""
+        so a damaged log surfaces as an error instead of a view that never becomes ready.
+
+        End offsets are those captured at start until the replay reached them, then the ones the
+        reader saw on its last look (every ``TAIL_POLL_S``), so ``end - position`` is its lag.
+        """
+        reader = self._reader
+        alive = reader is not None and reader.is_alive()
         with self._progress_cond:
+            ends = self._initial_ends
+            if self._caught_up:
+                ends = {**ends, **{p: max(e, self._positions.get(p, 0)) for p, e in self._latest_ends.items()}}
             return ReadProgress(
                 positions=dict(self._positions),
-                end_offsets=dict(self._initial_ends),
+                end_offsets=dict(ends),
                 records_read=self._records_read,
                 caught_up=self._caught_up and self._reader_error is None,
                 error=None if self._reader_error is None else self._reader_error.message,
+                records_dropped=self._records_dropped,
+                alive=alive,
+                last_poll_at=self._last_poll_at,
+                last_records_at=self._last_records_at,
+                last_error=self._last_error,
+                last_error_at=self._last_error_at,
             )
+
+    def _remember_error(self, message: str) -> None:
+        with self._progress_cond:
+            self._last_error = message
+            self._last_error_at = time.time()
 
     def _read_forever(self, sink: RecordSink) -> None:
         started = time.monotonic()
@@ -291,11 +325,13 @@ class EmbeddedOffsetLog(OffsetLog):
                     if is_corruption(e):
                         err = self._file.config_error("became unreadable while reading", e)
                         log.error("%s; reader stopped", err.message)
+                        self._remember_error(err.message)
                         with self._progress_cond:
                             self._reader_error = err
                             self._progress_cond.notify_all()
                         return
                     log.warning("reading %s failed (%s); retrying in %.2f s", self.description, e, backoff)
+                    self._remember_error(f"reading failed: {e}")
                     if conn is not None:
                         conn.close()
                         conn = None
@@ -316,6 +352,9 @@ class EmbeddedOffsetLog(OffsetLog):
         included — so the position jumps to ``end``.
         """
         ends = end_offsets(conn)
+        with self._progress_cond:
+            self._latest_ends = ends
+            self._last_poll_at = time.time()
         for p in sorted(ends):
             end = ends[p]
             with self._progress_cond:
@@ -327,7 +366,7 @@ class EmbeddedOffsetLog(OffsetLog):
                     records = list(starmap(LogRecord, rows))
                     try:
                         sink(records)
-                    except Exception:
+                    except Exception as e:
                         log.exception(
                             "sink failed on %s partition %d offsets %d..%d; those %d records were skipped",
                             self.description,
@@ -336,12 +375,16 @@ class EmbeddedOffsetLog(OffsetLog):
                             rows[-1][3],
                             len(rows),
                         )
+                        self._remember_error(f"sink failed; skipped {len(rows)} records: {e!r}")
                         with self._progress_cond:
                             self._sink_failures += 1
+                            self._records_dropped += len(rows)
                 pos = new_pos
                 with self._progress_cond:
                     self._positions[p] = pos
                     self._records_read += len(rows)
+                    if rows:
+                        self._last_records_at = time.time()
                     self._progress_cond.notify_all()
                     if not self._caught_up and all(
                         self._positions.get(q, 0) >= e for q, e in self._initial_ends.items()
@@ -372,8 +415,9 @@ class EmbeddedOffsetLog(OffsetLog):
     def append_fenced(
         self, fence: Fence, entries: Sequence[tuple[bytes, bytes | None]], timeout_s: float = 30.0
     ) -> list[Position]:
-        """``append``, refused with ``Fenced`` unless ``fence`` is the connector's current claim;
-        the check runs inside the very transaction that writes, so no newer claim can slip between."""
+        """``append``, refused with ``Fenced`` unless ``fence`` is the connector's current claim (or,
+        for ``fence.epoch=None``, with ``ClaimHeld`` while anyone holds it); the check runs inside the
+        very transaction that writes, so no claim can slip between the check and the write."""
         return self._append(entries, timeout_s, fence)
 
     def _append(
@@ -393,8 +437,8 @@ class EmbeddedOffsetLog(OffsetLog):
                 with self._pending_lock:
                     if any(r is req for r in self._pending):
                         self._pending = [r for r in self._pending if r is not req]
-                        raise LogWriteError(
-                            f"{self.description}: write timed out after {timeout_s} s waiting for the "
+                        raise LogTimeout(
+                            f"{self.description}: write timed out after {timeout_s:g} s waiting for the "
                             "log; nothing was written"
                         )
                 req.done.wait()  # inside a commit right now: its outcome is moments away
@@ -479,7 +523,11 @@ class EmbeddedOffsetLog(OffsetLog):
             for req in batch:
                 if req.fence is not None:
                     current = self._claim_in(conn, req.fence.connector)
-                    if current is None or current.epoch != req.fence.epoch:
+                    if req.fence.epoch is None:
+                        if current is not None:  # an unclaimed writer, and someone holds the connector
+                            results.append(ClaimHeld(held_message(req.fence.connector, current)))
+                            continue
+                    elif current is None or current.epoch != req.fence.epoch:
                         results.append(Fenced(fenced_message(req.fence.connector, req.fence.epoch, current)))
                         continue
                 positions: list[Position] = []
@@ -543,7 +591,7 @@ class EmbeddedOffsetLog(OffsetLog):
             raise LogUnavailable(f"{self.description} cannot be read to its end: {error.message}")
         if self._stop.is_set():
             raise LogUnavailable(f"{self.description} was closed before it was read to its end")
-        raise LogUnavailable(
+        raise LogTimeout(
             f"{self.description} was not read to its end within {timeout_s:g} s "
             f"(partition: (position, end offset) still behind: {behind})"
         )
@@ -572,7 +620,7 @@ class EmbeddedOffsetLog(OffsetLog):
                 raise
         return claim
 
-    def current_claim(self, connector: str) -> Claim | None:
+    def current_claim(self, connector: str, timeout_s: float | None = None) -> Claim | None:
         with self._commit_lock:
             return self._claim_in(self._require_writer(), connector)
 

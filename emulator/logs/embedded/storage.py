@@ -206,3 +206,23 @@ def filesystem_type(path: Path) -> str | None:
         return best_type
     except OSError:
         return None
+
+
+def stored_partition_count(path: Path) -> int | None:
+    """The partition count an existing log file records, read only; None if it cannot tell.
+
+    For a reader that must open a log as it is: the count given to ``EmbeddedOffsetLog`` is the one
+    to create with, and one that differs from the file's is warned about, which is right for a
+    destination and misleading for a source whose count nobody asked to change.
+    """
+    try:
+        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+    except sqlite3.Error:
+        return None
+    try:
+        row = conn.execute("SELECT value FROM meta WHERE key = 'partitions'").fetchone()
+        return int(row[0]) if row is not None else None
+    except (sqlite3.Error, ValueError):
+        return None
+    finally:
+        conn.close()

@@ -25,6 +25,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future
 
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 from confluent_kafka.admin import AdminClient
@@ -34,11 +35,19 @@ from emulator.logs.kafka.config import KafkaClientConfig
 from emulator.logs.kafka.health import LastError
 from emulator.logs.kafka.reader import TAIL_FETCH_WAIT_MS, TopicReader
 from emulator.logs.kafka.topics import TopicSpec, ensure_topic
-from emulator.model.claims import Claim, Fence, Fenced, fenced_message
-from emulator.model.errors import Conflict, LogUnavailable, LogWriteError
+from emulator.model.claims import Claim, Fence, Fenced, fenced_message, held_message
+from emulator.model.errors import ClaimHeld, Conflict, LogTimeout, LogUnavailable, LogWriteError, WriteOutcomeUnknown
 from emulator.model.records import LogRecord, Position
 
 log = logging.getLogger(__name__)
+
+_RESOLVE_S = 300.0
+"""How long a transaction whose commit timed out keeps being committed in the background (librdkafka's
+``message.timeout.ms`` default); the connector's next write waits for it."""
+_RESOLVE_STEP_S = 5.0
+_MOVED_ON_CHECK_S = 0.5
+""""Did a newer claim fence this writer?" is asked of the claims topic with this bound (a fenced
+write's answer must still come within the request's deadline; the flush stops this much earlier)."""
 
 
 def transactional_id(offsets_topic: str, connector: str) -> str:
@@ -53,6 +62,16 @@ def _fatal_or_fenced(exc: KafkaException) -> bool:
     return bool(err.fatal()) or err.code() in (KafkaError._FENCED, KafkaError.PRODUCER_FENCED)
 
 
+def _needs_abort(exc: KafkaException) -> bool:
+    err = exc.args[0] if exc.args else None
+    return isinstance(err, KafkaError) and bool(err.txn_requires_abort())
+
+
+def _retriable(exc: KafkaException) -> bool:
+    err = exc.args[0] if exc.args else None
+    return isinstance(err, KafkaError) and (bool(err.retriable()) or err.code() == KafkaError._TIMED_OUT)
+
+
 def _kafka_cause(exc: BaseException) -> BaseException:
     """The ``KafkaException`` behind a ``SystemError`` from a callback, if there is one."""
     seen: BaseException | None = exc
@@ -61,6 +80,54 @@ def _kafka_cause(exc: BaseException) -> BaseException:
             return seen
         seen = seen.__context__ or seen.__cause__
     return exc
+
+
+class _Transaction:
+    """One fenced write's transaction: its records' delivery reports, flushed and committed in steps."""
+
+    def __init__(self, producer: Producer, fence: Fence, count: int) -> None:
+        self.producer = producer
+        self.fence = fence
+        self.positions: list[Position | None] = [None] * count
+        self.errors: list[KafkaError] = []
+
+    def delivered(self, index: int, err: KafkaError | None, msg: Message) -> None:
+        # Touch nothing on ``err`` here: after a fatal (fencing) error confluent-kafka calls back
+        # with a Python exception pending, and any call on it raises SystemError.
+        if err is not None:
+            self.errors.append(err)
+        else:
+            partition, offset = msg.partition(), msg.offset()
+            assert partition is not None and offset is not None
+            self.positions[index] = Position(partition, offset)
+
+    def flush(self, deadline: float) -> bool:
+        """True once every record has its report and none failed (then the commit may follow)."""
+        try:
+            unflushed = self.producer.flush(max(deadline - time.monotonic(), 0.0))
+        except SystemError as exc:  # a fatal error surfaced through a delivery callback
+            cause = _kafka_cause(exc)
+            if isinstance(cause, KafkaException):
+                raise cause from exc
+            raise
+        if self.errors:
+            first = self.errors[0]
+            if first.fatal() or first.code() in (KafkaError._FENCED, KafkaError.PRODUCER_FENCED):
+                raise KafkaException(first)
+            return False
+        return unflushed == 0 and all(p is not None for p in self.positions)
+
+    def refused(self) -> LogWriteError:
+        return LogWriteError(f"offsets write for {self.fence.connector} not acknowledged: {self.errors[0]}")
+
+    def finish(self, timeout_s: float) -> None:
+        self.producer.commit_transaction(timeout_s)
+
+    def positions_or_raise(self) -> list[Position]:
+        missing = sum(1 for p in self.positions if p is None)
+        if missing:
+            raise LogWriteError(f"offsets write for {self.fence.connector}: {missing} record(s) unconfirmed")
+        return [p for p in self.positions if p is not None]
 
 
 class KafkaClaims:
@@ -91,9 +158,10 @@ class KafkaClaims:
         self._reader: TopicReader | None = None
 
     # -- lifecycle ------------------------------------------------------------------------
-    def open(self) -> None:
+    def open(self) -> bool:
+        """Create or verify the claims topic and start reading it; True if this call created it."""
         admin = self._clients.create("admin", AdminClient, error_cb=lambda err: self._errors.client_error("admin", err))
-        ensure_topic(admin, TopicSpec(self._claims_topic, 1, self._replication_factor), self._timeout_s)
+        created = ensure_topic(admin, TopicSpec(self._claims_topic, 1, self._replication_factor), self._timeout_s)
         reader = TopicReader(
             self._clients,
             self._claims_topic,
@@ -108,6 +176,7 @@ class KafkaClaims:
         )
         reader.start(self._apply_all)
         self._reader = reader
+        return created
 
     def close(self) -> None:
         with self._lock:
@@ -120,18 +189,19 @@ class KafkaClaims:
             reader.close()
 
     # -- reading the claims topic ---------------------------------------------------------
-    def _read_to_end(self) -> None:
+    def _read_to_end(self, timeout_s: float | None = None) -> None:
         """Wait until the claims topic is applied up to its current end (waits out open claiming
         transactions: the end is the high watermark, and the reader is ``read_committed``)."""
         reader = self._reader
         if reader is None:
             raise LogWriteError(f"claims topic {self._claims_topic} is not open")
+        timeout = self._timeout_s if timeout_s is None else timeout_s
         try:
-            reader.read_to_end(self._timeout_s)
+            reader.read_to_end(timeout)
         except LogUnavailable as exc:
-            raise LogWriteError(
-                f"claims topic {self._claims_topic} not read to its end within {self._timeout_s:g} s; an open "
-                f"claiming transaction may be stuck ({exc.message})"
+            raise LogTimeout(
+                f"claims topic {self._claims_topic} not read to its end within {timeout:g} s (the broker did not "
+                f"answer, or an open claiming transaction is stuck): {exc.message}; nothing was written"
             ) from exc
 
     def _apply_all(self, records: Sequence[LogRecord]) -> None:
@@ -159,8 +229,13 @@ class KafkaClaims:
         self._claims[connector] = claim
         self._last_epoch[connector] = max(self._last_epoch.get(connector, 0), epoch)
 
-    def current(self, connector: str) -> Claim | None:
-        self._read_to_end()
+    def current(self, connector: str, timeout_s: float | None = None) -> Claim | None:
+        """The connector's claim as committed in the topic now (reads the topic to its end first)."""
+        self._read_to_end(timeout_s)
+        return self.cached(connector)
+
+    def cached(self, connector: str) -> Claim | None:
+        """The connector's claim as last read, without asking the broker."""
         with self._lock:
             return self._claims.get(connector)
 
@@ -229,71 +304,191 @@ class KafkaClaims:
             self._read_to_end()
             return True
 
-    # -- fenced writes --------------------------------------------------------------------
+    # -- writes -------------------------------------------------------------------------
+    def append_unclaimed(
+        self, connector: str, append: Callable[[], list[Position]], timeout_s: float
+    ) -> list[Position]:
+        """``append()`` for a writer that presents no claim, refused with ``ClaimHeld`` while the
+        connector is claimed (as of the caller's last read of this topic, ``current``).
+
+        Atomic with claims made through this daemon: both hold the connector's lock, and a write
+        whose outcome is unknown keeps it until the log answered, so a claim never answers while an
+        unclaimed write may still land behind it. A claim made through another daemon in the
+        milliseconds between that read and this write is outside what the broker can fence (see
+        docs/claims-and-sequences.md).
+        """
+        lock = self._connector_lock(connector)
+        if not lock.acquire(timeout=max(timeout_s, 0.0)):
+            raise LogTimeout(
+                f"an earlier write or claim of connector {connector} is still waiting for the broker's answer; "
+                "nothing was written"
+            )
+        release_now = True
+        try:
+            held = self.cached(connector)
+            if held is not None:
+                raise ClaimHeld(held_message(connector, held))
+            return append()
+        except WriteOutcomeUnknown as unknown:
+            if unknown.outcome is not None:
+                release_now = False
+                unknown.outcome.add_done_callback(lambda _: lock.release())
+            raise
+        finally:
+            if release_now:
+                lock.release()
+
     def append_fenced(
         self, fence: Fence, entries: Sequence[tuple[bytes, bytes | None]], timeout_s: float
     ) -> list[Position]:
-        with self._connector_lock(fence.connector):
-            with self._lock:
-                held = self._producers.get(fence.connector)
-            if held is None or held[0] != fence.epoch:
-                current = self.current(fence.connector)
-                if current is not None and current.epoch == fence.epoch:
-                    raise Fenced(
-                        f"Connector {fence.connector}'s claim with epoch {fence.epoch} was made through another "
-                        "daemon; commit through that daemon (its transactional producer holds the claim)"
-                    )
-                raise Fenced(fenced_message(fence.connector, fence.epoch, current))
-            producer = held[1]
-            count = self._partition_count()
-            positions: list[Position | None] = [None] * len(entries)
-            errors: list[KafkaError] = []
-
-            def delivered(index: int, err: KafkaError | None, msg: Message) -> None:
-                # Touch nothing on ``err`` here: after a fatal (fencing) error confluent-kafka calls
-                # back with a Python exception pending, and any call on it raises SystemError.
-                if err is not None:
-                    errors.append(err)
-                else:
-                    partition, offset = msg.partition(), msg.offset()
-                    assert partition is not None and offset is not None
-                    positions[index] = Position(partition, offset)
-
+        """One transaction of the claim's producer: committed, refused (``Fenced``: the claim moved on,
+        nothing committed), aborted (``LogWriteError``: nothing committed), or, when the broker does
+        not answer within ``timeout_s``, ``WriteOutcomeUnknown`` whose outcome a resolver thread
+        settles by finishing the commit; the connector's lock stays held until then."""
+        assert fence.epoch is not None, "an unclaimed writer goes through append_unclaimed"
+        lock = self._connector_lock(fence.connector)
+        if not lock.acquire(timeout=max(timeout_s, 0.0)):
+            raise LogTimeout(
+                f"an earlier write of connector {fence.connector} is still waiting for the broker's answer; "
+                "nothing was written"
+            )
+        handed_over = False
+        try:
+            producer, held = self._claim_producer(fence, timeout_s)
+            write = _Transaction(producer, fence, len(entries))
+            deadline = time.monotonic() + timeout_s
             try:
                 producer.begin_transaction()
+                count = self._partition_count()
                 for index, (key, value) in enumerate(entries):
                     producer.produce(
                         self._offsets_topic,
                         key=key,
                         value=value,
                         partition=partition_for(key, count),
-                        on_delivery=functools.partial(delivered, index),
+                        on_delivery=functools.partial(write.delivered, index),
                     )
-                try:
-                    producer.flush(timeout_s)
-                except SystemError as exc:  # a fatal error surfaced through a delivery callback
-                    raise _kafka_cause(exc) from exc
-                if errors:
-                    first = errors[0]
-                    if first.fatal() or first.code() in (KafkaError._FENCED, KafkaError.PRODUCER_FENCED):
-                        raise KafkaException(first)
-                    raise LogWriteError(f"offsets write for {fence.connector} not acknowledged: {first}")
-                producer.commit_transaction(timeout_s)
+                if write.flush(deadline - _MOVED_ON_CHECK_S):
+                    write.finish(max(deadline - time.monotonic(), 0.0))
+                    return write.positions_or_raise()
+                if write.errors:
+                    raise write.refused()
+                # Handed over, not acknowledged in time: fenced by a newer claim, or only the broker knows yet.
+                moved, current = self._moved_on(fence)
+                if moved:
+                    raise self._fenced(fence, held, current)
             except KafkaException as exc:
                 if _fatal_or_fenced(exc):
-                    with self._lock:
-                        if self._producers.get(fence.connector) is held:
-                            del self._producers[fence.connector]
-                    raise Fenced(fenced_message(fence.connector, fence.epoch, self.current(fence.connector))) from exc
-                self._abort(producer)
-                raise LogWriteError(f"offsets write for {fence.connector} failed and was aborted: {exc}") from exc
+                    raise self._fenced(fence, held) from exc
+                if _needs_abort(exc):
+                    self._abort(producer)
+                    raise LogWriteError(
+                        f"offsets write for {fence.connector} failed and was aborted: {exc}; nothing was written"
+                    ) from exc
+                moved, current = self._moved_on(fence)
+                if moved:
+                    raise self._fenced(fence, held, current) from exc
             except LogWriteError:
                 self._abort(producer)
                 raise
-            missing = [i for i, p in enumerate(positions) if p is None]
-            if missing:
-                raise LogWriteError(f"offsets write for {fence.connector}: {len(missing)} record(s) unconfirmed")
-            return [p for p in positions if p is not None]
+            outcome: Future[list[Position]] = Future()
+            threading.Thread(
+                target=self._resolve,
+                args=(write, held, lock, outcome),
+                name=f"claims-resolve-{fence.connector}",
+                daemon=True,
+            ).start()
+            handed_over = True
+            raise WriteOutcomeUnknown(
+                f"the offsets transaction for connector {fence.connector} was not committed within "
+                f"{timeout_s:g} s; the daemon keeps committing it and holds the connector's next write until "
+                "the broker answers",
+                outcome,
+            )
+        finally:
+            if not handed_over:
+                lock.release()
+
+    def _claim_producer(self, fence: Fence, timeout_s: float) -> tuple[Producer, tuple[int, Producer]]:
+        """The transactional producer of ``fence``'s claim, or ``Fenced`` saying why there is none."""
+        assert fence.epoch is not None
+        with self._lock:
+            held = self._producers.get(fence.connector)
+        if held is None or held[0] != fence.epoch:
+            current = self.current(fence.connector, timeout_s)
+            if current is not None and current.epoch == fence.epoch:
+                raise Fenced(
+                    f"Connector {fence.connector}'s claim with epoch {fence.epoch} was made through another "
+                    "daemon; commit through that daemon (its transactional producer holds the claim)"
+                )
+            raise Fenced(fenced_message(fence.connector, fence.epoch, current))
+        return held[1], held
+
+    def _fenced(self, fence: Fence, held: tuple[int, Producer], current: Claim | None = None) -> Fenced:
+        """The claim's producer was fenced: forget it, and say who holds the connector now."""
+        assert fence.epoch is not None
+        with self._lock:
+            if self._producers.get(fence.connector) is held:
+                del self._producers[fence.connector]
+        if current is None:
+            current = self._current_or_cached(fence.connector)
+        return Fenced(fenced_message(fence.connector, fence.epoch, current))
+
+    def _current_or_cached(self, connector: str) -> Claim | None:
+        """The claim as the topic says now, or as last read when the broker does not answer soon."""
+        try:
+            return self.current(connector, timeout_s=_MOVED_ON_CHECK_S)
+        except (LogWriteError, LogUnavailable) as lookup:
+            log.info(
+                "claims topic %s unreadable now (%s); using the claims last read", self._claims_topic, lookup.message
+            )
+            return self.cached(connector)
+
+    def _moved_on(self, fence: Fence) -> tuple[bool, Claim | None]:
+        """Whether a newer claim (or a release) ended ``fence``'s claim, and the claim now. A fenced
+        producer's flush or commit may end in a timeout rather than a fencing error."""
+        current = self._current_or_cached(fence.connector)
+        return current is None or current.epoch != fence.epoch, current
+
+    def _resolve(
+        self,
+        write: _Transaction,
+        held: tuple[int, Producer],
+        lock: threading.Lock,
+        outcome: Future[list[Position]],
+    ) -> None:
+        """Finish a transaction whose commit timed out: retry the commit until the broker answers
+        (committed, fenced or aborted), for at most ``_RESOLVE_S``; then release the connector."""
+        deadline = time.monotonic() + _RESOLVE_S
+        try:
+            while True:
+                step = time.monotonic() + min(_RESOLVE_STEP_S, max(deadline - time.monotonic(), 0.0))
+                try:
+                    if write.flush(step):
+                        write.finish(max(step - time.monotonic(), 0.0))
+                        outcome.set_result(write.positions_or_raise())
+                        return
+                    if write.errors:
+                        self._abort(write.producer)
+                        raise write.refused()
+                except KafkaException as exc:
+                    if _fatal_or_fenced(exc):
+                        raise self._fenced(write.fence, held) from exc
+                    if _needs_abort(exc) or not _retriable(exc):
+                        self._abort(write.producer)
+                        raise LogWriteError(
+                            f"offsets write for {write.fence.connector} failed and was aborted: {exc}; "
+                            "nothing was written"
+                        ) from exc
+                if time.monotonic() >= deadline:
+                    raise LogWriteError(
+                        f"offsets transaction for {write.fence.connector} still unanswered after {_RESOLVE_S:g} s; "
+                        "its outcome is unknown (a later read shows whether it was committed)"
+                    )
+        except BaseException as exc:  # every outcome is delivered, whatever happened
+            outcome.set_exception(exc)
+        finally:
+            lock.release()
 
     def _abort(self, producer: Producer) -> None:
         try:

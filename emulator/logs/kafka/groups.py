@@ -87,7 +87,7 @@ class ConsumerGroups:
         except Exception as exc:
             return [GroupFailure(_error_name(exc), repr(exc))]
         return [
-            GroupFailure(str(tp.error.name()), f"{tp.topic}[{tp.partition}]: {tp.error}")
+            GroupFailure(str(tp.error.name()), f"{tp.topic}[{tp.partition}]: {tp.error.str()} ({tp.error.name()})")
             for tp in result.topic_partitions or []
             if tp.error is not None
         ]

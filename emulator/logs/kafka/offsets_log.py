@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import threading
+import time
 from collections.abc import Mapping, Sequence
 
 from confluent_kafka.admin import AdminClient
@@ -21,8 +22,9 @@ from emulator.logs.kafka.config import ErrorCallback, KafkaClientConfig
 from emulator.logs.kafka.health import LastError
 from emulator.logs.kafka.reader import TopicReader
 from emulator.logs.kafka.topics import LATEST, TopicSpec, ensure_topic, list_offsets, wait_for_partition_count
+from emulator.logs.kafka.watch import BrokerWatch, wait_for_cluster
 from emulator.logs.kafka.writer import OffsetsWriter, checked_entry
-from emulator.model.claims import Claim, Fence
+from emulator.model.claims import Claim, Fence, Fenced, fenced_message
 from emulator.model.errors import LogConfigError, LogUnavailable, LogWriteError
 from emulator.model.records import Position
 
@@ -53,7 +55,10 @@ class KafkaOffsetLog(OffsetLog):
         operation_timeout_s: float = 30.0,
         metadata_refresh_s: float = 60.0,
         consume_batch: int = 10_000,
+        startup_timeout_s: float | None = None,
     ) -> None:
+        """``startup_timeout_s``: how long ``open`` waits for the cluster to answer at all (None: as
+        long as it takes, with a progress line every few seconds)."""
         if not topic or not topic.strip():
             raise LogConfigError("Offset storage topic must be specified")
         if partitions == 0 or partitions < -1:
@@ -68,6 +73,7 @@ class KafkaOffsetLog(OffsetLog):
         self._timeout_s = operation_timeout_s
         self._refresh_s = metadata_refresh_s
         self._consume_batch = consume_batch
+        self._startup_timeout_s = startup_timeout_s
         self._errors = LastError(f"kafka://{bootstrap_servers}/{topic}", log)
         self._writer = OffsetsWriter(self._clients, topic, self._errors, lambda: self.partition_count)
 
@@ -78,10 +84,12 @@ class KafkaOffsetLog(OffsetLog):
         self._admin: AdminClient | None = None
         self._reader: TopicReader | None = None
         # Claims (emulator/model/claims.py) use their own compacted topic, created on the first claim
-        # only, so a daemon that never claims adds nothing to a Connect cluster.
+        # only, so a daemon that never claims adds nothing to a Connect cluster. Whether it exists
+        # is learned by the watch in the background, never by a lookup on the write path.
         self._claims_topic = claims_topic or f"{topic}-emulator-claims"
         self._claims: KafkaClaims | None = None
         self._claims_lock = threading.Lock()
+        self._watch: BrokerWatch | None = None
 
     # ---------------------------------------------------------------- description & health
 
@@ -132,14 +140,19 @@ class KafkaOffsetLog(OffsetLog):
             if self._opened:
                 return
         admin = self._clients.create("admin", AdminClient, error_cb=self._client_error("admin"))
+        wait_for_cluster(admin, self._clients.bootstrap, self._spec.name, self._startup_timeout_s)
         ensure_topic(admin, self._spec, self._timeout_s)
         count = wait_for_partition_count(admin, self._spec.name, _METADATA_WAIT_S)
         with self._lock:
             self._admin = admin
             self._partition_count = count
         self._writer.open()
+        watch = BrokerWatch(admin, self._clients.bootstrap, self._claims_topic, on_topic=self._claims_topic_found)
         with self._lock:
             self._opened = True
+            self._watch = watch
+        watch.probe()  # a daemon starting on a topic someone claimed on knows it before serving
+        watch.start()
         log.info("Opened %s with %d partitions", self.description, count)
 
     def _client_error(self, role: str) -> ErrorCallback:
@@ -171,7 +184,14 @@ class KafkaOffsetLog(OffsetLog):
                 reader.request_refresh()
         return count
 
+    def reachability(self) -> str | None:
+        watch = self._watch
+        return None if watch is None else watch.unreachable()
+
     def close(self) -> None:
+        watch = self._watch
+        if watch is not None:
+            watch.close()
         with self._claims_lock:
             claims, self._claims = self._claims, None
         if claims is not None:
@@ -241,14 +261,15 @@ class KafkaOffsetLog(OffsetLog):
     # ---------------------------------------------------------------- ownership
 
     def _claims_store(self, create: bool) -> KafkaClaims | None:
+        """The claims store: opened when this daemon claims (``create``) or once the watch has seen
+        the topic; None while nobody ever claimed on this offsets topic. Never a broker lookup."""
+        settle_s = 0.0
         with self._claims_lock:
             if self._claims is None:
-                admin = self._require_open()
-                if not create:
-                    topics = admin.list_topics(self._claims_topic, timeout=self._timeout_s).topics
-                    found = topics.get(self._claims_topic)
-                    if found is None or found.error is not None:
-                        return None  # nobody ever claimed on this topic
+                self._require_open()
+                watch = self._watch
+                if not create and (watch is None or not watch.topic_exists):
+                    return None  # nobody ever claimed on this topic, as of the watch's last answer
                 claims = KafkaClaims(
                     self.topic,
                     self._claims_topic,
@@ -257,18 +278,36 @@ class KafkaOffsetLog(OffsetLog):
                     self._spec.replication_factor,
                     self._timeout_s,
                 )
-                claims.open()
+                created = claims.open()
                 self._claims = claims
-            return self._claims
+                if watch is not None:
+                    watch.saw_topic()
+                    if created:
+                        settle_s = watch.interval_s + 0.25
+            store = self._claims
+        if settle_s:
+            # Every other daemon on this topic learns of the new claims topic from its watch within
+            # one probe interval; until then it would let an unclaimed write through. Waiting that
+            # long once, before the first claim answers, keeps "a claim made through daemon A is
+            # respected by daemon B" without a lookup per write.
+            time.sleep(settle_s)
+        return store
+
+    def _claims_topic_found(self) -> None:
+        """The watch saw the claims topic (another daemon claimed): open the store off the write path."""
+        try:
+            self._claims_store(create=False)
+        except Exception as exc:  # retried by the next write that needs it
+            self._errors.record(f"cannot open the claims topic {self._claims_topic}: {exc!r}")
 
     def claim(self, connector: str, owner: str) -> Claim:
         store = self._claims_store(create=True)
         assert store is not None
         return store.claim(connector, owner)
 
-    def current_claim(self, connector: str) -> Claim | None:
+    def current_claim(self, connector: str, timeout_s: float | None = None) -> Claim | None:
         store = self._claims_store(create=False)
-        return None if store is None else store.current(connector)
+        return None if store is None else store.current(connector, timeout_s)
 
     def release(self, fence: Fence) -> bool:
         store = self._claims_store(create=False)
@@ -277,6 +316,13 @@ class KafkaOffsetLog(OffsetLog):
     def append_fenced(
         self, fence: Fence, entries: Sequence[tuple[bytes, bytes | None]], timeout_s: float = 30.0
     ) -> list[Position]:
-        store = self._claims_store(create=True)
-        assert store is not None
-        return store.append_fenced(fence, [checked_entry(i, e) for i, e in enumerate(entries)], timeout_s)
+        checked = [checked_entry(i, e) for i, e in enumerate(entries)]
+        if fence.epoch is None:
+            store = self._claims_store(create=False)
+            if store is None:
+                return self._writer.append(checked, timeout_s)
+            return store.append_unclaimed(fence.connector, lambda: self._writer.append(checked, timeout_s), timeout_s)
+        store = self._claims_store(create=False)
+        if store is None:  # a claim epoch, but nobody ever claimed on this topic
+            raise Fenced(fenced_message(fence.connector, fence.epoch, None))
+        return store.append_fenced(fence, checked, timeout_s)

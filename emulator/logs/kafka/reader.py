@@ -18,6 +18,10 @@ share one policy for whatever goes wrong while reading:
 ``read_to_end`` is Connect's ``readToEnd()``: fetch the current end offsets and wait, on a condition
 variable the reader signals after every batch, until the positions pass them. Whatever was written
 before the call has then been delivered to the sink.
+
+Once caught up, the end offsets in ``progress()`` follow the log: each turn takes the high watermark
+every fetch response carries (librdkafka caches it per partition, so this costs no request), never
+below the position. ``end - position`` is then the reader's lag, for ``/status`` and the metrics.
 """
 
 from __future__ import annotations
@@ -26,14 +30,22 @@ import logging
 import threading
 import time
 
-from confluent_kafka import OFFSET_BEGINNING, TIMESTAMP_NOT_AVAILABLE, Consumer, Message, TopicPartition
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    TIMESTAMP_NOT_AVAILABLE,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Message,
+    TopicPartition,
+)
 from confluent_kafka.admin import AdminClient
 
 from emulator.logs.base import ReadProgress, RecordSink
 from emulator.logs.kafka.config import KafkaClientConfig
 from emulator.logs.kafka.health import LastError
 from emulator.logs.kafka.topics import EARLIEST, LATEST, list_offsets, wait_for_partition_count
-from emulator.model.errors import LogConfigError, LogUnavailable
+from emulator.model.errors import LogConfigError, LogTimeout, LogUnavailable
 from emulator.model.records import LogRecord
 
 log = logging.getLogger(__name__)
@@ -50,6 +62,14 @@ _JOIN_S = _IDLE_POLL_S + 10.0
 # one bounds how late a tailed record (read-your-writes) arrives. Hence one consumer per phase.
 REPLAY_FETCH_WAIT_MS = "500"  # librdkafka's default, and Java's fetch.max.wait.ms default
 TAIL_FETCH_WAIT_MS = "10"
+
+
+def _timed_out(exc: BaseException) -> bool:
+    """A request the broker did not answer in time (as opposed to one it refused)."""
+    err = exc.args[0] if isinstance(exc, KafkaException) and exc.args else None
+    if isinstance(err, KafkaError):
+        return err.code() in (KafkaError._TIMED_OUT, KafkaError._TRANSPORT, KafkaError.REQUEST_TIMED_OUT)
+    return isinstance(exc, TimeoutError)
 
 
 class TopicReader:
@@ -95,6 +115,8 @@ class TopicReader:
         self._records_read = 0
         self._records_dropped = 0
         self._caught_up = False
+        self._last_poll_at: float | None = None
+        self._last_records_at: float | None = None
         self._stop = threading.Event()
         self._refresh_requested = threading.Event()
 
@@ -126,12 +148,20 @@ class TopicReader:
         return self._errors.message
 
     def progress(self) -> ReadProgress:
+        alive = self.alive
+        last_error, last_error_at = self._errors.message, self._errors.at
         with self._cond:
             return ReadProgress(
                 positions=dict(self._positions),
                 end_offsets=dict(self._end_offsets),
                 records_read=self._records_read,
                 caught_up=self._caught_up,
+                records_dropped=self._records_dropped,
+                alive=alive,
+                last_poll_at=self._last_poll_at,
+                last_records_at=self._last_records_at,
+                last_error=last_error,
+                last_error_at=last_error_at,
             )
 
     def wait_caught_up(self, timeout_s: float | None = None) -> bool:
@@ -193,7 +223,8 @@ class TopicReader:
             ends = self.end_offsets(timeout_s, partitions)
         except Exception as exc:
             self._errors.record(f"cannot read the end offsets of {self.topic}: {exc!r}")
-            raise LogUnavailable(f"{self.description} cannot be read to its end: no end offsets: {exc}") from exc
+            unavailable = LogTimeout if _timed_out(exc) else LogUnavailable
+            raise unavailable(f"{self.description} cannot be read to its end: no end offsets: {exc}") from exc
         with self._cond:
             if len(ends) > self._partition_count:
                 self._refresh_requested.set()
@@ -204,7 +235,7 @@ class TopicReader:
             behind = {p: (self._positions.get(p, 0), end) for p, end in ends.items() if not self._passed({p: end})}
         if finished:
             raise LogUnavailable(f"{self.description} cannot be read to its end: its reader stopped")
-        raise LogUnavailable(
+        raise LogTimeout(
             f"{self.description} was not read to its end within {timeout_s:g} s "
             f"(partition: (position, end offset) still behind: {behind})"
         )
@@ -369,14 +400,37 @@ class TopicReader:
         self, consumer: Consumer, assigned: list[TopicPartition], delivered: int, started: float
     ) -> None:
         current = consumer.position(assigned)
+        watermarks = self._watermarks(consumer, assigned) if self._caught_up else {}
+        now = time.time()
         with self._cond:
             self._records_read += delivered
+            self._last_poll_at = now
+            if delivered:
+                self._last_records_at = now
             for tp in current:
                 if tp.offset >= 0 and tp.offset > self._positions.get(tp.partition, -1):
                     self._positions[tp.partition] = tp.offset
+            for p, high in watermarks.items():
+                # Never below the position: a broker that under-reports its end (Tansu after a
+                # multi-record batch) must not show a reader ahead of the log.
+                self._end_offsets[p] = max(high, self._positions.get(p, 0))
             self._cond.notify_all()
         if not self._caught_up:
             self._check_caught_up(started)
+
+    @staticmethod
+    def _watermarks(consumer: Consumer, assigned: list[TopicPartition]) -> dict[int, int]:
+        """The high watermark of each partition from the last fetch response (no request is made);
+        partitions not fetched yet are left out."""
+        found: dict[int, int] = {}
+        for tp in assigned:
+            try:
+                marks = consumer.get_watermark_offsets(tp, cached=True)
+            except KafkaException:  # not known to the client (yet): the next turn will tell
+                continue
+            if marks is not None and marks[1] >= 0:
+                found[tp.partition] = marks[1]
+        return found
 
     def _check_caught_up(self, started: float) -> None:
         with self._cond:

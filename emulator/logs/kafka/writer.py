@@ -16,13 +16,15 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
 
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
 from emulator.codec.murmur2 import partition_for
 from emulator.logs.kafka.config import KafkaClientConfig
 from emulator.logs.kafka.health import LastError
-from emulator.model.errors import InvalidRecord, LogConfigError, LogWriteError
+from emulator.model.errors import InvalidRecord, LogConfigError, LogWriteError, WriteOutcomeUnknown
 from emulator.model.records import Position
 
 log = logging.getLogger(__name__)
@@ -45,18 +47,24 @@ def checked_entry(index: int, entry: tuple[bytes, bytes | None]) -> tuple[bytes,
 
 
 class _PendingAppend:
-    """Delivery reports of one ``append`` call, so concurrent appends never wait for each other."""
+    """Delivery reports of one ``append`` call, so concurrent appends never wait for each other.
 
-    __slots__ = ("abandoned", "deadline", "done", "errors", "lock", "positions", "remaining")
+    ``outcome`` completes once every record handed to the producer has its report: with the
+    positions, or with a ``LogWriteError`` naming what was not written. An append that timed out
+    hands it to its caller (``WriteOutcomeUnknown``), which learns the outcome from it later.
+    """
 
-    def __init__(self, count: int, deadline: float) -> None:
+    __slots__ = ("abandoned", "deadline", "description", "errors", "lock", "outcome", "positions", "remaining")
+
+    def __init__(self, count: int, deadline: float, description: str) -> None:
         self.deadline = deadline
+        self.description = description
         self.positions: list[Position | None] = [None] * count
         self.errors: list[tuple[int, KafkaError]] = []
         self.remaining = count
         self.abandoned = False
         self.lock = threading.Lock()
-        self.done = threading.Event()
+        self.outcome: Future[list[Position]] = Future()
 
     def delivered(self, index: int, err: KafkaError | None, msg: Message) -> None:
         with self.lock:
@@ -65,8 +73,6 @@ class _PendingAppend:
             else:
                 self.positions[index] = Position(msg.partition() or 0, msg.offset() or 0)
             self.remaining -= 1
-            if self.remaining <= 0:
-                self.done.set()
             abandoned = self.abandoned
         if abandoned:
             # The caller already got a timeout; say what finally happened to that record.
@@ -78,6 +84,32 @@ class _PendingAppend:
                 )
             else:
                 log.warning("Offsets record failed after its append timed out: %s", err)
+        self._complete_if_done()
+
+    def handed_over(self, count: int) -> None:
+        """Only the first ``count`` records reached the producer: expect reports for those only."""
+        with self.lock:
+            self.remaining -= len(self.positions) - count
+            del self.positions[count:]
+        self._complete_if_done()
+
+    def _complete_if_done(self) -> None:
+        with self.lock:
+            if self.remaining > 0 or self.outcome.done():
+                return
+            positions, errors = list(self.positions), list(self.errors)
+        total = len(positions)
+        if errors:
+            index, err = errors[0]
+            acked = sum(1 for p in positions if p is not None)
+            self.outcome.set_exception(
+                LogWriteError(
+                    f"{len(errors)} of {total} offsets records were not acknowledged by {self.description} "
+                    f"(first: entry {index}: {err.name()}: {err.str()}); {acked} were written"
+                )
+            )
+        else:
+            self.outcome.set_result([p for p in positions if p is not None])
 
     def abandon(self) -> None:
         with self.lock:
@@ -170,7 +202,9 @@ class OffsetsWriter:
     # ---------------------------------------------------------------- appending
 
     def append(self, checked: list[tuple[bytes, bytes | None]], timeout_s: float) -> list[Position]:
-        """Write already checked entries; blocks until every one is acknowledged or ``LogWriteError``."""
+        """Write already checked entries; blocks until every one is acknowledged, ``LogWriteError``
+        (nothing unacknowledged is reported written), or, after ``timeout_s`` with records handed to
+        the producer, ``WriteOutcomeUnknown`` whose ``outcome`` says later what became of them."""
         if not checked:
             return []
         producer, count = self._take_producer()
@@ -212,7 +246,7 @@ class OffsetsWriter:
     ) -> _PendingAppend:
         """Hand every record to the producer (non-blocking unless its local queue is full)."""
         deadline = time.monotonic() + timeout_s
-        pending = _PendingAppend(len(checked), deadline)
+        pending = _PendingAppend(len(checked), deadline, self.description)
         for index, (key, value) in enumerate(checked):
             callback = functools.partial(pending.delivered, index)
             while True:
@@ -228,35 +262,50 @@ class OffsetsWriter:
                     break
                 except BufferError:  # local queue full: wait for the broker to drain it
                     if time.monotonic() >= deadline:
-                        pending.abandon()
-                        raise LogWriteError(
-                            f"Timed out after {timeout_s:g}s queueing offsets records to {self.description}: "
-                            f"{index} of {len(checked)} were handed to the producer and may still be written"
+                        raise self._partly_handed(
+                            pending,
+                            index,
+                            len(checked),
+                            f"Timed out after {timeout_s:g}s queueing offsets records to {self.description}",
                         ) from None
                     time.sleep(0.01)
                 except KafkaException as exc:
-                    pending.abandon()
-                    raise LogWriteError(
-                        f"Could not produce to {self.description}: {exc.args[0] if exc.args else exc}; "
-                        f"{index} of {len(checked)} records were handed to the producer and may still "
-                        "be written"
+                    raise self._partly_handed(
+                        pending,
+                        index,
+                        len(checked),
+                        f"Could not produce to {self.description}: {exc.args[0] if exc.args else exc}",
                     ) from exc
         return pending
 
+    @staticmethod
+    def _partly_handed(
+        pending: _PendingAppend, index: int, total: int, why: str
+    ) -> LogWriteError | WriteOutcomeUnknown:
+        """Records ``0..index-1`` are with the producer and may still be written; the rest are not."""
+        pending.abandon()
+        pending.handed_over(index)
+        if index == 0:
+            return LogWriteError(f"{why}; nothing was written")
+        return WriteOutcomeUnknown(
+            f"{why}: {index} of {total} records were handed to the producer and may still be written",
+            pending.outcome,
+        )
+
     def _await_acks(self, pending: _PendingAppend, total: int, timeout_s: float) -> list[Position]:
-        if not pending.done.wait(max(pending.deadline - time.monotonic(), 0.0)):
-            pending.abandon()
-            with pending.lock:
-                acked = sum(1 for p in pending.positions if p is not None)
-            raise LogWriteError(
-                f"Timed out after {timeout_s:g}s waiting for {self.description} to acknowledge "
-                f"{total} offsets records ({acked} acknowledged); the rest may still be written"
-            )
-        if pending.errors:
-            index, err = pending.errors[0]
-            acked = sum(1 for p in pending.positions if p is not None)
-            raise LogWriteError(
-                f"{len(pending.errors)} of {total} offsets records were not acknowledged by "
-                f"{self.description} (first: entry {index}: {err.name()}: {err.str()}); {acked} were written"
-            )
-        return [p for p in pending.positions if p is not None]
+        """The positions, ``LogWriteError`` (the broker refused), or ``WriteOutcomeUnknown`` carrying
+        the outcome that completes when the last report arrives (librdkafka's ``message.timeout.ms``
+        bounds that: every handed record gets a report)."""
+        if not pending.outcome.done():
+            try:
+                return pending.outcome.result(max(pending.deadline - time.monotonic(), 0.0))
+            except FutureTimeout:
+                pending.abandon()
+                with pending.lock:
+                    acked = sum(1 for p in pending.positions if p is not None)
+                raise WriteOutcomeUnknown(
+                    f"{self.description} did not acknowledge {total} offsets records within {timeout_s:g}s "
+                    f"({acked} acknowledged); the rest may still be written",
+                    pending.outcome,
+                ) from None
+        return pending.outcome.result()

@@ -5,12 +5,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Depends, Request
 
+from emulator.model import audit
+from emulator.model.claims import ClaimBody
 from emulator.server.deps import RuntimeDep
+from emulator.server.openapi import documented
+from emulator.server.openapi_bodies import Message
+from emulator.server.routes.params import check_connector_path, int64_param, read_body
 from emulator.service.bodies import parse_claim_body
 
-router = APIRouter(tags=["claims"])
+router = APIRouter(tags=["claims"], dependencies=[Depends(check_connector_path)])
 
 
 @router.post(
@@ -30,18 +35,32 @@ router = APIRouter(tags=["claims"])
             },
         }
     },
+    **documented(ClaimBody, 400, 409, 413, 500, 503),
 )
 async def claim(connector: str, request: Request, rt: RuntimeDep) -> dict[str, Any]:
-    body = parse_claim_body(await request.body())
-    return dict((await rt.claims.claim(connector, body.owner, body.force)).as_dict())
+    body = parse_claim_body(await read_body(request))
+    audit.note(owner=body.owner, force=body.force)
+    claim = await rt.claims.claim(connector, body.owner, body.force)
+    audit.note(epoch=claim.epoch)
+    return dict(claim.as_dict())
 
 
-@router.get("/connectors/{connector}/claim", summary="The connector's current claim")
+@router.get(
+    "/connectors/{connector}/claim",
+    summary="The connector's current claim",
+    **documented(ClaimBody, 400, 404, 500),
+)
 async def current_claim(connector: str, rt: RuntimeDep) -> dict[str, Any]:
     return dict((await rt.claims.current(connector)).as_dict())
 
 
-@router.delete("/connectors/{connector}/claim", summary="Release the claim with this epoch")
+@router.delete(
+    "/connectors/{connector}/claim",
+    summary="Release the claim with this epoch",
+    **documented(Message, 400, 404, 500),
+)
 async def release_claim(connector: str, epoch: int, rt: RuntimeDep) -> dict[str, Any]:
+    int64_param("epoch", epoch)
+    audit.note(epoch=epoch)
     await rt.claims.release(connector, epoch)
     return {"message": f"The claim on connector {connector} with epoch {epoch} was released"}

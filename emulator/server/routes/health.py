@@ -1,32 +1,74 @@
-"""Liveness, readiness (Connect's read-to-end rule) and counters, separate from Connect's routes."""
+"""Liveness, readiness (Connect's read-to-end rule), status and metrics, separate from Connect's routes."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 
+from emulator.history.archive import HistoryArchive
 from emulator.model.errors import NotReady
+from emulator.model.principal import current_principal
+from emulator.server.auth.status import for_principal
 from emulator.server.deps import RuntimeDep
 from emulator.server.errors import error_response
+from emulator.server.metrics import CONTENT_TYPE, Metrics
+from emulator.server.openapi import documented
+from emulator.server.openapi_bodies import Alive, NotReadyBody
+from emulator.service.health import Readiness, Status
 
 router = APIRouter(tags=["health"])
 
 
-@router.get("/healthz", summary="Alive")
+@router.get("/healthz", summary="Alive", **documented(Alive))
 async def healthz() -> dict[str, str]:
     return {"status": "ok"}
 
 
-@router.get("/readyz", summary="200 once the log has been read to its end, else 503 with progress")
+@router.get(
+    "/readyz",
+    summary="200 once the log has been read to its end and its storage answers, else 503 with the reason",
+    **documented(
+        Readiness, (503, "Not ready yet: the read progress so far, or why the log cannot be reached", NotReadyBody)
+    ),
+)
 async def readyz(rt: RuntimeDep) -> JSONResponse:
-    body = rt.health.readiness()
+    """Public (probes carry no credentials): error texts, which may name files, only to admin."""
+    body = for_principal(rt.health.readiness(), current_principal.get())
     if body["ready"]:
         return JSONResponse(body)
-    return error_response(NotReady("Reading the offsets log to its end"), extra=body)
+    unreachable = body.get("unreachable")
+    reason = "Reading the offsets log to its end" if unreachable is None else f"Not ready: {unreachable}"
+    return error_response(NotReady(reason), extra=body)
 
 
-@router.get("/status", summary="Log location, read progress and record counters")
-async def status(rt: RuntimeDep) -> dict[str, Any]:
-    return dict(rt.health.status())
+@router.get(
+    "/status",
+    summary="Read progress, end offsets and lag, the reader's health, counters, the history archiver, security",
+    **documented(Status),
+)
+async def status(rt: RuntimeDep, request: Request) -> dict[str, Any]:
+    """File paths and error texts are shown to the admin scope only (``auth.status``)."""
+    archive: HistoryArchive | None = getattr(request.app.state, "history", None)
+    body = {**rt.health.status(archive), "security": request.app.state.security.describe()}
+    return for_principal(body, current_principal.get())
+
+
+@router.get(
+    "/metrics",
+    summary="Prometheus metrics (text exposition format; docs/operations.md lists them); admin scope",
+    response_class=Response,
+    responses={
+        200: {
+            "description": "Prometheus text exposition format 0.0.4",
+            "content": {CONTENT_TYPE: {"schema": {"type": "string"}}},
+        }
+    },
+)
+async def metrics(request: Request) -> Response:
+    registry: Metrics = request.app.state.metrics
+    # A scrape reads locks the reader thread takes and may ask the broker (sink lag): not on the loop.
+    body = await asyncio.to_thread(registry.render)
+    return Response(body, media_type=CONTENT_TYPE)

@@ -13,18 +13,22 @@ the rollback is ``emulator.service.records``'s.
 
 from __future__ import annotations
 
-import json
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query, Request, Response
+from fastapi import APIRouter, Depends, Query, Request, Response
 
 from emulator.history.archive import HistoryArchive
 from emulator.history.query import DEFAULT_LIMIT
 from emulator.model.errors import HistoryDisabled, InvalidRequest
 from emulator.model.times import format_time_ms, parse_time_ms
+from emulator.server.audit import note_rollback
 from emulator.server.deps import Runtime, RuntimeDep
+from emulator.server.openapi import documented
+from emulator.server.openapi_bodies import HistoryPage, HistoryStatus, Rollback
+from emulator.server.routes.params import check_connector_path
+from emulator.service.bodies import load_json
 
-router = APIRouter(tags=["history"])
+router = APIRouter(tags=["history"], dependencies=[Depends(check_connector_path)])
 
 
 def history_archive(request: Request) -> HistoryArchive:
@@ -46,10 +50,7 @@ def time_param(name: str, value: str | None) -> int | None:
 def partition_param(value: str | None) -> dict[str, Any] | None:
     if value is None:
         return None
-    try:
-        partition = json.loads(value)
-    except ValueError as exc:
-        raise InvalidRequest(f"query parameter 'partition' is not valid JSON: {exc}") from exc
+    partition = load_json(value, "query parameter 'partition'")
     if not isinstance(partition, dict):
         raise InvalidRequest(f"query parameter 'partition' must be a JSON object, got {type(partition).__name__}")
     return partition
@@ -58,6 +59,7 @@ def partition_param(value: str | None) -> dict[str, Any] | None:
 @router.get(
     "/connectors/{connector}/offsets/history",
     summary="A connector's offset changes from the archive, newest first (survives compaction)",
+    **documented(HistoryPage, 400, 404, 503),
 )
 async def offsets_history(
     connector: str,
@@ -96,6 +98,7 @@ async def offsets_as_of(
 @router.post(
     "/connectors/{connector}/offsets/rollback",
     summary="Roll a connector's offsets back to their state at a past time (dry_run=true shows the diff)",
+    **documented(Rollback, 400, 404, 500, 503),
 )
 async def rollback_offsets(
     connector: str,
@@ -108,6 +111,7 @@ async def rollback_offsets(
     at_ms = time_param("to", to)
     assert at_ms is not None
     result = await rt.records.rollback(archive, connector, at_ms, dry_run)
+    note_rollback(result.changes)
     when = format_time_ms(at_ms)
     changes = len(result.changes)
     if dry_run:
@@ -127,6 +131,6 @@ async def rollback_offsets(
     }
 
 
-@router.get("/history/status", summary="The history archiver's state and counters")
+@router.get("/history/status", summary="The history archiver's state and counters", **documented(HistoryStatus, 404))
 async def history_status(request: Request) -> dict[str, Any]:
     return history_archive(request).status()

@@ -4,22 +4,28 @@ Ours, off by default: ``?dry_run=true`` on PATCH/DELETE answers what would be wr
 key bytes, values and Kafka partitions) without writing anything; ``?create=true`` on PATCH lets a
 connector without any offsets yet receive its first ones (Connect would answer 404); ``?kind=sink``
 on GET/PATCH/DELETE treats the connector as a sink (its consumer group) when no Connect cluster's
-config topic says which kind it is.
+config topic says which kind it is; ``?fresh=true`` on GET first reads the log to its current end,
+so the answer reflects every write any daemon on the same log acknowledged before the request.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Request, Response
+from fastapi import APIRouter, Depends, Request, Response
 
+from emulator.model import audit
+from emulator.server.audit import note_modification
 from emulator.server.deps import RuntimeDep
+from emulator.server.openapi import documented
+from emulator.server.openapi_bodies import DryRun, Modified, Offsets
 from emulator.server.routes.history import offsets_as_of
+from emulator.server.routes.params import check_connector_path, int64_param, parse_body, read_body
 from emulator.service.bodies import parse_alter_body
 from emulator.service.results import ModifyResult
 from emulator.service.write_guard import WriteAuth
 
-router = APIRouter(tags=["offsets"])
+router = APIRouter(tags=["offsets"], dependencies=[Depends(check_connector_path)])
 
 _OFFSETS_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -42,12 +48,22 @@ _OFFSETS_SCHEMA: dict[str, Any] = {
 }
 
 
-@router.get("/connectors", summary="List connectors that have offsets in the log")
-async def list_connectors(rt: RuntimeDep) -> list[str]:
-    return rt.offsets.connectors()
+@router.get(
+    "/connectors",
+    summary="List connectors: the Connect cluster's configured ones, or (without one) those with offsets in the log",
+    **documented(list[str], 503),
+)
+async def list_connectors(rt: RuntimeDep, fresh: bool = False) -> list[str]:
+    """``?fresh=true`` (ours): read the log (and the Connect cluster's config topic) to its current end
+    first (503 if that takes longer than --write-timeout)."""
+    return await rt.offsets.connectors(fresh)
 
 
-@router.get("/connectors/{connector}/offsets", summary="Get a connector's offsets (Connect's GET)")
+@router.get(
+    "/connectors/{connector}/offsets",
+    summary="Get a connector's offsets (Connect's GET)",
+    **documented(Offsets, 400, 404, 500, 503),
+)
 async def get_offsets(
     connector: str,
     rt: RuntimeDep,
@@ -55,13 +71,16 @@ async def get_offsets(
     response: Response,
     as_of: str | None = None,
     kind: str | None = None,
+    fresh: bool = False,
 ) -> dict[str, Any]:
     """``?as_of=<ISO-8601 or epoch ms>`` (ours) answers from the history archive: the offsets as
     they were then, in the same shape. ``?kind=sink`` (ours, without a Connect cluster) answers
-    the consumer group ``connect-<connector>``'s offsets in Connect's sink shape."""
+    the consumer group ``connect-<connector>``'s offsets in Connect's sink shape. ``?fresh=true``
+    (ours) reads the log to its current end first, so writes acknowledged by any daemon on the same
+    log before the request are seen (503 if that takes longer than --write-timeout)."""
     if as_of is not None:
         return await offsets_as_of(request, response, connector, as_of, rt)
-    return {"offsets": await rt.offsets.get_offsets(connector, kind)}
+    return {"offsets": await rt.offsets.get_offsets(connector, kind, fresh)}
 
 
 @router.patch(
@@ -73,6 +92,7 @@ async def get_offsets(
             "content": {"application/json": {"schema": _OFFSETS_SCHEMA}},
         }
     },
+    **documented(Modified | DryRun, 400, 404, 409, 413, 500, 503),
 )
 async def alter_offsets(
     connector: str,
@@ -88,16 +108,28 @@ async def alter_offsets(
     """Ours: ``claim_epoch`` (the writer's claim, see /connectors/{c}/claim) and
     ``sequence_source`` + ``sequence`` (reordering detection: a stale commit is dropped per
     partition and listed under ``dropped``)."""
-    changes = parse_alter_body(await request.body())
-    auth = WriteAuth.from_params(claim_epoch, sequence_source, sequence)
-    return _body(await rt.offsets.alter(connector, changes, dry_run=dry_run, create=create, kind=kind, auth=auth))
+    changes = await parse_body(parse_alter_body, await read_body(request))
+    audit.note_partitions(change.partition for change in changes)
+    auth = WriteAuth.from_params(
+        int64_param("claim_epoch", claim_epoch), sequence_source, int64_param("sequence", sequence)
+    )
+    result = await rt.offsets.alter(connector, changes, dry_run=dry_run, create=create, kind=kind, auth=auth)
+    note_modification(result, partitions=False)
+    return _body(result)
 
 
-@router.delete("/connectors/{connector}/offsets", summary="Reset offsets (Connect's DELETE)")
+@router.delete(
+    "/connectors/{connector}/offsets",
+    summary="Reset offsets (Connect's DELETE)",
+    **documented(Modified | DryRun, 400, 404, 409, 500, 503),
+)
 async def reset_offsets(
     connector: str, rt: RuntimeDep, dry_run: bool = False, kind: str | None = None, claim_epoch: int | None = None
 ) -> dict[str, Any]:
-    return _body(await rt.offsets.reset(connector, dry_run=dry_run, kind=kind, auth=WriteAuth(claim_epoch)))
+    auth = WriteAuth(int64_param("claim_epoch", claim_epoch))
+    result = await rt.offsets.reset(connector, dry_run=dry_run, kind=kind, auth=auth)
+    note_modification(result, partitions=True)
+    return _body(result)
 
 
 def _body(result: ModifyResult) -> dict[str, Any]:

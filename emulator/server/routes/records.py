@@ -11,8 +11,13 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request
 
+from emulator.server.audit import note_import
 from emulator.server.deps import RuntimeDep
+from emulator.server.openapi import documented
+from emulator.server.openapi_bodies import Imported
+from emulator.server.routes.params import parse_body, read_body
 from emulator.service.bodies import parse_records_body
+from emulator.service.records import RecordsExport
 
 router = APIRouter(tags=["records"])
 
@@ -43,7 +48,11 @@ _RECORDS_SCHEMA: dict[str, Any] = {
 }
 
 
-@router.get("/offsets/records", summary="Live raw offsets records (base64 key/value) with their log coordinates")
+@router.get(
+    "/offsets/records",
+    summary="Live raw offsets records (base64 key/value) with their log coordinates",
+    **documented(RecordsExport, 503),
+)
 async def get_records(
     rt: RuntimeDep, connector: Annotated[list[str] | None, Query(description="only these connectors")] = None
 ) -> dict[str, Any]:
@@ -54,6 +63,7 @@ async def get_records(
     "/offsets/records",
     summary="Import raw offsets records as-is; answers the diff (added/changed/removed/unchanged)",
     openapi_extra={"requestBody": {"required": True, "content": {"application/json": {"schema": _RECORDS_SCHEMA}}}},
+    **documented(Imported, 400, 413, 500, 503),
 )
 async def post_records(
     request: Request,
@@ -63,19 +73,24 @@ async def post_records(
     write_all: bool = False,
     diff_limit: Annotated[int | None, Query(ge=1, description="entries listed per connector; default all")] = None,
 ) -> dict[str, Any]:
-    records = parse_records_body(await request.body())
+    records = await parse_body(parse_records_body, await read_body(request))
     result = await rt.records.import_records(
         records, dry_run=dry_run, allow_malformed=allow_malformed, write_all=write_all
     )
+    note_import(result.diff, result.written)
     counts = result.diff.counts()
     changes = sum(counts.get(k, 0) for k in ("added", "changed", "removed"))
     if result.dry_run:
         message = f"Dry run: nothing was written. {changes} change(s) would be written."
     else:
         message = f"Imported {len(records)} record(s): {result.written} written, {changes} change(s)."
+    if result.unreadable_values:
+        verb = "would be" if result.dry_run else "were"
+        message += f" {result.unreadable_values} value(s) Connect cannot read back {verb} written as-is."
     return {
         "message": message,
         "dry_run": result.dry_run,
         "written": result.written,
+        "unreadable_values": result.unreadable_values,
         "diff": result.diff.as_dict(diff_limit),
     }

@@ -11,6 +11,7 @@ import base64
 from collections.abc import Sequence
 from typing import Any
 
+from emulator.client.credentials import Credentials, redact
 from emulator.formats.model import Loaded, RawRecord
 from emulator.transfer.errors import LocationError
 from emulator.transfer.locations.base import Location
@@ -22,12 +23,15 @@ class DaemonLocation(Location):
     kind = "daemon"
     store = True
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, credentials: Credentials | None = None) -> None:
+        """``credentials`` left out: the process default (the environment's ``CONNECT_OFFSETS_TOKEN``
+        and the like, see ``emulator.client.credentials``), or the URL's own ``user:password@``."""
         self.url = url.rstrip("/")
+        self.credentials = credentials
 
     @property
     def description(self) -> str:
-        return self.url
+        return redact(self.url)
 
     def _call(
         self,
@@ -39,7 +43,7 @@ class DaemonLocation(Location):
     ) -> Any:
         from emulator.client.http import OffsetsClient
 
-        with OffsetsClient(self.url, timeout_s=ctx.options.timeout_s) as client:
+        with OffsetsClient(self.url, timeout_s=ctx.options.timeout_s, credentials=self.credentials) as client:
             return client.request(method, path, params=params, json=json)
 
     def _records(self, ctx: TransferContext, connectors: Sequence[str] = ()) -> list[RawRecord]:
@@ -58,7 +62,7 @@ class DaemonLocation(Location):
                 for r in body["records"]
             ]
         except (KeyError, TypeError, ValueError) as exc:
-            raise LocationError(f"{self.url}/offsets/records answered an unexpected body: {exc!r}") from exc
+            raise LocationError(f"{self.description}/offsets/records answered an unexpected body: {exc!r}") from exc
 
     def read(self, ctx: TransferContext) -> Loaded:
         return Loaded(self._records(ctx, sorted(ctx.options.connectors)))
@@ -84,9 +88,12 @@ class DaemonLocation(Location):
                 for r in incoming
             ]
         }
-        ctx.progress.report(f"sending to {self.url}/offsets/records", len(incoming), len(incoming), force=True)
+        ctx.progress.report(f"sending to {self.description}/offsets/records", len(incoming), len(incoming), force=True)
         result = self._call("POST", "/offsets/records", ctx, params=params, json=body)
         try:
-            return ApplyResult(result["diff"], int(result["written"]))
+            # An older daemon does not check values and answers no count.
+            return ApplyResult(
+                result["diff"], int(result["written"]), unreadable_values=int(result.get("unreadable_values", 0))
+            )
         except (KeyError, TypeError, ValueError) as exc:
-            raise LocationError(f"{self.url}/offsets/records answered an unexpected body: {exc!r}") from exc
+            raise LocationError(f"{self.description}/offsets/records answered an unexpected body: {exc!r}") from exc

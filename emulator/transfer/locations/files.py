@@ -60,11 +60,12 @@ class DocumentLocation(FileLocation):
         latest = latest_per_key(incoming)
         dropped = [RawRecord(k, None) for k, v in old.items() if v is not None and k not in latest]
         diff = compute_diff(old.get, [*latest.values(), *dropped], ctx.keys)
+        unreadable = ctx.count_unreadable(latest.values())
         if ctx.options.dry_run:
-            return ApplyResult(diff.as_dict(ctx.options.diff_limit), 0, replaced)
+            return ApplyResult(diff.as_dict(ctx.options.diff_limit), 0, replaced, unreadable)
         data, notes = self.encode(list(latest.values()), ctx)
         atomic_write(self.path, data)
-        return ApplyResult(diff.as_dict(ctx.options.diff_limit), len(latest), [*replaced, *notes])
+        return ApplyResult(diff.as_dict(ctx.options.diff_limit), len(latest), [*replaced, *notes], unreadable)
 
     @abc.abstractmethod
     def encode(self, records: list[RawRecord], ctx: TransferContext) -> tuple[bytes, list[str]]: ...
@@ -83,13 +84,14 @@ class StandaloneLocation(FileLocation):
         merged: dict[bytes, RawRecord] = latest_per_key(existing.records) if existing else {}
         diff = compute_diff(lambda k: r.value if (r := merged.get(k)) else None, incoming, ctx.keys)
         to_write = diff.records_to_write(ctx.options.write_all)
+        unreadable = ctx.count_unreadable(to_write)
         if ctx.options.dry_run or (existing is not None and not to_write):
-            return ApplyResult(diff.as_dict(ctx.options.diff_limit), 0)
+            return ApplyResult(diff.as_dict(ctx.options.diff_limit), 0, unreadable_values=unreadable)
         for record in to_write:
             merged[record.key] = record
         standalone.write_file(self.path, merged.values())
         notes = ["a standalone worker must be stopped while its offsets file is replaced"]
-        return ApplyResult(diff.as_dict(ctx.options.diff_limit), len(to_write), notes)
+        return ApplyResult(diff.as_dict(ctx.options.diff_limit), len(to_write), notes, unreadable)
 
 
 class CdcLocation(DocumentLocation):

@@ -50,15 +50,21 @@ class LogLocation(Location):
     def apply(self, incoming: list[RawRecord], ctx: TransferContext) -> ApplyResult:
         if ctx.options.dry_run and not self.exists(ctx):
             diff = compute_diff(lambda _k: None, incoming, ctx.keys)
-            return ApplyResult(diff.as_dict(ctx.options.diff_limit), 0, [f"{self.description} does not exist yet"])
+            return ApplyResult(
+                diff.as_dict(ctx.options.diff_limit),
+                0,
+                [f"{self.description} does not exist yet"],
+                ctx.count_unreadable(diff.records_to_write(ctx.options.write_all)),
+            )
         log = self.make_log(ctx)
         try:
             log.open()
             view = _read_to_end(log, ctx)
             diff = compute_diff(lambda k: e.value if (e := view.get_raw(k)) else None, incoming, ctx.keys)
             to_write = diff.records_to_write(ctx.options.write_all)
+            unreadable = ctx.count_unreadable(to_write)
             if ctx.options.dry_run or not to_write:
-                return ApplyResult(diff.as_dict(ctx.options.diff_limit), 0)
+                return ApplyResult(diff.as_dict(ctx.options.diff_limit), 0, unreadable_values=unreadable)
             ctx.progress.note(
                 f"warning: writing directly to {self.description}: Connect's STOPPED rule is not checked here; "
                 "the connectors involved must be stopped (or import through a daemon, which checks it)"
@@ -69,7 +75,7 @@ class LogLocation(Location):
                 log.append([(r.key, r.value) for r in chunk], ctx.options.timeout_s)
                 written += len(chunk)
                 ctx.progress.report(f"writing {self.description}", written, len(to_write))
-            return ApplyResult(diff.as_dict(ctx.options.diff_limit), written)
+            return ApplyResult(diff.as_dict(ctx.options.diff_limit), written, unreadable_values=unreadable)
         finally:
             log.close()
 
@@ -135,9 +141,14 @@ class EmbeddedLocation(LogLocation):
         return (self.data_dir / f"{self.name}.sqlite3").is_file()
 
     def make_log(self, ctx: TransferContext) -> OffsetLog:
+        """``--partitions`` is the destination's count when it is created; a source opens with its own."""
         from emulator.logs.embedded.offsets_log import EmbeddedOffsetLog
+        from emulator.logs.embedded.storage import stored_partition_count
 
-        return EmbeddedOffsetLog(self.data_dir, partitions=ctx.options.partitions, name=self.name)
+        partitions = ctx.options.partitions
+        if ctx.role == "from":
+            partitions = stored_partition_count(self.data_dir / f"{self.name}.sqlite3") or partitions
+        return EmbeddedOffsetLog(self.data_dir, partitions=partitions, name=self.name)
 
 
 # --- reading logs ---------------------------------------------------------------------------------------

@@ -1,0 +1,65 @@
+"""What one write request did, for the audit line the server logs when the request ends.
+
+The server opens an ``AuditEvent`` per modifying request (``emulator.server.audit``) and logs it once,
+with the principal, the client's address, the status and the error kind, whatever the outcome. The
+layers that learn *what* the request touched (the partitions, the records written, stale commits
+dropped, the claim's epoch) add it here through ``note_*`` while the request runs, the same way
+``current_principal`` carries who made it: a context variable, so no parameter is threaded through
+every call, and a call made outside a request (tests, tools) notes into nothing.
+
+A single request can name a great many partitions (a DELETE of a connector with 100,000 of them, an
+import), so the event keeps the count of every partition but lists only the first ``MAX_LISTED``: an
+audit line stays one readable line.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from typing import Any
+
+MAX_LISTED = 20
+"""Partitions listed by name in one audit line; the rest are counted."""
+
+
+@dataclass(slots=True)
+class AuditEvent:
+    """One modifying request: what it was asked to do, and what it reported doing."""
+
+    operation: str
+    """``PATCH``, ``DELETE``, ``rollback``, ``import``, ``claim``, ``release`` (or ``METHOD /route``)."""
+    connector: str | None
+    dry_run: bool
+    partitions: list[Any] = field(default_factory=list)
+    """The first ``MAX_LISTED`` partitions touched (source: the partition map; sink: topic and partition)."""
+    partition_count: int = 0
+    details: dict[str, Any] = field(default_factory=dict)
+    """Anything else worth an auditor's eye: records written, commits dropped, a claim's epoch."""
+
+    def note_partitions(self, partitions: Iterable[Any]) -> None:
+        for partition in partitions:
+            self.partition_count += 1
+            if len(self.partitions) < MAX_LISTED:
+                self.partitions.append(partition)
+
+    def note(self, details: Mapping[str, Any]) -> None:
+        self.details.update(details)
+
+
+current_audit: ContextVar[AuditEvent | None] = ContextVar("connect_offsets_audit", default=None)
+"""The request's event, set by the server for modifying requests only; None elsewhere."""
+
+
+def note_partitions(partitions: Iterable[Any]) -> None:
+    """Record the partitions the current request touches (no-op outside an audited request)."""
+    event = current_audit.get()
+    if event is not None:
+        event.note_partitions(partitions)
+
+
+def note(**details: Any) -> None:
+    """Record details of the current request (no-op outside an audited request)."""
+    event = current_audit.get()
+    if event is not None:
+        event.note(details)

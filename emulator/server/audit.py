@@ -1,0 +1,199 @@
+"""The audit line: one structured log line per modifying request, whatever its outcome.
+
+Every request that may change something (any method but GET, HEAD and OPTIONS, on a route that
+exists) is audited: PATCH and DELETE of offsets, rollbacks and imports, claims and releases, dry
+runs included. The line names who (the principal and how it authenticated), from where (the client's
+address), what (the operation, the connector, the partitions, dry run or not, and whatever the
+handlers noted through ``emulator.model.audit``) and how it ended (status and error kind). It goes to
+the logger ``emulator.audit`` at INFO, so an operator can route it apart from the access log.
+
+A route added later is audited without anyone remembering to: operations not named in
+``OPERATIONS`` are audited as ``METHOD /route/template``.
+
+The same moment updates the per-connector write metrics. A connector gets its own label values only
+if it exists (the request succeeded, or the view or the Connect cluster knows it): a client naming
+connectors at random must not be able to create series at will, so those count under ``connector=""``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any
+
+from emulator.codec.keys import KeyProblem, parse_key
+from emulator.formats.diff import Change as DiffChange
+from emulator.formats.diff import Diff
+from emulator.history.rollback import RollbackChange
+from emulator.model import audit
+from emulator.model.audit import AuditEvent
+from emulator.model.principal import Principal
+from emulator.server.log_format import fields
+from emulator.server.metrics import Metrics
+from emulator.service.results import ModifyResult, PlannedRecord
+from emulator.service.sinks import PlannedGroupChange
+
+log = logging.getLogger("emulator.audit")
+
+READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+
+OPERATIONS: dict[tuple[str, str], str] = {
+    ("PATCH", "/connectors/{connector}/offsets"): "PATCH",
+    ("DELETE", "/connectors/{connector}/offsets"): "DELETE",
+    ("POST", "/connectors/{connector}/offsets/rollback"): "rollback",
+    ("POST", "/offsets/records"): "import",
+    ("POST", "/connectors/{connector}/claim"): "claim",
+    ("DELETE", "/connectors/{connector}/claim"): "release",
+}
+"""Operation names as the history archive's origins use them (``PATCH``, ``DELETE``, ``rollback``,
+``import``), plus the claim routes."""
+
+CLAIM_OPERATIONS = frozenset({"claim", "release"})
+
+_TRUE = frozenset({"1", "true", "yes", "on", "t", "y"})
+
+
+def operation_of(method: str, route: str) -> str:
+    return OPERATIONS.get((method, route), f"{method} {route}")
+
+
+def is_dry_run(query: dict[str, list[str]]) -> bool:
+    """``dry_run`` as the routes read it (FastAPI's booleans)."""
+    values = query.get("dry_run") or []
+    return bool(values) and values[-1].strip().lower() in _TRUE
+
+
+def result_of(event: AuditEvent, status: int, error_kind: str | None) -> str:
+    """``ok``, ``dry_run``, or what went wrong: the error kind, else ``http_<status>``."""
+    if status < 400:
+        return "dry_run" if event.dry_run else "ok"
+    return error_kind or f"http_{status}"
+
+
+class Auditor:
+    """Logs the audit line and counts the write; ``known`` tells whether a connector exists."""
+
+    def __init__(self, metrics: Metrics | None, known: Callable[[str], bool]) -> None:
+        self._metrics = metrics
+        self._known = known
+
+    def finish(
+        self,
+        event: AuditEvent,
+        principal: Principal,
+        status: int,
+        error_kind: str | None,
+        seconds: float,
+    ) -> None:
+        result = result_of(event, status, error_kind)
+        body: dict[str, Any] = {
+            "event": "audit",
+            "principal": principal.name,
+            "mechanism": principal.mechanism,
+            "remote": principal.remote,
+            "operation": event.operation,
+            "connector": event.connector,
+            "dry_run": event.dry_run,
+            "status": status,
+            "result": result,
+            "error_kind": error_kind,
+            "partition_count": event.partition_count,
+            "partitions": event.partitions,
+            "duration_ms": round(seconds * 1000, 3),
+            **event.details,
+        }
+        log.info(_text(event, principal, status, result), extra=fields(**body))
+        self._count(event, status, error_kind, result)
+
+    def _count(self, event: AuditEvent, status: int, error_kind: str | None, result: str) -> None:
+        metrics = self._metrics
+        if metrics is None:
+            return
+        named = [event.connector] if event.connector else list(event.details.get("connectors", ()))
+        labels = [self._label(c, status) for c in named] or [""]
+        for connector in labels:
+            if event.operation in CLAIM_OPERATIONS:
+                metrics.claims.labels(connector, event.operation, result).inc()
+                continue
+            metrics.writes.labels(connector, event.operation, result).inc()
+            if error_kind == "fenced":
+                metrics.fenced.labels(connector).inc()
+        dropped = event.details.get("dropped_sequences")
+        if isinstance(dropped, int) and dropped > 0:
+            metrics.dropped_sequences.labels(labels[0]).inc(dropped)
+
+    def _label(self, connector: str, status: int) -> str:
+        try:
+            exists = status < 400 or self._known(connector)
+        except Exception:  # a label decision must never fail a request
+            exists = False
+        return connector if exists else ""
+
+
+def _text(event: AuditEvent, principal: Principal, status: int, result: str) -> str:
+    """The line as people read it; the JSON format carries the same as fields."""
+    who = principal.name if principal.remote is None else f"{principal.name} from {principal.remote}"
+    target = f" {event.connector}" if event.connector else ""
+    listed = ", ".join(json.dumps(p, ensure_ascii=False, separators=(",", ":"), default=str) for p in event.partitions)
+    more = event.partition_count - len(event.partitions)
+    partitions = f"{event.partition_count} partition(s)" + (
+        f" [{listed}{f', +{more} more' if more else ''}]" if listed else ""
+    )
+    details = "".join(f" {k}={json.dumps(v, default=str)}" for k, v in sorted(event.details.items()))
+    dry = " (dry run)" if event.dry_run else ""
+    return f"{event.operation}{target}{dry} by {who}: {status} {result}, {partitions}{details}"
+
+
+# ---- what the routes note (see emulator.model.audit) ------------------------------------------------
+
+
+def note_modification(result: ModifyResult, *, partitions: bool) -> None:
+    """A PATCH or DELETE's outcome: records written (or planned by a dry run), stale commits dropped,
+    and, with ``partitions`` (DELETE, whose request names none), the partitions it reached."""
+    if partitions:
+        audit.note_partitions(_unique(_partition_of(r) for r in result.records))
+    audit.note(records=len(result.records))
+    if result.dropped:
+        audit.note(dropped_sequences=len(result.dropped))
+
+
+def note_rollback(changes: Sequence[RollbackChange]) -> None:
+    audit.note_partitions(_unique(_key_partition(c.key) for c in changes))
+    audit.note(records=len(changes))
+
+
+def note_import(diff: Diff, written: int) -> None:
+    changed = [e for e in diff.entries if e.status is not DiffChange.UNCHANGED]
+    audit.note_partitions(e.partition if e.partition is not None else _key_text(e.key) for e in changed)
+    audit.note(connectors=diff.connectors(), records=len(diff.entries), written=written)
+
+
+def _partition_of(change: Any) -> Any:
+    if isinstance(change, PlannedRecord):
+        return _key_partition(change.key)
+    if isinstance(change, PlannedGroupChange):
+        if change.topic is None:
+            return {"consumer_group": change.group}
+        return {"kafka_topic": change.topic, "kafka_partition": change.partition}
+    return str(change)
+
+
+def _key_partition(key: bytes) -> Any:
+    """The partition map of a Connect key, else the key as text (an auditor still sees what it was)."""
+    parsed = parse_key(key)
+    return _key_text(key) if isinstance(parsed, KeyProblem) else parsed.partition
+
+
+def _key_text(raw: bytes) -> str:
+    return raw[:200].decode("utf-8", "backslashreplace")
+
+
+def _unique(partitions: Iterable[Any]) -> Iterator[Any]:
+    """Each partition once: a partition written under several raw keys is still one partition."""
+    seen: set[str] = set()
+    for partition in partitions:
+        marker = json.dumps(partition, sort_keys=True, default=str)
+        if marker not in seen:
+            seen.add(marker)
+            yield partition

@@ -1,0 +1,127 @@
+"""The checks every request passes before any route runs, as plain ASGI middleware (no extra task,
+so ``current_principal`` set here is the one the routes, audit and access log see).
+
+``HostGuard`` (outermost): the ``Host`` header must name a host of ``--allowed-hosts``. A web page
+can make a browser send requests to ``127.0.0.1`` through a host name it controls (DNS rebinding);
+the browser then sends that name, not the daemon's, so checking it closes the gap.
+
+``Guard``: authentication (``Authenticator``; credentials that do not hold are a 401 here) and
+``Content-Type``. POST, PUT and PATCH, and a DELETE with a body, must say ``application/json``:
+a web page can send ``text/plain`` (or nothing) to any origin without a CORS preflight, and such a
+request must never write, claim or roll back (``POST …/rollback?to=0`` has no body at all). Every
+client of this project sends the header; Connect's clients do for their JSON bodies.
+
+CORS (Starlette's middleware, only with ``--cors-origins``) sits between the two, so a preflight
+is answered before authentication, as browsers require.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Sequence
+
+from starlette.routing import Match
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from emulator.model.errors import HostNotAllowed, OffsetsError, UnsupportedMediaType
+from emulator.model.principal import current_principal
+from emulator.server.auth.authenticate import Authenticator
+from emulator.server.errors import error_response
+
+WRITE_METHODS = frozenset({"POST", "PUT", "PATCH"})
+JSON = "application/json"
+
+
+def _header(scope: Scope, name: bytes) -> str | None:
+    for key, value in scope.get("headers", ()):
+        if key == name:
+            return bytes(value).decode("latin-1")
+    return None
+
+
+async def _refuse(error: OffsetsError, scope: Scope, receive: Receive, send: Send) -> None:
+    await error_response(error)(scope, receive, send)
+
+
+def host_of(header: str) -> str:
+    """``Host`` without its port; IPv6 literals lose their brackets."""
+    header = header.strip().lower()
+    if header.startswith("["):
+        return header[1 : header.find("]")] if "]" in header else header
+    return header.rsplit(":", 1)[0] if header.count(":") == 1 else header
+
+
+class HostGuard:
+    """``allowed``: host names or globs (``*.example.com``); ``*`` allows any."""
+
+    def __init__(self, app: ASGIApp, allowed: Sequence[str]) -> None:
+        self.app = app
+        self.allowed = tuple(a.strip().lower().strip("[]") for a in allowed if a.strip())
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            header = _header(scope, b"host")
+            if header is not None and not any(fnmatch.fnmatchcase(host_of(header), a) for a in self.allowed):
+                refusal = HostNotAllowed(
+                    f"Host {header[:100]!r} is not served here "
+                    f"(allowed: {', '.join(self.allowed)}; see --allowed-hosts)"
+                )
+                await _refuse(refusal, scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
+class Guard:
+    def __init__(self, app: ASGIApp, authenticator: Authenticator) -> None:
+        self.app = app
+        self.authenticator = authenticator
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        client = scope.get("client")
+        remote = f"{client[0]}:{client[1]}" if client else None
+        tls = scope.get("extensions", {}).get("tls", {})
+        try:
+            principal = self.authenticator.principal(
+                _header(scope, b"authorization"), tls.get("client_cert_name"), remote
+            )
+        except OffsetsError as error:
+            await _refuse(error, scope, receive, send)
+            return
+        scope.setdefault("state", {})["principal"] = principal  # for middleware outside this one
+        token = current_principal.set(principal)
+        try:
+            refusal = _media_type_refusal(scope)
+            if refusal is not None:
+                await _refuse(refusal, scope, receive, send)
+            else:
+                await self.app(scope, receive, send)
+        finally:
+            current_principal.reset(token)
+
+
+def _served(scope: Scope) -> bool:
+    """Does a route of the app take this method on this path? Only then is the request a write."""
+    app = scope.get("app")
+    router = getattr(app, "router", None)
+    if router is None:
+        return True  # not mounted in a Starlette app: judge every write
+    return any(route.matches(scope)[0] is Match.FULL for route in router.routes)
+
+
+def _media_type_refusal(scope: Scope) -> UnsupportedMediaType | None:
+    method = scope["method"]
+    has_body = (_header(scope, b"content-length") or "0").strip() not in ("", "0") or _header(
+        scope, b"transfer-encoding"
+    ) is not None
+    if method not in WRITE_METHODS and not (method == "DELETE" and has_body):
+        return None
+    if not _served(scope):
+        return None  # no route takes this method here: the router's 404 or 405 is the honest answer
+    content_type = (_header(scope, b"content-type") or "").split(";", 1)[0].strip().lower()
+    if content_type == JSON:
+        return None
+    shown = content_type or "none"
+    return UnsupportedMediaType(f"{method} needs Content-Type: {JSON} (got {shown}), even without a body")

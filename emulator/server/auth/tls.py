@@ -1,0 +1,95 @@
+"""TLS for the daemon's port, and the client certificate's subject as the principal's name.
+
+``--tls-cert``/``--tls-key`` serve HTTPS; ``--tls-client-ca`` asks clients for a certificate signed
+by that CA (mutual TLS). When the certificate is the only way in (no credentials or tokens file),
+a client without one is refused during the handshake; with other ways configured, a certificate is
+optional and the request must then authenticate otherwise.
+
+uvicorn does not pass the client certificate to the app, so with ``--tls-client-ca`` it runs
+``PeerCertificateProtocol``: its h11 protocol, which puts the verified certificate's subject into
+each request's scope as the ASGI TLS extension does (``scope["extensions"]["tls"]["client_cert_name"]``,
+RFC 4514 text, most specific attribute first: ``CN=spark-etl,O=Example``). That text is the name
+the scopes file lists.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ssl
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from uvicorn.protocols.http.h11_impl import H11Protocol
+
+_SHORT_NAMES = {
+    "commonName": "CN",
+    "localityName": "L",
+    "stateOrProvinceName": "ST",
+    "organizationName": "O",
+    "organizationalUnitName": "OU",
+    "countryName": "C",
+    "streetAddress": "STREET",
+    "domainComponent": "DC",
+    "userId": "UID",
+}
+
+
+class TlsError(ValueError):
+    """The TLS files cannot be used; the message names the flag and the file."""
+
+
+@dataclass(frozen=True, slots=True)
+class TlsFiles:
+    cert: Path
+    key: Path | None = None
+    client_ca: Path | None = None
+
+
+def server_context(files: TlsFiles, certificate_required: bool) -> ssl.SSLContext:
+    """The context the daemon serves with, loaded now so that a bad file stops it at startup."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    try:
+        context.load_cert_chain(files.cert, files.key)
+    except (OSError, ssl.SSLError) as exc:
+        raise TlsError(f"--tls-cert {files.cert} / --tls-key {files.key}: cannot load the certificate: {exc}") from exc
+    if files.client_ca is not None:
+        try:
+            context.load_verify_locations(cafile=str(files.client_ca))
+        except (OSError, ssl.SSLError) as exc:
+            raise TlsError(f"--tls-client-ca {files.client_ca}: cannot load the CA: {exc}") from exc
+        context.verify_mode = ssl.CERT_REQUIRED if certificate_required else ssl.CERT_OPTIONAL
+    return context
+
+
+def subject_text(subject: Sequence[Sequence[tuple[str, str]]]) -> str:
+    """``ssl.getpeercert()['subject']`` as RFC 4514 text (last RDN first, as X.500 names print)."""
+    return ",".join("+".join(f"{_SHORT_NAMES.get(k, k)}={_escape(v)}" for k, v in rdn) for rdn in reversed(subject))
+
+
+def _escape(value: str) -> str:
+    out = "".join("\\" + c if c in ',+"\\<>;' else c for c in value)
+    if out.startswith((" ", "#")):
+        out = "\\" + out
+    if out.endswith(" ") and not out.endswith("\\ "):
+        out = out[:-1] + "\\ "
+    return out
+
+
+class PeerCertificateProtocol(H11Protocol):
+    """uvicorn's h11 protocol, plus the verified client certificate's subject in every request's scope."""
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        ssl_object = transport.get_extra_info("ssl_object")
+        certificate = ssl_object.getpeercert() if ssl_object is not None else None
+        name = subject_text(certificate["subject"]) if certificate and certificate.get("subject") else None
+        inner = self.app
+
+        async def app(scope: Any, receive: Any, send: Any) -> None:
+            scope.setdefault("extensions", {})["tls"] = {"client_cert_name": name}
+            await inner(scope, receive, send)
+
+        self.app = app

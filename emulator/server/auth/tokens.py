@@ -1,0 +1,106 @@
+"""Bearer tokens for services (Spark jobs, CI): minted once, stored only as a hash.
+
+A token is 32 random bytes (``cot_`` + URL-safe base64); the tokens file keeps its SHA-256, not
+the token. A fast hash is enough here, unlike for passwords: nobody can guess through 2^256
+candidates, and a slow hash (scrypt, bcrypt) would cost milliseconds of CPU on every request.
+A presented token is hashed and compared with every stored hash in constant time, so neither
+the comparison nor which line matched shows in the answer's timing.
+
+The file has one line per token, ``NAME:sha256$HEX:SCOPE SCOPE …`` (``#`` starts a comment)::
+
+    spark-orders:sha256$5f0c…:write:orders-* claim:orders-*
+    ci:sha256$9a1b…:read
+
+``connect-offsets token mint NAME --scope …`` prints a new token and its line.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from emulator.server.auth.scopes import ScopeError, parse_scopes
+
+PREFIX = "cot_"
+ALGORITHM = "sha256"
+
+
+class TokensFileError(ValueError):
+    """A line of the tokens file that cannot be used; the message names the line."""
+
+
+@dataclass(frozen=True, slots=True)
+class StoredToken:
+    name: str
+    digest: bytes
+    scopes: tuple[str, ...]
+
+
+def mint() -> str:
+    return PREFIX + secrets.token_urlsafe(32)
+
+
+def digest(token: str) -> bytes:
+    return hashlib.sha256(token.encode("utf-8")).digest()
+
+
+def token_line(name: str, token: str, scopes: Sequence[str]) -> str:
+    """The tokens-file line for ``token`` (checked the way the daemon will read it)."""
+    _check_name(name, "the token's name")
+    line = f"{name}:{ALGORITHM}${digest(token).hex()}:{' '.join(parse_scopes(scopes))}"
+    parse_tokens_file(line)
+    return line
+
+
+def parse_tokens_file(text: str) -> list[StoredToken]:
+    tokens: list[StoredToken] = []
+    names: set[str] = set()
+    for number, raw in enumerate(text.splitlines(), 1):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        try:
+            stored = _parse_line(line)
+        except (TokensFileError, ScopeError) as exc:
+            raise TokensFileError(f"line {number}: {exc}") from None
+        if stored.name in names:
+            raise TokensFileError(f"line {number}: a second token named {stored.name!r}")
+        names.add(stored.name)
+        tokens.append(stored)
+    return tokens
+
+
+def _parse_line(line: str) -> StoredToken:
+    name, sep, rest = line.partition(":")
+    hashed, sep2, scopes = rest.partition(":")
+    if not sep or not sep2:
+        raise TokensFileError("expected NAME:sha256$HEX:SCOPES")
+    _check_name(name, "name")
+    algorithm, _, hex_digest = hashed.partition("$")
+    if algorithm != ALGORITHM:
+        raise TokensFileError(f"unknown hash {algorithm!r} (expected {ALGORITHM}$HEX)")
+    try:
+        raw = bytes.fromhex(hex_digest)
+    except ValueError:
+        raise TokensFileError("the hash is not hexadecimal") from None
+    if len(raw) != hashlib.sha256().digest_size:
+        raise TokensFileError("the hash is not a SHA-256 digest (64 hex digits)")
+    return StoredToken(name, raw, parse_scopes(scopes.split()))
+
+
+def _check_name(name: str, what: str) -> None:
+    if not name or name != name.strip() or ":" in name or any(c.isspace() for c in name):
+        raise TokensFileError(f"{what} {name!r} must be non-empty, without ':' or blanks")
+
+
+def find(tokens: Sequence[StoredToken], presented: str) -> StoredToken | None:
+    """The stored token ``presented`` hashes to; every entry is compared, in constant time."""
+    wanted = digest(presented)
+    found: StoredToken | None = None
+    for stored in tokens:
+        if hmac.compare_digest(stored.digest, wanted):
+            found = stored
+    return found

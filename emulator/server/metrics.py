@@ -1,0 +1,131 @@
+"""The daemon's Prometheus metrics: one registry per app, served on ``/metrics`` (and ``--metrics-port``).
+
+Two kinds of metric, kept apart on purpose:
+
+- **events**, counted as they happen by the server: HTTP requests by route template and status,
+  writes, fenced writes, dropped commit sequences and claims per connector (``Metrics``);
+- **state**, read when Prometheus scrapes (``emulator.server.metrics_state``): the reader's
+  positions, end offsets and lag, the view's counters, the history archiver, the Connect cluster's
+  readers and sink connectors' consumer-group lag. The daemon already keeps those numbers; reading
+  them at scrape time adds nothing to the paths that change them.
+
+A scrape may ask the broker (sink lag) and takes locks the reader thread takes, so ``render`` is
+blocking: the ``/metrics`` route calls it in a worker thread, never on the event loop.
+
+Label cardinality is bounded by what exists: routes are templates (``/connectors/{connector}/offsets``),
+never raw paths; requests that match no route are counted under ``route="unmatched"``; a connector
+gets its own label values only if it exists (``emulator.server.audit`` decides), and the state
+metrics name partitions of the offsets log, topics of the Connect cluster and the topic-partitions
+of sink connectors' groups, all finite and owned by the operator.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    disable_created_metrics,
+    generate_latest,
+    start_http_server,
+)
+from prometheus_client.registry import Collector
+
+from emulator import __version__
+from emulator.server.listen import ListenError
+
+UNMATCHED_ROUTE = "unmatched"
+"""The route label of requests no route matched (404s of unknown paths): raw paths would let any
+client create series at will."""
+
+CONTENT_TYPE = CONTENT_TYPE_LATEST
+
+LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+"""Seconds: reads answer in about a millisecond, a write waits for the log's acknowledgement (ms on
+Kafka, an fsync on the embedded log), claims and sink calls wait for the broker, and a write times
+out after 60 s."""
+
+
+class Metrics:
+    """The registry and the event counters; ``state`` (a collector) is read at every scrape."""
+
+    def __init__(self, state: Collector | None = None) -> None:
+        # No ``*_created`` series beside every counter: in the text format they are one more series
+        # per label set that no alert or dashboard here uses (a process-wide switch of the library).
+        disable_created_metrics()  # type: ignore[no-untyped-call]
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.requests = Counter(
+            "connect_offsets_http_requests",
+            "HTTP requests answered, by method, route template and status",
+            ["method", "route", "status"],
+            registry=r,
+        )
+        self.latency = Histogram(
+            "connect_offsets_http_request_duration_seconds",
+            "Time from a request's arrival to the end of its answer, by method, route template and status",
+            ["method", "route", "status"],
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.writes = Counter(
+            "connect_offsets_writes",
+            "Modifying requests (PATCH, DELETE, rollback, import) per connector, operation and result "
+            "(ok, dry_run, or the error kind)",
+            ["connector", "operation", "result"],
+            registry=r,
+        )
+        self.fenced = Counter(
+            "connect_offsets_fenced_writes",
+            "Writes refused because a newer claim fenced the writer",
+            ["connector"],
+            registry=r,
+        )
+        self.dropped_sequences = Counter(
+            "connect_offsets_dropped_sequences",
+            "Partitions whose commit carried a stale sequence and was dropped (reordering detection)",
+            ["connector"],
+            registry=r,
+        )
+        self.claims = Counter(
+            "connect_offsets_claims",
+            "Claim and release requests per connector and result (ok or the error kind)",
+            ["connector", "operation", "result"],
+            registry=r,
+        )
+        info = Gauge("connect_offsets_build_info", "Always 1; the daemon's version as a label", ["version"], registry=r)
+        info.labels(__version__).set(1)
+        if state is not None:
+            r.register(state)
+
+    def observe_request(self, method: str, route: str, status: int, seconds: float) -> None:
+        labels = (method, route, str(status))
+        self.requests.labels(*labels).inc()
+        self.latency.labels(*labels).observe(seconds)
+
+    def render(self) -> bytes:
+        """The text exposition format. Blocking (see the module's docstring): call it off the event loop."""
+        return generate_latest(self.registry)
+
+
+def serve_metrics(metrics: Metrics, host: str, port: int) -> Callable[[], None]:
+    """Serve ``metrics`` on ``host:port`` from prometheus_client's own threaded server (``--metrics-port``),
+    apart from the API's event loop; returns the function that stops it.
+
+    Raises ``ListenError`` when the port cannot be bound, as the API's own port does.
+    """
+    try:
+        server, thread = start_http_server(port, addr=host, registry=metrics.registry)
+    except OSError as exc:
+        raise ListenError(f"cannot serve metrics on {host}:{port} (--metrics-port): {exc.strerror or exc}") from exc
+
+    def stop() -> None:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5.0)
+
+    return stop

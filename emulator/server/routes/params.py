@@ -1,0 +1,158 @@
+"""Checks on what a request carries besides its JSON: the body's size, the connector name in the path,
+times, and the numbers that end up in 64-bit fields.
+
+Each turns hostile or mistaken input into a 400 (413 for a body too large) in Connect's error body,
+before any service sees it, instead of a 500 from deep inside (``RecursionError``, ``OverflowError``)
+or a silent misreading (``%FE`` and ``%FF`` both decoding to U+FFFD, so two names reach one
+connector). docs/api.md ("Limits") lists them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Final, TypeVar
+from urllib.parse import quote, unquote_to_bytes
+
+from fastapi import Request
+
+from emulator.codec.jackson_writer import JAVA_LONG_MAX, JAVA_LONG_MIN
+from emulator.model.errors import InvalidRequest, RequestTooLarge
+
+__all__ = ["DEFAULT_MAX_BODY_BYTES", "check_connector_path", "int64_param", "parse_body", "read_body"]
+
+T = TypeVar("T")
+
+DEFAULT_MAX_BODY_BYTES: Final = 32 * 1024 * 1024
+"""``--max-body-bytes``'s default (see ``emulator.server.settings``): room for the longest string value
+Connect's reader accepts (20,000,000 characters) in a PATCH body, or base64-encoded (26.7 MB) in a
+``POST /offsets/records`` body, while one request's memory stays bounded."""
+
+
+def max_body_bytes(request: Request) -> int:
+    limit: int = getattr(request.app.state, "max_body_bytes", DEFAULT_MAX_BODY_BYTES)
+    return limit
+
+
+def _too_large(limit: int, size: str) -> RequestTooLarge:
+    return RequestTooLarge(
+        f"Request body of {size} exceeds this daemon's limit of {limit} bytes (--max-body-bytes); split a large "
+        "import by connector, or import directly into the log (kafka://, embedded:)"
+    )
+
+
+async def read_body(request: Request) -> bytes:
+    """The body, refused with 413 as soon as it is known to exceed the limit: from its declared
+    ``Content-Length`` before reading anything, or while streaming (chunked bodies), so a huge body
+    is never held in memory."""
+    limit = max_body_bytes(request)
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        raise _too_large(limit, f"{int(declared)} bytes")
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise _too_large(limit, f"more than {limit} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+_INLINE_PARSE_BYTES: Final = 64 * 1024
+
+
+async def parse_body(parse: Callable[[bytes], T], raw: bytes) -> T:
+    """``parse(raw)``, in a worker thread when the body is large: parsing and checking 32 MiB of
+    JSON takes long enough to stall every other request on the event loop."""
+    if len(raw) <= _INLINE_PARSE_BYTES:
+        return parse(raw)
+    return await asyncio.to_thread(parse, raw)
+
+
+def int64_param(name: str, value: int | None) -> int | None:
+    """A query parameter stored as a Java ``long`` (claim epochs, commit sequences): 400 beyond it."""
+    if value is not None and not JAVA_LONG_MIN <= value <= JAVA_LONG_MAX:
+        raise InvalidRequest(
+            f"query parameter '{name}' is out of range: {value} is not a 64-bit integer "
+            f"({JAVA_LONG_MIN}..{JAVA_LONG_MAX})"
+        )
+    return value
+
+
+def _iso_control(code_point: int) -> bool:
+    """Java's ``Character.isISOControl``."""
+    return code_point <= 0x1F or 0x7F <= code_point <= 0x9F
+
+
+def connector_name_problem(raw_segment: bytes) -> str | None:
+    """Why a percent-encoded ``{connector}`` path segment names no connector, or ``None``.
+
+    - an encoded ``/`` (``%2F``): the router has already split the path there, so the request would
+      reach another route or connector (``/connectors/a%2Foffsets/history`` is the history of
+      ``a``). Connect allows ``/`` in names (its name validator forbids only control characters) but
+      its REST server, Jetty 12, refuses ``%2F`` in a path as an ambiguous separator, so such a
+      connector cannot be addressed through Connect's API either; we refuse it the same way.
+    - bytes that are not UTF-8 once percent-decoded: decoding them with replacement would make ``%FE``
+      and ``%FF`` the same name (U+FFFD).
+    - ISO control characters: Connect's ``ConnectorConfig`` refuses such names
+      (``ConfigDef.NonEmptyStringWithoutControlChars``), so no Connect connector has one.
+    """
+    if b"%2f" in raw_segment.lower():
+        return (
+            "A connector name in a URL path cannot contain an encoded '/' (%2F): the path would be ambiguous, "
+            "and Connect's REST server refuses such paths too"
+        )
+    try:
+        name = unquote_to_bytes(raw_segment).decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return (
+            f"The connector name in the URL is not valid UTF-8 once percent-decoded "
+            f"({raw_segment[:200].decode('ascii', 'backslashreplace')}: {exc.reason} at byte {exc.start}); "
+            "percent-encode the name's UTF-8 bytes"
+        )
+    controls = [str(ord(c)) for c in name if _iso_control(ord(c))]
+    if controls:
+        shown = name.encode("unicode_escape").decode("ascii")
+        # Connect's ConfigException text for its name validator.
+        return (
+            f"Invalid value {shown} for configuration name: String may not contain control sequences but had "
+            f"the following ASCII chars: {', '.join(controls)}"
+        )
+    return None
+
+
+def _connector_segment(raw_path: bytes) -> bytes | None:
+    parts = raw_path.split(b"/")
+    try:
+        return parts[parts.index(b"connectors") + 1]
+    except (ValueError, IndexError):
+        return None
+
+
+def unrouted_connector_problem(request: Request) -> str | None:
+    """For a request no route matched: why, if its ``{connector}`` segment holds an encoded ``/``.
+
+    Such a path has one segment more once decoded, so it usually matches no route at all; the
+    answer should say why rather than "Not Found"."""
+    raw_path = request.scope.get("raw_path")
+    segment = _connector_segment(raw_path) if isinstance(raw_path, bytes) else None
+    if segment is None or b"%2f" not in segment.lower():
+        return None
+    return connector_name_problem(segment)
+
+
+async def check_connector_path(request: Request) -> None:
+    """Router dependency: a route with a ``{connector}`` segment gets a name Connect could have.
+
+    Judged on the raw path (``scope["raw_path"]``): the decoded one has already lost what matters.
+    """
+    if "connector" not in request.path_params:
+        return
+    raw_path = request.scope.get("raw_path")
+    segment = _connector_segment(raw_path) if isinstance(raw_path, bytes) else None
+    if segment is None:  # no raw path (an ASGI server that does not send one): judge the decoded name
+        segment = quote(str(request.path_params["connector"]), safe="", errors="surrogateescape").encode("ascii")
+    problem = connector_name_problem(segment)
+    if problem is not None:
+        raise InvalidRequest(problem)

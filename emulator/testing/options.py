@@ -1,0 +1,120 @@
+"""Where the test kit's daemon comes from, as a test session configures it.
+
+Each setting has a command-line option, an environment variable (for CI, where the broker's
+address comes from the job) and an ini key (for a repository's ``pyproject.toml``), in that order
+of precedence. Without any of them the kit starts a daemon on the embedded log.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Literal
+
+Mode = Literal["embedded", "kafka", "url"]
+
+ENV_PREFIX = "CONNECT_OFFSETS_TEST_"
+
+
+@dataclass(frozen=True, slots=True)
+class Setting:
+    name: str
+    """The ini key; the option is ``--`` + it with dashes, the variable ``ENV_PREFIX`` + it upper-cased."""
+    help: str
+    default: str | None = None
+    metavar: str = "TEXT"
+
+    @property
+    def flag(self) -> str:
+        return "--" + self.name.replace("_", "-")
+
+    @property
+    def env(self) -> str:
+        return ENV_PREFIX + self.name.removeprefix("connect_offsets_").upper()
+
+
+SETTINGS = (
+    Setting(
+        "connect_offsets_url",
+        "use the connect-offsets daemon already running at this URL (e.g. in a compose stack) instead of starting one",
+        metavar="URL",
+    ),
+    Setting(
+        "connect_offsets_bootstrap_servers",
+        "start the daemon on this Kafka cluster's offsets topic instead of the embedded log",
+        metavar="SERVERS",
+    ),
+    Setting("connect_offsets_offsets_topic", "the Connect workers' offset.storage.topic", "connect-offsets", "TOPIC"),
+    Setting(
+        "connect_offsets_config_topic",
+        "the workers' config.storage.topic: the daemon then applies Connect's 404 and STOPPED rules",
+        metavar="TOPIC",
+    ),
+    Setting(
+        "connect_offsets_status_topic", "the workers' status.storage.topic (needs the config topic)", metavar="TOPIC"
+    ),
+    Setting(
+        "connect_offsets_serve_args",
+        "more `connect-offsets serve` arguments for the daemon (shell syntax)",
+        metavar="ARGS",
+    ),
+    Setting("connect_offsets_start_timeout", "seconds the daemon may take to be ready", "60", "SECONDS"),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class KitOptions:
+    """The resolved settings: what the ``connect_offsets_options`` fixture returns, so a test can
+    configure its own pipeline with the same broker and topics."""
+
+    url: str | None = None
+    bootstrap_servers: str | None = None
+    offsets_topic: str = "connect-offsets"
+    config_topic: str | None = None
+    status_topic: str | None = None
+    serve_args: list[str] = field(default_factory=list)
+    start_timeout_s: float = 60.0
+
+    @property
+    def mode(self) -> Mode:
+        if self.url:
+            return "url"
+        return "kafka" if self.bootstrap_servers else "embedded"
+
+    def describe(self) -> str:
+        if self.mode == "url":
+            return f"the daemon at {self.url}"
+        if self.mode == "kafka":
+            cluster = f", config topic {self.config_topic}" if self.config_topic else ""
+            return f"a daemon on {self.bootstrap_servers}, offsets topic {self.offsets_topic}{cluster}"
+        return "a daemon on the embedded log (one per session)"
+
+
+def resolve(
+    flags: Mapping[str, str | None], ini: Mapping[str, str | None], environ: Mapping[str, str] = os.environ
+) -> KitOptions:
+    """Each setting from its option, else its variable, else its ini key, else its default
+    (``flags`` and ``ini`` by setting name; None or empty: not given). Raises ``ValueError``
+    naming the setting whose value cannot be used."""
+    values: dict[str, str | None] = {}
+    for setting in SETTINGS:
+        value = flags.get(setting.name) or environ.get(setting.env, "").strip() or ini.get(setting.name)
+        values[setting.name] = value or setting.default
+    timeout_text = values["connect_offsets_start_timeout"] or "60"
+    try:
+        timeout = float(timeout_text)
+    except ValueError:
+        raise ValueError(f"connect_offsets_start_timeout: expected seconds, got {timeout_text!r}") from None
+    if values["connect_offsets_status_topic"] and not values["connect_offsets_config_topic"]:
+        raise ValueError("connect_offsets_status_topic needs connect_offsets_config_topic")
+    return KitOptions(
+        url=values["connect_offsets_url"],
+        bootstrap_servers=values["connect_offsets_bootstrap_servers"],
+        offsets_topic=values["connect_offsets_offsets_topic"] or "connect-offsets",
+        config_topic=values["connect_offsets_config_topic"],
+        status_topic=values["connect_offsets_status_topic"],
+        serve_args=shlex.split(values["connect_offsets_serve_args"] or ""),
+        start_timeout_s=timeout,
+    )

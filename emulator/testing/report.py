@@ -1,0 +1,72 @@
+"""Failure messages a person can act on: which partition differs and how, and how it got there.
+
+An assertion on offsets fails for one of a few reasons (a partition is missing, one is extra, an
+offset differs, or an offset never arrived), and the message says which, per partition, instead
+of printing two lists of dicts. A wait that timed out shows the partition's recent history from
+the daemon's archive: whether the connector committed at all, who wrote last, and when.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from emulator.testing.shapes import Entry, canonical, shown
+
+
+def offsets_diff(connector: str, expected: Mapping[str, Entry], actual: Mapping[str, Entry], exact: bool) -> str | None:
+    """None when ``actual`` matches ``expected``, else the differences, one partition per block.
+
+    ``expected`` and ``actual`` are keyed by canonical partition text (``shapes.by_partition``). An
+    expected offset of None means the partition must be absent. With ``exact``, partitions that
+    are present but not expected are differences too.
+    """
+    lines: list[str] = []
+    differing = 0
+    for key, want in expected.items():
+        have = actual.get(key)
+        partition = shown(want["partition"])
+        before = len(lines)
+        if want["offset"] is None:
+            if have is not None:
+                lines.append(f"  partition {partition}: expected absent, found offset {shown(have['offset'])}")
+        elif have is None:
+            lines.append(f"  partition {partition}: missing (expected offset {shown(want['offset'])})")
+        elif canonical(have["offset"]) != canonical(want["offset"]):
+            lines.append(f"  partition {partition}:")
+            lines.append(f"    expected {shown(want['offset'])}")
+            lines.append(f"    actual   {shown(have['offset'])}")
+            if have["offset"] == want["offset"]:
+                lines.append(
+                    "    (equal in Python, not in Connect: 1, 1.0 and true are a Long, a Double and a Boolean)"
+                )
+        differing += len(lines) > before
+    if exact:
+        for key, have in actual.items():
+            if key not in expected:
+                lines.append(f"  partition {shown(have['partition'])}: unexpected, offset {shown(have['offset'])}")
+                differing += 1
+    if not lines:
+        return None
+    header = f"offsets of connector {connector!r} differ from the expected ones in {differing} partition(s):"
+    return "\n".join([header, *lines])
+
+
+def history_lines(changes: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Changes from the history route (oldest first) as aligned lines: time, origin, where, offset."""
+    if not changes:
+        return ["  (no change of this partition in the daemon's history)"]
+    out: list[str] = []
+    for change in changes:
+        origin = str(change.get("origin", "?"))
+        if change.get("operation"):
+            origin += f" {change['operation']}"
+        where = f"{change.get('kafka_partition', '?')}@{change.get('kafka_offset', '?')}"
+        if change.get("value_problem"):
+            value = f"unparseable value ({change['value_problem']})"
+        elif change.get("offset") is None:
+            value = "deleted (tombstone)"
+        else:
+            value = shown(change["offset"])
+        out.append(f"  {change.get('time', '?'):<24}  {origin:<20}  {where:>8}  {value}")
+    return out

@@ -1,0 +1,263 @@
+"""Safe by default: what a daemon refuses before any route runs, and what it refuses to start with.
+
+A daemon on loopback without authentication is the common case on a developer's machine, and
+the one a web page in that developer's browser can reach: a ``text/plain`` POST needs no CORS
+preflight, and DNS rebinding lets a page's own host name point at 127.0.0.1. Both are refused here
+against the session's unauthenticated daemon, and nothing is written.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.fixtures.daemon import DaemonFactory, DaemonProcess, free_port
+from tests.integration.auth_helpers import PASSWORDS, basic, cli, write_security_files
+
+
+def seeded(daemon: DaemonProcess) -> str:
+    name = f"guard-{uuid.uuid4().hex[:8]}"
+    response = httpx.patch(
+        f"{daemon.url}/connectors/{name}/offsets?create=true",
+        json={"offsets": [{"partition": {"f": "x"}, "offset": {"pos": 7}}]},
+    )
+    assert response.status_code == 200, response.text
+    return name
+
+
+def offsets(daemon: DaemonProcess, name: str) -> object:
+    return httpx.get(f"{daemon.url}/connectors/{name}/offsets").json()
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "headers", "body"),
+    [
+        ("POST", "/offsets/rollback?to=0", {}, None),  # no body at all, as a form or fetch() can send it
+        ("POST", "/offsets/rollback?to=0", {"Content-Type": "text/plain"}, b""),
+        ("POST", "/claim", {"Content-Type": "text/plain"}, b'{"owner": "a web page"}'),
+        (
+            "PATCH",
+            "/offsets",
+            {"Content-Type": "text/plain"},
+            b'{"offsets": [{"partition": {"f": "x"}, "offset": null}]}',
+        ),
+        ("DELETE", "/offsets", {"Content-Type": "application/x-www-form-urlencoded"}, b"a=b"),
+    ],
+)
+def test_a_write_that_is_not_json_is_refused_and_writes_nothing(
+    embedded_daemon: DaemonProcess, method: str, path: str, headers: dict[str, str], body: bytes | None
+) -> None:
+    name = seeded(embedded_daemon)
+    before = offsets(embedded_daemon, name)
+    url = f"{embedded_daemon.url}/connectors/{name}{path}"
+    response = httpx.request(method, url, headers=headers, content=body)
+    assert response.status_code == 415, response.text
+    assert response.headers["X-Connect-Offsets-Error"] == "unsupported_media_type"
+    assert response.json()["error_code"] == 415 and "application/json" in response.json()["message"]
+    assert offsets(embedded_daemon, name) == before
+    claim = httpx.get(f"{embedded_daemon.url}/connectors/{name}/claim")
+    assert claim.status_code == 404, "no claim was taken"
+
+
+def test_records_import_that_is_not_json_is_refused(embedded_daemon: DaemonProcess) -> None:
+    response = httpx.post(f"{embedded_daemon.url}/offsets/records", content=b'{"records": []}')
+    assert response.status_code == 415
+    ok = httpx.post(f"{embedded_daemon.url}/offsets/records?dry_run=true", json={"records": []})
+    assert ok.status_code == 200, "the same request as JSON passes"
+
+
+def test_a_delete_without_a_body_needs_no_content_type(embedded_daemon: DaemonProcess) -> None:
+    """Connect's DELETE has no body, and kcctl sends none: nothing to declare."""
+    name = seeded(embedded_daemon)
+    assert httpx.delete(f"{embedded_daemon.url}/connectors/{name}/offsets?dry_run=true").status_code == 200
+
+
+@pytest.mark.parametrize("host", ["evil.example", "evil.example:8081", "127.0.0.1.nip.io", "[::2]:80"])
+def test_a_foreign_host_header_is_refused_on_loopback(embedded_daemon: DaemonProcess, host: str) -> None:
+    response = httpx.get(f"{embedded_daemon.url}/connectors", headers={"Host": host})
+    assert response.status_code == 400
+    assert response.headers["X-Connect-Offsets-Error"] == "host_not_allowed"
+    assert "--allowed-hosts" in response.json()["message"]
+
+
+@pytest.mark.parametrize("host", ["localhost", "127.0.0.1", "LOCALHOST:8081", "[::1]:8081"])
+def test_loopback_host_headers_are_served_on_loopback(embedded_daemon: DaemonProcess, host: str) -> None:
+    assert httpx.get(f"{embedded_daemon.url}/connectors", headers={"Host": host}).status_code == 200
+
+
+def test_no_cors_unless_origins_are_given(embedded_daemon: DaemonProcess, daemon_factory: DaemonFactory) -> None:
+    preflight = {"Origin": "https://ui.example", "Access-Control-Request-Method": "PATCH"}
+    refused = httpx.options(f"{embedded_daemon.url}/connectors/x/offsets", headers=preflight)
+    assert "access-control-allow-origin" not in refused.headers
+    plain = httpx.get(f"{embedded_daemon.url}/connectors", headers={"Origin": "https://ui.example"})
+    assert "access-control-allow-origin" not in plain.headers
+
+    daemon = daemon_factory("--cors-origins", "https://ui.example")
+    allowed = httpx.options(f"{daemon.url}/connectors/x/offsets", headers=preflight)
+    assert allowed.status_code == 200
+    assert allowed.headers["access-control-allow-origin"] == "https://ui.example"
+    other = httpx.options(f"{daemon.url}/connectors/x/offsets", headers={**preflight, "Origin": "https://evil.example"})
+    assert "access-control-allow-origin" not in other.headers
+
+
+def test_listening_beyond_loopback_without_authentication_refuses_to_start(tmp_path: Path) -> None:
+    result = cli("serve", "--host", "0.0.0.0", "--port", str(free_port()), "--data-dir", str(tmp_path))
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("error: --host 0.0.0.0 listens beyond loopback without authentication")
+    assert "--insecure-no-auth" in last
+    env = cli("serve", "--port", str(free_port()), env={"CONNECT_OFFSETS_HOST": "0.0.0.0"})
+    assert env.returncode == 2 and "beyond loopback" in env.stderr, "the container's variable too"
+
+
+def test_insecure_no_auth_starts_with_a_warning_in_the_log_and_in_status(daemon_factory: DaemonFactory) -> None:
+    daemon = daemon_factory("--host", "0.0.0.0", "--insecure-no-auth")
+    status = httpx.get(f"{daemon.url}/status").json()
+    assert status["security"]["insecure_no_auth"] is True
+    assert status["security"]["warnings"] and "without authentication" in status["security"]["warnings"][0]
+    assert re.search(r"WARNING .*--insecure-no-auth", daemon.log_tail())
+    other_host = httpx.get(f"{daemon.url}/connectors", headers={"Host": "daemon.internal"})
+    assert other_host.status_code == 200, "beyond loopback, any host name unless --allowed-hosts says otherwise"
+
+
+def test_an_empty_credentials_file_refuses_to_start_where_connect_would_let_everyone_in(tmp_path: Path) -> None:
+    empty = tmp_path / "users.properties"
+    empty.write_text("# nobody yet\n\n")
+    result = cli("serve", "--port", str(free_port()), "--data-dir", str(tmp_path), "--credentials-file", str(empty))
+    assert result.returncode == 2
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"error: credentials file {empty} lists no user") and "every request" in last
+
+
+@pytest.mark.slow
+def test_credentials_reload_on_change_and_on_sighup_and_a_bad_file_keeps_the_old_ones(
+    daemon_factory: DaemonFactory, tmp_path: Path
+) -> None:
+    files = write_security_files(tmp_path / "security")
+    daemon = daemon_factory(*files.serve_args())
+    newcomer = httpx.BasicAuth("dave", "dave-pw")
+    assert httpx.get(f"{daemon.url}/status", auth=newcomer).status_code == 401
+
+    with files.credentials.open("a") as f:
+        f.write("dave=dave-pw\n")
+    assert wait_for_status(daemon, newcomer, 200), "a changed file is picked up without a restart"
+
+    files.credentials.write_text("\n")  # emptied by mistake: refused, the previous users stay
+    assert daemon.proc is not None
+    daemon.proc.send_signal(signal.SIGHUP)
+    deadline = time.monotonic() + 10
+    while "credentials not reloaded" not in daemon.log_tail() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert "SIGHUP: reloading credentials" in daemon.log_tail()
+    assert httpx.get(f"{daemon.url}/status", auth=newcomer).status_code == 200
+    status = httpx.get(f"{daemon.url}/status", auth=basic("alice")).json()
+    assert "lists no user" in status["security"]["credentials"]["last_error"]
+    hidden = httpx.get(f"{daemon.url}/status", auth=basic("bob")).json()["security"]["credentials"]["last_error"]
+    assert hidden == "(shown to the admin scope only)", "the error names a file"
+
+
+def wait_for_status(daemon: DaemonProcess, auth: httpx.BasicAuth, status: int, timeout_s: float = 15) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if httpx.get(f"{daemon.url}/status", auth=auth).status_code == status:
+            return True
+        time.sleep(0.2)
+    return False
+
+
+def test_connects_credentials_file_works_unchanged_with_a_connect_client(
+    daemon_factory: DaemonFactory, tmp_path: Path
+) -> None:
+    """The header a Connect client sends for ``alice`` (user name up to the first ':')."""
+    files = write_security_files(tmp_path / "security")
+    daemon = daemon_factory(*files.serve_args())
+    assert httpx.get(f"{daemon.url}/connectors", auth=basic("alice")).status_code == 200
+    assert ":" in PASSWORDS["alice"], "the password itself holds a colon"
+    for header in ("Basic !!!", "Basic " + "OmFsaWNl", "Digest abc", "Bearer cot_unknown"):
+        refused = httpx.get(f"{daemon.url}/healthz", headers={"Authorization": header})
+        assert refused.status_code == 401, header
+
+
+@pytest.mark.slow
+def test_token_mint_prints_a_token_and_the_line_that_admits_it(daemon_factory: DaemonFactory, tmp_path: Path) -> None:
+    result = cli("token", "mint", "ci-job", "--scope", "read:orders-*", "--scope", "claim:orders-*")
+    assert result.returncode == 0, result.stderr
+    token = re.search(r"^\s+(cot_\S+)$", result.stdout, re.MULTILINE)
+    line = re.search(r"^\s+(ci-job:sha256\$[0-9a-f]{64}:read:orders-\* claim:orders-\*)$", result.stdout, re.MULTILINE)
+    assert token and line, result.stdout
+    assert token.group(1) not in line.group(1), "only the hash is stored"
+    (tmp_path / "tokens").write_text(line.group(1) + "\n")
+    daemon = daemon_factory("--tokens-file", str(tmp_path / "tokens"))
+    headers = {"Authorization": f"Bearer {token.group(1)}"}
+    assert httpx.get(f"{daemon.url}/connectors/orders-9/claim", headers=headers).status_code == 404
+    assert httpx.get(f"{daemon.url}/connectors/billing/claim", headers=headers).status_code == 403
+    bad = cli("token", "mint", "x", "--scope", "delete:*")
+    assert bad.returncode == 2 and "unknown scope" in bad.stderr
+
+
+def test_docs_pages_reference_no_external_url(embedded_daemon: DaemonProcess) -> None:
+    for page in ("/docs", "/redoc"):
+        html = httpx.get(embedded_daemon.url + page).text
+        referenced = re.findall(r"""(?:src|href)\s*=\s*["']([^"']+)""", html) + re.findall(r"url:\s*'([^']+)'", html)
+        assert referenced, html
+        for url in referenced:
+            assert url.startswith("/") and not url.startswith("//"), f"{page} references {url}"
+            assert httpx.get(embedded_daemon.url + url).status_code == 200, url
+        assert "https://" not in html and "http://" not in html, f"{page} names an external URL"
+
+
+@pytest.mark.slow
+def test_docs_render_in_a_browser_without_any_network(embedded_daemon: DaemonProcess, tmp_path: Path) -> None:
+    """Headless Chromium with every host but the daemon's unresolvable: Swagger UI must still draw
+    the API (its operations appear), and the page's requests in the browser's network log must all
+    go to the daemon."""
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if chromium is None:
+        pytest.skip("no chromium on PATH (apt-get install chromium; see docs/testing.md)")
+    net_log = tmp_path / "net.json"
+    profile = tempfile.mkdtemp(prefix="chromium-", dir=tmp_path)
+    result = subprocess.run(
+        [
+            chromium,
+            "--headless=new",
+            "--no-sandbox",
+            "--disable-gpu",
+            f"--user-data-dir={profile}",
+            "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1",
+            f"--log-net-log={net_log}",
+            "--virtual-time-budget=15000",
+            "--dump-dom",
+            f"{embedded_daemon.url}/docs",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "HOME": str(tmp_path)},
+    )
+    assert "opblock" in result.stdout, f"Swagger UI did not render:\n{result.stdout[-2000:]}\n{result.stderr[-2000:]}"
+    assert "/connectors/{connector}/offsets" in result.stdout
+    page = [
+        url
+        for annotation, url in re.findall(
+            r'"traffic_annotation":(\d+),"url":"([^"]+)"', net_log.read_text("utf-8", "replace")
+        )
+        if int(annotation) in PAGE_TRAFFIC
+    ]
+    assert f"{embedded_daemon.url}/docs-assets/swagger-ui-bundle.js" in page, page
+    assert {re.sub(r"^(https?://[^/]+).*", r"\1", url) for url in page} == {embedded_daemon.url}, page
+
+
+PAGE_TRAFFIC = {63171670, 101845102}
+"""Chromium's network annotations of a page's own requests (navigation, Blink resource loads): the
+browser's background traffic (updates, sign-in, time) carries others and is not the page's doing."""

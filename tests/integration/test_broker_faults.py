@@ -1,0 +1,329 @@
+"""Broker faults: a stalled broker (SIGSTOP, then SIGCONT), an unreachable one at start-up.
+
+These tests pause their OWN Tansu (pausing the session's broker would stall every other test). The
+stall test measures the timeline quoted in docs/operations.md ("Faults"):
+``pytest tests/integration/test_broker_faults.py -s -p no:cacheprovider -k stall``.
+
+What a stall must look like from outside (issue 8): every write answers within ``--write-timeout``
+(503 + ``Retry-After``, saying whether anything may have been written); ``/readyz`` answers 503 with
+the reason while the broker does not answer and ``/healthz`` stays 200; when the broker returns,
+writes resume within seconds, nothing acknowledged is lost, and a write that timed out is applied
+exactly once or not at all, which a retry with the same commit sequence (and a later read) tells.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from emulator.client.http import Auth, OffsetsClient
+from emulator.codec.keys import encode_key
+from tests.fixtures.broker import TansuBroker, _resolve_tansu
+from tests.fixtures.daemon import DaemonFactory, free_port
+from tests.integration.raw_log import read_topic
+
+pytestmark = pytest.mark.kafka
+
+PARTITION = {"filename": "/data/stall.txt"}
+STALL_S = 20.0
+WRITE_TIMEOUT_S = 10.0  # the default of --write-timeout: the test starts daemons without the flag
+
+
+@pytest.fixture(scope="module")
+def own_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TansuBroker]:
+    """A Tansu for this module alone: pausing it stalls nobody else's test."""
+    broker = TansuBroker(_resolve_tansu(), tmp_path_factory.mktemp("tansu-faults") / "tansu.log")
+    broker.start()
+    try:
+        yield broker
+    finally:
+        broker.stop()
+
+
+@dataclass
+class Timeline:
+    """Every answer seen, in seconds since the test's clock started."""
+
+    t0: float = field(default_factory=time.monotonic)
+    events: list[dict[str, Any]] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def now(self) -> float:
+        return time.monotonic() - self.t0
+
+    def add(self, **event: Any) -> None:
+        with self.lock:
+            self.events.append(event)
+
+    def of(self, what: str) -> list[dict[str, Any]]:
+        with self.lock:
+            return [e for e in self.events if e["what"] == what]
+
+
+def body(position: int) -> dict[str, Any]:
+    return {"offsets": [{"partition": PARTITION, "offset": {"position": position}}]}
+
+
+def probe(url: str, timeline: Timeline, stop: threading.Event) -> None:
+    """``/readyz`` and ``/healthz`` four times a second, each with a 2 s deadline."""
+    with httpx.Client(base_url=url, timeout=2.0) as http:
+        while not stop.is_set():
+            for path in ("/readyz", "/healthz"):
+                sent = timeline.now()
+                try:
+                    answer = http.get(path)
+                    status, reason = (
+                        answer.status_code,
+                        answer.json().get("unreachable") or answer.json().get("message"),
+                    )
+                except httpx.HTTPError as exc:
+                    status, reason = 0, repr(exc)
+                timeline.add(what=path, sent=sent, answered=timeline.now(), status=status, reason=reason)
+            stop.wait(0.25)
+
+
+def sequenced_writer(url: str, connector: str, timeline: Timeline, stop: threading.Event) -> None:
+    """Commits 1, 2, 3, ... with sequence = position; after a 503 it retries the SAME commit, as a
+    careful client does (Retry-After), so a commit is never skipped and never meant twice."""
+    with httpx.Client(base_url=url, timeout=60.0) as http:
+        n = 1
+        while not stop.is_set():
+            sent = timeline.now()
+            answer = http.patch(
+                f"/connectors/{connector}/offsets",
+                params={"sequence_source": "stall", "sequence": str(n)},
+                json=body(n),
+            )
+            payload = answer.json()
+            timeline.add(
+                what="PATCH",
+                n=n,
+                sent=sent,
+                answered=timeline.now(),
+                status=answer.status_code,
+                kind=answer.headers.get("X-Connect-Offsets-Error"),
+                retry_after=answer.headers.get("Retry-After"),
+                dropped=payload.get("dropped"),
+                message=payload.get("message"),
+            )
+            if answer.status_code == 200:
+                n += 1
+                stop.wait(0.2)
+            else:
+                stop.wait(float(answer.headers.get("Retry-After", "1")))
+
+
+def _answer(e: dict[str, Any]) -> tuple[Any, ...]:
+    """(commit, sent at, took, status, kind or dropped) for the summary line."""
+    return e["n"], round(e["sent"], 1), round(e["answered"] - e["sent"], 1), e["status"], e["kind"] or e["dropped"]
+
+
+@pytest.mark.slow
+def test_a_20_s_broker_stall_timeline(own_broker: TansuBroker, daemon_factory: DaemonFactory) -> None:
+    topic = own_broker.unique_topic("stall")
+    daemon = daemon_factory(
+        "--bootstrap-servers", own_broker.bootstrap, "--offsets-topic", topic, "--offsets-partitions", "3"
+    )
+    connector, retried = f"stall-{uuid.uuid4().hex[:8]}", f"stall-client-{uuid.uuid4().hex[:8]}"
+    with OffsetsClient(daemon.url) as client:
+        client.alter(connector, body(0), create=True)
+        client.alter(retried, body(0), create=True)
+
+    timeline, stop = Timeline(), threading.Event()
+    threads = [
+        threading.Thread(target=probe, args=(daemon.url, timeline, stop)),
+        threading.Thread(target=sequenced_writer, args=(daemon.url, connector, timeline, stop)),
+    ]
+    for thread in threads:
+        thread.start()
+    client_answer: dict[str, Any] = {}
+
+    def retrying_client() -> None:
+        """The Python client retries a sequenced commit by itself after a 503 (docs/operations.md)."""
+        with OffsetsClient(daemon.url, timeout_s=60, retry_for_s=60) as client:
+            started = timeline.now()
+            client_answer["answer"] = client.alter(retried, body(7), auth=Auth(sequence_source="client", sequence=7))
+            client_answer["took"] = (started, timeline.now())
+
+    try:
+        time.sleep(1.0)
+        paused_at = timeline.now()
+        with own_broker.paused():
+            time.sleep(2.0)
+            client_thread = threading.Thread(target=retrying_client)
+            client_thread.start()
+            time.sleep(STALL_S - 2.0)
+            resumed_at = timeline.now()
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            after = [e for e in timeline.of("PATCH") if e["sent"] > resumed_at and e["status"] == 200]
+            if len(after) >= 5:
+                break
+            time.sleep(0.2)
+        time.sleep(1.0)
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join(70)
+    client_thread.join(70)
+
+    patches, ready, health = timeline.of("PATCH"), timeline.of("/readyz"), timeline.of("/healthz")
+    stalled = [e for e in patches if e["answered"] >= paused_at and e["sent"] < resumed_at]
+    first_503 = min((e["answered"] for e in stalled if e["status"] == 503), default=None)
+    not_ready = [e for e in ready if e["status"] == 503 and paused_at <= e["sent"] <= resumed_at]
+    ready_again = min((e["answered"] for e in ready if e["sent"] > resumed_at and e["status"] == 200), default=None)
+    resumed_write = min(
+        (e["answered"] for e in patches if e["answered"] > resumed_at and e["status"] == 200), default=None
+    )
+    summary = (
+        f"stall {paused_at:.1f}-{resumed_at:.1f} s; PATCH answers during it: "
+        f"{[_answer(e) for e in stalled]}; "
+        f"first 503 at {first_503}; /readyz 503 from "
+        f"{min((e['answered'] for e in not_ready), default=None)} to {ready_again}; first 200 PATCH after resume "
+        f"at {resumed_write}; client: {client_answer}"
+    )
+    print(summary)
+
+    assert all(e["status"] == 200 for e in health), f"/healthz is about the process: {summary}"
+    assert not [e for e in patches if e["status"] not in (200, 503)], f"only 200 or 503, never a 500: {summary}"
+    assert all(e["answered"] - e["sent"] <= WRITE_TIMEOUT_S + 3 for e in patches), (
+        f"every write has a deadline: {summary}"
+    )
+    for e in patches:
+        if e["status"] == 503:
+            assert e["kind"] in ("write_outcome_unknown", "log_timeout") and e["retry_after"], summary
+    assert first_503 is not None, summary
+    assert not_ready and min(e["answered"] for e in not_ready) <= paused_at + 5, (
+        f"/readyz says so within 5 s: {summary}"
+    )
+    assert all(e["reason"] and own_broker.bootstrap in e["reason"] for e in not_ready), summary
+    assert ready_again is not None and ready_again <= resumed_at + 5, summary
+    assert resumed_write is not None and resumed_write <= resumed_at + 5, f"writes resume within seconds: {summary}"
+
+    # The log, in log order: each commit at most once, increasing; every acknowledged one there.
+    in_log = read_topic(own_broker.bootstrap, topic, 3, encode_key(connector, PARTITION))
+    assert in_log == sorted(set(in_log)), f"applied at most once, never backwards: {in_log}"
+    acknowledged = {e["n"] for e in patches if e["status"] == 200 and not e["dropped"]}
+    replays = {e["n"] for e in patches if e["status"] == 200 and e["dropped"]}
+    assert acknowledged <= set(in_log), f"nothing acknowledged is lost: {sorted(acknowledged - set(in_log))}"
+    for n in replays:  # the retry of a commit whose first attempt landed late: it says so
+        [entry] = next(e for e in patches if e["n"] == n and e["dropped"])["dropped"]
+        assert entry["reason"] == f"stale sequence {n} from source 'stall': {n} was already applied"
+        assert n in in_log
+    assert set(in_log) == {0} | acknowledged | replays, "only commits some answer accounted for reached the log"
+    with OffsetsClient(daemon.url) as client:
+        [row] = client.offsets(connector, fresh=True)
+        assert row["offset"]["position"] == in_log[-1] == max(acknowledged | replays)
+        assert client.offsets(retried) == [{"partition": PARTITION, "offset": {"position": 7}}]
+    assert read_topic(own_broker.bootstrap, topic, 3, encode_key(retried, PARTITION)) == [0, 7], (
+        "the client's retried commit is in the log exactly once"
+    )
+
+
+@pytest.mark.slow
+def test_a_claimed_write_during_a_stall_is_answered_in_time_and_applied_at_most_once(
+    own_broker: TansuBroker, daemon_factory: DaemonFactory
+) -> None:
+    topic = own_broker.unique_topic("stall-claimed")
+    daemon = daemon_factory(
+        "--bootstrap-servers", own_broker.bootstrap, "--offsets-topic", topic, "--offsets-partitions", "3",
+        "--write-timeout", "5s",
+    )  # fmt: skip
+    connector = f"claimed-{uuid.uuid4().hex[:8]}"
+    with OffsetsClient(daemon.url) as client:
+        client.alter(connector, body(0), create=True)
+        epoch = client.claim(connector, "stall-test")["epoch"]
+    auth = {"claim_epoch": str(epoch), "sequence_source": "claimed", "sequence": "1"}
+    with httpx.Client(base_url=daemon.url, timeout=30) as http:
+        with own_broker.paused():
+            sent = time.monotonic()
+            answer = http.patch(f"/connectors/{connector}/offsets", params=auth, json=body(1))
+            took = time.monotonic() - sent
+            assert answer.status_code == 503, answer.text
+            assert answer.headers["X-Connect-Offsets-Error"] in ("write_outcome_unknown", "log_timeout")
+            assert answer.headers["Retry-After"] and took <= 5 + 3, took
+            time.sleep(5)
+        retry_deadline = time.monotonic() + 20
+        while True:  # retry the same commit until the daemon can answer it
+            retry = http.patch(f"/connectors/{connector}/offsets", params=auth, json=body(1))
+            if retry.status_code != 503 or time.monotonic() > retry_deadline:
+                break
+            time.sleep(float(retry.headers.get("Retry-After", "1")))
+    assert retry.status_code == 200, retry.text
+    in_log = read_topic(own_broker.bootstrap, topic, 3, encode_key(connector, PARTITION), committed_only=True)
+    assert in_log == [0, 1], f"the commit that timed out was applied exactly once: {in_log} ({retry.json()})"
+
+
+@pytest.mark.slow
+def test_serve_names_an_unreachable_broker_at_once_and_gives_up_when_asked(tmp_path: Path) -> None:
+    """Nothing listens on the port: a line names the bootstrap servers within seconds (the daemon
+    says so after one 2 s metadata attempt; the bounds below leave room for a loaded machine's
+    interpreter start-up)."""
+    bootstrap = f"127.0.0.1:{free_port()}"
+    command = [sys.executable, "-m", "emulator.cli", "serve", "--bootstrap-servers", bootstrap]
+    common = ["--port", str(free_port()), "--data-dir", str(tmp_path / "data")]
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    started = time.monotonic()
+    gives_up = subprocess.run(
+        [*command, *common, "--startup-timeout", "3s"], capture_output=True, text=True, timeout=30, env=env
+    )
+    took = time.monotonic() - started
+    assert gives_up.returncode == 2, gives_up.stderr[-2000:]
+    assert took < 15, f"gave up after {took:.1f} s, asked for 3 s"
+    last = gives_up.stderr.strip().splitlines()[-1]
+    assert last.startswith("error: cannot reach the Kafka cluster at " + bootstrap) and "--startup-timeout" in last
+
+    log_path = tmp_path / "serve.log"
+    with log_path.open("wb") as log:
+        keeps_trying = subprocess.Popen([*command, *common], stdout=log, stderr=subprocess.STDOUT, env=env)
+    try:
+        started = time.monotonic()
+        while time.monotonic() < started + 10 and f"the Kafka cluster at {bootstrap}" not in log_path.read_text():
+            time.sleep(0.1)
+        text = log_path.read_text()
+        assert f"cannot reach the Kafka cluster at {bootstrap}" in text, f"no word within 10 s:\n{text[-2000:]}"
+        print(f"unreachable broker named after {time.monotonic() - started:.1f} s (interpreter start-up included)")
+        assert keeps_trying.poll() is None, "without --startup-timeout it keeps trying"
+    finally:
+        keeps_trying.send_signal(signal.SIGTERM)
+        try:
+            keeps_trying.wait(10)
+        except subprocess.TimeoutExpired:
+            keeps_trying.kill()
+            keeps_trying.wait(10)
+
+
+@pytest.mark.slow
+def test_a_claim_made_through_one_daemon_holds_off_writes_through_another(
+    kafka_broker: TansuBroker, daemon_factory: DaemonFactory
+) -> None:
+    """B never claimed and never saw the claims topic before A's claim: it learns of it in the
+    background, and A's claim answers only once every watching daemon can have."""
+    topic = kafka_broker.unique_topic("claims-across")
+    args = ("--bootstrap-servers", kafka_broker.bootstrap, "--offsets-topic", topic, "--offsets-partitions", "3")
+    a, b = daemon_factory(*args), daemon_factory(*args)
+    connector = f"across-{uuid.uuid4().hex[:8]}"
+    with OffsetsClient(a.url) as through_a, OffsetsClient(b.url) as through_b:
+        through_a.alter(connector, body(1), create=True)
+        claim = through_a.claim(connector, "owner-on-a")
+        unclaimed = httpx.patch(f"{b.url}/connectors/{connector}/offsets", json=body(2), timeout=30)
+        assert unclaimed.status_code == 400, unclaimed.text
+        assert unclaimed.headers["X-Connect-Offsets-Error"] == "claim_held"
+        with_epoch = httpx.patch(
+            f"{b.url}/connectors/{connector}/offsets", params={"claim_epoch": claim["epoch"]}, json=body(3), timeout=30
+        )
+        assert with_epoch.status_code == 409, with_epoch.text
+        assert "made through another daemon" in with_epoch.json()["message"]
+        assert through_b.offsets(connector, fresh=True) == [{"partition": PARTITION, "offset": {"position": 1}}]

@@ -1,0 +1,220 @@
+"""The CLI's answers to issue 8's findings: confirmation before destructive commands, true counts,
+warnings about the right side, a quiet exit on a closed pipe, ``--kind``, and a checked ``--url``.
+
+Every command runs as a real process against a real daemon (or embedded logs); "a terminal" is a
+real pseudo-terminal (``pty``), so ``isatty`` answers as it does for a person at a shell.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pty
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.fixtures.daemon import DaemonProcess
+
+EXIT_REFUSED, EXIT_USAGE, EXIT_CLOSED_PIPE = 1, 2, 141
+
+
+def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """Without a terminal: stdin is /dev/null, as in a script or CI."""
+    return subprocess.run(
+        [sys.executable, "-m", "emulator.cli", *args],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, **(env or {})},
+    )
+
+
+def cli_on_a_terminal(*args: str, answer: str) -> tuple[int, str]:
+    """Run with a pseudo-terminal as stdin (and stderr, where the question goes); type ``answer``."""
+    controller, terminal = pty.openpty()
+    try:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "emulator.cli", *args],
+            stdin=terminal,
+            stdout=subprocess.PIPE,
+            stderr=terminal,
+        )
+        os.close(terminal)
+        seen = b""
+        deadline = time.monotonic() + 60
+        while b"[y/N]" not in seen and proc.poll() is None and time.monotonic() < deadline:
+            seen += _read_some(controller)
+        os.write(controller, answer.encode() + b"\n")
+        stdout, _ = proc.communicate(timeout=60)
+        while chunk := _read_some(controller):
+            seen += chunk
+        return proc.returncode, (seen + stdout).decode(errors="replace")
+    finally:
+        os.close(controller)
+
+
+def _read_some(fd: int) -> bytes:
+    import select
+
+    ready, _, _ = select.select([fd], [], [], 0.2)
+    if not ready:
+        return b""
+    try:
+        return os.read(fd, 65536)
+    except OSError:  # the other side closed
+        return b""
+
+
+def seed(daemon: DaemonProcess, name: str, partitions: int = 1) -> None:
+    body = {"offsets": [{"partition": {"file": f"f{i}"}, "offset": {"position": i}} for i in range(partitions)]}
+    answer = httpx.patch(f"{daemon.url}/connectors/{name}/offsets", params={"create": "true"}, json=body, timeout=30)
+    assert answer.status_code == 200, answer.text
+
+
+def offsets(daemon: DaemonProcess, name: str) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = httpx.get(f"{daemon.url}/connectors/{name}/offsets", timeout=30).json()["offsets"]
+    return rows
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+# --- confirmation ---------------------------------------------------------------------------------
+
+
+def test_reset_without_a_terminal_needs_yes_and_changes_nothing_without_it(embedded_daemon: DaemonProcess) -> None:
+    name = unique("cli-reset")
+    seed(embedded_daemon, name)
+    refused = cli("reset", name, "--url", embedded_daemon.url)
+    assert refused.returncode == EXIT_USAGE
+    assert "pass --yes to go ahead" in refused.stderr and "not a terminal" in refused.stderr
+    assert len(offsets(embedded_daemon, name)) == 1, "nothing was reset"
+    done = cli("reset", name, "--yes", "--url", embedded_daemon.url)
+    assert done.returncode == 0, done.stderr
+    assert offsets(embedded_daemon, name) == []
+
+
+def test_reset_on_a_terminal_shows_the_tombstones_then_asks(embedded_daemon: DaemonProcess) -> None:
+    name = unique("cli-ask")
+    seed(embedded_daemon, name)
+    code, seen = cli_on_a_terminal("reset", name, "--url", embedded_daemon.url, answer="n")
+    assert code == EXIT_REFUSED and "aborted: nothing was changed" in seen
+    assert f'["{name}",{{"file":"f0"}}]  ->  (delete)' in seen and "None" not in seen
+    assert len(offsets(embedded_daemon, name)) == 1
+    code, seen = cli_on_a_terminal("reset", name, "--url", embedded_daemon.url, answer="y")
+    assert code == 0, seen
+    assert offsets(embedded_daemon, name) == []
+
+
+def test_rollback_needs_yes_without_a_terminal(embedded_daemon: DaemonProcess) -> None:
+    name = unique("cli-rollback")
+    seed(embedded_daemon, name)
+    before_change = int(time.time() * 1000)
+    time.sleep(0.01)
+    seed(embedded_daemon, name, partitions=2)
+    args = ("rollback", name, "--to", str(before_change), "--url", embedded_daemon.url)
+    refused = cli(*args)
+    assert refused.returncode == EXIT_USAGE and "--yes" in refused.stderr
+    assert len(offsets(embedded_daemon, name)) == 2
+    assert cli(*args, "--yes").returncode == 0
+    assert len(offsets(embedded_daemon, name)) == 1
+
+
+def test_import_with_prune_needs_yes_without_a_terminal(tmp_path: Path) -> None:
+    body = tmp_path / "offsets.json"
+    body.write_text(json.dumps({"offsets": [{"partition": {"f": 1}, "offset": {"p": 1}}]}))
+    target = f"embedded:{tmp_path / 'log'}"
+    assert cli("import", "--from", f"kip875:{body}", "--to", target, "--name", "c", "--quiet").returncode == 0
+    body.write_text(json.dumps({"offsets": [{"partition": {"f": 2}, "offset": {"p": 2}}]}))
+    prune = ("import", "--from", f"kip875:{body}", "--to", target, "--name", "c", "--prune", "--quiet")
+    refused = cli(*prune)
+    assert refused.returncode == EXIT_USAGE and "--yes" in refused.stderr
+    dry = cli(*prune, "--dry-run")
+    assert dry.returncode == 0 and "would write 2 change(s)" in dry.stdout, "the dry run needs no confirmation"
+    done = cli(*prune, "--yes")
+    assert done.returncode == 0 and "wrote 2 change(s) (2 record(s) written)" in done.stdout, done.stdout
+
+
+# --- output ---------------------------------------------------------------------------------------
+
+
+def test_a_transfer_summary_counts_every_change_not_only_the_listed_ones(tmp_path: Path) -> None:
+    body = tmp_path / "offsets.json"
+    body.write_text(json.dumps({"offsets": [{"partition": {"f": i}, "offset": {"p": i}} for i in range(30)]}))
+    result = cli("import", "--from", f"kip875:{body}", "--to", f"embedded:{tmp_path / 'log'}", "--name", "c")
+    assert result.returncode == 0, result.stderr
+    assert "wrote 30 change(s) (30 record(s) written)" in result.stdout
+    assert "30 added" in result.stdout
+
+
+def test_migrate_warns_about_the_destination_it_was_given_partitions_for(tmp_path: Path) -> None:
+    body = tmp_path / "offsets.json"
+    body.write_text(json.dumps({"offsets": [{"partition": {"f": 1}, "offset": {"p": 1}}]}))
+    source, target = f"embedded:{tmp_path / 'src'}", f"embedded:{tmp_path / 'dst'}"
+    assert (
+        cli("import", "--from", f"kip875:{body}", "--to", source, "--name", "c", "--partitions", "25").returncode == 0
+    )
+    created = cli("migrate", "--from", source, "--to", target, "--partitions", "3", "--quiet")
+    assert created.returncode == 0, created.stderr
+    assert "were requested" not in created.stderr, "the source's count is not what --partitions is about"
+    again = cli("migrate", "--from", source, "--to", target, "--partitions", "5", "--quiet")
+    assert "dst/connect-offsets.sqlite3 has 3 partitions, 5 were requested: keeping 3" in again.stderr
+    assert "src/connect-offsets.sqlite3" not in again.stderr
+
+
+def test_a_closed_pipe_ends_the_command_quietly(embedded_daemon: DaemonProcess) -> None:
+    name = unique("cli-pipe")
+    seed(embedded_daemon, name, partitions=3000)  # ~200 KB of JSON: more than a pipe holds
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "emulator.cli", "get", name, "--json", "--url", embedded_daemon.url],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    assert proc.stdout.read(100)  # then go away, as `| head -c 100` does
+    proc.stdout.close()
+    stderr = proc.stderr.read().decode()
+    assert proc.wait(timeout=60) == EXIT_CLOSED_PIPE
+    assert "Traceback" not in stderr and "BrokenPipeError" not in stderr, stderr
+
+
+@pytest.mark.slow
+def test_kind_reaches_the_daemon_for_get_alter_and_reset(embedded_daemon: DaemonProcess, tmp_path: Path) -> None:
+    """The embedded log has no consumer groups, so the daemon's answer to ``kind=sink`` proves the
+    option arrived; ``--kind source`` is Connect's default behaviour."""
+    name = unique("cli-kind")
+    seed(embedded_daemon, name)
+    url = ("--url", embedded_daemon.url)
+    body = tmp_path / "sink.json"
+    body.write_text(
+        json.dumps({"offsets": [{"partition": {"kafka_topic": "t", "kafka_partition": 0}, "offset": None}]})
+    )
+    for args in (("get", name), ("alter", name, "--file", str(body)), ("reset", name, "--dry-run")):
+        sink = cli(*args, "--kind", "sink", *url)
+        assert sink.returncode == EXIT_REFUSED and "the embedded log has no consumer groups" in sink.stderr, args
+    assert json.loads(cli("get", name, "--kind", "source", "--json", *url).stdout)["offsets"] == offsets(
+        embedded_daemon, name
+    )
+    assert cli("get", name, "--kind", "both", *url).returncode == EXIT_USAGE
+
+
+@pytest.mark.parametrize("how", ["flag", "environment"])
+def test_transfers_check_the_daemon_url_like_every_command(how: str, tmp_path: Path) -> None:
+    args = ["export", "--to", str(tmp_path / "out.json"), "--quiet"]
+    if how == "flag":
+        result = cli(*args, "--url", "localhost:8081")
+        assert result.returncode == EXIT_USAGE and "--url" in result.stderr
+    else:
+        result = cli(*args, env={"CONNECT_OFFSETS_URL": "localhost:8081"})
+        assert result.returncode == EXIT_USAGE and "CONNECT_OFFSETS_URL" in result.stderr
+    assert "http:// or https:// URL" in result.stderr

@@ -1,0 +1,285 @@
+"""What an operator sees of a running daemon (embedded log): metrics, access log, audit lines, /status.
+
+One daemon for the module, started as users start it, with JSON logs and a separate metrics port;
+each test names its own connectors and compares counters before and after its own requests, so the
+numbers it checks are the ones its requests made. ``/metrics`` is read with prometheus_client's own
+parser (``tests.integration.scrape``), the daemon's log file one JSON object per line.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.fixtures.daemon import DaemonFactory, DaemonProcess, free_port
+from tests.integration.connect_helpers import unique
+from tests.integration.scrape import Samples, scrape, scrape_until
+
+WRITE_ROUTE = "/connectors/{connector}/offsets"
+
+
+@pytest.fixture(scope="module")
+def observed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DaemonProcess]:
+    workdir = tmp_path_factory.mktemp("observed")
+    metrics_port = free_port()
+    daemon = DaemonProcess(
+        ["--data-dir", str(workdir / "data"), "--log-format", "json", "--metrics-port", str(metrics_port)],
+        free_port(),
+        workdir / "daemon.log",
+    ).start()
+    daemon.metrics_url = f"http://127.0.0.1:{metrics_port}"  # type: ignore[attr-defined]
+    try:
+        yield daemon
+    finally:
+        daemon.stop()
+
+
+def log_lines(daemon: DaemonProcess) -> list[dict[str, Any]]:
+    """Every line of the daemon's log; each must be one JSON object (``--log-format json``).
+
+    The fixture's file holds stdout too, where ``serve`` announces its URL once ready (for scripts,
+    not a log record): that one line is the only other one allowed."""
+    lines = []
+    for text in daemon.log_path.read_text(encoding="utf-8").splitlines():
+        if text == daemon.url:
+            continue
+        lines.append(json.loads(text))  # a line that is not JSON fails the test here
+    return lines
+
+
+def lines_about(daemon: DaemonProcess, logger: str, connector: str, count: int) -> list[dict[str, Any]]:
+    """The ``logger``'s lines naming ``connector``, once ``count`` are there (the log is flushed per line)."""
+    deadline = time.monotonic() + 10
+    while True:
+        found = [line for line in log_lines(daemon) if line["logger"] == logger and line.get("connector") == connector]
+        if len(found) >= count or time.monotonic() > deadline:
+            return found
+        time.sleep(0.05)
+
+
+def patch(daemon: DaemonProcess, connector: str, offsets: list[dict[str, Any]], **params: str) -> httpx.Response:
+    return httpx.patch(f"{daemon.url}/connectors/{connector}/offsets", json={"offsets": offsets}, params=params)
+
+
+def offsets(n: int, *files: str) -> list[dict[str, Any]]:
+    return [{"partition": {"file": f}, "offset": {"pos": n}} for f in files]
+
+
+def writes(samples: Samples, connector: str, operation: str, result: str) -> float:
+    return samples.value("connect_offsets_writes_total", connector=connector, operation=operation, result=result)
+
+
+def test_n_writes_are_counted_n_times_per_connector_route_and_status(observed: DaemonProcess) -> None:
+    name, stranger = unique("counted"), unique("never-created")
+    before = scrape(observed.url)
+    assert patch(observed, name, offsets(0, "a", "b"), create="true").status_code == 200
+    for n in (1, 2):
+        assert patch(observed, name, offsets(n, "a")).status_code == 200
+    assert httpx.delete(f"{observed.url}/connectors/{name}/offsets", params={"dry_run": "true"}).status_code == 200
+    assert patch(observed, stranger, offsets(1, "a")).status_code == 404
+
+    after = scrape_until(
+        observed.url,
+        lambda s: (
+            s.value("connect_offsets_reader_records_read_total")
+            >= before.value("connect_offsets_reader_records_read_total") + 4
+        ),
+        "the reader delivering the 4 records written",
+    )
+    assert writes(after, name, "PATCH", "ok") == 3
+    assert writes(after, name, "DELETE", "dry_run") == 1
+    assert writes(after, "", "PATCH", "connector_not_found") - writes(before, "", "PATCH", "connector_not_found") == 1
+    assert stranger not in after.label_values("connect_offsets_writes_total", "connector")  # no series at will
+    labels = {"method": "PATCH", "route": WRITE_ROUTE, "status": "200"}
+    assert (
+        after.value("connect_offsets_http_requests_total", **labels)
+        - before.value("connect_offsets_http_requests_total", **labels)
+        == 3
+    )
+    assert (
+        after.value("connect_offsets_http_request_duration_seconds_count", **labels)
+        - before.value("connect_offsets_http_request_duration_seconds_count", **labels)
+        == 3
+    )
+    assert (
+        after.value("connect_offsets_reader_records_read_total")
+        - before.value("connect_offsets_reader_records_read_total")
+        == 4
+    )  # 2 records, then 1 and 1: a dry run writes nothing
+    assert not any(
+        name in dict(labels).get("route", "") for labels in after.series("connect_offsets_http_requests_total")
+    )
+
+
+def test_the_reader_lag_reaches_zero_and_end_offsets_follow_the_writes(observed: DaemonProcess) -> None:
+    name = unique("lagless")
+    start = httpx.get(f"{observed.url}/status").json()
+    assert patch(observed, name, offsets(7, "a", "b", "c", "d"), create="true").status_code == 200
+    deadline = time.monotonic() + 10
+    status = httpx.get(f"{observed.url}/status").json()
+    while status["lag_total"] != 0 or status["records_read"] < start["records_read"] + 4:
+        assert time.monotonic() < deadline, f"reader did not catch up: {status}"
+        time.sleep(0.05)
+        status = httpx.get(f"{observed.url}/status").json()
+    assert sum(status["end_offsets"].values()) == sum(start["end_offsets"].values()) + 4
+    assert status["end_offsets"] == status["positions"]
+    reader = status["reader"]
+    assert reader["alive"] is True and reader["records_dropped"] == 0 and reader["last_error"] is None
+    assert reader["last_poll_at"] is not None and reader["last_records_at"] is not None
+    assert status["history"]["enabled"] is True and status["history"]["mode"] == "writing"
+    assert status["view"]["listener_failures"] == 0
+
+    samples = scrape(observed.url)
+    lags = samples.series("connect_offsets_reader_lag")
+    assert len(lags) == len(status["end_offsets"]) and set(lags.values()) == {0.0}
+    for partition, end in status["end_offsets"].items():
+        assert samples.get("connect_offsets_reader_end_offset", partition=partition) == end
+    assert samples.get("connect_offsets_reader_alive") == 1 and samples.get("connect_offsets_ready") == 1
+    assert time.time() - (samples.get("connect_offsets_reader_last_poll_timestamp_seconds") or 0) < 10
+    assert samples.get("connect_offsets_history_queued_records") == 0
+
+
+def test_every_write_has_one_audit_line_with_who_from_where_and_what(observed: DaemonProcess) -> None:
+    name = unique("audited")
+    assert patch(observed, name, offsets(1, "a", "b"), create="true").status_code == 200
+    assert httpx.delete(f"{observed.url}/connectors/{name}/offsets", params={"dry_run": "true"}).status_code == 200
+    claim = httpx.post(f"{observed.url}/connectors/{name}/claim", json={"owner": "job-1"})
+    assert claim.status_code == 200
+    release = httpx.delete(f"{observed.url}/connectors/{name}/claim", params={"epoch": claim.json()["epoch"]})
+    assert release.status_code == 200
+
+    alter, reset, claimed, released = lines_about(observed, "emulator.audit", name, 4)
+    for line in (alter, reset, claimed, released):
+        assert line["level"] == "INFO" and line["event"] == "audit"
+        assert line["principal"] == "anonymous" and line["mechanism"] == "none"
+        assert line["remote"].startswith("127.0.0.1:") and line["status"] == 200
+    assert (alter["operation"], alter["dry_run"], alter["result"]) == ("PATCH", False, "ok")
+    assert alter["partitions"] == [{"file": "a"}, {"file": "b"}] and alter["records"] == 2
+    assert (reset["operation"], reset["dry_run"], reset["result"]) == ("DELETE", True, "dry_run")
+    assert sorted(p["file"] for p in reset["partitions"]) == ["a", "b"]
+    assert (claimed["operation"], claimed["owner"], claimed["epoch"]) == ("claim", "job-1", 1)
+    assert (released["operation"], released["epoch"]) == ("release", 1)
+
+
+def test_rollbacks_and_imports_are_audited_too(observed: DaemonProcess) -> None:
+    name = unique("rolled")
+    assert patch(observed, name, offsets(1, "a"), create="true").status_code == 200
+    mark = int(time.time() * 1000)
+    time.sleep(0.01)
+    assert patch(observed, name, offsets(2, "a", "b")).status_code == 200
+    rollback = httpx.post(
+        f"{observed.url}/connectors/{name}/offsets/rollback",
+        params={"to": str(mark), "dry_run": "true"},
+        headers={"content-type": "application/json"},  # writes need it (a 415 otherwise), bodies or not
+    )
+    assert rollback.status_code == 200 and len(rollback.json()["changes"]) == 2
+    key = base64.b64encode(f'["{name}",{{"file":"c"}}]'.encode()).decode()
+    value = base64.b64encode(b'{"pos":3}').decode()
+    imported = httpx.post(f"{observed.url}/offsets/records", json={"records": [{"key": key, "value": value}]})
+    assert imported.status_code == 200 and imported.json()["written"] == 1
+
+    lines = lines_about(observed, "emulator.audit", name, 3)
+    (rolled,) = [line for line in lines if line["operation"] == "rollback"]
+    assert (rolled["dry_run"], rolled["result"], rolled["records"]) == (True, "dry_run", 2)
+    assert sorted(p["file"] for p in rolled["partitions"]) == ["a", "b"]
+    deadline = time.monotonic() + 10
+    while not (
+        found := [
+            line
+            for line in log_lines(observed)
+            if line.get("operation") == "import" and name in line.get("connectors", [])
+        ]
+    ):
+        assert time.monotonic() < deadline, "no audit line for the import"
+        time.sleep(0.05)
+    (imported_line,) = found
+    assert (imported_line["connector"], imported_line["written"], imported_line["partitions"]) == (
+        None,
+        1,
+        [{"file": "c"}],
+    )
+    assert imported_line["principal"] == "anonymous" and imported_line["status"] == 200
+
+
+def test_the_access_log_names_route_templates_and_client_mistakes_are_not_errors(observed: DaemonProcess) -> None:
+    name = unique("mistaken")
+    assert patch(observed, name, offsets(1, "a"), create="true").status_code == 200
+    assert patch(observed, name, [{"partition": {"file": "a"}, "offset": {"pos": [1]}}]).status_code == 500
+    mistake = httpx.patch(
+        f"{observed.url}/connectors/{name}/offsets", content=b"{not json", headers={"content-type": "application/json"}
+    )
+    assert mistake.status_code == 400
+    assert httpx.get(f"{observed.url}/connectors/{name}/nothing-here").status_code == 404
+
+    deadline = time.monotonic() + 10
+    while True:
+        access = [line for line in log_lines(observed) if line["logger"] == "emulator.access"]
+        refused = sum(1 for a in access if a["status"] in (400, 500) and a["route"] == WRITE_ROUTE)
+        if refused >= 2 and any(a["route"] == "unmatched" and a["status"] == 404 for a in access):
+            break  # a line is written once the answer has left, so it may come a moment after it
+        assert time.monotonic() < deadline, "access lines of the refused requests never appeared"
+        time.sleep(0.05)
+    for line in access:
+        assert {"method", "route", "status", "duration_ms", "principal", "remote"} <= set(line)
+        assert name not in line["message"] and name not in line["route"]  # templates, never raw paths
+    kinds = {(a["status"], a["error_kind"]) for a in access if a["route"] == WRITE_ROUTE}
+    assert {(500, "invalid_offset_format"), (400, "invalid_request")} <= kinds
+    assert [line for line in log_lines(observed) if line["level"] in ("ERROR", "CRITICAL")] == []
+
+
+def test_fenced_writes_dropped_sequences_and_claims_are_counted_per_connector(observed: DaemonProcess) -> None:
+    name = unique("fenced")
+    assert patch(observed, name, offsets(1, "a"), create="true").status_code == 200
+    first = httpx.post(f"{observed.url}/connectors/{name}/claim", json={"owner": "old"}).json()["epoch"]
+    second = httpx.post(f"{observed.url}/connectors/{name}/claim", json={"owner": "new"}).json()["epoch"]
+    assert patch(observed, name, offsets(2, "a"), claim_epoch=str(first)).status_code == 409
+    sequence = {"claim_epoch": str(second), "sequence_source": "task-0"}
+    assert patch(observed, name, offsets(3, "a", "b"), **sequence, sequence="5").status_code == 200
+    stale = patch(observed, name, offsets(2, "a", "b"), **sequence, sequence="4")
+    assert stale.status_code == 200 and len(stale.json()["dropped"]) == 2
+
+    samples = scrape(observed.url)
+    assert samples.value("connect_offsets_fenced_writes_total", connector=name) == 1
+    assert writes(samples, name, "PATCH", "fenced") == 1
+    assert samples.value("connect_offsets_dropped_sequences_total", connector=name) == 2
+    assert samples.value("connect_offsets_claims_total", connector=name, operation="claim", result="ok") == 2
+    (line,) = [a for a in lines_about(observed, "emulator.audit", name, 5) if a.get("dropped_sequences")]
+    assert line["dropped_sequences"] == 2 and line["claim_epoch"] == str(second)
+
+
+def test_the_metrics_port_serves_the_same_registry(observed: DaemonProcess) -> None:
+    metrics_url: str = observed.metrics_url  # type: ignore[attr-defined]
+    main, separate = scrape(observed.url), scrape(metrics_url, "/metrics")
+    assert separate.get("connect_offsets_build_info", version=_version()) == 1
+    assert separate.get("connect_offsets_reader_caught_up") == main.get("connect_offsets_reader_caught_up") == 1
+    assert separate.value("connect_offsets_http_requests_total", method="GET", route="/metrics", status="200") >= 1
+
+
+@pytest.mark.slow
+def test_without_the_access_log_writes_are_still_audited_in_text_lines(
+    daemon_factory: DaemonFactory, tmp_path: Path
+) -> None:
+    daemon = daemon_factory("--no-access-log")
+    name = unique("quiet")
+    assert patch(daemon, name, offsets(1, "a"), create="true").status_code == 200
+    assert httpx.get(f"{daemon.url}/connectors/{name}/offsets").status_code == 200
+    deadline = time.monotonic() + 10
+    while f"PATCH {name} by anonymous from 127.0.0.1:" not in daemon.log_path.read_text():
+        assert time.monotonic() < deadline, daemon.log_tail()
+        time.sleep(0.05)
+    text = daemon.log_path.read_text()
+    assert " INFO emulator.audit: PATCH " in text and "200 ok, 1 partition(s)" in text
+    assert "emulator.access" not in text
+
+
+def _version() -> str:
+    from emulator import __version__
+
+    return __version__

@@ -1,0 +1,220 @@
+"""Hostile or mistaken requests get a 400 (413 for a body too large) in Connect's error body, never a 500.
+
+Each case here answered 500 or did something worse before (issue 8, "Hostile input"): ~2,000-deep
+JSON raised ``RecursionError`` in every JSON body and in history's ``partition=``; times and epochs
+beyond their ranges raised ``OverflowError``; ``%FE`` and ``%FF`` both decoded to U+FFFD and reached
+one connector, ``%00`` made a name holding NUL; there was no body size limit. The daemon is the
+real process (uvicorn decodes the path; the raw path is what these checks read).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.fixtures.daemon import DaemonFactory, DaemonProcess
+
+DEEP = 2000
+
+
+@pytest.fixture
+def name() -> str:
+    return f"limits-{uuid.uuid4().hex[:10]}"
+
+
+def request(daemon: DaemonProcess, method: str, path: str, **kwargs: Any) -> httpx.Response:
+    """Writes carry ``Content-Type: application/json`` as a client of the API must (415 otherwise)."""
+    headers = {"content-type": "application/json", **kwargs.pop("headers", {})}
+    return httpx.request(method, daemon.url + path, timeout=30, headers=headers, **kwargs)
+
+
+def assert_400(response: httpx.Response, *words: str) -> dict[str, Any]:
+    assert response.status_code == 400, response.text
+    body: dict[str, Any] = response.json()
+    assert body["error_code"] == 400
+    assert response.headers["X-Connect-Offsets-Error"] == "invalid_request"
+    for word in words:
+        assert word in body["message"], body["message"]
+    return body
+
+
+def seed(daemon: DaemonProcess, connector: str) -> None:
+    body = {"offsets": [{"partition": {"p": 1}, "offset": {"o": 1}}]}
+    response = request(daemon, "PATCH", f"/connectors/{connector}/offsets", json=body, params={"create": "true"})
+    assert response.status_code == 200, response.text
+
+
+def offsets(daemon: DaemonProcess, connector: str) -> Any:
+    return request(daemon, "GET", f"/connectors/{connector}/offsets").json()
+
+
+# --- JSON nesting ------------------------------------------------------------------------------
+
+DEPTH_WORDS = "Document nesting depth (1001) exceeds the maximum allowed (1000)"
+
+
+def test_deep_json_is_a_400_naming_the_depth_limit_in_every_body(embedded_daemon: DaemonProcess, name: str) -> None:
+    seed(embedded_daemon, name)
+    deep = b"[" * DEEP + b"]" * DEEP
+    headers = {"content-type": "application/json"}
+    patch_body = b'{"offsets":[{"partition":{"p":1},"offset":{"o":' + deep + b"}}]}"
+    for method, path, body in [
+        ("PATCH", f"/connectors/{name}/offsets", patch_body),
+        ("POST", "/offsets/records", b'{"records":' + deep + b"}"),
+        ("POST", f"/connectors/{name}/claim", b'{"owner":' + deep + b"}"),
+    ]:
+        assert_400(request(embedded_daemon, method, path, content=body, headers=headers), DEPTH_WORDS)
+    history = request(embedded_daemon, "GET", f"/connectors/{name}/offsets/history", params={"partition": "[" * DEEP})
+    assert_400(history, "query parameter 'partition'", DEPTH_WORDS)
+    assert offsets(embedded_daemon, name) == {"offsets": [{"partition": {"p": 1}, "offset": {"o": 1}}]}
+
+
+def test_json_within_the_depth_limit_but_too_deep_for_any_body_is_a_400_too(
+    embedded_daemon: DaemonProcess, name: str
+) -> None:
+    seed(embedded_daemon, name)
+    deep = b"[" * 990 + b"]" * 990  # Jackson reads this; Python's json gives up around here
+    body = b'{"offsets":[{"partition":{"p":1},"offset":{"o":' + deep + b"}}]}"
+    response = request(
+        embedded_daemon,
+        "PATCH",
+        f"/connectors/{name}/offsets",
+        content=body,
+        headers={"content-type": "application/json"},
+    )
+    # Connect would parse it and refuse the nested offset; here the parser says why it stopped.
+    assert_400(response, "Document nesting depth is within Jackson's limit (1000)")
+    assert offsets(embedded_daemon, name)["offsets"][0]["offset"] == {"o": 1}
+
+
+def test_numbers_and_names_beyond_jacksons_limits_are_400s(embedded_daemon: DaemonProcess, name: str) -> None:
+    seed(embedded_daemon, name)
+    path = f"/connectors/{name}/offsets"
+    headers = {"content-type": "application/json"}
+    long_number = b'{"offsets":[{"partition":{"p":1},"offset":{"o":' + b"1" * 1001 + b"}}]}"
+    assert_400(
+        request(embedded_daemon, "PATCH", path, content=long_number, headers=headers),
+        "Number value length (1001) exceeds the maximum allowed (1000)",
+    )
+    long_name = {"offsets": [{"partition": {"p": 1}, "offset": {"n" * 50_001: 1}}]}
+    assert_400(
+        request(embedded_daemon, "PATCH", path, json=long_name),
+        "Name length (50001) exceeds the maximum allowed (50000)",
+    )
+    assert offsets(embedded_daemon, name)["offsets"][0]["offset"] == {"o": 1}
+
+
+# --- connector names in the path ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("encoded", ["%FE", "%FF", "bad%FEname", "%C3", "%ED%A0%80"])
+def test_a_name_that_is_not_utf8_once_decoded_is_a_400(embedded_daemon: DaemonProcess, encoded: str) -> None:
+    for method, path in [("GET", "/offsets"), ("PATCH", "/offsets"), ("DELETE", "/offsets"), ("GET", "/claim")]:
+        kwargs = {"json": {"offsets": [{"partition": {"p": 1}, "offset": None}]}} if method == "PATCH" else {}
+        response = request(embedded_daemon, method, f"/connectors/{encoded}{path}", **kwargs)
+        assert_400(response, "not valid UTF-8 once percent-decoded")
+
+
+@pytest.mark.parametrize("encoded", ["%00", "a%0Ab", "tab%09", "%7F", "c1%C2%85"])
+def test_a_name_with_control_characters_is_refused_with_connects_rule(
+    embedded_daemon: DaemonProcess, encoded: str
+) -> None:
+    body = {"offsets": [{"partition": {"p": 1}, "offset": {"o": 1}}]}
+    response = request(embedded_daemon, "PATCH", f"/connectors/{encoded}/offsets", json=body, params={"create": "true"})
+    assert_400(response, "String may not contain control sequences but had the following ASCII chars")
+    listed = request(embedded_daemon, "GET", "/connectors").json()
+    assert not [n for n in listed if any(ord(c) < 0x20 or 0x7F <= ord(c) <= 0x9F for c in n)]
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/connectors/a%2Fb/offsets",
+        "/connectors/a%2foffsets/history",  # decoded, this path is the history of connector "a"
+        "/connectors/%2F/claim",
+    ],
+)
+def test_an_encoded_slash_in_a_name_is_a_400_as_in_connect(embedded_daemon: DaemonProcess, path: str) -> None:
+    assert_400(request(embedded_daemon, "GET", path), "cannot contain an encoded '/' (%2F)")
+
+
+def test_names_that_are_valid_utf8_are_served(embedded_daemon: DaemonProcess) -> None:
+    name = f"caf\u00e9-{uuid.uuid4().hex[:6]}-\U0001f600 x+y"
+    seed(embedded_daemon, name)
+    assert offsets(embedded_daemon, name)["offsets"][0]["offset"] == {"o": 1}
+    assert name in request(embedded_daemon, "GET", "/connectors").json()
+
+
+# --- times and 64-bit numbers ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "value", ["99999999999999999999", "-" + "9" * 5000, "9223372036854775807", "0001-01-01T00:00:00+01:00"]
+)
+def test_times_out_of_range_are_400s(embedded_daemon: DaemonProcess, name: str, value: str) -> None:
+    seed(embedded_daemon, name)
+    for method, path, param in [
+        ("GET", f"/connectors/{name}/offsets", "as_of"),
+        ("GET", f"/connectors/{name}/offsets/history", "from"),
+        ("GET", f"/connectors/{name}/offsets/history", "to"),
+        ("POST", f"/connectors/{name}/offsets/rollback", "to"),
+    ]:
+        assert_400(request(embedded_daemon, method, path, params={param: value}), f"'{param}'", "out of range")
+    earliest = request(embedded_daemon, "GET", f"/connectors/{name}/offsets/history", params={"from": "0001-01-01"})
+    assert earliest.status_code == 200, earliest.text
+
+
+@pytest.mark.parametrize("value", [str(2**63), str(-(2**63) - 1), "1" + "0" * 40])
+def test_epochs_and_sequences_beyond_64_bits_are_400s(embedded_daemon: DaemonProcess, name: str, value: str) -> None:
+    seed(embedded_daemon, name)
+    body = {"offsets": [{"partition": {"p": 1}, "offset": {"o": 2}}]}
+    path = f"/connectors/{name}/offsets"
+    for method, params in [
+        ("PATCH", {"claim_epoch": value}),
+        ("PATCH", {"sequence_source": "s", "sequence": value}),
+        ("DELETE", {"claim_epoch": value}),
+    ]:
+        kwargs = {"json": body} if method == "PATCH" else {}
+        assert_400(request(embedded_daemon, method, path, params=params, **kwargs), "out of range", "64-bit")
+    assert_400(request(embedded_daemon, "DELETE", f"/connectors/{name}/claim", params={"epoch": value}), "64-bit")
+    assert offsets(embedded_daemon, name)["offsets"][0]["offset"] == {"o": 1}
+
+
+# --- body size ---------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def small_daemon(daemon_factory: DaemonFactory) -> Iterator[DaemonProcess]:
+    yield daemon_factory("--max-body-bytes", "4KiB")
+
+
+def assert_413(response: httpx.Response) -> None:
+    assert response.status_code == 413, response.text
+    body = response.json()
+    assert (
+        body["error_code"] == 413 and "exceeds this daemon's limit of 4096 bytes (--max-body-bytes)" in body["message"]
+    )
+    assert response.headers["X-Connect-Offsets-Error"] == "request_too_large"
+
+
+@pytest.mark.slow
+def test_a_body_over_max_body_bytes_is_a_413_declared_or_streamed(small_daemon: DaemonProcess, name: str) -> None:
+    seed(small_daemon, name)
+    big = {"offsets": [{"partition": {"p": 1}, "offset": {"o": 2, "pad": "x" * 5000}}]}
+    assert_413(request(small_daemon, "PATCH", f"/connectors/{name}/offsets", json=big))
+
+    def chunks() -> Iterator[bytes]:  # no Content-Length: refused while streaming
+        yield b'{"records":['
+        for _ in range(100):
+            yield b'{"key":"' + b"A" * 100 + b'","value":null},'
+        yield b"]}"
+
+    assert_413(request(small_daemon, "POST", "/offsets/records", content=chunks()))
+    assert_413(request(small_daemon, "POST", f"/connectors/{name}/claim", json={"owner": "x" * 5000}))
+    fits = {"offsets": [{"partition": {"p": 1}, "offset": {"o": 3, "pad": "x" * 3000}}]}
+    assert request(small_daemon, "PATCH", f"/connectors/{name}/offsets", json=fits).status_code == 200
+    assert offsets(small_daemon, name)["offsets"][0]["offset"]["o"] == 3

@@ -1,0 +1,168 @@
+"""TLS and mutual TLS with a CA and certificates made in the test: a real TLS client with the
+right certificate gets in as the certificate's subject, one without a certificate is refused
+during the handshake, and the subject's scopes come from the same scopes file as Basic users'."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from cryptography.x509.oid import NameOID
+
+from emulator.client import Credentials, ForbiddenError, OffsetsClient
+from emulator.server.auth.tls import subject_text
+from tests.fixtures.daemon import free_port
+from tests.integration.auth_helpers import bearer, cli, mint
+from tests.integration.tls_helpers import Authority, TlsDaemon, client_context
+
+SUBJECT = "CN=spark-etl,OU=data,O=Example"
+
+
+@pytest.fixture(scope="module")
+def authority(tmp_path_factory: pytest.TempPathFactory) -> Authority:
+    return Authority(tmp_path_factory.mktemp("ca"))
+
+
+@pytest.fixture(scope="module")
+def mtls_daemon(authority: Authority, tmp_path_factory: pytest.TempPathFactory) -> Iterator[TlsDaemon]:
+    """Client certificates are the only way in: the CA signs them, the scopes file limits them."""
+    directory = tmp_path_factory.mktemp("mtls-daemon")
+    server, _ = authority.issue("server.pem", server=True, CN="localhost")
+    client, _ = authority.issue("client.pem", O="Example", OU="data", CN="spark-etl")
+    scopes = directory / "scopes.toml"
+    scopes.write_text(f'[scopes]\n"{SUBJECT}" = ["write:orders-*"]\n"CN=ops,O=Example" = ["admin"]\n')
+    args = ["--data-dir", str(directory / "data"), "--tls-cert", str(server), "--tls-client-ca", str(authority.ca_file)]
+    daemon = TlsDaemon(
+        [*args, "--scopes-file", str(scopes)],
+        free_port(),
+        directory / "daemon.log",
+        probe=client_context(authority.ca_file, client),
+    ).start()
+    yield daemon
+    daemon.stop()
+
+
+def test_the_subject_text_is_rfc_4514_as_cryptography_prints_it(authority: Authority) -> None:
+    _, certificate = authority.issue("odd.pem", O="Example, Inc.", CN="+odd;name ")
+    parsed = [
+        [(_LONG[a.oid], a.value) for a in rdn]  # the shape ssl.getpeercert() gives
+        for rdn in certificate.subject.rdns
+    ]
+    assert subject_text(parsed) == certificate.subject.rfc4514_string()
+
+
+_LONG = {NameOID.COMMON_NAME: "commonName", NameOID.ORGANIZATION_NAME: "organizationName"}
+
+
+def test_a_client_with_the_cas_certificate_gets_in_as_its_subject(mtls_daemon: TlsDaemon, authority: Authority) -> None:
+    credentials = Credentials(ca=str(authority.ca_file), client_cert=str(authority.directory / "client.pem"))
+    with OffsetsClient(mtls_daemon.url, credentials=credentials) as client:
+        body = {"offsets": [{"partition": {"f": "a"}, "offset": {"pos": 1}}]}
+        assert "altered successfully" in client.alter("orders-tls", body, create=True)["message"]
+        assert client.offsets("orders-tls") == body["offsets"]
+        with pytest.raises(ForbiddenError) as refused:
+            client.alter("billing", body, create=True)
+    assert refused.value.message.startswith(f"{SUBJECT} (mtls) may not do this"), "the subject is the principal"
+    status = client_status(mtls_daemon, authority)
+    assert status["security"]["authentication"] == ["mtls"] and status["security"]["tls"] is True
+
+
+def client_status(daemon: TlsDaemon, authority: Authority) -> dict[str, object]:
+    response = httpx.get(
+        daemon.url + "/status", verify=client_context(authority.ca_file, authority.directory / "client.pem")
+    )
+    return dict(response.json())
+
+
+def test_a_client_without_a_certificate_is_refused_in_the_handshake(
+    mtls_daemon: TlsDaemon, authority: Authority
+) -> None:
+    with pytest.raises((httpx.ConnectError, httpx.ReadError, httpx.RemoteProtocolError)):
+        httpx.get(mtls_daemon.url + "/healthz", verify=client_context(authority.ca_file))
+    with pytest.raises(httpx.TransportError):
+        httpx.get(mtls_daemon.url.replace("https", "http") + "/healthz")
+
+
+def test_a_certificate_from_another_ca_is_refused(mtls_daemon: TlsDaemon, authority: Authority, tmp_path: Path) -> None:
+    stranger = Authority(tmp_path)
+    certificate, _ = stranger.issue("stranger.pem", O="Example", OU="data", CN="spark-etl")
+    with pytest.raises((httpx.ConnectError, httpx.ReadError, httpx.RemoteProtocolError)):
+        httpx.get(mtls_daemon.url + "/healthz", verify=client_context(authority.ca_file, certificate))
+
+
+def test_the_cli_carries_the_ca_and_the_client_certificate(mtls_daemon: TlsDaemon, authority: Authority) -> None:
+    env = {"CONNECT_OFFSETS_CA": str(authority.ca_file)}
+    flags = ("--url", mtls_daemon.url, "--client-cert", str(authority.directory / "client.pem"), "--json")
+    listed = cli("list", *flags, env=env)
+    assert listed.returncode == 0, listed.stderr
+    assert isinstance(json.loads(listed.stdout), list)
+    without = cli("list", "--url", mtls_daemon.url, env=env)
+    assert without.returncode == 3 and "cannot reach" in without.stderr
+
+
+@pytest.mark.slow
+def test_tls_without_client_certificates_serves_https_with_passwords(authority: Authority, tmp_path: Path) -> None:
+    """``--tls-cert`` alone: HTTPS, and authentication by the credentials file as usual."""
+    server, _ = authority.issue("server-only.pem", server=True, CN="localhost")
+    users = tmp_path / "users.properties"
+    users.write_text("ops=pw\n")
+    daemon = TlsDaemon(
+        ["--data-dir", str(tmp_path / "data"), "--tls-cert", str(server), "--credentials-file", str(users)],
+        free_port(),
+        tmp_path / "daemon.log",
+        probe=client_context(authority.ca_file),
+    ).start()
+    try:
+        credentials = Credentials(user="ops", password="pw", ca=str(authority.ca_file))
+        with OffsetsClient(daemon.url, credentials=credentials) as client:
+            assert client.connectors() == []
+        with pytest.raises(httpx.ConnectError):  # the daemon's certificate is not trusted by default
+            httpx.get(daemon.url + "/healthz")
+    finally:
+        daemon.stop()
+
+
+def test_unusable_tls_files_stop_the_daemon_with_one_line(tmp_path: Path) -> None:
+    missing = tmp_path / "nope.pem"
+    result = cli("serve", "--port", str(free_port()), "--data-dir", str(tmp_path), "--tls-cert", str(missing))
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines()[-1].startswith(f"error: --tls-cert {missing}")
+    alone = cli("serve", "--port", str(free_port()), "--tls-client-ca", str(missing))
+    assert alone.returncode == 2 and "--tls-client-ca needs --tls-cert" in alone.stderr
+
+
+@pytest.mark.slow
+def test_with_tokens_too_a_client_certificate_is_optional(authority: Authority, tmp_path: Path) -> None:
+    """Certificates and tokens together: the handshake no longer requires a certificate, and a
+    client without one must then show a token; one with a certificate needs nothing else."""
+    server, _ = authority.issue("server-mixed.pem", server=True, CN="localhost")
+    client, _ = authority.issue("ops.pem", O="Example", CN="ops")
+    token, line = mint("ci", ["read:orders-*"])
+    (tmp_path / "tokens").write_text(line + "\n")
+    (tmp_path / "scopes.toml").write_text('[scopes]\n"CN=ops,O=Example" = ["admin"]\n')
+    args = ["--tls-cert", str(server), "--tls-client-ca", str(authority.ca_file), "--tokens-file"]
+    daemon = TlsDaemon(
+        [
+            "--data-dir",
+            str(tmp_path / "data"),
+            *args,
+            str(tmp_path / "tokens"),
+            "--scopes-file",
+            str(tmp_path / "scopes.toml"),
+        ],
+        free_port(),
+        tmp_path / "daemon.log",
+        probe=client_context(authority.ca_file),
+    ).start()
+    try:
+        no_certificate = client_context(authority.ca_file)
+        assert httpx.get(daemon.url + "/connectors", verify=no_certificate).status_code == 401
+        with_token = httpx.get(daemon.url + "/connectors", verify=no_certificate, headers=bearer(token))
+        assert with_token.status_code == 200
+        as_ops = httpx.get(daemon.url + "/history/status", verify=client_context(authority.ca_file, client))
+        assert as_ops.status_code == 200, "the certificate's subject is admin by the scopes file"
+    finally:
+        daemon.stop()

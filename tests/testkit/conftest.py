@@ -1,0 +1,29 @@
+"""Helpers for running sample user test files through the installed plugin, in a subprocess.
+
+``runpytest_subprocess`` starts ``python -m pytest`` as a user's CI would: the plugin is loaded
+through its ``pytest11`` entry point, not imported by these tests, so the registration itself is
+under test. The inner run gets a clean ``CONNECT_OFFSETS_*`` environment unless a test sets one.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from tests.docker.conftest import compose_command, docker_engine  # noqa: F401  (fixtures for test_compose.py)
+
+INNER_TIMEOUT_S = 240.0
+
+
+@pytest.fixture
+def inner(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
+    """``pytester`` with the daemon's and the kit's variables cleared for the inner run."""
+    for name in list(os.environ):
+        if name.startswith("CONNECT_OFFSETS_"):
+            monkeypatch.delenv(name)
+    return pytester
+
+
+def run_inner(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
+    return pytester.runpytest_subprocess("-p", "no:cacheprovider", "-rA", *args, timeout=INNER_TIMEOUT_S)

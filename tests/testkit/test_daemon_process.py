@@ -1,0 +1,111 @@
+"""The daemon as a context manager, for frameworks other than pytest (``emulator.testing.process``).
+
+Specification: ``with EmbeddedDaemon() as daemon`` starts ``connect-offsets serve`` on a port the
+system picks, in a fresh data directory that is removed afterwards, and ``daemon.url`` answers;
+nothing of it imports pytest. A daemon that exits or is not ready in time raises
+``DaemonStartError`` ending with its log, and is not left running. ``KafkaDaemon`` does the same on
+a broker's offsets topic.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from emulator.testing import DaemonStartError, EmbeddedDaemon, KafkaDaemon, OffsetsKit
+from tests.fixtures.broker import TansuBroker
+
+SCRIPT = """
+import sys
+from emulator.testing import EmbeddedDaemon, OffsetsKit
+
+with EmbeddedDaemon() as daemon, OffsetsKit(daemon.url) as kit:
+    kit.seed("orders-src", [({"filename": "/data/orders.csv"}, {"position": 4096})])
+    kit.assert_offsets("orders-src", [({"filename": "/data/orders.csv"}, {"position": 4096})])
+    print(daemon.url, daemon.workdir, daemon.proc.pid)
+print("pytest" in sys.modules, daemon.workdir.exists(), daemon.proc.poll() is not None)
+"""
+
+
+@pytest.mark.slow  # a Python process of its own that starts a daemon
+def test_a_script_runs_a_daemon_with_the_context_manager_and_without_pytest(tmp_path: Path) -> None:
+    script = tmp_path / "pipeline_check.py"
+    script.write_text(SCRIPT)
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("CONNECT_OFFSETS_")}
+
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120, env=clean)
+
+    assert done.returncode == 0, done.stderr
+    first, second = done.stdout.splitlines()
+    url, workdir, _pid = first.split()
+    assert url.startswith("http://127.0.0.1:") and not url.endswith(":0")
+    assert Path(workdir).name.startswith("connect-offsets-")
+    assert second == "False False True"  # no pytest imported; work directory removed; process stopped
+
+
+@pytest.mark.slow  # two daemons, one after the other
+def test_a_given_data_dir_is_kept_and_reopened(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    with EmbeddedDaemon(data) as first, OffsetsKit(first.url) as kit:
+        kit.client.alter("kept", {"offsets": [{"partition": {"f": 1}, "offset": {"p": 1}}]}, create=True)
+    with EmbeddedDaemon(data) as second:
+        assert second.client().offsets("kept") == [{"partition": {"f": 1}, "offset": {"p": 1}}]
+    assert (data / "history").is_dir()
+
+
+def test_a_daemon_that_exits_raises_with_its_log() -> None:
+    daemon = EmbeddedDaemon(extra_args=["--offsets-partitions", "0"])
+    with pytest.raises(DaemonStartError) as failure:
+        daemon.start()
+
+    message = str(failure.value)
+    assert message.startswith("the daemon exited with code 2 before it was ready\n--- daemon log (last lines) ---")
+    assert message.endswith("error: --offsets-partitions: expected an integer >= 1, got '0'")
+    assert not daemon.workdir.exists()
+
+
+@pytest.fixture
+def silent_broker() -> Iterator[str]:
+    """A port that accepts connections and never answers: a broker that hangs."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(16)
+        yield f"127.0.0.1:{sock.getsockname()[1]}"
+
+
+def test_a_daemon_not_ready_in_time_is_killed_and_raises(silent_broker: str) -> None:
+    daemon = KafkaDaemon(silent_broker, start_timeout_s=1.0)
+    with pytest.raises(DaemonStartError, match=r"^the daemon was not ready within 1 s \(command: "):
+        daemon.start()
+    assert daemon.proc is not None and daemon.proc.poll() is not None
+    assert not daemon.workdir.exists()
+
+
+def test_a_daemon_never_started_has_no_url_and_leaves_no_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("tempfile.tempdir", str(tmp_path))
+    daemon = EmbeddedDaemon()
+    with pytest.raises(RuntimeError, match="not running"):
+        _ = daemon.url
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.slow  # a daemon on Kafka
+@pytest.mark.kafka
+def test_a_kafka_daemon_works_on_the_brokers_offsets_topic(kafka_broker: TansuBroker) -> None:
+    topic = kafka_broker.unique_topic("kit-daemon")
+    with KafkaDaemon(kafka_broker.bootstrap, offsets_topic=topic, extra_args=["--offsets-partitions", "3"]) as d:
+        status = httpx.get(d.url + "/status", timeout=10).json()
+        with OffsetsKit(d.url) as kit:
+            kit.seed("c", [({"f": 1}, {"p": 1})])
+            assert kit.offsets("c") == [{"partition": {"f": 1}, "offset": {"p": 1}}]
+
+    assert status["log"] == f"kafka://{kafka_broker.bootstrap}/{topic}" and status["partitions"] == 3

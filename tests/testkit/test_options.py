@@ -1,0 +1,55 @@
+"""Where the kit's daemon comes from: option, then variable, then ini key, then the default
+(``emulator.testing.options``, what the plugin resolves at ``pytest_configure``)."""
+
+from __future__ import annotations
+
+import pytest
+
+from emulator.testing.options import SETTINGS, resolve
+
+NAME = "connect_offsets_bootstrap_servers"
+
+
+@pytest.mark.parametrize(
+    ("flag", "variable", "ini", "expected"),
+    [
+        ("flag:9092", "env:9092", "ini:9092", "flag:9092"),
+        (None, "env:9092", "ini:9092", "env:9092"),
+        (None, "  ", "ini:9092", "ini:9092"),  # an empty variable counts as unset
+        (None, None, None, None),
+    ],
+)
+def test_an_option_wins_over_its_variable_which_wins_over_its_ini_key(
+    flag: str | None, variable: str | None, ini: str | None, expected: str | None
+) -> None:
+    environ = {} if variable is None else {"CONNECT_OFFSETS_TEST_BOOTSTRAP_SERVERS": variable}
+    options = resolve({NAME: flag}, {NAME: ini}, environ)
+    assert options.bootstrap_servers == expected
+    assert options.mode == ("embedded" if expected is None else "kafka")
+
+
+def test_defaults_modes_and_serve_arguments() -> None:
+    options = resolve({"connect_offsets_serve_args": "--kafka-config 'sasl.password=a b'"}, {}, {})
+    assert (options.mode, options.offsets_topic, options.start_timeout_s) == ("embedded", "connect-offsets", 60.0)
+    assert options.serve_args == ["--kafka-config", "sasl.password=a b"]
+    assert resolve({}, {}, {"CONNECT_OFFSETS_TEST_URL": "http://h:1"}).mode == "url"
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        ({"connect_offsets_start_timeout": "soon"}, "connect_offsets_start_timeout: expected seconds, got 'soon'"),
+        ({"connect_offsets_status_topic": "s"}, "connect_offsets_status_topic needs connect_offsets_config_topic"),
+    ],
+)
+def test_settings_that_cannot_be_used_are_refused_by_name(flags: dict[str, str], message: str) -> None:
+    with pytest.raises(ValueError, match=f"^{message}$"):
+        resolve(flags, {}, {})
+
+
+def test_every_setting_has_an_option_a_variable_and_an_ini_key() -> None:
+    assert [(s.flag, s.env) for s in SETTINGS][:2] == [
+        ("--connect-offsets-url", "CONNECT_OFFSETS_TEST_URL"),
+        ("--connect-offsets-bootstrap-servers", "CONNECT_OFFSETS_TEST_BOOTSTRAP_SERVERS"),
+    ]
+    assert all(s.name.startswith("connect_offsets_") for s in SETTINGS)

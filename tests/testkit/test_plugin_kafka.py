@@ -1,0 +1,124 @@
+"""The pytest plugin against Kafka (the session's Tansu broker), as a user's CI runs it: the broker's
+address passed to an inner ``pytest`` on its command line or in a variable.
+
+Specification: with ``--connect-offsets-bootstrap-servers`` (or ``CONNECT_OFFSETS_TEST_BOOTSTRAP_SERVERS``)
+the kit's daemon reads and writes the named offsets topic on that broker; what ``seed`` writes is
+what a real Connect task resumes from. The realistic case: Apache Kafka 4.3.0's
+FileStreamSourceConnector (in a JVM, through Debezium's embedded engine with Connect's own
+``KafkaOffsetBackingStore``) is seeded to start mid-file, reads the rest, and the test asserts the
+offset it committed and the partition's history (the test's seed, then the connector's commits).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.fixtures.broker import TansuBroker
+from tests.testkit.conftest import run_inner
+
+pytestmark = [pytest.mark.kafka, pytest.mark.slow]  # each runs a pytest session of its own, with a daemon
+
+REPO = Path(__file__).resolve().parents[2]
+
+KAFKA_USER_TESTS = """
+FILE = {"filename": "/data/in.txt"}
+
+
+def test_the_daemon_is_on_the_users_broker(connect_offsets, connect_offsets_options):
+    status = connect_offsets.client.status()
+    assert connect_offsets_options.mode == "kafka"
+    assert status["log"] == f"kafka://{connect_offsets_options.bootstrap_servers}/{connect_offsets_options.offsets_topic}"
+    assert status["partitions"] == 5  # --connect-offsets-serve-args reached the daemon
+
+
+def test_seed_assert_and_history(connect_offsets):
+    connector = connect_offsets.unique_name("file-src")
+    connect_offsets.seed(connector, [(FILE, {"position": 1}), ({"filename": "b"}, {"position": 2})])
+    connect_offsets.seed(connector, [(FILE, {"position": 5})])
+    connect_offsets.assert_offsets(connector, [({"filename": "b"}, {"position": 2}), (FILE, {"position": 5})])
+    connect_offsets.wait_for_offset(connector, FILE, lambda _: len(connect_offsets.history(connector, FILE)) == 2)
+    assert [c["offset"] for c in connect_offsets.history(connector, FILE)] == [{"position": 1}, {"position": 5}]
+"""
+
+
+@pytest.mark.parametrize("how", ["option", "variable"])
+def test_the_kit_runs_on_the_users_broker(
+    inner: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, kafka_broker: TansuBroker, how: str
+) -> None:
+    inner.makepyfile(test_on_kafka=KAFKA_USER_TESTS)
+    topic = kafka_broker.unique_topic("kit-offsets")
+    args = [f"--connect-offsets-offsets-topic={topic}", "--connect-offsets-serve-args=--offsets-partitions 5"]
+    if how == "option":
+        args.append(f"--connect-offsets-bootstrap-servers={kafka_broker.bootstrap}")
+    else:
+        monkeypatch.setenv("CONNECT_OFFSETS_TEST_BOOTSTRAP_SERVERS", kafka_broker.bootstrap)
+
+    result = run_inner(inner, *args)
+
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines([f"connect-offsets: a daemon on {kafka_broker.bootstrap}, offsets topic {topic}"])
+
+
+FILESTREAM_USER_TEST = """
+from tests.oracle import JavaOracle  # stands in for "start my Connect pipeline"
+
+LINES = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot"]
+
+
+def test_the_connector_resumes_where_the_test_seeded_it(connect_offsets, connect_offsets_options, tmp_path):
+    source = tmp_path / "input.txt"
+    source.write_text("".join(line + "\\n" for line in LINES))
+    partition = {"filename": str(source)}
+    connector = connect_offsets.unique_name("file-src")
+    after_three_lines = len("".join(line + "\\n" for line in LINES[:3]).encode())
+
+    connect_offsets.seed(connector, [(partition, {"position": after_three_lines})])
+
+    oracle = JavaOracle()
+    try:
+        emitted = oracle.filestream_run(
+            connect_offsets_options.bootstrap_servers,
+            connect_offsets_options.offsets_topic,
+            connector,
+            str(source),
+            partitions=5,
+            expect_lines=len(LINES) - 3,
+            timeout_s=60,
+        )
+    finally:
+        oracle.close()
+
+    assert emitted == LINES[3:]  # the task resumed at the seeded offset, not at the start of the file
+    end = source.stat().st_size
+    assert connect_offsets.wait_for_offset(connector, partition, {"position": end}, timeout=30) == {"position": end}
+    connect_offsets.assert_offsets(connector, [(partition, {"position": end})])
+
+    def archived(_offset):  # the archive follows the log's reader: wait until it holds the last commit
+        changes = connect_offsets.history(connector, partition)
+        return bool(changes) and changes[-1]["offset"] == {"position": end}
+
+    connect_offsets.wait_for_offset(connector, partition, archived, timeout=10)
+    changes = connect_offsets.history(connector, partition)
+    assert (changes[0]["origin"], changes[0]["offset"]) == ("daemon", {"position": after_three_lines})
+    assert changes[-1]["origin"] == "external" and changes[-1]["offset"] == {"position": end}
+"""
+
+
+@pytest.mark.jvm
+def test_a_real_filestream_connector_resumes_from_the_seeded_offset_and_its_commit_is_asserted(
+    inner: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, kafka_broker: TansuBroker
+) -> None:
+    inner.makepyfile(test_filestream=FILESTREAM_USER_TEST)
+    monkeypatch.setenv("PYTHONPATH", str(REPO))  # the sample imports the project's JVM harness
+    topic = kafka_broker.unique_topic("kit-filestream")
+
+    result = run_inner(
+        inner,
+        f"--connect-offsets-bootstrap-servers={kafka_broker.bootstrap}",
+        f"--connect-offsets-offsets-topic={topic}",
+        "--connect-offsets-serve-args=--offsets-partitions 5",
+    )
+
+    result.assert_outcomes(passed=1)

@@ -1,0 +1,95 @@
+"""Logs and metrics settings, the JSON log line, and the /status fields that name server paths."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+
+import pytest
+
+from emulator.cli.main import build_parser
+from emulator.model.principal import Principal
+from emulator.server.auth.status import HIDDEN, for_principal
+from emulator.server.log_format import JsonFormatter, fields, formatter
+from emulator.server.options import SettingsError, resolve
+from emulator.server.settings import Settings
+
+
+def settings(*flags: str, env: dict[str, str] | None = None) -> Settings:
+    return resolve(Settings, build_parser().parse_args(["serve", *flags]), env or {})
+
+
+def test_logs_are_text_with_an_access_log_and_no_metrics_port_by_default() -> None:
+    s = settings()
+    assert (s.log_format, s.access_log, s.metrics_port) == ("text", True, None)
+
+
+def test_the_logs_and_metrics_settings_come_from_flags_or_variables() -> None:
+    s = settings("--log-format", "JSON", "--no-access-log", "--metrics-port", "9464")
+    assert (s.log_format, s.access_log, s.metrics_port) == ("json", False, 9464)
+    env = {"CONNECT_OFFSETS_LOG_FORMAT": "json", "CONNECT_OFFSETS_NO_ACCESS_LOG": "true"}
+    assert (settings(env=env).log_format, settings(env=env).access_log) == ("json", False)
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--log-format", "yaml"], "--log-format: expected one of text, json, got 'yaml'"),
+        (["--metrics-port", "0"], "--metrics-port: expected an integer within 1..65535, got '0'"),
+        (["--metrics-port", "8081"], "--metrics-port 8081 is the HTTP port (--port); choose another"),
+    ],
+)
+def test_a_bad_logs_or_metrics_setting_is_one_line_naming_it(flags: list[str], message: str) -> None:
+    with pytest.raises(SettingsError) as refused:
+        settings(*flags)
+    assert str(refused.value) == message
+
+
+def record(message: str, **structured: object) -> logging.LogRecord:
+    made = logging.LogRecord("emulator.audit", logging.INFO, __file__, 1, message, (), None)
+    made.__dict__.update(fields(**structured))
+    return made
+
+
+def test_a_json_line_has_time_level_logger_message_and_the_structured_fields() -> None:
+    line = json.loads(JsonFormatter().format(record("PATCH c by alice", principal="alice", status=200)))
+    assert line["level"] == "INFO" and line["logger"] == "emulator.audit" and line["message"] == "PATCH c by alice"
+    assert line["time"].endswith("Z") and (line["principal"], line["status"]) == ("alice", 200)
+
+
+def test_a_field_cannot_disguise_a_lines_level_or_logger_and_exceptions_stay_on_one_line() -> None:
+    line = json.loads(JsonFormatter().format(record("m", level="DEBUG", logger="other", remote=None)))
+    assert (line["level"], line["logger"], line["remote"]) == ("INFO", "emulator.audit", None)
+    try:
+        raise ValueError("boom")
+    except ValueError:
+        failed = logging.LogRecord("x", logging.ERROR, __file__, 1, "failed", (), sys.exc_info())
+    text = JsonFormatter().format(failed)
+    assert "\n" not in text and "ValueError: boom" in json.loads(text)["exception"]
+
+
+def test_the_text_format_is_the_historic_one() -> None:
+    text = formatter("text").format(record("hello", principal="alice"))
+    assert text.endswith(" INFO emulator.audit: hello")
+
+
+def test_status_hides_server_paths_from_a_principal_without_admin() -> None:
+    status = {
+        "log": "embedded:///srv/data/connect-offsets.sqlite3",
+        "ready": True,
+        "history": {
+            "directory": "/srv/data/history/x",
+            "log": "embedded:///srv/x",
+            "recovered_files": ["/srv/data/history/x/00001.avro"],
+            "mode": "writing",
+        },
+    }
+    hidden = {"directory": HIDDEN, "log": HIDDEN, "recovered_files": HIDDEN, "mode": "writing"}
+    assert for_principal(status, Principal("reader", "token", ("read:*",))) == {
+        "log": HIDDEN,
+        "ready": True,
+        "history": hidden,
+    }
+    assert for_principal(status, Principal("root", "token", ("admin",))) == status
+    assert status["history"]["directory"] == "/srv/data/history/x"  # the original is left alone

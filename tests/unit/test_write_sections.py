@@ -1,0 +1,95 @@
+"""Write sections: one critical section per connector, never one for the whole daemon.
+
+A connector's writes are decided one at a time (check, write, record), within a deadline; writes
+to different connectors go on side by side; a write that spans connectors (an import) waits for
+every section and holds new ones off meanwhile.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from emulator.logs.embedded.offsets_log import EmbeddedOffsetLog
+from emulator.model.connectors import NoConnectCluster
+from emulator.model.errors import LogTimeout
+from emulator.model.sequences import SequenceTracker
+from emulator.service.write_guard import NO_AUTH, WriteGuard
+from emulator.service.writer import ConnectorLocks, Deadline, OffsetsWriter
+from emulator.view.offset_view import OffsetView
+
+
+def test_sections_of_different_connectors_are_held_at_the_same_time() -> None:
+    async def scenario() -> None:
+        locks = ConnectorLocks()
+        await locks.acquire("a", 1.0)
+        await locks.acquire("b", 1.0)  # does not wait for "a"
+        locks.release("a")
+        locks.release("b")
+
+    asyncio.run(asyncio.wait_for(scenario(), 5))
+
+
+def test_a_connectors_second_section_waits_and_gives_up_at_its_deadline() -> None:
+    async def scenario() -> None:
+        locks = ConnectorLocks()
+        await locks.acquire("a", 1.0)
+        with pytest.raises(TimeoutError):
+            await locks.acquire("a", 0.2)
+        locks.release("a")
+        await locks.acquire("a", 0.2)  # the one that gave up left nothing behind
+        locks.release("a")
+
+    asyncio.run(asyncio.wait_for(scenario(), 5))
+
+
+def test_an_exclusive_write_waits_for_every_section_and_holds_new_ones_off() -> None:
+    async def scenario() -> list[str]:
+        locks, order = ConnectorLocks(), []
+        await locks.acquire("a", 1.0)
+
+        async def exclusive() -> None:
+            async with locks.exclusive():
+                order.append("exclusive")
+                await asyncio.sleep(0.05)
+            order.append("exclusive done")
+
+        async def later_section() -> None:
+            await locks.acquire("b", 2.0)
+            order.append("b")
+            locks.release("b")
+
+        task = asyncio.create_task(exclusive())
+        await asyncio.sleep(0.05)
+        late = asyncio.create_task(later_section())
+        await asyncio.sleep(0.05)
+        assert order == [], "the exclusive write waits for 'a'; 'b' waits behind it"
+        locks.release("a")
+        await asyncio.gather(task, late)
+        return order
+
+    assert asyncio.run(asyncio.wait_for(scenario(), 5)) == ["exclusive", "exclusive done", "b"]
+
+
+def test_a_write_waiting_for_a_busy_connector_answers_log_timeout_having_written_nothing(tmp_path: Path) -> None:
+    log = EmbeddedOffsetLog(tmp_path, partitions=3, synchronous="NORMAL")
+    log.open()
+    try:
+        view = OffsetView()
+        writer = OffsetsWriter(log, view, WriteGuard(log, NoConnectCluster(), SequenceTracker()), 0.3)
+        mine = writer.planned(b'["c",{"f":"a"}]', b'{"p":1}', existing=False)
+        theirs = writer.planned(b'["other",{"f":"a"}]', b'{"p":1}', existing=False)
+
+        async def scenario() -> None:
+            async with writer.section("c", Deadline(5.0)):
+                with pytest.raises(LogTimeout, match="nothing was written"):
+                    await writer.write("c", [mine], NO_AUTH)
+                await writer.write("other", [theirs], NO_AUTH)  # another connector is not held up
+
+        asyncio.run(asyncio.wait_for(scenario(), 10))
+        assert sum(log.end_offsets().values()) == 1, "only the other connector's record reached the log"
+        assert view.connectors() == ["other"]
+    finally:
+        log.close()
