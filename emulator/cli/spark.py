@@ -15,7 +15,7 @@ from typing import Any
 from emulator.cli.common import EXIT_OK, UsageError, add_client_options, compact, emit
 from emulator.spark.checkpoint import CheckpointError, latest_completed_batch, parse_offset
 from emulator.spark.committer import DaemonOffsets, SinkOffsetsUnsupported
-from emulator.spark.handoff import HandoffError, entries_for
+from emulator.spark.handoff import HandoffError, entries_for, order_for
 
 
 def register(sub: Any) -> None:
@@ -62,7 +62,7 @@ def run_handoff(args: argparse.Namespace) -> int:
         raise UsageError(str(exc)) from exc
     with DaemonOffsets(args.settings.url) as daemon:
         try:
-            outcome = daemon.commit(args.connector, entries, args.kind, dry_run=args.dry_run)
+            outcome = daemon.commit(args.connector, entries, args.kind, dry_run=args.dry_run, order=order_for(offset))
         except SinkOffsetsUnsupported as exc:
             raise UsageError(str(exc)) from exc
     data = {"batch": batch.batch_id, "source_index": args.source_index, **outcome.as_dict()}

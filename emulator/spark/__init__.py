@@ -1,10 +1,11 @@
 """Spark shares the offset history: data sources and listeners over the daemon.
 
-``register(spark)`` registers ``connect-file`` (streaming, FileStreamSourceConnector's offsets) and
-``connect-offsets`` (batch, the daemon's offsets). ``OffsetCommitListener`` / ``ListenerCommitter``
-publish completed batches. The pure parts (``filestream``, ``checkpoint``, ``committer``,
-``shapes``, ``handoff``) do not import pyspark, so the CLI can use them; the pyspark-based names
-are imported lazily.
+``register(spark)`` registers ``connect-file`` (streaming, FileStreamSourceConnector's offsets),
+``connect-kafka`` (streaming, a sink connector's consumer group), ``connect-debezium`` (streaming, a
+Debezium connector run inside the job) and ``connect-offsets`` (batch, the daemon's offsets).
+``OffsetCommitListener`` / ``ListenerCommitter`` publish completed batches. The pure parts
+(``filestream``, ``checkpoint``, ``committer``, ``shapes``, ``handoff``, ``debezium_offsets``) do not
+import pyspark, so the CLI can use them; the pyspark-based names are imported lazily.
 """
 
 from __future__ import annotations
@@ -14,12 +15,14 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from emulator.spark.debezium_source import ConnectDebeziumDataSource
     from emulator.spark.file_source import ConnectFileDataSource
     from emulator.spark.handoff import CommitTarget
     from emulator.spark.listener import ListenerCommitter, OffsetCommitListener
     from emulator.spark.offsets_source import ConnectOffsetsDataSource
 
 _LAZY = {
+    "ConnectDebeziumDataSource": "emulator.spark.debezium_source",
     "ConnectFileDataSource": "emulator.spark.file_source",
     "ConnectOffsetsDataSource": "emulator.spark.offsets_source",
     "ListenerCommitter": "emulator.spark.listener",
@@ -29,6 +32,7 @@ _LAZY = {
 
 __all__ = [
     "CommitTarget",
+    "ConnectDebeziumDataSource",
     "ConnectFileDataSource",
     "ConnectOffsetsDataSource",
     "ListenerCommitter",
@@ -39,11 +43,12 @@ __all__ = [
 
 def register(spark: SparkSession) -> None:
     """Register every data source of this package with ``spark`` (``spark.dataSource.register``)."""
+    from emulator.spark.debezium_source import ConnectDebeziumDataSource
     from emulator.spark.file_source import ConnectFileDataSource
     from emulator.spark.kafka_source import ConnectKafkaDataSource
     from emulator.spark.offsets_source import ConnectOffsetsDataSource
 
-    for source in (ConnectFileDataSource, ConnectOffsetsDataSource, ConnectKafkaDataSource):
+    for source in (ConnectFileDataSource, ConnectOffsetsDataSource, ConnectKafkaDataSource, ConnectDebeziumDataSource):
         spark.dataSource.register(source)
 
 

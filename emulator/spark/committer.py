@@ -22,7 +22,7 @@ import logging
 import os
 import tempfile
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -34,6 +34,8 @@ log = logging.getLogger(__name__)
 
 Kind = Literal["source", "sink"]
 Entry = tuple[dict[str, Any], dict[str, Any]]
+Order = Callable[[Mapping[str, Any] | None, Mapping[str, Any]], str | None]
+"""``(current, new) -> reason not to write new, or None``: how a source's offsets are ordered."""
 
 
 class SinkOffsetsUnsupported(Exception):
@@ -83,7 +85,7 @@ def _number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
-def backwards_reason(current: dict[str, Any] | None, new: dict[str, Any]) -> str | None:
+def backwards_reason(current: Mapping[str, Any] | None, new: Mapping[str, Any]) -> str | None:
     """Why writing ``new`` over ``current`` must not happen, or ``None`` if it moves forward.
 
     Equal offsets are skipped (idempotence). An offset moves backwards when any numeric field present
@@ -160,6 +162,10 @@ class DaemonOffsets:
                 return None
             raise
 
+    def records(self, connector: str) -> dict[bytes, bytes]:
+        """The connector's live raw records (exact key and value bytes, as Connect wrote them)."""
+        return self._client.records([connector])
+
     def find(self, connector: str, partition: dict[str, Any], kind: Kind = "source") -> dict[str, Any] | None:
         for row in self.offsets(connector, kind) or []:
             if row.get("partition") == partition:
@@ -175,8 +181,10 @@ class DaemonOffsets:
         kind: Kind = "source",
         dry_run: bool = False,
         sequence: tuple[str, int] | None = None,
+        order: Order = backwards_reason,
     ) -> CommitOutcome:
-        """Write the entries that move forward; skip the rest (see ``backwards_reason``).
+        """Write the entries that move forward; skip the rest (``order``: ``backwards_reason`` unless
+        the source knows better, e.g. Debezium's positions).
 
         ``sequence`` (descriptor, number), e.g. (the query's id, the batch id), lets the daemon
         drop a replayed or late commit too (reordering detection), even one from another process."""
@@ -191,7 +199,7 @@ class DaemonOffsets:
             changes: list[dict[str, Any]] = []
             for partition, offset in entries:
                 now = current.get(_key(partition))
-                reason = backwards_reason(now if isinstance(now, dict) else None, offset)
+                reason = order(now if isinstance(now, dict) else None, offset)
                 if reason is None:
                     changes.append({"partition": partition, "offset": offset})
                 else:

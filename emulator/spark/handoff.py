@@ -13,7 +13,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from emulator.spark.checkpoint import CheckpointError, CompletedBatch, parse_offset
-from emulator.spark.committer import CommitOutcome, DaemonOffsets, Entry, Kind, UnreadableOffsets, check_entries
+from emulator.spark.committer import (
+    CommitOutcome,
+    DaemonOffsets,
+    Entry,
+    Kind,
+    Order,
+    UnreadableOffsets,
+    backwards_reason,
+    check_entries,
+)
+from emulator.spark.debezium_offsets import DebeziumOffset, debezium_backwards_reason
 from emulator.spark.shapes import FileOffset, foreign_entries, kafka_entries, kafka_shaped
 
 log = logging.getLogger(__name__)
@@ -42,6 +52,23 @@ class CommitTarget:
         return self.query is None or self.query in (name, query_id)
 
 
+def own_entries(offset: Any) -> tuple[str, list[Entry], Order] | None:
+    """(connector, Connect entries, how they are ordered) for a ``connect-file`` or
+    ``connect-debezium`` offset, which name their connector; ``None`` for any other offset."""
+    file = FileOffset.parse(offset)
+    if file is not None:
+        return file.connector, [file.connect_entry()], backwards_reason
+    cdc = DebeziumOffset.parse(offset)
+    if cdc is not None:
+        return cdc.connector, cdc.connect_entries(), debezium_backwards_reason
+    return None
+
+
+def order_for(offset: Any) -> Order:
+    own = own_entries(offset)
+    return backwards_reason if own is None else own[2]
+
+
 def entries_for(offset: Any, source_index: int, kind: Kind) -> tuple[str | None, list[Entry]]:
     """(connector named by the offset itself, Connect entries) for one parsed Spark offset; a
     ``HandoffError`` where an entry is one Connect could not read back (dry runs included)."""
@@ -55,11 +82,13 @@ def entries_for(offset: Any, source_index: int, kind: Kind) -> tuple[str | None,
 
 
 def _entries(offset: Any, source_index: int, kind: Kind) -> tuple[str | None, list[Entry]]:
-    own = FileOffset.parse(offset)
+    own = own_entries(offset)
     if own is not None:
         if kind == "sink":
-            raise HandoffError("a connect-file offset is a source connector's position, not a consumer group's")
-        return own.connector, [own.connect_entry()]
+            raise HandoffError(
+                "a connect-file or connect-debezium offset is a source connector's position, not a consumer group's"
+            )
+        return own[0], own[1]
     if kind == "sink":
         shaped = kafka_shaped(offset)
         if shaped is None:
@@ -79,9 +108,10 @@ def publish(
     dry_run: bool = False,
     sequence: tuple[str, int] | None = None,
 ) -> list[CommitOutcome]:
-    """Commit parsed end offsets by source id: ``connect-file`` sources to the connector their offset
-    names (when ``own_sources``), other sources as ``targets`` say. ``sequence`` = (query id, batch
-    id) makes the daemon drop a batch that was already published (reordering detection)."""
+    """Commit parsed end offsets by source id: ``connect-file`` and ``connect-debezium`` sources to the
+    connector their offset names (when ``own_sources``), other sources as ``targets`` say.
+    ``sequence`` = (query id, batch id) makes the daemon drop a batch that was already published
+    (reordering detection)."""
     outcomes: list[CommitOutcome] = []
     for source_id, raw in offsets.items():
         value = parse_offset(raw)
@@ -91,11 +121,13 @@ def publish(
         matching = [t for t in targets if t.source_index == index]
         for target in matching:
             _, entries = entries_for(value, index, target.kind)
-            outcomes.append(daemon.commit(target.connector, entries, target.kind, dry_run, sequence))
+            order = order_for(value)
+            outcomes.append(daemon.commit(target.connector, entries, target.kind, dry_run, sequence, order))
         if not matching and own_sources:
-            own = FileOffset.parse(value)
+            own = own_entries(value)
             if own is not None:
-                outcomes.append(daemon.commit(own.connector, [own.connect_entry()], "source", dry_run, sequence))
+                connector, entries, order = own
+                outcomes.append(daemon.commit(connector, entries, "source", dry_run, sequence, order))
     return outcomes
 
 
@@ -114,6 +146,8 @@ __all__ = [
     "CommitTarget",
     "HandoffError",
     "entries_for",
+    "order_for",
+    "own_entries",
     "publish",
     "publish_batch",
 ]

@@ -1,0 +1,109 @@
+"""``connect-debezium``'s own commits: the daemon first, then the engine, off the trigger's path.
+
+``reader.commit(end)`` (one batch late, docs/spark.md) hands the batch end to one background thread,
+which commits its offsets to the daemon through ``DaemonOffsets`` (monotonic, with Debezium's
+order) and only then acknowledges the change to the engine, which lets Debezium confirm the
+position to the database (for Postgres, the replication slot's ``confirmed_flush_lsn``). That order
+is the no-gap rule: the database is never told to forget a change the daemon's offsets do not cover
+yet, so whoever resumes from the daemon finds every change after them.
+
+An offset the daemon already holds counts as committed ("unchanged": the listener or
+``spark-handoff`` published it first). One the daemon refused as older than what it holds is not
+acknowledged (the slot stays behind; a later batch acknowledges past it). A failed commit is logged
+and left to the next batch, the listener or ``spark-handoff``; the engine is then simply not
+acknowledged, which costs retained WAL, never a change.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from emulator.client.credentials import Credentials
+from emulator.client.http import ClientError
+from emulator.spark.committer import DaemonOffsets, UnreadableOffsets
+from emulator.spark.debezium_offsets import DebeziumOffset, debezium_backwards_reason
+from emulator.spark.debezium_process import EngineError
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class PendingCommit:
+    offset: DebeziumOffset
+    generation: int
+
+
+def held_by_daemon(skipped_reasons: list[str]) -> bool:
+    """Whether the daemon now holds every entry of a commit: each was written or already there."""
+    return all(reason == "unchanged" for reason in skipped_reasons)
+
+
+class DebeziumCommitter:
+    """One thread per reader: commit the newest pending batch end, then acknowledge it."""
+
+    def __init__(
+        self,
+        url: str,
+        connector: str,
+        acknowledge: Callable[[int, int], object],
+        credentials: Credentials | None = None,
+    ) -> None:
+        self.url, self.connector, self.credentials = url, connector, credentials
+        self._acknowledge = acknowledge
+        self._pending: PendingCommit | None = None
+        self._busy = False
+        self._wake = threading.Condition()
+        self.committed_seq = 0
+        self.errors: list[str] = []
+        self._thread = threading.Thread(target=self._loop, name=f"commit-{connector}", daemon=True)
+        self._thread.start()
+
+    def submit(self, offset: DebeziumOffset, generation: int) -> None:
+        """Newest wins: an older pending end is superseded (commits are monotonic anyway)."""
+        with self._wake:
+            self._pending = PendingCommit(offset, generation)
+            self._wake.notify_all()
+
+    def flush(self, timeout_s: float = 30.0) -> bool:
+        with self._wake:
+            return self._wake.wait_for(lambda: self._pending is None and not self._busy, timeout_s)
+
+    def _loop(self) -> None:
+        daemon = DaemonOffsets(self.url, credentials=self.credentials)
+        while True:
+            with self._wake:
+                self._wake.wait_for(lambda: self._pending is not None)
+                pending = self._pending
+                self._pending, self._busy = None, True
+            assert pending is not None
+            try:
+                self._commit(daemon, pending)
+            except (ClientError, EngineError, UnreadableOffsets) as exc:
+                message = f"connect-debezium {self.connector}: committing change {pending.offset.seq} failed: {exc}"
+                log.warning("%s (a later batch, the listener or spark-handoff publishes it)", message)
+                self.errors.append(message)
+            except Exception:  # the thread must survive anything to keep committing later batches
+                log.exception("connect-debezium %s: unexpected error while committing", self.connector)
+            finally:
+                with self._wake:
+                    self._busy = False
+                    self._wake.notify_all()
+
+    def _commit(self, daemon: DaemonOffsets, pending: PendingCommit) -> None:
+        offset = pending.offset
+        if offset.entries:
+            outcome = daemon.commit(self.connector, offset.connect_entries(), order=debezium_backwards_reason)
+            reasons = [str(s.get("reason")) for s in outcome.skipped]
+            if not held_by_daemon(reasons):
+                log.info(
+                    "connect-debezium %s: the daemon kept newer offsets than change %d (%s); not acknowledging it",
+                    self.connector,
+                    offset.seq,
+                    reasons,
+                )
+                return
+        self._acknowledge(offset.seq, pending.generation)
+        self.committed_seq = max(self.committed_seq, offset.seq)
