@@ -119,6 +119,11 @@ def test_an_admin_sees_what_java_wrote_and_alters_it_with_a_dry_run_first(
     shown = page.locator("tr[data-connector]")
     assert sorted(shown.nth(i).get_attribute("data-connector") or "" for i in range(CONNECTORS)) == console.names
     assert [shown.nth(i).locator("td.num").first.inner_text() for i in range(CONNECTORS)] == ["2"] * CONNECTORS
+    # Once the history archive is indexed, the poll fills in who made the last change (Java: Connect).
+    from playwright.sync_api import expect  # here: the module imports without Playwright, to skip
+
+    written_by_java = page.locator("tr[data-connector]", has_text="Connect (external)")
+    expect(written_by_java).to_have_count(CONNECTORS, timeout=20_000)
     page.screenshot(path=str(artifacts / "console-connectors.png"))
 
     # The connector page: one chart point per history row of the partition.
