@@ -3,7 +3,8 @@ Kafka's own ``OffsetStorageWriter`` wrote, with authentication and scopes on.
 
 What a user does: sign in, see every connector Java wrote, open one, see one chart point per history
 row, alter an offset (dry run first, then apply) and find the change in the table and the chart
-without a reload, in the API, and in what Java's ``OffsetStorageReaderImpl`` reads. A read-only user
+without a reload, in the API, and in what Java's ``OffsetStorageReaderImpl`` reads. A rollback to a
+change picked in the history waits for the connector's name to be typed. A read-only user
 sees no edit control, and the daemon refuses its write anyway. The page never asks another host.
 Screenshots: ``<basetemp>/artifacts/console-*.png``.
 """
@@ -157,6 +158,16 @@ def test_an_admin_sees_what_java_wrote_and_alters_it_with_a_dry_run_first(
     )
     assert [from_java(o) for o in offsets] == [{"position": 4242}, {"position": 7}]
     page.screenshot(path=str(artifacts / "console-after-alter.png"), full_page=True)
+
+    # Roll back to Java's second commit, picked in the changes table: destructive, so the name is typed.
+    page.locator("#history button", has_text="Roll back to here").nth(1).click()
+    page.click("#preview")
+    page.wait_for_selector("#confirm-name")
+    assert page.locator("#apply").is_disabled(), "a destructive change waits for the connector's name"
+    page.fill("#confirm-name", name)
+    page.click("#apply")
+    page.wait_for_selector("#offsets-table >> text=150")
+    assert api_offsets(console, name)[json.dumps(a)] == {"position": 150}
     page.close()
     assert console.foreign == [], "the console asked another host"
 
