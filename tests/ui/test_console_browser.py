@@ -110,19 +110,20 @@ def history_rows(console: Console, name: str, partition: dict[str, Any]) -> int:
 def test_an_admin_sees_what_java_wrote_and_alters_it_with_a_dry_run_first(
     browser: Browser, console: Console, java_oracle: JavaOracle, kafka_broker: TansuBroker, artifacts: Path
 ) -> None:
+    # Waits poll with Playwright's locators: the page's CSP (no eval) refuses wait_for_function's strings.
+    from playwright.sync_api import expect  # here: the module imports without Playwright, to skip
+
     origin = console.daemon.url
     page = open_page(browser, origin, console.foreign)
     sign_in(page, origin, "alice", PASSWORDS["alice"])
 
     # The list: every connector Java wrote, with its partition count.
     page.fill("#filter", console.names[0].rsplit("-", 1)[0])
-    page.wait_for_function(f"document.querySelectorAll('tr[data-connector]').length === {CONNECTORS}")
+    expect(page.locator("tr[data-connector]")).to_have_count(CONNECTORS, timeout=20_000)
     shown = page.locator("tr[data-connector]")
     assert sorted(shown.nth(i).get_attribute("data-connector") or "" for i in range(CONNECTORS)) == console.names
     assert [shown.nth(i).locator("td.num").first.inner_text() for i in range(CONNECTORS)] == ["2"] * CONNECTORS
     # Once the history archive is indexed, the poll fills in who made the last change (Java: Connect).
-    from playwright.sync_api import expect  # here: the module imports without Playwright, to skip
-
     written_by_java = page.locator("tr[data-connector]", has_text="Connect (external)")
     expect(written_by_java).to_have_count(CONNECTORS, timeout=20_000)
     page.screenshot(path=str(artifacts / "console-connectors.png"))
@@ -135,7 +136,7 @@ def test_an_admin_sees_what_java_wrote_and_alters_it_with_a_dry_run_first(
     page.wait_for_selector("#chart svg")
     rows = history_rows(console, name, a)
     assert rows == 2, "Java committed partition a twice"
-    assert page.locator("#chart path.point").count() == rows
+    expect(page.locator("#chart path.point")).to_have_count(rows)
     page.screenshot(path=str(artifacts / "console-connector.png"), full_page=True)
 
     # Alter: the dry run shows the plan and writes nothing; Apply writes.
@@ -150,7 +151,7 @@ def test_an_admin_sees_what_java_wrote_and_alters_it_with_a_dry_run_first(
 
     # Table and chart show it without a reload; the API and Java read it.
     page.wait_for_selector("#offsets-table >> text=4242")
-    page.wait_for_function(f"document.querySelectorAll('#chart path.point').length === {rows + 1}")
+    expect(page.locator("#chart path.point")).to_have_count(rows + 1, timeout=20_000)
     assert history_rows(console, name, a) == rows + 1
     assert api_offsets(console, name)[json.dumps(a)] == {"position": 4242}
     offsets, _ = java_oracle.offsets_read(
