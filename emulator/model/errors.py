@@ -204,6 +204,14 @@ class Forbidden(OffsetsError):
     kind = "forbidden"
 
 
+class CrossOriginWrite(Forbidden):
+    """A write a browser sent from a page of another origin (``Origin`` / ``Sec-Fetch-Site``), or as
+    a form submission or navigation: refused whatever its credentials, because a browser attaches
+    credentials it remembers to such requests without the user knowing (docs/console.md, "CSRF")."""
+
+    kind = "cross_origin_write"
+
+
 class UnsupportedMediaType(OffsetsError):
     """A write whose ``Content-Type`` is not ``application/json``: refused before anything is read,
     because a web page can send ``text/plain`` (or no body at all) across origins without a

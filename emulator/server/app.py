@@ -2,8 +2,9 @@
 (``emulator.server.errors``), behind the security guards (``emulator.server.auth``).
 
 Order of what a request meets, outermost first: the Host check, CORS (only with
-``--cors-origins``), authentication and the ``Content-Type`` of writes (``auth.guards``), then the
-route's access rule (``auth.policy.enforce``, an app-wide dependency, so every API route has one).
+``--cors-origins``), the browser rules (same origin, no forms; ``ui.csrf``), authentication and the
+``Content-Type`` of writes (``auth.guards``), then the route's access rule (``auth.policy.enforce``,
+an app-wide dependency, so every API route has one).
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ from emulator.server.routes import health as routes_health
 from emulator.server.routes import history as routes_history
 from emulator.server.routes import offsets as routes_offsets
 from emulator.server.routes import records as routes_records
+from emulator.server.ui import install_console
+from emulator.server.ui.csrf import ConsoleGuard
 
 
 def create_app(
@@ -56,10 +59,12 @@ def create_app(
     app.include_router(routes_records.router)
     app.include_router(routes_claims.router)
     install_docs(app)
+    install_console(app)
     install_error_handlers(app)
     install_openapi(app)
     _declare_authentication(app, security)
     app.add_middleware(Guard, authenticator=security.authenticator)
+    app.add_middleware(ConsoleGuard, allowed_origins=security.cors_origins)  # outside Guard: sees its 401s
     if security.cors_origins:
         app.add_middleware(
             CORSMiddleware,
@@ -72,7 +77,9 @@ def create_app(
         app.add_middleware(HostGuard, allowed=security.allowed_hosts)
     # Access log, audit line and metrics: added after every other middleware, so outermost, so
     # that it times and records every answer, refusals by authentication included.
-    install_observability(app, runtime, observability or Observability())
+    observability = observability or Observability()
+    install_observability(app, runtime, observability)
+    app.state.sink_lag = observability.sink_lag  # the console's connectors page shows sinks' lag too
     return app
 
 

@@ -20,6 +20,7 @@ claim_held               400    someone holds a claim and the write did not pres
 sinks_unsupported        400    sink offsets need Kafka (the embedded log has no groups)
 unauthenticated          401    no credentials, or credentials not accepted (with ``WWW-Authenticate``)
 forbidden                403    the principal's scopes do not cover the operation on this connector
+cross_origin_write       403    a browser sent a write from another origin, or as a form or navigation
 connector_not_found      404    the connector is unknown (cluster, offsets log or history)
 claim_not_found          404    the connector has no current claim (with that epoch)
 history_disabled         404    the daemon runs with ``--no-history``

@@ -100,10 +100,23 @@ CASES = [
         body={"records": [_record(b'["orders-1",{"f":"b"}]', b"{}"), _record(b'["billing",{"f":"b"}]', b"{}")]},
     ),
 ]
+CASES += [  # the console's reads (emulator/server/ui/routes.py)
+    case("GET", "/ui/api/session", EVERYONE),
+    case("GET", "/ui/api/connectors", READERS | {"other"}),
+    case("GET", "/ui/api/connectors/{connector}", READERS),
+    case(
+        "GET",
+        "/ui/api/connectors/{connector}/history",
+        READERS,
+        url=f"/ui/api/connectors/{ORDERS}/history?partition=%7B%22f%22%3A%22a%22%7D",
+    ),
+]
 HTTP = httpx.Client(timeout=30)
 """One client for the module: a new one per request costs more than the request."""
 PAGES = {"/docs", "/docs/oauth2-redirect", "/redoc", "/openapi.json", "/docs-assets"}
-"""Not API routes (no access rule): public documentation, served without credentials."""
+PAGES |= {"/ui", "/ui/", "/ui/static", "/ui/vendor"}
+"""Not API routes (no access rule): public documentation and the console's page and files (which hold
+no data), served without credentials."""
 
 
 @pytest.fixture(scope="module")

@@ -70,6 +70,11 @@ RULES: dict[tuple[str, str], Rule] = {
     ("DELETE", CLAIM): Rule("connector", "claim"),
     ("GET", "/offsets/records"): Rule("records", "read"),
     ("POST", "/offsets/records"): Rule("records", "write"),
+    # The console's reads (emulator/server/ui/routes.py); its pages and files are public, like /docs.
+    ("GET", "/ui/api/session"): AUTHENTICATED,
+    ("GET", "/ui/api/connectors"): Rule("any", "read"),
+    ("GET", "/ui/api/connectors/{connector}"): Rule("connector", "read"),
+    ("GET", "/ui/api/connectors/{connector}/history"): Rule("connector", "read"),
 }
 """(method, path template) → who may call it. ``/metrics`` is listed ahead of its route."""
 

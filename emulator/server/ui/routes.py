@@ -1,0 +1,173 @@
+"""The console's own reads (``/ui/api/...``): what its pages need in one request each.
+
+Every change the console makes goes through the public API (``PATCH``/``DELETE`` offsets, rollback,
+each first with ``dry_run=true``), so the console can do nothing a client could not. These routes
+only read, with the same access rules as the API (``emulator.server.auth.policy``): the connectors
+page lists only connectors the principal may read, and says which ones it may change.
+
+They are left out of the OpenAPI document: they serve the console's pages and may change with them;
+the API is the contract for programs.
+
+While the log is replayed they answer 200 with the replay's progress (``ready: false``) instead of
+a 503, so the page can draw a progress bar; the history index reports its own first build the same
+way (``history.building``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Query, Request
+
+from emulator.codec.keys import logical_id
+from emulator.history.archive import HistoryArchive
+from emulator.model.errors import InvalidRequest
+from emulator.model.principal import current_principal
+from emulator.server.auth.scopes import grants_of
+from emulator.server.auth.status import for_principal
+from emulator.server.deps import Runtime, RuntimeDep
+from emulator.server.routes.history import partition_param
+from emulator.server.routes.params import check_connector_path
+from emulator.server.sink_lag import SinkLag
+from emulator.server.ui.history_index import HistoryIndex
+from emulator.server.ui.summary import (
+    change_dict,
+    claim_of,
+    connector_kind,
+    connector_rows,
+    connector_state,
+    offset_rows,
+    sink_lag,
+)
+
+router = APIRouter(prefix="/ui/api", tags=["console"], include_in_schema=False)
+SESSION = "/ui/api/session"
+CONNECTORS = "/ui/api/connectors"
+CONNECTOR = "/ui/api/connectors/{connector}"
+HISTORY = "/ui/api/connectors/{connector}/history"
+
+
+def history_index(request: Request) -> HistoryIndex | None:
+    """The index of this app's archive, created (and its first build started) on first use."""
+    archive: HistoryArchive | None = getattr(request.app.state, "history", None)
+    if archive is None:
+        return None
+    index: HistoryIndex | None = getattr(request.app.state, "console_index", None)
+    if index is None:
+        index = request.app.state.console_index = HistoryIndex(archive)
+    index.start()
+    return index
+
+
+async def fresh_index(request: Request) -> HistoryIndex | None:
+    """The index, brought up to date with the archive first (once it is built)."""
+    index = history_index(request)
+    if index is not None and index.state().ready:
+        await asyncio.to_thread(index.refresh)
+    return index
+
+
+def history_state(index: HistoryIndex | None) -> dict[str, Any]:
+    if index is None:
+        return {"enabled": False}
+    state = index.state()
+    return {
+        "enabled": True,
+        "ready": state.ready,
+        "building": state.building,
+        "records": state.records,
+        "error": state.error,
+        "damaged": list(state.damaged),
+    }
+
+
+def readiness(rt: Runtime) -> dict[str, Any]:
+    body = for_principal(rt.health.readiness(), current_principal.get())
+    ends = body.get("end_offsets", {})
+    positions = body.get("positions", {})
+    body["records_total"] = sum(max(ends.get(p, 0), positions.get(p, 0)) for p in ends)
+    return body
+
+
+@router.get("/session")
+async def session(request: Request) -> dict[str, Any]:
+    """Who the console speaks for: the principal, its scopes, and how to sign in."""
+    principal = current_principal.get()
+    grants = grants_of(principal.scopes)
+    authenticator = request.app.state.authenticator
+    return {
+        "principal": principal.name,
+        "mechanism": principal.mechanism,
+        "scopes": list(principal.scopes),
+        "admin": grants.admin,
+        "may_write": grants.allows_any("write"),
+        "authentication": authenticator.enabled,
+        "mechanisms": authenticator.mechanisms(),
+        "history": getattr(request.app.state, "history", None) is not None,
+    }
+
+
+@router.get("/connectors")
+async def connectors(request: Request, rt: RuntimeDep) -> dict[str, Any]:
+    """The connectors page: every readable connector with its kind, state, partitions, last change,
+    claim and (sinks) lag; or the replay's progress while the daemon is not ready."""
+    index = await fresh_index(request)
+    ready = readiness(rt)
+    body: dict[str, Any] = {"ready": ready["ready"], "progress": ready, "history": history_state(index)}
+    if not ready["ready"]:
+        body["connectors"] = None
+        return body
+    grants = grants_of(current_principal.get().scopes)
+    lag_source: SinkLag | None = getattr(request.app.state, "sink_lag", None)
+    names = await rt.offsets.connectors()
+    body["connectors"] = await connector_rows(rt, names, grants, index, await sink_lag(lag_source))
+    body["sink_lag"] = lag_source is not None
+    return body
+
+
+@router.get("/connectors/{connector}", dependencies=[Depends(check_connector_path)])
+async def connector(connector: str, request: Request, rt: RuntimeDep) -> dict[str, Any]:
+    """The connector page: its offsets (with where each sits in the log and how many changes the
+    history holds), kind, state and claim. 404 for a connector the API would not know."""
+    index = await fresh_index(request)
+    ready = readiness(rt)
+    body: dict[str, Any] = {"ready": ready["ready"], "progress": ready, "history": history_state(index)}
+    if not ready["ready"]:
+        return body
+    kind = connector_kind(rt, connector)
+    offsets = await rt.offsets.get_offsets(connector, kind)
+    grants = grants_of(current_principal.get().scopes)
+    body |= {
+        "name": connector,
+        "kind": kind,
+        **connector_state(rt, connector),
+        "claim": await claim_of(rt, connector),
+        "can_write": grants.allows("write", connector),
+        "offsets": offset_rows(rt, connector, [dict(o) for o in offsets], index),
+    }
+    return body
+
+
+@router.get("/connectors/{connector}/history", dependencies=[Depends(check_connector_path)])
+async def partition_history(
+    connector: str,
+    request: Request,
+    rt: RuntimeDep,
+    partition: Annotated[str, Query(description="the partition as JSON")],
+) -> dict[str, Any]:
+    """One partition's changes for the chart, oldest first: the newest ``PER_PARTITION`` of them."""
+    parsed = partition_param(partition)
+    if parsed is None:
+        raise InvalidRequest("query parameter 'partition' is required")
+    index = await fresh_index(request)
+    state = history_state(index)
+    if index is None or not state["ready"]:
+        return {"history": state, "changes": [], "total": 0}
+    changes, total = index.partition(connector, logical_id(parsed))
+    return {
+        "history": state,
+        "partition": parsed,
+        "total": total,
+        "changes": [change_dict(c) for c in changes],
+    }

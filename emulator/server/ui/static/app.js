@@ -1,0 +1,164 @@
+// The console's shell: who is signed in, which page is shown (#/ or #/connector/NAME), the replay's
+// progress bar, and the poll that keeps pages current without a reload.
+
+import { ApiError, call, signIn, signOut, signedIn } from "./api.js";
+import { h } from "./dom.js";
+import { loadConnectors, renderConnectors, updateConnectors } from "./connectors.js";
+import { currentConnector, leaveConnector, loadConnector, refresh, renderConnector } from "./connector.js";
+
+const POLL_MS = 2000;
+let session = null;
+let pollTimer = null;
+let lastSeen = new Map(); // connector → what its row looked like at the last poll
+
+const main = () => document.getElementById("main");
+
+function route() {
+  const m = location.hash.match(/^#\/connector\/(.+)$/);
+  return m ? { page: "connector", name: decodeURIComponent(m[1]) } : { page: "connectors" };
+}
+
+async function start() {
+  // The page's data is asked for together with the session (one round trip less before the first paint).
+  const data = load(route());
+  data.catch(() => null);
+  try {
+    session = await call("GET", "/ui/api/session");
+  } catch (error) {
+    if (error instanceof ApiError && error.status === 401) return showSignIn(signedIn() ? error.message : null);
+    return showFailure(error);
+  }
+  showWho();
+  await show(data);
+  schedulePoll();
+}
+
+function load(r) {
+  return r.page === "connector" ? loadConnector(r.name) : loadConnectors();
+}
+
+function showWho() {
+  const who = document.getElementById("who");
+  const parts = [h("span", {}, `Signed in as ${session.principal}`,
+    session.may_write ? "" : h("span", { class: "badge", id: "read-only-badge" }, "read only"))];
+  if (session.authentication) {
+    parts.push(h("button", { type: "button", class: "secondary", onclick: () => { signOut(); location.reload(); } }, "Sign out"));
+  }
+  who.replaceChildren(...parts);
+}
+
+function showSignIn(problem) {
+  document.getElementById("who").replaceChildren();
+  const user = h("input", { id: "user", autocomplete: "username", required: true });
+  const password = h("input", { id: "password", type: "password", autocomplete: "current-password" });
+  const token = h("input", { id: "token", type: "password", autocomplete: "off" });
+  const form = h("form", { class: "signin", id: "signin" },
+    h("h2", {}, "Sign in"),
+    problem ? h("p", { class: "error", role: "alert" }, problem) : null,
+    h("p", {}, "Use the daemon's credentials: a user of its credentials file, or a token."),
+    h("fieldset", {}, h("legend", {}, "User and password"),
+      h("label", { for: "user" }, "User"), user, h("label", { for: "password" }, "Password"), password),
+    h("fieldset", {}, h("legend", {}, "…or a token"), h("label", { for: "token" }, "Token"), token),
+    h("button", { type: "submit" }, "Sign in"));
+  form.addEventListener("submit", (event) => {
+    event.preventDefault();
+    if (token.value) signIn("token", token.value.trim());
+    else signIn("basic", user.value, password.value);
+    start();
+  });
+  main().replaceChildren(form);
+  user.focus();
+}
+
+function showFailure(error) {
+  main().replaceChildren(h("div", { class: "error", role: "alert" }, h("p", {}, `The daemon answered: ${error.message}`)));
+}
+
+// Replay in progress: records read against the end offsets, instead of the API's 503.
+function showProgress(data) {
+  const area = document.getElementById("progress");
+  const bars = [];
+  if (data && !data.ready && data.progress) {
+    const p = data.progress;
+    const total = Math.max(p.records_total || 0, p.records_read || 0, 1);
+    bars.push(h("div", { class: "bar" },
+      h("label", { for: "replay" }, p.unreachable ? `Cannot reach the log: ${p.unreachable}` :
+        `Reading the offsets log: ${p.records_read.toLocaleString()} of ${total.toLocaleString()} records, ` +
+        `${p.partitions_at_end} of ${p.partitions} partitions at their end`),
+      h("progress", { id: "replay", max: total, value: p.records_read })));
+  }
+  const history = data && data.history;
+  if (history && history.enabled && history.building) {
+    bars.push(h("div", { class: "bar" },
+      h("label", { for: "indexing" }, `Indexing the history archive: ${history.records.toLocaleString()} records so far`),
+      h("progress", { id: "indexing" })));
+  }
+  if (history && history.error) bars.push(h("p", { class: "error" }, `History: ${history.error}`));
+  area.replaceChildren(...bars);
+}
+
+async function show(prefetched) {
+  const r = route();
+  try {
+    const data = await (prefetched || load(r));
+    showProgress(data);
+    if (r.page === "connectors") remember(data);
+    if (!data.ready) return main().replaceChildren(h("p", { class: "muted" }, "Waiting for the replay to finish…"));
+    if (r.page === "connector") {
+      renderConnector(main(), data, session);
+    } else {
+      leaveConnector();
+      renderConnectors(main(), data);
+    }
+  } catch (error) {
+    if (error instanceof ApiError && error.status === 401) return showSignIn(error.message);
+    showFailure(error);
+  }
+}
+
+function signature(row) {
+  return JSON.stringify([row.partitions, row.history_records, row.state, row.claim, row.lag,
+    row.last_change && row.last_change.time_ms]);
+}
+
+function remember(data) {
+  const changed = new Set();
+  for (const row of data.connectors || []) {
+    const sig = signature(row);
+    if (lastSeen.has(row.name) && lastSeen.get(row.name) !== sig) changed.add(row.name);
+    lastSeen.set(row.name, sig);
+  }
+  return changed;
+}
+
+function schedulePoll() {
+  clearTimeout(pollTimer);
+  pollTimer = setTimeout(poll, POLL_MS);
+}
+
+async function poll() {
+  if (document.visibilityState === "hidden" || document.getElementById("dialog").open) return schedulePoll();
+  try {
+    const data = await loadConnectors();
+    const wasReady = !document.getElementById("replay");
+    showProgress(data);
+    const changed = remember(data);
+    const r = route();
+    if (!data.ready) {
+      // still replaying: the bar moves
+    } else if (!wasReady || !main().querySelector("h2")) {
+      await show();
+    } else if (r.page === "connectors") {
+      updateConnectors(data);
+    } else if (currentConnector() && changed.has(currentConnector())) {
+      await refresh();
+    }
+  } catch (error) {
+    if (!(error instanceof ApiError)) document.getElementById("progress").replaceChildren(
+      h("p", { class: "error" }, `The daemon does not answer (${error.message}); retrying.`));
+  }
+  schedulePoll();
+}
+
+window.addEventListener("hashchange", () => { if (session) show().then(() => main().focus()); });
+start();

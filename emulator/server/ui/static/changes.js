@@ -1,0 +1,191 @@
+// Changing offsets: alter one partition, reset the connector, roll it back to a point in time.
+//
+// Every change is first sent with dry_run=true — the daemon's own checks and plan, exactly what the
+// API would do — and the dialog shows that plan as a diff. Only then can it be applied: alter with
+// an explicit "Apply" button, the destructive ones (reset, rollback) only after the connector's
+// name is typed. Refusals are shown with what to do about them (Connect's STOPPED rule above all).
+
+import { call, enc, jsonText, parseJson } from "./api.js";
+import { h, toast } from "./dom.js";
+
+const dialog = () => document.getElementById("dialog");
+
+export function explain(error, connector) {
+  const box = h("div", { class: "error", role: "alert" }, h("p", { class: "error-message" }, error.message));
+  const advice = {
+    not_stopped: [
+      "Connect runs this connector, and Connect only lets a STOPPED connector's offsets change.",
+      `Stop it through Connect's REST API: curl -X PUT http://CONNECT:8083/connectors/${connector}/stop`,
+      "wait until its state shows STOPPED here, then preview again. Resume it afterwards with PUT …/resume.",
+    ],
+    claim_held: [
+      "Someone holds a claim on this connector: only the claim's holder may write.",
+      `Wait for it, or release the claim: DELETE /connectors/${connector}/claim?epoch=N (the epoch is in the message).`,
+    ],
+    forbidden: ["Your principal's scopes do not allow this change (it needs write on this connector)."],
+    unauthenticated: ["Your credentials were not accepted: sign in again."],
+    write_outcome_unknown: ["The write may still land. Wait for the table to refresh before you try again."],
+    log_timeout: ["The log did not answer in time; nothing was written. Try again."],
+    connector_not_found: ["The daemon does not know this connector (any more)."],
+  }[error.kind];
+  if (advice) box.append(h("div", { class: "advice" }, advice.map((line) => h("p", {}, line))));
+  return box;
+}
+
+function offsetCell(value) {
+  return h("code", {}, value === null || value === undefined ? "null (deleted)" : jsonText(value));
+}
+
+function plannedRecords(records) {
+  if (!records || !records.length) return h("p", {}, "Nothing would be written.");
+  const body = records.map((r) =>
+    "consumer_group" in r
+      ? h("tr", {}, h("td", {}, r.action), h("td", {}, `${r.kafka_topic}[${r.kafka_partition}]`),
+          h("td", {}, r.kafka_offset === null || r.kafka_offset === undefined ? "—" : String(r.kafka_offset)), h("td", {}, r.consumer_group))
+      : h("tr", {}, h("td", {}, h("code", {}, r.key)), h("td", {}, r.value === null ? h("em", {}, "tombstone") : h("code", {}, r.value)),
+          h("td", {}, String(r.kafka_partition)), h("td", {}, r.existing_key ? "existing key" : "new key")));
+  const head = "consumer_group" in records[0]
+    ? ["Action", "Topic partition", "Offset", "Consumer group"]
+    : ["Key", "Value", "Kafka partition", ""];
+  return h("div", { class: "table-wrap" }, h("table", { class: "plan" },
+    h("caption", {}, `${records.length} record(s) would be written`),
+    h("thead", {}, h("tr", {}, head.map((t) => h("th", { scope: "col" }, t)))), h("tbody", {}, body)));
+}
+
+function rollbackPlan(result) {
+  if (!result.changes.length) return h("p", {}, result.message);
+  return h("div", { class: "table-wrap" }, h("table", { class: "plan" },
+    h("caption", {}, result.message),
+    h("thead", {}, h("tr", {}, ["Action", "Partition", "Now", "Then"].map((t) => h("th", { scope: "col" }, t)))),
+    h("tbody", {}, result.changes.map((c) => h("tr", {},
+      h("td", {}, c.action), h("td", {}, h("code", {}, jsonText(c.partition))),
+      h("td", {}, offsetCell(c.current_offset)), h("td", {}, offsetCell(c.target_offset)))))));
+}
+
+// The dialog's life: optional editor → dry run → plan → confirmation → apply.
+function openChange({ title, intro, editor, preview, renderPlan, destructive, connector, apply, done }) {
+  const d = dialog();
+  document.getElementById("dialog-title").textContent = title;
+  const content = document.getElementById("dialog-content");
+  const actions = document.getElementById("dialog-actions");
+  content.replaceChildren(h("p", {}, intro), editor ? editor.node : "", h("div", { id: "plan", "aria-live": "polite" }));
+  const plan = content.querySelector("#plan");
+  const cancel = h("button", { type: "button", class: "secondary", onclick: () => d.close() }, "Cancel");
+  const previewButton = h("button", { type: "button", id: "preview" }, "Preview (dry run)");
+  actions.replaceChildren(cancel, previewButton);
+  let planned = null;
+
+  previewButton.addEventListener("click", async () => {
+    plan.replaceChildren(h("p", { class: "muted" }, "Asking the daemon for its plan…"));
+    let input;
+    try {
+      input = editor ? editor.value() : undefined;
+    } catch (problem) {
+      plan.replaceChildren(h("div", { class: "error", role: "alert" }, h("p", {}, problem.message)));
+      return;
+    }
+    try {
+      planned = { input, result: await preview(input) };
+    } catch (error) {
+      plan.replaceChildren(explain(error, connector));
+      return;
+    }
+    const confirmBox = h("div", { class: "confirm" });
+    const applyButton = h("button", { type: "button", id: "apply", class: destructive ? "danger" : "" }, destructive ? `${title}` : "Apply");
+    if (destructive) {
+      const typed = h("input", { id: "confirm-name", type: "text", autocomplete: "off", spellcheck: "false" });
+      applyButton.disabled = true;
+      typed.addEventListener("input", () => { applyButton.disabled = typed.value !== connector; });
+      confirmBox.append(h("label", { for: "confirm-name" }, `Type the connector's name (${connector}) to confirm`), typed);
+    }
+    applyButton.addEventListener("click", async () => {
+      applyButton.disabled = true;
+      try {
+        const result = await apply(planned.input);
+        d.close();
+        toast(result && result.message ? result.message : "Done.");
+        await done();
+      } catch (error) {
+        plan.append(explain(error, connector));
+        applyButton.disabled = false;
+      }
+    });
+    plan.replaceChildren(h("h3", {}, "What the daemon would write"), renderPlan(planned.result, planned.input), confirmBox);
+    actions.replaceChildren(cancel, previewButton, applyButton);
+    (destructive ? confirmBox.querySelector("input") : applyButton).focus();
+  });
+  d.showModal();
+  (editor ? editor.focus : () => previewButton.focus())();
+}
+
+function query(kind) {
+  return kind === "sink" ? { kind: "sink" } : {};
+}
+
+export function alterPartition(connector, kind, row, done) {
+  const area = h("textarea", { id: "offset-editor", rows: 6, spellcheck: "false" });
+  area.value = jsonText(row.offset, 2);
+  const editor = {
+    node: h("div", { class: "editor" },
+      h("p", {}, "Partition ", h("code", {}, jsonText(row.partition))),
+      h("label", { for: "offset-editor" }, "New offset (a JSON object, or null to delete the partition)"), area),
+    focus: () => area.focus(),
+    value: () => {
+      let parsed;
+      try {
+        parsed = parseJson(area.value);
+      } catch (problem) {
+        throw new Error(`Not JSON: ${problem.message}`);
+      }
+      if (parsed !== null && (typeof parsed !== "object" || Array.isArray(parsed))) {
+        throw new Error("The offset must be a JSON object (or null).");
+      }
+      // Sent as typed (not re-serialized), so integers beyond 2^53 keep every digit.
+      return `{"offsets":[{"partition":${jsonText(row.partition)},"offset":${area.value.trim()}}]}`;
+    },
+  };
+  const path = `/connectors/${enc(connector)}/offsets`;
+  openChange({
+    title: "Alter offset",
+    intro: `Change one partition of ${connector}. The daemon checks the new offset as the API does; nothing is written before you apply.`,
+    editor,
+    connector,
+    destructive: false,
+    preview: (body) => call("PATCH", path, { body, query: { dry_run: true, ...query(kind) } }),
+    renderPlan: (result, body) => h("div", {},
+      h("div", { class: "diff" },
+        h("div", {}, h("h4", {}, "Now"), offsetCell(row.offset)),
+        h("div", {}, h("h4", {}, "After"), offsetCell(parseJson(body).offsets[0].offset))),
+      plannedRecords(result.records)),
+    apply: (body) => call("PATCH", path, { body, query: query(kind) }),
+    done,
+  });
+}
+
+export function resetConnector(connector, kind, done) {
+  const path = `/connectors/${enc(connector)}/offsets`;
+  openChange({
+    title: "Reset offsets",
+    intro: `Delete every offset of ${connector}: its tasks start from scratch next time.`,
+    connector,
+    destructive: true,
+    preview: () => call("DELETE", path, { query: { dry_run: true, ...query(kind) } }),
+    renderPlan: (result) => plannedRecords(result.records),
+    apply: () => call("DELETE", path, { query: query(kind) }),
+    done,
+  });
+}
+
+export function rollbackConnector(connector, change, done) {
+  const path = `/connectors/${enc(connector)}/offsets/rollback`;
+  openChange({
+    title: "Roll back",
+    intro: `Put every offset of ${connector} back as it was at ${change.time}, right after the change you picked.`,
+    connector,
+    destructive: true,
+    preview: () => call("POST", path, { query: { to: change.time_ms, dry_run: true } }),
+    renderPlan: (result) => rollbackPlan(result),
+    apply: () => call("POST", path, { query: { to: change.time_ms } }),
+    done,
+  });
+}

@@ -1,0 +1,292 @@
+// The connector page: its offsets table, the chosen partition's history chart and changes, the
+// comparison of two points in time, and the changes a writer may make.
+
+import { call, enc, jsonText } from "./api.js";
+import { alterPartition, resetConnector, rollbackConnector } from "./changes.js";
+import { drawChart, numericFields, originLabel } from "./chart.js";
+import { compare, copyText, h, sortHeader, toast, when } from "./dom.js";
+
+const PAGE = 100;
+let page = null; // the state of the page on screen
+
+function changeKey(c) {
+  return `${c.epoch}:${c.kafka_partition}:${c.kafka_offset}`;
+}
+
+export async function loadConnector(name) {
+  return call("GET", `/ui/api/connectors/${enc(name)}`);
+}
+
+async function loadHistory(name, partition) {
+  return call("GET", `/ui/api/connectors/${enc(name)}/history`, { query: { partition: jsonText(partition) } });
+}
+
+export function renderConnector(main, data, session) {
+  page = {
+    name: data.name, data, session, filter: "", sort: { key: "partition", dir: 1 }, offset: 0,
+    selected: null, history: null, field: null, picks: [], first: true,
+  };
+  const readOnly = !data.can_write;
+  const stoppedNote = data.stopped === false
+    ? h("p", { class: "warning", id: "stopped-note" },
+        `Connect runs this connector (${data.state}): changes will be refused until it is STOPPED. `,
+        `Stop it with Connect's REST API (PUT /connectors/${data.name}/stop), then change its offsets here.`)
+    : null;
+  const actions = readOnly
+    ? h("p", { class: "muted", id: "read-only" }, "Read only: your principal may not change this connector's offsets.")
+    : h("div", { class: "actions" },
+        h("button", { type: "button", id: "reset", class: "danger",
+          onclick: () => resetConnector(data.name, data.kind, refresh) }, "Reset offsets…"));
+  const filter = h("input", { id: "offset-filter", type: "search", placeholder: "partition or offset contains…" });
+  filter.addEventListener("input", () => { page.filter = filter.value; page.offset = 0; drawTable(); });
+  main.replaceChildren(...[
+    h("p", {}, h("a", { href: "#/" }, "← All connectors")),
+    h("h2", {}, data.name, " ", h("span", { class: "badge" }, data.kind), " ",
+      h("span", { class: `badge state-${String(data.state).toLowerCase()}`, id: "state" }, data.state)),
+    h("p", { id: "claim-line", class: "muted" }, claimText(data.claim)),
+    stoppedNote, actions,
+    h("section", { "aria-labelledby": "history-title", id: "history-section" },
+      h("h3", { id: "history-title" }, "History of a partition"),
+      h("div", { id: "history" })),
+    h("section", { "aria-labelledby": "offsets-title" },
+      h("h3", { id: "offsets-title" }, "Offsets"),
+      h("div", { class: "toolbar" }, h("label", { for: "offset-filter" }, "Filter partitions"), filter,
+        h("span", { class: "muted", id: "offset-count" })),
+      h("div", { id: "offsets" }),
+      h("div", { class: "pager", id: "pager" })),
+  ].filter(Boolean));
+  drawTable();
+  const rows = visibleRows();
+  if (rows.length) selectPartition(rows[0]);
+  else mark("chart");
+}
+
+function claimText(claim) {
+  if (!claim) return "Not claimed.";
+  if (claim.error) return claim.error;
+  return `Claimed by ${claim.owner} (epoch ${claim.epoch}) since ${claim.claimed_at}.`;
+}
+
+function mark(what) {
+  if (!page.first) return;
+  performance.mark(`console:${what}`);
+  page.done = (page.done || new Set()).add(what);
+  if (page.done.has("table") && page.done.has("chart")) {
+    page.first = false;
+    performance.mark("console:interactive");
+    document.body.dataset.interactive = "true";
+  }
+}
+
+function sortValue(row, key) {
+  switch (key) {
+    case "partition": return row.partitionText;
+    case "offset": return row.offsetText;
+    default: return row[key];
+  }
+}
+
+function visibleRows() {
+  const needle = page.filter.trim().toLowerCase();
+  const rows = page.data.offsets.map((r) => {
+    r.partitionText ??= jsonText(r.partition);
+    r.offsetText ??= jsonText(r.offset);
+    return r;
+  });
+  const shown = needle
+    ? rows.filter((r) => r.partitionText.toLowerCase().includes(needle) || r.offsetText.toLowerCase().includes(needle))
+    : rows.slice();
+  const { key, dir } = page.sort;
+  return shown.sort((a, b) => dir * compare(sortValue(a, key), sortValue(b, key)));
+}
+
+function drawTable() {
+  const rows = visibleRows();
+  const total = page.data.offsets.length;
+  document.getElementById("offset-count").textContent = `${rows.length} of ${total} partition(s)`;
+  page.offset = Math.min(page.offset, Math.max(0, rows.length - 1 - ((rows.length - 1) % PAGE)));
+  const shown = rows.slice(page.offset, page.offset + PAGE);
+  const onSort = (sort) => { page.sort = sort; page.offset = 0; drawTable(); };
+  const writable = page.data.can_write;
+  const table = h("table", { class: "offsets", id: "offsets-table" },
+    h("caption", { class: "visually-hidden" }, `Offsets of ${page.name}`),
+    h("thead", {}, h("tr", {},
+      sortHeader("Partition", "partition", page.sort, onSort),
+      sortHeader("Offset", "offset", page.sort, onSort),
+      sortHeader("Changes", "changes", page.sort, onSort),
+      sortHeader("Log position", "log_offset", page.sort, onSort),
+      h("th", { scope: "col" }, h("span", { class: "visually-hidden" }, "Actions")))),
+    h("tbody", {}, shown.map((r) => h("tr", { "data-lid": r.lid, class: page.selected === r.lid ? "selected" : "" },
+      h("td", {}, h("code", {}, r.partitionText)),
+      h("td", {}, h("code", {}, r.offsetText)),
+      h("td", { class: "num" }, r.changes ?? "—"),
+      h("td", { class: "num", title: r.timestamp_ms >= 0 ? when(r.timestamp_ms) : "" }, r.kafka_partition === undefined ? "—" : `${r.kafka_partition}@${r.log_offset}`),
+      h("td", { class: "row-actions" },
+        h("button", { type: "button", class: "link", "aria-label": `History of ${r.partitionText}`, onclick: () => selectPartition(r) }, "History"),
+        h("button", { type: "button", class: "link", "aria-label": `Copy ${r.partitionText} as JSON`,
+          onclick: async () => toast(await copyText(jsonText({ partition: r.partition, offset: r.offset }))
+            ? "Copied the partition's JSON." : "Copying failed: select and copy the text instead.") }, "Copy"),
+        writable ? h("button", { type: "button", class: "link", "aria-label": `Edit ${r.partitionText}`,
+          onclick: () => alterPartition(page.name, page.data.kind, r, refresh) }, "Edit") : null)))));
+  document.getElementById("offsets").replaceChildren(h("div", { class: "table-wrap" }, table));
+  const pager = document.getElementById("pager");
+  pager.replaceChildren();
+  if (rows.length > PAGE) {
+    const last = Math.floor((rows.length - 1) / PAGE) * PAGE;
+    pager.append(
+      h("button", { type: "button", disabled: page.offset === 0, onclick: () => { page.offset -= PAGE; drawTable(); } }, "Previous"),
+      h("span", {}, `${page.offset + 1}–${Math.min(page.offset + PAGE, rows.length)} of ${rows.length}`),
+      h("button", { type: "button", disabled: page.offset >= last, onclick: () => { page.offset += PAGE; drawTable(); } }, "Next"));
+  }
+  mark("table");
+}
+
+async function selectPartition(row) {
+  page.selected = row.lid;
+  page.selectedRow = row;
+  page.picks = [];
+  for (const tr of document.querySelectorAll("#offsets-table tbody tr")) {
+    tr.classList.toggle("selected", tr.dataset.lid === row.lid);
+  }
+  await loadAndDrawHistory();
+}
+
+async function loadAndDrawHistory() {
+  const box = document.getElementById("history");
+  if (!page.session.history) {
+    box.replaceChildren(h("p", { class: "muted" }, "History is off on this daemon (--no-history)."));
+    mark("chart");
+    return;
+  }
+  const row = page.selectedRow;
+  let history;
+  try {
+    history = await loadHistory(page.name, row.partition);
+  } catch (error) {
+    box.replaceChildren(h("p", { class: "error", role: "alert" }, error.message));
+    mark("chart");
+    return;
+  }
+  if (!history.history.ready) {
+    const done = history.history.records;
+    box.replaceChildren(h("p", {}, `Indexing the history archive (${done} records so far)…`),
+      h("progress", { "aria-label": "Indexing the history archive" }));
+    setTimeout(() => { if (page && page.selectedRow === row) loadAndDrawHistory(); }, 1000);
+    return;
+  }
+  page.history = history;
+  drawHistory();
+}
+
+function drawHistory() {
+  const box = document.getElementById("history");
+  const { changes, total } = page.history;
+  const row = page.selectedRow;
+  const fields = numericFields(changes);
+  if (!fields.includes(page.field)) page.field = fields[0] || null;
+  const select = h("select", { id: "field" }, fields.map((f) => h("option", { value: f }, f)));
+  select.value = page.field || "";
+  select.addEventListener("change", () => { page.field = select.value; drawHistory(); });
+  const chartBox = h("div", { class: "chart", id: "chart" });
+  box.replaceChildren(
+    h("p", {}, "Partition ", h("code", {}, jsonText(row.partition)), " · ",
+      total > changes.length ? `the newest ${changes.length} of ${total} changes` : `${total} change(s)`),
+    h("div", { class: "toolbar" },
+      fields.length ? [h("label", { for: "field" }, "Field"), select] : h("span", { class: "muted" }, "No numeric field to draw."),
+      h("span", { class: "muted" }, "Click two points (or pick A and B below) to compare them.")),
+    chartBox,
+    h("div", { id: "compare", "aria-live": "polite" }),
+    changesTable(changes));
+  if (changes.length) {
+    const picked = new Set(page.picks.map((k) => changes.findIndex((c) => changeKey(c) === k)));
+    drawChart(chartBox, changes, {
+      field: page.field,
+      selected: picked,
+      tooltip: document.getElementById("tooltip"),
+      onPick: (i) => pick(changes[i]),
+    });
+  } else {
+    chartBox.append(h("p", { class: "muted" }, "The archive holds no change of this partition."));
+  }
+  drawCompare();
+  mark("chart");
+}
+
+function pick(change) {
+  const key = changeKey(change);
+  page.picks = page.picks.includes(key) ? page.picks.filter((k) => k !== key) : [...page.picks, key].slice(-2);
+  drawHistory();
+}
+
+function changesTable(changes) {
+  const writable = page.data.can_write;
+  const newest = changes.slice().reverse().slice(0, 200);
+  return h("details", { class: "changes", open: changes.length <= 20 },
+    h("summary", {}, `Changes of this partition, newest first${changes.length > 200 ? " (200 newest)" : ""}`),
+    h("div", { class: "table-wrap" }, h("table", { class: "history-table" },
+      h("thead", {}, h("tr", {}, ["Time", "Who", "Offset", "Compare", ""].map((t) => h("th", { scope: "col" }, t)))),
+      h("tbody", {}, newest.map((c) => {
+        const key = changeKey(c);
+        const picked = page.picks.includes(key);
+        return h("tr", { class: picked ? "selected" : "" },
+          h("td", {}, c.time),
+          h("td", {}, originLabel(c)),
+          h("td", {}, h("code", {}, c.tombstone ? "deleted" : jsonText(c.offset))),
+          h("td", {}, h("button", { type: "button", class: "link", "aria-pressed": String(picked),
+            "aria-label": `${picked ? "Unpick" : "Pick"} the change of ${c.time} for comparison`, onclick: () => pick(c) },
+            picked ? "Picked" : "Pick")),
+          h("td", {}, writable ? h("button", { type: "button", class: "link",
+            "aria-label": `Roll back the connector to ${c.time}`,
+            onclick: () => rollbackConnector(page.name, c, refresh) }, "Roll back to here") : null));
+      })))));
+}
+
+function drawCompare() {
+  const box = document.getElementById("compare");
+  const changes = page.history.changes;
+  const picked = page.picks.map((k) => changes.find((c) => changeKey(c) === k)).filter(Boolean);
+  if (picked.length < 2) {
+    box.replaceChildren(picked.length ? h("p", { class: "muted" }, `A: ${picked[0].time}. Pick a second point.`) : "");
+    return;
+  }
+  const [a, b] = picked.sort((x, y) => x.time_ms - y.time_ms);
+  const fa = a.offset || {}, fb = b.offset || {};
+  const keys = [...new Set([...Object.keys(fa), ...Object.keys(fb)])];
+  const writable = page.data.can_write;
+  box.replaceChildren(h("div", { class: "table-wrap" }, h("table", { class: "diff-table", id: "diff" },
+    h("caption", {}, `From ${a.time} (${originLabel(a)}) to ${b.time} (${originLabel(b)})`),
+    h("thead", {}, h("tr", {}, ["Field", "A", "B", "Change"].map((t) => h("th", { scope: "col" }, t)))),
+    h("tbody", {}, keys.map((k) => {
+      const va = fa[k], vb = fb[k];
+      const same = jsonText(va) === jsonText(vb);
+      const delta = typeof va !== "object" && typeof vb !== "object" && !same &&
+        (typeof va === "number" || typeof va === "bigint") && typeof va === typeof vb ? `${vb - va > 0 ? "+" : ""}${vb - va}` : same ? "" : "changed";
+      return h("tr", { class: same ? "" : "changed" }, h("th", { scope: "row" }, k),
+        h("td", {}, h("code", {}, va === undefined ? "—" : jsonText(va))),
+        h("td", {}, h("code", {}, vb === undefined ? "—" : jsonText(vb))), h("td", {}, delta));
+    })))),
+  writable ? h("p", {}, h("button", { type: "button", class: "secondary", onclick: () => rollbackConnector(page.name, a, refresh) },
+    `Roll back the connector to A (${when(a.time_ms)})…`)) : null);
+}
+
+// After a change, and when the connectors poll says this connector moved: table and chart again.
+export async function refresh() {
+  if (!page) return;
+  const data = await loadConnector(page.name);
+  if (!data.ready) return;
+  page.data = data;
+  document.getElementById("state").textContent = data.state;
+  document.getElementById("claim-line").textContent = claimText(data.claim);
+  const selected = data.offsets.find((r) => r.lid === page.selected);
+  drawTable();
+  if (selected) page.selectedRow = selected; // a partition just deleted keeps its (now longer) history
+  if (page.selectedRow) await loadAndDrawHistory();
+}
+
+export function currentConnector() {
+  return page ? page.name : null;
+}
+
+export function leaveConnector() {
+  page = null;
+}

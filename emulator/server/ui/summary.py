@@ -1,0 +1,147 @@
+"""What the console's pages show, assembled from the service layer's public reads.
+
+Nothing here decides a rule: existence, kind, the STOPPED rule and claims are the services' and
+the Connect cluster's answers; the console only puts them side by side. Every value that may be
+unknown is ``None`` and shown as such, never guessed (a connector's state without a Connect
+cluster is ``unknown``; a sink's lag without a Connect cluster's config topic too).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from typing import Any
+
+from emulator.codec.keys import logical_id
+from emulator.codec.values import CodecError, parse_offset
+from emulator.model.errors import ClaimNotFound, OffsetsError
+from emulator.model.times import format_time_ms
+from emulator.server.auth.scopes import Grants
+from emulator.server.deps import Runtime
+from emulator.server.sink_lag import SinkLag, SinkLagSnapshot
+from emulator.server.ui.history_index import Change, HistoryIndex
+
+STATES = ("RUNNING", "PAUSED", "STOPPED", "FAILED", "UNASSIGNED", "RESTARTING", "DESTROYED")
+
+
+def connector_state(rt: Runtime, connector: str) -> dict[str, Any]:
+    """The Connect cluster's view: what the worker last reported (``status-connector-``), else the
+    target state; ``unknown`` without a cluster. ``stopped`` is Connect's rule for changing offsets
+    (STOPPED with zero tasks), so the page can say before a change that it will be refused."""
+    if rt.cluster is None:
+        return {"state": "unknown", "target": None, "tasks": None, "stopped": None}
+    snap = rt.cluster.snapshot(connector)
+    state = snap.status.state if snap.status is not None else None
+    if state is None:
+        state = snap.target_state if snap.target_state in ("PAUSED", "STOPPED") else "unknown"
+    return {
+        "state": state,
+        "target": snap.target_state,
+        "tasks": snap.task_count,
+        "stopped": rt.cluster.is_stopped(connector),
+    }
+
+
+def connector_kind(rt: Runtime, connector: str) -> str:
+    """Sink or source as the Connect cluster's config says; without one, the log only holds sources."""
+    kind = rt.cluster.kind(connector) if rt.cluster is not None else None
+    return kind or "source"
+
+
+def change_dict(change: Change | None) -> dict[str, Any] | None:
+    if change is None:
+        return None
+    body: dict[str, Any] = {
+        "time": format_time_ms(change.time_ms),
+        "time_ms": change.time_ms,
+        "origin": change.origin,
+        "operation": change.operation,
+        "principal": change.principal,
+        "remote": change.remote,
+        "epoch": change.epoch,
+        "kafka_partition": change.kafka_partition,
+        "kafka_offset": change.kafka_offset,
+    }
+    if change.value is None:
+        body["offset"] = None
+        body["tombstone"] = True
+    else:
+        try:
+            body["offset"] = parse_offset(change.value)
+        except CodecError as exc:
+            body["offset"] = None
+            body["value_problem"] = str(exc)
+    return body
+
+
+async def claim_of(rt: Runtime, connector: str) -> dict[str, Any] | None:
+    try:
+        claim = await rt.claims.current(connector)
+    except ClaimNotFound:
+        return None
+    except OffsetsError as exc:  # e.g. a log that cannot store claims: say so in the row
+        return {"error": exc.message}
+    return {"owner": claim.owner, "epoch": claim.epoch, "claimed_at": format_time_ms(claim.claimed_at_ms)}
+
+
+async def sink_lag(lag: SinkLag | None) -> SinkLagSnapshot | None:
+    """The metrics' cached sink lag (refreshed at most every 15 s; a broker call in a worker thread)."""
+    return None if lag is None else await asyncio.to_thread(lag.snapshot)
+
+
+async def connector_rows(
+    rt: Runtime,
+    names: list[str],
+    grants: Grants,
+    index: HistoryIndex | None,
+    lag: SinkLagSnapshot | None,
+) -> list[dict[str, Any]]:
+    """One row per connector the principal may read: the connectors page."""
+    last = index.last_changes() if index is not None and index.state().ready else {}
+    lags: dict[str, list[int]] = {}
+    for p in lag.partitions if lag is not None else ():
+        lags.setdefault(p.connector, []).append(p.lag)
+    readable = [name for name in names if grants.allows("read", name)]
+    claims = await asyncio.gather(*(claim_of(rt, name) for name in readable))
+    rows = []
+    for name, claim in zip(readable, claims, strict=True):
+        kind = connector_kind(rt, name)
+        change, records = last.get(name, (None, 0))
+        sink_partitions = lags.get(name)
+        rows.append(
+            {
+                "name": name,
+                "kind": kind,
+                **connector_state(rt, name),
+                "partitions": len(rt.view.offsets(name)) if kind == "source" else _count(sink_partitions),
+                "last_change": change_dict(change),
+                "history_records": records,
+                "claim": claim,
+                "lag": None if kind != "sink" or sink_partitions is None else sum(sink_partitions),
+                "can_write": grants.allows("write", name),
+            }
+        )
+    return rows
+
+
+def _count(values: list[int] | None) -> int | None:
+    return None if values is None else len(values)
+
+
+def offset_rows(rt: Runtime, connector: str, offsets: list[Mapping[str, Any]], index: HistoryIndex | None) -> list[Any]:
+    """The connector page's table: each partition with its offset, where its newest record sits in
+    the log (source connectors) and how many changes the history holds for it."""
+    counts = index.counts(connector) if index is not None and index.state().ready else {}
+    rows = []
+    for item in offsets:
+        partition = item["partition"]
+        lid = logical_id(partition)
+        row: dict[str, Any] = {"lid": lid, "partition": partition, "offset": item["offset"], "changes": counts.get(lid)}
+        keys = rt.view.find(connector, lid)
+        entry = rt.view.get_raw(keys[-1]) if keys else None
+        if entry is not None:
+            row |= {"kafka_partition": entry.partition, "log_offset": entry.offset, "timestamp_ms": entry.timestamp_ms}
+            if len(keys) > 1:
+                row["keys"] = len(keys)  # several byte-different keys denote this partition
+        rows.append(row)
+    return rows
