@@ -313,6 +313,146 @@ class JavaOracle:
         r = self._call("offsets_read", args, timeout_s=2 * timeout_s + 45)
         return list(r["offsets"]), list(r["connector_partitions"])
 
+    # --- ConnectorOffsetBackingStore: a connector's own offsets topic (KIP-618) -----------------------
+
+    @staticmethod
+    def _connector_store_args(
+        bootstrap: str,
+        worker_topic: str,
+        connector: str,
+        connector_topic: str | None,
+        exactly_once: bool,
+        group_id: str,
+        num_partitions: int,
+        connector_config: dict[str, str] | None,
+        timeout_s: float,
+    ) -> dict[str, Any]:
+        return {
+            "bootstrap": bootstrap,
+            "worker_topic": worker_topic,
+            "connector": connector,
+            "connector_topic": connector_topic,
+            "exactly_once": exactly_once,
+            "group_id": group_id,
+            "num_partitions": num_partitions,
+            "connector_config": connector_config or {},
+            "timeout_s": timeout_s,
+        }
+
+    def connector_store_read(
+        self,
+        bootstrap: str,
+        worker_topic: str,
+        connector: str,
+        *,
+        connector_topic: str | None = None,
+        exactly_once: bool = False,
+        group_id: str = "connect-oracle",
+        partitions: list[Any] | None = None,
+        num_partitions: int = 25,
+        connector_config: dict[str, str] | None = None,
+        timeout_s: float = 60.0,
+    ) -> dict[str, Any]:
+        """Connect's view of a source connector's offsets through a fresh ``ConnectorOffsetBackingStore``,
+        built as ``Worker`` builds it for ``connector`` (``offsets.storage.topic=connector_topic``) on a
+        worker whose topic is ``worker_topic`` (``exactly.once.source.support=enabled`` with ``exactly_once``).
+
+        Returns ``offsets`` (Connect's GET: ``[[partition, offset], ...]``), ``stores`` (the same listing of
+        the ``worker`` and ``connector`` store alone, None for a store it does not have), ``lookups`` (per
+        given partition, what the combined ``get()`` answers: ``{"contains", "value"}``) and ``clients``
+        (Connect's own settings: the worker and connector consumers' ``isolation.level``, the producer's
+        ``transactional.id``, the connector store's topic, which stores it has).
+        """
+        args = self._connector_store_args(
+            bootstrap,
+            worker_topic,
+            connector,
+            connector_topic,
+            exactly_once,
+            group_id,
+            num_partitions,
+            connector_config,
+            timeout_s,
+        )
+        args["partitions"] = partitions or []
+        return dict(self._call("connector_store_read", args, timeout_s=3 * timeout_s + 45))
+
+    def connector_store_write(
+        self,
+        bootstrap: str,
+        worker_topic: str,
+        connector: str,
+        entries: list[tuple[Any, Any]],
+        *,
+        connector_topic: str | None = None,
+        exactly_once: bool = False,
+        group_id: str = "connect-oracle",
+        num_partitions: int = 25,
+        timeout_s: float = 60.0,
+    ) -> dict[str, Any]:
+        """Write typed (partition, offset-or-None) entries as Connect's REST alter/reset does
+        (``Worker.modifySourceConnectorOffsets``): through the combined store, in task 0's transaction
+        with ``exactly_once``."""
+        args = self._connector_store_args(
+            bootstrap,
+            worker_topic,
+            connector,
+            connector_topic,
+            exactly_once,
+            group_id,
+            num_partitions,
+            None,
+            timeout_s,
+        )
+        args["entries"] = [[p, o] for p, o in entries]
+        return dict(self._call("connector_store_write", args, timeout_s=3 * timeout_s + 45))
+
+    def task_offsets_transaction(
+        self,
+        bootstrap: str,
+        worker_topic: str,
+        connector: str,
+        entries: list[tuple[Any, Any]],
+        *,
+        outcome: str,
+        connector_topic: str | None = None,
+        group_id: str = "connect-oracle",
+        task: int = 0,
+        num_partitions: int = 25,
+        connector_config: dict[str, str] | None = None,
+        timeout_s: float = 60.0,
+    ) -> dict[str, Any]:
+        """An exactly-once task's offset commit: its transactional producer writes the entries to the
+        connector's offsets topic, flushes them to the broker, then ``outcome``: ``commit``, ``abort``, or
+        ``hold`` (open; returns ``{"handle", "transactional_id"}`` for ``task_transaction_finish``).
+        ``connector_config`` reaches the task's clients as Connect's overrides do (``producer.override.*``)."""
+        args = self._connector_store_args(
+            bootstrap,
+            worker_topic,
+            connector,
+            connector_topic,
+            True,
+            group_id,
+            num_partitions,
+            connector_config,
+            timeout_s,
+        )
+        args |= {"entries": [[p, o] for p, o in entries], "outcome": outcome, "task": task}
+        result = dict(self._call("task_offsets_transaction", args, timeout_s=3 * timeout_s + 45))
+        if result.get("error") is not None:
+            result["error"] = JavaError.from_wire(result["error"])
+        return result
+
+    def task_transaction_finish(self, handle: int, outcome: str, timeout_s: float = 30.0) -> JavaError | None:
+        """Commit or abort a held task transaction: None when the broker accepted, else Java's exception
+        (e.g. ``ProducerFencedException`` once a newer producer with the same transactional id started)."""
+        result = self._call(
+            "task_transaction_finish",
+            {"handle": handle, "outcome": outcome, "timeout_s": timeout_s},
+            timeout_s=2 * timeout_s + 30,
+        )
+        return None if result["error"] is None else JavaError.from_wire(result["error"])
+
     # --- FileOffsetBackingStore (standalone worker) ---------------------------------------------------
 
     def file_offsets_write(self, path: str, connector: str, entries: list[tuple[Any, Any]]) -> None:
