@@ -317,45 +317,43 @@ class JavaOracle:
 
     @staticmethod
     def _connector_store_args(
-        bootstrap: str,
-        worker_topic: str,
-        connector: str,
-        connector_topic: str | None,
-        exactly_once: bool,
-        group_id: str,
-        num_partitions: int,
-        connector_config: dict[str, str] | None,
-        timeout_s: float,
+        bootstrap: str, worker_topic: str, connector: str, options: dict[str, Any]
     ) -> dict[str, Any]:
+        known = {
+            "connector_topic",
+            "exactly_once",
+            "group_id",
+            "num_partitions",
+            "connector_config",
+            "worker_config",
+            "timeout_s",
+        }
+        unknown = set(options) - known
+        if unknown:
+            raise TypeError(f"unknown connector store options {sorted(unknown)}")
         return {
             "bootstrap": bootstrap,
             "worker_topic": worker_topic,
             "connector": connector,
-            "connector_topic": connector_topic,
-            "exactly_once": exactly_once,
-            "group_id": group_id,
-            "num_partitions": num_partitions,
-            "connector_config": connector_config or {},
-            "timeout_s": timeout_s,
+            "connector_topic": options.get("connector_topic"),
+            "exactly_once": bool(options.get("exactly_once", False)),
+            "group_id": options.get("group_id", "connect-oracle"),
+            "num_partitions": options.get("num_partitions", 25),
+            "connector_config": options.get("connector_config") or {},
+            "extra_config": options.get("worker_config") or {},
+            "timeout_s": options.get("timeout_s", 60.0),
         }
 
     def connector_store_read(
-        self,
-        bootstrap: str,
-        worker_topic: str,
-        connector: str,
-        *,
-        connector_topic: str | None = None,
-        exactly_once: bool = False,
-        group_id: str = "connect-oracle",
-        partitions: list[Any] | None = None,
-        num_partitions: int = 25,
-        connector_config: dict[str, str] | None = None,
-        timeout_s: float = 60.0,
+        self, bootstrap: str, worker_topic: str, connector: str, *, partitions: list[Any] | None = None, **options: Any
     ) -> dict[str, Any]:
         """Connect's view of a source connector's offsets through a fresh ``ConnectorOffsetBackingStore``,
-        built as ``Worker`` builds it for ``connector`` (``offsets.storage.topic=connector_topic``) on a
-        worker whose topic is ``worker_topic`` (``exactly.once.source.support=enabled`` with ``exactly_once``).
+        built as ``Worker`` builds it for ``connector`` on a worker whose offsets topic is ``worker_topic``.
+
+        Options: ``connector_topic`` (its ``offsets.storage.topic``), ``exactly_once``
+        (``exactly.once.source.support=enabled``), ``group_id``, ``num_partitions`` (the worker's
+        ``offset.storage.partitions``), ``connector_config`` (more connector settings, e.g. Connect's
+        ``producer.override.*``), ``worker_config`` (more worker settings), ``timeout_s``.
 
         Returns ``offsets`` (Connect's GET: ``[[partition, offset], ...]``), ``stores`` (the same listing of
         the ``worker`` and ``connector`` store alone, None for a store it does not have), ``lookups`` (per
@@ -363,49 +361,19 @@ class JavaOracle:
         (Connect's own settings: the worker and connector consumers' ``isolation.level``, the producer's
         ``transactional.id``, the connector store's topic, which stores it has).
         """
-        args = self._connector_store_args(
-            bootstrap,
-            worker_topic,
-            connector,
-            connector_topic,
-            exactly_once,
-            group_id,
-            num_partitions,
-            connector_config,
-            timeout_s,
-        )
+        args = self._connector_store_args(bootstrap, worker_topic, connector, options)
         args["partitions"] = partitions or []
-        return dict(self._call("connector_store_read", args, timeout_s=3 * timeout_s + 45))
+        return dict(self._call("connector_store_read", args, timeout_s=3 * args["timeout_s"] + 45))
 
     def connector_store_write(
-        self,
-        bootstrap: str,
-        worker_topic: str,
-        connector: str,
-        entries: list[tuple[Any, Any]],
-        *,
-        connector_topic: str | None = None,
-        exactly_once: bool = False,
-        group_id: str = "connect-oracle",
-        num_partitions: int = 25,
-        timeout_s: float = 60.0,
+        self, bootstrap: str, worker_topic: str, connector: str, entries: list[tuple[Any, Any]], **options: Any
     ) -> dict[str, Any]:
         """Write typed (partition, offset-or-None) entries as Connect's REST alter/reset does
         (``Worker.modifySourceConnectorOffsets``): through the combined store, in task 0's transaction
-        with ``exactly_once``."""
-        args = self._connector_store_args(
-            bootstrap,
-            worker_topic,
-            connector,
-            connector_topic,
-            exactly_once,
-            group_id,
-            num_partitions,
-            None,
-            timeout_s,
-        )
+        with ``exactly_once``. Options as for ``connector_store_read``."""
+        args = self._connector_store_args(bootstrap, worker_topic, connector, options)
         args["entries"] = [[p, o] for p, o in entries]
-        return dict(self._call("connector_store_write", args, timeout_s=3 * timeout_s + 45))
+        return dict(self._call("connector_store_write", args, timeout_s=3 * args["timeout_s"] + 45))
 
     def task_offsets_transaction(
         self,
@@ -415,30 +383,17 @@ class JavaOracle:
         entries: list[tuple[Any, Any]],
         *,
         outcome: str,
-        connector_topic: str | None = None,
-        group_id: str = "connect-oracle",
         task: int = 0,
-        num_partitions: int = 25,
-        connector_config: dict[str, str] | None = None,
-        timeout_s: float = 60.0,
+        **options: Any,
     ) -> dict[str, Any]:
         """An exactly-once task's offset commit: its transactional producer writes the entries to the
         connector's offsets topic, flushes them to the broker, then ``outcome``: ``commit``, ``abort``, or
         ``hold`` (open; returns ``{"handle", "transactional_id"}`` for ``task_transaction_finish``).
-        ``connector_config`` reaches the task's clients as Connect's overrides do (``producer.override.*``)."""
-        args = self._connector_store_args(
-            bootstrap,
-            worker_topic,
-            connector,
-            connector_topic,
-            True,
-            group_id,
-            num_partitions,
-            connector_config,
-            timeout_s,
-        )
+        Options as for ``connector_store_read``; ``connector_config`` reaches the task's clients as
+        Connect's overrides do (``producer.override.*``)."""
+        args = self._connector_store_args(bootstrap, worker_topic, connector, {**options, "exactly_once": True})
         args |= {"entries": [[p, o] for p, o in entries], "outcome": outcome, "task": task}
-        result = dict(self._call("task_offsets_transaction", args, timeout_s=3 * timeout_s + 45))
+        result = dict(self._call("task_offsets_transaction", args, timeout_s=3 * args["timeout_s"] + 45))
         if result.get("error") is not None:
             result["error"] = JavaError.from_wire(result["error"])
         return result
