@@ -102,6 +102,26 @@ class SourceOffsets:
         )
         return f"Connector {connector} cannot be claimed: {why}; write its offsets without a claim"
 
+    def raw_write_refusal(self, connector: str) -> str | None:
+        """Why raw-record writes (a rollback, an import) must not touch ``connector`` (None: they may).
+
+        They write the worker's topic alone, outside any transaction: for these connectors that write
+        would be masked by the connector store or leave zombie tasks unfenced, a silent no-op either way.
+        """
+        stores = self.stores_of(connector)
+        if not self._special(stores):
+            return None
+        where = (
+            f"in its own topic '{stores.connector_topic}' as well as the worker's"
+            if stores.separate_topic
+            else "in transactions of its task 0's transactional id (exactly-once source)"
+        )
+        return (
+            f"Connector {connector}'s offsets are written {where}; rollbacks and raw-record imports write the "
+            "worker's topic only. Read the offsets wanted (GET ?as_of=T for a past state) and write them "
+            f"with PATCH /connectors/{connector}/offsets instead"
+        )
+
     # -- reads ----------------------------------------------------------------------------
     async def offsets(self, connector: str, store: str | None = None) -> list[ConnectorOffset]:
         """``store``: ``effective`` (default, Connect's answer), ``connector`` or ``worker``."""

@@ -14,6 +14,7 @@ and check the answers strictly only on a broker that filters (``broker_filters_a
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Iterator
 from typing import Any
 
@@ -373,3 +374,21 @@ def test_the_store_parameter_and_claims_say_what_does_not_apply(regular: Kip618C
     claimed = regular.http.post(f"/connectors/{own_name}/claim", json={"owner": "spark"})
     assert error(claimed) == (409, "claims_unsupported")
     assert own_name in claimed.json()["message"]
+
+
+def test_rollbacks_and_raw_imports_which_write_the_worker_topic_alone_are_refused(regular: Kip618Cluster) -> None:
+    """Both write the worker's topic only: for a connector with its own topic, the connector store would
+    mask what they write. They answer 400 naming the way that works (GET ?as_of=T, then PATCH)."""
+    name = regular.source(unique("raw"), topic := own_topic("raw"))
+    regular.java_topic_write(topic, name, [(partition(f="r"), offset(pos=1))])
+    regular.get(name)
+    key = base64.b64encode(f'["{name}",{{"f":"r"}}]'.encode()).decode()
+
+    rollback = regular.http.post(f"/connectors/{name}/offsets/rollback", params={"to": "0"}, json={})
+    imported = regular.http.post("/offsets/records", json={"records": [{"key": key, "value": None}]})
+
+    for response in (rollback, imported):
+        assert response.status_code == 400, response.text
+        assert response.headers.get("X-Connect-Offsets-Error") == "invalid_request"
+        assert f"PATCH /connectors/{name}/offsets" in response.json()["message"]
+    assert regular.get(name) == [{"partition": {"f": "r"}, "offset": {"pos": 1}}]
