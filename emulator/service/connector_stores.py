@@ -10,7 +10,7 @@ Reads (``store=effective``, Connect's answer): the partitions are the union of b
 offset is the connector store's, and ``null`` for a partition only the worker store has. The Javadoc
 calls the worker store a fallback, but ``KafkaOffsetBackingStore.get`` answers a null for every key it
 lacks and ``ConnectorOffsetBackingStore.get`` lets that null replace the worker's value, as Apache
-Kafka 4.3.0's class does when run (``tests/compat/test_connector_offset_store.py``). ``store=connector``
+Kafka 4.3.0's class does when run (``tests/integration/test_connector_offsets_topics.py``). ``store=connector``
 and ``store=worker`` show each store alone.
 
 Writes, in ``ConnectorOffsetBackingStore.set``'s order (KAFKA-15018): tombstones to the worker store
