@@ -15,6 +15,7 @@ and check the answers strictly only on a broker that filters (``broker_filters_a
 from __future__ import annotations
 
 import base64
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -392,3 +393,46 @@ def test_rollbacks_and_raw_imports_which_write_the_worker_topic_alone_are_refuse
         assert response.headers.get("X-Connect-Offsets-Error") == "invalid_request"
         assert f"PATCH /connectors/{name}/offsets" in response.json()["message"]
     assert regular.get(name) == [{"partition": {"f": "r"}, "offset": {"pos": 1}}]
+
+
+def test_each_topic_has_its_own_history_and_as_of_merges_them_as_a_live_get(regular: Kip618Cluster) -> None:
+    """The connector's own topic is archived apart from the worker's: ``history`` reads its changes (or,
+    with ``store=worker``, the worker topic's), and ``as_of`` answers what a live GET answered then."""
+    name = regular.source(unique("hist"), topic := own_topic("hist"))
+    regular.java_topic_write(regular.worker_topic, name, [(partition(f="w"), offset(pos=1))])
+    regular.java_topic_write(topic, name, [(partition(f="h"), offset(pos=1))])
+    before = plain(regular.java_view(name)["offsets"])
+    assert regular.get(name) == before
+    time.sleep(0.05)
+    mark = int(time.time() * 1000)
+    time.sleep(0.05)
+    patched = regular.http.patch(
+        f"/connectors/{name}/offsets", json={"offsets": [{"partition": {"f": "h"}, "offset": {"pos": 2}}]}
+    )
+    assert patched.status_code == 200, patched.text
+
+    def as_of(store: str | None = None) -> list[dict[str, Any]]:
+        params = {"as_of": str(mark)} | ({} if store is None else {"store": store})
+        response = regular.http.get(f"/connectors/{name}/offsets", params=params)
+        assert response.status_code == 200, response.text
+        return ordered(response.json()["offsets"])
+
+    def changes(store: str | None = None) -> list[tuple[Any, Any]]:
+        params = {} if store is None else {"store": store}
+        response = regular.http.get(f"/connectors/{name}/offsets/history", params=params)
+        assert response.status_code == 200, response.text
+        return [(c["partition"], c["offset"]) for c in response.json()["changes"]]
+
+    assert (
+        as_of()
+        == before
+        == [
+            {"partition": {"f": "h"}, "offset": {"pos": 1}},
+            {"partition": {"f": "w"}, "offset": None},
+        ]
+    )
+    assert as_of("connector") == [{"partition": {"f": "h"}, "offset": {"pos": 1}}]
+    assert changes() == changes("connector") == [({"f": "h"}, {"pos": 2}), ({"f": "h"}, {"pos": 1})]
+    # Connect's write puts non-tombstones in the worker topic too (the secondary store).
+    assert changes("worker") == [({"f": "h"}, {"pos": 2}), ({"f": "w"}, {"pos": 1})]
+    assert as_of("worker") == [{"partition": {"f": "w"}, "offset": {"pos": 1}}]

@@ -834,7 +834,13 @@ class Ops:
         store = J("org.apache.kafka.connect.storage.KafkaOffsetBackingStore").readWriteStore(
             topic, producer, consumer, admin, self.b.converter(True)
         )
-        held = {"producer": producer, "stoppers": [store.stop, admin.close, producer.close]}
+        duration = J("java.time.Duration")
+
+        def close_producer() -> None:
+            # Bounded first: a fenced producer's close() (and the store's, which calls it) waits for ever.
+            producer.close(duration.ofSeconds(2))
+
+        held = {"producer": producer, "stoppers": [close_producer, store.stop, admin.close]}
         keep = False
         try:
             store.configure(config)
