@@ -9,7 +9,10 @@ the herder's offsets checks are decided on this state (``DistributedHerder.modif
   older workers understand); a config without one counts as ``STARTED``; a removed target state of a
   connector that still has a config reverts to ``STARTED``;
 - its task count is the latest ``commit-<c>`` ``{"tasks":N}``, 0 when there is none, and is dropped
-  with the config.
+  with the config;
+- KIP-618's ``tasks-fencing-<c>`` ``{"task-count":N}``: how many tasks of the previous generation the
+  leader last fenced (or must fence: a task commit after it leaves the connector pending fencing);
+  kept across the connector's removal, as Connect keeps it.
 
 Bad records are what Connect logs and skips: we do the same and count them per reason, so an
 operator sees them in ``/status`` and the reader never stops on them.
@@ -20,7 +23,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,8 +37,9 @@ TARGET_STATE_PREFIX = "target-state-"
 CONNECTOR_PREFIX = "connector-"
 TASK_PREFIX = "task-"
 COMMIT_TASKS_PREFIX = "commit-"
-# Config records we recognise but do not need (restarts, KIP-618 fencing, session keys, log levels).
-_OTHER_CONFIG_PREFIXES = ("restart-connector-", "tasks-fencing-", "logger-cluster-")
+TASK_COUNT_PREFIX = "tasks-fencing-"
+# Config records we recognise but do not need (restarts, session keys, log levels).
+_OTHER_CONFIG_PREFIXES = ("restart-connector-", "logger-cluster-")
 _SESSION_KEY = "session-key"
 
 CONNECTOR_STATUS_PREFIX = "status-connector-"
@@ -75,6 +79,10 @@ class ConnectorSnapshot:
     task_count: int
     inconsistent: bool
     status: ConnectorStatus | None
+    task_count_record: int | None = None
+    """KIP-618's ``tasks-fencing-<c>``: the task count the leader last fenced; None without one."""
+    pending_fencing: bool = False
+    """Task configs were committed after that record: the next generation needs zombie fencing first."""
 
     @property
     def exists(self) -> bool:
@@ -144,6 +152,9 @@ class ClusterState:
         self._deferred: dict[str, dict[int, dict[str, Any]]] = {}
         self._inconsistent: set[str] = set()
         self._statuses: dict[str, ConnectorStatus] = {}
+        self._task_count_records: dict[str, int] = {}
+        self._pending_fencing: set[str] = set()
+        self._config_listeners: list[Callable[[], None]] = []
         self.config_records = 0
         self.status_records = 0
         self.skipped: Counter[str] = Counter()
@@ -160,7 +171,19 @@ class ClusterState:
                 task_count=self._task_counts.get(name, 0),
                 inconsistent=name in self._inconsistent,
                 status=self._statuses.get(name),
+                task_count_record=self._task_count_records.get(name),
+                pending_fencing=name in self._pending_fencing,
             )
+
+    def configs(self) -> dict[str, dict[str, Any]]:
+        """Every live connector config (copies), for deciding which offsets topics to read."""
+        with self._lock:
+            return {name: dict(config) for name, config in self._configs.items()}
+
+    def add_config_listener(self, listener: Callable[[], None]) -> None:
+        """Have ``listener()`` called after every batch of config records (on the reader thread: it
+        must only note the change and return)."""
+        self._config_listeners.append(listener)
 
     def connectors(self) -> list[str]:
         with self._lock:
@@ -188,6 +211,11 @@ class ClusterState:
                 except _Skip as skip:
                     self.skipped[skip.reason] += 1
                     log.error("config topic %d@%d: %s", record.partition, record.offset, skip)
+        for listener in self._config_listeners:
+            try:
+                listener()
+            except Exception:  # a listener must never stop the config reader
+                log.exception("config listener %r failed", listener)
 
     def _apply_config(self, record: LogRecord) -> None:
         if record.key is None:
@@ -205,6 +233,8 @@ class ClusterState:
             self._task_config(task, value)
         elif key.startswith(COMMIT_TASKS_PREFIX):
             self._tasks_commit(key[len(COMMIT_TASKS_PREFIX) :], value)
+        elif key.startswith(TASK_COUNT_PREFIX):
+            self._task_count_record(key[len(TASK_COUNT_PREFIX) :], value)
         elif key.startswith(_OTHER_CONFIG_PREFIXES) or key == _SESSION_KEY:
             return
         else:
@@ -297,6 +327,23 @@ class ClusterState:
         if deferred is not None:
             deferred.clear()
         self._task_counts[name] = count
+        # Task configs newer than the latest task count record: a round of zombie fencing is due.
+        self._pending_fencing.add(name)
+
+    def _task_count_record(self, name: str, value: Any) -> None:
+        """``processTaskCountRecord``: KIP-618's record of how many tasks the leader fenced."""
+        if not isinstance(value, dict):
+            raise _Skip(
+                "bad_task_count",
+                f"Ignoring task count record for connector '{name}' because it is in the wrong format: "
+                f"{_java_type(value)}",
+            )
+        try:
+            count = _int_value(value.get("task-count"))
+        except _Skip as skip:
+            raise _Skip("bad_task_count", str(skip)) from None
+        self._task_count_records[name] = count
+        self._pending_fencing.discard(name)
 
     def _remove_connector(self, name: str) -> None:
         """``processConnectorRemoval``: the target state is left alone (its own tombstone removes it)."""

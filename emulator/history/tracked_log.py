@@ -54,6 +54,17 @@ class TrackedLog(OffsetLog):
     ) -> list[Position]:
         return self._tracked(entries, lambda: self.inner.append_fenced(fence, entries, timeout_s))
 
+    def append_transactional(
+        self,
+        transactional_id: str,
+        entries: Sequence[tuple[bytes, bytes | None]],
+        timeout_s: float = 30.0,
+        fence_also: Sequence[str] = (),
+    ) -> list[Position]:
+        return self._tracked(
+            entries, lambda: self.inner.append_transactional(transactional_id, entries, timeout_s, fence_also)
+        )
+
     def _tracked(
         self, entries: Sequence[tuple[bytes, bytes | None]], append: Callable[[], list[Position]]
     ) -> list[Position]:

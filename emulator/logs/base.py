@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from emulator.model.claims import Claim, Fence
-from emulator.model.errors import ClaimsUnsupported
+from emulator.model.errors import ClaimsUnsupported, LogConfigError
 from emulator.model.records import LogRecord, Position
 
 RecordSink = Callable[[Sequence[LogRecord]], None]
@@ -110,6 +110,20 @@ class OffsetLog(abc.ABC):
         if fence.epoch is None:
             return self.append(entries, timeout_s)
         raise ClaimsUnsupported(f"{self.description} does not support claims")
+
+    def append_transactional(
+        self,
+        transactional_id: str,
+        entries: Sequence[tuple[bytes, bytes | None]],
+        timeout_s: float = 30.0,
+        fence_also: Sequence[str] = (),
+    ) -> list[Position]:
+        """``append`` in one transaction of ``transactional_id`` by a fresh producer, which fences every
+        earlier holder of the id (and first of each id in ``fence_also``): how Connect writes a source
+        connector's offsets with exactly-once source support (docs/protocol.md §4.7). Committed
+        positions, or ``Conflict`` (a newer holder took over: nothing committed), ``LogWriteError``,
+        ``LogTimeout``, ``WriteOutcomeUnknown`` as for ``append``. Only Kafka has transactions."""
+        raise LogConfigError(f"{self.description} has no transactions: exactly-once source support needs Kafka")
 
     def reachability(self) -> str | None:
         """Why the log's storage cannot be reached right now (a failure observed recently, e.g. a

@@ -152,6 +152,13 @@ class LogConfigError(OffsetsError):
     kind = "log_config_error"
 
 
+class ConnectorStoreUnavailable(LogConfigError):
+    """A connector's own offsets topic (KIP-618) cannot be served by this daemon, e.g. because the
+    connector keeps it on another Kafka cluster."""
+
+    kind = "store_unavailable"
+
+
 class LogWriteError(OffsetsError):
     """A write was not acknowledged by the log; nothing is reported written unless it was."""
 

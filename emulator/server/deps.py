@@ -8,8 +8,10 @@ from typing import Annotated
 from fastapi import Depends, Request
 
 from emulator.connect_cluster import ConnectCluster
+from emulator.connect_cluster.offsets_topics import ConnectorTopics
 from emulator.logs.base import OffsetLog
 from emulator.service.claims import ClaimsService
+from emulator.service.connector_stores import SourceOffsets
 from emulator.service.health import Health
 from emulator.service.history import HistoryQueries
 from emulator.service.offsets import OffsetsService
@@ -35,6 +37,10 @@ class Runtime:
     """The Connect cluster's config/status topics (``--config-topic``), read and tailed."""
     sinks: SinkOffsets | None = None
     """Consumer-group offsets of sink connectors (Kafka backend only)."""
+    topics: ConnectorTopics | None = None
+    """Connectors' own offsets topics (KIP-618), read and tailed (with a Connect cluster)."""
+    source: SourceOffsets | None = None
+    """Where each source connector's offsets live (the worker topic, its own, or both)."""
 
 
 async def runtime(request: Request) -> Runtime:

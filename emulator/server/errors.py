@@ -33,6 +33,7 @@ invalid_offset_format    500    Connect's ``validateFormat`` refused a map (500,
 sink_offsets_failed      500    the consumer-group call behind a sink's offsets failed
 log_unavailable          500    a log could not be read to its end in time
 log_config_error         500    the log's storage cannot be used as configured
+store_unavailable        500    a connector's own offsets topic cannot be served (another Kafka cluster)
 log_write_error          500    the log did not acknowledge a write
 internal_error           500    anything else (a bug: the message names the exception)
 not_ready                503    the log has not been read to its end yet (retry shortly)

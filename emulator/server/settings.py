@@ -132,6 +132,28 @@ class Settings:
     status_topic: str | None = option(
         None, OPTIONAL_TEXT, "the Connect workers' status.storage.topic (connector states)", group=CLUSTER
     )
+    exactly_once_source: str | None = option(
+        None,
+        choice("disabled", "preparing", "enabled", metavar="SUPPORT"),
+        "the Connect workers' exactly.once.source.support; enabled: offsets topics are read read_committed and "
+        "a source connector's offsets are written in a transaction of its task 0's transactional id, fencing "
+        "zombie tasks (unset: from --worker-config, else disabled)",
+        group=CLUSTER,
+    )
+    connect_group_id: str | None = option(
+        None,
+        OPTIONAL_TEXT,
+        "the Connect workers' group.id, which task transactional ids start with (<group.id>-<connector>-<task>); "
+        "needed with exactly-once source support (unset: from --worker-config)",
+        group=CLUSTER,
+    )
+    worker_config: Path | None = option(
+        None,
+        OPTIONAL_PATH,
+        "a Connect worker's properties file (connect-distributed.properties): exactly.once.source.support and "
+        "group.id are taken from it unless given above",
+        group=CLUSTER,
+    )
 
     history: bool = option(
         "true",
@@ -251,6 +273,13 @@ class Settings:
         for flag, topic in (("--config-topic", self.config_topic), ("--status-topic", self.status_topic)):
             if topic is not None and self.embedded:
                 raise SettingsError(f"{flag} names a topic of a Connect cluster's Kafka: it needs --bootstrap-servers")
+        eos = None if self.exactly_once_source == "disabled" else self.exactly_once_source
+        for flag, given in (("--exactly-once-source", eos), ("--worker-config", self.worker_config)):
+            if given is not None and self.config_topic is None:
+                raise SettingsError(
+                    f"{flag} describes a Connect cluster: it needs --config-topic (connector configs say which "
+                    "offsets topics each connector uses)"
+                )
         if self.status_topic is not None and self.config_topic is None:
             raise SettingsError("--status-topic needs --config-topic (connector states come from the config topic)")
         if self.metrics_port is not None and self.metrics_port == self.port:

@@ -17,6 +17,7 @@ import uvicorn
 from fastapi import FastAPI
 
 from emulator.connect_cluster import ConnectCluster
+from emulator.connect_cluster.offsets_topics import ConnectorTopics, OpenStore, TopicStore
 from emulator.history.archive import HistoryArchive, HistoryError
 from emulator.history.origins import OriginRegistry
 from emulator.history.tracked_log import TrackedLog
@@ -24,6 +25,7 @@ from emulator.logs.base import OffsetLog
 from emulator.logs.kafka.config import KafkaClientConfig
 from emulator.model.connectors import ConnectorStates, NoConnectCluster
 from emulator.model.errors import LogConfigError
+from emulator.model.exactly_once import DISABLED, ExactlyOnceSource
 from emulator.model.sequences import SequenceTracker
 from emulator.server.announce import Announcement, AnnouncingServer, clear_url_file, remove_url_file
 from emulator.server.app import create_app
@@ -39,8 +41,10 @@ from emulator.server.options import SettingsError
 from emulator.server.routes.params import DEFAULT_MAX_BODY_BYTES
 from emulator.server.settings import Settings
 from emulator.server.sink_lag import SinkLag, cluster_sinks
+from emulator.server.worker_config import exactly_once_source
 from emulator.service.checks import ConnectorChecks
 from emulator.service.claims import ClaimsService
+from emulator.service.connector_stores import SourceOffsets
 from emulator.service.health import Health
 from emulator.service.history import HistoryQueries
 from emulator.service.offsets import OffsetsService
@@ -55,7 +59,9 @@ from emulator.view.offset_view import OffsetView
 log = logging.getLogger(__name__)
 
 
-def build_log(settings: Settings) -> OffsetLog:
+def build_log(settings: Settings, eos: ExactlyOnceSource = DISABLED) -> OffsetLog:
+    """The worker's offsets topic (read ``read_committed`` with exactly-once source support, as Connect
+    forces it), or the embedded log."""
     if settings.embedded:
         from emulator.logs.embedded.offsets_log import EmbeddedOffsetLog
 
@@ -69,7 +75,7 @@ def build_log(settings: Settings) -> OffsetLog:
         partitions=settings.offsets_partitions,
         replication_factor=settings.replication_factor,
         client_config=settings.kafka_config,
-        read_committed=settings.read_committed,
+        read_committed=settings.read_committed or eos.enabled,
         claims_topic=settings.claims_topic,
         startup_timeout_s=settings.startup_timeout_s,
     )
@@ -78,9 +84,15 @@ def build_log(settings: Settings) -> OffsetLog:
 def build_runtime(settings: Settings, origins: OriginRegistry | None = None) -> Runtime:
     """``origins`` (history on): the services append through ``TrackedLog`` so that the archive can
     tell the daemon's own records from Connect's."""
-    offset_log = build_log(settings)
+    eos = exactly_once_source(settings)
+    offset_log = build_log(settings, eos)
     offset_log.open()
-    cluster, sinks = build_cluster(settings)
+    cluster, sinks = build_cluster(settings, eos)
+    topics = None
+    if cluster is not None and settings.bootstrap_servers is not None:
+        topics = ConnectorTopics(
+            cluster.state, settings.offsets_topic, settings.bootstrap_servers, eos, topic_store_opener(settings)
+        )
     return assemble_runtime(
         offset_log,
         OffsetView(),
@@ -90,7 +102,62 @@ def build_runtime(settings: Settings, origins: OriginRegistry | None = None) -> 
         origins=origins,
         tracker=SequenceTracker(settings.sequence_cache_expiry_s),
         write_timeout_s=settings.write_timeout_s,
+        topics=topics,
     )
+
+
+def topic_store_opener(settings: Settings) -> OpenStore:
+    """How a connector's own offsets topic is opened: like the worker's (created if missing, with the
+    worker's partitions and replication, as Connect's store creates it), without claims, with a view and,
+    unless ``--no-history``, an archive of its own (the daemon's writes attributed through ``TrackedLog``)."""
+    from emulator.logs.kafka.offsets_log import KafkaOffsetLog
+
+    assert settings.bootstrap_servers is not None
+    bootstrap = settings.bootstrap_servers
+
+    def open_store(topic: str, read_committed: bool) -> TopicStore:
+        log_ = KafkaOffsetLog(
+            bootstrap,
+            topic=topic,
+            partitions=settings.offsets_partitions,
+            replication_factor=settings.replication_factor,
+            client_config=settings.kafka_config,
+            read_committed=read_committed,
+            startup_timeout_s=settings.write_timeout_s,
+            claims=False,
+        )
+        log_.open()
+        view = OffsetView()
+        service_log: OffsetLog = log_
+        archive = None
+        if settings.history:
+            origins = OriginRegistry()
+            archive = HistoryArchive(
+                settings.history_root,
+                log_.description,
+                origins=origins,
+                progress=log_.progress,
+                retention_s=settings.history_retention_s,
+                rotate_bytes=settings.history_rotate_bytes,
+                rotate_interval_s=settings.history_rotate_interval_s,
+            )
+            try:
+                archive.open()
+            except HistoryError:
+                log_.close()
+                raise
+            view.add_listener(archive.listener)
+            service_log = TrackedLog(log_, origins)
+        try:
+            log_.start_reading(view.apply)
+        except BaseException:
+            log_.close()
+            if archive is not None:
+                archive.close()
+            raise
+        return TopicStore(topic, read_committed, service_log, view, archive)
+
+    return open_store
 
 
 def assemble_runtime(
@@ -103,6 +170,7 @@ def assemble_runtime(
     origins: OriginRegistry | None = None,
     tracker: SequenceTracker | None = None,
     write_timeout_s: float = 10.0,
+    topics: ConnectorTopics | None = None,
 ) -> Runtime:
     """The services over an opened log: Connect's checks, the write guard and writer they share,
     and the source and sink strategies behind the KIP-875 service."""
@@ -110,28 +178,26 @@ def assemble_runtime(
     guard = WriteGuard(service_log, states, tracker or SequenceTracker())
     checks = ConnectorChecks(service_log, view, states, refresh_timeout_s=write_timeout_s)
     writer = OffsetsWriter(service_log, view, guard, write_timeout_s)
-    offsets = OffsetsService(
-        service_log,
-        checks,
-        guard,
-        writer,
-        source=SourceStrategy(view, writer, guard),
-        sink=SinkStrategy(sinks, states),
-    )
+    source = SourceOffsets(SourceStrategy(view, writer, guard), topics, service_log, view, guard)
+    offsets = OffsetsService(service_log, checks, guard, writer, source=source, sink=SinkStrategy(sinks, states))
     return Runtime(
         log=offset_log,
         view=view,
         offsets=offsets,
-        claims=ClaimsService(checks, guard, offsets.read_to_end, write_timeout_s),
-        records=RecordsService(offset_log.description, view, checks, guard, writer),
+        claims=ClaimsService(checks, guard, offsets.read_to_end, write_timeout_s, source.claims_refusal),
+        records=RecordsService(offset_log.description, view, checks, guard, writer, source.raw_write_refusal),
         history=HistoryQueries(checks),
-        health=Health(offset_log, view, cluster),
+        health=Health(offset_log, view, cluster, topics),
         cluster=cluster,
         sinks=sinks,
+        topics=topics,
+        source=source,
     )
 
 
-def build_cluster(settings: Settings) -> tuple[ConnectCluster | None, SinkOffsets | None]:
+def build_cluster(
+    settings: Settings, eos: ExactlyOnceSource = DISABLED
+) -> tuple[ConnectCluster | None, SinkOffsets | None]:
     """The Connect cluster view (``--config-topic``) and sink offsets, both only on Kafka.
 
     The cluster's topics are checked here, so a wrong name stops the daemon at startup with one
@@ -147,7 +213,7 @@ def build_cluster(settings: Settings) -> tuple[ConnectCluster | None, SinkOffset
         settings.config_topic,
         settings.status_topic,
         client_config=settings.kafka_config,
-        read_committed=settings.read_committed,
+        read_committed=settings.read_committed or eos.enabled,
     )
     cluster.open()
     return cluster, sinks
@@ -229,6 +295,8 @@ def make_app(
         runtime.log.start_reading(runtime.view.apply)
         if runtime.cluster is not None:
             runtime.cluster.start_reading()
+        if runtime.topics is not None:
+            runtime.topics.start()
         tasks = [asyncio.create_task(_report_replay(runtime))]
         if store is not None:
             tasks.append(asyncio.create_task(credentials_reload.watch(store)))
@@ -247,6 +315,8 @@ def make_app(
 def close_runtime(runtime: Runtime, history: HistoryArchive | None) -> None:
     """Close what the wiring opened, the log first (blocking: call it off the event loop)."""
     runtime.log.close()
+    if runtime.topics is not None:
+        runtime.topics.close()
     if runtime.cluster is not None:
         runtime.cluster.close()
     if runtime.sinks is not None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 
 from emulator.model.claims import Claim
-from emulator.model.errors import ClaimNotFound
+from emulator.model.errors import ClaimNotFound, ClaimsUnsupported
 from emulator.service.checks import ConnectorChecks
 from emulator.service.write_guard import WriteGuard
 from emulator.service.writer import Deadline
@@ -24,17 +24,23 @@ class ClaimsService:
         guard: WriteGuard,
         read_to_end: Callable[[], Awaitable[None]],
         write_timeout_s: float = 10.0,
+        refusal: Callable[[str], str | None] | None = None,
     ) -> None:
+        """``refusal(connector)``: why a connector cannot be claimed at all (KIP-618 connectors), or None."""
         self._checks = checks
         self._guard = guard
         self._read_to_end = read_to_end
         self._write_timeout_s = write_timeout_s
+        self._refusal = refusal
 
     async def claim(self, connector: str, owner: str, force: bool = False) -> Claim:
         """Claim, then read the log to its end before answering: the new owner's next read must see
         every write of the owner it fenced (none can follow: the fence is in the log), or it could
         resume from a stale offset and move it backwards."""
         self._checks.ensure_ready()
+        why = None if self._refusal is None else self._refusal(connector)
+        if why is not None:
+            raise ClaimsUnsupported(why)
         deadline = Deadline(self._write_timeout_s)
         claim = await deadline.within_unknown(self._guard.claim(connector, owner, force), f"Claiming {connector}")
         await self._read_to_end()

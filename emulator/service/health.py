@@ -19,6 +19,7 @@ from __future__ import annotations
 from typing import Any, NotRequired, TypedDict
 
 from emulator.connect_cluster import ConnectCluster
+from emulator.connect_cluster.offsets_topics import ConnectorTopics
 from emulator.history.archive import HistoryArchive
 from emulator.logs.base import OffsetLog, ReadProgress
 from emulator.model.times import format_time_ms
@@ -35,6 +36,9 @@ class Readiness(TypedDict):
     end_offsets: dict[str, int]
     connect_cluster: NotRequired[dict[str, Any]]
     """Present with a Connect cluster: read progress of its config and status topics."""
+    connector_offsets_topics: NotRequired[dict[str, Any]]
+    """Present with a Connect cluster: connectors' own offsets topics (KIP-618), their read progress,
+    and which topics each source connector's offsets live in."""
     unreachable: NotRequired[str]
     """Present while the log's storage cannot be reached: what failed, and for how long."""
 
@@ -70,10 +74,17 @@ def iso(seconds: float | None) -> str | None:
 
 
 class Health:
-    def __init__(self, log: OffsetLog, view: OffsetView, cluster: ConnectCluster | None) -> None:
+    def __init__(
+        self,
+        log: OffsetLog,
+        view: OffsetView,
+        cluster: ConnectCluster | None,
+        topics: ConnectorTopics | None = None,
+    ) -> None:
         self._log = log
         self._view = view
         self._cluster = cluster
+        self._topics = topics
 
     def readiness(self, progress: ReadProgress | None = None) -> Readiness:
         progress = progress or self._log.progress()
@@ -91,6 +102,11 @@ class Health:
             cluster = self._cluster.readiness()
             body["ready"] = progress.caught_up and bool(cluster["ready"])
             body["connect_cluster"] = cluster
+        if self._topics is not None:
+            # Every connector's own offsets topic is read to its end before the daemon is ready, as the worker's.
+            topics = self._topics.readiness()
+            body["ready"] = body["ready"] and bool(topics["ready"])
+            body["connector_offsets_topics"] = topics
         unreachable = self._log.reachability()
         if unreachable is not None:
             body["ready"] = False

@@ -45,11 +45,11 @@ class HistoryQueries:
             connector_history, reader, connector, partition=partition, from_ms=from_ms, to_ms=to_ms, limit=limit
         )
 
-    async def as_of(self, archive: HistoryArchive, connector: str, at_ms: int) -> PastState:
-        """The connector's offsets as they were at ``at_ms``; unknown then is not found."""
+    async def as_of(self, archive: HistoryArchive, connector: str, at_ms: int, must_know: bool = True) -> PastState:
+        """The connector's offsets as they were at ``at_ms``; unknown then is not found (``must_know``)."""
         self._checks.ensure_ready()
         past = await read_past(archive, connector, at_ms)
-        if not past.known:
+        if must_know and not past.known:
             raise ConnectorNotFound(
                 f"Connector {connector} not found in the offsets history at or before {format_time_ms(at_ms)}"
             )

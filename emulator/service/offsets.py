@@ -22,12 +22,12 @@ from typing import Protocol
 
 from emulator.logs.base import OffsetLog
 from emulator.model.connectors import ConnectorKind
-from emulator.model.errors import LogTimeout, LogUnavailable
+from emulator.model.errors import InvalidRequest, LogTimeout, LogUnavailable
 from emulator.model.offsets import ConnectorOffset
 from emulator.service.bodies import OffsetChange
 from emulator.service.checks import ConnectorChecks
+from emulator.service.connector_stores import SourceOffsets
 from emulator.service.results import ModifyResult
-from emulator.service.source_strategy import SourceStrategy
 from emulator.service.write_guard import NO_AUTH, WriteAuth, WriteGuard
 from emulator.service.writer import Deadline, OffsetsWriter, WriteSection
 
@@ -51,7 +51,7 @@ class OffsetsService:
         checks: ConnectorChecks,
         guard: WriteGuard,
         writer: OffsetsWriter,
-        source: SourceStrategy,
+        source: SourceOffsets,
         sink: OffsetsStrategy,
     ) -> None:
         self._log = log
@@ -77,16 +77,26 @@ class OffsetsService:
         configured = self._checks.configured_connectors()
         return configured if configured is not None else self._source.connectors()
 
-    async def get_offsets(self, connector: str, kind: str | None = None, fresh: bool = False) -> list[ConnectorOffset]:
-        """GET for any type of connector: a source's from the log, a sink's from its consumer group
-        (always fresh: the broker answers it). ``fresh``: first read the log to its current end."""
+    async def get_offsets(
+        self, connector: str, kind: str | None = None, fresh: bool = False, store: str | None = None
+    ) -> list[ConnectorOffset]:
+        """GET for any type of connector: a source's from the log (and its own offsets topic, merged as
+        Connect merges them; ``store`` picks one, see ``emulator.service.connector_stores``), a sink's from
+        its consumer group (always fresh: the broker answers it). ``fresh``: first read the logs to their
+        current ends."""
         self._checks.ensure_ready()
         resolved = self._checks.connector_type(connector, kind)
         if resolved == "source":
             if fresh:
                 await self.read_to_end()
+                deadline = Deadline(self._write_timeout_s)
+                reading = asyncio.to_thread(self._source.read_to_end, connector, deadline.remaining())
+                await deadline.within(reading, "Reading the connector's offsets topic to its end", "try again")
             self._checks.require_known(connector)
-        return await self._strategy(resolved).offsets(connector)
+            return await self._source.offsets(connector, store)
+        if store is not None:
+            raise InvalidRequest(f"store= applies to source connectors; {connector} is a sink (its consumer group)")
+        return await self._sink.offsets(connector)
 
     async def read_to_end(self) -> None:
         """Connect's ``readToEnd``: wait (in a worker thread, on the log's condition, not by polling)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TypedDict
 
@@ -107,12 +108,21 @@ class RecordsService:
         checks: ConnectorChecks,
         guard: WriteGuard,
         writer: OffsetsWriter,
+        refusal: Callable[[str], str | None] | None = None,
     ) -> None:
+        """``refusal(connector)``: why raw writes must not touch a connector (KIP-618 connectors), or None."""
         self._log_description = log_description
         self._view = view
         self._checks = checks
         self._guard = guard
         self._writer = writer
+        self._refusal = refusal
+
+    def _refuse(self, connectors: Iterable[str | None]) -> None:
+        for connector in connectors:
+            why = None if self._refusal is None or connector is None else self._refusal(connector)
+            if why is not None:
+                raise InvalidRequest(why)
 
     def export(self, connectors: list[str] | None = None) -> RecordsExport:
         """Every live raw record (keys Connect ignores included), in log order per Kafka partition."""
@@ -171,6 +181,7 @@ class RecordsService:
             raise InvalidRequest(
                 unreadable_message(records, problems, ". Pass allow_malformed=true to import them as-is")
             )
+        self._refuse(dict.fromkeys(keys.connector(r.key) for r in records))
         unreadable_keys = {records[i].key for i in problems}
         async with self._writer.lock:
             diff = compute_diff(self._live_value, records, keys)
@@ -192,6 +203,7 @@ class RecordsService:
         ``emulator.history.rollback``). The connector need not be live now: a rollback may bring
         back a connector that was reset since."""
         self._checks.ensure_ready()
+        self._refuse([connector])
         past = await read_past(archive, connector, at_ms)
         if not past.known and not self._view.knows(connector):
             raise ConnectorNotFound(f"Connector {connector} not found")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, TypedDict
+from typing import Any, NotRequired, Protocol, TypedDict
 
 ALTERED = (
     "The Connect framework-managed offsets for this connector have been altered successfully. However, if this "
@@ -35,6 +35,8 @@ class PlannedRecordBody(TypedDict):
     value: str | None
     kafka_partition: int
     existing_key: bool
+    topic: NotRequired[str]
+    """The offsets topic it goes to, for a connector whose offsets live in two (docs/connect-cluster.md)."""
 
 
 class PlannedGroupChangeBody(TypedDict):
@@ -64,14 +66,19 @@ class PlannedRecord:
     value: bytes | None
     partition: int
     existing: bool
+    topic: str | None = None
+    """Named only when a write spans a connector's own offsets topic and the worker's."""
 
     def as_dict(self) -> PlannedRecordBody:
-        return {
+        body: PlannedRecordBody = {
             "key": self.key.decode("utf-8", errors="backslashreplace"),
             "value": None if self.value is None else self.value.decode("utf-8", errors="backslashreplace"),
             "kafka_partition": self.partition,
             "existing_key": self.existing,
         }
+        if self.topic is not None:
+            body["topic"] = self.topic
+        return body
 
 
 @dataclass(frozen=True, slots=True)

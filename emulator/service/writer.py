@@ -54,6 +54,18 @@ Entries = Sequence[tuple[bytes, bytes | None]]
 T = TypeVar("T")
 
 
+@dataclass(frozen=True, slots=True)
+class AppendTarget:
+    """Another log a section may write to, and the view its acknowledged records go to: a connector's
+    own offsets topic, or a transactional write (KIP-618). Without one a section writes the offsets
+    log through the write guard (claims)."""
+
+    description: str
+    append: Callable[[Entries, float], list[Position]]
+    """Blocking, like ``OffsetLog.append``: ``(entries, timeout_s)`` → positions."""
+    view: OffsetView
+
+
 class Deadline:
     """When the request must be answered (``time.monotonic`` seconds), and how to wait within it."""
 
@@ -151,10 +163,15 @@ class WriteSection:
         self.handed_over = False
 
     async def append(
-        self, records: Sequence[PlannedRecord], auth: WriteAuth, on_applied: Callable[[], None] | None = None
+        self,
+        records: Sequence[PlannedRecord],
+        auth: WriteAuth,
+        on_applied: Callable[[], None] | None = None,
+        target: AppendTarget | None = None,
     ) -> None:
         """Write ``records`` under the writer's claim (if any), apply them to the view, then call
-        ``on_applied`` (e.g. record the commit sequence). Nothing to write: only ``on_applied``."""
+        ``on_applied`` (e.g. record the commit sequence). Nothing to write: only ``on_applied``.
+        ``target``: write another log (and apply to its view) instead, in the same section."""
         entries = [(r.key, r.value) for r in records]
         if not entries:
             if on_applied is not None:
@@ -167,7 +184,7 @@ class WriteSection:
                 "(--write-timeout); nothing was written"
             )
         call = asyncio.ensure_future(
-            asyncio.to_thread(self._writer.append_now, self.connector, auth, entries, remaining)
+            asyncio.to_thread(self._writer.append_now, self.connector, auth, entries, remaining, target)
         )
         try:
             done, _ = await asyncio.wait({call}, timeout=self.deadline.remaining() + _OVERRUN_S)
@@ -176,8 +193,9 @@ class WriteSection:
             raise
         if not done:
             self._hand_over(call, on_applied)
+            where = self._writer.description if target is None else target.description
             raise WriteOutcomeUnknown(
-                f"{self._writer.description} did not answer a write of connector {self.connector} within "
+                f"{where} did not answer a write of connector {self.connector} within "
                 f"{self.deadline.seconds:g} s (--write-timeout); it may still be applied"
             )
         try:
@@ -249,7 +267,14 @@ class OffsetsWriter:
         """Append with no deadline of its own (an import may be large); the caller holds ``lock``."""
         await asyncio.to_thread(self.append_now, connector, auth, entries, self.write_timeout_s)
 
-    def append_now(self, connector: str | None, auth: WriteAuth, entries: Entries, timeout_s: float) -> None:
+    def append_now(
+        self,
+        connector: str | None,
+        auth: WriteAuth,
+        entries: Entries,
+        timeout_s: float,
+        target: AppendTarget | None = None,
+    ) -> None:
         """In a worker thread: append in chunks, applying each acknowledged chunk to the view at once.
 
         Chunks keep one huge import from needing one huge timeout; ``timeout_s`` bounds each. Read-
@@ -258,8 +283,11 @@ class OffsetsWriter:
         """
         for start in range(0, len(entries), _APPEND_CHUNK):
             chunk = entries[start : start + _APPEND_CHUNK]
+            view = self._view if target is None else target.view
             try:
-                if connector is None:
+                if target is not None:
+                    positions = target.append(chunk, timeout_s)
+                elif connector is None:
                     positions = self._log.append(chunk, timeout_s)
                 else:
                     positions = self._guard.append(connector, auth, chunk, timeout_s)
@@ -267,18 +295,18 @@ class OffsetsWriter:
                 if unknown.outcome is None:
                     raise
                 unwritten = len(entries) - start - len(chunk)
-                outcome = self._applied_when_known(chunk, unknown.outcome, unwritten)
+                outcome = self._applied_when_known(chunk, unknown.outcome, unwritten, view)
                 raise WriteOutcomeUnknown(unknown.message, outcome) from None
-            self._apply(chunk, positions)
+            self._apply(chunk, positions, view)
 
-    def _apply(self, chunk: Entries, positions: Sequence[Position]) -> None:
+    def _apply(self, chunk: Entries, positions: Sequence[Position], view: OffsetView | None = None) -> None:
         now_ms = time.time_ns() // 1_000_000
-        self._view.apply_acknowledged(
+        (view or self._view).apply_acknowledged(
             [LogRecord(k, v, p.partition, p.offset, now_ms) for (k, v), p in zip(chunk, positions, strict=True)]
         )
 
     def _applied_when_known(
-        self, chunk: Entries, outcome: Future[list[Position]], unwritten: int
+        self, chunk: Entries, outcome: Future[list[Position]], unwritten: int, view: OffsetView | None = None
     ) -> Future[list[Position]]:
         """``outcome``, with the chunk applied to the view first when it turns out written; a failure
         if records after the chunk were never attempted (the write as a whole did not happen)."""
@@ -287,7 +315,7 @@ class OffsetsWriter:
         def settle(done: Future[list[Position]]) -> None:
             try:
                 positions = done.result()
-                self._apply(chunk, positions)
+                self._apply(chunk, positions, view)
             except BaseException as exc:
                 applied.set_exception(exc)
                 return

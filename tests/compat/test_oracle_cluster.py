@@ -48,6 +48,8 @@ def test_stopping_a_connector_writes_the_documented_config_records(
         "task_count": 0,
         "config": {"topics": "t"},
         "status": None,
+        "task_count_record": None,  # no KIP-618 fencing record was written
+        "pending_fencing": True,  # task configs were committed with none after them
     }
     assert raw(read_topic(kafka_broker.bootstrap, topic, expect=7)) == [
         (f"target-state-{name}", '{"state":"STARTED","state.v2":"STARTED"}'),

@@ -295,6 +295,8 @@ def test_the_daemons_reading_of_config_and_status_records_matches_javas(
                 "contains": snap.exists,
                 "target_state": snap.target_state,
                 "task_count": snap.task_count,
+                "task_count_record": snap.task_count_record,
+                "pending_fencing": snap.pending_fencing,
                 "config": snap.config,
                 "status": None
                 if snap.status is None

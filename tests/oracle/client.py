@@ -313,6 +313,101 @@ class JavaOracle:
         r = self._call("offsets_read", args, timeout_s=2 * timeout_s + 45)
         return list(r["offsets"]), list(r["connector_partitions"])
 
+    # --- ConnectorOffsetBackingStore: a connector's own offsets topic (KIP-618) -----------------------
+
+    @staticmethod
+    def _connector_store_args(
+        bootstrap: str, worker_topic: str, connector: str, options: dict[str, Any]
+    ) -> dict[str, Any]:
+        known = {
+            "connector_topic",
+            "exactly_once",
+            "group_id",
+            "num_partitions",
+            "connector_config",
+            "worker_config",
+            "timeout_s",
+        }
+        unknown = set(options) - known
+        if unknown:
+            raise TypeError(f"unknown connector store options {sorted(unknown)}")
+        return {
+            "bootstrap": bootstrap,
+            "worker_topic": worker_topic,
+            "connector": connector,
+            "connector_topic": options.get("connector_topic"),
+            "exactly_once": bool(options.get("exactly_once", False)),
+            "group_id": options.get("group_id", "connect-oracle"),
+            "num_partitions": options.get("num_partitions", 25),
+            "connector_config": options.get("connector_config") or {},
+            "extra_config": options.get("worker_config") or {},
+            "timeout_s": options.get("timeout_s", 60.0),
+        }
+
+    def connector_store_read(
+        self, bootstrap: str, worker_topic: str, connector: str, *, partitions: list[Any] | None = None, **options: Any
+    ) -> dict[str, Any]:
+        """Connect's view of a source connector's offsets through a fresh ``ConnectorOffsetBackingStore``,
+        built as ``Worker`` builds it for ``connector`` on a worker whose offsets topic is ``worker_topic``.
+
+        Options: ``connector_topic`` (its ``offsets.storage.topic``), ``exactly_once``
+        (``exactly.once.source.support=enabled``), ``group_id``, ``num_partitions`` (the worker's
+        ``offset.storage.partitions``), ``connector_config`` (more connector settings, e.g. Connect's
+        ``producer.override.*``), ``worker_config`` (more worker settings), ``timeout_s``.
+
+        Returns ``offsets`` (Connect's GET: ``[[partition, offset], ...]``), ``stores`` (the same listing of
+        the ``worker`` and ``connector`` store alone, None for a store it does not have), ``lookups`` (per
+        given partition, what the combined ``get()`` answers: ``{"contains", "value"}``) and ``clients``
+        (Connect's own settings: the worker and connector consumers' ``isolation.level``, the producer's
+        ``transactional.id``, the connector store's topic, which stores it has).
+        """
+        args = self._connector_store_args(bootstrap, worker_topic, connector, options)
+        args["partitions"] = partitions or []
+        return dict(self._call("connector_store_read", args, timeout_s=3 * args["timeout_s"] + 45))
+
+    def connector_store_write(
+        self, bootstrap: str, worker_topic: str, connector: str, entries: list[tuple[Any, Any]], **options: Any
+    ) -> dict[str, Any]:
+        """Write typed (partition, offset-or-None) entries as Connect's REST alter/reset does
+        (``Worker.modifySourceConnectorOffsets``): through the combined store, in task 0's transaction
+        with ``exactly_once``. Options as for ``connector_store_read``."""
+        args = self._connector_store_args(bootstrap, worker_topic, connector, options)
+        args["entries"] = [[p, o] for p, o in entries]
+        return dict(self._call("connector_store_write", args, timeout_s=3 * args["timeout_s"] + 45))
+
+    def task_offsets_transaction(
+        self,
+        bootstrap: str,
+        worker_topic: str,
+        connector: str,
+        entries: list[tuple[Any, Any]],
+        *,
+        outcome: str,
+        task: int = 0,
+        **options: Any,
+    ) -> dict[str, Any]:
+        """An exactly-once task's offset commit: its transactional producer writes the entries to the
+        connector's offsets topic, flushes them to the broker, then ``outcome``: ``commit``, ``abort``, or
+        ``hold`` (open; returns ``{"handle", "transactional_id"}`` for ``task_transaction_finish``).
+        Options as for ``connector_store_read``; ``connector_config`` reaches the task's clients as
+        Connect's overrides do (``producer.override.*``)."""
+        args = self._connector_store_args(bootstrap, worker_topic, connector, {**options, "exactly_once": True})
+        args |= {"entries": [[p, o] for p, o in entries], "outcome": outcome, "task": task}
+        result = dict(self._call("task_offsets_transaction", args, timeout_s=3 * args["timeout_s"] + 45))
+        if result.get("error") is not None:
+            result["error"] = JavaError.from_wire(result["error"])
+        return result
+
+    def task_transaction_finish(self, handle: int, outcome: str, timeout_s: float = 30.0) -> JavaError | None:
+        """Commit or abort a held task transaction: None when the broker accepted, else Java's exception
+        (e.g. ``ProducerFencedException`` once a newer producer with the same transactional id started)."""
+        result = self._call(
+            "task_transaction_finish",
+            {"handle": handle, "outcome": outcome, "timeout_s": timeout_s},
+            timeout_s=2 * timeout_s + 30,
+        )
+        return None if result["error"] is None else JavaError.from_wire(result["error"])
+
     # --- FileOffsetBackingStore (standalone worker) ---------------------------------------------------
 
     def file_offsets_write(self, path: str, connector: str, entries: list[tuple[Any, Any]]) -> None:

@@ -353,6 +353,7 @@ class Ops:
         self.jp = bridge.jpype
         self.enc = bridge.JsonConverter()
         self.enc.configure(bridge.Map.of("schemas.enable", "false"), False)
+        self.held: dict[int, dict[str, Any]] = {}  # open task transactions (task_offsets_transaction, hold)
 
     def ping(self, a: dict[str, Any]) -> Any:
         return {}
@@ -446,8 +447,8 @@ class Ops:
         return self.jp.JArray(self.jp.JByte)(base64.b64decode(b64))
 
     # --- KafkaOffsetBackingStore, configured the way ConnectDistributed does -----------------
-    def _distributed_store(self, a: dict[str, Any]) -> tuple[Any, list[Callable[[], Any]]]:
-        J = self.jp.JClass
+    def _distributed_config(self, a: dict[str, Any]) -> Any:
+        """The ``DistributedConfig`` of a worker whose offsets topic is ``a["topic"]``."""
         props = {
             "bootstrap.servers": a["bootstrap"],
             "group.id": a.get("group_id", "connect-oracle"),
@@ -460,7 +461,11 @@ class Ops:
             "value.converter": "org.apache.kafka.connect.json.JsonConverter",
             **a.get("extra_config", {}),
         }
-        config = J("org.apache.kafka.connect.runtime.distributed.DistributedConfig")(self.b.props(props))
+        return self.jp.JClass("org.apache.kafka.connect.runtime.distributed.DistributedConfig")(self.b.props(props))
+
+    def _distributed_store(self, a: dict[str, Any]) -> tuple[Any, list[Callable[[], Any]]]:
+        J = self.jp.JClass
+        config = self._distributed_config(a)
         client_id_base = J("org.apache.kafka.connect.util.ConnectUtils").clientIdBase(config)
         admin_props = self.b.HashMap(config.originals())
         admin_props.put("client.id", client_id_base + "shared-admin")
@@ -571,6 +576,332 @@ class Ops:
 
     def file_offsets_read(self, a: dict[str, Any]) -> Any:
         return self._with_store(a, "file", lambda s: self._read(a, s))
+
+    # --- ConnectorOffsetBackingStore: a connector's own offsets topic over the worker's (KIP-618) --------
+    # Built exactly as Worker builds them: offsetStoreForRegularSourceConnector when exactly-once source
+    # support is off, offsetStoreForExactlyOnceSourceConnector when it is on; the connector store's clients
+    # come from Worker's own (package-private) config builders, called by reflection, so that their settings
+    # (isolation.level, transactional.id) are Connect's, not ours.
+    def _worker_static(self, name: str, *args: Any) -> Any:
+        for method in self.jp.JClass("org.apache.kafka.connect.runtime.Worker").class_.getDeclaredMethods():
+            if str(method.getName()) == name and len(method.getParameterTypes()) == len(args):
+                method.setAccessible(True)
+                return method.invoke(None, *args)
+        raise RequestError(f"Worker has no static method {name} with {len(args)} parameters")
+
+    def _eos_worker_args(self, a: dict[str, Any]) -> dict[str, Any]:
+        """The worker store's arguments (``_distributed_store``) for the worker topic of ``a``."""
+        extra = dict(a.get("extra_config", {}))
+        if a.get("exactly_once"):
+            extra["exactly.once.source.support"] = "enabled"
+        return {**a, "topic": a["worker_topic"], "extra_config": extra}
+
+    def _connector_clients(self, a: dict[str, Any], config: Any, task: int = 0) -> tuple[Any, Any]:
+        """Connect's consumer and producer configs for the connector's offsets store (Worker's builders)."""
+        J = self.jp.JClass
+        name = a["connector"]
+        props = {"name": name, "connector.class": "org.apache.kafka.connect.file.FileStreamSourceConnector"}
+        if a.get("connector_topic"):
+            props["offsets.storage.topic"] = a["connector_topic"]
+        props.update(a.get("connector_config", {}))
+        source = J("org.apache.kafka.connect.runtime.SourceConnectorConfig")(None, self.b.props(props), False)
+        policy = J("org.apache.kafka.connect.connector.policy.AllConnectorClientConfigOverridePolicy")()
+        cls = J("org.apache.kafka.connect.file.FileStreamSourceConnector").class_
+        if a.get("exactly_once"):
+            consumer = self._worker_static(
+                "exactlyOnceSourceOffsetsConsumerConfigs",
+                name,
+                f"connector-consumer-{name}",
+                config,
+                source,
+                cls,
+                policy,
+                "oracle-cluster",
+            )
+            task_id = J("org.apache.kafka.connect.util.ConnectorTaskId")(name, self.jp.JInt(task))
+            producer = self._worker_static(
+                "exactlyOnceSourceTaskProducerConfigs", task_id, config, source, cls, policy, "oracle-cluster"
+            )
+        else:
+            consumer = self._worker_static(
+                "regularSourceOffsetsConsumerConfigs",
+                name,
+                f"connector-consumer-{name}",
+                config,
+                source,
+                cls,
+                policy,
+                "oracle-cluster",
+            )
+            producer = self._worker_static(
+                "baseProducerConfigs",
+                name,
+                f"connector-offset-producer-{name}",
+                config,
+                source,
+                cls,
+                policy,
+                "oracle-cluster",
+            )
+        return consumer, producer
+
+    def _logging_context(self, name: str) -> Any:
+        jp = self.jp
+        LoggingContext = jp.JClass("org.apache.kafka.connect.util.LoggingContext")
+
+        @jp.JImplements("java.util.function.Supplier")
+        class ForConnector:
+            @jp.JOverride
+            def get(self) -> Any:
+                return LoggingContext.forConnector(name)
+
+        return ForConnector()
+
+    def _connector_offset_store(self, a: dict[str, Any], writable: bool) -> dict[str, Any]:
+        """``Worker.offsetStoreFor(Regular|ExactlyOnce)SourceConnector``: the combined store, its parts and
+        Connect's client settings. Configured, not started."""
+        J = self.jp.JClass
+        worker_args = self._eos_worker_args(a)
+        worker_store, stoppers = self._distributed_store(worker_args)
+        config = self._distributed_config(worker_args)
+        consumer_props, producer_props = self._connector_clients(a, config)
+        eos = bool(a.get("exactly_once"))
+        topic = a.get("connector_topic") or (a["worker_topic"] if eos else None)
+        COBS = J("org.apache.kafka.connect.storage.ConnectorOffsetBackingStore")
+        context = self._logging_context(a["connector"])
+        producer = J("org.apache.kafka.clients.producer.KafkaProducer")(producer_props) if writable else None
+        connector_store = None
+        if topic is None:
+            store = COBS.withOnlyWorkerStore(context, worker_store, a["worker_topic"])
+        else:
+            consumer = J("org.apache.kafka.clients.consumer.KafkaConsumer")(consumer_props)
+            admin = J("org.apache.kafka.connect.util.TopicAdmin")(self.b.props({"bootstrap.servers": a["bootstrap"]}))
+            KOBS = J("org.apache.kafka.connect.storage.KafkaOffsetBackingStore")
+            connector_store = (
+                KOBS.readWriteStore(topic, producer, consumer, admin, self.b.converter(True))
+                if writable
+                else KOBS.readOnlyStore(topic, consumer, admin, self.b.converter(True))
+            )
+            if topic == a["worker_topic"]:  # Worker.sameOffsetTopicAsWorker: same name, same bootstrap here
+                store = COBS.withOnlyConnectorStore(context, connector_store, topic, admin)
+            else:
+                store = COBS.withConnectorAndWorkerStores(context, worker_store, connector_store, topic, admin)
+        store.configure(config)
+        stoppers = [store.stop, *stoppers]
+        if producer is not None:
+            stoppers.append(producer.close)
+        clients = {
+            "worker_consumer_isolation": self._log_consumer_setting(worker_store, "isolation.level"),
+            "connector_consumer_isolation": None if topic is None else str(consumer_props.get("isolation.level")),
+            "producer_transactional_id": None
+            if producer_props.get("transactional.id") is None
+            else str(producer_props.get("transactional.id")),
+            "connector_topic": topic,
+            "has_worker_store": bool(store.hasWorkerGlobalStore()),
+            "has_connector_store": bool(store.hasConnectorSpecificStore()),
+        }
+        return {
+            "store": store,
+            "worker_store": worker_store,
+            "connector_store": connector_store,
+            "producer": producer,
+            "stoppers": stoppers,
+            "clients": clients,
+            "exactly_once": eos,
+        }
+
+    def _log_consumer_setting(self, kafka_store: Any, key: str) -> str | None:
+        """A setting of the consumer a configured ``KafkaOffsetBackingStore``'s log will create."""
+        store_field = kafka_store.getClass().getDeclaredField("offsetLog")
+        store_field.setAccessible(True)
+        offset_log = store_field.get(kafka_store)
+        log_field = offset_log.getClass().getDeclaredField("consumerConfigs")
+        log_field.setAccessible(True)
+        value = log_field.get(offset_log).get(key)
+        return None if value is None else str(value)
+
+    def _with_connector_store(self, a: dict[str, Any], writable: bool, body: Callable[[dict[str, Any]], Any]) -> Any:
+        deadline = float(a.get("timeout_s", 60))
+        held = run_bounded(lambda: self._connector_offset_store(a, writable), deadline, "connector store configure()")
+        try:
+            # The worker store is started by the worker; the combined store starts the connector's own.
+            run_bounded(held["worker_store"].start, deadline, "worker KafkaOffsetBackingStore.start()")
+            run_bounded(held["store"].start, deadline, "ConnectorOffsetBackingStore.start()")
+            return body(held)
+        finally:
+            for stop in [] if STATE["recycle"] else held["stoppers"]:
+                try:
+                    run_bounded(stop, 15, f"{getattr(stop, '__name__', 'stop')}()")
+                except Recycle as e:
+                    _log(str(e))
+                except Exception as e:
+                    _log(f"stop failed: {e!r}")
+
+    def _listing(self, store: Any, name: str, timeout_s: float) -> list[Any]:
+        """Connect's GET over ``store`` (``Worker.sourceConnectorOffsets``): ``connectorPartitions``, then
+        ``OffsetStorageReaderImpl.offsets`` of them; ``[[partition, offset], ...]``."""
+        J = self.jp.JClass
+        reader = J("org.apache.kafka.connect.storage.OffsetStorageReaderImpl")(
+            store, name, self.b.converter(True), self.b.converter(False)
+        )
+        partitions = store.connectorPartitions(name)
+        found = run_bounded(functools.partial(reader.offsets, partitions), timeout_s, "OffsetStorageReader.offsets()")
+        return [[self.b.to_typed(e.getKey()), self.b.to_typed(e.getValue())] for e in found.entrySet()]
+
+    def connector_store_read(self, a: dict[str, Any]) -> Any:
+        """Connect's GET over the connector's combined store, each store alone, and the raw ``get()`` of
+        the combined store for ``partitions`` (one lookup per partition, as a task asks)."""
+        timeout_s = float(a.get("timeout_s", 60))
+
+        def body(held: dict[str, Any]) -> Any:
+            J = self.jp.JClass
+            name = a["connector"]
+            stores = {
+                label: None if held[key] is None else self._listing(held[key], name, timeout_s)
+                for label, key in (("worker", "worker_store"), ("connector", "connector_store"))
+            }
+            lookups = []
+            for p in a.get("partitions", []):
+                key = self.b.converter(True).fromConnectData(
+                    name, None, J("java.util.Arrays").asList(name, self.b.to_java(p))
+                )
+                keys = J("java.util.Collections").singletonList(self.b.ByteBuffer.wrap(key))
+                got = run_bounded(
+                    functools.partial(
+                        held["store"].get(keys).get, self.jp.JLong(int(timeout_s * 1000)), self._millis()
+                    ),
+                    timeout_s + 5,
+                    "ConnectorOffsetBackingStore.get()",
+                )
+                contains = bool(got.containsKey(keys.get(0)))
+                raw = got.get(keys.get(0))
+                lookups.append({"contains": contains, "value": None if raw is None else self.b.to_typed(raw)})
+            return {
+                "offsets": self._listing(held["store"], name, timeout_s),
+                "stores": stores,
+                "lookups": lookups,
+                "clients": held["clients"],
+            }
+
+        return self._with_connector_store(a, False, body)
+
+    def connector_store_write(self, a: dict[str, Any]) -> Any:
+        """``Worker.modifySourceConnectorOffsets``: a fresh combined store with its own producer (task 0's
+        transactional one with exactly-once source support), every entry through ``OffsetStorageWriter``,
+        inside a transaction when exactly-once."""
+        timeout_s = float(a.get("timeout_s", 60))
+
+        def body(held: dict[str, Any]) -> Any:
+            J = self.jp.JClass
+            writer = J("org.apache.kafka.connect.storage.OffsetStorageWriter")(
+                held["store"], a["connector"], self.b.converter(True), self.b.converter(False)
+            )
+            for partition, offset in a["entries"]:
+                writer.offset(self.b.to_java(partition), self.b.to_java(offset))
+            writer.beginFlush()
+            producer = held["producer"]
+            if held["exactly_once"]:
+                run_bounded(producer.initTransactions, timeout_s, "initTransactions()")
+                producer.beginTransaction()
+            done = J("org.apache.kafka.connect.util.FutureCallback")()
+            writer.doFlush(done)
+            if held["exactly_once"]:
+                run_bounded(producer.commitTransaction, timeout_s, "commitTransaction()")
+            run_bounded(
+                functools.partial(done.get, self.jp.JLong(int(timeout_s * 1000)), self._millis()),
+                timeout_s + 5,
+                "flush",
+            )
+            return {"clients": held["clients"]}
+
+        return self._with_connector_store(a, True, body)
+
+    def task_offsets_transaction(self, a: dict[str, Any]) -> Any:
+        """An exactly-once task's offset commit (``ExactlyOnceWorkerSourceTask.commitTransaction``): its
+        transactional producer (``<group.id>-<connector>-<task>``) writes the offsets through
+        ``OffsetStorageWriter`` into the connector's offsets topic, the records are flushed to the broker,
+        then the transaction is committed, aborted, or held open (``outcome=hold``: finish it later with
+        ``task_transaction_finish``, as a zombie would)."""
+        J = self.jp.JClass
+        timeout_s = float(a.get("timeout_s", 60))
+        eos_args = {**a, "exactly_once": True}
+        config = self._distributed_config(self._eos_worker_args(eos_args))
+        consumer_props, producer_props = self._connector_clients(eos_args, config, int(a.get("task", 0)))
+        topic = a.get("connector_topic") or a["worker_topic"]
+        producer = J("org.apache.kafka.clients.producer.KafkaProducer")(producer_props)
+        consumer = J("org.apache.kafka.clients.consumer.KafkaConsumer")(consumer_props)
+        admin = J("org.apache.kafka.connect.util.TopicAdmin")(self.b.props({"bootstrap.servers": a["bootstrap"]}))
+        store = J("org.apache.kafka.connect.storage.KafkaOffsetBackingStore").readWriteStore(
+            topic, producer, consumer, admin, self.b.converter(True)
+        )
+        duration = J("java.time.Duration")
+
+        def close_producer() -> None:
+            # Bounded first: a fenced producer's close() (and the store's, which calls it) waits for ever.
+            producer.close(duration.ofSeconds(2))
+
+        held = {"producer": producer, "stoppers": [close_producer, store.stop, admin.close]}
+        keep = False
+        try:
+            store.configure(config)
+            # As ExactlyOnceWorkerSourceTask starts: initTransactions first (it fences the previous holder
+            # of the id, whose open transaction would otherwise hold a read_committed read-to-end back).
+            run_bounded(producer.initTransactions, timeout_s, "initTransactions()")
+            run_bounded(store.start, timeout_s, "task KafkaOffsetBackingStore.start()")
+            writer = J("org.apache.kafka.connect.storage.OffsetStorageWriter")(
+                store, a["connector"], self.b.converter(True), self.b.converter(False)
+            )
+            for partition, offset in a["entries"]:
+                writer.offset(self.b.to_java(partition), self.b.to_java(offset))
+            writer.beginFlush()
+            producer.beginTransaction()
+            done = J("org.apache.kafka.connect.util.FutureCallback")()
+            writer.doFlush(done)
+            run_bounded(
+                functools.partial(done.get, self.jp.JLong(int(timeout_s * 1000)), self._millis()),
+                timeout_s + 5,
+                "offsets flushed to the broker",
+            )
+            outcome = a.get("outcome", "commit")
+            if outcome == "hold":
+                handle = len(self.held) + 1
+                self.held[handle] = held
+                keep = True
+                return {"handle": handle, "transactional_id": str(producer_props.get("transactional.id"))}
+            return self._finish_transaction(held, outcome, timeout_s)
+        finally:
+            if not keep:
+                self._stop_all(held["stoppers"])
+
+    def task_transaction_finish(self, a: dict[str, Any]) -> Any:
+        """Commit or abort a held task transaction; a refusal (fenced) is Java's answer, returned as data."""
+        held = self.held.pop(int(a["handle"]), None)
+        if held is None:
+            raise RequestError(f"no held transaction {a['handle']!r}")
+        try:
+            return self._finish_transaction(held, a.get("outcome", "commit"), float(a.get("timeout_s", 30)))
+        finally:
+            self._stop_all(held["stoppers"])
+
+    def _finish_transaction(self, held: dict[str, Any], outcome: str, timeout_s: float) -> Any:
+        producer = held["producer"]
+        call = {"commit": producer.commitTransaction, "abort": producer.abortTransaction}.get(outcome)
+        if call is None:
+            raise RequestError(f"outcome must be commit, abort or hold, got {outcome!r}")
+        try:
+            run_bounded(call, timeout_s, f"{outcome}Transaction()")
+        except self.jp.JException as e:
+            return {"outcome": outcome, "error": self.b.error(e)}
+        return {"outcome": outcome, "error": None}
+
+    def _stop_all(self, stoppers: list[Callable[[], Any]]) -> None:
+        for stop in [] if STATE["recycle"] else stoppers:
+            try:
+                run_bounded(stop, 15, f"{getattr(stop, '__name__', 'stop')}()")
+            except Recycle as e:
+                _log(str(e))
+            except Exception as e:
+                _log(f"stop failed: {e!r}")
 
     # --- FileStreamSourceConnector in the Debezium embedded engine ----------------------------
     def filestream_run(self, a: dict[str, Any]) -> Any:
@@ -803,6 +1134,9 @@ class Ops:
                 "config": None if raw is None else {self.b.py_str(k): self.b.py_str(v) for k, v in raw.items()},
                 "status": None,
             }
+            fencing = snapshot.taskCountRecord(name)  # KIP-618's tasks-fencing-<c> record, if any
+            view["task_count_record"] = None if fencing is None else int(fencing.intValue())
+            view["pending_fencing"] = bool(snapshot.pendingFencing(name))
             status = None if status_store is None else status_store.get(name)
             if status is not None:
                 view["status"] = {
@@ -819,8 +1153,9 @@ class Ops:
 
         Steps: ``put_connector_config`` (connector, config, target_state or null), ``put_task_configs``
         (connector, tasks: list of maps; ``[]`` is what stopping a connector writes), ``put_target_state``
-        (connector, state), ``remove_connector_config`` (connector), ``put_connector_status`` (connector,
-        state, trace, worker_id, generation).
+        (connector, state), ``put_task_count_record`` (connector, count: KIP-618's ``tasks-fencing-<c>``),
+        ``remove_connector_config`` (connector), ``put_connector_status`` (connector, state, trace,
+        worker_id, generation).
         """
         J = self.jp.JClass
         TargetState = J("org.apache.kafka.connect.runtime.TargetState")
@@ -848,6 +1183,8 @@ class Ops:
                     call = functools.partial(config_store.putTaskConfigs, name, tasks)
                 elif op == "put_target_state":
                     call = functools.partial(config_store.putTargetState, name, TargetState.valueOf(step["state"]))
+                elif op == "put_task_count_record":
+                    call = functools.partial(config_store.putTaskCountRecord, name, self.jp.JInt(int(step["count"])))
                 elif op == "remove_connector_config":
                     call = functools.partial(config_store.removeConnectorConfig, name)
                 elif op == "put_connector_status":

@@ -22,6 +22,7 @@ from emulator.logs.kafka.config import ErrorCallback, KafkaClientConfig
 from emulator.logs.kafka.health import LastError
 from emulator.logs.kafka.reader import TopicReader
 from emulator.logs.kafka.topics import LATEST, TopicSpec, ensure_topic, list_offsets, wait_for_partition_count
+from emulator.logs.kafka.transactional import TransactionalAppender
 from emulator.logs.kafka.watch import BrokerWatch, wait_for_cluster
 from emulator.logs.kafka.writer import OffsetsWriter, checked_entry
 from emulator.model.claims import Claim, Fence, Fenced, fenced_message
@@ -56,9 +57,11 @@ class KafkaOffsetLog(OffsetLog):
         metadata_refresh_s: float = 60.0,
         consume_batch: int = 10_000,
         startup_timeout_s: float | None = None,
+        claims: bool = True,
     ) -> None:
         """``startup_timeout_s``: how long ``open`` waits for the cluster to answer at all (None: as
-        long as it takes, with a progress line every few seconds)."""
+        long as it takes, with a progress line every few seconds). ``claims=False``: no claims and no
+        broker watch (a connector's own offsets topic: claims live with the worker's topic)."""
         if not topic or not topic.strip():
             raise LogConfigError("Offset storage topic must be specified")
         if partitions == 0 or partitions < -1:
@@ -76,6 +79,13 @@ class KafkaOffsetLog(OffsetLog):
         self._startup_timeout_s = startup_timeout_s
         self._errors = LastError(f"kafka://{bootstrap_servers}/{topic}", log)
         self._writer = OffsetsWriter(self._clients, topic, self._errors, lambda: self.partition_count)
+        self._transactions = TransactionalAppender(
+            dataclasses.replace(self._clients, purpose=f"transactional writes to {topic}"),
+            topic,
+            lambda: self.partition_count,
+            self.description,
+        )
+        self._with_claims = claims
 
         self._lock = threading.Lock()  # guards the state below
         self._opened = False
@@ -147,6 +157,11 @@ class KafkaOffsetLog(OffsetLog):
             self._admin = admin
             self._partition_count = count
         self._writer.open()
+        if not self._with_claims:
+            with self._lock:
+                self._opened = True
+            log.info("Opened %s with %d partitions", self.description, count)
+            return
         watch = BrokerWatch(admin, self._clients.bootstrap, self._claims_topic, on_topic=self._claims_topic_found)
         with self._lock:
             self._opened = True
@@ -210,6 +225,17 @@ class KafkaOffsetLog(OffsetLog):
     def append(self, entries: Sequence[tuple[bytes, bytes | None]], timeout_s: float = 30.0) -> list[Position]:
         checked = [checked_entry(i, entry) for i, entry in enumerate(entries)]
         return self._writer.append(checked, timeout_s)
+
+    def append_transactional(
+        self,
+        transactional_id: str,
+        entries: Sequence[tuple[bytes, bytes | None]],
+        timeout_s: float = 30.0,
+        fence_also: Sequence[str] = (),
+    ) -> list[Position]:
+        checked = [checked_entry(i, entry) for i, entry in enumerate(entries)]
+        self._require_open()
+        return self._transactions.append(transactional_id, checked, timeout_s, fence_also)
 
     # ---------------------------------------------------------------- reading
 

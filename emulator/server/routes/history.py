@@ -19,7 +19,7 @@ from fastapi import APIRouter, Depends, Query, Request, Response
 
 from emulator.history.archive import HistoryArchive
 from emulator.history.query import DEFAULT_LIMIT
-from emulator.model.errors import HistoryDisabled, InvalidRequest
+from emulator.model.errors import ConnectorNotFound, HistoryDisabled, InvalidRequest
 from emulator.model.times import format_time_ms, parse_time_ms
 from emulator.server.audit import note_rollback
 from emulator.server.deps import Runtime, RuntimeDep
@@ -27,6 +27,7 @@ from emulator.server.openapi import documented
 from emulator.server.openapi_bodies import HistoryPage, HistoryStatus, Rollback
 from emulator.server.routes.params import check_connector_path
 from emulator.service.bodies import load_json
+from emulator.service.connector_stores import merged_offsets
 
 router = APIRouter(tags=["history"], dependencies=[Depends(check_connector_path)])
 
@@ -69,8 +70,11 @@ async def offsets_history(
     from_: Annotated[str | None, Query(alias="from", description="ISO-8601 or epoch ms, inclusive")] = None,
     to: Annotated[str | None, Query(description="ISO-8601 or epoch ms, inclusive")] = None,
     limit: int = DEFAULT_LIMIT,
+    store: str | None = None,
 ) -> dict[str, Any]:
-    archive = history_archive(request)
+    """``store`` (a connector with its own offsets topic): the changes of its own topic (``connector``,
+    the default) or of the worker's (``worker``)."""
+    archive = archive_choice(rt, connector, store, history_archive(request))[0]
     page = await rt.history.changes(
         archive,
         connector,
@@ -83,16 +87,34 @@ async def offsets_history(
 
 
 async def offsets_as_of(
-    request: Request, response: Response, connector: str, as_of: str, rt: Runtime
+    request: Request, response: Response, connector: str, as_of: str, rt: Runtime, store: str | None = None
 ) -> dict[str, Any]:
-    """Connect's GET body as it was at ``as_of``; damaged archive files are counted in a header."""
+    """Connect's GET body as it was at ``as_of``; damaged archive files are counted in a header. For a
+    connector with its own offsets topic, ``store`` picks as on a live GET (both archives, merged, by
+    default)."""
     archive = history_archive(request)
     at_ms = time_param("as_of", as_of)
     assert at_ms is not None
-    past = await rt.history.as_of(archive, connector, at_ms)
+    archives = archive_choice(rt, connector, store, archive)
+    pasts = [await rt.history.as_of(a, connector, at_ms, must_know=len(archives) == 1) for a in archives]
     response.headers["X-Offsets-As-Of"] = format_time_ms(at_ms)
-    response.headers["X-Offsets-History-Damaged-Files"] = str(len(past.report.damaged))
-    return {"offsets": past.offsets()}
+    response.headers["X-Offsets-History-Damaged-Files"] = str(sum(len(p.report.damaged) for p in pasts))
+    if len(pasts) == 1:
+        return {"offsets": pasts[0].offsets()}
+    connector_past, worker_past = pasts
+    if not connector_past.known and not worker_past.known:
+        raise ConnectorNotFound(
+            f"Connector {connector} not found in the offsets history at or before {format_time_ms(at_ms)}"
+        )
+    return {"offsets": merged_offsets(connector_past.offsets(), worker_past.offsets())}
+
+
+def archive_choice(rt: Runtime, connector: str, store: str | None, worker: HistoryArchive) -> list[HistoryArchive]:
+    """The archives to read for ``store``: the worker's, the connector topic's, or both (connector first)."""
+    own = None if rt.source is None else rt.source.own_archive(connector, store)
+    if own is None:
+        return [worker]
+    return [own] if store == "connector" else [own, worker]
 
 
 @router.post(

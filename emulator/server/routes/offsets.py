@@ -72,15 +72,18 @@ async def get_offsets(
     as_of: str | None = None,
     kind: str | None = None,
     fresh: bool = False,
+    store: str | None = None,
 ) -> dict[str, Any]:
     """``?as_of=<ISO-8601 or epoch ms>`` (ours) answers from the history archive: the offsets as
     they were then, in the same shape. ``?kind=sink`` (ours, without a Connect cluster) answers
     the consumer group ``connect-<connector>``'s offsets in Connect's sink shape. ``?fresh=true``
     (ours) reads the log to its current end first, so writes acknowledged by any daemon on the same
-    log before the request are seen (503 if that takes longer than --write-timeout)."""
+    log before the request are seen (503 if that takes longer than --write-timeout). ``?store=``
+    (ours, source connectors): ``effective`` (the default, Connect's answer), ``connector`` (the
+    connector's own offsets topic alone, KIP-618) or ``worker`` (the worker's offsets topic alone)."""
     if as_of is not None:
-        return await offsets_as_of(request, response, connector, as_of, rt)
-    return {"offsets": await rt.offsets.get_offsets(connector, kind, fresh)}
+        return await offsets_as_of(request, response, connector, as_of, rt, store)
+    return {"offsets": await rt.offsets.get_offsets(connector, kind, fresh, store)}
 
 
 @router.patch(

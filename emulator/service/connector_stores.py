@@ -1,0 +1,346 @@
+"""Source connectors whose offsets Connect keeps in a ``ConnectorOffsetBackingStore`` of two parts (KIP-618).
+
+A source connector with its own offsets topic (``offsets.storage.topic``), or any source connector of a
+cluster running exactly-once source support, is read and written by Connect through a connector store
+and, unless that store is the worker's topic itself, the worker store as well
+(``emulator.connect_cluster.offset_stores``; docs/protocol.md §4.7, §5.4). This strategy does what that
+store does; every other source connector goes to ``SourceStrategy`` unchanged.
+
+Reads (``store=effective``, Connect's answer): the partitions are the union of both stores'; each
+offset is the connector store's, and ``null`` for a partition only the worker store has. The Javadoc
+calls the worker store a fallback, but ``KafkaOffsetBackingStore.get`` answers a null for every key it
+lacks and ``ConnectorOffsetBackingStore.get`` lets that null replace the worker's value, as Apache
+Kafka 4.3.0's class does when run (``tests/integration/test_connector_offsets_topics.py``). ``store=connector``
+and ``store=worker`` show each store alone.
+
+Writes, in ``ConnectorOffsetBackingStore.set``'s order (KAFKA-15018): tombstones to the worker store
+first, then every record to the connector store, then the other records to the worker store. A failure
+of that last step is logged and counted but does not fail the request, as in Connect. Records carry the
+same key bytes in both topics, each placed by murmur2 over its own topic's partitions. With
+exactly-once source support the connector store is written in one transaction of task 0's
+transactional id (``<group.id>-<connector>-0``) after the other task ids of the last fenced generation
+were fenced, as the leader does: a zombie task's late commit is then refused by the broker.
+
+Claims (ours) fence writers with a transactional id of their own; a write cannot be fenced by both
+that and task 0's, nor span the claims topic and a connector's own topic, so these connectors refuse
+claims and claimed writes (409 ``claims_unsupported``).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+
+from emulator.codec.keys import encode_key, logical_id
+from emulator.codec.murmur2 import partition_for
+from emulator.codec.values import encode_offset
+from emulator.connect_cluster.offset_stores import WORKER_ONLY, ConnectorStores
+from emulator.connect_cluster.offsets_topics import ConnectorTopics, TopicStore
+from emulator.history.archive import HistoryArchive
+from emulator.history.origins import write_origin
+from emulator.logs.base import OffsetLog
+from emulator.model.errors import ClaimsUnsupported, InvalidRequest, LogUnavailable, LogWriteError
+from emulator.model.offsets import ConnectorOffset
+from emulator.model.records import Position
+from emulator.service.bodies import OffsetChange, validate_changes
+from emulator.service.results import RESET, ModifyResult, PlannedRecord
+from emulator.service.source_strategy import SourceStrategy, altered_message
+from emulator.service.write_guard import WriteAuth, WriteGuard
+from emulator.service.writer import AppendTarget, Entries, WriteSection
+from emulator.view.offset_view import OffsetView
+
+log = logging.getLogger(__name__)
+
+STORES = ("effective", "connector", "worker")
+
+
+class SourceOffsets:
+    """The source strategy of ``OffsetsService``: each connector's offsets where Connect keeps them."""
+
+    def __init__(
+        self,
+        plain: SourceStrategy,
+        topics: ConnectorTopics | None,
+        worker_log: OffsetLog,
+        worker_view: OffsetView,
+        guard: WriteGuard,
+    ) -> None:
+        self._plain = plain
+        self._topics = topics
+        self._worker_log = worker_log
+        self._worker_view = worker_view
+        self._guard = guard
+        self.secondary_write_failures = 0
+
+    def connectors(self) -> list[str]:
+        return self._plain.connectors()
+
+    def stores_of(self, connector: str) -> ConnectorStores:
+        return WORKER_ONLY if self._topics is None else self._topics.stores_of(connector)
+
+    def _own_store(self, stores: ConnectorStores) -> TopicStore | None:
+        """The connector store's log and view when it is a topic of its own (ready), else None."""
+        if not stores.separate_topic:
+            return None
+        assert self._topics is not None
+        return self._topics.store(stores)
+
+    @staticmethod
+    def _special(stores: ConnectorStores) -> bool:
+        """Connect's store differs from the worker store alone: two topics, or transactional writes."""
+        return stores.separate_topic or stores.exactly_once
+
+    def claims_refusal(self, connector: str) -> str | None:
+        """Why ``connector`` cannot be claimed (None: it can)."""
+        stores = self.stores_of(connector)
+        if not self._special(stores):
+            return None
+        why = (
+            "its offsets are written in transactions of its task 0's transactional id (exactly-once source)"
+            if stores.exactly_once
+            else f"its offsets live in its own topic '{stores.connector_topic}' as well as the worker's"
+        )
+        return f"Connector {connector} cannot be claimed: {why}; write its offsets without a claim"
+
+    def raw_write_refusal(self, connector: str) -> str | None:
+        """Why raw-record writes (a rollback, an import) must not touch ``connector`` (None: they may).
+
+        They write the worker's topic alone, outside any transaction: for these connectors that write
+        would be masked by the connector store or leave zombie tasks unfenced, a silent no-op either way.
+        """
+        stores = self.stores_of(connector)
+        if not self._special(stores):
+            return None
+        where = (
+            f"in its own topic '{stores.connector_topic}' as well as the worker's"
+            if stores.separate_topic
+            else "in transactions of its task 0's transactional id (exactly-once source)"
+        )
+        return (
+            f"Connector {connector}'s offsets are written {where}; rollbacks and raw-record imports write the "
+            "worker's topic only. Read the offsets wanted (GET ?as_of=T for a past state) and write them "
+            f"with PATCH /connectors/{connector}/offsets instead"
+        )
+
+    # -- reads ----------------------------------------------------------------------------
+    async def offsets(self, connector: str, store: str | None = None) -> list[ConnectorOffset]:
+        """``store``: ``effective`` (default, Connect's answer), ``connector`` or ``worker``."""
+        which = _checked_store(store)
+        stores = self.stores_of(connector)
+        if which == "worker":
+            return await self._plain.offsets(connector)
+        if which == "connector" and stores.connector_topic is None:
+            raise InvalidRequest(_no_connector_store(connector))
+        own = self._own_store(stores)
+        if own is None:  # the connector store is the worker topic itself
+            return await self._plain.offsets(connector)
+        primary = [ConnectorOffset(partition=row.partition, offset=row.offset) for row in own.view.offsets(connector)]
+        if which == "connector":
+            return primary
+        return merged_offsets(primary, await self._plain.offsets(connector))
+
+    def own_archive(self, connector: str, store: str | None) -> HistoryArchive | None:
+        """The history archive of the connector's own offsets topic, unless ``store=worker`` or it has
+        none (its offsets are in the worker's topic alone)."""
+        which = _checked_store(store)
+        stores = self.stores_of(connector)
+        if which == "connector" and stores.connector_topic is None:
+            raise InvalidRequest(_no_connector_store(connector))
+        if which == "worker" or not stores.separate_topic:
+            return None
+        assert self._topics is not None
+        own = self._topics.store(stores)
+        if own.archive is None:
+            raise InvalidRequest(f"The offsets topic '{own.topic}' of connector {connector} has no history archive")
+        return own.archive
+
+    def read_to_end(self, connector: str, timeout_s: float) -> None:
+        """The connector's own topic read to its current end (blocking; ``?fresh=true``)."""
+        own = self._own_store(self.stores_of(connector))
+        if own is not None:
+            try:
+                own.log.read_to_end(timeout_s)
+            except LogUnavailable as exc:
+                raise LogUnavailable(
+                    f"The offsets topic '{own.topic}' cannot be read to its end: {exc.message}"
+                ) from exc
+
+    # -- writes ---------------------------------------------------------------------------
+    async def alter(
+        self, connector: str, changes: list[OffsetChange], dry_run: bool, auth: WriteAuth, section: WriteSection
+    ) -> ModifyResult:
+        stores = self.stores_of(connector)
+        if not self._special(stores):
+            return await self._plain.alter(connector, changes, dry_run, auth, section)
+        self._refuse_claimed(connector, auth)
+        validate_changes(changes)
+        sequenced = self._guard.filter_sequence(connector, changes, auth)
+        own = self._own_store(stores)
+        plan = self._plan(connector, stores, own, sequenced.accepted)
+        if not dry_run:
+            with write_origin("PATCH", connector):
+                await self._write(
+                    connector,
+                    stores,
+                    own,
+                    plan,
+                    auth,
+                    section,
+                    on_applied=lambda: self._guard.record_sequence(connector, sequenced.accepted, auth),
+                )
+        return ModifyResult(
+            altered_message(sequenced.accepted, sequenced.dropped), plan.all(), dry_run, sequenced.dropped
+        )
+
+    async def reset(self, connector: str, dry_run: bool, auth: WriteAuth, section: WriteSection) -> ModifyResult:
+        stores = self.stores_of(connector)
+        if not self._special(stores):
+            return await self._plain.reset(connector, dry_run, auth, section)
+        self._refuse_claimed(connector, auth)
+        own = self._own_store(stores)
+        rows = self._worker_view.offsets(connector) + ([] if own is None else own.view.offsets(connector))
+        keys = list(dict.fromkeys(key for row in rows for key in row.keys))
+        plan = _Plan()
+        for key in keys:
+            plan.add(self, stores, own, key, None)
+        if not dry_run:
+            with write_origin("DELETE", connector):
+                await self._write(connector, stores, own, plan, auth, section)
+        return ModifyResult(RESET, plan.all(), dry_run)
+
+    @staticmethod
+    def _refuse_claimed(connector: str, auth: WriteAuth) -> None:
+        if auth.claim_epoch is not None:
+            raise ClaimsUnsupported(
+                f"Connector {connector}'s offsets are written the way Connect writes them for its own offsets "
+                "topic or exactly-once source, which a claim cannot fence; write without claim_epoch"
+            )
+
+    def _plan(
+        self, connector: str, stores: ConnectorStores, own: TopicStore | None, changes: Sequence[OffsetChange]
+    ) -> _Plan:
+        """Per partition: every live raw key either store holds for it (the bytes tasks use), else a new
+        key in the request's order; the same keys and values for both stores."""
+        plan = _Plan()
+        for change in changes:
+            value = encode_offset(change.offset)
+            lid = logical_id(change.partition)
+            found = self._worker_view.find(connector, lid) + (() if own is None else own.view.find(connector, lid))
+            keys = list(dict.fromkeys(found)) or [encode_key(connector, change.partition)]
+            for key in keys:
+                plan.add(self, stores, own, key, value)
+        return plan
+
+    async def _write(
+        self,
+        connector: str,
+        stores: ConnectorStores,
+        own: TopicStore | None,
+        plan: _Plan,
+        auth: WriteAuth,
+        section: WriteSection,
+        on_applied: Callable[[], None] | None = None,
+    ) -> None:
+        """``ConnectorOffsetBackingStore.set``: tombstones to the worker store, everything to the connector
+        store (in task 0's transaction with exactly-once source), the rest to the worker store."""
+        if plan.secondary_tombstones:
+            await section.append(plan.secondary_tombstones, auth)
+        await section.append(plan.primary, auth, on_applied, target=self._primary_target(connector, stores, own))
+        if not plan.secondary_values:
+            return
+        try:
+            await section.append(plan.secondary_values, auth)
+        except (LogWriteError, LogUnavailable) as exc:
+            # Connect writes these fire-and-forget and only logs a failure: reads take the connector store's value.
+            self.secondary_write_failures += 1
+            log.warning(
+                "Failed to write offsets of connector %s to the worker's offsets topic (the secondary store): %s",
+                connector,
+                exc.message,
+            )
+
+    def _primary_target(self, connector: str, stores: ConnectorStores, own: TopicStore | None) -> AppendTarget:
+        log_, view = (self._worker_log, self._worker_view) if own is None else (own.log, own.view)
+        if not stores.exactly_once:
+            return AppendTarget(log_.description, log_.append, view)
+        assert self._topics is not None
+        topics = self._topics
+        transactional_id = topics.eos.transactional_id(connector, 0)
+        fence_also = topics.fence_ids(connector)
+
+        def append(entries: Entries, timeout_s: float) -> list[Position]:
+            return log_.append_transactional(transactional_id, entries, timeout_s, fence_also)
+
+        return AppendTarget(f"{log_.description} (transactional id {transactional_id})", append, view)
+
+    def placed(
+        self, stores: ConnectorStores, own: TopicStore | None, key: bytes, value: bytes | None
+    ) -> tuple[PlannedRecord, PlannedRecord | None]:
+        """The record for the connector store and, with two stores, the worker store's."""
+        worker_count = self._worker_log.partition_count
+        if own is None:
+            record = PlannedRecord(
+                key, value, partition_for(key, worker_count), self._worker_view.get_raw(key) is not None
+            )
+            return record, None
+        primary = PlannedRecord(
+            key, value, partition_for(key, own.log.partition_count), own.view.get_raw(key) is not None, own.topic
+        )
+        secondary = PlannedRecord(
+            key,
+            value,
+            partition_for(key, worker_count),
+            self._worker_view.get_raw(key) is not None,
+            self._topics.worker_topic if self._topics is not None else None,
+        )
+        return primary, secondary
+
+
+class _Plan:
+    """The records of one write, by store and step."""
+
+    def __init__(self) -> None:
+        self.secondary_tombstones: list[PlannedRecord] = []
+        self.primary: list[PlannedRecord] = []
+        self.secondary_values: list[PlannedRecord] = []
+
+    def add(
+        self, owner: SourceOffsets, stores: ConnectorStores, own: TopicStore | None, key: bytes, value: bytes | None
+    ) -> None:
+        primary, secondary = owner.placed(stores, own, key, value)
+        self.primary.append(primary)
+        if secondary is not None:
+            (self.secondary_tombstones if value is None else self.secondary_values).append(secondary)
+
+    def all(self) -> list[PlannedRecord]:
+        """In the order they are written."""
+        return [*self.secondary_tombstones, *self.primary, *self.secondary_values]
+
+
+def _checked_store(store: str | None) -> str:
+    which = store or "effective"
+    if which not in STORES:
+        raise InvalidRequest(f"store must be one of {', '.join(STORES)}, got {store!r}")
+    return which
+
+
+def _no_connector_store(connector: str) -> str:
+    return (
+        f"Connector {connector} has no connector-specific offsets store (offsets.storage.topic is not set and "
+        "exactly-once source support is off): its offsets are in the worker's topic, store=worker"
+    )
+
+
+def merged_offsets(
+    connector_rows: Sequence[ConnectorOffset], worker_rows: Sequence[ConnectorOffset]
+) -> list[ConnectorOffset]:
+    """``ConnectorOffsetBackingStore``'s answer: the union of partitions, each with the connector store's
+    offset, ``null`` where only the worker store has the partition (its null masks the worker's value)."""
+    result = list(connector_rows)
+    seen = {logical_id(row["partition"]) for row in connector_rows}
+    for row in worker_rows:
+        lid = logical_id(row["partition"])
+        if lid not in seen:
+            seen.add(lid)
+            result.append(ConnectorOffset(partition=row["partition"], offset=None))
+    return result
