@@ -91,6 +91,11 @@ async def run_phases(port: int, args: argparse.Namespace) -> dict[str, Any]:
         for round_no in range(args.rounds):
             for phase in ("one", "many") if round_no % 2 == 0 else ("many", "one"):
                 active = writers[:1] if phase == "one" else writers
+                # The server closes connections idle past its keep-alive timeout (uvicorn: 5 s), as the
+                # writers not in the last phase were: every phase starts on fresh connections.
+                for w in active:
+                    await w.connection.close()
+                    await w.connection.open()
                 warm = time.perf_counter() + args.warmup
                 await asyncio.gather(*(w.loop(warm, []) for w in active))
                 samples: list[float] = []
@@ -101,6 +106,8 @@ async def run_phases(port: int, args: argparse.Namespace) -> dict[str, Any]:
                 rounds.append(row)
                 print(f"  {row}", flush=True)
         for w in writers:
+            await w.connection.close()
+            await w.connection.open()
             await w.check()
     finally:
         for w in writers:
