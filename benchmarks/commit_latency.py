@@ -33,8 +33,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -43,14 +41,11 @@ import httpx
 from confluent_kafka import Producer
 
 from benchmarks.support import (
-    ROOT,
+    Daemon,
     Tansu,
-    _die_with_parent,
     command_line,
-    free_port,
     machine,
     percentile,
-    stop_process,
     workdir,
     write_results,
 )
@@ -60,55 +55,6 @@ from emulator.codec.values import encode_offset
 
 CONNECTOR = "bench-conn-0"
 PARTITION = {"filename": "/data/file-0.txt", "line": 0}
-
-
-class Daemon:
-    """A ``connect-offsets serve`` process, always stopped on exit."""
-
-    def __init__(self, args: list[str], log_path: Path) -> None:
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.log_path = log_path
-        self.cmd = [
-            sys.executable,
-            "-m",
-            "emulator.cli",
-            "serve",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(self.port),
-            "--log-level",
-            "WARNING",
-            *args,
-        ]
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def __enter__(self) -> Daemon:
-        with self.log_path.open("ab") as log_file:
-            self.proc = subprocess.Popen(
-                self.cmd,
-                stdout=log_file,
-                stderr=subprocess.STDOUT,
-                cwd=ROOT,
-                preexec_fn=_die_with_parent,
-                env={**os.environ, "PYTHONUNBUFFERED": "1"},
-            )
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"daemon exited {self.proc.returncode}; log {self.log_path}")
-            try:
-                if httpx.get(self.url + "/readyz", timeout=2).status_code == 200:
-                    return self
-            except httpx.TransportError:
-                pass
-            time.sleep(0.05)
-        stop_process(self.proc)
-        raise RuntimeError(f"daemon not ready in 60 s; log {self.log_path}")
-
-    def __exit__(self, *_: object) -> None:
-        stop_process(self.proc)
 
 
 def patch_body(position: int) -> dict[str, Any]:

@@ -213,6 +213,28 @@ def process_cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def bare_consumer(args: argparse.Namespace, bootstrap: str, topic: str, work: Path) -> dict[str, Any]:
+    """The floor: a bare confluent-kafka consumer reading the topic to its end (``benchmarks.bare_consumer``)."""
+    cmd = [
+        sys.executable,
+        "-m",
+        "benchmarks.bare_consumer",
+        "--bootstrap",
+        bootstrap,
+        "--topic",
+        topic,
+        "--partitions",
+        str(args.partitions),
+        "--expect-records",
+        str(args.records),
+        "--timeout-s",
+        str(args.timeout_s),
+    ]
+    for pair in client_settings(args):
+        cmd += ["--kafka-config", pair]
+    return child_json(cmd, args.timeout_s + 60, work / "bare_consumer.log")
+
+
 def java_store(args: argparse.Namespace, bootstrap: str, topic: str, work: Path) -> dict[str, Any]:
     cmd = [
         sys.executable,
@@ -330,6 +352,9 @@ def summarize(runs: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
         "daemon_inproc_history_cpu_s": med("daemon_inproc_history", "cpu_s"),
         "daemon_serve_nohistory_ready_s": med("daemon_serve_nohistory", "ready_s"),
         "daemon_serve_nohistory_cpu_s": med("daemon_serve_nohistory", "cpu_s"),
+        "daemon_serve_peak_rss_kib": med("daemon_serve", "peak_rss_kib"),
+        "bare_consumer_s": med("bare", "restore_s"),
+        "bare_consumer_cpu_s": med("bare", "cpu_s"),
     }
 
     def ratio(a: str, b: str) -> float | None:
@@ -341,6 +366,9 @@ def summarize(runs: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
     s["cpu_ratio_daemon_inproc_vs_java_cold"] = ratio("daemon_inproc_cpu_s", "java_cold_cpu_s")
     s["cpu_ratio_daemon_inproc_vs_java_warm"] = ratio("daemon_inproc_cpu_s", "java_warm_cpu_s")
     s["ratio_embedded_vs_java_cold"] = ratio("embedded_inproc_restore_s", "java_cold_start_s")
+    # Issue 12's targets: the whole daemon (spawn to /readyz, history on) vs Java's start() and vs the floor.
+    s["ratio_daemon_serve_vs_java_cold_start"] = ratio("daemon_serve_ready_s", "java_cold_start_s")
+    s["ratio_daemon_serve_vs_bare_consumer"] = ratio("daemon_serve_ready_s", "bare_consumer_s")
     return s
 
 
@@ -387,6 +415,8 @@ def main() -> None:
     ap.add_argument("--profile", action="store_true", help="also cProfile one more in-process daemon restore")
     ap.add_argument("--no-embedded", dest="embedded", action="store_false", help="skip the embedded backend")
     ap.add_argument("--no-serve", dest="serve", action="store_false", help="skip the connect-offsets serve process")
+    ap.add_argument("--no-inproc", dest="inproc", action="store_false", help="skip the in-process daemon restore")
+    ap.add_argument("--no-bare", dest="bare", action="store_false", help="skip the bare librdkafka consumer")
     args = ap.parse_args()
     if args.records % args.keys:
         ap.error("--records must be a multiple of --keys (every key gets the same number of updates)")
@@ -412,6 +442,7 @@ def main() -> None:
         "embedded_inproc": [],
         "daemon_inproc_history": [],
         "daemon_serve_nohistory": [],
+        "bare": [],
     }
     started = time.monotonic()
     with Tansu(work / "tansu.log") as broker:
@@ -421,7 +452,8 @@ def main() -> None:
         )
         print(f"loaded: {payload['load']}", flush=True)
 
-        kinds = ["daemon_inproc", "java"] + (["daemon_serve"] if args.serve else [])
+        kinds = (["daemon_inproc"] if args.inproc else []) + ["java"] + (["daemon_serve"] if args.serve else [])
+        kinds += ["bare"] if args.bare else []
         if args.compare_history:
             kinds += ["daemon_inproc_history", "daemon_serve_nohistory"]
         for round_no in range(args.rounds):
@@ -441,6 +473,13 @@ def main() -> None:
                         f"  round {round_no + 1} daemon in-process + history archive: {r['restore_s']:.3f} s "
                         f"(CPU {r['cpu_s']:.2f} s, archive drained {r['history_drain_after_ready_s']} s "
                         "after ready)",
+                        flush=True,
+                    )
+                elif kind == "bare":
+                    r = bare_consumer(args, broker.bootstrap, topic, work)
+                    print(
+                        f"  round {round_no + 1} bare librdkafka consumer: {r['restore_s']:.3f} s "
+                        f"(CPU {r['cpu_s']:.2f} s)",
                         flush=True,
                     )
                 elif kind.startswith("daemon_serve"):

@@ -32,6 +32,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+import httpx
 from confluent_kafka import KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
@@ -357,3 +358,55 @@ def child_json(cmd: Sequence[str], timeout_s: float, log_path: Path) -> dict[str
         raise RuntimeError(f"{cmd[:3]}... exited {proc.returncode} without a result; log: {log_path}\n{out[-2000:]!r}")
     result: dict[str, Any] = json.loads(lines[-1])
     return result
+
+
+# --------------------------------------------------------------------------- daemon
+
+
+class Daemon:
+    """A ``connect-offsets serve`` process, always stopped on exit."""
+
+    def __init__(self, args: list[str], log_path: Path) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log_path = log_path
+        self.cmd = [
+            sys.executable,
+            "-m",
+            "emulator.cli",
+            "serve",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--log-level",
+            "WARNING",
+            *args,
+        ]
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def __enter__(self) -> Daemon:
+        with self.log_path.open("ab") as log_file:
+            self.proc = subprocess.Popen(
+                self.cmd,
+                stdout=log_file,
+                stderr=subprocess.STDOUT,
+                cwd=ROOT,
+                preexec_fn=_die_with_parent,
+                env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            )
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"daemon exited {self.proc.returncode}; log {self.log_path}")
+            try:
+                if httpx.get(self.url + "/readyz", timeout=2).status_code == 200:
+                    return self
+            except httpx.TransportError:
+                pass
+            time.sleep(0.05)
+        stop_process(self.proc)
+        raise RuntimeError(f"daemon not ready in 60 s; log {self.log_path}")
+
+    def __exit__(self, *_: object) -> None:
+        stop_process(self.proc)

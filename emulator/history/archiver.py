@@ -20,20 +20,19 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from emulator.history.avro_rows import RowEncoder
 from emulator.history.batch_queue import ArchiveQueue, Batch, Signal
 from emulator.history.guard import Decision, ReplayGuard, Verdict
 from emulator.history.origins import OriginRegistry
 from emulator.history.retention import Retention
-from emulator.history.rows import ArchiveRow, RowMaker
 from emulator.history.state import ArchiveState, save_state
 from emulator.history.stats import ArchiveStats
-from emulator.history.writer import CurrentFile, WriteFailed
+from emulator.history.writer import CurrentFile, EncodedRow, WriteFailed
 from emulator.logs.base import ReadProgress
-from emulator.model.records import LogRecord
 
 log = logging.getLogger(__name__)
 
-Rows = list[tuple[ArchiveRow, LogRecord]]
+Rows = list[EncodedRow]
 
 
 class _Stopped(Exception):
@@ -69,7 +68,7 @@ class Archiver:
         self._progress = progress
         self._tick_s = tick_s
         self._guard = ReplayGuard(state, hold_limit)
-        self._rows = RowMaker(identity, origins)
+        self._rows = RowEncoder(identity, origins)
 
     def run(self) -> None:
         """Take batches until ``STOP``, then close the open file; a failure ends the thread."""
@@ -98,6 +97,10 @@ class Archiver:
     def _process(self, batch: Batch) -> None:
         guard = self._guard
         rows: Rows = []
+        append = rows.append
+        encode = self._rows.encode
+        received_ms = batch.received_ms
+        epoch = self._state.epoch
         for record in batch.records:
             decision = guard.decide(record)
             if decision.verdict is Verdict.SKIP:
@@ -105,10 +108,13 @@ class Archiver:
                 continue
             if decision.verdict is Verdict.NEW_EPOCH:
                 self._write(rows)
-                rows = self._start_epoch(decision, batch.received_ms)
+                rows = self._start_epoch(decision, received_ms)
+                append = rows.append
+                epoch = self._state.epoch
                 decision = guard.decide(record)
                 assert decision.verdict is Verdict.ARCHIVE
-            rows.append((self._rows.row(record, self._state.epoch, batch.received_ms), record))
+            ts = record.timestamp_ms
+            append((encode(record, epoch, received_ms), record, ts if ts >= 0 else received_ms))
         self._stats.records_skipped_replay = guard.skipped
         self._write(rows)
         self._stats.batches += 1
@@ -149,7 +155,10 @@ class Archiver:
         rows: Rows = []
         for record in held:
             guard.delivered(record)
-            rows.append((self._rows.row(record, self._state.epoch, received_ms), record))
+            ts = record.timestamp_ms
+            rows.append(
+                (self._rows.encode(record, self._state.epoch, received_ms), record, ts if ts >= 0 else received_ms)
+            )
         return rows
 
     # ------------------------------------------------------------------ between batches

@@ -27,14 +27,17 @@ from typing import IO, Any
 
 from fastavro.write import Writer
 
+from emulator.history.avro_rows import write_blocks
 from emulator.history.files import closed_name, fsync_dir, open_name
-from emulator.history.rows import ArchiveRow, record_time
 from emulator.history.schema import history_schema
 from emulator.history.state import ArchiveState, fingerprint, save_state
 from emulator.history.stats import ArchiveStats
 from emulator.model.records import LogRecord
 
 log = logging.getLogger(__name__)
+
+EncodedRow = tuple[bytes, LogRecord, int]
+"""A row as Avro bytes (``avro_rows.RowEncoder``), its record, and its time (``rows.record_time``)."""
 
 DEFAULT_ROTATE_BYTES = 64 * 1024 * 1024
 DEFAULT_ROTATE_INTERVAL_S = 86400.0
@@ -74,6 +77,7 @@ class CurrentFile:
         self._rotate_interval_s = rotate_interval_s
         self._fo: IO[bytes] | None = None
         self._writer: Any = None
+        self._sync_marker = b""
         self._seq = -1
         self._opened_at = 0.0
         self._flushed_size = 0
@@ -88,7 +92,7 @@ class CurrentFile:
 
     # ------------------------------------------------------------------ writing
 
-    def write(self, rows: Sequence[tuple[ArchiveRow, LogRecord]]) -> None:
+    def write(self, rows: Sequence[EncodedRow]) -> None:
         """Append rows as Avro blocks and flush them, then advance the watermark.
 
         A failed attempt is counted and logged, the file is cut back to its last good block and the
@@ -100,12 +104,11 @@ class CurrentFile:
         for attempt in range(1, _WRITE_ATTEMPTS + 1):
             try:
                 self._ensure_open()
-                writer = self._writer
-                for row, _ in rows:
-                    writer.write(row)
-                writer.flush()
-                assert self._fo is not None
-                self._flushed_size = self._fo.tell()
+                fo = self._fo
+                assert fo is not None
+                write_blocks(fo, [row for row, _, _ in rows], self._codec, self._sync_marker)
+                fo.flush()
+                self._flushed_size = fo.tell()
                 break
             except Exception as exc:
                 self._stats.write_error(f"{type(exc).__name__}: {exc}")
@@ -123,9 +126,8 @@ class CurrentFile:
         self._dirty = True
         last: dict[int, LogRecord] = {}
         lo, hi = self._min_time, self._max_time
-        for row, record in rows:
+        for _, record, t in rows:
             last[record.partition] = record
-            t = record_time(row)
             if lo is None or t < lo:
                 lo = t
             if hi is None or t > hi:
@@ -142,19 +144,22 @@ class CurrentFile:
         self._next_seq += 1
         path = self._directory / open_name(seq)
         fo = path.open("wb")
+        sync_marker = os.urandom(16)
         try:
+            # fastavro writes the header (schema, codec, metadata, sync marker); the blocks are ours.
             writer = Writer(
                 fo,
                 history_schema(),
                 codec=self._codec,
                 sync_interval=64 * 1024,
                 metadata={"log": self._identity, "epoch": str(self._state.epoch), "seq": str(seq)},
+                sync_marker=sync_marker,
             )
             fo.flush()
         except BaseException:
             fo.close()
             raise
-        self._fo, self._writer, self._seq = fo, writer, seq
+        self._fo, self._writer, self._seq, self._sync_marker = fo, writer, seq, sync_marker
         self._flushed_size = fo.tell()
         self._min_time = self._max_time = None
         self._opened_at = time.monotonic()
