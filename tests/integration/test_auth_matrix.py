@@ -227,3 +227,20 @@ def test_status_shows_file_paths_to_admin_only(daemon: DaemonProcess, files: Sec
     assert str(Path(as_admin["log"].removeprefix("embedded://")).parent) not in json.dumps(as_reader)
     assert as_reader["security"]["authentication"] == ["basic", "token"]
     assert as_reader["security"]["warnings"] == []
+
+
+def test_the_connector_list_names_only_what_the_principal_may_read(daemon: DaemonProcess, files: SecurityFiles) -> None:
+    """A team scoped to its own prefix does not learn other teams' connector names from the list."""
+    seeded = HTTP.patch(
+        f"{daemon.url}/connectors/other-billing/offsets?create=true",
+        json={"offsets": [{"partition": {"f": "a"}, "offset": {"pos": 1}}]},
+        auth=basic("alice"),
+        headers={"Content-Type": "application/json"},
+    )
+    assert seeded.status_code == 200, seeded.text
+    everything = HTTP.get(daemon.url + "/connectors", auth=basic("alice")).json()
+    assert {ORDERS, "other-billing"} <= set(everything)
+    as_bob = HTTP.get(daemon.url + "/connectors", auth=basic("bob")).json()  # read:orders-*
+    as_other = HTTP.get(daemon.url + "/connectors", headers=bearer(files.tokens["other"])).json()  # write:other-*
+    assert ORDERS in as_bob and all(name.startswith("orders-") for name in as_bob), as_bob
+    assert as_other == ["other-billing"], as_other

@@ -16,7 +16,9 @@ from typing import Any
 from fastapi import APIRouter, Depends, Request, Response
 
 from emulator.model import audit
+from emulator.model.principal import current_principal
 from emulator.server.audit import note_modification
+from emulator.server.auth.scopes import grants_of
 from emulator.server.deps import RuntimeDep
 from emulator.server.openapi import documented
 from emulator.server.openapi_bodies import DryRun, Modified, Offsets
@@ -56,8 +58,14 @@ _OFFSETS_SCHEMA: dict[str, Any] = {
 )
 async def list_connectors(rt: RuntimeDep, fresh: bool = False) -> Response:
     """``?fresh=true`` (ours): read the log (and the Connect cluster's config topic) to its current end
-    first (503 if that takes longer than --write-timeout)."""
-    return json_response(await rt.offsets.connectors(fresh))
+    first (503 if that takes longer than --write-timeout).
+
+    Only the connectors the principal may read are listed (all of them without authentication or
+    with ``admin``): a team scoped to ``read:team-a-*`` should not learn other teams' connector
+    names, which are often customer or system names. The console's list follows the same rule."""
+    grants = grants_of(current_principal.get().scopes)
+    names = await rt.offsets.connectors(fresh)
+    return json_response(names if grants.admin else [name for name in names if grants.allows("read", name)])
 
 
 @router.get(
