@@ -266,6 +266,7 @@ def test_partition_is_positive_murmur2_modulo_the_count(java_oracle: JavaOracle)
 # --- KafkaOffsetBackingStore against Tansu (§2) ------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.kafka
 def test_offsets_written_by_java_read_back_and_sit_in_the_murmur2_partition(
     java_oracle: JavaOracle, kafka_broker: TansuBroker

@@ -127,6 +127,7 @@ READABLE = [
 ]
 
 
+@pytest.mark.slow
 def test_readable_means_what_offsetstoragereaderimpl_accepts(java_oracle: JavaOracle) -> None:
     """Odd inputs from the codec goldens, values a bad producer writes, and 3,000 fuzzed ones."""
     inputs = [*READABLE, *NOT_OFFSETS, *ODD_INPUTS, *_fuzz_inputs(SEED + 1, 3000)]

@@ -185,6 +185,7 @@ def test_spark_batch_sources_read_with_the_token_option(daemon: DaemonProcess, f
         list(current_rows(daemon.url, name, Credentials()))
 
 
+@pytest.mark.slow
 def test_spark_handoff_with_a_token(daemon: DaemonProcess, files: SecurityFiles, tmp_path: Path) -> None:
     (tmp_path / "offsets").mkdir()
     (tmp_path / "commits").mkdir()

@@ -95,6 +95,7 @@ def test_loopback_host_headers_are_served_on_loopback(embedded_daemon: DaemonPro
     assert httpx.get(f"{embedded_daemon.url}/connectors", headers={"Host": host}).status_code == 200
 
 
+@pytest.mark.slow
 def test_no_cors_unless_origins_are_given(embedded_daemon: DaemonProcess, daemon_factory: DaemonFactory) -> None:
     preflight = {"Origin": "https://ui.example", "Access-Control-Request-Method": "PATCH"}
     refused = httpx.options(f"{embedded_daemon.url}/connectors/x/offsets", headers=preflight)
@@ -121,6 +122,7 @@ def test_listening_beyond_loopback_without_authentication_refuses_to_start(tmp_p
     assert env.returncode == 2 and "beyond loopback" in env.stderr, "the container's variable too"
 
 
+@pytest.mark.slow
 def test_insecure_no_auth_starts_with_a_warning_in_the_log_and_in_status(daemon_factory: DaemonFactory) -> None:
     daemon = daemon_factory("--host", "0.0.0.0", "--insecure-no-auth")
     status = httpx.get(f"{daemon.url}/status").json()
@@ -176,6 +178,7 @@ def wait_for_status(daemon: DaemonProcess, auth: httpx.BasicAuth, status: int, t
     return False
 
 
+@pytest.mark.slow
 def test_connects_credentials_file_works_unchanged_with_a_connect_client(
     daemon_factory: DaemonFactory, tmp_path: Path
 ) -> None:

@@ -69,6 +69,7 @@ def test_daemon_down_is_a_clear_error_with_exit_3() -> None:
     assert "Traceback" not in result.stderr
 
 
+@pytest.mark.slow
 def test_bad_files_are_clear_errors_with_exit_2(embedded_daemon: DaemonProcess, tmp_path: Path) -> None:
     url = ("--url", embedded_daemon.url)
     missing = cli("alter", "x", "--file", str(tmp_path / "missing.json"), *url)

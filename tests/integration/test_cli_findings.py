@@ -103,6 +103,7 @@ def test_reset_without_a_terminal_needs_yes_and_changes_nothing_without_it(embed
     assert offsets(embedded_daemon, name) == []
 
 
+@pytest.mark.slow
 def test_reset_on_a_terminal_shows_the_tombstones_then_asks(embedded_daemon: DaemonProcess) -> None:
     name = unique("cli-ask")
     seed(embedded_daemon, name)
@@ -115,6 +116,7 @@ def test_reset_on_a_terminal_shows_the_tombstones_then_asks(embedded_daemon: Dae
     assert offsets(embedded_daemon, name) == []
 
 
+@pytest.mark.slow
 def test_rollback_needs_yes_without_a_terminal(embedded_daemon: DaemonProcess) -> None:
     name = unique("cli-rollback")
     seed(embedded_daemon, name)
@@ -129,6 +131,7 @@ def test_rollback_needs_yes_without_a_terminal(embedded_daemon: DaemonProcess) -
     assert len(offsets(embedded_daemon, name)) == 1
 
 
+@pytest.mark.slow
 def test_import_with_prune_needs_yes_without_a_terminal(tmp_path: Path) -> None:
     body = tmp_path / "offsets.json"
     body.write_text(json.dumps({"offsets": [{"partition": {"f": 1}, "offset": {"p": 1}}]}))
@@ -156,6 +159,7 @@ def test_a_transfer_summary_counts_every_change_not_only_the_listed_ones(tmp_pat
     assert "30 added" in result.stdout
 
 
+@pytest.mark.slow
 def test_migrate_warns_about_the_destination_it_was_given_partitions_for(tmp_path: Path) -> None:
     body = tmp_path / "offsets.json"
     body.write_text(json.dumps({"offsets": [{"partition": {"f": 1}, "offset": {"p": 1}}]}))

@@ -88,6 +88,7 @@ def busy_port() -> Iterator[int]:
         yield int(other.getsockname()[1])
 
 
+@pytest.mark.slow
 def test_serve_on_a_busy_port_says_so_in_one_line_and_exits_2(busy_port: int, tmp_path: Path) -> None:
     result = cli("serve", "--data-dir", str(tmp_path), "--port", str(busy_port))
     assert result.returncode == 2
@@ -100,6 +101,7 @@ def test_serve_on_a_busy_port_says_so_in_one_line_and_exits_2(busy_port: int, tm
     assert result.stderr.splitlines()[-1] == errors[0]
 
 
+@pytest.mark.slow
 def test_serve_on_an_unknown_host_says_so_in_one_line_and_exits_2(tmp_path: Path) -> None:
     result = cli(
         "serve",

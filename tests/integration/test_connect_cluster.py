@@ -90,6 +90,7 @@ def test_get_connectors_lists_the_clusters_configured_connectors_as_connect_does
     assert removed not in listed and ghost not in listed
 
 
+@pytest.mark.slow
 def test_a_running_connector_refuses_patch_and_delete_with_connects_message(cluster: ConnectClusterDaemon) -> None:
     name = unique("running")
     view = cluster.write(config(name), tasks(name, 2))
@@ -201,6 +202,7 @@ def test_offset_reads_wait_until_the_config_topic_was_read(
         view.close()
 
 
+@pytest.mark.slow
 def test_a_missing_config_topic_stops_the_daemon_with_a_clear_error(kafka_broker: TansuBroker, tmp_path: Path) -> None:
     missing = unique("no-such-configs")
     done = subprocess.run(

@@ -411,6 +411,7 @@ def test_writes_after_close_are_refused(data_dir: Path) -> None:
 # ---------------------------------------------------------------------------- durability
 
 
+@pytest.mark.slow
 def test_kill_9_in_the_middle_of_a_stream_of_writes_loses_no_acknowledged_record(data_dir: Path) -> None:
     rng = random.Random(875)
     total = 0  # records in the log after the previous round (each round resumes from there)

@@ -54,6 +54,7 @@ def test_kill_9_mid_stream_keeps_every_acknowledged_write(daemon_factory: Daemon
         assert offsets[worker] <= last_ack + 1
 
 
+@pytest.mark.slow
 def test_a_damaged_embedded_log_stops_startup_with_a_clear_error(tmp_path: Any) -> None:
     import subprocess
     import sys

@@ -73,6 +73,7 @@ def test_the_web_frameworks_own_answers_carry_no_kind(embedded_daemon: Any) -> N
     assert_error(httpx.get(f"{embedded_daemon.url}/no/such/route"), 404, None, "Not Found")
 
 
+@pytest.mark.slow
 def test_a_daemon_without_history_says_so_by_kind(daemon_factory: Any) -> None:
     daemon = daemon_factory("--no-history")
     response = httpx.get(f"{daemon.url}/connectors/{unique('hist')}/offsets/history", timeout=60)

@@ -96,6 +96,7 @@ WRITES = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.kafka
 @pytest.mark.parametrize("risingwave", [False, True], ids=["flink", "risingwave"])
 def test_java_written_records_export_as_the_state_jackson_writes(

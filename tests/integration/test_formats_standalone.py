@@ -215,6 +215,7 @@ def test_a_filestream_connector_resumes_from_an_exported_file(java_oracle: JavaO
     assert after[key] == f'{{"position":{total}}}'.encode()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("cut_fraction", [0.0, 0.05, 0.3, 0.5, 0.9, 0.999])
 def test_a_truncated_java_file_imports_nothing(java_file: JavaFile, tmp_path: Path, cut_fraction: float) -> None:
     data = java_file.path.read_bytes()

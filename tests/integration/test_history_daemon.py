@@ -185,6 +185,7 @@ def test_as_of_rollback_dry_run_and_rollback_through_the_cli(daemon_factory: Dae
     assert json.loads(as_of.stdout) == {"offsets": [{"partition": a, "offset": {"pos": 2}}]}
 
 
+@pytest.mark.slow
 def test_time_filters_bad_input_and_unknown_connectors(daemon_factory: DaemonFactory, tmp_path: Path) -> None:
     daemon = daemon_factory("--data-dir", str(tmp_path / "data"))
     name = unique("filters")
@@ -271,6 +272,7 @@ def test_a_damaged_archive_file_is_reported_and_the_rest_still_served(
     )
 
 
+@pytest.mark.slow
 def test_no_history_disables_the_routes(daemon_factory: DaemonFactory, tmp_path: Path) -> None:
     daemon = daemon_factory("--data-dir", str(tmp_path / "data"), "--no-history")
     name = unique("nohist")

@@ -331,6 +331,7 @@ def test_tails_records_written_after_the_initial_read(
     assert log.refresh_partition_count() == 2
 
 
+@pytest.mark.slow
 def test_a_failing_sink_is_retried_and_then_counted_never_silently_dropped(
     kafka_broker: TansuBroker, make_log: LogFactory, topic_name: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

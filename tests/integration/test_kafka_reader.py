@@ -64,6 +64,7 @@ def make_reader(kafka_broker: TansuBroker) -> Iterator[Callable[..., TopicReader
         reader.close()
 
 
+@pytest.mark.slow
 def test_read_to_end_returns_only_once_a_record_written_before_the_call_is_applied(
     kafka_broker: TansuBroker, make_reader: Callable[..., TopicReader], topic_name: str
 ) -> None:
@@ -98,6 +99,7 @@ def test_read_to_end_returns_only_once_a_record_written_before_the_call_is_appli
     assert reader.progress().positions == {0: 0, 1: 1}
 
 
+@pytest.mark.slow
 def test_read_to_end_on_a_tailing_reader_sees_what_was_just_written(
     kafka_broker: TansuBroker, make_reader: Callable[..., TopicReader], topic_name: str
 ) -> None:
@@ -113,6 +115,7 @@ def test_read_to_end_on_a_tailing_reader_sees_what_was_just_written(
         assert sink.keys()[-1] == key  # no sleep, no retry: read-your-writes
 
 
+@pytest.mark.slow
 def test_read_to_end_times_out_with_a_clear_error_when_an_open_transaction_blocks_the_reader(
     kafka_broker: TansuBroker, make_reader: Callable[..., TopicReader], topic_name: str
 ) -> None:
@@ -166,6 +169,7 @@ def test_read_to_end_before_start_or_after_close_fails_at_once(
     assert time.monotonic() - started < WAIT_S / 3  # no waiting for a reader that is gone
 
 
+@pytest.mark.slow
 def test_a_failing_sink_is_retried_then_its_records_are_counted_and_logged_with_coordinates(
     kafka_broker: TansuBroker,
     make_reader: Callable[..., TopicReader],

@@ -42,6 +42,7 @@ def at_end(samples: Samples, before: Samples, records: int) -> bool:
     return read - before.value("connect_offsets_reader_records_read_total") >= records and set(lags.values()) == {0.0}
 
 
+@pytest.mark.slow
 def test_writes_are_counted_and_the_reader_follows_the_topics_end(
     kafka_broker: TansuBroker, kafka_daemon: KafkaDaemon
 ) -> None:

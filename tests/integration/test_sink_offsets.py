@@ -208,6 +208,7 @@ def test_request_parsing_matches_connects_rest_layer_and_sinkutils(cluster: Conn
             assert planned == java, body
 
 
+@pytest.mark.slow
 def test_a_sink_that_is_not_stopped_is_refused(cluster: ConnectClusterDaemon) -> None:
     name, topic = unique("sink"), unique("orders")
     cluster.broker.create_topic(topic, 3)

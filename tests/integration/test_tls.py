@@ -125,6 +125,7 @@ def test_tls_without_client_certificates_serves_https_with_passwords(authority: 
         daemon.stop()
 
 
+@pytest.mark.slow
 def test_unusable_tls_files_stop_the_daemon_with_one_line(tmp_path: Path) -> None:
     missing = tmp_path / "nope.pem"
     result = cli("serve", "--port", str(free_port()), "--data-dir", str(tmp_path), "--tls-cert", str(missing))

@@ -118,6 +118,7 @@ def test_a_standalone_destination_is_merged_and_a_document_is_replaced(tmp_path:
     assert [r.key for r in kip875.loads_file(doc.read_bytes()).records] == [rec("a", 1, None).key]
 
 
+@pytest.mark.slow
 def test_long_transfers_report_progress_on_stderr(tmp_path: Path) -> None:
     records = [rec("bulk", i, b'{"o":1}') for i in range(12_000)]
     stream = io.StringIO()

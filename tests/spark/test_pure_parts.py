@@ -236,6 +236,7 @@ def _cli(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.slow
 def test_spark_handoff_reports_bad_checkpoints_clearly(tmp_path: Path) -> None:
     missing = _cli("--checkpoint", str(tmp_path / "nope"), "--connector", "c", "--url", "http://127.0.0.1:9")
     assert missing.returncode == 2 and "does not exist" in missing.stderr

@@ -80,6 +80,7 @@ def silent_broker() -> Iterator[str]:
         yield f"127.0.0.1:{sock.getsockname()[1]}"
 
 
+@pytest.mark.slow
 def test_a_daemon_not_ready_in_time_is_killed_and_raises(silent_broker: str) -> None:
     daemon = KafkaDaemon(silent_broker, start_timeout_s=1.0)
     with pytest.raises(DaemonStartError, match=r"^the daemon was not ready within 1 s \(command: "):

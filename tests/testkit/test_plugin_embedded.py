@@ -282,6 +282,7 @@ def test_the_shells_daemon_settings_never_reach_the_test_daemon(
     run_inner(inner).assert_outcomes(passed=1)
 
 
+@pytest.mark.slow
 def test_a_bad_kit_setting_is_a_usage_error(inner: pytest.Pytester) -> None:
     inner.makepyfile(test_any="def test_any():\n    pass\n")
 

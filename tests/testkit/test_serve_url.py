@@ -71,6 +71,7 @@ def wait_for_file(path: Path, proc: subprocess.Popen[str], timeout_s: float = 30
     return path.read_text()
 
 
+@pytest.mark.slow
 def test_port_0_binds_a_free_port_and_prints_the_url_once_ready(
     tmp_path: Path, processes: list[subprocess.Popen[str]]
 ) -> None:
@@ -85,6 +86,7 @@ def test_port_0_binds_a_free_port_and_prints_the_url_once_ready(
     assert httpx.get(url + "/readyz", timeout=5).status_code == 200  # ready when announced, not merely bound
 
 
+@pytest.mark.slow
 def test_the_url_file_holds_the_url_once_ready_and_is_gone_after_shutdown(
     tmp_path: Path, processes: list[subprocess.Popen[str]]
 ) -> None:
@@ -104,6 +106,7 @@ def test_the_url_file_holds_the_url_once_ready_and_is_gone_after_shutdown(
     assert not url_file.exists()
 
 
+@pytest.mark.slow
 def test_a_stale_url_file_is_removed_before_the_daemon_is_ready(
     tmp_path: Path, processes: list[subprocess.Popen[str]]
 ) -> None:
@@ -173,6 +176,7 @@ def test_a_wildcard_host_is_announced_as_the_loopback_url(
         ("read-only/daemon.url", "the directory {dir}/read-only is not writable"),
     ],
 )
+@pytest.mark.slow
 def test_a_url_file_that_cannot_be_written_stops_serve_with_one_line(tmp_path: Path, where: str, reason: str) -> None:
     if where.startswith("read-only") and os.geteuid() == 0:
         pytest.skip("root may write into a read-only directory, so there is nothing to refuse")

@@ -215,6 +215,7 @@ _values = st.recursive(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=500)
 @given(st.dictionaries(st.text(st.characters(codec=None, exclude_categories=())), _scalars, max_size=6))
 def test_flat_map_fast_path_is_byte_identical_to_the_reference_encoder(value: dict[str, object]) -> None:

@@ -203,6 +203,7 @@ _values = st.recursive(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=500)
 @given(_values)
 def test_round_trip_gives_what_connect_would_hold(value: object) -> None:

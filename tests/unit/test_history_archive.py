@@ -435,6 +435,7 @@ def test_fenced_appends_through_the_tracked_log_reach_the_backend_and_are_attrib
     assert stack.writer.release(Fence("c", claim.epoch)) is True
 
 
+@pytest.mark.slow
 def test_a_write_that_keeps_failing_stops_archiving_says_so_and_counts_every_record_left_out(
     tmp_path: Path, stacks: list[Stack]
 ) -> None:
