@@ -14,7 +14,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from emulator.logs.base import OffsetLog
-from emulator.model.connectors import ConnectorKind, ConnectorStates, not_found_message, not_stopped_message
+from emulator.model.connectors import (
+    ConnectorKind,
+    ConnectorStates,
+    NoConnectCluster,
+    not_found_message,
+    not_stopped_message,
+)
 from emulator.model.errors import ConnectorNotFound, InvalidRequest, NotReady, NotStopped, WrongConnectorType
 from emulator.view.offset_view import OffsetView
 
@@ -25,6 +31,7 @@ class ConnectorChecks:
         self._view = view
         self._states = states
         self._refresh_timeout_s = refresh_timeout_s
+        self._has_registry = not isinstance(states, NoConnectCluster)
 
     def ensure_ready(self) -> None:
         """Connect's startup rule: nothing is answered from a log that has not been read to its end."""
@@ -40,8 +47,12 @@ class ConnectorChecks:
         self._states.ensure_ready()
 
     async def refresh(self) -> None:
-        """The herder reads the config topic to its end before checking a modification."""
-        await asyncio.to_thread(self._states.refresh, self._refresh_timeout_s)
+        """The herder reads the config topic to its end before checking a modification.
+
+        Without a Connect cluster there is nothing to read: no hop to a worker thread (and back) to
+        call ``NoConnectCluster.refresh``, a no-op, on every PATCH and DELETE."""
+        if self._has_registry:
+            await asyncio.to_thread(self._states.refresh, self._refresh_timeout_s)
 
     def require_known(self, connector: str) -> None:
         """Connect's not-found: with a Connect cluster, a live config decides; without one, having offsets."""

@@ -128,7 +128,7 @@ async def alter_offsets(
     claim_epoch: int | None = None,
     sequence_source: str | None = None,
     sequence: int | None = None,
-) -> dict[str, Any]:
+) -> Response:
     """Ours: ``claim_epoch`` (the writer's claim, see /connectors/{c}/claim) and
     ``sequence_source`` + ``sequence`` (reordering detection: a stale commit is dropped per
     partition and listed under ``dropped``)."""
@@ -139,7 +139,7 @@ async def alter_offsets(
     )
     result = await rt.offsets.alter(connector, changes, dry_run=dry_run, create=create, kind=kind, auth=auth)
     note_modification(result, partitions=False)
-    return _body(result)
+    return json_response(_body(result))
 
 
 @router.delete(
@@ -149,14 +149,16 @@ async def alter_offsets(
 )
 async def reset_offsets(
     connector: str, rt: RuntimeDep, dry_run: bool = False, kind: str | None = None, claim_epoch: int | None = None
-) -> dict[str, Any]:
+) -> Response:
     auth = WriteAuth(int64_param("claim_epoch", claim_epoch))
     result = await rt.offsets.reset(connector, dry_run=dry_run, kind=kind, auth=auth)
     note_modification(result, partitions=True)
-    return _body(result)
+    return json_response(_body(result))
 
 
 def _body(result: ModifyResult) -> dict[str, Any]:
+    """Sent through ``json_response``, not returned to FastAPI: its ``jsonable_encoder`` walk of the
+    dict cost ~0.05 ms of every PATCH for the same bytes (JSONResponse's ``json.dumps`` settings)."""
     if not result.dry_run:
         body: dict[str, Any] = {"message": result.message}
         if result.dropped:
