@@ -11,10 +11,9 @@ import contextlib
 import logging
 import ssl
 from collections.abc import AsyncIterator, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import uvicorn
-from fastapi import FastAPI
 
 from emulator.connect_cluster import ConnectCluster
 from emulator.connect_cluster.offsets_topics import ConnectorTopics, OpenStore, TopicStore
@@ -28,17 +27,14 @@ from emulator.model.errors import LogConfigError
 from emulator.model.exactly_once import DISABLED, ExactlyOnceSource
 from emulator.model.sequences import SequenceTracker
 from emulator.server.announce import Announcement, AnnouncingServer, clear_url_file, remove_url_file
-from emulator.server.app import create_app
 from emulator.server.auth import reload as credentials_reload
 from emulator.server.auth.config import Security, build_security
 from emulator.server.auth.tls import PeerCertificateProtocol, TlsError, TlsFiles, server_context
-from emulator.server.deps import Runtime
 from emulator.server.listen import listen, url_of
 from emulator.server.log_format import configure_logging
 from emulator.server.metrics import serve_metrics
-from emulator.server.observability import Observability
 from emulator.server.options import SettingsError
-from emulator.server.routes.params import DEFAULT_MAX_BODY_BYTES
+from emulator.server.runtime import Runtime
 from emulator.server.settings import Settings
 from emulator.server.sink_lag import SinkLag, cluster_sinks
 from emulator.server.worker_config import exactly_once_source
@@ -55,6 +51,11 @@ from emulator.service.source_strategy import SourceStrategy
 from emulator.service.write_guard import WriteGuard
 from emulator.service.writer import OffsetsWriter
 from emulator.view.offset_view import OffsetView
+
+if TYPE_CHECKING:
+    from fastapi import FastAPI
+
+    from emulator.server.observability import Observability
 
 log = logging.getLogger(__name__)
 
@@ -271,6 +272,8 @@ async def _report_replay(runtime: Runtime, every_s: float = 5.0) -> None:
 def build_observability(settings: Settings, runtime: Runtime) -> Observability:
     """Access log on or off, and sink connectors' lag for the metrics when a Connect cluster says
     which connectors are sinks."""
+    from emulator.server.observability import Observability
+
     sink_lag = None
     if runtime.cluster is not None and settings.bootstrap_servers is not None:
         clients = KafkaClientConfig(settings.bootstrap_servers, settings.kafka_config, "sink lag metrics")
@@ -283,20 +286,24 @@ def make_app(
     history: HistoryArchive | None = None,
     security: Security | None = None,
     observability: Observability | None = None,
-    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    max_body_bytes: int | None = None,
+    reading_started: bool = False,
 ) -> FastAPI:
+    """The app over ``runtime``; its lifespan starts the log's reading unless ``reading_started``
+    (``serve`` starts it before building the app). FastAPI is imported here, not at the top of this
+    module: see ``serve``."""
+    from emulator.server.app import create_app
+    from emulator.server.routes.params import DEFAULT_MAX_BODY_BYTES
+
     app = create_app(runtime, security, observability)
     app.state.history = history
-    app.state.max_body_bytes = max_body_bytes
+    app.state.max_body_bytes = DEFAULT_MAX_BODY_BYTES if max_body_bytes is None else max_body_bytes
     store = security.authenticator.store if security is not None else None
 
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
-        runtime.log.start_reading(runtime.view.apply)
-        if runtime.cluster is not None:
-            runtime.cluster.start_reading()
-        if runtime.topics is not None:
-            runtime.topics.start()
+        if not reading_started:
+            start_reading(runtime)
         tasks = [asyncio.create_task(_report_replay(runtime))]
         if store is not None:
             tasks.append(asyncio.create_task(credentials_reload.watch(store)))
@@ -310,6 +317,16 @@ def make_app(
 
     app.router.lifespan_context = lifespan
     return app
+
+
+def start_reading(runtime: Runtime) -> None:
+    """The replay of the offsets log (and of the Connect cluster's topics) into the view, on the
+    logs' own threads."""
+    runtime.log.start_reading(runtime.view.apply)
+    if runtime.cluster is not None:
+        runtime.cluster.start_reading()
+    if runtime.topics is not None:
+        runtime.topics.start()
 
 
 def close_runtime(runtime: Runtime, history: HistoryArchive | None) -> None:
@@ -344,8 +361,13 @@ def serve(settings: Settings) -> None:
     stop_metrics: Callable[[], None] | None = None
     try:
         history = build_history(settings, runtime, origins)
+        # The replay starts now, before the HTTP stack (FastAPI, pydantic, the routes: ~1 s of imports
+        # and app building on 2 cores) is imported and built, so that the two overlap: a restore's
+        # wall time is mostly waiting for the broker (benchmarks/RESULTS.md, "Issue 12 targets").
+        start_reading(runtime)
         sock = listen(settings.host, settings.port)
-        app = make_app(runtime, history, security, build_observability(settings, runtime), settings.max_body_bytes)
+        observability = build_observability(settings, runtime)
+        app = make_app(runtime, history, security, observability, settings.max_body_bytes, reading_started=True)
         if settings.metrics_port is not None:
             stop_metrics = serve_metrics(app.state.metrics, settings.host, settings.metrics_port)
     except BaseException:
