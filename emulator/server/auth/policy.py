@@ -87,7 +87,8 @@ async def enforce(request: Request) -> None:
     """The app-wide dependency: 401 without credentials where the route needs some, 403 outside
     the principal's scopes. Runs before the route's own parameters are read."""
     route = request.scope.get("route")
-    path = getattr(route, "path", request.url.path)
+    # Not getattr(route, "path", request.url.path): its default is built (a URL object) on every request.
+    path = route.path if route is not None and hasattr(route, "path") else request.url.path
     rule = rule_for(request.method, path)
     principal = current_principal.get()
     authenticator: Authenticator = request.app.state.authenticator
