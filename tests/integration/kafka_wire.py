@@ -15,11 +15,9 @@ header is ``api_key int16, api_version int16, correlation_id int32, client_id nu
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import socket
 import struct
-import subprocess
 import threading
 import time
 import uuid
@@ -29,7 +27,8 @@ from pathlib import Path
 from confluent_kafka import TopicCollection
 from confluent_kafka.admin import AdminClient
 
-from tests.fixtures.broker import TansuBroker, _die_with_parent, _free_port
+from tests.fixtures.broker import TansuBroker
+from tests.fixtures.processes import free_port, spawn_tansu, wait_ready
 
 FETCH = 1
 INIT_PRODUCER_ID = 22
@@ -252,30 +251,13 @@ class TappedTansu(TansuBroker):
         self.tap: WireTap | None = None
 
     def start(self) -> None:
-        upstream = _free_port()
+        upstream = free_port()
         tap = WireTap(upstream)
         tap.start()
         self.tap = tap
         self.port = tap.port
-        with self.log_path.open("ab") as log_file:
-            self.process = subprocess.Popen(
-                [
-                    self.binary,
-                    "broker",
-                    "--listener-url",
-                    f"tcp://127.0.0.1:{upstream}",
-                    "--advertised-listener-url",
-                    f"tcp://127.0.0.1:{tap.port}",
-                    "--storage-engine",
-                    "memory://tansu/",
-                ],
-                stdin=subprocess.DEVNULL,
-                stdout=log_file,
-                stderr=subprocess.STDOUT,
-                preexec_fn=_die_with_parent,
-            )
-        atexit.register(self.stop)
-        problem = self._wait_ready()
+        self.process = spawn_tansu(self.binary, self.log_path, upstream, tap.port)
+        problem = wait_ready(self.process, self.bootstrap)
         if problem is not None:
             self.stop()
             raise AssertionError(f"tapped Tansu did not start: {problem}\n{self.log_tail()}")
