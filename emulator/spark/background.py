@@ -17,53 +17,29 @@ from collections.abc import Sequence
 from emulator.client.credentials import Credentials
 from emulator.client.http import ClientError
 from emulator.spark.committer import DaemonOffsets, Entry
+from emulator.spark.newest_wins import NewestWinsCommitter
 
 log = logging.getLogger(__name__)
 
 
-class BackgroundCommitter:
-    def __init__(self, url: str, connector: str, credentials: Credentials | None = None) -> None:
-        self.url, self.connector, self.credentials = url, connector, credentials
-        self._pending: Sequence[Entry] | None = None
-        self._wake = threading.Condition()
-        self._busy = False
-        self._thread = threading.Thread(target=self._loop, name=f"commit-{connector}", daemon=True)
-        self._thread.start()
+class BackgroundCommitter(NewestWinsCommitter[Sequence[Entry]]):
+    expected_errors = (ClientError,)
 
     def submit(self, entries: Sequence[Entry]) -> None:
-        with self._wake:
-            self._pending = entries
-            self._wake.notify()
+        self._submit(entries)
 
-    def flush(self, timeout_s: float = 30.0) -> bool:
-        """Wait until nothing is pending or in flight (tests, orderly shutdowns)."""
-        with self._wake:
-            return self._wake.wait_for(lambda: self._pending is None and not self._busy, timeout_s)
+    def _commit(self, daemon: DaemonOffsets, item: Sequence[Entry]) -> None:
+        daemon.commit(self.connector, item)
 
-    def _loop(self) -> None:
-        daemon = DaemonOffsets(self.url, credentials=self.credentials)
-        while True:
-            with self._wake:
-                self._wake.wait_for(lambda: self._pending is not None)
-                entries: Sequence[Entry] = self._pending or []
-                self._pending, self._busy = None, True
-            try:
-                daemon.commit(self.connector, entries)
-            except ClientError as exc:
-                log.warning(
-                    "connect-file %s: could not commit %s to the daemon at %s (a later commit, the listener or "
-                    "spark-handoff will publish it): %s",
-                    self.connector,
-                    [offset for _, offset in entries],
-                    self.url,
-                    exc,
-                )
-            except Exception:  # the thread must survive anything to keep committing later batches
-                log.exception("connect-file %s: unexpected error while committing", self.connector)
-            finally:
-                with self._wake:
-                    self._busy = False
-                    self._wake.notify_all()
+    def _failed(self, item: Sequence[Entry], exc: Exception) -> None:
+        log.warning(
+            "connect-file %s: could not commit %s to the daemon at %s (a later commit, the listener or "
+            "spark-handoff will publish it): %s",
+            self.connector,
+            [offset for _, offset in item],
+            self.url,
+            exc,
+        )
 
 
 _committers: dict[tuple[str, str, Credentials | None], BackgroundCommitter] = {}

@@ -17,7 +17,6 @@ acknowledged, which costs retained WAL, never a change.
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -26,6 +25,7 @@ from emulator.client.http import ClientError
 from emulator.spark.committer import DaemonOffsets, UnreadableOffsets
 from emulator.spark.debezium_offsets import DebeziumOffset, debezium_backwards_reason
 from emulator.spark.debezium_process import EngineError
+from emulator.spark.newest_wins import NewestWinsCommitter
 
 log = logging.getLogger(__name__)
 
@@ -41,8 +41,10 @@ def held_by_daemon(skipped_reasons: list[str]) -> bool:
     return all(reason == "unchanged" for reason in skipped_reasons)
 
 
-class DebeziumCommitter:
+class DebeziumCommitter(NewestWinsCommitter[PendingCommit]):
     """One thread per reader: commit the newest pending batch end, then acknowledge it."""
+
+    expected_errors = (ClientError, EngineError, UnreadableOffsets)
 
     def __init__(
         self,
@@ -51,46 +53,19 @@ class DebeziumCommitter:
         acknowledge: Callable[[int, int], object],
         credentials: Credentials | None = None,
     ) -> None:
-        self.url, self.connector, self.credentials = url, connector, credentials
         self._acknowledge = acknowledge
-        self._pending: PendingCommit | None = None
-        self._busy = False
-        self._wake = threading.Condition()
         self.committed_seq = 0
         self.errors: list[str] = []
-        self._thread = threading.Thread(target=self._loop, name=f"commit-{connector}", daemon=True)
-        self._thread.start()
+        super().__init__(url, connector, credentials)
 
     def submit(self, offset: DebeziumOffset, generation: int) -> None:
         """Newest wins: an older pending end is superseded (commits are monotonic anyway)."""
-        with self._wake:
-            self._pending = PendingCommit(offset, generation)
-            self._wake.notify_all()
+        self._submit(PendingCommit(offset, generation))
 
-    def flush(self, timeout_s: float = 30.0) -> bool:
-        with self._wake:
-            return self._wake.wait_for(lambda: self._pending is None and not self._busy, timeout_s)
-
-    def _loop(self) -> None:
-        daemon = DaemonOffsets(self.url, credentials=self.credentials)
-        while True:
-            with self._wake:
-                self._wake.wait_for(lambda: self._pending is not None)
-                pending = self._pending
-                self._pending, self._busy = None, True
-            assert pending is not None
-            try:
-                self._commit(daemon, pending)
-            except (ClientError, EngineError, UnreadableOffsets) as exc:
-                message = f"connect-debezium {self.connector}: committing change {pending.offset.seq} failed: {exc}"
-                log.warning("%s (a later batch, the listener or spark-handoff publishes it)", message)
-                self.errors.append(message)
-            except Exception:  # the thread must survive anything to keep committing later batches
-                log.exception("connect-debezium %s: unexpected error while committing", self.connector)
-            finally:
-                with self._wake:
-                    self._busy = False
-                    self._wake.notify_all()
+    def _failed(self, item: PendingCommit, exc: Exception) -> None:
+        message = f"connect-debezium {self.connector}: committing change {item.offset.seq} failed: {exc}"
+        log.warning("%s (a later batch, the listener or spark-handoff publishes it)", message)
+        self.errors.append(message)
 
     def _commit(self, daemon: DaemonOffsets, pending: PendingCommit) -> None:
         offset = pending.offset
