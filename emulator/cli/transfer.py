@@ -142,6 +142,13 @@ def _common(p: argparse.ArgumentParser) -> None:
         default=None,
         help="entries listed per connector in the diff (default 20 for text, all for --json; 0: all)",
     )
+    p.add_argument(
+        "--store",
+        choices=["effective", "connector", "worker"],
+        default=None,
+        help="a daemon source only: effective (default: each connector as Connect reads it, from its own offsets "
+        "topic when it has one), connector (connectors' own topics alone) or worker (the worker's log alone)",
+    )
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     add_confirmation_option(p)
 
@@ -171,6 +178,7 @@ def _options(args: argparse.Namespace) -> TransferOptions:
         risingwave=args.risingwave,
         timeout_s=args.timeout,
         diff_limit=_diff_limit(args),
+        store=args.store,
     )
 
 
@@ -209,6 +217,11 @@ def run_migrate(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace, source: Location, destination: Location) -> int:
     options = _options(args)
+    if options.store is not None and source.kind != "daemon":
+        raise UsageError(
+            f"--store names a daemon's store; {source.description} is not a daemon (a kafka:// location reads "
+            "exactly the topic it names)"
+        )
     progress = Progress(enabled=not args.quiet)
     try:
         if options.prune and not options.dry_run:

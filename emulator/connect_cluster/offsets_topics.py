@@ -103,6 +103,10 @@ class ConnectorTopics:
         record = self._state.snapshot(connector).task_count_record or 0
         return [self.eos.transactional_id(connector, task) for task in range(1, record)]
 
+    def separate_topic_connectors(self) -> list[str]:
+        """Source connectors whose current config gives them an offsets topic besides the worker's."""
+        return sorted(name for names in self._wanted().values() for name in names)
+
     def _wanted(self) -> dict[StoreKey, list[str]]:
         """Every store a source connector's current config needs, with the connectors needing it."""
         wanted: dict[StoreKey, list[str]] = {}

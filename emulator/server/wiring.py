@@ -186,7 +186,7 @@ def assemble_runtime(
         view=view,
         offsets=offsets,
         claims=ClaimsService(checks, guard, offsets.read_to_end, write_timeout_s, source.claims_refusal),
-        records=RecordsService(offset_log.description, view, checks, guard, writer, source.raw_write_refusal),
+        records=RecordsService(offset_log.description, view, checks, guard, writer, source),
         history=HistoryQueries(checks),
         health=Health(offset_log, view, cluster, topics),
         cluster=cluster,

@@ -29,7 +29,7 @@ claims and claimed writes (409 ``claims_unsupported``).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 
 from emulator.codec.keys import encode_key, logical_id
 from emulator.codec.murmur2 import partition_for
@@ -45,13 +45,17 @@ from emulator.model.records import Position
 from emulator.service.bodies import OffsetChange, validate_changes
 from emulator.service.results import RESET, ModifyResult, PlannedRecord
 from emulator.service.source_strategy import SourceStrategy, altered_message
-from emulator.service.write_guard import WriteAuth, WriteGuard
-from emulator.service.writer import AppendTarget, Entries, WriteSection
+from emulator.service.write_guard import NO_AUTH, WriteAuth, WriteGuard
+from emulator.service.writer import AppendTarget, Entries, OffsetsWriter, WriteSection
 from emulator.view.offset_view import OffsetView
 
 log = logging.getLogger(__name__)
 
 STORES = ("effective", "connector", "worker")
+
+Done = Callable[[], None] | None
+Step = Callable[[Sequence[PlannedRecord], AppendTarget | None, Done], Awaitable[None]]
+"""One write of ``ConnectorOffsetBackingStore.set``'s order: records, the log (None: the worker's), then."""
 
 
 class SourceOffsets:
@@ -102,30 +106,10 @@ class SourceOffsets:
         )
         return f"Connector {connector} cannot be claimed: {why}; write its offsets without a claim"
 
-    def raw_write_refusal(self, connector: str) -> str | None:
-        """Why raw-record writes (a rollback, an import) must not touch ``connector`` (None: they may).
-
-        They write the worker's topic alone, outside any transaction: for these connectors that write
-        would be masked by the connector store or leave zombie tasks unfenced, a silent no-op either way.
-        """
-        stores = self.stores_of(connector)
-        if not self._special(stores):
-            return None
-        where = (
-            f"in its own topic '{stores.connector_topic}' as well as the worker's"
-            if stores.separate_topic
-            else "in transactions of its task 0's transactional id (exactly-once source)"
-        )
-        return (
-            f"Connector {connector}'s offsets are written {where}; rollbacks and raw-record imports write the "
-            "worker's topic only. Read the offsets wanted (GET ?as_of=T for a past state) and write them "
-            f"with PATCH /connectors/{connector}/offsets instead"
-        )
-
     # -- reads ----------------------------------------------------------------------------
     async def offsets(self, connector: str, store: str | None = None) -> list[ConnectorOffset]:
         """``store``: ``effective`` (default, Connect's answer), ``connector`` or ``worker``."""
-        which = _checked_store(store)
+        which = checked_store(store)
         stores = self.stores_of(connector)
         if which == "worker":
             return await self._plain.offsets(connector)
@@ -142,7 +126,7 @@ class SourceOffsets:
     def own_archive(self, connector: str, store: str | None) -> HistoryArchive | None:
         """The history archive of the connector's own offsets topic, unless ``store=worker`` or it has
         none (its offsets are in the worker's topic alone)."""
-        which = _checked_store(store)
+        which = checked_store(store)
         stores = self.stores_of(connector)
         if which == "connector" and stores.connector_topic is None:
             raise InvalidRequest(_no_connector_store(connector))
@@ -200,7 +184,7 @@ class SourceOffsets:
         own = self._own_store(stores)
         rows = self._worker_view.offsets(connector) + ([] if own is None else own.view.offsets(connector))
         keys = list(dict.fromkeys(key for row in rows for key in row.keys))
-        plan = _Plan()
+        plan = StorePlan()
         for key in keys:
             plan.add(self, stores, own, key, None)
         if not dry_run:
@@ -218,10 +202,10 @@ class SourceOffsets:
 
     def _plan(
         self, connector: str, stores: ConnectorStores, own: TopicStore | None, changes: Sequence[OffsetChange]
-    ) -> _Plan:
+    ) -> StorePlan:
         """Per partition: every live raw key either store holds for it (the bytes tasks use), else a new
         key in the request's order; the same keys and values for both stores."""
-        plan = _Plan()
+        plan = StorePlan()
         for change in changes:
             value = encode_offset(change.offset)
             lid = logical_id(change.partition)
@@ -236,20 +220,28 @@ class SourceOffsets:
         connector: str,
         stores: ConnectorStores,
         own: TopicStore | None,
-        plan: _Plan,
+        plan: StorePlan,
         auth: WriteAuth,
         section: WriteSection,
         on_applied: Callable[[], None] | None = None,
     ) -> None:
+        async def step(records: Sequence[PlannedRecord], target: AppendTarget | None, done: Done) -> None:
+            await section.append(records, auth, done, target)
+
+        await self._in_order(connector, self._primary_target(connector, stores, own), plan, step, on_applied)
+
+    async def _in_order(
+        self, connector: str, primary: AppendTarget, plan: StorePlan, step: Step, on_applied: Done = None
+    ) -> None:
         """``ConnectorOffsetBackingStore.set``: tombstones to the worker store, everything to the connector
         store (in task 0's transaction with exactly-once source), the rest to the worker store."""
         if plan.secondary_tombstones:
-            await section.append(plan.secondary_tombstones, auth)
-        await section.append(plan.primary, auth, on_applied, target=self._primary_target(connector, stores, own))
+            await step(plan.secondary_tombstones, None, None)
+        await step(plan.primary, primary, on_applied)
         if not plan.secondary_values:
             return
         try:
-            await section.append(plan.secondary_values, auth)
+            await step(plan.secondary_values, None, None)
         except (LogWriteError, LogUnavailable) as exc:
             # Connect writes these fire-and-forget and only logs a failure: reads take the connector store's value.
             self.secondary_write_failures += 1
@@ -258,6 +250,59 @@ class SourceOffsets:
                 connector,
                 exc.message,
             )
+
+    # -- raw records (imports, exports, rollbacks: emulator.service.records) -----------------
+    def special(self, connector: str) -> bool:
+        """Whether Connect reads and writes ``connector`` through a combined store (not the worker's alone)."""
+        return self._special(self.stores_of(connector))
+
+    def separate_topic_connectors(self) -> list[str]:
+        """Source connectors whose config names an offsets topic of their own (besides the worker's)."""
+        return [] if self._topics is None else self._topics.separate_topic_connectors()
+
+    def records_store(self, connector: str, store: str | None) -> TopicStore | None:
+        """Where ``store`` of ``connector`` keeps its raw records when that is not the worker's topic:
+        the connector's own topic for ``effective`` and ``connector``; None for the worker's topic."""
+        which = checked_store(store)
+        stores = self.stores_of(connector)
+        if which == "connector" and stores.connector_topic is None:
+            raise InvalidRequest(_no_connector_store(connector))
+        return None if which == "worker" else self._own_store(stores)
+
+    def primary_value(self, connector: str, key: bytes) -> bytes | None:
+        """The live value of ``key`` in the store Connect reads it from (the connector store when there is one)."""
+        own = self._own_store(self.stores_of(connector))
+        entry = (self._worker_view if own is None else own.view).get_raw(key)
+        return None if entry is None else entry.value
+
+    def primary_view(self, connector: str) -> OffsetView:
+        own = self._own_store(self.stores_of(connector))
+        return self._worker_view if own is None else own.view
+
+    def plan_raw(self, connector: str, records: Sequence[tuple[bytes, bytes | None]]) -> StorePlan:
+        """Raw records (exact key bytes, tombstones included) for both stores, as Connect's ``set`` writes them."""
+        stores = self.stores_of(connector)
+        own = self._own_store(stores)
+        plan = StorePlan()
+        for key, value in records:
+            plan.add(self, stores, own, key, value)
+        return plan
+
+    async def write_planned(self, connector: str, plan: StorePlan, section: WriteSection) -> None:
+        """A rollback's write, in the connector's own section."""
+        stores = self.stores_of(connector)
+        await self._write(connector, stores, self._own_store(stores), plan, NO_AUTH, section)
+
+    async def write_planned_locked(self, connector: str, plan: StorePlan, writer: OffsetsWriter) -> None:
+        """An import's write: the caller holds every connector's section (``OffsetsWriter.lock``)."""
+
+        async def step(records: Sequence[PlannedRecord], target: AppendTarget | None, done: Done) -> None:
+            await writer.append_locked([(r.key, r.value) for r in records], connector, target=target)
+            if done is not None:
+                done()
+
+        stores = self.stores_of(connector)
+        await self._in_order(connector, self._primary_target(connector, stores, self._own_store(stores)), plan, step)
 
     def _primary_target(self, connector: str, stores: ConnectorStores, own: TopicStore | None) -> AppendTarget:
         log_, view = (self._worker_log, self._worker_view) if own is None else (own.log, own.view)
@@ -296,7 +341,7 @@ class SourceOffsets:
         return primary, secondary
 
 
-class _Plan:
+class StorePlan:
     """The records of one write, by store and step."""
 
     def __init__(self) -> None:
@@ -317,7 +362,7 @@ class _Plan:
         return [*self.secondary_tombstones, *self.primary, *self.secondary_values]
 
 
-def _checked_store(store: str | None) -> str:
+def checked_store(store: str | None) -> str:
     which = store or "effective"
     if which not in STORES:
         raise InvalidRequest(f"store must be one of {', '.join(STORES)}, got {store!r}")

@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import asyncio
 import base64
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypedDict
 
 from emulator.codec.readable import ValueProblem, value_problem
+from emulator.connect_cluster.offsets_topics import TopicStore
 from emulator.formats.diff import Diff, compute_diff
 from emulator.formats.model import KeyIndex, RawRecord, connector_of
 from emulator.history.archive import HistoryArchive
@@ -26,10 +27,11 @@ from emulator.history.rollback import RollbackChange, current_state, plan_rollba
 from emulator.model.connectors import not_stopped_message
 from emulator.model.errors import ConnectorNotFound, InvalidRequest, NotStopped
 from emulator.service.checks import ConnectorChecks
+from emulator.service.connector_stores import SourceOffsets, checked_store
 from emulator.service.history import read_past
 from emulator.service.write_guard import NO_AUTH, WriteGuard
 from emulator.service.writer import OffsetsWriter
-from emulator.view.offset_view import OffsetView
+from emulator.view.offset_view import Entry, OffsetView
 
 
 class ExportedRecord(TypedDict):
@@ -41,6 +43,10 @@ class ExportedRecord(TypedDict):
     kafka_partition: int
     offset: int
     timestamp_ms: int
+    store: str
+    """``worker`` (the daemon's offsets log) or ``connector`` (the connector's own offsets topic, ``topic``)."""
+    topic: str | None
+    """The connector's own offsets topic for ``store=connector`` records; None for the worker's log."""
 
 
 class RecordsExport(TypedDict):
@@ -49,6 +55,11 @@ class RecordsExport(TypedDict):
     records: list[ExportedRecord]
     skipped_null_keys: int
     """Keyless records cannot be imported anywhere (a compacted topic refuses them), so they are counted."""
+    store: str
+    """Which store was read: ``effective`` (as Connect reads each connector), ``connector`` or ``worker``."""
+    masked_worker_records: int
+    """``effective``: worker-topic records of connectors with their own topic, left out because Connect
+    does not read them (the connector store's answer wins, a null where it has none)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +79,19 @@ class RollbackResult:
     dry_run: bool
     damaged_files: list[Damage]
     """Archive files that could not be read completely; the target state may lack their records."""
+
+
+def _exported(key: bytes, entry: Entry, connector: str | None, topic: str | None) -> ExportedRecord:
+    return {
+        "key": _b64(key),
+        "value": _b64(entry.value),
+        "connector": connector,
+        "kafka_partition": entry.partition,
+        "offset": entry.offset,
+        "timestamp_ms": entry.timestamp_ms,
+        "store": "worker" if topic is None else "connector",
+        "topic": topic,
+    }
 
 
 def _b64(raw: bytes) -> str:
@@ -108,47 +132,73 @@ class RecordsService:
         checks: ConnectorChecks,
         guard: WriteGuard,
         writer: OffsetsWriter,
-        refusal: Callable[[str], str | None] | None = None,
+        stores: SourceOffsets | None = None,
     ) -> None:
-        """``refusal(connector)``: why raw writes must not touch a connector (KIP-618 connectors), or None."""
+        """``stores``: where Connect keeps each source connector's offsets (KIP-618 connector stores)."""
         self._log_description = log_description
         self._view = view
         self._checks = checks
         self._guard = guard
         self._writer = writer
-        self._refusal = refusal
+        self._stores = stores
 
-    def _refuse(self, connectors: Iterable[str | None]) -> None:
-        for connector in connectors:
-            why = None if self._refusal is None or connector is None else self._refusal(connector)
-            if why is not None:
-                raise InvalidRequest(why)
+    def _special(self, connector: str | None) -> bool:
+        return connector is not None and self._stores is not None and self._stores.special(connector)
 
-    def export(self, connectors: list[str] | None = None) -> RecordsExport:
-        """Every live raw record (keys Connect ignores included), in log order per Kafka partition."""
+    def export(self, connectors: list[str] | None = None, store: str | None = None) -> RecordsExport:
+        """Every live raw record (keys Connect ignores included), in log order per Kafka partition.
+
+        ``store``: ``effective`` (default) takes a connector with its own offsets topic from that topic,
+        as Connect reads it, and every other connector from the worker's log; ``worker`` the worker's log
+        alone; ``connector`` the connectors' own topics alone (every named connector must have one).
+        """
         self._checks.ensure_ready()
+        which = checked_store(store)
         wanted = set(connectors or [])
+        own = self._own_stores(wanted, which)
         records: list[ExportedRecord] = []
-        skipped_null_keys = 0
-        for key, entry in self._view.raw_entries():
-            if key is None:
-                skipped_null_keys += 1
-                continue
-            name = connector_of(key)
-            if wanted and name not in wanted:
-                continue
-            records.append(
-                {
-                    "key": _b64(key),
-                    "value": _b64(entry.value),
-                    "connector": name,
-                    "kafka_partition": entry.partition,
-                    "offset": entry.offset,
-                    "timestamp_ms": entry.timestamp_ms,
-                }
-            )
-        records.sort(key=lambda r: (r["kafka_partition"], r["offset"]))
-        return {"source": self._log_description, "records": records, "skipped_null_keys": skipped_null_keys}
+        skipped_null_keys = masked = 0
+        if which != "connector":
+            for key, entry in self._view.raw_entries():
+                if key is None:
+                    skipped_null_keys += 1
+                    continue
+                name = connector_of(key)
+                if wanted and name not in wanted:
+                    continue
+                if name in own:
+                    masked += 1
+                    continue
+                records.append(_exported(key, entry, name, None))
+        for name, topic_store in own.items():
+            for key, entry in topic_store.view.raw_entries():
+                if key is not None and connector_of(key) == name:
+                    records.append(_exported(key, entry, name, topic_store.topic))
+        records.sort(key=lambda r: (r["topic"] or "", r["kafka_partition"], r["offset"]))
+        return {
+            "source": self._log_description,
+            "records": records,
+            "skipped_null_keys": skipped_null_keys,
+            "store": which,
+            "masked_worker_records": masked,
+        }
+
+    def _own_stores(self, wanted: set[str], which: str) -> dict[str, TopicStore]:
+        """The connectors exported from their own offsets topic, with that topic's store."""
+        if which == "worker" or self._stores is None:
+            if which == "connector":
+                raise InvalidRequest("store=connector: this daemon has no connector-specific offsets stores")
+            return {}
+        found: dict[str, TopicStore] = {}
+        for name in sorted(wanted or self._stores.separate_topic_connectors()):
+            topic_store = self._stores.records_store(name, which)
+            if topic_store is not None:
+                found[name] = topic_store
+            elif which == "connector":
+                raise InvalidRequest(
+                    f"store=connector: connector {name}'s offsets are in the worker's log alone; use store=worker"
+                )
+        return found
 
     async def import_records(
         self,
@@ -181,10 +231,9 @@ class RecordsService:
             raise InvalidRequest(
                 unreadable_message(records, problems, ". Pass allow_malformed=true to import them as-is")
             )
-        self._refuse(dict.fromkeys(keys.connector(r.key) for r in records))
         unreadable_keys = {records[i].key for i in problems}
         async with self._writer.lock:
-            diff = compute_diff(self._live_value, records, keys)
+            diff = compute_diff(self._live_value_of(keys), records, keys)
             for connector in diff.connectors():
                 if not self._checks.is_stopped(connector):
                     raise NotStopped(not_stopped_message(connector))
@@ -193,21 +242,56 @@ class RecordsService:
             if not dry_run and to_write:
                 touched = diff.connectors()
                 with write_origin("import", touched[0] if len(touched) == 1 else None):
-                    await self._writer.append_locked([(r.key, r.value) for r in to_write])
+                    await self._write_locked(to_write, keys)
         # The last record per key is the one written: count those whose value is unreadable.
         kept = sum(1 for r in to_write if r.key in unreadable_keys and value_problem(r.value) is not None)
         return ImportResult(diff, 0 if dry_run else len(to_write), dry_run, kept)
+
+    def _live_value_of(self, keys: KeyIndex) -> Callable[[bytes], bytes | None]:
+        """A key's live value where Connect reads it: a connector's own store when it has one."""
+
+        def live(key: bytes) -> bytes | None:
+            name = keys.connector(key)
+            if self._stores is not None and self._special(name):
+                assert name is not None
+                return self._stores.primary_value(name, key)
+            return self._live_value(key)
+
+        return live
+
+    async def _write_locked(self, to_write: list[RawRecord], keys: KeyIndex) -> None:
+        """The worker's log for most records; a connector with a combined store (KIP-618) gets its records
+        written as Connect's ``set`` writes them: both topics, in order, task 0's transaction if exactly-once."""
+        special: dict[str, list[tuple[bytes, bytes | None]]] = {}
+        plain: list[tuple[bytes, bytes | None]] = []
+        for record in to_write:
+            name = keys.connector(record.key)
+            if self._special(name):
+                assert name is not None
+                special.setdefault(name, []).append((record.key, record.value))
+            else:
+                plain.append((record.key, record.value))
+        if plain:
+            await self._writer.append_locked(plain)
+        for name, entries in special.items():
+            assert self._stores is not None
+            await self._stores.write_planned_locked(name, self._stores.plan_raw(name, entries), self._writer)
 
     async def rollback(self, archive: HistoryArchive, connector: str, at_ms: int, dry_run: bool) -> RollbackResult:
         """Write back, under the exact raw keys, the connector's state at ``at_ms`` (see
         ``emulator.history.rollback``). The connector need not be live now: a rollback may bring
         back a connector that was reset since."""
         self._checks.ensure_ready()
-        self._refuse([connector])
+        special = self._stores is not None and self._special(connector)
+        view = self._view
+        if special:
+            assert self._stores is not None
+            archive = self._stores.own_archive(connector, "effective") or archive
+            view = self._stores.primary_view(connector)
         past = await read_past(archive, connector, at_ms)
-        if not past.known and not self._view.knows(connector):
+        if not past.known and not view.knows(connector):
             raise ConnectorNotFound(f"Connector {connector} not found")
-        changes = plan_rollback(past, current_state(self._view, connector))
+        changes = plan_rollback(past, current_state(view, connector))
         await self._checks.refresh()
         self._checks.ensure_ready()
         self._checks.require_stopped(connector)
@@ -219,13 +303,19 @@ class RecordsService:
             raise InvalidRequest(
                 f"Rolling back {connector} would write {unreadable_message(targets, problems, indexed=False)}"
             )
-        records = [
-            self._writer.planned(c.key, c.target, existing=self._view.get_raw(c.key) is not None) for c in changes
-        ]
         if not dry_run:
             with write_origin("rollback", connector):
-                await self._writer.write(connector, records)
+                await self._write_rollback(connector, changes, view)
         return RollbackResult(at_ms, changes, dry_run, past.report.damaged)
+
+    async def _write_rollback(self, connector: str, changes: list[RollbackChange], view: OffsetView) -> None:
+        if self._stores is not None and self._special(connector):
+            plan = self._stores.plan_raw(connector, [(c.key, c.target) for c in changes])
+            async with self._writer.section(connector, self._writer.deadline()) as section:
+                await self._stores.write_planned(connector, plan, section)
+            return
+        records = [self._writer.planned(c.key, c.target, existing=view.get_raw(c.key) is not None) for c in changes]
+        await self._writer.write(connector, records)
 
     def _live_value(self, key: bytes) -> bytes | None:
         entry = self._view.get_raw(key)

@@ -263,9 +263,16 @@ class OffsetsWriter:
         async with self.section(connector, self.deadline()) as section:
             await section.append(records, auth)
 
-    async def append_locked(self, entries: Entries, connector: str | None = None, auth: WriteAuth = NO_AUTH) -> None:
-        """Append with no deadline of its own (an import may be large); the caller holds ``lock``."""
-        await asyncio.to_thread(self.append_now, connector, auth, entries, self.write_timeout_s)
+    async def append_locked(
+        self,
+        entries: Entries,
+        connector: str | None = None,
+        auth: WriteAuth = NO_AUTH,
+        target: AppendTarget | None = None,
+    ) -> None:
+        """Append with no deadline of its own (an import may be large); the caller holds ``lock``.
+        ``target``: another log and its view (a connector's own offsets topic)."""
+        await asyncio.to_thread(self.append_now, connector, auth, entries, self.write_timeout_s, target)
 
     def append_now(
         self,

@@ -10,6 +10,7 @@ from emulator.formats.model import KeyIndex, RawRecord
 from emulator.transfer.progress import Progress
 
 Malformed = Literal["refuse", "skip", "keep"]
+Store = Literal["effective", "connector", "worker"]
 
 
 @dataclass(frozen=True)
@@ -42,6 +43,9 @@ class TransferOptions:
     """Bound on reading a log to its end and on each write."""
     diff_limit: int | None = None
     """Entries listed per connector in the report's diff (counts are always complete); None: all."""
+    store: Store | None = None
+    """Which store a daemon source is read from (``GET /offsets/records?store=``): None is the daemon's
+    default, ``effective`` (each connector as Connect reads it, from its own offsets topic when it has one)."""
 
 
 @dataclass(slots=True)

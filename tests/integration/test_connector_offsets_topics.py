@@ -15,8 +15,12 @@ and check the answers strictly only on a broker that filters (``broker_filters_a
 from __future__ import annotations
 
 import base64
+import json
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -377,22 +381,108 @@ def test_the_store_parameter_and_claims_say_what_does_not_apply(regular: Kip618C
     assert own_name in claimed.json()["message"]
 
 
-def test_rollbacks_and_raw_imports_which_write_the_worker_topic_alone_are_refused(regular: Kip618Cluster) -> None:
-    """Both write the worker's topic only: for a connector with its own topic, the connector store would
-    mask what they write. They answer 400 naming the way that works (GET ?as_of=T, then PATCH)."""
-    name = regular.source(unique("raw"), topic := own_topic("raw"))
+# --- transfers and rollbacks: raw records through both stores -------------------------------------------
+
+
+def b64_key(name: str, partition_json: str) -> str:
+    return base64.b64encode(f'["{name}",{partition_json}]'.encode()).decode()
+
+
+def b64(text: str) -> str:
+    return base64.b64encode(text.encode()).decode()
+
+
+@pytest.mark.parametrize("which", ["regular", "eos"])
+def test_a_raw_import_is_written_as_connects_set_writes_it_and_read_back_by_java(
+    which: str, request: pytest.FixtureRequest
+) -> None:
+    """An import (``POST /offsets/records``, what ``connect-offsets import``/``migrate`` send a daemon) is
+    diffed against the connector store and written like PATCH: both topics in KAFKA-15018's order, task
+    0's transaction with exactly-once source, the records' exact key bytes."""
+    cluster: Kip618Cluster = request.getfixturevalue(which)
+    name = cluster.source(unique(f"import-{which}"), topic := own_topic(f"import-{which}"))
+    cluster.java_topic_write(cluster.worker_topic, name, [(partition(f="w"), offset(pos=1))])
+    cluster.java_topic_write(topic, name, [(partition(f="c"), offset(pos=2)), (partition(f="gone"), offset(pos=3))])
+    assert cluster.get(name) == plain(cluster.java_view(name)["offsets"])
+    body = {
+        "records": [
+            {"key": b64_key(name, '{"f":"c"}'), "value": b64('{"pos":2}')},
+            {"key": b64_key(name, '{"f":"w"}'), "value": b64('{"pos":10}')},
+            {"key": b64_key(name, '{"f":"gone"}'), "value": None},
+        ]
+    }
+
+    imported = cluster.http.post("/offsets/records", json=body)
+
+    assert imported.status_code == 200, imported.text
+    summary = imported.json()["diff"]["summary"]
+    assert (summary["added"], summary["changed"], summary["removed"], summary["unchanged"]) == (1, 0, 1, 1)
+    assert imported.json()["written"] == 2
+    java = cluster.java_view(name)
+    assert plain(java["offsets"]) == [
+        {"partition": {"f": "c"}, "offset": {"pos": 2}},
+        {"partition": {"f": "w"}, "offset": {"pos": 10}},
+    ]
+    assert cluster.get(name) == plain(java["offsets"])
+    assert cluster.get(name, store="worker") == plain(java["stores"]["worker"])
+
+
+def test_a_rollback_brings_back_what_connect_read_then(regular: Kip618Cluster) -> None:
+    """The connector's own topic is rolled back from its own archive and written to both stores, so that
+    Java's combined store reads what it read at that time."""
+    name = regular.source(unique("rollback"), topic := own_topic("rollback"))
+    regular.java_topic_write(regular.worker_topic, name, [(partition(f="w"), offset(pos=1))])
     regular.java_topic_write(topic, name, [(partition(f="r"), offset(pos=1))])
+    before = plain(regular.java_view(name)["offsets"])
+    assert regular.get(name) == before
+    time.sleep(0.05)
+    mark = int(time.time() * 1000)
+    time.sleep(0.05)
+    regular.java_write(name, topic, [(partition(f="r"), offset(pos=2)), (partition(f="new"), offset(pos=5))])
+    assert len(regular.get(name)) == 3
+
+    dry = regular.http.post(
+        f"/connectors/{name}/offsets/rollback", params={"to": str(mark), "dry_run": "true"}, json={}
+    )
+    rolled = regular.http.post(f"/connectors/{name}/offsets/rollback", params={"to": str(mark)}, json={})
+
+    assert dry.status_code == 200 and rolled.status_code == 200, (dry.text, rolled.text)
+    assert plain(regular.java_view(name)["offsets"]) == before == regular.get(name)
+
+
+def test_an_export_says_which_store_it_read(regular: Kip618Cluster, tmp_path: Path) -> None:
+    """``--store effective`` (the default) exports what Connect reads: the connector's own topic, without
+    the worker-topic records it masks; ``connector`` and ``worker`` export each store alone."""
+    name = regular.source(unique("export"), topic := own_topic("export"))
+    regular.java_topic_write(
+        regular.worker_topic, name, [(partition(f="a"), offset(pos=1)), (partition(f="b"), offset(pos=2))]
+    )
+    regular.java_topic_write(topic, name, [(partition(f="b"), offset(pos=20))])
+    java = regular.java_view(name)
     regular.get(name)
-    key = base64.b64encode(f'["{name}",{{"f":"r"}}]'.encode()).decode()
 
-    rollback = regular.http.post(f"/connectors/{name}/offsets/rollback", params={"to": "0"}, json={})
-    imported = regular.http.post("/offsets/records", json={"records": [{"key": key, "value": None}]})
+    def export(*store: str) -> tuple[list[dict[str, Any]], str]:
+        out = tmp_path / f"export-{'-'.join(store) or 'default'}.json"
+        done = cli("export", "--url", regular.daemon.url, "--connector", name, "--to", f"kip875:{out}", *store)
+        assert done.returncode == 0, done.stderr
+        return ordered(json.loads(out.read_text())[name]["offsets"]), done.stderr
 
-    for response in (rollback, imported):
-        assert response.status_code == 400, response.text
-        assert response.headers.get("X-Connect-Offsets-Error") == "invalid_request"
-        assert f"PATCH /connectors/{name}/offsets" in response.json()["message"]
-    assert regular.get(name) == [{"partition": {"f": "r"}, "offset": {"pos": 1}}]
+    effective, notes = export()
+    assert effective == export("--store", "effective")[0] == [{"partition": {"f": "b"}, "offset": {"pos": 20}}]
+    assert [row for row in plain(java["offsets"]) if row["offset"] is not None] == effective
+    assert f"from '{topic}'" in notes and "2 worker-topic record(s)" in notes
+    assert export("--store", "connector")[0] == plain(java["stores"]["connector"])
+    assert export("--store", "worker")[0] == plain(java["stores"]["worker"])
+    refused = cli(
+        "export", "--from", f"kafka://{regular.broker.bootstrap}/{topic}", "--to", "x.json", "--store", "worker"
+    )
+    assert refused.returncode == 2 and "--store names a daemon's store" in refused.stderr
+
+
+def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "emulator.cli", *args, "--quiet"], capture_output=True, text=True, timeout=120
+    )
 
 
 def test_each_topic_has_its_own_history_and_as_of_merges_them_as_a_live_get(regular: Kip618Cluster) -> None:

@@ -6,6 +6,7 @@ diff they applied (``emulator.service.records`` says why raw records, and how).
 
 from __future__ import annotations
 
+import asyncio
 import base64
 from typing import Annotated, Any
 
@@ -51,12 +52,21 @@ _RECORDS_SCHEMA: dict[str, Any] = {
 @router.get(
     "/offsets/records",
     summary="Live raw offsets records (base64 key/value) with their log coordinates",
-    **documented(RecordsExport, 503),
+    **documented(RecordsExport, 400, 503),
 )
 async def get_records(
-    rt: RuntimeDep, connector: Annotated[list[str] | None, Query(description="only these connectors")] = None
+    rt: RuntimeDep,
+    connector: Annotated[list[str] | None, Query(description="only these connectors")] = None,
+    store: Annotated[
+        str | None,
+        Query(
+            description="effective (default: each connector as Connect reads it, its own offsets topic when it "
+            "has one), worker (the worker's log alone) or connector (connectors' own topics alone)"
+        ),
+    ] = None,
 ) -> dict[str, Any]:
-    return dict(rt.records.export(connector))
+    # A large view is copied and encoded here: off the event loop.
+    return dict(await asyncio.to_thread(rt.records.export, connector, store))
 
 
 @router.post(

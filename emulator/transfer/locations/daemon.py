@@ -46,12 +46,15 @@ class DaemonLocation(Location):
         with OffsetsClient(self.url, timeout_s=ctx.options.timeout_s, credentials=self.credentials) as client:
             return client.request(method, path, params=params, json=json)
 
-    def _records(self, ctx: TransferContext, connectors: Sequence[str] = ()) -> list[RawRecord]:
-        body = self._call(
-            "GET", "/offsets/records", ctx, params={"connector": list(connectors)} if connectors else None
-        )
+    def _export(self, ctx: TransferContext, connectors: Sequence[str], store: str | None) -> Loaded:
+        params: dict[str, Any] = {}
+        if connectors:
+            params["connector"] = list(connectors)
+        if store is not None:
+            params["store"] = store
+        body = self._call("GET", "/offsets/records", ctx, params=params or None)
         try:
-            return [
+            records = [
                 RawRecord(
                     base64.b64decode(r["key"]),
                     None if r["value"] is None else base64.b64decode(r["value"]),
@@ -61,14 +64,23 @@ class DaemonLocation(Location):
                 )
                 for r in body["records"]
             ]
+            own_topics = sorted({(r["connector"], r["topic"]) for r in body["records"] if r.get("topic")})
+            which, masked = body.get("store"), int(body.get("masked_worker_records", 0))
         except (KeyError, TypeError, ValueError) as exc:
             raise LocationError(f"{self.description}/offsets/records answered an unexpected body: {exc!r}") from exc
+        if which is None and store not in (None, "worker"):
+            raise LocationError(
+                f"{self.description} does not know offsets stores (store={store} asked); it is older than this "
+                "client and exports the worker's log only"
+            )
+        return Loaded(records, _store_notes(which, own_topics, masked))
 
     def read(self, ctx: TransferContext) -> Loaded:
-        return Loaded(self._records(ctx, sorted(ctx.options.connectors)))
+        return self._export(ctx, sorted(ctx.options.connectors), ctx.options.store)
 
     def current(self, ctx: TransferContext, connectors: Sequence[str]) -> list[RawRecord]:
-        return self._records(ctx, connectors) if connectors else []
+        """What a write here is diffed against: each connector as Connect reads it (the daemon's default)."""
+        return self._export(ctx, connectors, None).records if connectors else []
 
     def apply(self, incoming: list[RawRecord], ctx: TransferContext) -> ApplyResult:
         """The daemon plans and checks the import itself (STOPPED rule, its live view) and answers the diff."""
@@ -97,3 +109,17 @@ class DaemonLocation(Location):
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise LocationError(f"{self.description}/offsets/records answered an unexpected body: {exc!r}") from exc
+
+
+def _store_notes(which: str | None, own_topics: list[tuple[str, str]], masked: int) -> list[str]:
+    """Say where the records came from when a connector's offsets are not (only) in the worker's log."""
+    notes = []
+    if own_topics:
+        listed = ", ".join(f"{connector} from '{topic}'" for connector, topic in own_topics)
+        notes.append(f"read store={which}: connectors with an offsets topic of their own were read from it ({listed})")
+    if masked:
+        notes.append(
+            f"{masked} worker-topic record(s) of those connectors were left out: Connect does not read them "
+            "(the connector's own topic wins); --store worker exports them"
+        )
+    return notes
