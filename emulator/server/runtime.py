@@ -7,11 +7,12 @@ imports instead of following them.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from emulator.connect_cluster import ConnectCluster
 from emulator.connect_cluster.offsets_topics import ConnectorTopics
 from emulator.logs.base import OffsetLog
+from emulator.server.body_cache import BodyCache
 from emulator.service.claims import ClaimsService
 from emulator.service.connector_stores import SourceOffsets
 from emulator.service.health import Health
@@ -43,3 +44,5 @@ class Runtime:
     """Connectors' own offsets topics (KIP-618), read and tailed (with a Connect cluster)."""
     source: SourceOffsets | None = None
     """Where each source connector's offsets live (the worker topic, its own, or both)."""
+    bodies: BodyCache = field(default_factory=BodyCache)
+    """Rendered GET bodies of large connectors (and the connector list), until they change."""

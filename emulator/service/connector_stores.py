@@ -29,7 +29,7 @@ claims and claimed writes (409 ``claims_unsupported``).
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Hashable, Sequence
 
 from emulator.codec.keys import encode_key, logical_id
 from emulator.codec.murmur2 import partition_for
@@ -79,6 +79,9 @@ class SourceOffsets:
     def connectors(self) -> list[str]:
         return self._plain.connectors()
 
+    def names_version(self) -> int:
+        return self._plain.names_version()
+
     def stores_of(self, connector: str) -> ConnectorStores:
         return WORKER_ONLY if self._topics is None else self._topics.stores_of(connector)
 
@@ -122,6 +125,14 @@ class SourceOffsets:
         if which == "connector":
             return primary
         return merged_offsets(primary, await self._plain.offsets(connector))
+
+    def version(self, connector: str, store: str | None) -> Hashable:
+        """Equal as long as ``offsets(connector, store)`` answers the same: the stores the config gives the
+        connector, and the version of each view the answer reads."""
+        which = checked_store(store)
+        stores = self.stores_of(connector)
+        own = None if which == "worker" or not stores.separate_topic else self._own_store(stores)
+        return (which, stores, self._plain.version(connector), None if own is None else own.view.version(connector))
 
     def own_archive(self, connector: str, store: str | None) -> HistoryArchive | None:
         """The history archive of the connector's own offsets topic, unless ``store=worker`` or it has

@@ -18,6 +18,7 @@ the herder does before a modification, so it reflects every write any daemon ack
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Hashable
 from typing import Protocol
 
 from emulator.logs.base import OffsetLog
@@ -84,6 +85,11 @@ class OffsetsService:
         Connect merges them; ``store`` picks one, see ``emulator.service.connector_stores``), a sink's from
         its consumer group (always fresh: the broker answers it). ``fresh``: first read the logs to their
         current ends."""
+        resolved = await self.prepare_get(connector, kind, fresh, store)
+        return await self.rows(connector, resolved, store)
+
+    async def prepare_get(self, connector: str, kind: str | None, fresh: bool, store: str | None) -> ConnectorKind:
+        """A GET's checks (and ``fresh`` reads), before its rows: the connector's resolved type."""
         self._checks.ensure_ready()
         resolved = self._checks.connector_type(connector, kind)
         if resolved == "source":
@@ -93,10 +99,25 @@ class OffsetsService:
                 reading = asyncio.to_thread(self._source.read_to_end, connector, deadline.remaining())
                 await deadline.within(reading, "Reading the connector's offsets topic to its end", "try again")
             self._checks.require_known(connector)
-            return await self._source.offsets(connector, store)
-        if store is not None:
+        elif store is not None:
             raise InvalidRequest(f"store= applies to source connectors; {connector} is a sink (its consumer group)")
+        return resolved
+
+    async def rows(self, connector: str, resolved: ConnectorKind, store: str | None) -> list[ConnectorOffset]:
+        if resolved == "source":
+            return await self._source.offsets(connector, store)
         return await self._sink.offsets(connector)
+
+    def source_version(self, connector: str, store: str | None) -> Hashable:
+        """Equal while a source connector's GET answers the same (see ``SourceOffsets.version``)."""
+        return self._source.version(connector, store)
+
+    def names_version(self) -> Hashable | None:
+        """Equal while ``connectors()`` answers the same; None when that is not tracked (a Connect
+        cluster's configured connectors)."""
+        if self._checks.configured_connectors() is not None:
+            return None
+        return self._source.names_version()
 
     async def read_to_end(self) -> None:
         """Connect's ``readToEnd``: wait (in a worker thread, on the log's condition, not by polling)

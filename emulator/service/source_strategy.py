@@ -63,6 +63,12 @@ class SourceStrategy:
     async def offsets(self, connector: str) -> list[ConnectorOffset]:
         return [ConnectorOffset(partition=row.partition, offset=row.offset) for row in self._view.offsets(connector)]
 
+    def version(self, connector: str) -> int:
+        return self._view.version(connector)
+
+    def names_version(self) -> int:
+        return self._view.names_version
+
     async def alter(
         self, connector: str, changes: list[OffsetChange], dry_run: bool, auth: WriteAuth, section: WriteSection
     ) -> ModifyResult:

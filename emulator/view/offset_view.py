@@ -90,6 +90,10 @@ class OffsetView:
         self._data: dict[bytes | None, Entry] = {}
         self._key_info: dict[bytes, _KeyInfo] = {}
         self._connectors: dict[str, dict[str, _LogicalPartition]] = {}
+        self._versions: dict[str, int] = {}
+        """Per connector, bumped on every change to what ``offsets`` lists (read caches key on it)."""
+        self._names_version = 0
+        """Bumped when a connector name appears (names never disappear, as in Connect)."""
         self.stats = ViewStats()
         self._listeners: list[Callable[[Sequence[LogRecord]], None]] = []
         self._written_through = False  # until the first write-through, replay needs no ordering guard
@@ -201,20 +205,29 @@ class OffsetView:
 
     def _index(self, key: bytes, info: tuple[ParsedKey, str]) -> None:
         parsed, lid = info
-        partitions = self._connectors.setdefault(parsed.connector, {})
+        self._bump(parsed.connector)
+        partitions = self._connectors.get(parsed.connector)
+        if partitions is None:
+            partitions = self._connectors[parsed.connector] = {}
+            self._names_version += 1
         logical = partitions.get(lid)
         if logical is None:
             logical = partitions[lid] = _LogicalPartition(parsed.partition)
         logical.keys.pop(key, None)  # re-insert: the newest write is last
         logical.keys[key] = None
 
+    def _bump(self, connector: str) -> None:
+        self._versions[connector] = self._versions.get(connector, 0) + 1
+
     def _unindex(self, key: bytes, info: tuple[ParsedKey, str]) -> None:
         parsed, lid = info
+        self._bump(parsed.connector)
         partitions = self._connectors.get(parsed.connector)
         if partitions is None:
             # A tombstone for a connector never seen live still makes the name known, as in
             # Connect's connectorPartitions (the outer map never shrinks).
             self._connectors[parsed.connector] = {}
+            self._names_version += 1
             return
         logical = partitions.get(lid)
         if logical is None:
@@ -227,6 +240,16 @@ class OffsetView:
     def connectors(self) -> list[str]:
         with self._lock:
             return sorted(self._connectors)
+
+    def version(self, connector: str) -> int:
+        """Changes with every record that changes ``offsets(connector)`` (a lock-free read of one int:
+        a cache compares it before and after it renders)."""
+        return self._versions.get(connector, 0)
+
+    @property
+    def names_version(self) -> int:
+        """Changes whenever ``connectors()`` does."""
+        return self._names_version
 
     def knows(self, connector: str) -> bool:
         with self._lock:

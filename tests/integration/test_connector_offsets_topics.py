@@ -381,6 +381,22 @@ def test_the_store_parameter_and_claims_say_what_does_not_apply(regular: Kip618C
     assert own_name in claimed.json()["message"]
 
 
+def test_a_cached_get_follows_changes_to_either_store(regular: Kip618Cluster) -> None:
+    """A large connector's GET body is cached (docs/operations.md, ``get_cache``); a change in its own
+    topic or in the worker topic, written by Java, shows in the next GET."""
+    name = regular.source(unique("cached"), topic := own_topic("cached"))
+    regular.java_topic_write(topic, name, [(partition(f=f"p{i:03}"), offset(pos=1)) for i in range(600)])
+    assert len(regular.get(name)) == 600
+    assert len(regular.get(name)) == 600  # from the cache
+
+    regular.java_topic_write(topic, name, [(partition(f="p000"), offset(pos=2))])
+    assert {"partition": {"f": "p000"}, "offset": {"pos": 2}} in regular.get(name)
+
+    regular.java_topic_write(regular.worker_topic, name, [(partition(f="worker-only"), offset(pos=9))])
+    after = regular.get(name)
+    assert len(after) == 601 and after == plain(regular.java_view(name)["offsets"])
+
+
 # --- transfers and rollbacks: raw records through both stores -------------------------------------------
 
 

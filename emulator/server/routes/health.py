@@ -52,7 +52,11 @@ async def readyz(rt: RuntimeDep) -> JSONResponse:
 async def status(rt: RuntimeDep, request: Request) -> dict[str, Any]:
     """File paths and error texts are shown to the admin scope only (``auth.status``)."""
     archive: HistoryArchive | None = getattr(request.app.state, "history", None)
-    body = {**rt.health.status(archive), "security": request.app.state.security.describe()}
+    body = {
+        **rt.health.status(archive),
+        "security": request.app.state.security.describe(),
+        "get_cache": rt.bodies.stats(),
+    }
     return for_principal(body, current_principal.get())
 
 

@@ -10,7 +10,9 @@ so the answer reflects every write any daemon on the same log acknowledged befor
 
 from __future__ import annotations
 
+import asyncio
 import json
+from collections.abc import Awaitable, Callable, Hashable
 from typing import Any
 
 from fastapi import APIRouter, Depends, Request, Response
@@ -19,7 +21,7 @@ from emulator.model import audit
 from emulator.model.principal import current_principal
 from emulator.server.audit import note_modification
 from emulator.server.auth.scopes import grants_of
-from emulator.server.deps import RuntimeDep
+from emulator.server.deps import Runtime, RuntimeDep
 from emulator.server.openapi import documented
 from emulator.server.openapi_bodies import DryRun, Modified, Offsets
 from emulator.server.routes.history import offsets_as_of
@@ -64,8 +66,17 @@ async def list_connectors(rt: RuntimeDep, fresh: bool = False) -> Response:
     with ``admin``): a team scoped to ``read:team-a-*`` should not learn other teams' connector
     names, which are often customer or system names. The console's list follows the same rule."""
     grants = grants_of(current_principal.get().scopes)
+    version = rt.offsets.names_version()  # before reading: a name added meanwhile bumps it
     names = await rt.offsets.connectors(fresh)
-    return json_response(names if grants.admin else [name for name in names if grants.allows("read", name)])
+    if not grants.admin:
+        return json_response([name for name in names if grants.allows("read", name)])
+    if version is None:
+        return json_response(names)
+
+    async def body() -> tuple[Any, int]:
+        return names, len(names)
+
+    return await cached_json(rt, ("connectors",), version, body, keep_small=True)
 
 
 @router.get(
@@ -92,7 +103,38 @@ async def get_offsets(
     connector's own offsets topic alone, KIP-618) or ``worker`` (the worker's offsets topic alone)."""
     if as_of is not None:
         return await offsets_as_of(request, response, connector, as_of, rt, store)
-    return json_response({"offsets": await rt.offsets.get_offsets(connector, kind, fresh, store)})
+    resolved = await rt.offsets.prepare_get(connector, kind, fresh, store)
+    if resolved != "source":  # a sink's answer comes from the broker each time
+        return json_response({"offsets": await rt.offsets.rows(connector, resolved, store)})
+    version = rt.offsets.source_version(connector, store)  # before the rows: see BodyCache
+
+    async def body() -> tuple[Any, int]:
+        rows = await rt.offsets.rows(connector, resolved, store)
+        return {"offsets": rows}, len(rows)
+
+    return await cached_json(rt, ("offsets", connector, store), version, body)
+
+
+_THREAD_FROM_ITEMS = 2000
+"""Bodies of more items than this are rendered in a worker thread (tens of ms of JSON otherwise held
+on the event loop, delaying every other request)."""
+
+
+async def cached_json(
+    rt: Runtime,
+    key: Hashable,
+    version: Hashable,
+    content: Callable[[], Awaitable[tuple[Any, int]]],
+    keep_small: bool = False,
+) -> Response:
+    """Answer from the body cache, else render ``content()`` (the value and its item count) and keep
+    the bytes under ``version``."""
+    body = rt.bodies.get(key, version)
+    if body is None:
+        value, items = await content()
+        body = await asyncio.to_thread(render_json, value) if items > _THREAD_FROM_ITEMS else render_json(value)
+        rt.bodies.put(key, version, body, keep_small)
+    return Response(body, media_type="application/json")
 
 
 def json_response(content: Any) -> Response:
@@ -103,8 +145,12 @@ def json_response(content: Any) -> Response:
     10,000-partition connector that walk cost ~10x the ``json.dumps`` itself (benchmarks/RESULTS.md).
     Same ``json.dumps`` arguments as Starlette's ``JSONResponse.render``, so the bytes are identical.
     """
-    body = json.dumps(content, ensure_ascii=False, allow_nan=False, indent=None, separators=(",", ":"))
-    return Response(body.encode("utf-8"), media_type="application/json")
+    return Response(render_json(content), media_type="application/json")
+
+
+def render_json(content: Any) -> bytes:
+    """Starlette's ``JSONResponse.render``: the same ``json.dumps`` arguments, so the same bytes."""
+    return json.dumps(content, ensure_ascii=False, allow_nan=False, indent=None, separators=(",", ":")).encode("utf-8")
 
 
 @router.patch(
