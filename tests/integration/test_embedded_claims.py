@@ -147,3 +147,24 @@ def test_release_ends_a_claim_once(tmp_path: Path) -> None:
         assert log.claim("c", "y").epoch == 2, "epochs keep counting after a release"
     finally:
         log.close()
+
+
+def test_reading_the_current_claim_does_not_wait_for_a_commit_in_progress(tmp_path: Path) -> None:
+    """A write's fail-fast claim check runs before it joins the group commit; it must not queue
+    behind the commit lock that a slow commit holds, and it still sees every committed claim."""
+    log = opened(tmp_path)
+    try:
+        log.claim("c", "first")
+        answers: list[str] = []
+        with log._commit_lock:  # a commit in progress
+            reader = threading.Thread(target=lambda: answers.append(str(log.current_claim("c"))))
+            reader.start()
+            reader.join(timeout=5.0)
+            assert answers and "first" in answers[0], "the claim check waited for the commit lock"
+        log.claim("c", "second")
+        current = log.current_claim("c")
+        assert current is not None and current.owner == "second", "a claim committed since is seen"
+    finally:
+        log.close()
+    with pytest.raises(Exception, match="not open"):
+        log.current_claim("c")

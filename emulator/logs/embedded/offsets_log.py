@@ -144,6 +144,8 @@ class EmbeddedOffsetLog(OffsetLog):
         self._pending_lock = threading.Lock()  # guards _pending and _closed
         self._pending: list[_WriteRequest] = []
         self._closed = False
+        self._claims_reader: sqlite3.Connection | None = None
+        self._claims_lock = threading.Lock()  # guards _claims_reader
 
         self._reader: threading.Thread | None = None
         self._stop = threading.Event()
@@ -247,6 +249,10 @@ class EmbeddedOffsetLog(OffsetLog):
             if self._writer is not None:
                 self._writer.close()
                 self._writer = None
+        with self._claims_lock:
+            if self._claims_reader is not None:
+                self._claims_reader.close()
+                self._claims_reader = None
 
     # ------------------------------------------------------------------ reading
 
@@ -621,8 +627,15 @@ class EmbeddedOffsetLog(OffsetLog):
         return claim
 
     def current_claim(self, connector: str, timeout_s: float | None = None) -> Claim | None:
-        with self._commit_lock:
-            return self._claim_in(self._require_writer(), connector)
+        """Read on a connection of its own: WAL readers see the last commit without waiting for the
+        commit in progress, so a write's fail-fast claim check does not queue behind the group commit
+        that holds ``_commit_lock`` (the check inside the writing transaction stays the atomic one)."""
+        with self._claims_lock:
+            if self._closed or self._writer is None:
+                raise LogWriteError(f"{self.description} is not open")
+            if self._claims_reader is None:
+                self._claims_reader = self._file.connect(timeout_s=30.0)
+            return self._claim_in(self._claims_reader, connector)
 
     def release(self, fence: Fence) -> bool:
         with self._commit_lock:
