@@ -20,7 +20,7 @@ from pathlib import Path
 import httpx
 
 from emulator.server.auth.tokens import mint, token_line
-from tests.fixtures.daemon import free_port
+from tests.fixtures.processes import free_port
 
 
 def measure(args: list[str], workdir: Path, headers: dict[str, str], auth: tuple[str, str] | None, n: int) -> str:

@@ -37,6 +37,7 @@ import asyncio
 import os
 import sqlite3
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -184,6 +185,34 @@ def stats(samples: list[float]) -> dict[str, float]:
     }
 
 
+def alternate(
+    args: argparse.Namespace,
+    http: httpx.Client,
+    raw_commit: Callable[[int], float],
+    patch: list[float],
+    raw: list[float],
+) -> tuple[list[float], list[float]]:
+    """Warm up, then time ``args.n`` PATCHes alternating with as many raw commits of the same position,
+    who goes first flipping each time so neither always follows the other's I/O; check the last PATCH
+    is visible. Returns the ``/healthz`` floor and the dry-run PATCH samples taken after."""
+    timed_patch(http, 0, create=True)
+    for i in range(1, args.warmup + 1):
+        timed_patch(http, i)
+        raw_commit(i)
+    base = args.warmup + 1
+    for i in range(base, base + args.n):
+        if i % 2:
+            patch.append(timed_patch(http, i))
+            raw.append(raw_commit(i))
+        else:
+            raw.append(raw_commit(i))
+            patch.append(timed_patch(http, i))
+    check_visible(http, base + args.n - 1)
+    floor = http_floor(http, args.n)
+    dry = [timed_patch(http, base + args.n, dry_run=True) for _ in range(args.n)]
+    return floor, dry
+
+
 def kafka_vs_raw(args: argparse.Namespace, broker: Tansu, work: Path, extra: list[str], label: str) -> dict[str, Any]:
     topic = f"bench-commit-{label}-{os.getpid()}"
     raw_topic = f"bench-commit-raw-{label}-{os.getpid()}"
@@ -206,21 +235,7 @@ def kafka_vs_raw(args: argparse.Namespace, broker: Tansu, work: Path, extra: lis
         httpx.Client(base_url=daemon.url, timeout=60) as http,
     ):
         producer = RawProducer(broker.bootstrap, raw_topic, args.partitions)
-        timed_patch(http, 0, create=True)
-        for i in range(1, args.warmup + 1):
-            timed_patch(http, i)
-            producer.timed_send(i)
-        base = args.warmup + 1
-        for i in range(base, base + args.n):
-            if i % 2:  # alternate who goes first, so neither always follows the other's I/O
-                patch.append(timed_patch(http, i))
-                raw.append(producer.timed_send(i))
-            else:
-                raw.append(producer.timed_send(i))
-                patch.append(timed_patch(http, i))
-        check_visible(http, base + args.n - 1)
-        floor = http_floor(http, args.n)
-        dry = [timed_patch(http, base + args.n, dry_run=True) for _ in range(args.n)]
+        floor, dry = alternate(args, http, producer.timed_send, patch, raw)
     result: dict[str, Any] = {
         "daemon_patch": stats(patch),
         "raw_produce": stats(raw),
@@ -246,21 +261,7 @@ def embedded_patch(args: argparse.Namespace, work: Path) -> dict[str, Any]:
             ) as daemon,
             httpx.Client(base_url=daemon.url, timeout=60) as http,
         ):
-            timed_patch(http, 0, create=True)
-            for i in range(1, args.warmup + 1):
-                timed_patch(http, i)
-                sqlite_floor.timed_commit(i)
-            base = args.warmup + 1
-            for i in range(base, base + args.n):
-                if i % 2:
-                    samples.append(timed_patch(http, i))
-                    raw.append(sqlite_floor.timed_commit(i))
-                else:
-                    raw.append(sqlite_floor.timed_commit(i))
-                    samples.append(timed_patch(http, i))
-            check_visible(http, base + args.n - 1)
-            floor = http_floor(http, args.n)
-            dry = [timed_patch(http, base + args.n, dry_run=True) for _ in range(args.n)]
+            floor, dry = alternate(args, http, sqlite_floor.timed_commit, samples, raw)
     finally:
         sqlite_floor.close()
     result: dict[str, Any] = {

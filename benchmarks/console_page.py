@@ -28,7 +28,8 @@ from pathlib import Path
 
 import httpx
 
-from benchmarks.support import command_line, free_port, machine, median
+from benchmarks.support import command_line, machine, median
+from tests.fixtures.processes import free_port
 
 NAME = "bench"
 

@@ -20,15 +20,14 @@ from typing import Any
 import httpx
 
 from benchmarks.support import (
-    _die_with_parent,
     command_line,
-    free_port,
     machine,
     percentile,
     stop_process,
     workdir,
     write_results,
 )
+from tests.fixtures.processes import die_with_parent, free_port
 
 
 def timed(client: httpx.Client, path: str, count: int) -> list[float]:
@@ -49,7 +48,7 @@ def one_round(label: str, extra: list[str], requests: int, base: Path) -> dict[s
             [sys.executable, "-m", "emulator.cli", "serve", "--data-dir", str(data), "--port", str(port), *extra],
             stdout=log,
             stderr=subprocess.STDOUT,
-            preexec_fn=_die_with_parent,
+            preexec_fn=die_with_parent,
         )
     try:
         with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30) as client:

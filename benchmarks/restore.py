@@ -39,11 +39,9 @@ from benchmarks.support import (
     RESULTS_DIR,
     ROOT,
     Tansu,
-    _die_with_parent,
     bench_records,
     child_json,
     command_line,
-    free_port,
     load_topic,
     machine,
     median,
@@ -52,6 +50,7 @@ from benchmarks.support import (
     workdir,
     write_results,
 )
+from tests.fixtures.processes import die_with_parent, free_port
 
 
 def client_settings(args: argparse.Namespace) -> list[str]:
@@ -162,7 +161,7 @@ def daemon_serve(
             stdout=log_file,
             stderr=subprocess.STDOUT,
             cwd=ROOT,
-            preexec_fn=_die_with_parent,
+            preexec_fn=die_with_parent,
             env={**os.environ, "PYTHONUNBUFFERED": "1"},
         )
     try:
@@ -262,7 +261,7 @@ def java_store(args: argparse.Namespace, bootstrap: str, topic: str, work: Path)
             stdout=subprocess.PIPE,
             stderr=log_file,
             cwd=ROOT,
-            preexec_fn=_die_with_parent,
+            preexec_fn=die_with_parent,
             env={**os.environ, "PYTHONPATH": str(ROOT)},
         )
 

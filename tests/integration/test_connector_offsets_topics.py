@@ -143,15 +143,22 @@ def test_a_connector_created_after_startup_has_its_topic_read(regular: Kip618Clu
 # --- writes: as Connect's REST writes, read back by a fresh Java store -------------------------------
 
 
+def seeded_in_both_stores(cluster: Kip618Cluster, label: str) -> str:
+    """A connector with its own topic, written by Java: ``w`` in the worker store only, ``c`` and
+    ``gone`` in the connector store; the daemon already shows what Java reads. Returns the connector's name."""
+    name = cluster.source(unique(label), topic := own_topic(label))
+    cluster.java_topic_write(cluster.worker_topic, name, [(partition(f="w"), offset(pos=1))])
+    cluster.java_topic_write(topic, name, [(partition(f="c"), offset(pos=2)), (partition(f="gone"), offset(pos=3))])
+    assert cluster.get(name) == plain(cluster.java_view(name)["offsets"])
+    return name
+
+
 @pytest.mark.parametrize("which", ["regular", "eos"])
 def test_patch_and_delete_are_read_back_identically_by_a_fresh_java_store(
     which: str, request: pytest.FixtureRequest
 ) -> None:
     cluster: Kip618Cluster = request.getfixturevalue(which)
-    name = cluster.source(unique(f"write-{which}"), topic := own_topic(f"write-{which}"))
-    cluster.java_topic_write(cluster.worker_topic, name, [(partition(f="w"), offset(pos=1))])
-    cluster.java_topic_write(topic, name, [(partition(f="c"), offset(pos=2)), (partition(f="gone"), offset(pos=3))])
-    assert cluster.get(name) == plain(cluster.java_view(name)["offsets"])
+    name = seeded_in_both_stores(cluster, f"write-{which}")
 
     body = {
         "offsets": [
@@ -416,10 +423,7 @@ def test_a_raw_import_is_written_as_connects_set_writes_it_and_read_back_by_java
     diffed against the connector store and written like PATCH: both topics in KAFKA-15018's order, task
     0's transaction with exactly-once source, the records' exact key bytes."""
     cluster: Kip618Cluster = request.getfixturevalue(which)
-    name = cluster.source(unique(f"import-{which}"), topic := own_topic(f"import-{which}"))
-    cluster.java_topic_write(cluster.worker_topic, name, [(partition(f="w"), offset(pos=1))])
-    cluster.java_topic_write(topic, name, [(partition(f="c"), offset(pos=2)), (partition(f="gone"), offset(pos=3))])
-    assert cluster.get(name) == plain(cluster.java_view(name)["offsets"])
+    name = seeded_in_both_stores(cluster, f"import-{which}")
     body = {
         "records": [
             {"key": b64_key(name, '{"f":"c"}'), "value": b64('{"pos":2}')},
