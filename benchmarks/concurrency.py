@@ -14,6 +14,10 @@ connector's ``GET`` must show exactly its writer's last position (read-your-writ
 order). The load generator is ``benchmarks.http_load`` (prebuilt requests on raw asyncio streams), so
 the client's own CPU is small next to the daemon's; it still shares the machine's two cores.
 
+Each phase also reports where the CPU went: the daemon's cores in use and CPU ms per commit (all its
+threads, from ``/proc/<pid>/stat``) and the load generator's cores, so a ceiling can be told apart:
+a daemon at about one core is bound by its own Python work, not by fsync or the broker.
+
 ``--backend embedded`` (default: both) runs a daemon on a fresh data directory (SQLite, fsync per
 commit); ``kafka`` a daemon on a fresh Tansu broker. Writes ``benchmarks/results/concurrency-<utc>.json``.
 """
@@ -29,7 +33,16 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.http_load import RawConnection, request_bytes
-from benchmarks.support import Daemon, Tansu, command_line, machine, percentile, workdir, write_results
+from benchmarks.support import (
+    Daemon,
+    Tansu,
+    command_line,
+    machine,
+    percentile,
+    process_cpu_s,
+    workdir,
+    write_results,
+)
 
 
 def body(position: int) -> dict[str, Any]:
@@ -80,7 +93,20 @@ def stats(samples: list[float], seconds: float) -> dict[str, float]:
     }
 
 
-async def run_phases(port: int, args: argparse.Namespace) -> dict[str, Any]:
+def cpu_row(daemon_cpu_s: float, client_cpu_s: float, elapsed: float, commits: int) -> dict[str, float]:
+    """Where the phase's CPU went.
+
+    A daemon near one core (1.0) is bound by its own Python work (one interpreter lock), not by
+    waiting on fsync or the broker: then more writers cannot raise commits/s, grouped or not.
+    """
+    return {
+        "daemon_cores": round(daemon_cpu_s / elapsed, 2),
+        "daemon_cpu_ms_per_commit": round(daemon_cpu_s * 1000 / max(commits, 1), 3),
+        "client_cores": round(client_cpu_s / elapsed, 2),
+    }
+
+
+async def run_phases(port: int, pid: int, args: argparse.Namespace) -> dict[str, Any]:
     writers = [Writer(port, i) for i in range(args.writers)]
     for w in writers:
         await w.connection.open()
@@ -99,10 +125,12 @@ async def run_phases(port: int, args: argparse.Namespace) -> dict[str, Any]:
                 warm = time.perf_counter() + args.warmup
                 await asyncio.gather(*(w.loop(warm, []) for w in active))
                 samples: list[float] = []
+                daemon_cpu, client_cpu = process_cpu_s(pid), time.process_time()
                 t0 = time.perf_counter()
                 await asyncio.gather(*(w.loop(t0 + args.seconds, samples) for w in active))
                 elapsed = time.perf_counter() - t0
-                row = {"round": round_no + 1, "phase": phase, "writers": len(active), **stats(samples, elapsed)}
+                cpu = cpu_row(process_cpu_s(pid) - daemon_cpu, time.process_time() - client_cpu, elapsed, len(samples))
+                row = {"round": round_no + 1, "phase": phase, "writers": len(active), **stats(samples, elapsed), **cpu}
                 rounds.append(row)
                 print(f"  {row}", flush=True)
         for w in writers:
@@ -149,14 +177,14 @@ def main() -> None:
     if args.backend in ("embedded", "both"):
         with Daemon(["--data-dir", str(work / "embedded"), *base], work / "daemon-embedded.log") as daemon:
             print(" embedded daemon:", flush=True)
-            payload["embedded"] = asyncio.run(run_phases(daemon.port, args))
+            payload["embedded"] = asyncio.run(run_phases(daemon.port, daemon.pid, args))
     if args.backend in ("kafka", "both"):
         with Tansu(work / "tansu.log") as broker:
             topic = f"bench-concurrency-{os.getpid()}"
             kafka_args = ["--bootstrap-servers", broker.bootstrap, "--offsets-topic", topic]
             with Daemon([*kafka_args, "--data-dir", str(work / "kafka"), *base], work / "daemon-kafka.log") as daemon:
                 print(" Kafka daemon:", flush=True)
-                payload["kafka"] = asyncio.run(run_phases(daemon.port, args))
+                payload["kafka"] = asyncio.run(run_phases(daemon.port, daemon.pid, args))
     payload["loadavg_at_end"] = Path("/proc/loadavg").read_text().split()[:3]
     for name in ("embedded", "kafka"):
         if name in payload:

@@ -45,6 +45,7 @@ from benchmarks.support import (
     load_topic,
     machine,
     median,
+    process_cpu_s,
     rss_kib,
     stop_process,
     workdir,
@@ -204,12 +205,6 @@ def daemon_serve(
         "rss_kib": memory.get("VmRSS"),
         "peak_rss_kib": memory.get("VmHWM"),
     }
-
-
-def process_cpu_s(pid: int) -> float:
-    """utime + stime of a process so far (all threads), from /proc/<pid>/stat."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def bare_consumer(args: argparse.Namespace, bootstrap: str, topic: str, work: Path) -> dict[str, Any]:

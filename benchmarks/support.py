@@ -276,6 +276,12 @@ def rss_kib(pid: int | str = "self") -> dict[str, int]:
     return out
 
 
+def process_cpu_s(pid: int) -> float:
+    """utime + stime of a process so far (all threads), from /proc/<pid>/stat."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def stop_process(proc: subprocess.Popen[Any] | None, timeout_s: float = 10.0) -> None:
     """SIGTERM, then SIGKILL after ``timeout_s``: a benchmark must never leave a child running."""
     if proc is None or proc.poll() is not None:
@@ -360,6 +366,12 @@ class Daemon:
             time.sleep(0.05)
         stop_process(self.proc)
         raise RuntimeError(f"daemon not ready in 60 s; log {self.log_path}")
+
+    @property
+    def pid(self) -> int:
+        if self.proc is None:
+            raise RuntimeError("the daemon is not started")
+        return self.proc.pid
 
     def __exit__(self, *_: object) -> None:
         stop_process(self.proc)
