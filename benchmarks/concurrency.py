@@ -14,9 +14,10 @@ connector's ``GET`` must show exactly its writer's last position (read-your-writ
 order). The load generator is ``benchmarks.http_load`` (prebuilt requests on raw asyncio streams), so
 the client's own CPU is small next to the daemon's; it still shares the machine's two cores.
 
-Each phase also reports where the CPU went: the daemon's cores in use and CPU ms per commit (all its
-threads, from ``/proc/<pid>/stat``) and the load generator's cores, so a ceiling can be told apart:
-a daemon at about one core is bound by its own Python work, not by fsync or the broker.
+Each phase also reports where the CPU went: the daemon's cores in use (all its threads, and its
+event loop's thread alone, from ``/proc``), its CPU ms per commit and the load generator's cores, so
+a ceiling can be told apart: a daemon at about one core is bound by its own Python work (one
+interpreter lock for all its threads), not by fsync or the broker.
 
 ``--backend embedded`` (default: both) runs a daemon on a fresh data directory (SQLite, fsync per
 commit); ``kafka`` a daemon on a fresh Tansu broker. Writes ``benchmarks/results/concurrency-<utc>.json``.
@@ -93,7 +94,9 @@ def stats(samples: list[float], seconds: float) -> dict[str, float]:
     }
 
 
-def cpu_row(daemon_cpu_s: float, client_cpu_s: float, elapsed: float, commits: int) -> dict[str, float]:
+def cpu_row(
+    daemon_cpu_s: float, loop_cpu_s: float, client_cpu_s: float, elapsed: float, commits: int
+) -> dict[str, float]:
     """Where the phase's CPU went.
 
     A daemon near one core (1.0) is bound by its own Python work (one interpreter lock), not by
@@ -101,6 +104,7 @@ def cpu_row(daemon_cpu_s: float, client_cpu_s: float, elapsed: float, commits: i
     """
     return {
         "daemon_cores": round(daemon_cpu_s / elapsed, 2),
+        "daemon_loop_cores": round(loop_cpu_s / elapsed, 2),  # the event loop's thread alone
         "daemon_cpu_ms_per_commit": round(daemon_cpu_s * 1000 / max(commits, 1), 3),
         "client_cores": round(client_cpu_s / elapsed, 2),
     }
@@ -125,11 +129,17 @@ async def run_phases(port: int, pid: int, args: argparse.Namespace) -> dict[str,
                 warm = time.perf_counter() + args.warmup
                 await asyncio.gather(*(w.loop(warm, []) for w in active))
                 samples: list[float] = []
-                daemon_cpu, client_cpu = process_cpu_s(pid), time.process_time()
+                daemon_cpu, loop_cpu, client_cpu = process_cpu_s(pid), process_cpu_s(pid, pid), time.process_time()
                 t0 = time.perf_counter()
                 await asyncio.gather(*(w.loop(t0 + args.seconds, samples) for w in active))
                 elapsed = time.perf_counter() - t0
-                cpu = cpu_row(process_cpu_s(pid) - daemon_cpu, time.process_time() - client_cpu, elapsed, len(samples))
+                cpu = cpu_row(
+                    process_cpu_s(pid) - daemon_cpu,
+                    process_cpu_s(pid, pid) - loop_cpu,
+                    time.process_time() - client_cpu,
+                    elapsed,
+                    len(samples),
+                )
                 row = {"round": round_no + 1, "phase": phase, "writers": len(active), **stats(samples, elapsed), **cpu}
                 rounds.append(row)
                 print(f"  {row}", flush=True)

@@ -276,9 +276,13 @@ def rss_kib(pid: int | str = "self") -> dict[str, int]:
     return out
 
 
-def process_cpu_s(pid: int) -> float:
-    """utime + stime of a process so far (all threads), from /proc/<pid>/stat."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+def process_cpu_s(pid: int, thread: int | None = None) -> float:
+    """utime + stime so far of a process (all threads), or of one of its threads, from /proc.
+
+    The main thread's id is the process id: ``thread=pid`` is the thread that runs the daemon's
+    event loop."""
+    stat = Path(f"/proc/{pid}/stat" if thread is None else f"/proc/{pid}/task/{thread}/stat")
+    fields = stat.read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
