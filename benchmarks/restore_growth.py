@@ -83,6 +83,38 @@ def measure(args: argparse.Namespace, bootstrap: str, topic: str, work: Path, re
     return row
 
 
+# The chart's three panels: title, y axis, and per line its label, result field and style.
+PANELS: tuple[tuple[str, str, tuple[tuple[str, str, str], ...]], ...] = (
+    (
+        "Time",
+        "wall time to restored (s)",
+        (
+            ("connect-offsets serve (history on)", "serve_s", "o-"),
+            ("Java KafkaOffsetBackingStore.start()", "java_s", "s--"),
+            ("bare librdkafka consumer", "bare_s", "^:"),
+        ),
+    ),
+    (
+        "CPU",
+        "CPU time (s)",
+        (
+            ("connect-offsets serve (whole process)", "serve_cpu_s", "o-"),
+            ("Java JVM process during start()", "java_cpu_s", "s--"),
+            ("bare consumer (whole process)", "bare_cpu_s", "^:"),
+        ),
+    ),
+    (
+        "Memory",
+        "RSS (MiB)",
+        (
+            ("connect-offsets serve (peak)", "serve_peak_rss_mib", "o-"),
+            ("Java JVM process (after start)", "java_rss_mib", "s--"),
+            ("bare consumer (peak)", "bare_peak_rss_mib", "^:"),
+        ),
+    ),
+)
+
+
 def draw(rows: list[dict[str, Any]], path: Path, title: str) -> bool:
     try:
         import matplotlib
@@ -93,32 +125,13 @@ def draw(rows: list[dict[str, Any]], path: Path, title: str) -> bool:
         print("matplotlib is not installed (pip install -e '.[bench]'): no chart drawn", flush=True)
         return False
     sizes = [r["records"] / 1e6 for r in rows]
-    fig, (left, middle, right) = plt.subplots(1, 3, figsize=(14, 4.4))
-    for label, field, style in (
-        ("connect-offsets serve (history on)", "serve_s", "o-"),
-        ("Java KafkaOffsetBackingStore.start()", "java_s", "s--"),
-        ("bare librdkafka consumer", "bare_s", "^:"),
-    ):
-        left.plot(sizes, [r[field] for r in rows], style, label=label)
-    left.set(xlabel="records in the offsets topic (millions)", ylabel="wall time to restored (s)", title="Time")
-    left.legend(fontsize=8)
-    for label, field, style in (
-        ("connect-offsets serve (whole process)", "serve_cpu_s", "o-"),
-        ("Java JVM process during start()", "java_cpu_s", "s--"),
-        ("bare consumer (whole process)", "bare_cpu_s", "^:"),
-    ):
-        middle.plot(sizes, [r[field] for r in rows], style, label=label)
-    middle.set(xlabel="records in the offsets topic (millions)", ylabel="CPU time (s)", title="CPU")
-    middle.legend(fontsize=8)
-    for label, field, style in (
-        ("connect-offsets serve (peak)", "serve_peak_rss_mib", "o-"),
-        ("Java JVM process (after start)", "java_rss_mib", "s--"),
-        ("bare consumer (peak)", "bare_peak_rss_mib", "^:"),
-    ):
-        points = [(s, r[field]) for s, r in zip(sizes, rows, strict=True) if r.get(field) is not None]
-        right.plot([p[0] for p in points], [p[1] for p in points], style, label=label)
-    right.set(xlabel="records in the offsets topic (millions)", ylabel="RSS (MiB)", title="Memory")
-    right.legend(fontsize=8)
+    fig, axes = plt.subplots(1, 3, figsize=(14, 4.4))
+    for ax, (title_, ylabel, lines) in zip(axes, PANELS, strict=True):
+        for label, field, style in lines:
+            points = [(s, r[field]) for s, r in zip(sizes, rows, strict=True) if r.get(field) is not None]
+            ax.plot([p[0] for p in points], [p[1] for p in points], style, label=label)
+        ax.set(xlabel="records in the offsets topic (millions)", ylabel=ylabel, title=title_)
+        ax.legend(fontsize=8)
     fig.suptitle(title, fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=100)
