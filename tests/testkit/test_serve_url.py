@@ -129,7 +129,9 @@ def test_the_url_file_appears_only_when_readyz_answers_200(
     data_dir = tmp_path / "data"
     log = EmbeddedOffsetLog(data_dir, partitions=25, synchronous="NORMAL")
     log.open()
-    for start in range(0, 60_000, 10_000):
+    # Long enough that the replay outlasts starting the HTTP server, which now overlaps it (serve
+    # starts reading before FastAPI is imported): with 60,000 records the replay was sometimes done first.
+    for start in range(0, 300_000, 10_000):
         log.append([(f'["c",{{"n":{i}}}]'.encode(), b'{"p":1}') for i in range(start, start + 10_000)])
     log.close()
     url_file = tmp_path / "daemon.url"
