@@ -49,6 +49,7 @@ from benchmarks.spark_support import (
     workdir,
     write_results,
 )
+from benchmarks.support import process_cpu_s
 from tests.cdc.helpers import Capture
 from tests.cdc.postgres import INSTALL_HINT, PostgresServer, server_bin
 
@@ -63,23 +64,21 @@ _CLASSES = (
 
 def _cpu_by_process() -> dict[int, tuple[str, float]]:
     """(class, CPU seconds) of every process this benchmark cares about, from /proc."""
-    tick = os.sysconf("SC_CLK_TCK")
     found: dict[int, tuple[str, float]] = {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
-        try:
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-            command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
         pid = int(entry.name)
-        kind = "benchmark process" if pid == os.getpid() else None
-        for name, marks in _CLASSES:
-            if kind is None and any(mark in command for mark in marks):
-                kind = name
-        if kind is not None:
-            found[pid] = (kind, (int(fields[11]) + int(fields[12])) / tick)
+        try:
+            command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            kind = "benchmark process" if pid == os.getpid() else None
+            for name, marks in _CLASSES:
+                if kind is None and any(mark in command for mark in marks):
+                    kind = name
+            if kind is not None:
+                found[pid] = (kind, process_cpu_s(pid))
+        except OSError:  # the process ended while being looked at
+            continue
     return found
 
 
