@@ -6,7 +6,9 @@ An embedded-backend daemon (fresh data directory) gets one connector ``bench-wid
 one kept-alive connection (``benchmarks.http_load``), alternating, ``--n`` times each after a warm-up
 that is not counted: ``GET /connectors/bench-wide/offsets``, ``GET /connectors`` and ``GET /healthz``
 (the floor any request pays). Nothing is written while the reads run, so every answer is the same:
-this is the steady-state read of an unchanged connector.
+this is the steady-state read of an unchanged connector. Then ``--n-after-write`` times: PATCH one
+partition of ``bench-wide`` (not timed) and GET it (timed, ``get_wide_after_write``): the first read
+after a change renders the whole body again.
 
 Target (issue 12): p99 ≤ 20 ms for each of the two reads. Every answer must be 200 and hold
 exactly the partitions / connectors written. Writes ``benchmarks/results/reads-<utc>.json``.
@@ -83,6 +85,7 @@ async def measure(port: int, args: argparse.Namespace) -> dict[str, Any]:
                     sizes[name] = len(answer)
                 if i >= args.warmup:
                     samples[name].append(elapsed)
+        samples["get_wide_after_write"] = await after_writes(conn, args)
     finally:
         await conn.close()
     return {
@@ -90,6 +93,23 @@ async def measure(port: int, args: argparse.Namespace) -> dict[str, Any]:
         "body_bytes": sizes,
         **{name: summary(s) for name, s in samples.items()},
     }
+
+
+async def after_writes(conn: RawConnection, args: argparse.Namespace) -> list[float]:
+    samples = []
+    get = request_bytes("GET", f"/connectors/{WIDE}/offsets")
+    for i in range(args.n_after_write):
+        body = {"offsets": [{"partition": {"file": "/data/file-0.txt"}, "offset": {"position": -i}}]}
+        status, answer = await conn.send(request_bytes("PATCH", f"/connectors/{WIDE}/offsets", body))
+        if status != 200:
+            raise RuntimeError(f"PATCH {WIDE} answered {status}: {answer[:300]!r}")
+        t = time.perf_counter()
+        status, answer = await conn.send(get)
+        samples.append(time.perf_counter() - t)
+        if status != 200 or b'"position":%d}' % -i not in answer:
+            raise RuntimeError(f"GET after a write answered {status} without the written offset")
+        check("get_wide_connector", answer, args)
+    return samples
 
 
 def check(name: str, answer: bytes, args: argparse.Namespace) -> None:
@@ -109,6 +129,7 @@ def main() -> None:
     ap.add_argument("--connectors", type=int, default=10_000)
     ap.add_argument("--n", type=int, default=200, help="measured requests of each kind")
     ap.add_argument("--warmup", type=int, default=10)
+    ap.add_argument("--n-after-write", type=int, default=50, help="timed GETs each right after a one-partition PATCH")
     args = ap.parse_args()
 
     work = workdir("reads")
@@ -123,7 +144,7 @@ def main() -> None:
     with Daemon(["--data-dir", str(work / "embedded")], work / "daemon-embedded.log") as daemon:
         payload["embedded"] = result = asyncio.run(measure(daemon.port, args))
     payload["loadavg_at_end"] = Path("/proc/loadavg").read_text().split()[:3]
-    for name in ("get_wide_connector", "get_connectors", "healthz"):
+    for name in ("get_wide_connector", "get_connectors", "healthz", "get_wide_after_write"):
         print(f" {name}: {result[name]}", flush=True)
     print(f"results: {write_results('reads', payload)}")
 

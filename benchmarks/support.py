@@ -329,8 +329,9 @@ def child_json(cmd: Sequence[str], timeout_s: float, log_path: Path) -> dict[str
 class Daemon:
     """A ``connect-offsets serve`` process, always stopped on exit."""
 
-    def __init__(self, args: list[str], log_path: Path) -> None:
+    def __init__(self, args: list[str], log_path: Path, ready_timeout_s: float = 60.0) -> None:
         self.port = free_port()
+        self.ready_timeout_s = ready_timeout_s
         self.url = f"http://127.0.0.1:{self.port}"
         self.log_path = log_path
         self.cmd = [
@@ -358,7 +359,7 @@ class Daemon:
                 preexec_fn=die_with_parent,
                 env={**os.environ, "PYTHONUNBUFFERED": "1"},
             )
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + self.ready_timeout_s
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"daemon exited {self.proc.returncode}; log {self.log_path}")
@@ -369,7 +370,7 @@ class Daemon:
                 pass
             time.sleep(0.05)
         stop_process(self.proc)
-        raise RuntimeError(f"daemon not ready in 60 s; log {self.log_path}")
+        raise RuntimeError(f"daemon not ready in {self.ready_timeout_s} s; log {self.log_path}")
 
     @property
     def pid(self) -> int:
