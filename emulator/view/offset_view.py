@@ -7,8 +7,11 @@ deliberate refinement: several byte-different keys can denote the same logical p
 whitespace, key order or number formatting), and we remember every live one, so that an alter or
 reset reaches the bytes the task really uses instead of only Connect's re-serialized HashMap order.
 
-Keys are parsed once per distinct key (cached) rather than once per record, so a restore of a
-long log costs a dict lookup per record.
+Memory follows live keys and stays small (docs/performance.md): per key the view holds the key
+bytes, one packed slot (``emulator.view.slots``: coordinates, owner and value in one bytes object)
+and one small int in its connector's ``PartitionIndex``. Parsed partitions are not kept: a key is
+parsed when it first appears, when it is deleted, and when its connector is listed — a rewrite of a
+live key (most records of a restore) reads its owner from the slot and parses nothing.
 """
 
 from __future__ import annotations
@@ -21,34 +24,27 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from emulator.codec.keys import KeyProblem, ParsedKey, logical_id, parse_key, problem_message
-from emulator.codec.values import CodecError, parse_offset
+from emulator.codec.values import CodecError, loads_lenient
 from emulator.model.records import LogRecord
+from emulator.view import slots
+from emulator.view.partition_index import PartitionIndex, bucket_of
 
 log = logging.getLogger(__name__)
 
-_KeyInfo = tuple[ParsedKey, str] | KeyProblem
 
-
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class Entry:
-    """The latest live value of one raw key, with where and when it was written."""
+    """The latest live value of one raw key, with where and when it was written (built on read)."""
 
     value: bytes
     partition: int
     offset: int
     timestamp_ms: int
-    parsed: Any = field(default=None, compare=False)
-    """The parsed offset, filled on first read (values are parsed lazily, once per record)."""
-    parse_state: int = field(default=0, compare=False)
-    """0 not parsed yet, 1 parsed, 2 unparseable (counted once, logged once)."""
 
-
-@dataclass(slots=True)
-class _LogicalPartition:
-    """One logical source partition and the raw keys that currently denote it, oldest first."""
-
-    partition: dict[str, Any]
-    keys: dict[bytes, None] = field(default_factory=dict)
+    @classmethod
+    def of(cls, slot: bytes) -> Entry:
+        offset, timestamp_ms, partition, _, _ = slots.head(slot)
+        return cls(slots.value_of(slot), partition, offset, timestamp_ms)
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,7 +54,12 @@ class OffsetRow:
     partition: dict[str, Any]
     offset: Any
     keys: tuple[bytes, ...]
-    entry: Entry
+    slot: bytes
+
+    @property
+    def entry(self) -> Entry:
+        """The newest key's record (built on demand: listings rarely need it)."""
+        return Entry.of(self.slot)
 
 
 @dataclass(slots=True)
@@ -87,9 +88,13 @@ class OffsetView:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._data: dict[bytes | None, Entry] = {}
-        self._key_info: dict[bytes, _KeyInfo] = {}
-        self._connectors: dict[str, dict[str, _LogicalPartition]] = {}
+        self._data: dict[bytes | None, bytes] = {}
+        """Raw key → its slot (``emulator.view.slots``)."""
+        self._names: list[str] = []
+        """Connector names in order of appearance; a slot's owner is an index into this list."""
+        self._ids: dict[str, int] = {}
+        self._indexes: list[PartitionIndex] = []
+        """Per connector id, its live keys by logical partition."""
         self._versions: dict[str, int] = {}
         """Per connector, bumped on every change to what ``offsets`` lists (read caches key on it)."""
         self._names_version = 0
@@ -135,67 +140,67 @@ class OffsetView:
             for record in records:
                 self._apply_one(record, own=True)
 
-    def _is_older(self, record: LogRecord) -> bool:
+    def _is_older(self, record: LogRecord, current: slots.Head | None) -> bool:
         """Has this key already been applied from a later offset of the same partition?
 
         Only write-through can cause it (the reader delivers each partition in order); keys live in
         one partition (murmur2), so per-partition order is the order Connect's reader sees.
         """
-        key = record.key
-        current = self._data.get(key)
         if current is not None and current.partition == record.partition and current.offset > record.offset:
             return True
-        ghost = self._deleted_ahead.get(key)  # type: ignore[arg-type]
+        key: bytes = record.key  # type: ignore[assignment]  # callers pass keyed records only
+        ghost = self._deleted_ahead.get(key)
         if ghost is not None and ghost[0] == record.partition:
             if ghost[1] > record.offset:
                 return True
-            del self._deleted_ahead[key]  # type: ignore[arg-type]  # the reader has reached that tombstone
+            del self._deleted_ahead[key]  # the reader has reached that tombstone
         return False
 
     def _apply_one(self, record: LogRecord, own: bool = False) -> None:
         key = record.key
         stats = self.stats
-        if not own:
-            stats.records_applied += 1
-        info = self._classify(key, count=not own)
         if own:
             self._written_through = True
-        if key is not None and self._written_through and self._is_older(record):
+        else:
+            stats.records_applied += 1
+        slot = self._data.get(key)
+        current = None if slot is None else slots.head(slot)
+        parsed: ParsedKey | None = None
+        if current is not None:
+            problem = slots.owner_problem(current.owner)
+        else:
+            classified = parse_key(key)
+            problem = classified if isinstance(classified, KeyProblem) else None
+            parsed = None if problem is not None else classified  # type: ignore[assignment]
+        if problem is not None and not own:
+            self._count_skip(problem, key)
+        if key is not None and self._written_through and self._is_older(record, current):
             return
-        if record.value is None:
+        value = record.value
+        if value is None:
             if not own:
                 stats.tombstones_applied += 1
-            self._data.pop(key, None)
+            if slot is not None:
+                del self._data[key]
             if key is not None:
                 if own:
                     self._deleted_ahead[key] = (record.partition, record.offset)
-                self._key_info.pop(key, None)
-                if not isinstance(info, KeyProblem):
-                    self._unindex(key, info)
+                if problem is None:
+                    self._unindex(key, parsed)
             return
-        if not record.value and not own:
+        if not value and not own:
             stats.empty_values += 1
-        current = self._data.get(key)
-        if current is not None and current.partition == record.partition and current.offset == record.offset:
-            return  # the reader delivering a record already applied by write-through
-        self._data[key] = Entry(record.value, record.partition, record.offset, record.timestamp_ms)
-        if not isinstance(info, KeyProblem):
-            self._index(key, info)  # type: ignore[arg-type]  # parsed keys are never None
-
-    def _classify(self, key: bytes | None, count: bool = True) -> _KeyInfo:
-        if key is None:
-            info: _KeyInfo = KeyProblem.NULL_KEY
+        if current is not None:
+            if current.partition == record.partition and current.offset == record.offset:
+                return  # the reader delivering a record already applied by write-through
+            owner = current.owner
+            if problem is None:
+                self._rewritten(owner, key)  # type: ignore[arg-type]  # parsed keys are never None
+        elif problem is not None:
+            owner = slots.problem_owner(problem)
         else:
-            cached = self._key_info.get(key)
-            if cached is not None:
-                info = cached
-            else:
-                parsed = parse_key(key)
-                info = parsed if isinstance(parsed, KeyProblem) else (parsed, logical_id(parsed.partition))
-                self._key_info[key] = info
-        if isinstance(info, KeyProblem) and count:
-            self._count_skip(info, key)
-        return info
+            owner = self._index(key, parsed)  # type: ignore[arg-type]  # parsed keys are never None
+        self._data[key] = slots.pack(value, record.partition, record.offset, record.timestamp_ms, owner)
 
     def _count_skip(self, problem: KeyProblem, key: bytes | None) -> None:
         count = self.stats.skipped_keys[problem.value] + 1
@@ -203,43 +208,53 @@ class OffsetView:
         if problem is not KeyProblem.PARTITION_NULL and (count == 1 or count % self._WARN_EVERY == 0):
             log.warning("%s (%d such record(s) so far)", problem_message(problem, key), count)
 
-    def _index(self, key: bytes, info: tuple[ParsedKey, str]) -> None:
-        parsed, lid = info
+    def _connector_id(self, name: str) -> int:
+        found = self._ids.get(name)
+        if found is not None:
+            return found
+        if len(self._names) >= slots.MAX_CONNECTORS:
+            raise OverflowError(f"more than {slots.MAX_CONNECTORS} connector names")
+        new = self._ids[name] = len(self._names)
+        self._names.append(name)
+        self._indexes.append(PartitionIndex())
+        self._names_version += 1
+        return new
+
+    def _index(self, key: bytes, parsed: ParsedKey) -> int:
+        """A key not live before: its connector (named now if new) lists it from here on."""
+        owner = self._connector_id(parsed.connector)
         self._bump(parsed.connector)
-        partitions = self._connectors.get(parsed.connector)
-        if partitions is None:
-            partitions = self._connectors[parsed.connector] = {}
-            self._names_version += 1
-        logical = partitions.get(lid)
-        if logical is None:
-            logical = partitions[lid] = _LogicalPartition(parsed.partition)
-        logical.keys.pop(key, None)  # re-insert: the newest write is last
-        logical.keys[key] = None
+        self._indexes[owner].add(bucket_of(logical_id(parsed.partition)), key)
+        return owner
+
+    def _rewritten(self, owner: int, key: bytes) -> None:
+        """A live key got a new value: its connector's listing changed; within a crowded bucket the
+        newest key must move last (only then is the key parsed to find its bucket)."""
+        self._bump(self._names[owner])
+        index = self._indexes[owner]
+        if index.crowded:
+            parsed = parse_key(key)
+            assert isinstance(parsed, ParsedKey)  # an indexed key parsed before
+            index.add(bucket_of(logical_id(parsed.partition)), key)
+
+    def _unindex(self, key: bytes, parsed: ParsedKey | None) -> None:
+        if parsed is None:  # a live key: its slot said who owns it, its bucket needs the parse
+            reparsed = parse_key(key)
+            assert isinstance(reparsed, ParsedKey)
+            parsed = reparsed
+        # A tombstone for a connector never seen live still makes the name known, as in
+        # Connect's connectorPartitions (the outer map never shrinks).
+        owner = self._connector_id(parsed.connector)
+        self._bump(parsed.connector)
+        self._indexes[owner].remove(bucket_of(logical_id(parsed.partition)), key)
 
     def _bump(self, connector: str) -> None:
         self._versions[connector] = self._versions.get(connector, 0) + 1
 
-    def _unindex(self, key: bytes, info: tuple[ParsedKey, str]) -> None:
-        parsed, lid = info
-        self._bump(parsed.connector)
-        partitions = self._connectors.get(parsed.connector)
-        if partitions is None:
-            # A tombstone for a connector never seen live still makes the name known, as in
-            # Connect's connectorPartitions (the outer map never shrinks).
-            self._connectors[parsed.connector] = {}
-            self._names_version += 1
-            return
-        logical = partitions.get(lid)
-        if logical is None:
-            return
-        logical.keys.pop(key, None)
-        if not logical.keys:
-            del partitions[lid]
-
     # -- reading --------------------------------------------------------------------------
     def connectors(self) -> list[str]:
         with self._lock:
-            return sorted(self._connectors)
+            return sorted(self._ids)
 
     def version(self, connector: str) -> int:
         """Changes with every record that changes ``offsets(connector)`` (a lock-free read of one int:
@@ -253,7 +268,7 @@ class OffsetView:
 
     def knows(self, connector: str) -> bool:
         with self._lock:
-            return connector in self._connectors
+            return connector in self._ids
 
     def live_keys(self) -> int:
         with self._lock:
@@ -261,53 +276,82 @@ class OffsetView:
 
     def get_raw(self, key: bytes | None) -> Entry | None:
         with self._lock:
-            return self._data.get(key)
+            slot = self._data.get(key)
+        return None if slot is None else Entry.of(slot)
 
     def raw_entries(self) -> list[tuple[bytes | None, Entry]]:
         """Every live raw key with its entry, keys Connect ignores included: a byte-exact export
         must carry what the log holds, not only what Connect lists."""
         with self._lock:
-            return list(self._data.items())
+            items = list(self._data.items())
+        return [(key, Entry.of(slot)) for key, slot in items]
 
     def find(self, connector: str, partition_lid: str) -> tuple[bytes, ...]:
         """The live raw keys denoting that logical partition (oldest first), or ``()``."""
         with self._lock:
-            logical = self._connectors.get(connector, {}).get(partition_lid)
-            return tuple(logical.keys) if logical else ()
+            owner = self._ids.get(connector)
+            if owner is None:
+                return ()
+            keys = self._indexes[owner].keys_in(bucket_of(partition_lid))
+        return tuple(key for key in keys if _logical_id_of(key) == partition_lid)
 
     def offsets(self, connector: str) -> list[OffsetRow]:
         """Every live partition of a connector with its latest offset (from the newest key)."""
         with self._lock:
-            snapshot = [
-                (logical.partition, tuple(logical.keys)) for logical in self._connectors.get(connector, {}).values()
-            ]
-            rows = []
-            for _, keys in snapshot:
-                newest = keys[-1]
-                rows.append((keys, newest, self._data[newest], self._key_info[newest]))
+            owner = self._ids.get(connector)
+            if owner is None:
+                return []
+            buckets = self._indexes[owner].buckets()
+            data = self._data
+            snapshot = [(keys, data[keys[-1]] if len(keys) == 1 else None) for keys in buckets]
+            crowded = [{key: data[key] for key in keys} for keys, slot in snapshot if slot is None]
         result = []
-        for keys, newest, entry, info in rows:
-            assert not isinstance(info, KeyProblem)
-            result.append(OffsetRow(info[0].partition, self._parsed(newest, entry), keys, entry))
+        offset_of = self._offset_of
+        for keys, slot in snapshot:
+            if slot is not None:
+                key = keys[0]
+                # An indexed key is a valid ``[name, {partition}]``: its partition is item 1.
+                result.append(OffsetRow(loads_lenient(key)[1], offset_of(key, slot), keys, slot))
+        for bucket in crowded:
+            result.extend(self._rows_of_crowded(bucket))
         return result
 
-    def _parsed(self, key: bytes, entry: Entry) -> Any:
-        """Parse a value once per record; an unparseable one is counted and logged once, as
-        Connect logs ``CRITICAL`` and leaves it out (we show it as ``null``)."""
-        if entry.parse_state == 0:
-            try:
-                entry.parsed = parse_offset(entry.value)
-                entry.parse_state = 1
-            except CodecError as exc:
-                with self._lock:
-                    if entry.parse_state == 0:
-                        self.stats.unparseable_values += 1
-                        entry.parse_state = 2
-                        log.error(
-                            "CRITICAL: Failed to deserialize offset data for key %r (partition %d, offset %d): %s",
-                            key,
-                            entry.partition,
-                            entry.offset,
-                            exc,
-                        )
-        return entry.parsed
+    def _rows_of_crowded(self, bucket: dict[bytes, bytes]) -> list[OffsetRow]:
+        """Rows of a bucket holding several keys: grouped by logical partition, oldest key first."""
+        groups: dict[str, list[tuple[bytes, ParsedKey]]] = {}
+        for key in bucket:
+            parsed = parse_key(key)
+            assert isinstance(parsed, ParsedKey)
+            groups.setdefault(logical_id(parsed.partition), []).append((key, parsed))
+        rows = []
+        for group in groups.values():
+            newest, parsed = group[-1]
+            slot = bucket[newest]
+            keys = tuple(key for key, _ in group)
+            rows.append(OffsetRow(parsed.partition, self._offset_of(newest, slot), keys, slot))
+        return rows
+
+    def _offset_of(self, key: bytes, slot: bytes) -> Any:
+        """The parsed value; an unparseable one is counted and logged once per record, as Connect
+        logs ``CRITICAL`` and leaves it out (we show it as ``null``)."""
+        try:
+            return loads_lenient(slot[slots.HEAD_SIZE :])
+        except CodecError as exc:
+            with self._lock:
+                if self._data.get(key) is slot and not slots.head(slot).flags & slots.FLAG_UNPARSEABLE_COUNTED:
+                    self._data[key] = slots.with_flags(slot, slots.FLAG_UNPARSEABLE_COUNTED)
+                    self.stats.unparseable_values += 1
+                    offset, _, partition, _, _ = slots.head(slot)
+                    log.error(
+                        "CRITICAL: Failed to deserialize offset data for key %r (partition %d, offset %d): %s",
+                        key,
+                        partition,
+                        offset,
+                        exc,
+                    )
+            return None
+
+
+def _logical_id_of(key: bytes) -> str | None:
+    parsed = parse_key(key)
+    return None if isinstance(parsed, KeyProblem) else logical_id(parsed.partition)

@@ -1,0 +1,61 @@
+"""One live record of the view packed into a single ``bytes`` object: its coordinates and its value.
+
+Why: at a million live keys every Python object counts. An ``Entry`` dataclass plus its value bytes
+and three boxed ints cost about 250 B per key; one bytes object holding a fixed 25-byte header and
+the value costs 33 + 25 + len(value). ``Entry`` objects are built only when someone reads a key.
+
+The header also says who owns the key (the index of its connector's name in the view, or which
+``KeyProblem`` makes Connect ignore it), so an update of a live key needs no parse of the key, and
+one flag remembers that an unparseable value was already counted and logged.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Final, NamedTuple
+
+from emulator.codec.keys import KeyProblem
+
+_HEAD: Final = struct.Struct("<qqiIB")  # offset, timestamp_ms, partition, owner, flags
+HEAD_SIZE: Final = _HEAD.size
+
+_PROBLEMS: Final = tuple(KeyProblem)
+_PROBLEM_BASE: Final = 0xFFFFFF00
+MAX_CONNECTORS: Final = _PROBLEM_BASE
+"""Owners below this are connector indexes; a view can name up to ~4.29 billion connectors."""
+
+FLAG_UNPARSEABLE_COUNTED: Final = 1
+
+
+class Head(NamedTuple):
+    offset: int
+    timestamp_ms: int
+    partition: int
+    owner: int
+    flags: int
+
+
+def pack(value: bytes, partition: int, offset: int, timestamp_ms: int, owner: int, flags: int = 0) -> bytes:
+    return _HEAD.pack(offset, timestamp_ms, partition, owner, flags) + value
+
+
+def head(slot: bytes) -> Head:
+    return Head._make(_HEAD.unpack_from(slot))
+
+
+def value_of(slot: bytes) -> bytes:
+    return slot[HEAD_SIZE:]
+
+
+def with_flags(slot: bytes, flags: int) -> bytes:
+    offset, timestamp_ms, partition, owner, _ = _HEAD.unpack_from(slot)
+    return _HEAD.pack(offset, timestamp_ms, partition, owner, flags) + slot[HEAD_SIZE:]
+
+
+def problem_owner(problem: KeyProblem) -> int:
+    return _PROBLEM_BASE + _PROBLEMS.index(problem)
+
+
+def owner_problem(owner: int) -> KeyProblem | None:
+    """The problem an owner code stands for, or ``None`` if it is a connector index."""
+    return _PROBLEMS[owner - _PROBLEM_BASE] if owner >= _PROBLEM_BASE else None

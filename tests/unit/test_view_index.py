@@ -1,0 +1,144 @@
+"""The view lists and finds exactly what a plain model of Connect's reader would, whatever the hashes do.
+
+The view keeps no parsed partitions: per connector it keeps live keys in buckets by a hash of their
+logical partition (emulator/view/partition_index.py). These tests replay random logs against the
+view and against a model written the obvious way (every key parsed, grouped by logical id), once
+with the real hash and once with every logical partition forced into the same one or two buckets.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import pytest
+
+from emulator.codec.keys import KeyProblem, logical_id, parse_key
+from emulator.codec.values import CodecError, parse_offset
+from emulator.model.records import LogRecord
+from emulator.view import offset_view
+from emulator.view.offset_view import OffsetView
+
+
+def _keys() -> list[bytes | None]:
+    keys: list[bytes | None] = []
+    for connector in ("a", "b"):
+        for i in range(4):
+            keys.append(f'["{connector}",{{"f":{i}}}]'.encode())
+            keys.append(f'["{connector}", {{"f": {i}}}]'.encode())  # same partition, other bytes
+            keys.append(f'["{connector}",{{"x":1,"y":{i}}}]'.encode())
+            keys.append(f'["{connector}",{{"y":{i},"x":1}}]'.encode())  # same partition, other key order
+    keys += [b"not json", b'["a"]', b'["a",null]', b'["a",[1]]', None]
+    return keys
+
+
+KEYS = _keys()
+VALUES: list[bytes | None] = [b'{"p":1}', b'{"p":2}', None, None, b"", b"garbage{"]
+
+
+def _offset(value: bytes) -> Any:
+    try:
+        return parse_offset(value)
+    except CodecError:
+        return None
+
+
+class Model:
+    """Connect's reader, written plainly: latest value per key, keys grouped by logical partition."""
+
+    def __init__(self) -> None:
+        self.data: dict[bytes | None, bytes] = {}
+        self.order: list[bytes | None] = []  # live keys, oldest write first
+
+    def apply(self, key: bytes | None, value: bytes | None) -> None:
+        if key in self.data:
+            self.order.remove(key)
+            del self.data[key]
+        if value is not None:
+            self.data[key] = value
+            self.order.append(key)
+
+    def rows(self, connector: str) -> dict[str, tuple[Any, Any, tuple[bytes, ...]]]:
+        groups: dict[str, list[bytes]] = {}
+        for key in self.order:
+            parsed = parse_key(key)
+            if isinstance(parsed, KeyProblem) or parsed.connector != connector:
+                continue
+            groups.setdefault(logical_id(parsed.partition), []).append(key)  # type: ignore[arg-type]
+        result = {}
+        for lid, keys in groups.items():
+            newest = parse_key(keys[-1])
+            assert not isinstance(newest, KeyProblem)
+            result[lid] = (newest.partition, _offset(self.data[keys[-1]]), tuple(keys))
+        return result
+
+
+def _listed(view: OffsetView, connector: str) -> dict[str, tuple[Any, Any, tuple[bytes, ...]]]:
+    rows = view.offsets(connector)
+    listed = {logical_id(r.partition): (r.partition, r.offset, r.keys) for r in rows}
+    assert len(listed) == len(rows), "a logical partition is listed twice"
+    return listed
+
+
+@pytest.fixture(params=["real-hash", "one-bucket", "two-buckets"])
+def hashing(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    if request.param == "one-bucket":
+        monkeypatch.setattr(offset_view, "bucket_of", lambda lid: 7)
+    elif request.param == "two-buckets":
+        monkeypatch.setattr(offset_view, "bucket_of", lambda lid: len(lid) % 2)
+    return str(request.param)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_listing_and_finding_match_a_plain_model_of_connects_reader(hashing: str, seed: int) -> None:
+    rng = random.Random(seed)
+    view, model = OffsetView(), Model()
+    offsets = [0] * 3
+    for step in range(400):
+        key, value = rng.choice(KEYS), rng.choice(VALUES)
+        partition = rng.randrange(3)
+        view.apply([LogRecord(key, value, partition, offsets[partition], step)])
+        offsets[partition] += 1
+        model.apply(key, value)
+        if step % 20 == 19:
+            for connector in ("a", "b"):
+                expected = model.rows(connector)
+                assert _listed(view, connector) == expected, f"{hashing}, seed {seed}, step {step}"
+                for lid, (_, _, keys) in expected.items():
+                    assert view.find(connector, lid) == keys
+            assert view.live_keys() == len(model.data)
+            assert {k: e.value for k, e in view.raw_entries()} == model.data
+    assert view.find("a", logical_id({"f": 99})) == ()
+    assert view.find("nobody", logical_id({"f": 0})) == ()
+
+
+def test_an_unparseable_value_is_counted_once_per_record_however_often_it_is_listed() -> None:
+    view = OffsetView()
+    key = b'["c",{"f":1}]'
+    view.apply([LogRecord(key, b"garbage{", 0, 0, 0)])
+    assert [r.offset for r in view.offsets("c")] == [None]
+    assert [r.offset for r in view.offsets("c")] == [None]
+    assert view.stats.unparseable_values == 1
+    entry = view.get_raw(key)
+    assert entry is not None and (entry.value, entry.partition, entry.offset) == (b"garbage{", 0, 0)
+    view.apply([LogRecord(key, b"garbage{", 0, 1, 0)])
+    view.offsets("c")
+    assert view.stats.unparseable_values == 2, "a new record with a bad value is counted again"
+
+
+def test_a_rewrite_of_a_live_key_moves_it_last_among_its_aliases() -> None:
+    view = OffsetView()
+    compact, spaced = b'["c",{"f":1}]', b'["c", {"f": 1}]'
+    view.apply([LogRecord(compact, b'{"p":1}', 0, 0, 0), LogRecord(spaced, b'{"p":2}', 0, 1, 0)])
+    assert [(r.keys, r.offset) for r in view.offsets("c")] == [((compact, spaced), {"p": 2})]
+    view.apply([LogRecord(compact, b'{"p":3}', 0, 2, 0)])
+    assert [(r.keys, r.offset) for r in view.offsets("c")] == [((spaced, compact), {"p": 3})]
+
+
+def test_connector_names_stay_known_after_their_last_key_is_deleted_and_from_tombstones_alone() -> None:
+    view = OffsetView()
+    view.apply([LogRecord(b'["c",{"f":1}]', b'{"p":1}', 0, 0, 0), LogRecord(b'["c",{"f":1}]', None, 0, 1, 0)])
+    view.apply([LogRecord(b'["ghost",{"f":1}]', None, 0, 2, 0)])
+    assert view.connectors() == ["c", "ghost"]
+    assert view.offsets("c") == [] and view.offsets("ghost") == []
+    assert view.knows("ghost") and not view.knows("other")
