@@ -25,8 +25,12 @@ from emulator.codec.keys import KeyProblem, parse_key
 from emulator.history.origins import EXTERNAL_ORIGIN, Origin, OriginRegistry
 from emulator.model.records import LogRecord
 
-_KEY_CACHE_MAX = 200_000
-"""Keys whose encoded pieces are kept (the replay of a log meets the same keys again and again)."""
+_KEY_CACHE_BYTES = 32 * 1024 * 1024
+"""Budget of the keys' encoded pieces kept (the replay of a log meets the same keys again and
+again). Counted in bytes, not keys: at 200,000 keys the pieces held ~100 MB, a third of what a
+daemon with a million live keys needs for everything else (benchmarks/daemon_memory.py)."""
+_KEY_ENTRY_OVERHEAD = 250
+"""Per cached key beyond the pieces' lengths: three bytes headers, a tuple and a dict slot."""
 _PARTITION_JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=True).encode
 _C_ENCODER = getattr(json.encoder, "c_make_encoder", None)
 """CPython's C encoder, built once: ``JSONEncoder.encode`` builds one per call (most of its cost)."""
@@ -139,6 +143,7 @@ class RowEncoder:
         self._external = _OriginParts(EXTERNAL_ORIGIN)
         self._origin_parts: dict[Origin, _OriginParts] = {}
         self._keys: dict[bytes | None, tuple[bytes, bytes, bytes]] = {}
+        self._keys_bytes = 0
         self._times: tuple[int, bytes, int, bytes] = (0, encode_long(0), 0, encode_long(0))
         """The last record timestamp and arrival time, encoded: both repeat from row to row."""
 
@@ -155,9 +160,12 @@ class RowEncoder:
             text,
             self._external.crc_middle + text + (_NULL if key is None else b"\x01%d:%b" % (len(key), key)),
         )
-        if len(self._keys) >= _KEY_CACHE_MAX:
+        size = len(parts[0]) + len(text) + len(parts[2]) + _KEY_ENTRY_OVERHEAD
+        if self._keys_bytes + size > _KEY_CACHE_BYTES:
             self._keys.clear()
+            self._keys_bytes = 0
         self._keys[key] = parts
+        self._keys_bytes += size
         return parts
 
     def _origin(self, origin: Origin) -> _OriginParts:
