@@ -41,6 +41,7 @@ class Parser(argparse.ArgumentParser):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs["allow_abbrev"] = False
         super().__init__(*args, **kwargs)
+        self.command_names: frozenset[str] = frozenset()
 
 
 def version() -> str:
@@ -50,17 +51,38 @@ def version() -> str:
         return "unknown (not installed)"
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser() -> Parser:
     parser = Parser(prog="connect-offsets", description="Kafka Connect offsets: daemon, and operations through it.")
     parser.add_argument("--version", action="version", version=f"%(prog)s {version()}")
     sub = parser.add_subparsers(dest="command", required=True)
     for name in COMMAND_GROUPS:
         importlib.import_module(name).register(sub)
+    parser.command_names = frozenset(sub.choices)
     return parser
 
 
+def command_first(argv: Sequence[str], commands: frozenset[str]) -> list[str]:
+    """``connect-offsets --url U get NAME`` → ``connect-offsets get --url U NAME``.
+
+    Every option belongs to a command (``--url``, ``--json``, credentials), but people write
+    connection options first, as with kubectl or git; argparse would answer "invalid choice: 'U'".
+    Options before the command move right after it, where the command's parser judges them (an
+    option the command does not take is still refused, by name). ``--help``/``--version`` first
+    keep their top-level meaning."""
+    tokens = list(argv)
+    for i, token in enumerate(tokens):
+        if token in commands:
+            if i == 0 or any(t in ("-h", "--help", "--version") for t in tokens[:i]):
+                return tokens
+            return [token, *tokens[:i], *tokens[i + 1 :]]
+        if not token.startswith("-") and (i == 0 or not tokens[i - 1].startswith("-")):
+            break  # a word that is neither an option nor an option's value: argparse reports it
+    return tokens
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(command_first(sys.argv[1:] if argv is None else argv, parser.command_names))
     try:
         return _run(args)
     except BrokenPipeError:

@@ -222,3 +222,16 @@ def test_transfers_check_the_daemon_url_like_every_command(how: str, tmp_path: P
         result = cli(*args, env={"CONNECT_OFFSETS_URL": "localhost:8081"})
         assert result.returncode == EXIT_USAGE and "CONNECT_OFFSETS_URL" in result.stderr
     assert "http:// or https:// URL" in result.stderr
+
+
+def test_connection_options_may_come_before_the_command(embedded_daemon: DaemonProcess) -> None:
+    """``connect-offsets --url U get NAME`` is how people write it (kubectl, git); it was refused as
+    "invalid choice: 'U'". Options the command does not take are still refused by name."""
+    name = unique("cli-url-first")
+    seed(embedded_daemon, name)
+    first = cli("--url", embedded_daemon.url, "--json", "get", name)
+    assert first.returncode == 0, first.stderr
+    assert json.loads(first.stdout)["offsets"] == offsets(embedded_daemon, name)
+    unknown = cli("--no-such-option", "get", name, "--url", embedded_daemon.url)
+    assert unknown.returncode == EXIT_USAGE and "unrecognized arguments: --no-such-option" in unknown.stderr
+    assert cli("--help").returncode == 0 and cli("--version", "get").returncode == 0
