@@ -7,7 +7,7 @@ deliberate refinement: several byte-different keys can denote the same logical p
 whitespace, key order or number formatting), and we remember every live one, so that an alter or
 reset reaches the bytes the task really uses instead of only Connect's re-serialized HashMap order.
 
-Memory follows live keys and stays small (docs/performance.md): per key the view holds the key
+Memory follows live keys and stays small (benchmarks/RESULTS.md, round 7): per key the view holds the key
 bytes, one packed slot (``emulator.view.slots``: coordinates, owner and value in one bytes object)
 and one small int in its connector's ``PartitionIndex``. Parsed partitions are not kept: a key is
 parsed when it first appears, when it is deleted, and when its connector is listed — a rewrite of a
