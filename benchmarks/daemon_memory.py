@@ -27,6 +27,7 @@ from benchmarks.support import (
     bench_key,
     bench_value,
     command_line,
+    load_embedded_log,
     machine,
     process_cpu_s,
     rss_kib,
@@ -36,22 +37,11 @@ from benchmarks.support import (
 
 TOPIC = "connect-offsets"
 PARTITIONS = 25
-CONNECTORS = 20
 
 
 def fill(data_dir: Path, keys: int) -> float:
-    """Append ``keys`` records (one per key) to a fresh embedded log, 10,000 per transaction."""
-    from emulator.logs.embedded.offsets_log import EmbeddedOffsetLog
-
-    started = time.monotonic()
-    log = EmbeddedOffsetLog(data_dir, partitions=PARTITIONS, name=TOPIC, synchronous="NORMAL")
-    log.open()
-    try:
-        for start in range(0, keys, 10_000):
-            log.append([(bench_key(k), bench_value(k)) for k in range(start, min(start + 10_000, keys))], timeout_s=120)
-    finally:
-        log.close()
-    return time.monotonic() - started
+    """One record per key (value ``{"position":k}``) in a fresh embedded log."""
+    return load_embedded_log(data_dir, TOPIC, PARTITIONS, ((bench_key(k), bench_value(k)) for k in range(keys)))
 
 
 def wait_archived(daemon: Daemon, records: int, deadline_s: float) -> dict[str, Any]:

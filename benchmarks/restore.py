@@ -42,6 +42,7 @@ from benchmarks.support import (
     bench_records,
     child_json,
     command_line,
+    load_embedded_log,
     load_topic,
     machine,
     median,
@@ -303,24 +304,9 @@ def java_store(args: argparse.Namespace, bootstrap: str, topic: str, work: Path)
 
 
 def load_embedded(args: argparse.Namespace, data_dir: Path, topic: str) -> float:
-    """The same records, in the same order, appended to an embedded log (synchronous=NORMAL: a throwaway file)."""
-    from emulator.logs.embedded.offsets_log import EmbeddedOffsetLog
-
-    started = time.monotonic()
-    log = EmbeddedOffsetLog(data_dir, partitions=args.partitions, name=topic, synchronous="NORMAL")
-    log.open()
-    try:
-        batch: list[tuple[bytes, bytes | None]] = []
-        for key, value, _ in bench_records(args.records, args.keys, args.partitions):
-            batch.append((key, value))
-            if len(batch) == 10_000:
-                log.append(batch, timeout_s=120)
-                batch = []
-        if batch:
-            log.append(batch, timeout_s=120)
-    finally:
-        log.close()
-    return time.monotonic() - started
+    """The same records, in the same order, appended to an embedded log."""
+    records = ((key, value) for key, value, _ in bench_records(args.records, args.keys, args.partitions))
+    return load_embedded_log(data_dir, topic, args.partitions, records)
 
 
 def summarize(runs: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:

@@ -24,7 +24,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -66,6 +66,30 @@ def bench_records(total: int, distinct_keys: int, partitions: int) -> Iterator[t
     for i in range(total):
         k = i % distinct_keys
         yield keys[k], bench_value(i // distinct_keys), placement[k]
+
+
+def load_embedded_log(data_dir: Path, topic: str, partitions: int, entries: Iterable[tuple[bytes, bytes]]) -> float:
+    """Append ``entries`` in order to a fresh embedded log, 10,000 per transaction; seconds taken.
+
+    ``synchronous=NORMAL``: a benchmark's log is a throwaway file, and fsync per batch would only
+    time the disk."""
+    from emulator.logs.embedded.offsets_log import EmbeddedOffsetLog
+
+    started = time.monotonic()
+    log = EmbeddedOffsetLog(data_dir, partitions=partitions, name=topic, synchronous="NORMAL")
+    log.open()
+    try:
+        batch: list[tuple[bytes | None, bytes | None]] = []
+        for entry in entries:
+            batch.append(entry)
+            if len(batch) == 10_000:
+                log.append(batch, timeout_s=120)
+                batch = []
+        if batch:
+            log.append(batch, timeout_s=120)
+    finally:
+        log.close()
+    return time.monotonic() - started
 
 
 # --------------------------------------------------------------------------- broker

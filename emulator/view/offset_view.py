@@ -233,15 +233,11 @@ class OffsetView:
         self._bump(self._names[owner])
         index = self._indexes[owner]
         if index.crowded:
-            parsed = parse_key(key)
-            assert isinstance(parsed, ParsedKey)  # an indexed key parsed before
-            index.add(bucket_of(logical_id(parsed.partition)), key)
+            index.add(bucket_of(logical_id(_indexed(key).partition)), key)
 
     def _unindex(self, key: bytes, parsed: ParsedKey | None) -> None:
         if parsed is None:  # a live key: its slot said who owns it, its bucket needs the parse
-            reparsed = parse_key(key)
-            assert isinstance(reparsed, ParsedKey)
-            parsed = reparsed
+            parsed = _indexed(key)
         # A tombstone for a connector never seen live still makes the name known, as in
         # Connect's connectorPartitions (the outer map never shrinks).
         owner = self._connector_id(parsed.connector)
@@ -293,7 +289,7 @@ class OffsetView:
             if owner is None:
                 return ()
             keys = self._indexes[owner].keys_in(bucket_of(partition_lid))
-        return tuple(key for key in keys if _logical_id_of(key) == partition_lid)
+        return tuple(key for key in keys if logical_id(_indexed(key).partition) == partition_lid)
 
     def offsets(self, connector: str) -> list[OffsetRow]:
         """Every live partition of a connector with its latest offset (from the newest key)."""
@@ -301,27 +297,26 @@ class OffsetView:
             owner = self._ids.get(connector)
             if owner is None:
                 return []
-            buckets = self._indexes[owner].buckets()
             data = self._data
-            snapshot = [(keys, data[keys[-1]] if len(keys) == 1 else None) for keys in buckets]
-            crowded = [{key: data[key] for key in keys} for keys, slot in snapshot if slot is None]
-        result = []
+            singles: list[tuple[bytes, bytes]] = []
+            crowded: list[dict[bytes, bytes]] = []
+            for bucket in self._indexes[owner].buckets():
+                if isinstance(bucket, bytes):
+                    singles.append((bucket, data[bucket]))
+                else:
+                    crowded.append({key: data[key] for key in bucket})
         offset_of = self._offset_of
-        for keys, slot in snapshot:
-            if slot is not None:
-                key = keys[0]
-                # An indexed key is a valid ``[name, {partition}]``: its partition is item 1.
-                result.append(OffsetRow(loads_lenient(key)[1], offset_of(key, slot), keys, slot))
-        for bucket in crowded:
-            result.extend(self._rows_of_crowded(bucket))
+        # An indexed key is a valid ``[name, {partition}]``: its partition is item 1.
+        result = [OffsetRow(loads_lenient(key)[1], offset_of(key, slot), (key,), slot) for key, slot in singles]
+        for group in crowded:
+            result.extend(self._rows_of_crowded(group))
         return result
 
     def _rows_of_crowded(self, bucket: dict[bytes, bytes]) -> list[OffsetRow]:
         """Rows of a bucket holding several keys: grouped by logical partition, oldest key first."""
         groups: dict[str, list[tuple[bytes, ParsedKey]]] = {}
         for key in bucket:
-            parsed = parse_key(key)
-            assert isinstance(parsed, ParsedKey)
+            parsed = _indexed(key)
             groups.setdefault(logical_id(parsed.partition), []).append((key, parsed))
         rows = []
         for group in groups.values():
@@ -335,7 +330,7 @@ class OffsetView:
         """The parsed value; an unparseable one is counted and logged once per record, as Connect
         logs ``CRITICAL`` and leaves it out (we show it as ``null``)."""
         try:
-            return loads_lenient(slot[slots.HEAD_SIZE :])
+            return loads_lenient(slots.value_of(slot))
         except CodecError as exc:
             with self._lock:
                 if self._data.get(key) is slot and not slots.head(slot).flags & slots.FLAG_UNPARSEABLE_COUNTED:
@@ -352,6 +347,9 @@ class OffsetView:
             return None
 
 
-def _logical_id_of(key: bytes) -> str | None:
+def _indexed(key: bytes) -> ParsedKey:
+    """Parse a key the view has indexed: it classified as valid when it first appeared, and the
+    same bytes always classify the same."""
     parsed = parse_key(key)
-    return None if isinstance(parsed, KeyProblem) else logical_id(parsed.partition)
+    assert isinstance(parsed, ParsedKey)
+    return parsed

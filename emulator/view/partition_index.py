@@ -65,5 +65,6 @@ class PartitionIndex:
             return ()
         return (current,) if isinstance(current, bytes) else current
 
-    def buckets(self) -> list[tuple[bytes, ...]]:
-        return [(b,) if isinstance(b, bytes) else b for b in self._buckets.values()]
+    def buckets(self) -> list[bytes | tuple[bytes, ...]]:
+        """Each bucket as stored: one key, or several oldest-first."""
+        return list(self._buckets.values())
