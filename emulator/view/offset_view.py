@@ -7,11 +7,15 @@ deliberate refinement: several byte-different keys can denote the same logical p
 whitespace, key order or number formatting), and we remember every live one, so that an alter or
 reset reaches the bytes the task really uses instead of only Connect's re-serialized HashMap order.
 
-Memory follows live keys and stays small (benchmarks/RESULTS.md, round 7): per key the view holds the key
-bytes, one packed slot (``emulator.view.slots``: coordinates, owner and value in one bytes object)
-and one small int in its connector's ``PartitionIndex``. Parsed partitions are not kept: a key is
-parsed when it first appears, when it is deleted, and when its connector is listed — a rewrite of a
-live key (most records of a restore) reads its owner from the slot and parses nothing.
+Memory follows live keys and stays small (benchmarks/RESULTS.md, rounds 7-8): records live in one
+``RecordArena`` (``emulator.view.record_arena``: key bytes and one packed slot, ``emulator.view.slots``,
+per record, found through tables of 32-bit cells), not in Python objects. Parsed partitions are not
+kept: a key is parsed when it first appears, when it is deleted, and when its connector is listed —
+a rewrite of a live key (most records of a restore) reads its owner from the slot and parses nothing.
+
+Several byte-different keys of one logical partition (aliases) are found through a 30-bit hash of
+the logical id (``bucket_of``); keys whose logical ids collide share it, and readers re-parse them
+and compare logical ids, so a collision costs a parse, never a wrong answer.
 """
 
 from __future__ import annotations
@@ -27,9 +31,19 @@ from emulator.codec.keys import KeyProblem, ParsedKey, logical_id, parse_key, pr
 from emulator.codec.values import CodecError, loads_lenient
 from emulator.model.records import LogRecord
 from emulator.view import slots
-from emulator.view.partition_index import PartitionIndex, bucket_of
+from emulator.view.record_arena import ABSENT, Member, RecordArena
 
 log = logging.getLogger(__name__)
+
+_BUCKET_MASK = (1 << 30) - 1
+
+
+def bucket_of(logical_id: str) -> int:
+    """The 30-bit hash of a logical partition id (``emulator.codec.keys.logical_id``) in this process.
+
+    ``hash`` of a str is salted per process: fine for an index that lives only in memory, and it
+    keeps another process from choosing keys that all collide."""
+    return hash(logical_id) & _BUCKET_MASK
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,13 +102,12 @@ class OffsetView:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._data: dict[bytes | None, bytes] = {}
-        """Raw key → its slot (``emulator.view.slots``)."""
+        self._records = RecordArena()
+        """Raw key → its slot (``emulator.view.slots``); per connector id (a group), its live keys
+        by logical partition."""
         self._names: list[str] = []
         """Connector names in order of appearance; a slot's owner is an index into this list."""
         self._ids: dict[str, int] = {}
-        self._indexes: list[PartitionIndex] = []
-        """Per connector id, its live keys by logical partition."""
         self._versions: dict[str, int] = {}
         """Per connector, bumped on every change to what ``offsets`` lists (read caches key on it)."""
         self._names_version = 0
@@ -159,12 +172,13 @@ class OffsetView:
     def _apply_one(self, record: LogRecord, own: bool = False) -> None:
         key = record.key
         stats = self.stats
+        records = self._records
         if own:
             self._written_through = True
         else:
             stats.records_applied += 1
-        slot = self._data.get(key)
-        current = None if slot is None else slots.head(slot)
+        position = records.locate(key)
+        current = None if position == ABSENT else slots.head(records.slot_at(position))
         parsed: ParsedKey | None = None
         if current is not None:
             problem = slots.owner_problem(current.owner)
@@ -180,13 +194,18 @@ class OffsetView:
         if value is None:
             if not own:
                 stats.tombstones_applied += 1
-            if slot is not None:
-                del self._data[key]
-            if key is not None:
-                if own:
-                    self._deleted_ahead[key] = (record.partition, record.offset)
-                if problem is None:
-                    self._unindex(key, parsed)
+            if key is not None and own:
+                self._deleted_ahead[key] = (record.partition, record.offset)
+            if current is not None:
+                group = None if problem is not None else current.owner
+                records.delete_at(position, group)
+                if group is not None:
+                    self._bump(self._names[group])
+            elif parsed is not None:
+                # A tombstone for a connector never seen live still makes the name known, as in
+                # Connect's connectorPartitions (the outer map never shrinks).
+                self._connector_id(parsed.connector)
+                self._bump(parsed.connector)
             return
         if not value and not own:
             stats.empty_values += 1
@@ -194,13 +213,19 @@ class OffsetView:
             if current.partition == record.partition and current.offset == record.offset:
                 return  # the reader delivering a record already applied by write-through
             owner = current.owner
-            if problem is None:
-                self._rewritten(owner, key)  # type: ignore[arg-type]  # parsed keys are never None
-        elif problem is not None:
-            owner = slots.problem_owner(problem)
+            group = None if problem is not None else owner
+            new_slot = slots.pack(value, record.partition, record.offset, record.timestamp_ms, owner)
+            records.rewrite_at(position, new_slot, group)
+            if group is not None:
+                self._bump(self._names[owner])
+        elif parsed is None:
+            owner = slots.problem_owner(problem)  # type: ignore[arg-type]  # unparsed keys have a problem
+            records.insert(key, slots.pack(value, record.partition, record.offset, record.timestamp_ms, owner), None, 0)
         else:
-            owner = self._index(key, parsed)  # type: ignore[arg-type]  # parsed keys are never None
-        self._data[key] = slots.pack(value, record.partition, record.offset, record.timestamp_ms, owner)
+            owner = self._connector_id(parsed.connector)
+            self._bump(parsed.connector)
+            new_slot = slots.pack(value, record.partition, record.offset, record.timestamp_ms, owner)
+            records.insert(key, new_slot, owner, bucket_of(logical_id(parsed.partition)))
 
     def _count_skip(self, problem: KeyProblem, key: bytes | None) -> None:
         count = self.stats.skipped_keys[problem.value] + 1
@@ -216,33 +241,9 @@ class OffsetView:
             raise OverflowError(f"more than {slots.MAX_CONNECTORS} connector names")
         new = self._ids[name] = len(self._names)
         self._names.append(name)
-        self._indexes.append(PartitionIndex())
+        self._records.add_group()
         self._names_version += 1
         return new
-
-    def _index(self, key: bytes, parsed: ParsedKey) -> int:
-        """A key not live before: its connector (named now if new) lists it from here on."""
-        owner = self._connector_id(parsed.connector)
-        self._bump(parsed.connector)
-        self._indexes[owner].add(bucket_of(logical_id(parsed.partition)), key)
-        return owner
-
-    def _rewritten(self, owner: int, key: bytes) -> None:
-        """A live key got a new value: its connector's listing changed; within a crowded bucket the
-        newest key must move last (only then is the key parsed to find its bucket)."""
-        self._bump(self._names[owner])
-        index = self._indexes[owner]
-        if index.crowded:
-            index.add(bucket_of(logical_id(_indexed(key).partition)), key)
-
-    def _unindex(self, key: bytes, parsed: ParsedKey | None) -> None:
-        if parsed is None:  # a live key: its slot said who owns it, its bucket needs the parse
-            parsed = _indexed(key)
-        # A tombstone for a connector never seen live still makes the name known, as in
-        # Connect's connectorPartitions (the outer map never shrinks).
-        owner = self._connector_id(parsed.connector)
-        self._bump(parsed.connector)
-        self._indexes[owner].remove(bucket_of(logical_id(parsed.partition)), key)
 
     def _bump(self, connector: str) -> None:
         self._versions[connector] = self._versions.get(connector, 0) + 1
@@ -268,18 +269,18 @@ class OffsetView:
 
     def live_keys(self) -> int:
         with self._lock:
-            return len(self._data)
+            return len(self._records)
 
     def get_raw(self, key: bytes | None) -> Entry | None:
         with self._lock:
-            slot = self._data.get(key)
+            slot = self._records.get(key)
         return None if slot is None else Entry.of(slot)
 
     def raw_entries(self) -> list[tuple[bytes | None, Entry]]:
         """Every live raw key with its entry, keys Connect ignores included: a byte-exact export
         must carry what the log holds, not only what Connect lists."""
         with self._lock:
-            items = list(self._data.items())
+            items = self._records.items()
         return [(key, Entry.of(slot)) for key, slot in items]
 
     def find(self, connector: str, partition_lid: str) -> tuple[bytes, ...]:
@@ -288,8 +289,8 @@ class OffsetView:
             owner = self._ids.get(connector)
             if owner is None:
                 return ()
-            keys = self._indexes[owner].keys_in(bucket_of(partition_lid))
-        return tuple(key for key in keys if logical_id(_indexed(key).partition) == partition_lid)
+            members = self._records.members_with(owner, bucket_of(partition_lid))
+        return tuple(m.key for m in members if logical_id(_indexed(m.key).partition) == partition_lid)
 
     def offsets(self, connector: str) -> list[OffsetRow]:
         """Every live partition of a connector with its latest offset (from the newest key)."""
@@ -297,33 +298,37 @@ class OffsetView:
             owner = self._ids.get(connector)
             if owner is None:
                 return []
-            data = self._data
-            singles: list[tuple[bytes, bytes]] = []
-            crowded: list[dict[bytes, bytes]] = []
-            for bucket in self._indexes[owner].buckets():
-                if isinstance(bucket, bytes):
-                    singles.append((bucket, data[bucket]))
+            members = self._records.members(owner)
+        buckets: dict[int, Member | list[Member]] = {}
+        for member in members:
+            prior = buckets.setdefault(member.logical, member)
+            if prior is not member:
+                if isinstance(prior, list):
+                    prior.append(member)
                 else:
-                    crowded.append({key: data[key] for key in bucket})
+                    buckets[member.logical] = [prior, member]
         offset_of = self._offset_of
-        # An indexed key is a valid ``[name, {partition}]``: its partition is item 1.
-        result = [OffsetRow(loads_lenient(key)[1], offset_of(key, slot), (key,), slot) for key, slot in singles]
-        for group in crowded:
-            result.extend(self._rows_of_crowded(group))
+        result = []
+        for bucket in buckets.values():
+            if isinstance(bucket, list):
+                result.extend(self._rows_of_crowded(bucket))
+            else:
+                key, slot = bucket.key, bucket.slot
+                # An indexed key is a valid ``[name, {partition}]``: its partition is item 1.
+                result.append(OffsetRow(loads_lenient(key)[1], offset_of(key, slot), (key,), slot))
         return result
 
-    def _rows_of_crowded(self, bucket: dict[bytes, bytes]) -> list[OffsetRow]:
+    def _rows_of_crowded(self, bucket: list[Member]) -> list[OffsetRow]:
         """Rows of a bucket holding several keys: grouped by logical partition, oldest key first."""
-        groups: dict[str, list[tuple[bytes, ParsedKey]]] = {}
-        for key in bucket:
-            parsed = _indexed(key)
-            groups.setdefault(logical_id(parsed.partition), []).append((key, parsed))
+        groups: dict[str, list[tuple[Member, ParsedKey]]] = {}
+        for member in sorted(bucket, key=lambda m: m.sequence):
+            parsed = _indexed(member.key)
+            groups.setdefault(logical_id(parsed.partition), []).append((member, parsed))
         rows = []
         for group in groups.values():
             newest, parsed = group[-1]
-            slot = bucket[newest]
-            keys = tuple(key for key, _ in group)
-            rows.append(OffsetRow(parsed.partition, self._offset_of(newest, slot), keys, slot))
+            keys = tuple(member.key for member, _ in group)
+            rows.append(OffsetRow(parsed.partition, self._offset_of(newest.key, newest.slot), keys, newest.slot))
         return rows
 
     def _offset_of(self, key: bytes, slot: bytes) -> Any:
@@ -333,15 +338,16 @@ class OffsetView:
             return loads_lenient(slots.value_of(slot))
         except CodecError as exc:
             with self._lock:
-                if self._data.get(key) is slot and not slots.head(slot).flags & slots.FLAG_UNPARSEABLE_COUNTED:
-                    self._data[key] = slots.with_flags(slot, slots.FLAG_UNPARSEABLE_COUNTED)
+                head = slots.head(slot)
+                if self._records.get(key) == slot and not head.flags & slots.FLAG_UNPARSEABLE_COUNTED:
+                    marked = slots.with_flags(slot, slots.FLAG_UNPARSEABLE_COUNTED)
+                    self._records.rewrite(key, marked, head.owner, newest=False)
                     self.stats.unparseable_values += 1
-                    offset, _, partition, _, _ = slots.head(slot)
                     log.error(
                         "CRITICAL: Failed to deserialize offset data for key %r (partition %d, offset %d): %s",
                         key,
-                        partition,
-                        offset,
+                        head.partition,
+                        head.offset,
                         exc,
                     )
             return None

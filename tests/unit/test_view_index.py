@@ -1,9 +1,11 @@
 """The view lists and finds exactly what a plain model of Connect's reader would, whatever the hashes do.
 
-The view keeps no parsed partitions: per connector it keeps live keys in buckets by a hash of their
-logical partition (emulator/view/partition_index.py). These tests replay random logs against the
-view and against a model written the obvious way (every key parsed, grouped by logical id), once
-with the real hash and once with every logical partition forced into the same one or two buckets.
+The view keeps no parsed partitions: its records live in one arena (emulator/view/record_arena.py),
+found by a hash of the raw key and, per connector, by a hash of the logical partition. These tests
+replay random logs against the view and against a model written the obvious way (every key parsed,
+grouped by logical id): with the real hashes, with every logical partition forced into the same one
+or two buckets, with every raw key forced onto one hash, and with the arena compacting at every
+chance instead of past 1 MiB of garbage.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import pytest
 from emulator.codec.keys import KeyProblem, logical_id, parse_key
 from emulator.codec.values import CodecError, parse_offset
 from emulator.model.records import LogRecord
-from emulator.view import offset_view
+from emulator.view import offset_view, record_arena
 from emulator.view.offset_view import OffsetView
 
 
@@ -80,12 +82,16 @@ def _listed(view: OffsetView, connector: str) -> dict[str, tuple[Any, Any, tuple
     return listed
 
 
-@pytest.fixture(params=["real-hash", "one-bucket", "two-buckets"])
+@pytest.fixture(params=["real-hash", "one-bucket", "two-buckets", "one-key-hash", "always-compact"])
 def hashing(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     if request.param == "one-bucket":
         monkeypatch.setattr(offset_view, "bucket_of", lambda lid: 7)
     elif request.param == "two-buckets":
         monkeypatch.setattr(offset_view, "bucket_of", lambda lid: len(lid) % 2)
+    elif request.param == "one-key-hash":
+        monkeypatch.setattr(record_arena, "key_hash", lambda key: 3)
+    elif request.param == "always-compact":
+        monkeypatch.setattr(record_arena, "_COMPACT_FLOOR", 0)
     return str(request.param)
 
 

@@ -1,0 +1,269 @@
+"""The view's live records in one ``bytearray``: raw key → slot, and per connector, by logical partition.
+
+Why: at a million live keys a ``dict`` of key ``bytes`` → slot ``bytes`` plus a per-connector dict
+of logical hashes cost about 290 B per key, most of it object headers, dict entries and boxed ints
+(benchmarks/RESULTS.md, round 7). Here a record is its key and slot bytes behind a 28-byte header,
+and two ``PositionTable``\\s of 32-bit cells find it: one by the hash of the raw key (lookups by
+exact bytes, as ``KafkaOffsetBackingStore.data``), one per group (connector) by the hash of the
+logical partition (listing, alters, aliases). About 150 B per key for Connect-shaped keys.
+
+Record layout, 8-byte aligned: ``<IIIIIq`` key length, capacity (bytes reserved for the slot),
+slot length (``DEAD`` once the record is garbage), key hash, logical hash, sequence; then the key,
+then the slot padded to the capacity. The sequence orders a group's aliases oldest-first by their
+latest write. A rewrite that fits the capacity is in place; a longer one moves the record to the end
+and leaves garbage, compacted in one pass (under the caller's lock) once it outweighs live records.
+
+Not thread-safe: the view's lock guards every call.
+"""
+
+from __future__ import annotations
+
+import struct
+from array import array
+from bisect import bisect_left
+from typing import Final, NamedTuple
+
+from emulator.view.position_table import DELETED, EMPTY, MAX_CODE, PositionTable
+
+_HEAD: Final = struct.Struct("<IIIIIq")
+_HEAD_SIZE: Final = _HEAD.size
+_KEY_FIELDS: Final = struct.Struct("<I8xI")  # key length and key hash, for probing
+_SLOT_LEN: Final = struct.Struct("<I")
+_SLOT_LEN_AT: Final = 8
+_DEAD: Final = 0xFFFFFFFF
+_HASH_MASK: Final = 0xFFFFFFFF
+_COMPACT_FLOOR: Final = 1 << 20
+"""Garbage below this is never worth a compaction pass."""
+
+_PAD: Final = tuple(bytes(n) for n in range(8))
+
+ABSENT: Final = -1
+NULL_KEY: Final = -2
+"""The position ``locate`` gives the live ``null`` key, which is held apart from the arena."""
+
+
+def key_hash(key: bytes) -> int:
+    """The 32-bit hash a raw key is found by (salted per process, like ``hash`` of any bytes)."""
+    return hash(key) & _HASH_MASK
+
+
+class Member(NamedTuple):
+    """A live record of a group, as listing and alters read it."""
+
+    key: bytes
+    slot: bytes
+    logical: int
+    sequence: int
+
+
+class RecordArena:
+    __slots__ = ("_arena", "_garbage", "_groups", "_keys", "_none_slot", "_sequence")
+
+    def __init__(self) -> None:
+        self._arena = bytearray()
+        self._keys = PositionTable(self._key_hash_at)
+        self._groups: list[PositionTable] = []
+        self._none_slot: bytes | None = None
+        """The record of the ``null`` key, if live (Connect ignores it; exports keep it)."""
+        self._garbage = 0
+        self._sequence = 0
+
+    def __len__(self) -> int:
+        return len(self._keys) + (self._none_slot is not None)
+
+    @property
+    def arena_bytes(self) -> int:
+        return len(self._arena)
+
+    # -- lookups --------------------------------------------------------------------------
+    def locate(self, key: bytes | None) -> int:
+        """Where a live key's record is (for ``slot_at``, ``rewrite_at``, ``delete_at``), or ``ABSENT``."""
+        if key is None:
+            return ABSENT if self._none_slot is None else NULL_KEY
+        return self._find(key, key_hash(key))
+
+    def slot_at(self, position: int) -> bytes:
+        if position == NULL_KEY:
+            assert self._none_slot is not None
+            return self._none_slot
+        arena = self._arena
+        klen, _, slen, _, _, _ = _HEAD.unpack_from(arena, position)
+        start = position + _HEAD_SIZE + klen
+        return bytes(arena[start : start + slen])
+
+    def get(self, key: bytes | None) -> bytes | None:
+        """The slot of a live key, or ``None``."""
+        position = self.locate(key)
+        return None if position == ABSENT else self.slot_at(position)
+
+    def items(self) -> list[tuple[bytes | None, bytes]]:
+        arena = self._arena
+        found: list[tuple[bytes | None, bytes]] = []
+        for code in self._keys.codes():
+            position = (code - 1) << 3
+            klen = _HEAD.unpack_from(arena, position)[0]
+            start = position + _HEAD_SIZE
+            found.append((bytes(arena[start : start + klen]), self.slot_at(position)))
+        if self._none_slot is not None:
+            found.append((None, self._none_slot))
+        return found
+
+    def members(self, group: int) -> list[Member]:
+        """Every live record of a group, in table order."""
+        return [self._member(code) for code in self._groups[group].codes()]
+
+    def members_with(self, group: int, logical: int) -> list[Member]:
+        """The group's records whose logical hash is ``logical`` (aliases, or a collision), oldest first."""
+        found = []
+        arena = self._arena
+        for code in self._groups[group].probe(logical):
+            if _HEAD.unpack_from(arena, (code - 1) << 3)[4] == logical:
+                found.append(self._member(code))
+        found.sort(key=lambda member: member.sequence)
+        return found
+
+    # -- changes --------------------------------------------------------------------------
+    def add_group(self) -> int:
+        group = len(self._groups)
+        self._groups.append(PositionTable(self._logical_hash_at))
+        return group
+
+    def insert(self, key: bytes | None, slot: bytes, group: int | None, logical: int) -> None:
+        """A key not live before; ``group`` lists it under ``logical`` (``None``: listed nowhere)."""
+        if key is None:
+            self._none_slot = slot
+            return
+        khash = key_hash(key)
+        code = self._append(key, slot, khash, logical & _HASH_MASK)
+        self._keys.add(khash, code)
+        if group is not None:
+            self._groups[group].add(logical & _HASH_MASK, code)
+
+    def rewrite(self, key: bytes | None, slot: bytes, group: int | None, newest: bool = True) -> None:
+        self.rewrite_at(self.locate(key), slot, group, newest)
+
+    def rewrite_at(self, position: int, slot: bytes, group: int | None, newest: bool = True) -> None:
+        """A live record's new slot; ``newest`` makes it the latest write among its aliases."""
+        if position == NULL_KEY:
+            self._none_slot = slot
+            return
+        arena = self._arena
+        klen, capacity, _, khash, logical, sequence = _HEAD.unpack_from(arena, position)
+        if newest:
+            self._sequence += 1
+            sequence = self._sequence
+        if len(slot) <= capacity:
+            start = position + _HEAD_SIZE + klen
+            arena[start : start + len(slot)] = slot
+            _HEAD.pack_into(arena, position, klen, capacity, len(slot), khash, logical, sequence)
+            return
+        key = bytes(arena[position + _HEAD_SIZE : position + _HEAD_SIZE + klen])
+        old = (position >> 3) + 1
+        new = self._append(key, slot, khash, logical, sequence)
+        self._bury(position)
+        self._keys.replace(khash, old, new)
+        if group is not None:
+            self._groups[group].replace(logical, old, new)
+        self._maybe_compact()
+
+    def delete(self, key: bytes | None, group: int | None) -> None:
+        position = self.locate(key)
+        if position != ABSENT:
+            self.delete_at(position, group)
+
+    def delete_at(self, position: int, group: int | None) -> None:
+        if position == NULL_KEY:
+            self._none_slot = None
+            return
+        code = (position >> 3) + 1
+        _, _, _, khash, logical, _ = _HEAD.unpack_from(self._arena, position)
+        self._keys.remove(khash, code)
+        if group is not None:
+            self._groups[group].remove(logical, code)
+        self._bury(position)
+        self._maybe_compact()
+
+    # -- internals ------------------------------------------------------------------------
+    def _find(self, key: bytes, khash: int) -> int:
+        """Probe the key table (inline: this runs for every record applied)."""
+        table = self._keys
+        cells, mask = table.cells, table.mask
+        arena = self._arena
+        size = len(key)
+        fields = _KEY_FIELDS.unpack_from
+        i = khash & mask
+        while True:
+            code = cells[i]
+            if code == EMPTY:
+                return ABSENT
+            if code != DELETED:
+                position = (code - 1) << 3
+                klen, stored = fields(arena, position)
+                if stored == khash and klen == size and arena.startswith(key, position + _HEAD_SIZE):
+                    return position
+            i = (i + 1) & mask
+
+    def _member(self, code: int) -> Member:
+        arena = self._arena
+        position = (code - 1) << 3
+        klen, _, slen, _, logical, sequence = _HEAD.unpack_from(arena, position)
+        start = position + _HEAD_SIZE
+        end = start + klen
+        return Member(bytes(arena[start:end]), bytes(arena[end : end + slen]), logical, sequence)
+
+    def _append(self, key: bytes, slot: bytes, khash: int, logical: int, sequence: int | None = None) -> int:
+        arena = self._arena
+        position = len(arena)
+        code = (position >> 3) + 1
+        if code > MAX_CODE:
+            raise OverflowError("the view's record arena is full (32 GiB)")
+        if sequence is None:
+            self._sequence += 1
+            sequence = self._sequence
+        padding = -(_HEAD_SIZE + len(key) + len(slot)) & 7
+        arena += b"".join(
+            (_HEAD.pack(len(key), len(slot) + padding, len(slot), khash, logical, sequence), key, slot, _PAD[padding])
+        )
+        return code
+
+    def _bury(self, position: int) -> None:
+        arena = self._arena
+        klen, capacity = _HEAD.unpack_from(arena, position)[:2]
+        _SLOT_LEN.pack_into(arena, position + _SLOT_LEN_AT, _DEAD)
+        self._garbage += _HEAD_SIZE + klen + capacity
+
+    def _maybe_compact(self) -> None:
+        garbage = self._garbage
+        if garbage > _COMPACT_FLOOR and garbage * 2 > len(self._arena):
+            self._compact()
+
+    def _compact(self) -> None:
+        """Copy live records to a fresh arena in order and point the tables at their new places."""
+        old = self._arena
+        new = bytearray()
+        old_codes = array("I")
+        new_codes = array("I")
+        position, end = 0, len(old)
+        while position < end:
+            klen, capacity, slen = _HEAD.unpack_from(old, position)[:3]
+            size = _HEAD_SIZE + klen + capacity
+            if slen != _DEAD:
+                old_codes.append((position >> 3) + 1)
+                new_codes.append((len(new) >> 3) + 1)
+                new += old[position : position + size]
+            position += size
+
+        def moved(code: int) -> int:
+            return new_codes[bisect_left(old_codes, code)]
+
+        self._keys.remap(moved)
+        for table in self._groups:
+            table.remap(moved)
+        self._arena = new
+        self._garbage = 0
+
+    def _key_hash_at(self, code: int) -> int:
+        return int(_HEAD.unpack_from(self._arena, (code - 1) << 3)[3])
+
+    def _logical_hash_at(self, code: int) -> int:
+        return int(_HEAD.unpack_from(self._arena, (code - 1) << 3)[4])

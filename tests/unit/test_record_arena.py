@@ -1,0 +1,82 @@
+"""The record arena behaves as a dict of raw key → slot plus per-group multimaps, at any size.
+
+The view's model tests (test_view_index.py) use a few dozen keys; these drive the arena itself
+through tens of thousands of inserts, rewrites that grow and shrink slots (moving records and
+leaving garbage), deletes and compactions, against plain dicts.
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from emulator.view import record_arena
+from emulator.view.record_arena import RecordArena
+
+
+def _check(arena: RecordArena, data: dict[bytes, bytes], groups: dict[bytes, tuple[int, int]]) -> None:
+    assert len(arena) == len(data)
+    assert dict(arena.items()) == data
+    for group in {g for g, _ in groups.values()}:
+        expected = {key for key, (g, _) in groups.items() if g == group}
+        members = arena.members(group)
+        assert {m.key for m in members} == expected
+        assert all(m.slot == data[m.key] and m.logical == groups[m.key][1] for m in members)
+
+
+@pytest.mark.parametrize("compact_floor", [1 << 20, 0], ids=["default-compaction", "compact-always"])
+def test_inserts_rewrites_and_deletes_match_a_dict(monkeypatch: pytest.MonkeyPatch, compact_floor: int) -> None:
+    monkeypatch.setattr(record_arena, "_COMPACT_FLOOR", compact_floor)
+    rng = random.Random(7)
+    arena = RecordArena()
+    for _ in range(5):
+        arena.add_group()
+    data: dict[bytes, bytes] = {}
+    groups: dict[bytes, tuple[int, int]] = {}
+    universe = [f'["c{k % 5}",{{"k":{k}}}]'.encode() for k in range(6000)]
+    for step in range(40_000):
+        key = rng.choice(universe)
+        action = rng.random()
+        if action < 0.15:
+            arena.delete(key, groups.get(key, (None,))[0])
+            data.pop(key, None)
+            groups.pop(key, None)
+        else:
+            slot = bytes([step % 251]) * rng.choice((0, 1, 7, 8, 9, 30, 200))
+            if key in data:
+                arena.rewrite(key, slot, groups[key][0])
+            else:
+                group, logical = int(key[3:4]), rng.randrange(64)
+                arena.insert(key, slot, group, logical)
+                groups[key] = (group, logical)
+            data[key] = slot
+        if step % 5000 == 4999:
+            _check(arena, data, groups)
+        assert arena.get(key) == data.get(key)
+    _check(arena, data, groups)
+    assert arena.arena_bytes < 4 * sum(len(k) + len(v) + 40 for k, v in data.items()) + (1 << 21)
+
+
+def test_members_sharing_a_logical_hash_come_oldest_write_first() -> None:
+    arena = RecordArena()
+    group = arena.add_group()
+    for key in (b"a", b"b", b"c"):
+        arena.insert(key, b"1", group, 5)
+    arena.insert(b"other", b"1", group, 6)
+    arena.rewrite(b"a", b"a much longer slot that has to move", group)
+    arena.rewrite(b"b", b"2", group, newest=False)  # a flag change keeps its place
+    assert [m.key for m in arena.members_with(group, 5)] == [b"b", b"c", b"a"]
+    assert [m.key for m in arena.members_with(group, 6)] == [b"other"]
+    assert arena.members_with(group, 9) == []
+
+
+def test_the_null_key_is_held_apart_and_listed_nowhere() -> None:
+    arena = RecordArena()
+    group = arena.add_group()
+    arena.insert(None, b"x", None, 0)
+    assert arena.get(None) == b"x" and len(arena) == 1
+    assert arena.members(group) == []
+    assert arena.items() == [(None, b"x")]
+    arena.delete(None, None)
+    assert arena.get(None) is None and len(arena) == 0
