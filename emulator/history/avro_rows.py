@@ -31,6 +31,13 @@ again). Counted in bytes, not keys: at 200,000 keys the pieces held ~100 MB, a t
 daemon with a million live keys needs for everything else (benchmarks/daemon_memory.py)."""
 _KEY_ENTRY_OVERHEAD = 250
 """Per cached key beyond the pieces' lengths: three bytes headers, a tuple and a dict slot."""
+_SEEN_BITS = 1 << 24
+"""A key is cached from its second sighting on: a replay that writes each key once (a large
+connector's first snapshot) would otherwise fill the cache with keys never met again, and their
+entries, scattered among the replay's short-lived records, kept ~34 MB of a million-key daemon
+resident (benchmarks/RESULTS.md, round 8). Sightings are three bits of a 2 MiB filter per key
+(~0.5% false "seen before" at a million keys), cleared with the cache."""
+_SEEN_MASK = _SEEN_BITS - 1
 _PARTITION_JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=True).encode
 _C_ENCODER = getattr(json.encoder, "c_make_encoder", None)
 """CPython's C encoder, built once: ``JSONEncoder.encode`` builds one per call (most of its cost)."""
@@ -144,6 +151,7 @@ class RowEncoder:
         self._origin_parts: dict[Origin, _OriginParts] = {}
         self._keys: dict[bytes | None, tuple[bytes, bytes, bytes]] = {}
         self._keys_bytes = 0
+        self._seen = bytearray(_SEEN_BITS // 8)
         self._times: tuple[int, bytes, int, bytes] = (0, encode_long(0), 0, encode_long(0))
         """The last record timestamp and arrival time, encoded: both repeat from row to row."""
 
@@ -160,13 +168,27 @@ class RowEncoder:
             text,
             self._external.crc_middle + text + (_NULL if key is None else b"\x01%d:%b" % (len(key), key)),
         )
-        size = len(parts[0]) + len(text) + len(parts[2]) + _KEY_ENTRY_OVERHEAD
-        if self._keys_bytes + size > _KEY_CACHE_BYTES:
-            self._keys.clear()
-            self._keys_bytes = 0
-        self._keys[key] = parts
-        self._keys_bytes += size
+        if self._seen_before(key):
+            size = len(parts[0]) + len(text) + len(parts[2]) + _KEY_ENTRY_OVERHEAD
+            if self._keys_bytes + size > _KEY_CACHE_BYTES:
+                self._keys.clear()
+                self._keys_bytes = 0
+                self._seen = bytearray(_SEEN_BITS // 8)
+            self._keys[key] = parts
+            self._keys_bytes += size
         return parts
+
+    def _seen_before(self, key: bytes | None) -> bool:
+        """Mark the key seen; whether all its bits were already set (it probably was)."""
+        h = hash(key)
+        seen = self._seen
+        before = True
+        for bit in (h & _SEEN_MASK, (h >> 20) & _SEEN_MASK, (h >> 40) & _SEEN_MASK):
+            byte, mask = bit >> 3, 1 << (bit & 7)
+            if not seen[byte] & mask:
+                seen[byte] |= mask
+                before = False
+        return before
 
     def _origin(self, origin: Origin) -> _OriginParts:
         found = self._origin_parts.get(origin)
