@@ -178,7 +178,7 @@ class OffsetView:
         else:
             stats.records_applied += 1
         position = records.locate(key)
-        current = None if position == ABSENT else slots.head(records.slot_at(position))
+        current = None if position == ABSENT else records.read_slot(position, slots.head)
         parsed: ParsedKey | None = None
         if current is not None:
             problem = slots.owner_problem(current.owner)

@@ -21,7 +21,8 @@ from __future__ import annotations
 import struct
 from array import array
 from bisect import bisect_left
-from typing import Final, NamedTuple
+from collections.abc import Callable
+from typing import Final, NamedTuple, TypeVar
 
 from emulator.view.position_table import DELETED, EMPTY, MAX_CODE, PositionTable
 
@@ -36,6 +37,8 @@ _COMPACT_FLOOR: Final = 1 << 20
 """Garbage below this is never worth a compaction pass."""
 
 _PAD: Final = tuple(bytes(n) for n in range(8))
+
+_T = TypeVar("_T")
 
 ABSENT: Final = -1
 NULL_KEY: Final = -2
@@ -81,6 +84,15 @@ class RecordArena:
         if key is None:
             return ABSENT if self._none_slot is None else NULL_KEY
         return self._find(key, key_hash(key))
+
+    def read_slot(self, position: int, read: Callable[[bytes | bytearray, int], _T]) -> _T:
+        """``read(buffer, at)`` on the slot of a live record, without copying it out (a slot's
+        header is read for every record applied)."""
+        if position == NULL_KEY:
+            assert self._none_slot is not None
+            return read(self._none_slot, 0)
+        arena = self._arena
+        return read(arena, position + _HEAD_SIZE + _KEY_FIELDS.unpack_from(arena, position)[0])
 
     def slot_at(self, position: int) -> bytes:
         if position == NULL_KEY:

@@ -39,8 +39,9 @@ def pack(value: bytes, partition: int, offset: int, timestamp_ms: int, owner: in
     return _HEAD.pack(offset, timestamp_ms, partition, owner, flags) + value
 
 
-def head(slot: bytes) -> Head:
-    return Head._make(_HEAD.unpack_from(slot))
+def head(slot: bytes | bytearray, at: int = 0) -> Head:
+    """The header of the slot in ``slot`` (or in a larger buffer, starting at ``at``)."""
+    return Head._make(_HEAD.unpack_from(slot, at))
 
 
 def value_of(slot: bytes) -> bytes:
