@@ -20,6 +20,10 @@ DELETED: Final = 0xFFFFFFFF
 MAX_CODE: Final = DELETED - 1
 
 
+def _zeros(size: int) -> array[int]:
+    return array("I", (EMPTY,)) * size
+
+
 class PositionTable:
     """Linear probing; grows (or sheds tombstones) before it is two-thirds full."""
 
@@ -28,7 +32,7 @@ class PositionTable:
     def __init__(self, hash_of: Callable[[int], int], size: int = 8) -> None:
         self._hash_of = hash_of
         """The hash of the record a position code points at (read from the record on rehash)."""
-        self.cells = array("I", bytes(4 * size))
+        self.cells = _zeros(size)
         """Read directly by hot loops that probe (``RecordArena._find``); changed only here."""
         self.mask = size - 1
         self._limit = size * 2 // 3
@@ -102,18 +106,19 @@ class PositionTable:
     def _rebuild(self) -> None:
         """Rehash into a table with room to spare: twice the size if live cells need it, else the
         same size without tombstones."""
-        codes = self.codes()
-        size = len(self.cells)
-        while (len(codes) + 1) * 2 > size:
+        old = self.cells
+        size = len(old)
+        while (self._used + 1) * 2 > size:
             size *= 2
-        cells = self.cells = array("I", bytes(4 * size))
+        cells = self.cells = _zeros(size)
         mask = self.mask = size - 1
         self._limit = size * 2 // 3
         hash_of = self._hash_of
-        for code in codes:
+        for code in old:  # no list of the codes: at a million records it would be ~36 MB of ints
+            if code in (EMPTY, DELETED):
+                continue
             i = hash_of(code) & mask
             while cells[i] != EMPTY:
                 i = (i + 1) & mask
             cells[i] = code
-        self._used = len(codes)
         self._deleted = 0
