@@ -299,23 +299,24 @@ class OffsetView:
             if owner is None:
                 return []
             members = self._records.members(owner)
-        buckets: dict[int, Member | list[Member]] = {}
-        for member in members:
-            prior = buckets.setdefault(member.logical, member)
-            if prior is not member:
-                if isinstance(prior, list):
-                    prior.append(member)
-                else:
-                    buckets[member.logical] = [prior, member]
         offset_of = self._offset_of
+        logicals = members.logicals
+        if len(set(logicals)) == len(logicals):  # no aliases and no collisions (the common case)
+            # An indexed key is a valid ``[name, {partition}]``: its partition is item 1.
+            return [
+                OffsetRow(loads_lenient(key)[1], offset_of(key, slot), (key,), slot)
+                for key, slot in zip(members.keys, members.slots, strict=True)
+            ]
+        buckets: dict[int, list[Member]] = {}
+        for member in zip(members.keys, members.slots, logicals, members.sequences, strict=True):
+            buckets.setdefault(member[2], []).append(Member._make(member))
         result = []
         for bucket in buckets.values():
-            if isinstance(bucket, list):
-                result.extend(self._rows_of_crowded(bucket))
-            else:
-                key, slot = bucket.key, bucket.slot
-                # An indexed key is a valid ``[name, {partition}]``: its partition is item 1.
+            if len(bucket) == 1:
+                key, slot = bucket[0].key, bucket[0].slot
                 result.append(OffsetRow(loads_lenient(key)[1], offset_of(key, slot), (key,), slot))
+            else:
+                result.extend(self._rows_of_crowded(bucket))
         return result
 
     def _rows_of_crowded(self, bucket: list[Member]) -> list[OffsetRow]:
