@@ -32,7 +32,8 @@ _KEY_FIELDS: Final = struct.Struct("<I8xI")  # key length and key hash, for prob
 _SLOT_LEN: Final = struct.Struct("<I")
 _SLOT_LEN_AT: Final = 8
 _DEAD: Final = 0xFFFFFFFF
-_HASH_MASK: Final = 0xFFFFFFFF
+_HASH_MASK = 0xFFFFFFFF
+"""Raw-key and logical hashes are kept to 32 bits (tests set it to 0 to make every hash collide)."""
 _COMPACT_FLOOR: Final = 1 << 20
 """Garbage below this is never worth a compaction pass."""
 
@@ -43,11 +44,6 @@ _T = TypeVar("_T")
 ABSENT: Final = -1
 NULL_KEY: Final = -2
 """The position ``locate`` gives the live ``null`` key, which is held apart from the arena."""
-
-
-def key_hash(key: bytes) -> int:
-    """The 32-bit hash a raw key is found by (salted per process, like ``hash`` of any bytes)."""
-    return hash(key) & _HASH_MASK
 
 
 class Member(NamedTuple):
@@ -89,10 +85,29 @@ class RecordArena:
 
     # -- lookups --------------------------------------------------------------------------
     def locate(self, key: bytes | None) -> int:
-        """Where a live key's record is (for ``slot_at``, ``rewrite_at``, ``delete_at``), or ``ABSENT``."""
+        """Where a live key's record is (for ``slot_at``, ``rewrite_at``, ``delete_at``), or ``ABSENT``.
+
+        The probe is inline (this runs for every record applied): cells in table order from the
+        key's hash until an empty one, comparing the stored hash and length before the bytes."""
         if key is None:
             return ABSENT if self._none_slot is None else NULL_KEY
-        return self._find(key, key_hash(key))
+        khash = hash(key) & _HASH_MASK
+        table = self._keys
+        cells, mask = table.cells, table.mask
+        arena = self._arena
+        size = len(key)
+        fields = _KEY_FIELDS.unpack_from
+        i = khash & mask
+        while True:
+            code = cells[i]
+            if code == EMPTY:
+                return ABSENT
+            if code != DELETED:
+                position = (code - 1) << 3
+                klen, stored = fields(arena, position)
+                if stored == khash and klen == size and arena.startswith(key, position + _HEAD_SIZE):
+                    return position
+            i = (i + 1) & mask
 
     def read_slot(self, position: int, read: Callable[[bytes | bytearray, int], _T]) -> _T:
         """``read(buffer, at)`` on the slot of a live record, without copying it out (a slot's
@@ -151,6 +166,7 @@ class RecordArena:
 
     def members_with(self, group: int, logical: int) -> list[Member]:
         """The group's records whose logical hash is ``logical`` (aliases, or a collision), oldest first."""
+        logical &= _HASH_MASK
         found = []
         arena = self._arena
         for code in self._groups[group].probe(logical):
@@ -170,7 +186,7 @@ class RecordArena:
         if key is None:
             self._none_slot = slot
             return
-        khash = key_hash(key)
+        khash = hash(key) & _HASH_MASK
         code = self._append(key, slot, khash, logical & _HASH_MASK)
         self._keys.add(khash, code)
         if group is not None:
@@ -221,25 +237,6 @@ class RecordArena:
         self._maybe_compact()
 
     # -- internals ------------------------------------------------------------------------
-    def _find(self, key: bytes, khash: int) -> int:
-        """Probe the key table (inline: this runs for every record applied)."""
-        table = self._keys
-        cells, mask = table.cells, table.mask
-        arena = self._arena
-        size = len(key)
-        fields = _KEY_FIELDS.unpack_from
-        i = khash & mask
-        while True:
-            code = cells[i]
-            if code == EMPTY:
-                return ABSENT
-            if code != DELETED:
-                position = (code - 1) << 3
-                klen, stored = fields(arena, position)
-                if stored == khash and klen == size and arena.startswith(key, position + _HEAD_SIZE):
-                    return position
-            i = (i + 1) & mask
-
     def _member(self, code: int) -> Member:
         arena = self._arena
         position = (code - 1) << 3

@@ -35,13 +35,16 @@ class Head(NamedTuple):
     flags: int
 
 
+_new_head: Final = tuple.__new__
+
+
 def pack(value: bytes, partition: int, offset: int, timestamp_ms: int, owner: int, flags: int = 0) -> bytes:
     return _HEAD.pack(offset, timestamp_ms, partition, owner, flags) + value
 
 
 def head(slot: bytes | bytearray, at: int = 0) -> Head:
     """The header of the slot in ``slot`` (or in a larger buffer, starting at ``at``)."""
-    return Head._make(_HEAD.unpack_from(slot, at))
+    return _new_head(Head, _HEAD.unpack_from(slot, at))  # ``Head._make`` without its Python layer
 
 
 def value_of(slot: bytes) -> bytes:

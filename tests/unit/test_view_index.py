@@ -4,7 +4,7 @@ The view keeps no parsed partitions: its records live in one arena (emulator/vie
 found by a hash of the raw key and, per connector, by a hash of the logical partition. These tests
 replay random logs against the view and against a model written the obvious way (every key parsed,
 grouped by logical id): with the real hashes, with every logical partition forced into the same one
-or two buckets, with every raw key forced onto one hash, and with the arena compacting at every
+or two buckets, with every raw key (and logical partition) forced onto hash 0, and with the arena compacting at every
 chance instead of past 1 MiB of garbage.
 """
 
@@ -89,7 +89,7 @@ def hashing(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> 
     elif request.param == "two-buckets":
         monkeypatch.setattr(offset_view, "bucket_of", lambda lid: len(lid) % 2)
     elif request.param == "one-key-hash":
-        monkeypatch.setattr(record_arena, "key_hash", lambda key: 3)
+        monkeypatch.setattr(record_arena, "_HASH_MASK", 0)  # raw-key (and logical) hashes all 0
     elif request.param == "always-compact":
         monkeypatch.setattr(record_arena, "_COMPACT_FLOOR", 0)
     return str(request.param)
