@@ -4,7 +4,8 @@ An ``OffsetView`` gets 100,000 distinct live keys
 (``["bench-conn-<k%20>",{"filename":"/data/file-<k>.txt","line":k}]`` → ``{"position":N}``) applied in
 batches of 1,000 ``LogRecord`` s, as a log reader delivers them; each batch is dropped once applied, so
 what remains is what the view keeps (since round 8 of benchmarks/RESULTS.md: its record arena and
-the tables that find records by raw key and by logical partition). Two independent measurements, each in a fresh interpreter:
+the tables that find records by raw key and by logical partition). Two independent measurements,
+each in a fresh interpreter:
 
 * ``rss``: resident set size after ``gc.collect()``, view filled minus view empty (what the OS sees,
   allocator slack included);
