@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import shutil
 import time
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,7 @@ import httpx
 from benchmarks.support import (
     Daemon,
     bench_key,
+    bench_records,
     bench_value,
     command_line,
     load_embedded_log,
@@ -39,9 +41,15 @@ TOPIC = "connect-offsets"
 PARTITIONS = 25
 
 
-def fill(data_dir: Path, keys: int) -> float:
-    """One record per key (value ``{"position":k}``) in a fresh embedded log."""
-    return load_embedded_log(data_dir, TOPIC, PARTITIONS, ((bench_key(k), bench_value(k)) for k in range(keys)))
+def fill(data_dir: Path, keys: int, writes_per_key: int = 1) -> float:
+    """One record per key (value ``{"position":k}``) in a fresh embedded log; with
+    ``writes_per_key`` above 1, every key written that many times, interleaved as
+    ``benchmarks.restore_growth`` lays its topic out (``bench_records``)."""
+    if writes_per_key == 1:
+        entries: Iterable[tuple[bytes, bytes]] = ((bench_key(k), bench_value(k)) for k in range(keys))
+    else:
+        entries = ((key, value) for key, value, _ in bench_records(keys * writes_per_key, keys, PARTITIONS))
+    return load_embedded_log(data_dir, TOPIC, PARTITIONS, entries)
 
 
 def wait_archived(daemon: Daemon, records: int, deadline_s: float) -> dict[str, Any]:
@@ -59,16 +67,16 @@ def wait_archived(daemon: Daemon, records: int, deadline_s: float) -> dict[str, 
             time.sleep(0.5)
 
 
-def measure(keys: int, work: Path, ready_timeout_s: float) -> dict[str, Any]:
+def measure(keys: int, work: Path, ready_timeout_s: float, writes_per_key: int = 1) -> dict[str, Any]:
     data_dir = work / f"data-{keys}"
-    fill_s = fill(data_dir, keys) if keys else 0.0
+    fill_s = fill(data_dir, keys, writes_per_key) if keys else 0.0
     if not keys:
         data_dir.mkdir(parents=True, exist_ok=True)
     args = ["--data-dir", str(data_dir), "--offsets-partitions", str(PARTITIONS)]
     t0 = time.monotonic()
     with Daemon(args, work / f"serve-{keys}.log", ready_timeout_s=ready_timeout_s) as daemon:
         ready_s = time.monotonic() - t0
-        status = wait_archived(daemon, keys, ready_timeout_s)
+        status = wait_archived(daemon, keys * writes_per_key, ready_timeout_s)
         time.sleep(1.0)
         after_restore = rss_kib(daemon.pid)
         cpu_s = process_cpu_s(daemon.pid)
@@ -94,13 +102,19 @@ def measure(keys: int, work: Path, ready_timeout_s: float) -> dict[str, Any]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--keys", type=int, default=1_000_000)
+    ap.add_argument(
+        "--writes-per-key",
+        type=int,
+        default=1,
+        help="records per key, interleaved (10 = restore_growth's shape: the replay's speed, not only its memory)",
+    )
     ap.add_argument("--ready-timeout-s", type=float, default=600.0)
     args = ap.parse_args()
     work = workdir("daemon-memory")
     try:
         empty = measure(0, work, args.ready_timeout_s)
         print(f"empty daemon: {empty['rss_after_restore_kib']} KiB", flush=True)
-        full = measure(args.keys, work, args.ready_timeout_s)
+        full = measure(args.keys, work, args.ready_timeout_s, args.writes_per_key)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     summary: dict[str, Any] = {}
@@ -121,7 +135,7 @@ def main() -> None:
         "summary": summary,
     }
     path = write_results("daemon-memory", payload)
-    print(f"{summary}\nwrote {path}")
+    print(f"ready {full['ready_s']} s, CPU until archived {full['cpu_s_at_archived']} s\n{summary}\nwrote {path}")
 
 
 if __name__ == "__main__":
