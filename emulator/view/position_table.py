@@ -1,7 +1,8 @@
 """An open-addressed multimap from a hash to record positions, in one ``array`` of 32-bit cells.
 
 Why: a ``dict`` entry with its key and value objects costs 80-150 B; a cell here costs 4 B and the
-table stays at most two-thirds full, so about 6-12 B per record. The table keeps no keys and no
+table stays at most half full (a miss probes until an empty cell, and each occupied cell costs a
+read of its record), so 8-16 B per record. The table keeps no keys and no
 hashes: the records it points at do (``emulator.view.record_arena``), and callers compare them.
 Several records may share a hash (a multimap): lookups return every position on the probe path.
 
@@ -25,7 +26,7 @@ def _zeros(size: int) -> array[int]:
 
 
 class PositionTable:
-    """Linear probing; grows (or sheds tombstones) before it is two-thirds full."""
+    """Linear probing; grows (or sheds tombstones) before it is half full, to a quarter full."""
 
     __slots__ = ("_deleted", "_hash_of", "_limit", "_used", "cells", "mask")
 
@@ -35,7 +36,7 @@ class PositionTable:
         self.cells = _zeros(size)
         """Read directly by hot loops that probe (``RecordArena._find``); changed only here."""
         self.mask = size - 1
-        self._limit = size * 2 // 3
+        self._limit = size // 2
         """Cells in use (live or tombstones) that make the next ``add`` rebuild first."""
         self._used = 0
         self._deleted = 0
@@ -108,11 +109,11 @@ class PositionTable:
         same size without tombstones."""
         old = self.cells
         size = len(old)
-        while (self._used + 1) * 2 > size:
+        while (self._used + 1) * 4 > size:
             size *= 2
         cells = self.cells = _zeros(size)
         mask = self.mask = size - 1
-        self._limit = size * 2 // 3
+        self._limit = size // 2
         hash_of = self._hash_of
         for code in old:  # no list of the codes: at a million records it would be ~36 MB of ints
             if code in (EMPTY, DELETED):
