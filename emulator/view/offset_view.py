@@ -299,25 +299,24 @@ class OffsetView:
             if owner is None:
                 return []
             members = self._records.members(owner)
-        offset_of = self._offset_of
         logicals = members.logicals
         if len(set(logicals)) == len(logicals):  # no aliases and no collisions (the common case)
-            # An indexed key is a valid ``[name, {partition}]``: its partition is item 1.
-            return [
-                OffsetRow(loads_lenient(key)[1], offset_of(key, slot), (key,), slot)
-                for key, slot in zip(members.keys, members.slots, strict=True)
-            ]
+            return [self._row_of_one(key, slot) for key, slot in zip(members.keys, members.slots, strict=True)]
         buckets: dict[int, list[Member]] = {}
         for member in zip(members.keys, members.slots, logicals, members.sequences, strict=True):
             buckets.setdefault(member[2], []).append(Member._make(member))
         result = []
         for bucket in buckets.values():
             if len(bucket) == 1:
-                key, slot = bucket[0].key, bucket[0].slot
-                result.append(OffsetRow(loads_lenient(key)[1], offset_of(key, slot), (key,), slot))
+                result.append(self._row_of_one(bucket[0].key, bucket[0].slot))
             else:
                 result.extend(self._rows_of_crowded(bucket))
         return result
+
+    def _row_of_one(self, key: bytes, slot: bytes) -> OffsetRow:
+        """The row of a key alone in its bucket (an indexed key is a valid ``[name, {partition}]``:
+        its partition is item 1)."""
+        return OffsetRow(loads_lenient(key)[1], self._offset_of(key, slot), (key,), slot)
 
     def _rows_of_crowded(self, bucket: list[Member]) -> list[OffsetRow]:
         """Rows of a bucket holding several keys: grouped by logical partition, oldest key first."""
@@ -340,9 +339,11 @@ class OffsetView:
         except CodecError as exc:
             with self._lock:
                 head = slots.head(slot)
-                if self._records.get(key) == slot and not head.flags & slots.FLAG_UNPARSEABLE_COUNTED:
+                position = self._records.locate(key)
+                live = position != ABSENT and self._records.slot_at(position) == slot
+                if live and not head.flags & slots.FLAG_UNPARSEABLE_COUNTED:
                     marked = slots.with_flags(slot, slots.FLAG_UNPARSEABLE_COUNTED)
-                    self._records.rewrite(key, marked, head.owner, newest=False)
+                    self._records.rewrite_at(position, marked, head.owner, newest=False)
                     self.stats.unparseable_values += 1
                     log.error(
                         "CRITICAL: Failed to deserialize offset data for key %r (partition %d, offset %d): %s",

@@ -34,7 +34,7 @@ class PositionTable:
         self._hash_of = hash_of
         """The hash of the record a position code points at (read from the record on rehash)."""
         self.cells = _zeros(size)
-        """Read directly by hot loops that probe (``RecordArena._find``); changed only here."""
+        """Read directly by the hot loop that probes it (``RecordArena.locate``); changed only here."""
         self.mask = size - 1
         self._limit = size // 2
         """Cells in use (live or tombstones) that make the next ``add`` rebuild first."""
@@ -105,8 +105,7 @@ class PositionTable:
             i = (i + 1) & mask
 
     def _rebuild(self) -> None:
-        """Rehash into a table with room to spare: twice the size if live cells need it, else the
-        same size without tombstones."""
+        """Rehash without tombstones, doubling the size until live cells fill at most a quarter of it."""
         old = self.cells
         size = len(old)
         while (self._used + 1) * 4 > size:

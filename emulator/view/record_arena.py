@@ -187,13 +187,11 @@ class RecordArena:
             self._none_slot = slot
             return
         khash = hash(key) & _HASH_MASK
-        code = self._append(key, slot, khash, logical & _HASH_MASK)
+        logical &= _HASH_MASK
+        code = self._append(key, slot, khash, logical)
         self._keys.add(khash, code)
         if group is not None:
-            self._groups[group].add(logical & _HASH_MASK, code)
-
-    def rewrite(self, key: bytes | None, slot: bytes, group: int | None, newest: bool = True) -> None:
-        self.rewrite_at(self.locate(key), slot, group, newest)
+            self._groups[group].add(logical, code)
 
     def rewrite_at(self, position: int, slot: bytes, group: int | None, newest: bool = True) -> None:
         """A live record's new slot; ``newest`` makes it the latest write among its aliases."""
@@ -218,11 +216,6 @@ class RecordArena:
         if group is not None:
             self._groups[group].replace(logical, old, new)
         self._maybe_compact()
-
-    def delete(self, key: bytes | None, group: int | None) -> None:
-        position = self.locate(key)
-        if position != ABSENT:
-            self.delete_at(position, group)
 
     def delete_at(self, position: int, group: int | None) -> None:
         if position == NULL_KEY:

@@ -40,13 +40,16 @@ def test_inserts_rewrites_and_deletes_match_a_dict(monkeypatch: pytest.MonkeyPat
         key = rng.choice(universe)
         action = rng.random()
         if action < 0.15:
-            arena.delete(key, groups.get(key, (None,))[0])
+            if key in data:
+                arena.delete_at(arena.locate(key), groups[key][0])
+            else:
+                assert arena.locate(key) == record_arena.ABSENT
             data.pop(key, None)
             groups.pop(key, None)
         else:
             slot = bytes([step % 251]) * rng.choice((0, 1, 7, 8, 9, 30, 200))
             if key in data:
-                arena.rewrite(key, slot, groups[key][0])
+                arena.rewrite_at(arena.locate(key), slot, groups[key][0])
             else:
                 group, logical = int(key[3:4]), rng.randrange(64)
                 arena.insert(key, slot, group, logical)
@@ -65,8 +68,8 @@ def test_members_sharing_a_logical_hash_come_oldest_write_first() -> None:
     for key in (b"a", b"b", b"c"):
         arena.insert(key, b"1", group, 5)
     arena.insert(b"other", b"1", group, 6)
-    arena.rewrite(b"a", b"a much longer slot that has to move", group)
-    arena.rewrite(b"b", b"2", group, newest=False)  # a flag change keeps its place
+    arena.rewrite_at(arena.locate(b"a"), b"a much longer slot that has to move", group)
+    arena.rewrite_at(arena.locate(b"b"), b"2", group, newest=False)  # a flag change keeps its place
     assert [m.key for m in arena.members_with(group, 5)] == [b"b", b"c", b"a"]
     assert [m.key for m in arena.members_with(group, 6)] == [b"other"]
     assert arena.members_with(group, 9) == []
@@ -79,5 +82,5 @@ def test_the_null_key_is_held_apart_and_listed_nowhere() -> None:
     assert arena.get(None) == b"x" and len(arena) == 1
     assert arena.members(group).keys == []
     assert arena.items() == [(None, b"x")]
-    arena.delete(None, None)
+    arena.delete_at(arena.locate(None), None)
     assert arena.get(None) is None and len(arena) == 0
