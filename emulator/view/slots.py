@@ -1,8 +1,9 @@
 """One live record of the view packed into a single ``bytes`` object: its coordinates and its value.
 
 Why: at a million live keys every Python object counts. An ``Entry`` dataclass plus its value bytes
-and three boxed ints cost about 250 B per key; one bytes object holding a fixed 25-byte header and
-the value costs 33 + 25 + len(value). ``Entry`` objects are built only when someone reads a key.
+and three boxed ints cost about 250 B per key; a fixed 25-byte header and the value cost 25 +
+len(value) inside the view's record arena (``emulator.view.record_arena``), which stores slots in
+this layout. ``Entry`` objects are built only when someone reads a key.
 
 The header also says who owns the key (the index of its connector's name in the view, or which
 ``KeyProblem`` makes Connect ignore it), so an update of a live key needs no parse of the key, and
