@@ -26,6 +26,7 @@ from __future__ import annotations
 import io
 import logging
 import threading
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO, Any
@@ -58,6 +59,7 @@ class HistoryArchive:
         *,
         origins: OriginRegistry | None = None,
         progress: Callable[[], ReadProgress] | None = None,
+        read_own_writes: Callable[[float], bool] | None = None,
         retention_s: float | None = DEFAULT_RETENTION_S,
         rotate_bytes: int = DEFAULT_ROTATE_BYTES,
         rotate_interval_s: float | None = DEFAULT_ROTATE_INTERVAL_S,
@@ -77,6 +79,7 @@ class HistoryArchive:
         self.stats = ArchiveStats()
         self.writable = False
         self._progress = progress
+        self._read_own_writes = read_own_writes
         self._codec = codec
         self._fsync_interval_s = fsync_interval_s
         self._hold_limit = hold_limit
@@ -186,14 +189,19 @@ class HistoryArchive:
         self._queue.put(records)
 
     def sync(self, timeout_s: float = 30.0) -> bool:
-        """Wait until every batch handed to ``listener`` so far is written and flushed.
+        """Wait until every record this process wrote to the log is archived, written and flushed.
 
-        Makes history read-your-writes: a PATCH returns after the view applied its records, which
-        is after they were enqueued here. False on timeout, failure or a read-only archive.
+        Makes history read-your-writes: a PATCH answers once the view applied its records
+        (write-through), but they reach ``listener`` only when the log's reader delivers them, so
+        first the reader must pass this process's own writes (``read_own_writes``, a local wait),
+        then the queue must drain. False on timeout, failure or a read-only archive.
         """
         if not self.writable:
             return False
-        return self._queue.wait_done(timeout_s)
+        deadline = time.monotonic() + timeout_s
+        if self._read_own_writes is not None and not self._read_own_writes(timeout_s):
+            return False
+        return self._queue.wait_done(max(deadline - time.monotonic(), 0.0))
 
     # ------------------------------------------------------------------ queries' side
 

@@ -107,5 +107,11 @@ class TrackedLog(OffsetLog):
     def release(self, fence: Fence) -> bool:
         return self.inner.release(fence)
 
+    def may_be_claimed(self, connector: str) -> bool:
+        return self.inner.may_be_claimed(connector)
+
+    def read_own_writes(self, timeout_s: float) -> bool:
+        return self.inner.read_own_writes(timeout_s)
+
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)

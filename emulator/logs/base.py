@@ -162,3 +162,24 @@ class OffsetLog(abc.ABC):
     def release(self, fence: Fence) -> bool:
         """End the claim if ``fence`` is still current; ``False`` if it was already fenced."""
         raise ClaimsUnsupported(f"{self.description} does not support claims")
+
+    def read_own_writes(self, timeout_s: float) -> bool:
+        """Wait until the reader has delivered every record appended through this object so far.
+
+        For state fed by the reader only (the history archive): the view already has these records
+        (write-through), the sink may not yet. Local, never a broker round trip, so a history query
+        still answers while the broker is away. True once delivered; False on timeout or when the
+        reader stopped. A log whose reader delivers its own appends before they are acknowledged
+        needs no wait."""
+        return True
+
+    def may_be_claimed(self, connector: str) -> bool:
+        """False only when this process knows, without waiting, that nobody holds ``connector``.
+
+        Lets a write without a claim epoch skip the fail-fast claim lookup (a hop to a worker thread
+        and, on Kafka, a read of the claims topic) in the common case of nobody using claims. Safe
+        because every write checks its fence again atomically with the append: a claim made
+        elsewhere that this answer has not seen yet still refuses the write. What can slip through
+        is only a dry run or a write left with nothing to append, and only for as long as the
+        backend takes to notice another process's claim. Must never block."""
+        return True

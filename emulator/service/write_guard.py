@@ -86,7 +86,10 @@ class WriteGuard:
         return await asyncio.to_thread(self._log.release, Fence(connector, epoch))
 
     async def check_writer(self, connector: str, auth: WriteAuth, timeout_s: float | None = None) -> None:
-        """Fail fast before planning; the log re-checks atomically when it writes."""
+        """Fail fast before planning; the log re-checks atomically when it writes. A writer without a
+        claim epoch skips the lookup when the log knows nobody holds the connector (``may_be_claimed``)."""
+        if auth.claim_epoch is None and not self._log.may_be_claimed(connector):
+            return
         current = await self.current(connector, timeout_s)
         if auth.claim_epoch is None:
             if current is not None:

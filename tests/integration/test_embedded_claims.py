@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from emulator.logs.embedded.offsets_log import EmbeddedOffsetLog
+from emulator.logs.embedded.offsets_log import TAIL_POLL_S, EmbeddedOffsetLog
 from emulator.model.claims import Fence, Fenced
 from emulator.model.errors import ClaimHeld
 from emulator.server.errors import status_of
@@ -168,3 +170,38 @@ def test_reading_the_current_claim_does_not_wait_for_a_commit_in_progress(tmp_pa
         log.close()
     with pytest.raises(Exception, match="not open"):
         log.current_claim("c")
+
+
+def eventually(condition: Callable[[], bool], timeout_s: float = 5.0) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(TAIL_POLL_S / 5)
+    return True
+
+
+def test_may_be_claimed_sees_this_process_at_once_and_another_within_a_poll(tmp_path: Path) -> None:
+    """What lets a write without an epoch skip the fail-fast claim lookup: "nobody holds it" is
+    answered only from a read of the claims table or from a change made through this very log."""
+    a, b = opened(tmp_path), opened(tmp_path)
+    try:
+        assert a.may_be_claimed("c"), "before the claims table was read, anyone may hold the connector"
+        a.start_reading(lambda records: None)
+        assert eventually(lambda: not a.may_be_claimed("c")), "the reader never read the claims table"
+
+        claim = a.claim("c", "here")
+        assert a.may_be_claimed("c"), "a claim through this log counts at once, not at the next poll"
+        assert not a.may_be_claimed("other")
+        assert a.release(Fence("c", claim.epoch))
+        assert not a.may_be_claimed("c")
+
+        b.claim("d", "another process")
+        assert eventually(lambda: a.may_be_claimed("d")), "another process's claim was never seen"
+        b.claim("e", "another process")
+        with pytest.raises(ClaimHeld):  # before the next poll, the write's own check refuses
+            a.append_fenced(Fence("e", None), [(key("e", 0), b"{}")])
+        assert a.may_be_claimed("e"), "a claim the write path ran into counts at once"
+    finally:
+        a.close()
+        b.close()

@@ -40,6 +40,10 @@ def test_a_claim_fences_older_writers_and_holds_off_unclaimed_ones(embedded_daem
         with pytest.raises(NotStoppedError) as held:
             client.alter(name, body(2))
         assert "claimed by 'spark-run-1'" in held.value.message
+        with pytest.raises(NotStoppedError, match="claimed by 'spark-run-1'"):
+            client.alter(name, body(2), dry_run=True)  # refused by the fail-fast check alone: nothing to append
+        with pytest.raises(NotStoppedError, match="claimed by 'spark-run-1'"):
+            client.reset(name, dry_run=True)
 
         client.alter(name, body(3), auth=Auth(claim_epoch=first["epoch"]))
         second = client.claim(name, "spark-run-2")
@@ -53,6 +57,7 @@ def test_a_claim_fences_older_writers_and_holds_off_unclaimed_ones(embedded_daem
         client.alter(name, body(5), auth=Auth(claim_epoch=second["epoch"]))
         client.release(name, second["epoch"])
         assert client.current_claim(name) is None
+        client.alter(name, body(6), dry_run=True)
         client.alter(name, body(6))
         assert position(client, name) == 6
 

@@ -35,6 +35,7 @@ from typing import Literal
 
 from emulator.codec.murmur2 import partition_for
 from emulator.logs.base import OffsetLog, ReadProgress, RecordSink
+from emulator.logs.embedded.claims_seen import ClaimsSeen
 from emulator.logs.embedded.storage import (
     NETWORK_FILESYSTEMS,
     LogFile,
@@ -43,6 +44,7 @@ from emulator.logs.embedded.storage import (
     is_busy,
     is_corruption,
 )
+from emulator.logs.own_writes import OwnWrites
 from emulator.model.claims import Claim, Fence, Fenced, fenced_message, held_message
 from emulator.model.errors import (
     ClaimHeld,
@@ -146,6 +148,8 @@ class EmbeddedOffsetLog(OffsetLog):
         self._closed = False
         self._claims_reader: sqlite3.Connection | None = None
         self._claims_lock = threading.Lock()  # guards _claims_reader
+        self._claims_seen = ClaimsSeen(TAIL_POLL_S)
+        self._own_writes = OwnWrites()
 
         self._reader: threading.Thread | None = None
         self._stop = threading.Event()
@@ -326,6 +330,8 @@ class EmbeddedOffsetLog(OffsetLog):
                     if conn is None:
                         conn = self._file.connect(timeout_s=5.0)
                     self._deliver_available(conn, sink, started)
+                    if self._claims_seen.due():
+                        self._claims_seen.refresh(conn)
                     backoff = TAIL_POLL_S
                 except sqlite3.Error as e:
                     if is_corruption(e):
@@ -513,7 +519,6 @@ class EmbeddedOffsetLog(OffsetLog):
                 if req.positions is None and req.error is None:
                     req.error = LogWriteError(f"{self.description}: write interrupted; nothing was written")
                 req.done.set()
-        self._wake.set()
 
     def _write(
         self, conn: sqlite3.Connection, batch: list[_WriteRequest], deadline: float
@@ -529,6 +534,8 @@ class EmbeddedOffsetLog(OffsetLog):
             for req in batch:
                 if req.fence is not None:
                     current = self._claim_in(conn, req.fence.connector)
+                    if current is not None:
+                        self._claims_seen.claimed(req.fence.connector)
                     if req.fence.epoch is None:
                         if current is not None:  # an unclaimed writer, and someone holds the connector
                             results.append(ClaimHeld(held_message(req.fence.connector, current)))
@@ -551,11 +558,12 @@ class EmbeddedOffsetLog(OffsetLog):
                 "INSERT INTO records (partition, offset, key, value, timestamp_ms) VALUES (?, ?, ?, ?, ?)",
                 rows,
             )
+            ends = {p: next_offsets[p] for p in touched}
             conn.executemany(
-                "UPDATE partitions SET next_offset = ? WHERE partition = ?",
-                [(next_offsets[p], p) for p in touched],
+                "UPDATE partitions SET next_offset = ? WHERE partition = ?", [(e, p) for p, e in ends.items()]
             )
             conn.execute("COMMIT")
+            self._own_writes.note_ends(ends)
         except BaseException:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
@@ -566,12 +574,26 @@ class EmbeddedOffsetLog(OffsetLog):
         with self._commit_lock:
             return end_offsets(self._require_writer())
 
+    def read_own_writes(self, timeout_s: float) -> bool:
+        ends = self._own_writes.ends()
+        self._wake.set()
+        with self._progress_cond:
+            return self._progress_cond.wait_for(
+                lambda: self._passed(ends) or self._reader_error is not None or self._stop.is_set(), timeout_s
+            ) and self._passed(ends)
+
+    def _passed(self, ends: dict[int, int]) -> bool:
+        """The reader's positions reached ``ends``. The caller holds ``_progress_cond``."""
+        return all(self._positions.get(p, 0) >= end for p, end in ends.items())
+
     def read_to_end(self, timeout_s: float) -> None:
         """Wait until the reader has delivered everything committed before this call.
 
-        The reader is woken by every append made through this object, so this returns as soon as
-        the sink has applied them; records appended by another process are noticed within
-        ``TAIL_POLL_S``.
+        Wakes the reader, so this returns as soon as the sink has applied what is there. Appends do
+        not wake it: the view applies them at once (write-through), so the reader takes them in
+        batches at its next look, at most ``TAIL_POLL_S`` later, instead of one wake-up per commit;
+        whatever needs the reader's delivery of this process's writes waits for it
+        (``read_own_writes``, ``read_to_end``).
         """
         deadline = time.monotonic() + timeout_s
         if self._reader is None:
@@ -580,16 +602,14 @@ class EmbeddedOffsetLog(OffsetLog):
             ends = self.end_offsets()
         except (sqlite3.Error, LogWriteError) as e:
             raise LogUnavailable(f"{self.description} cannot be read to its end: {e}") from e
-
-        def passed() -> bool:
-            return all(self._positions.get(p, 0) >= end for p, end in ends.items())
+        self._wake.set()
 
         with self._progress_cond:
             self._progress_cond.wait_for(
-                lambda: passed() or self._reader_error is not None or self._stop.is_set(),
+                lambda: self._passed(ends) or self._reader_error is not None or self._stop.is_set(),
                 max(deadline - time.monotonic(), 0.0),
             )
-            if passed():
+            if self._passed(ends):
                 return
             error = self._reader_error
             behind = {p: (self._positions.get(p, 0), end) for p, end in ends.items() if self._positions.get(p, 0) < end}
@@ -624,6 +644,7 @@ class EmbeddedOffsetLog(OffsetLog):
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
                 raise
+            self._claims_seen.claimed(connector)
         return claim
 
     def current_claim(self, connector: str, timeout_s: float | None = None) -> Claim | None:
@@ -644,7 +665,13 @@ class EmbeddedOffsetLog(OffsetLog):
                 "UPDATE claims SET released = 1 WHERE connector = ? AND epoch = ? AND released = 0",
                 (fence.connector, fence.epoch),
             )
-            return cursor.rowcount == 1
+            if cursor.rowcount != 1:
+                return False
+            self._claims_seen.released(fence.connector)
+            return True
+
+    def may_be_claimed(self, connector: str) -> bool:
+        return self._claims_seen.may_be_claimed(connector)
 
     @staticmethod
     def _claim_in(conn: sqlite3.Connection, connector: str) -> Claim | None:

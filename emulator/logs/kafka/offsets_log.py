@@ -25,6 +25,7 @@ from emulator.logs.kafka.topics import LATEST, TopicSpec, ensure_topic, list_off
 from emulator.logs.kafka.transactional import TransactionalAppender
 from emulator.logs.kafka.watch import BrokerWatch, wait_for_cluster
 from emulator.logs.kafka.writer import OffsetsWriter, checked_entry
+from emulator.logs.own_writes import OwnWrites
 from emulator.model.claims import Claim, Fence, Fenced, fenced_message
 from emulator.model.errors import LogConfigError, LogUnavailable, LogWriteError
 from emulator.model.records import Position
@@ -93,6 +94,7 @@ class KafkaOffsetLog(OffsetLog):
         self._partition_count = 0
         self._admin: AdminClient | None = None
         self._reader: TopicReader | None = None
+        self._own_writes = OwnWrites()
         # Claims (emulator/model/claims.py) use their own compacted topic, created on the first claim
         # only, so a daemon that never claims adds nothing to a Connect cluster. Whether it exists
         # is learned by the watch in the background, never by a lookup on the write path.
@@ -224,7 +226,15 @@ class KafkaOffsetLog(OffsetLog):
 
     def append(self, entries: Sequence[tuple[bytes, bytes | None]], timeout_s: float = 30.0) -> list[Position]:
         checked = [checked_entry(i, entry) for i, entry in enumerate(entries)]
-        return self._writer.append(checked, timeout_s)
+        return self._noted(self._writer.append(checked, timeout_s))
+
+    def _noted(self, positions: list[Position]) -> list[Position]:
+        self._own_writes.note(positions)
+        return positions
+
+    def read_own_writes(self, timeout_s: float) -> bool:
+        reader = self._reader
+        return reader is not None and reader.wait_passed(self._own_writes.ends(), timeout_s)
 
     def append_transactional(
         self,
@@ -235,7 +245,7 @@ class KafkaOffsetLog(OffsetLog):
     ) -> list[Position]:
         checked = [checked_entry(i, entry) for i, entry in enumerate(entries)]
         self._require_open()
-        return self._transactions.append(transactional_id, checked, timeout_s, fence_also)
+        return self._noted(self._transactions.append(transactional_id, checked, timeout_s, fence_also))
 
     # ---------------------------------------------------------------- reading
 
@@ -339,6 +349,14 @@ class KafkaOffsetLog(OffsetLog):
         store = self._claims_store(create=False)
         return False if store is None else store.release(fence)
 
+    def may_be_claimed(self, connector: str) -> bool:
+        """Whenever the claims topic exists (as far as the watch knows), only a read of it can tell."""
+        with self._claims_lock:
+            if self._claims is not None:
+                return True
+            watch = self._watch
+            return watch is not None and watch.topic_exists
+
     def append_fenced(
         self, fence: Fence, entries: Sequence[tuple[bytes, bytes | None]], timeout_s: float = 30.0
     ) -> list[Position]:
@@ -346,9 +364,11 @@ class KafkaOffsetLog(OffsetLog):
         if fence.epoch is None:
             store = self._claims_store(create=False)
             if store is None:
-                return self._writer.append(checked, timeout_s)
-            return store.append_unclaimed(fence.connector, lambda: self._writer.append(checked, timeout_s), timeout_s)
+                return self._noted(self._writer.append(checked, timeout_s))
+            return self._noted(
+                store.append_unclaimed(fence.connector, lambda: self._writer.append(checked, timeout_s), timeout_s)
+            )
         store = self._claims_store(create=False)
         if store is None:  # a claim epoch, but nobody ever claimed on this topic
             raise Fenced(fenced_message(fence.connector, fence.epoch, None))
-        return store.append_fenced(fence, checked, timeout_s)
+        return self._noted(store.append_fenced(fence, checked, timeout_s))

@@ -240,6 +240,12 @@ class TopicReader:
             f"(partition: (position, end offset) still behind: {behind})"
         )
 
+    def wait_passed(self, ends: dict[int, int], timeout_s: float) -> bool:
+        """Wait until the positions reach ``ends`` (offsets this process knows); no broker request."""
+        with self._cond:
+            self._cond.wait_for(lambda: self._finished or self._passed(ends), timeout_s)
+            return self._passed(ends)
+
     def _passed(self, ends: dict[int, int]) -> bool:
         """Connect's rule, per partition: ``position >= end``. The caller holds ``_cond``.
 
