@@ -7,11 +7,18 @@ and two ``PositionTable``\\s of 32-bit cells find it: one by the hash of the raw
 exact bytes, as ``KafkaOffsetBackingStore.data``), one per group (connector) by the hash of the
 logical partition (listing, alters, aliases). About 150 B per key for Connect-shaped keys.
 
-Record layout, 8-byte aligned: ``<IIIIIq`` key length, capacity (bytes reserved for the slot),
-slot length (``DEAD`` once the record is garbage), key hash, logical hash, sequence; then the key,
-then the slot padded to the capacity. The sequence orders a group's aliases oldest-first by their
-latest write. A rewrite that fits the capacity is in place; a longer one moves the record to the end
-and leaves garbage, compacted in one pass (under the caller's lock) once it outweighs live records.
+Record layout, 8-byte aligned: ``<IIIIIIq`` key length, capacity (bytes reserved for the slot),
+slot length (``DEAD`` once the record is garbage), key hash, logical hash, group, sequence; then the
+key, then the slot padded to the capacity. The sequence orders a group's aliases oldest-first by
+their latest write. A rewrite that fits the capacity is in place; a longer one moves the record to
+the end and leaves garbage.
+
+Compaction is incremental, so no call pauses for long: once garbage outweighs live records, every
+change also slides at most ``_STEP_BYTES`` of records down over the garbage in front of them, in
+place, re-pointing each moved record's two table cells (the header names its hashes and its group,
+so nothing else is scanned); when the slide reaches the end the arena is cut there. Between steps
+the bytes between the slid records and the rest are a gap nothing points at. In one pass, as first
+written, the same work paused every request for 2.5 s at 1,000,000 live records.
 
 Not thread-safe: the view's lock guards every call.
 """
@@ -19,14 +26,12 @@ Not thread-safe: the view's lock guards every call.
 from __future__ import annotations
 
 import struct
-from array import array
-from bisect import bisect_left
 from collections.abc import Callable
 from typing import Final, NamedTuple, TypeVar
 
 from emulator.view.position_table import DELETED, EMPTY, MAX_CODE, PositionTable
 
-_HEAD: Final = struct.Struct("<IIIIIq")
+_HEAD: Final = struct.Struct("<IIIIIIq")
 _HEAD_SIZE: Final = _HEAD.size
 _KEY_FIELDS: Final = struct.Struct("<I8xI")  # key length and key hash, for probing
 _SLOT_LEN: Final = struct.Struct("<I")
@@ -34,8 +39,11 @@ _SLOT_LEN_AT: Final = 8
 _DEAD: Final = 0xFFFFFFFF
 _HASH_MASK = 0xFFFFFFFF
 """Raw-key and logical hashes are kept to 32 bits (tests set it to 0 to make every hash collide)."""
-_COMPACT_FLOOR: Final = 1 << 20
+_COMPACT_FLOOR = 1 << 20
 """Garbage below this is never worth a compaction pass."""
+_STEP_BYTES = 1 << 16
+"""Arena bytes one compaction step slides past: a few hundred records, about a millisecond."""
+_NO_GROUP: Final = 0xFFFFFFFF
 
 _PAD: Final = tuple(bytes(n) for n in range(8))
 
@@ -65,7 +73,7 @@ class Members(NamedTuple):
 
 
 class RecordArena:
-    __slots__ = ("_arena", "_garbage", "_groups", "_keys", "_none_slot", "_sequence")
+    __slots__ = ("_arena", "_dest", "_garbage", "_groups", "_keys", "_none_slot", "_scan", "_sequence", "compactions")
 
     def __init__(self) -> None:
         self._arena = bytearray()
@@ -74,7 +82,14 @@ class RecordArena:
         self._none_slot: bytes | None = None
         """The record of the ``null`` key, if live (Connect ignores it; exports keep it)."""
         self._garbage = 0
+        """Bytes of dead records not yet slid past by compaction."""
+        self._scan = -1
+        """While compacting, the next record to slide (-1: not compacting)."""
+        self._dest = 0
+        """While compacting, where that record goes: ``[_dest, _scan)`` is the gap."""
         self._sequence = 0
+        self.compactions = 0
+        """Compactions finished so far."""
 
     def __len__(self) -> int:
         return len(self._keys) + (self._none_slot is not None)
@@ -123,7 +138,7 @@ class RecordArena:
             assert self._none_slot is not None
             return self._none_slot
         arena = self._arena
-        klen, _, slen, _, _, _ = _HEAD.unpack_from(arena, position)
+        klen, _, slen = _HEAD.unpack_from(arena, position)[:3]
         start = position + _HEAD_SIZE + klen
         return bytes(arena[start : start + slen])
 
@@ -155,7 +170,7 @@ class RecordArena:
         with memoryview(self._arena) as arena:
             for code in self._groups[group].codes():
                 position = (code - 1) << 3
-                klen, _, slen, _, logical, sequence = unpack(arena, position)
+                klen, _, slen, _, logical, _, sequence = unpack(arena, position)
                 start = position + _HEAD_SIZE
                 end = start + klen
                 keys.append(bytes(arena[start:end]))
@@ -188,10 +203,12 @@ class RecordArena:
             return
         khash = hash(key) & _HASH_MASK
         logical &= _HASH_MASK
-        code = self._append(key, slot, khash, logical)
+        code = self._append(key, slot, khash, logical, _NO_GROUP if group is None else group)
         self._keys.add(khash, code)
         if group is not None:
             self._groups[group].add(logical, code)
+        if self._scan >= 0:
+            self._compact_step((code - 1) << 3)
 
     def rewrite_at(self, position: int, slot: bytes, group: int | None, newest: bool = True) -> None:
         """A live record's new slot; ``newest`` makes it the latest write among its aliases."""
@@ -199,30 +216,32 @@ class RecordArena:
             self._none_slot = slot
             return
         arena = self._arena
-        klen, capacity, _, khash, logical, sequence = _HEAD.unpack_from(arena, position)
+        klen, capacity, _, khash, logical, stored_group, sequence = _HEAD.unpack_from(arena, position)
         if newest:
             self._sequence += 1
             sequence = self._sequence
         if len(slot) <= capacity:
             start = position + _HEAD_SIZE + klen
             arena[start : start + len(slot)] = slot
-            _HEAD.pack_into(arena, position, klen, capacity, len(slot), khash, logical, sequence)
+            _HEAD.pack_into(arena, position, klen, capacity, len(slot), khash, logical, stored_group, sequence)
+            if self._scan >= 0:
+                self._compact_step(None)
             return
         key = bytes(arena[position + _HEAD_SIZE : position + _HEAD_SIZE + klen])
         old = (position >> 3) + 1
-        new = self._append(key, slot, khash, logical, sequence)
+        new = self._append(key, slot, khash, logical, stored_group, sequence)
         self._bury(position)
         self._keys.replace(khash, old, new)
         if group is not None:
             self._groups[group].replace(logical, old, new)
-        self._maybe_compact()
+        self._maybe_compact((new - 1) << 3)
 
     def delete_at(self, position: int, group: int | None) -> None:
         if position == NULL_KEY:
             self._none_slot = None
             return
         code = (position >> 3) + 1
-        _, _, _, khash, logical, _ = _HEAD.unpack_from(self._arena, position)
+        khash, logical = _HEAD.unpack_from(self._arena, position)[3:5]
         self._keys.remove(khash, code)
         if group is not None:
             self._groups[group].remove(logical, code)
@@ -233,12 +252,14 @@ class RecordArena:
     def _member(self, code: int) -> Member:
         arena = self._arena
         position = (code - 1) << 3
-        klen, _, slen, _, logical, sequence = _HEAD.unpack_from(arena, position)
+        klen, _, slen, _, logical, _, sequence = _HEAD.unpack_from(arena, position)
         start = position + _HEAD_SIZE
         end = start + klen
         return Member(bytes(arena[start:end]), bytes(arena[end : end + slen]), logical, sequence)
 
-    def _append(self, key: bytes, slot: bytes, khash: int, logical: int, sequence: int | None = None) -> int:
+    def _append(
+        self, key: bytes, slot: bytes, khash: int, logical: int, group: int, sequence: int | None = None
+    ) -> int:
         arena = self._arena
         position = len(arena)
         code = (position >> 3) + 1
@@ -249,7 +270,12 @@ class RecordArena:
             sequence = self._sequence
         padding = -(_HEAD_SIZE + len(key) + len(slot)) & 7
         arena += b"".join(
-            (_HEAD.pack(len(key), len(slot) + padding, len(slot), khash, logical, sequence), key, slot, _PAD[padding])
+            (
+                _HEAD.pack(len(key), len(slot) + padding, len(slot), khash, logical, group, sequence),
+                key,
+                slot,
+                _PAD[padding],
+            )
         )
         return code
 
@@ -259,35 +285,47 @@ class RecordArena:
         _SLOT_LEN.pack_into(arena, position + _SLOT_LEN_AT, _DEAD)
         self._garbage += _HEAD_SIZE + klen + capacity
 
-    def _maybe_compact(self) -> None:
-        garbage = self._garbage
-        if garbage > _COMPACT_FLOOR and garbage * 2 > len(self._arena):
-            self._compact()
+    def _maybe_compact(self, appended_at: int | None = None) -> None:
+        if self._scan < 0:
+            garbage = self._garbage
+            if garbage <= _COMPACT_FLOOR or garbage * 2 <= len(self._arena):
+                return
+            self._scan = self._dest = 0
+        self._compact_step(appended_at)
 
-    def _compact(self) -> None:
-        """Copy live records to a fresh arena in order and point the tables at their new places."""
-        old = self._arena
-        new = bytearray()
-        old_codes = array("I")
-        new_codes = array("I")
-        position, end = 0, len(old)
-        while position < end:
-            klen, capacity, slen = _HEAD.unpack_from(old, position)[:3]
+    def _compact_step(self, appended_at: int | None) -> None:
+        """Slide the next ``_STEP_BYTES`` of records down over the gap; cut the arena at the end.
+
+        ``appended_at``: where the calling change appended a record. The step also covers twice its
+        size, so the slide gains on the arena's end by at least ``_STEP_BYTES`` a change however
+        large the records appended meanwhile, and always finishes."""
+        arena = self._arena
+        scan, dest = self._scan, self._dest
+        end = len(arena)
+        budget = _STEP_BYTES if appended_at is None else _STEP_BYTES + 2 * (end - appended_at)
+        stop = min(scan + budget, end)
+        keys, groups = self._keys, self._groups
+        unpack = _HEAD.unpack_from
+        while scan < stop:
+            klen, capacity, slen, khash, logical, group = unpack(arena, scan)[:6]
             size = _HEAD_SIZE + klen + capacity
-            if slen != _DEAD:
-                old_codes.append((position >> 3) + 1)
-                new_codes.append((len(new) >> 3) + 1)
-                new += old[position : position + size]
-            position += size
-
-        def moved(code: int) -> int:
-            return new_codes[bisect_left(old_codes, code)]
-
-        self._keys.remap(moved)
-        for table in self._groups:
-            table.remap(moved)
-        self._arena = new
-        self._garbage = 0
+            if slen == _DEAD:
+                self._garbage -= size
+            else:
+                if dest != scan:
+                    arena[dest : dest + size] = arena[scan : scan + size]
+                    old, new = (scan >> 3) + 1, (dest >> 3) + 1
+                    keys.replace(khash, old, new)
+                    if group != _NO_GROUP:
+                        groups[group].replace(logical, old, new)
+                dest += size
+            scan += size
+        if scan < end:
+            self._scan, self._dest = scan, dest
+            return
+        del arena[dest:]
+        self._scan, self._dest = -1, 0
+        self.compactions += 1
 
     def _key_hash_at(self, code: int) -> int:
         return int(_HEAD.unpack_from(self._arena, (code - 1) << 3)[3])

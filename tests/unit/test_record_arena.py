@@ -26,9 +26,19 @@ def _check(arena: RecordArena, data: dict[bytes, bytes], groups: dict[bytes, tup
             assert slot == data[key] and logical == groups[key][1]
 
 
-@pytest.mark.parametrize("compact_floor", [1 << 20, 0], ids=["default-compaction", "compact-always"])
-def test_inserts_rewrites_and_deletes_match_a_dict(monkeypatch: pytest.MonkeyPatch, compact_floor: int) -> None:
+@pytest.mark.parametrize(
+    ("compact_floor", "step_bytes"),
+    [(1 << 20, 1 << 16), (0, 1 << 16), (0, 512), (0, 1 << 30)],
+    ids=["default-compaction", "compact-always", "compact-always-a-few-records-per-step", "compact-always-in-one-step"],
+)
+def test_inserts_rewrites_and_deletes_match_a_dict(
+    monkeypatch: pytest.MonkeyPatch, compact_floor: int, step_bytes: int
+) -> None:
+    """With compaction forced, most checks run while a compaction is half done (the slid records,
+    the gap, the records not reached yet): every answer must be the same as without it."""
     monkeypatch.setattr(record_arena, "_COMPACT_FLOOR", compact_floor)
+    monkeypatch.setattr(record_arena, "_STEP_BYTES", step_bytes)
+    compacting_seen = 0
     rng = random.Random(7)
     arena = RecordArena()
     for _ in range(5):
@@ -55,10 +65,15 @@ def test_inserts_rewrites_and_deletes_match_a_dict(monkeypatch: pytest.MonkeyPat
                 arena.insert(key, slot, group, logical)
                 groups[key] = (group, logical)
             data[key] = slot
+        compacting_seen += arena._scan >= 0
         if step % 5000 == 4999:
             _check(arena, data, groups)
         assert arena.get(key) == data.get(key)
     _check(arena, data, groups)
+    if compact_floor == 0:
+        assert arena.compactions >= 1, "no compaction finished: the test did not exercise it"
+        if step_bytes == 512:
+            assert compacting_seen > 1000, "compactions were not spread over many calls"
     assert arena.arena_bytes < 4 * sum(len(k) + len(v) + 40 for k, v in data.items()) + (1 << 21)
 
 
@@ -84,3 +99,28 @@ def test_the_null_key_is_held_apart_and_listed_nowhere() -> None:
     assert arena.items() == [(None, b"x")]
     arena.delete_at(arena.locate(None), None)
     assert arena.get(None) is None and len(arena) == 0
+
+
+def test_a_compaction_is_spread_over_many_changes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No single change slides the whole arena: each moves about ``_STEP_BYTES`` of records."""
+    monkeypatch.setattr(record_arena, "_COMPACT_FLOOR", 0)
+    arena = RecordArena()
+    group = arena.add_group()
+    keys = [f'["c",{{"k":{k}}}]'.encode() for k in range(20_000)]
+    for k, key in enumerate(keys):
+        arena.insert(key, b"v" * 20, group, k)
+    size = arena.arena_bytes
+    for key in keys[: len(keys) // 2 + 1]:  # just over half become garbage: compaction starts
+        arena.delete_at(arena.locate(key), group)
+    assert 0 < arena._scan <= record_arena._STEP_BYTES + 200, "the first step slid more than its budget"
+    calls = 0
+    while arena._scan >= 0:
+        arena.insert(f"new-{calls}".encode(), b"", group, 0)
+        calls += 1
+    assert calls >= size // 2 // record_arena._STEP_BYTES, "compaction finished in fewer steps than its budget allows"
+    assert arena.arena_bytes < size * 0.6, "the arena was not cut after the slide"
+    for key in keys[len(keys) // 2 + 1 :]:
+        assert arena.get(key) == b"v" * 20
+    assert sorted(arena.members(group).keys) == sorted(
+        keys[len(keys) // 2 + 1 :] + [f"new-{i}".encode() for i in range(calls)]
+    )

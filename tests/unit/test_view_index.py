@@ -92,6 +92,7 @@ def hashing(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> 
         monkeypatch.setattr(record_arena, "_HASH_MASK", 0)  # raw-key (and logical) hashes all 0
     elif request.param == "always-compact":
         monkeypatch.setattr(record_arena, "_COMPACT_FLOOR", 0)
+        monkeypatch.setattr(record_arena, "_STEP_BYTES", 8)  # about a record per change: mostly mid-compaction
     return str(request.param)
 
 
