@@ -48,6 +48,12 @@ __all__ = ["ArchiveStats", "HistoryArchive", "HistoryError"]
 
 log = logging.getLogger(__name__)
 
+OWN_WRITES_WAIT_S = 5.0
+"""How long a history query waits for the log's reader to deliver this daemon's own latest writes.
+It is behind only for moments, unless the broker went away between acknowledging a write and
+serving it to the reader: then the query answers from the archive with a warning instead of
+waiting out the broker."""
+
 
 class HistoryArchive:
     """One log's archive under ``root``: opened once, fed by the view, closed at shutdown."""
@@ -199,7 +205,7 @@ class HistoryArchive:
         if not self.writable:
             return False
         deadline = time.monotonic() + timeout_s
-        if self._read_own_writes is not None and not self._read_own_writes(timeout_s):
+        if self._read_own_writes is not None and not self._read_own_writes(min(timeout_s, OWN_WRITES_WAIT_S)):
             return False
         return self._queue.wait_done(max(deadline - time.monotonic(), 0.0))
 

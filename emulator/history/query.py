@@ -262,7 +262,10 @@ class HistoryPage:
         body: dict[str, Any] = {"order": "newest_first", "changes": self.changes, "truncated": self.truncated}
         body["damaged_files"] = self.report.damaged
         if self.synced is False:
-            body["warning"] = "the archiver did not confirm that every record read so far is archived"
+            body["warning"] = (
+                "the archive may lack this daemon's latest writes: the log's reader or the archiver did not "
+                "confirm them in time"
+            )
         return body
 
 

@@ -74,7 +74,8 @@ class HistoryPage(TypedDict):
     truncated: bool
     damaged_files: list[Damage]
     warning: NotRequired[str]
-    """Present when the archiver did not confirm that every record read so far is archived."""
+    """Present when the archive may lack this daemon's latest writes (the log's reader or the
+    archiver did not confirm them in time)."""
 
 
 class RollbackChange(TypedDict):

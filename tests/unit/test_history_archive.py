@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from emulator.history import archive as archive_module
 from emulator.history.archive import HistoryArchive
 from emulator.history.files import ReadReport, scan_dir
 from emulator.history.origins import OriginRegistry, write_origin
@@ -455,3 +456,24 @@ def test_a_write_that_keeps_failing_stops_archiving_says_so_and_counts_every_rec
     stack.wait_applied(stack.log.append([(key(3), value(3))]))
     assert stack.archive.status()["records_not_archived"] == 3, "records arriving after the failure are counted"
     assert stack.archive.sync(1) is False, "a failed archive never claims to be in sync"
+
+
+def test_a_query_waits_a_bounded_time_for_the_readers_delivery_of_own_writes(tmp_path: Path) -> None:
+    """History is read-your-writes through ``read_own_writes``; when the reader cannot deliver them
+    (a broker gone between the ack and the fetch), the query answers after at most
+    ``OWN_WRITES_WAIT_S``, unsynced, instead of waiting out its whole sync timeout."""
+    asked: list[float] = []
+
+    def reader_stuck(timeout_s: float) -> bool:
+        asked.append(timeout_s)
+        return False
+
+    archive = HistoryArchive(tmp_path / "history", "stuck-log", read_own_writes=reader_stuck)
+    archive.open()
+    try:
+        assert archive.sync(timeout_s=30.0) is False
+        assert asked == [archive_module.OWN_WRITES_WAIT_S] and asked[0] <= 5.0
+        assert archive.sync(timeout_s=0.5) is False
+        assert asked[-1] == 0.5, "a shorter sync timeout bounds the wait too"
+    finally:
+        archive.close()
