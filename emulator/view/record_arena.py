@@ -103,26 +103,30 @@ class RecordArena:
         """Where a live key's record is (for ``slot_at``, ``rewrite_at``, ``delete_at``), or ``ABSENT``.
 
         The probe is inline (this runs for every record applied): cells in table order from the
-        key's hash until an empty one, comparing the stored hash and length before the bytes."""
+        key's hash until an empty one, comparing the stored hash and length before the bytes; then
+        the same in the old cells of a table that is resizing."""
         if key is None:
             return ABSENT if self._none_slot is None else NULL_KEY
         khash = hash(key) & _HASH_MASK
         table = self._keys
-        cells, mask = table.cells, table.mask
         arena = self._arena
         size = len(key)
         fields = _KEY_FIELDS.unpack_from
-        i = khash & mask
-        while True:
-            code = cells[i]
-            if code == EMPTY:
-                return ABSENT
-            if code != DELETED:
-                position = (code - 1) << 3
-                klen, stored = fields(arena, position)
-                if stored == khash and klen == size and arena.startswith(key, position + _HEAD_SIZE):
-                    return position
-            i = (i + 1) & mask
+        for cells, mask in ((table.cells, table.mask), (table.old_cells, table.old_mask)):
+            if cells is None:  # the table is not resizing: no old cells to look in
+                break
+            i = khash & mask
+            while True:
+                code = cells[i]
+                if code == EMPTY:
+                    break
+                if code != DELETED:
+                    position = (code - 1) << 3
+                    klen, stored = fields(arena, position)
+                    if stored == khash and klen == size and arena.startswith(key, position + _HEAD_SIZE):
+                        return position
+                i = (i + 1) & mask
+        return ABSENT
 
     def read_slot(self, position: int, read: Callable[[bytes | bytearray, int], _T]) -> _T:
         """``read(buffer, at)`` on the slot of a live record, without copying it out (a slot's

@@ -11,7 +11,7 @@ import random
 
 import pytest
 
-from emulator.view import record_arena
+from emulator.view import position_table, record_arena
 from emulator.view.record_arena import RecordArena
 
 
@@ -27,17 +27,34 @@ def _check(arena: RecordArena, data: dict[bytes, bytes], groups: dict[bytes, tup
 
 
 @pytest.mark.parametrize(
-    ("compact_floor", "step_bytes"),
-    [(1 << 20, 1 << 16), (0, 1 << 16), (0, 512), (0, 1 << 30)],
-    ids=["default-compaction", "compact-always", "compact-always-a-few-records-per-step", "compact-always-in-one-step"],
+    ("compact_floor", "step_bytes", "move_cells"),
+    [
+        (1 << 20, 1 << 16, 1024),
+        (0, 1 << 16, 1024),
+        (0, 512, 1024),
+        (0, 1 << 30, 1024),
+        (0, 512, 1),
+        (1 << 20, 1 << 16, 1),
+    ],
+    ids=[
+        "default-compaction",
+        "compact-always",
+        "compact-always-a-few-records-per-step",
+        "compact-always-in-one-step",
+        "compact-always-while-tables-resize-a-cell-per-change",
+        "tables-resize-a-cell-per-change",
+    ],
 )
 def test_inserts_rewrites_and_deletes_match_a_dict(
-    monkeypatch: pytest.MonkeyPatch, compact_floor: int, step_bytes: int
+    monkeypatch: pytest.MonkeyPatch, compact_floor: int, step_bytes: int, move_cells: int
 ) -> None:
     """With compaction forced, most checks run while a compaction is half done (the slid records,
-    the gap, the records not reached yet): every answer must be the same as without it."""
+    the gap, the records not reached yet); with tables moving one cell per change, while a table is
+    half resized (codes in the old cells and the new): every answer must be the same as without."""
     monkeypatch.setattr(record_arena, "_COMPACT_FLOOR", compact_floor)
     monkeypatch.setattr(record_arena, "_STEP_BYTES", step_bytes)
+    monkeypatch.setattr(position_table, "_MOVE_CELLS", move_cells)
+    resizing_seen = 0
     compacting_seen = 0
     rng = random.Random(7)
     arena = RecordArena()
@@ -66,10 +83,13 @@ def test_inserts_rewrites_and_deletes_match_a_dict(
                 groups[key] = (group, logical)
             data[key] = slot
         compacting_seen += arena._scan >= 0
+        resizing_seen += arena._keys.old_cells is not None
         if step % 5000 == 4999:
             _check(arena, data, groups)
         assert arena.get(key) == data.get(key)
     _check(arena, data, groups)
+    if move_cells == 1:
+        assert resizing_seen > 1000, "the keys table was hardly ever mid-resize: the test did not exercise it"
     if compact_floor == 0:
         assert arena.compactions >= 1, "no compaction finished: the test did not exercise it"
         if step_bytes == 512:

@@ -18,7 +18,7 @@ import pytest
 from emulator.codec.keys import KeyProblem, logical_id, parse_key
 from emulator.codec.values import CodecError, parse_offset
 from emulator.model.records import LogRecord
-from emulator.view import offset_view, record_arena
+from emulator.view import offset_view, position_table, record_arena
 from emulator.view.offset_view import OffsetView
 
 
@@ -82,7 +82,7 @@ def _listed(view: OffsetView, connector: str) -> dict[str, tuple[Any, Any, tuple
     return listed
 
 
-@pytest.fixture(params=["real-hash", "one-bucket", "two-buckets", "one-key-hash", "always-compact"])
+@pytest.fixture(params=["real-hash", "one-bucket", "two-buckets", "one-key-hash", "always-compact", "always-resizing"])
 def hashing(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     if request.param == "one-bucket":
         monkeypatch.setattr(offset_view, "bucket_of", lambda lid: 7)
@@ -93,6 +93,10 @@ def hashing(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> 
     elif request.param == "always-compact":
         monkeypatch.setattr(record_arena, "_COMPACT_FLOOR", 0)
         monkeypatch.setattr(record_arena, "_STEP_BYTES", 8)  # about a record per change: mostly mid-compaction
+    elif request.param == "always-resizing":
+        monkeypatch.setattr(position_table, "_MOVE_CELLS", 1)  # a table that grows stays mid-resize for long
+        monkeypatch.setattr(record_arena, "_COMPACT_FLOOR", 0)
+        monkeypatch.setattr(record_arena, "_STEP_BYTES", 8)
     return str(request.param)
 
 
