@@ -229,12 +229,14 @@ def test_rotation_and_retention_flags_bound_the_archive(daemon_factory: DaemonFa
         "2s",
     )
     name = unique("retained")
-    for n in range(4):
-        patch(daemon.url, name, [{"partition": {"p": n % 2}, "offset": {"n": n}}])
-    (log_dir,) = [p for p in history_dir.iterdir() if p.is_dir()]
     with HistoryClient(daemon.url) as client:
-        client.history(name)  # waits for the archiver: the fourth file exists now
-        assert len(scan_dir(log_dir)[1]) == 4, "one file per write with --history-rotate-bytes 1"
+        for n in range(4):
+            patch(daemon.url, name, [{"partition": {"p": n % 2}, "offset": {"n": n}}])
+            # Waits until the reader delivered the write and the archiver wrote it, so each write is
+            # a batch of its own (the reader takes whatever it finds at its next look).
+            client.history(name)
+        (log_dir,) = [p for p in history_dir.iterdir() if p.is_dir()]
+        assert len(scan_dir(log_dir)[1]) == 4, "one file per archived batch with --history-rotate-bytes 1"
         deadline = time.monotonic() + 20
         while client.history_status()["files_folded_by_retention"] < 4 and time.monotonic() < deadline:
             time.sleep(0.2)
@@ -255,7 +257,7 @@ def test_a_damaged_archive_file_is_reported_and_the_rest_still_served(
     name = unique("damaged")
     for n in range(3):
         patch(daemon.url, name, [{"partition": {"p": n}, "offset": {"n": n}}])
-    history(daemon.url, name)
+        history(daemon.url, name)  # archived before the next write: a file per write
     daemon.stop()
     (log_dir,) = [p for p in (data / "history").iterdir() if p.is_dir()]
     first = scan_dir(log_dir)[1][0]
