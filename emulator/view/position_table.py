@@ -107,18 +107,14 @@ class PositionTable:
         return found
 
     def _find(self, h: int, code: int) -> tuple[array[int], int]:
-        for cells, mask in ((self.cells, self.mask), (self.old_cells, self.old_mask)):
-            if cells is None:
-                break
-            i = h & mask
-            while True:
-                current = cells[i]
-                if current == code:
-                    return cells, i
-                if current == EMPTY:
-                    break
-                i = (i + 1) & mask
-        raise KeyError(f"position code {code} is not on the probe path of hash {h:#x}")
+        cells = self.cells
+        i = _index_in(cells, self.mask, h, code)
+        if i < 0 and self.old_cells is not None:
+            cells = self.old_cells
+            i = _index_in(cells, self.old_mask, h, code)
+        if i < 0:
+            raise KeyError(f"position code {code} is not on the probe path of hash {h:#x}")
+        return cells, i
 
     def _resize(self) -> None:
         """New cells, sized so live codes fill at most a quarter; the current ones become the old
@@ -164,6 +160,18 @@ class PositionTable:
         if stop == len(old):
             self.old_cells = None
             self.old_mask = 0
+
+
+def _index_in(cells: array[int], mask: int, h: int, code: int) -> int:
+    """Where ``code`` sits on ``h``'s probe path, or -1."""
+    i = h & mask
+    while True:
+        current = cells[i]
+        if current == code:
+            return i
+        if current == EMPTY:
+            return -1
+        i = (i + 1) & mask
 
 
 def _on_path(cells: array[int], mask: int, h: int) -> list[int]:
