@@ -11,7 +11,7 @@ A cell is ``EMPTY`` (0), ``DELETED`` (a tombstone, so probe paths stay intact) o
 
 Resizing is incremental: a table that must grow (or shed tombstones) allocates its new cells and
 from then on every change also moves the next ``_MOVE_CELLS`` old cells into them; lookups look in
-both until the old cells are empty. A rehash of every cell at once paused the view for ~145 ms at
+both until the old cells are empty. A rehash of every cell at once paused the view for 145–275 ms at
 1,000,000 keys (benchmarks/RESULTS.md, round 9), and every request waits on the view's lock.
 """
 
@@ -71,16 +71,10 @@ class PositionTable:
             self._move_some()
         if self._used + self._deleted >= self._limit:
             self._resize()
-        cells, mask = self.cells, self.mask
-        i = h & mask
-        while True:
-            current = cells[i]
-            if current == EMPTY:
-                break
-            if current == DELETED:
-                self._deleted -= 1
-                break
-            i = (i + 1) & mask
+        cells = self.cells
+        i = _free_cell(cells, self.mask, h)
+        if cells[i] == DELETED:
+            self._deleted -= 1
         cells[i] = code
         self._used += 1
 
@@ -145,21 +139,25 @@ class PositionTable:
             code = old[j]
             if code in (EMPTY, DELETED):
                 continue
-            i = hash_of(code) & mask
-            while True:
-                current = cells[i]
-                if current == EMPTY:
-                    break
-                if current == DELETED:
-                    self._deleted -= 1
-                    break
-                i = (i + 1) & mask
+            i = _free_cell(cells, mask, hash_of(code))
+            if cells[i] == DELETED:
+                self._deleted -= 1
             cells[i] = code
             old[j] = DELETED
         self._moved = stop
         if stop == len(old):
             self.old_cells = None
             self.old_mask = 0
+
+
+def _free_cell(cells: array[int], mask: int, h: int) -> int:
+    """The first empty cell or tombstone on ``h``'s probe path."""
+    i = h & mask
+    while True:
+        current = cells[i]
+        if current in (EMPTY, DELETED):
+            return i
+        i = (i + 1) & mask
 
 
 def _index_in(cells: array[int], mask: int, h: int, code: int) -> int:
