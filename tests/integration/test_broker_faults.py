@@ -327,3 +327,29 @@ def test_a_claim_made_through_one_daemon_holds_off_writes_through_another(
         assert with_epoch.status_code == 409, with_epoch.text
         assert "made through another daemon" in with_epoch.json()["message"]
         assert through_b.offsets(connector, fresh=True) == [{"partition": PARTITION, "offset": {"position": 1}}]
+
+
+@pytest.mark.slow
+def test_history_answers_from_the_archive_while_the_broker_is_stalled(
+    own_broker: TansuBroker, daemon_factory: DaemonFactory
+) -> None:
+    """History's read-your-writes is a local wait (the reader passing this daemon's own writes), not
+    a read of the broker: a stalled broker neither delays nor empties a history query."""
+    topic = own_broker.unique_topic("stall-history")
+    daemon = daemon_factory(
+        "--bootstrap-servers", own_broker.bootstrap, "--offsets-topic", topic, "--offsets-partitions", "3"
+    )
+    name = f"stall-history-{uuid.uuid4().hex[:8]}"
+    with OffsetsClient(daemon.url, timeout_s=30) as client:
+        for n in range(3):
+            client.alter(name, body(n), create=True)
+        httpx.get(f"{daemon.url}/connectors/{name}/offsets/history", timeout=30)  # the reader has them all now
+        with own_broker.paused():
+            started = time.monotonic()
+            answer = httpx.get(f"{daemon.url}/connectors/{name}/offsets/history", timeout=30)
+            took = time.monotonic() - started
+    assert answer.status_code == 200, answer.text
+    page = answer.json()
+    assert [c["offset"] for c in page["changes"]] == [body(n)["offsets"][0]["offset"] for n in (2, 1, 0)]
+    assert "warning" not in page, page
+    assert took < 2.0, f"a history query waited {took:.1f} s on a stalled broker"
