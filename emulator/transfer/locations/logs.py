@@ -10,6 +10,7 @@ has it enforced.
 from __future__ import annotations
 
 import abc
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -157,11 +158,17 @@ class EmbeddedLocation(LogLocation):
 def _read_to_end(log: OffsetLog, ctx: TransferContext) -> OffsetView:
     """Connect's startup read: every partition to its end offset, applied to a view."""
     view = OffsetView()
+    reporting = threading.Lock()
+    reading = [True]  # the reader goes on delivering (a destination's own writes) after this read
 
     def apply(records: Sequence[LogRecord]) -> None:  # on the log's reader thread
         view.apply(records)
-        progress = log.progress()
-        ctx.progress.report(f"reading {log.description}", progress.records_read, sum(progress.end_offsets.values()))
+        with reporting:
+            if reading[0]:
+                progress = log.progress()
+                ctx.progress.report(
+                    f"reading {log.description}", progress.records_read, sum(progress.end_offsets.values())
+                )
 
     log.start_reading(apply)
     try:
@@ -175,8 +182,10 @@ def _read_to_end(log: OffsetLog, ctx: TransferContext) -> OffsetView:
             f"({progress.records_read} records read of end offsets summing to "
             f"{sum(progress.end_offsets.values())}); nothing was written"
         ) from exc
-    done = log.progress()
-    ctx.progress.report(f"read {log.description}", done.records_read, sum(done.end_offsets.values()), force=True)
+    with reporting:
+        reading[0] = False
+        done = log.progress()
+        ctx.progress.report(f"read {log.description}", done.records_read, sum(done.end_offsets.values()), force=True)
     return view
 
 
