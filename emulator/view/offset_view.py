@@ -197,10 +197,9 @@ class OffsetView:
             if key is not None and own:
                 self._deleted_ahead[key] = (record.partition, record.offset)
             if current is not None:
-                group = None if problem is not None else current.owner
-                records.delete_at(position, group)
-                if group is not None:
-                    self._bump(self._names[group])
+                records.delete_at(position)
+                if problem is None:
+                    self._bump(self._names[current.owner])
             elif parsed is not None:
                 # A tombstone for a connector never seen live still makes the name known, as in
                 # Connect's connectorPartitions (the outer map never shrinks).
@@ -213,10 +212,9 @@ class OffsetView:
             if current.partition == record.partition and current.offset == record.offset:
                 return  # the reader delivering a record already applied by write-through
             owner = current.owner
-            group = None if problem is not None else owner
             new_slot = slots.pack(value, record.partition, record.offset, record.timestamp_ms, owner)
-            records.rewrite_at(position, new_slot, group)
-            if group is not None:
+            records.rewrite_at(position, new_slot)
+            if problem is None:
                 self._bump(self._names[owner])
         elif parsed is None:
             owner = slots.problem_owner(problem)  # type: ignore[arg-type]  # unparsed keys have a problem
@@ -343,7 +341,7 @@ class OffsetView:
                 live = position != ABSENT and self._records.slot_at(position) == slot
                 if live and not head.flags & slots.FLAG_UNPARSEABLE_COUNTED:
                     marked = slots.with_flags(slot, slots.FLAG_UNPARSEABLE_COUNTED)
-                    self._records.rewrite_at(position, marked, head.owner, newest=False)
+                    self._records.rewrite_at(position, marked, newest=False)
                     self.stats.unparseable_values += 1
                     log.error(
                         "CRITICAL: Failed to deserialize offset data for key %r (partition %d, offset %d): %s",

@@ -214,8 +214,9 @@ class RecordArena:
         if self._scan >= 0:
             self._compact_step((code - 1) << 3)
 
-    def rewrite_at(self, position: int, slot: bytes, group: int | None, newest: bool = True) -> None:
-        """A live record's new slot; ``newest`` makes it the latest write among its aliases."""
+    def rewrite_at(self, position: int, slot: bytes, newest: bool = True) -> None:
+        """A live record's new slot; ``newest`` makes it the latest write among its aliases. Its group
+        is the one its header stores (``insert``'s), so no caller can re-point the wrong group."""
         if position == NULL_KEY:
             self._none_slot = slot
             return
@@ -236,18 +237,18 @@ class RecordArena:
         new = self._append(key, slot, khash, logical, stored_group, sequence)
         self._bury(position)
         self._keys.replace(khash, old, new)
-        if group is not None:
-            self._groups[group].replace(logical, old, new)
+        if stored_group != _NO_GROUP:
+            self._groups[stored_group].replace(logical, old, new)
         self._maybe_compact((new - 1) << 3)
 
-    def delete_at(self, position: int, group: int | None) -> None:
+    def delete_at(self, position: int) -> None:
         if position == NULL_KEY:
             self._none_slot = None
             return
         code = (position >> 3) + 1
-        khash, logical = _HEAD.unpack_from(self._arena, position)[3:5]
+        khash, logical, group = _HEAD.unpack_from(self._arena, position)[3:6]
         self._keys.remove(khash, code)
-        if group is not None:
+        if group != _NO_GROUP:
             self._groups[group].remove(logical, code)
         self._bury(position)
         self._maybe_compact()

@@ -68,7 +68,7 @@ def test_inserts_rewrites_and_deletes_match_a_dict(
         action = rng.random()
         if action < 0.15:
             if key in data:
-                arena.delete_at(arena.locate(key), groups[key][0])
+                arena.delete_at(arena.locate(key))
             else:
                 assert arena.locate(key) == record_arena.ABSENT
             data.pop(key, None)
@@ -76,7 +76,7 @@ def test_inserts_rewrites_and_deletes_match_a_dict(
         else:
             slot = bytes([step % 251]) * rng.choice((0, 1, 7, 8, 9, 30, 200))
             if key in data:
-                arena.rewrite_at(arena.locate(key), slot, groups[key][0])
+                arena.rewrite_at(arena.locate(key), slot)
             else:
                 group, logical = int(key[3:4]), rng.randrange(64)
                 arena.insert(key, slot, group, logical)
@@ -103,8 +103,8 @@ def test_members_sharing_a_logical_hash_come_oldest_write_first() -> None:
     for key in (b"a", b"b", b"c"):
         arena.insert(key, b"1", group, 5)
     arena.insert(b"other", b"1", group, 6)
-    arena.rewrite_at(arena.locate(b"a"), b"a much longer slot that has to move", group)
-    arena.rewrite_at(arena.locate(b"b"), b"2", group, newest=False)  # a flag change keeps its place
+    arena.rewrite_at(arena.locate(b"a"), b"a much longer slot that has to move")
+    arena.rewrite_at(arena.locate(b"b"), b"2", newest=False)  # a flag change keeps its place
     assert [m.key for m in arena.members_with(group, 5)] == [b"b", b"c", b"a"]
     assert [m.key for m in arena.members_with(group, 6)] == [b"other"]
     assert arena.members_with(group, 9) == []
@@ -117,7 +117,7 @@ def test_the_null_key_is_held_apart_and_listed_nowhere() -> None:
     assert arena.get(None) == b"x" and len(arena) == 1
     assert arena.members(group).keys == []
     assert arena.items() == [(None, b"x")]
-    arena.delete_at(arena.locate(None), None)
+    arena.delete_at(arena.locate(None))
     assert arena.get(None) is None and len(arena) == 0
 
 
@@ -131,7 +131,7 @@ def test_a_compaction_is_spread_over_many_changes(monkeypatch: pytest.MonkeyPatc
         arena.insert(key, b"v" * 20, group, k)
     size = arena.arena_bytes
     for key in keys[: len(keys) // 2 + 1]:  # just over half become garbage: compaction starts
-        arena.delete_at(arena.locate(key), group)
+        arena.delete_at(arena.locate(key))
     assert 0 < arena._scan <= record_arena._STEP_BYTES + 200, "the first step slid more than its budget"
     calls = 0
     while arena._scan >= 0:
