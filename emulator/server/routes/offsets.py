@@ -26,6 +26,7 @@ from emulator.server.openapi import documented
 from emulator.server.openapi_bodies import DryRun, Modified, Offsets
 from emulator.server.routes.history import offsets_as_of
 from emulator.server.routes.params import check_connector_path, int64_param, parse_body, read_body
+from emulator.server.routes.query import QueryModel, RouteQuery
 from emulator.service.bodies import parse_alter_body
 from emulator.service.results import ModifyResult
 from emulator.service.write_guard import WriteAuth
@@ -53,18 +54,54 @@ _OFFSETS_SCHEMA: dict[str, Any] = {
 }
 
 
+# The routes' query parameters, read by ``RouteQuery`` rather than from the handlers' signatures
+# (see emulator.server.routes.query: these routes carry every commit and every read).
+class ListQuery(QueryModel):
+    fresh: bool = False
+
+
+class GetQuery(QueryModel):
+    as_of: str | None = None
+    kind: str | None = None
+    fresh: bool = False
+    store: str | None = None
+
+
+class AlterQuery(QueryModel):
+    dry_run: bool = False
+    create: bool = False
+    kind: str | None = None
+    claim_epoch: int | None = None
+    sequence_source: str | None = None
+    sequence: int | None = None
+
+
+class ResetQuery(QueryModel):
+    dry_run: bool = False
+    kind: str | None = None
+    claim_epoch: int | None = None
+
+
+_LIST = RouteQuery(ListQuery)
+_GET = RouteQuery(GetQuery)
+_ALTER = RouteQuery(AlterQuery)
+_RESET = RouteQuery(ResetQuery)
+
+
 @router.get(
     "/connectors",
     summary="List connectors: the Connect cluster's configured ones, or (without one) those with offsets in the log",
+    openapi_extra=_LIST.openapi(),
     **documented(list[str], 503),
 )
-async def list_connectors(rt: RuntimeDep, fresh: bool = False) -> Response:
+async def list_connectors(rt: RuntimeDep, request: Request) -> Response:
     """``?fresh=true`` (ours): read the log (and the Connect cluster's config topic) to its current end
     first (503 if that takes longer than --write-timeout).
 
     Only the connectors the principal may read are listed (all of them without authentication or
     with ``admin``): a team scoped to ``read:team-a-*`` should not learn other teams' connector
     names, which are often customer or system names. The console's list follows the same rule."""
+    fresh = _LIST.read(request).fresh
     grants = grants_of(current_principal.get().scopes)
     version = rt.offsets.names_version()  # before reading: a name added meanwhile bumps it
     names = await rt.offsets.connectors(fresh)
@@ -82,17 +119,11 @@ async def list_connectors(rt: RuntimeDep, fresh: bool = False) -> Response:
 @router.get(
     "/connectors/{connector}/offsets",
     summary="Get a connector's offsets (Connect's GET)",
+    openapi_extra=_GET.openapi(),
     **documented(Offsets, 400, 404, 500, 503),
 )
 async def get_offsets(
-    connector: str,
-    rt: RuntimeDep,
-    request: Request,
-    response: Response,
-    as_of: str | None = None,
-    kind: str | None = None,
-    fresh: bool = False,
-    store: str | None = None,
+    connector: str, rt: RuntimeDep, request: Request, response: Response
 ) -> dict[str, Any] | Response:
     """``?as_of=<ISO-8601 or epoch ms>`` (ours) answers from the history archive: the offsets as
     they were then, in the same shape. ``?kind=sink`` (ours, without a Connect cluster) answers
@@ -101,9 +132,11 @@ async def get_offsets(
     log before the request are seen (503 if that takes longer than --write-timeout). ``?store=``
     (ours, source connectors): ``effective`` (the default, Connect's answer), ``connector`` (the
     connector's own offsets topic alone, KIP-618) or ``worker`` (the worker's offsets topic alone)."""
+    query = _GET.read(request)
+    as_of, kind, store = query.as_of, query.kind, query.store
     if as_of is not None:
         return await offsets_as_of(request, response, connector, as_of, rt, store)
-    resolved = await rt.offsets.prepare_get(connector, kind, fresh, store)
+    resolved = await rt.offsets.prepare_get(connector, kind, query.fresh, store)
     if resolved != "source":  # a sink's answer comes from the broker each time
         return json_response({"offsets": await rt.offsets.rows(connector, resolved, store)})
     version = rt.offsets.source_version(connector, store)  # before the rows: see BodyCache
@@ -160,30 +193,24 @@ def render_json(content: Any) -> bytes:
         "requestBody": {
             "required": True,
             "content": {"application/json": {"schema": _OFFSETS_SCHEMA}},
-        }
+        },
+        **_ALTER.openapi(),
     },
     **documented(Modified | DryRun, 400, 404, 409, 413, 500, 503),
 )
-async def alter_offsets(
-    connector: str,
-    request: Request,
-    rt: RuntimeDep,
-    dry_run: bool = False,
-    create: bool = False,
-    kind: str | None = None,
-    claim_epoch: int | None = None,
-    sequence_source: str | None = None,
-    sequence: int | None = None,
-) -> Response:
+async def alter_offsets(connector: str, request: Request, rt: RuntimeDep) -> Response:
     """Ours: ``claim_epoch`` (the writer's claim, see /connectors/{c}/claim) and
     ``sequence_source`` + ``sequence`` (reordering detection: a stale commit is dropped per
     partition and listed under ``dropped``)."""
+    query = _ALTER.read(request)
     changes = await parse_body(parse_alter_body, await read_body(request))
     audit.note_partitions(change.partition for change in changes)
     auth = WriteAuth.from_params(
-        int64_param("claim_epoch", claim_epoch), sequence_source, int64_param("sequence", sequence)
+        int64_param("claim_epoch", query.claim_epoch), query.sequence_source, int64_param("sequence", query.sequence)
     )
-    result = await rt.offsets.alter(connector, changes, dry_run=dry_run, create=create, kind=kind, auth=auth)
+    result = await rt.offsets.alter(
+        connector, changes, dry_run=query.dry_run, create=query.create, kind=query.kind, auth=auth
+    )
     note_modification(result, partitions=False)
     return json_response(_body(result))
 
@@ -191,13 +218,13 @@ async def alter_offsets(
 @router.delete(
     "/connectors/{connector}/offsets",
     summary="Reset offsets (Connect's DELETE)",
+    openapi_extra=_RESET.openapi(),
     **documented(Modified | DryRun, 400, 404, 409, 500, 503),
 )
-async def reset_offsets(
-    connector: str, rt: RuntimeDep, dry_run: bool = False, kind: str | None = None, claim_epoch: int | None = None
-) -> Response:
-    auth = WriteAuth(int64_param("claim_epoch", claim_epoch))
-    result = await rt.offsets.reset(connector, dry_run=dry_run, kind=kind, auth=auth)
+async def reset_offsets(connector: str, rt: RuntimeDep, request: Request) -> Response:
+    query = _RESET.read(request)
+    auth = WriteAuth(int64_param("claim_epoch", query.claim_epoch))
+    result = await rt.offsets.reset(connector, dry_run=query.dry_run, kind=query.kind, auth=auth)
     note_modification(result, partitions=True)
     return json_response(_body(result))
 
