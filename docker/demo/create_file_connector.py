@@ -45,10 +45,7 @@ def wait_for_connect() -> None:
         except OSError as exc:
             last = str(exc)
         time.sleep(2)
-    sys.exit(
-        f"demo: Connect at {CONNECT_URL} did not offer FileStreamSourceConnector "
-        f"within {WAIT_S:.0f}s ({last})"
-    )
+    sys.exit(f"demo: Connect at {CONNECT_URL} did not offer FileStreamSourceConnector within {WAIT_S:.0f}s ({last})")
 
 
 def main() -> None:
