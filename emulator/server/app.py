@@ -19,8 +19,10 @@ from emulator.server.auth.config import Security
 from emulator.server.auth.guards import Guard, HostGuard
 from emulator.server.auth.policy import enforce
 from emulator.server.deps import Runtime
+from emulator.server.deps import runtime as runtime_dep
 from emulator.server.docs_pages import install_docs
 from emulator.server.errors import ERROR_HEADER, install_error_handlers
+from emulator.server.hot_routes import HotRoutes, hot_routes_of
 from emulator.server.observability import Observability, install_observability
 from emulator.server.openapi import install_openapi
 from emulator.server.routes import claims as routes_claims
@@ -63,6 +65,9 @@ def create_app(
     install_error_handlers(app)
     install_openapi(app)
     _declare_authentication(app, security)
+    # Innermost of ours (added first), so after authentication: see emulator.server.hot_routes.
+    hot = hot_routes_of(routes_offsets.router.routes, app.router.dependencies, runtime_dep)
+    app.add_middleware(HotRoutes, routes=hot, exception_handlers=app.exception_handlers)
     app.add_middleware(Guard, authenticator=security.authenticator)
     app.add_middleware(ConsoleGuard, allowed_origins=security.cors_origins)  # outside Guard: sees its 401s
     if security.cors_origins:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Query, Request, Response
+from fastapi import APIRouter, Depends, Query, Request
 
 from emulator.history.archive import HistoryArchive
 from emulator.history.query import DEFAULT_LIMIT
@@ -87,26 +87,28 @@ async def offsets_history(
 
 
 async def offsets_as_of(
-    request: Request, response: Response, connector: str, as_of: str, rt: Runtime, store: str | None = None
-) -> dict[str, Any]:
-    """Connect's GET body as it was at ``as_of``; damaged archive files are counted in a header. For a
-    connector with its own offsets topic, ``store`` picks as on a live GET (both archives, merged, by
-    default)."""
+    request: Request, connector: str, as_of: str, rt: Runtime, store: str | None = None
+) -> tuple[dict[str, Any], dict[str, str]]:
+    """Connect's GET body as it was at ``as_of``, and the headers to send with it (damaged archive
+    files are counted in one). For a connector with its own offsets topic, ``store`` picks as on a
+    live GET (both archives, merged, by default)."""
     archive = history_archive(request)
     at_ms = time_param("as_of", as_of)
     assert at_ms is not None
     archives = archive_choice(rt, connector, store, archive)
     pasts = [await rt.history.as_of(a, connector, at_ms, must_know=len(archives) == 1) for a in archives]
-    response.headers["X-Offsets-As-Of"] = format_time_ms(at_ms)
-    response.headers["X-Offsets-History-Damaged-Files"] = str(sum(len(p.report.damaged) for p in pasts))
+    headers = {
+        "X-Offsets-As-Of": format_time_ms(at_ms),
+        "X-Offsets-History-Damaged-Files": str(sum(len(p.report.damaged) for p in pasts)),
+    }
     if len(pasts) == 1:
-        return {"offsets": pasts[0].offsets()}
+        return {"offsets": pasts[0].offsets()}, headers
     connector_past, worker_past = pasts
     if not connector_past.known and not worker_past.known:
         raise ConnectorNotFound(
             f"Connector {connector} not found in the offsets history at or before {format_time_ms(at_ms)}"
         )
-    return {"offsets": merged_offsets(connector_past.offsets(), worker_past.offsets())}
+    return {"offsets": merged_offsets(connector_past.offsets(), worker_past.offsets())}, headers
 
 
 def archive_choice(rt: Runtime, connector: str, store: str | None, worker: HistoryArchive) -> list[HistoryArchive]:

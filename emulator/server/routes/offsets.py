@@ -122,9 +122,7 @@ async def list_connectors(rt: RuntimeDep, request: Request) -> Response:
     openapi_extra=_GET.openapi(),
     **documented(Offsets, 400, 404, 500, 503),
 )
-async def get_offsets(
-    connector: str, rt: RuntimeDep, request: Request, response: Response
-) -> dict[str, Any] | Response:
+async def get_offsets(connector: str, rt: RuntimeDep, request: Request) -> Response:
     """``?as_of=<ISO-8601 or epoch ms>`` (ours) answers from the history archive: the offsets as
     they were then, in the same shape. ``?kind=sink`` (ours, without a Connect cluster) answers
     the consumer group ``connect-<connector>``'s offsets in Connect's sink shape. ``?fresh=true``
@@ -135,7 +133,8 @@ async def get_offsets(
     query = _GET.read(request)
     as_of, kind, store = query.as_of, query.kind, query.store
     if as_of is not None:
-        return await offsets_as_of(request, response, connector, as_of, rt, store)
+        past, headers = await offsets_as_of(request, connector, as_of, rt, store)
+        return json_response(past, headers)
     resolved = await rt.offsets.prepare_get(connector, kind, query.fresh, store)
     if resolved != "source":  # a sink's answer comes from the broker each time
         return json_response({"offsets": await rt.offsets.rows(connector, resolved, store)})
@@ -170,7 +169,7 @@ async def cached_json(
     return Response(body, media_type="application/json")
 
 
-def json_response(content: Any) -> Response:
+def json_response(content: Any, headers: dict[str, str] | None = None) -> Response:
     """The bytes FastAPI's own ``JSONResponse`` would send, without ``jsonable_encoder`` first.
 
     The bodies here are already plain JSON values (parsed offsets are dict/list/str/int/float/bool/
@@ -178,7 +177,7 @@ def json_response(content: Any) -> Response:
     10,000-partition connector that walk cost ~10x the ``json.dumps`` itself (benchmarks/RESULTS.md).
     Same ``json.dumps`` arguments as Starlette's ``JSONResponse.render``, so the bytes are identical.
     """
-    return Response(render_json(content), media_type="application/json")
+    return Response(render_json(content), media_type="application/json", headers=headers)
 
 
 def render_json(content: Any) -> bytes:
