@@ -66,7 +66,8 @@ def create_app(
     install_openapi(app)
     _declare_authentication(app, security)
     # Innermost of ours (added first), so after authentication: see emulator.server.hot_routes.
-    hot = hot_routes_of(routes_offsets.router.routes, app.router.dependencies, runtime_dep)
+    healthz = [r for r in routes_health.router.routes if getattr(r, "endpoint", None) is routes_health.healthz]
+    hot = hot_routes_of([*routes_offsets.router.routes, *healthz], app.router.dependencies, runtime_dep)
     app.add_middleware(HotRoutes, routes=hot, exception_handlers=app.exception_handlers)
     app.add_middleware(Guard, authenticator=security.authenticator)
     app.add_middleware(ConsoleGuard, allowed_origins=security.cors_origins)  # outside Guard: sees its 401s

@@ -1,7 +1,8 @@
 """The offsets routes, served without FastAPI's per-request routing and dependency solving.
 
 Every Connect-side commit and every offsets read goes through ``GET``/``PATCH``/``DELETE
-/connectors/{c}/offsets`` (and ``GET /connectors``). For those, FastAPI's machinery between our
+/connectors/{c}/offsets`` (and ``GET /connectors``); ``/healthz`` is served the same way so that it
+stays the cheapest request (the benchmarks' HTTP floor). For those, FastAPI's machinery between our
 middleware and the handler (matching the path against every route, solving the app's, the router's
 and the handler's dependencies per request, its exception middleware) cost about a third of the
 daemon's CPU per request (benchmarks/RESULTS.md, round 10). ``HotRoutes`` sits innermost among our
@@ -11,8 +12,9 @@ middleware, after authentication, and serves those routes itself, doing what Fas
   wrong method, a trailing slash and any ``root_path`` deployment, to FastAPI;
 - it records the match in the scope as FastAPI does (``route``, ``endpoint``, ``path_params``:
   the access log, metrics and the access policy read them);
-- it calls the app's and the router's dependencies (each takes only the request: checked when the
-  middleware is built), then the handler with its path parameters, the request and the runtime;
+- it calls the app's and the route's dependencies (each takes only the request: checked when the
+  middleware is built), then the handler with its path parameters and, if it takes them, the
+  request and the runtime;
 - an exception goes to the app's exception handler for its class, as FastAPI's exception
   middleware would send it (``emulator.server.errors``); one without a handler propagates to the
   server error middleware, as it would from FastAPI.
@@ -46,6 +48,7 @@ class HotRoute:
     route: APIRoute
     dependencies: tuple[Dependency, ...]
     """The app's, then the route's (its router's included), in FastAPI's order; results unused."""
+    takes_request: bool
     runtime: Dependency | None
     """The handler's ``rt`` (``emulator.server.deps.runtime``), if it takes one."""
 
@@ -61,13 +64,13 @@ def hot_routes_of(routes: Sequence[Any], app_dependencies: Sequence[Any], runtim
             raise TypeError(f"HotRoutes: {route!r} is not a FastAPI route")
         taken = set(inspect.signature(route.endpoint).parameters)
         extra = taken - {*route.param_convertors, "request", "rt"}
-        if extra or "request" not in taken:
+        if extra or not inspect.iscoroutinefunction(route.endpoint):
             raise TypeError(
-                f"HotRoutes: {route.path}'s handler must take `request` and may take only its path parameters and `rt` "
-                f"(read query parameters with RouteQuery), not {sorted(extra)}"
+                f"HotRoutes: {route.path}'s handler must be `async` and may take only its path parameters, `request` "
+                f"and `rt` (read query parameters with RouteQuery), not {sorted(extra)}"
             )
         calls = tuple(_request_only(depends.dependency) for depends in [*app_dependencies, *route.dependencies])
-        hot.append(HotRoute(route, calls, runtime if "rt" in taken else None))
+        hot.append(HotRoute(route, calls, "request" in taken, runtime if "rt" in taken else None))
     return hot
 
 
@@ -108,9 +111,12 @@ class HotRoutes:
         try:
             for dependency in hot.dependencies:
                 await dependency(request)
+            arguments: dict[str, Any] = dict(params)
+            if hot.takes_request:
+                arguments["request"] = request
             if hot.runtime is not None:
-                params = {**params, "rt": await hot.runtime(request)}
-            response: Response = await route.endpoint(**params, request=request)
+                arguments["rt"] = await hot.runtime(request)
+            response: Response = await route.endpoint(**arguments)
         except Exception as exc:
             response = await self._handled(request, exc)
         await response(scope, receive, send)

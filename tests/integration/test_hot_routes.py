@@ -83,6 +83,10 @@ def clients(tmp_path: Path) -> Iterator[tuple[TestClient, TestClient, FellThroug
 # HotRoutes, FastAPI's router, or the authentication guard in front of both)
 SCRIPT: list[tuple[str, str, Any, dict[str, str], str]] = [
     ("GET", "/connectors", None, {}, "hot"),
+    ("GET", "/healthz", None, {}, "hot"),
+    ("GET", "/healthz?verbose=1", None, {}, "hot"),
+    ("HEAD", "/healthz", None, {}, "fastapi"),
+    ("GET", "/readyz", None, {}, "fastapi"),
     ("PATCH", "/connectors/c1/offsets", BODY, JSON, "hot"),  # 404: no offsets yet
     ("PATCH", "/connectors/c1/offsets?create=true", BODY, JSON, "hot"),
     ("PATCH", "/connectors/c2/offsets?create=1&dry_run=0", BODY, JSON, "hot"),

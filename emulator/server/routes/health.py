@@ -23,8 +23,10 @@ router = APIRouter(tags=["health"])
 
 
 @router.get("/healthz", summary="Alive", **documented(Alive))
-async def healthz() -> dict[str, str]:
-    return {"status": "ok"}
+async def healthz() -> Response:
+    # Served by emulator.server.hot_routes like the offsets routes, so that it stays the cheapest
+    # request (the benchmarks' HTTP floor). A comment, not a docstring: that would be its OpenAPI text.
+    return Response(b'{"status":"ok"}', media_type="application/json")
 
 
 @router.get(
