@@ -57,17 +57,20 @@ def hot_routes_of(routes: Sequence[Any], app_dependencies: Sequence[Any], runtim
     """The routes of a router (``APIRouter.routes``) to serve directly; each calls the app's
     dependencies, then its own (which include its router's), as FastAPI does. Refuses, at startup,
     what this middleware could not serve as FastAPI does: a handler parameter other than its path
-    parameters, ``request`` and ``rt``, or a dependency that takes more than the request."""
+    parameters, ``request`` and ``rt``, a handler that returns anything but a ``Response`` (FastAPI
+    would serialize it), or a dependency that takes more than the request."""
     hot: list[HotRoute] = []
     for route in routes:
         if not isinstance(route, APIRoute):
             raise TypeError(f"HotRoutes: {route!r} is not a FastAPI route")
-        taken = set(inspect.signature(route.endpoint).parameters)
+        signature = inspect.signature(route.endpoint)
+        taken = set(signature.parameters)
         extra = taken - {*route.param_convertors, "request", "rt"}
-        if extra or not inspect.iscoroutinefunction(route.endpoint):
+        answers = signature.return_annotation in (Response, "Response")
+        if extra or not answers or not inspect.iscoroutinefunction(route.endpoint):
             raise TypeError(
-                f"HotRoutes: {route.path}'s handler must be `async` and may take only its path parameters, `request` "
-                f"and `rt` (read query parameters with RouteQuery), not {sorted(extra)}"
+                f"HotRoutes: {route.path}'s handler must be `async`, return a `Response` and take only its path "
+                f"parameters, `request` and `rt` (read query parameters with RouteQuery); it takes {sorted(taken)}"
             )
         calls = tuple(_request_only(depends.dependency) for depends in [*app_dependencies, *route.dependencies])
         hot.append(HotRoute(route, calls, "request" in taken, runtime if "rt" in taken else None))
