@@ -46,6 +46,9 @@ class TrackedLog(OffsetLog):
     def progress(self) -> ReadProgress:
         return self.inner.progress()
 
+    def serving(self) -> bool:
+        return self.inner.serving()
+
     def append(self, entries: Sequence[tuple[bytes, bytes | None]], timeout_s: float = 30.0) -> list[Position]:
         return self._tracked(entries, lambda: self.inner.append(entries, timeout_s))
 

@@ -88,6 +88,12 @@ class OffsetLog(abc.ABC):
     def progress(self) -> ReadProgress:
         """Snapshot of read progress; ``caught_up`` turns true once, after the initial read-to-end."""
 
+    def serving(self) -> bool:
+        """``progress()``'s verdict alone: caught up and not stopped by an error. Asked before every
+        request is answered, so backends answer it without building the snapshot."""
+        progress = self.progress()
+        return progress.caught_up and progress.error is None
+
     @abc.abstractmethod
     def append(self, entries: Sequence[tuple[bytes, bytes | None]], timeout_s: float = 30.0) -> list[Position]:
         """Durably write ``(key, value-or-None)`` records; blocks until every one is acknowledged.

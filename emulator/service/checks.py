@@ -35,6 +35,9 @@ class ConnectorChecks:
 
     def ensure_ready(self) -> None:
         """Connect's startup rule: nothing is answered from a log that has not been read to its end."""
+        if self._log.serving():
+            self._states.ensure_ready()
+            return
         progress = self._log.progress()
         if progress.error is not None:
             raise NotReady(f"The offsets log cannot be read: {progress.error}")

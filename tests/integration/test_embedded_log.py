@@ -28,8 +28,11 @@ import pytest
 from emulator.codec.murmur2 import partition_for
 from emulator.logs.embedded import offsets_log as embedded
 from emulator.logs.embedded.offsets_log import EmbeddedOffsetLog
-from emulator.model.errors import InvalidRecord, LogConfigError, LogUnavailable, LogWriteError
+from emulator.model.connectors import NoConnectCluster
+from emulator.model.errors import InvalidRecord, LogConfigError, LogUnavailable, LogWriteError, NotReady
 from emulator.model.records import LogRecord, Position
+from emulator.service.checks import ConnectorChecks
+from emulator.view.offset_view import OffsetView
 from tests.integration.embedded_writer_proc import record
 
 WRITER = Path(__file__).with_name("embedded_writer_proc.py")
@@ -569,6 +572,29 @@ def test_damage_found_while_reading_stops_the_reader_and_progress_reports_it(dat
         progress = offsets_log.progress()
         assert progress.error is not None and "became unreadable while reading: it is corrupt" in progress.error
         assert not progress.caught_up, "a log that stopped on damage never reports ready"
+        assert not offsets_log.serving()
+        checks = ConnectorChecks(offsets_log, OffsetView(), NoConnectCluster(), 1.0)
+        with pytest.raises(NotReady, match=r"The offsets log cannot be read: .*became unreadable while reading"):
+            checks.ensure_ready()
+    finally:
+        offsets_log.close()
+
+
+def test_requests_are_answered_only_once_the_replay_reached_the_end(data_dir: Path) -> None:
+    """Connect's startup rule, asked before every request through ``serving()``, the cheap form of
+    ``progress()``'s verdict: refused with the replay's progress before, answered after."""
+    offsets_log = EmbeddedOffsetLog(data_dir, partitions=3)
+    offsets_log.open()
+    try:
+        offsets_log.append([(connect_key("startup", i), b"{}") for i in range(50)])
+        checks = ConnectorChecks(offsets_log, OffsetView(), NoConnectCluster(), 1.0)
+        assert not offsets_log.serving()
+        with pytest.raises(NotReady, match=r"has not been read to the end yet \(0 records read;"):
+            checks.ensure_ready()
+        offsets_log.start_reading(Collector())
+        wait_until(lambda: offsets_log.progress().caught_up, what="the replay to reach the end")
+        assert offsets_log.serving()
+        checks.ensure_ready()
     finally:
         offsets_log.close()
 

@@ -227,13 +227,14 @@ def test_reports_caught_up_only_after_every_partition_reaches_its_end_offset(
     held = log.progress()  # the reader is inside the sink: nothing has been applied yet
     assert held.end_offsets == per_partition
     assert not held.caught_up
+    assert not log.serving(), "serving() says what progress() says"
     assert held.partitions_done < 4
     assert held.positions[1] == 0 >= held.end_offsets[1]
 
     gate.set()
     assert log.wait_caught_up(WAIT_S)
     done = log.progress()
-    assert done.caught_up
+    assert done.caught_up and log.serving()
     assert done.positions == per_partition == done.end_offsets
     assert done.records_read == len(sink.records) == sum(per_partition.values())
 

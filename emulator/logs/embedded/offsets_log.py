@@ -287,6 +287,9 @@ class EmbeddedOffsetLog(OffsetLog):
         self._reader = thread
         thread.start()
 
+    def serving(self) -> bool:
+        return self._caught_up and self._reader_error is None  # two reads, each atomic; see progress()
+
     def progress(self) -> ReadProgress:
         """Snapshot of the replay. Carries the ``LogConfigError`` that stopped the reader, if any,
         so a damaged log surfaces as an error instead of a view that never becomes ready.

@@ -277,6 +277,10 @@ class KafkaOffsetLog(OffsetLog):
         reader = self._reader
         return ReadProgress() if reader is None else reader.progress()
 
+    def serving(self) -> bool:
+        reader = self._reader
+        return reader is not None and reader.caught_up
+
     def wait_caught_up(self, timeout_s: float | None = None) -> bool:
         """Block until the initial read-to-end finished; False on timeout (at once if not reading)."""
         reader = self._reader

@@ -164,6 +164,11 @@ class TopicReader:
                 last_error_at=last_error_at,
             )
 
+    @property
+    def caught_up(self) -> bool:
+        """``progress().caught_up`` without the snapshot (a bool read needs no lock)."""
+        return self._caught_up
+
     def wait_caught_up(self, timeout_s: float | None = None) -> bool:
         """Block until the initial read-to-end finished; False on timeout."""
         with self._cond:

@@ -118,10 +118,11 @@ def _media_type_refusal(scope: Scope) -> UnsupportedMediaType | None:
     ) is not None
     if method not in WRITE_METHODS and not (method == "DELETE" and has_body):
         return None
-    if not _served(scope):
-        return None  # no route takes this method here: the router's 404 or 405 is the honest answer
     content_type = (_header(scope, b"content-type") or "").split(";", 1)[0].strip().lower()
     if content_type == JSON:
         return None
+    # Only now, for a write that is refused otherwise: matching every route costs more than the rest.
+    if not _served(scope):
+        return None  # no route takes this method here: the router's 404 or 405 is the honest answer
     shown = content_type or "none"
     return UnsupportedMediaType(f"{method} needs Content-Type: {JSON} (got {shown}), even without a body")
