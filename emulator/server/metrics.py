@@ -97,15 +97,22 @@ class Metrics:
             ["connector", "operation", "result"],
             registry=r,
         )
+        self._request_children: dict[tuple[str, str, int], tuple[Counter, Histogram]] = {}
         info = Gauge("connect_offsets_build_info", "Always 1; the daemon's version as a label", ["version"], registry=r)
         info.labels(__version__).set(1)
         if state is not None:
             r.register(state)
 
     def observe_request(self, method: str, route: str, status: int, seconds: float) -> None:
-        labels = (method, route, str(status))
-        self.requests.labels(*labels).inc()
-        self.latency.labels(*labels).observe(seconds)
+        # The labelled children, kept per (method, route template, status) — a bounded set — rather
+        # than looked up through ``labels()`` (validation and a lock) twice on every request.
+        children = self._request_children.get((method, route, status))
+        if children is None:
+            labels = (method, route, str(status))
+            children = self.requests.labels(*labels), self.latency.labels(*labels)
+            self._request_children[(method, route, status)] = children
+        children[0].inc()
+        children[1].observe(seconds)
 
     def render(self) -> bytes:
         """The text exposition format. Blocking (see the module's docstring): call it off the event loop."""
