@@ -111,6 +111,12 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=5.0, help="measured seconds per kind and round")
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--kinds", default=",".join(KINDS), help=f"comma-separated, of {', '.join(KINDS)}")
+    ap.add_argument(
+        "--log-level",
+        default="WARNING",
+        help="the daemon's --log-level (WARNING, like every benchmark here: no access or audit line is "
+        "written; INFO, serve's default, writes one per request to the daemon's log file)",
+    )
     args = ap.parse_args()
     args.kinds = [k for k in args.kinds.split(",") if k]
     unknown = set(args.kinds) - set(KINDS)
@@ -118,7 +124,8 @@ def main() -> None:
         ap.error(f"unknown kinds: {', '.join(sorted(unknown))} (known: {', '.join(KINDS)})")
     work = workdir("request-cpu")
     print(f"daemon CPU per request: {args.connections} connection(s), {args.seconds:g} s per kind; logs in {work}")
-    with Daemon(["--data-dir", str(work / "data"), "--offsets-partitions", "25"], work / "daemon.log") as daemon:
+    daemon_args = ["--data-dir", str(work / "data"), "--offsets-partitions", "25", "--log-level", args.log_level]
+    with Daemon(daemon_args, work / "daemon.log") as daemon:
         phases = asyncio.run(_run(daemon.port, daemon.pid, args))
     summary = {kind: sorted(p["cpu_ms_per_request"] for p in phases if p["kind"] == kind) for kind in args.kinds}
     path = write_results(
