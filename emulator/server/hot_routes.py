@@ -21,8 +21,11 @@ middleware, after authentication, and serves those routes itself, doing what Fas
 
 The routes stay declared on their FastAPI router, which still builds the OpenAPI document and
 serves any request this middleware leaves alone. ``tests/integration/test_hot_routes.py`` sends the
-same requests, successes and every kind of refusal, to a daemon with and without this middleware
-and compares the answers.
+same requests, successes and every kind of refusal, to two apps, one with and one without this
+middleware, and compares the answers and the metrics they leave.
+
+``_handled`` repeats Starlette's lookup of an exception's handler (by status for an
+``HTTPException``, then along the exception's class hierarchy): Starlette keeps that lookup private.
 """
 
 from __future__ import annotations

@@ -131,11 +131,11 @@ async def get_offsets(connector: str, rt: RuntimeDep, request: Request) -> Respo
     (ours, source connectors): ``effective`` (the default, Connect's answer), ``connector`` (the
     connector's own offsets topic alone, KIP-618) or ``worker`` (the worker's offsets topic alone)."""
     query = _GET.read(request)
-    as_of, kind, store = query.as_of, query.kind, query.store
-    if as_of is not None:
-        past, headers = await offsets_as_of(request, connector, as_of, rt, store)
+    store = query.store
+    if query.as_of is not None:
+        past, headers = await offsets_as_of(request, connector, query.as_of, rt, store)
         return json_response(past, headers)
-    resolved = await rt.offsets.prepare_get(connector, kind, query.fresh, store)
+    resolved = await rt.offsets.prepare_get(connector, query.kind, query.fresh, store)
     if resolved != "source":  # a sink's answer comes from the broker each time
         return json_response({"offsets": await rt.offsets.rows(connector, resolved, store)})
     version = rt.offsets.source_version(connector, store)  # before the rows: see BodyCache
