@@ -98,6 +98,11 @@ class WriteTicket:
         if self.registry is not None:
             self.registry._failed(self)
 
+    def withdraw(self) -> None:
+        """Nothing was appended after all (the log declined to start the append): forget the ticket."""
+        if self.registry is not None:
+            self.registry._withdrawn(self)
+
 
 class OriginRegistry:
     """Positions of the daemon's own appends, consulted by the history archiver.
@@ -163,6 +168,11 @@ class OriginRegistry:
             while len(self._positions) > self.MAX_POSITIONS:
                 self._positions.popitem(last=False)
                 self.evicted += 1
+            self._unpend(ticket)
+        ticket.done.set()
+
+    def _withdrawn(self, ticket: WriteTicket) -> None:
+        with self._lock:
             self._unpend(ticket)
         ticket.done.set()
 

@@ -7,9 +7,10 @@ writes (alter, reset, rollback, imports) is attributed to the daemon without hav
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future
 from typing import Any
 
-from emulator.history.origins import OriginRegistry, current_write_origin
+from emulator.history.origins import OriginRegistry, WriteTicket, current_write_origin
 from emulator.logs.base import OffsetLog, ReadProgress, RecordSink
 from emulator.model.claims import Claim, Fence
 from emulator.model.errors import WriteOutcomeUnknown
@@ -68,26 +69,51 @@ class TrackedLog(OffsetLog):
             entries, lambda: self.inner.append_transactional(transactional_id, entries, timeout_s, fence_also)
         )
 
+    def start_append_fenced(
+        self, fence: Fence, entries: Sequence[tuple[bytes, bytes | None]]
+    ) -> Future[list[Position]] | None:
+        ticket = self._ticket(entries)
+        try:
+            started = self.inner.start_append_fenced(fence, entries)
+        except BaseException as exc:
+            self._settle_after(ticket, exc)
+            raise
+        if started is None:  # nothing was handed over: the caller appends through append_fenced
+            ticket.withdraw()
+            return None
+        started.add_done_callback(lambda done: self._settle(ticket, done))
+        return started
+
     def _tracked(
         self, entries: Sequence[tuple[bytes, bytes | None]], append: Callable[[], list[Position]]
     ) -> list[Position]:
-        operation, connector = current_write_origin()
-        ticket = self.origins.begin(operation, connector, entries)
+        ticket = self._ticket(entries)
         try:
             positions = append()
-        except WriteOutcomeUnknown as unknown:  # the log tells later: attribute the records then
-            if unknown.outcome is None:
-                ticket.failed()
-            else:
-                unknown.outcome.add_done_callback(
-                    lambda done: ticket.failed() if done.exception() is not None else ticket.landed(done.result())
-                )
-            raise
-        except BaseException:
-            ticket.failed()
+        except BaseException as exc:
+            self._settle_after(ticket, exc)
             raise
         ticket.landed(positions)
         return positions
+
+    def _ticket(self, entries: Sequence[tuple[bytes, bytes | None]]) -> WriteTicket:
+        operation, connector = current_write_origin()
+        return self.origins.begin(operation, connector, entries)
+
+    @classmethod
+    def _settle_after(cls, ticket: WriteTicket, exc: BaseException) -> None:
+        """An append raised: failed, unless the log tells later (then attribute the records then)."""
+        if isinstance(exc, WriteOutcomeUnknown) and exc.outcome is not None:
+            exc.outcome.add_done_callback(lambda done: cls._settle(ticket, done))
+        else:
+            ticket.failed()
+
+    @staticmethod
+    def _settle(ticket: WriteTicket, done: Future[list[Position]]) -> None:
+        if done.exception() is not None:
+            ticket.failed()
+        else:
+            ticket.landed(done.result())
 
     def close(self) -> None:
         self.inner.close()

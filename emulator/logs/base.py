@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 
 from emulator.model.claims import Claim, Fence
@@ -116,6 +117,22 @@ class OffsetLog(abc.ABC):
         if fence.epoch is None:
             return self.append(entries, timeout_s)
         raise ClaimsUnsupported(f"{self.description} does not support claims")
+
+    def start_append_fenced(
+        self, fence: Fence, entries: Sequence[tuple[bytes, bytes | None]]
+    ) -> Future[list[Position]] | None:
+        """``append_fenced`` without waiting, when the log can hand the records over at once: a
+        future of the positions (or of the error ``append_fenced`` would raise), or None when it
+        cannot right now (the caller then calls ``append_fenced`` in a worker thread).
+
+        Called on the event loop's thread, so it must never block. It exists so that a write whose
+        acknowledgement arrives on a thread of the log's own (Kafka's delivery reports) wakes the
+        loop from that thread, instead of waking a worker thread parked for it, which then wakes the
+        loop. The future's callbacks run on that thread and must not block either. The caller's
+        deadline bounds the wait; an error of the request itself (``InvalidRecord``, a closed log)
+        may be raised at once.
+        """
+        return None
 
     def append_transactional(
         self,

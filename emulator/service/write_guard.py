@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 
 from emulator.codec.keys import logical_id
@@ -103,6 +104,12 @@ class WriteGuard:
     ) -> list[Position]:
         """The log's append, refused atomically unless ``auth`` may write ``connector`` (blocking)."""
         return self._log.append_fenced(auth.fence(connector), entries, timeout_s)
+
+    def start_append(
+        self, connector: str, auth: WriteAuth, entries: Sequence[tuple[bytes, bytes | None]]
+    ) -> Future[list[Position]] | None:
+        """``append`` without blocking, if the log can (``OffsetLog.start_append_fenced``); else None."""
+        return self._log.start_append_fenced(auth.fence(connector), entries)
 
     # -- sequences ------------------------------------------------------------------------
     def filter_sequence(self, connector: str, changes: list[OffsetChange], auth: WriteAuth) -> SequencedChanges:

@@ -11,7 +11,9 @@ Every modification of the offsets log (PATCH, DELETE, imports, rollbacks) goes t
 - **A deadline.** Waiting for the section and for the log's acknowledgement both end at the
   request's deadline (``--write-timeout``): ``LogTimeout`` when nothing was written yet,
   ``WriteOutcomeUnknown`` once records were handed to the log. Nothing blocks the event loop: the
-  log is called in a worker thread, the lock is an asyncio lock.
+  log is called in a worker thread, the lock is an asyncio lock. A log that can hand a commit over
+  without blocking (Kafka, while nobody uses claims: ``OffsetLog.start_append_fenced``) is called
+  on the loop instead, and its acknowledgement thread wakes the loop, one thread hop less.
 - **An unknown outcome keeps the section.** The log keeps waiting for its answer in the background;
   the connector's section stays taken until it came, and the write is then finished as if it had
   been on time (applied to the view, its sequence recorded). So a client that retries after a 503
@@ -47,6 +49,10 @@ from emulator.view.offset_view import OffsetView
 log = logging.getLogger(__name__)
 
 _APPEND_CHUNK = 10_000
+_START_MAX_ENTRIES = 256
+"""Larger writes (imports, resets of big connectors) go through a worker thread: checking and
+handing over their records, and applying them to the view, would hold up the loop or the log's
+acknowledgement thread."""
 _OVERRUN_S = 2.0
 """A log call gets the time left as its timeout; if it overruns that by this much, the outcome is
 treated as unknown (the thread is still running) rather than waited for on the request's time."""
@@ -189,20 +195,36 @@ class WriteSection:
                 f"the checks before writing connector {self.connector} took the whole {self.deadline.seconds:g} s "
                 "(--write-timeout); nothing was written"
             )
+        where = self._writer.description if target is None else target.description
+        if target is None:
+            try:
+                started = self._writer.start_append(self.connector, auth, entries)
+            except WriteOutcomeUnknown as unknown:
+                self._unknown(unknown, on_applied)
+                raise
+            if started is not None:  # the log's own thread wakes the loop: no worker parked for it
+                await self._settled(asyncio.wrap_future(started), self.deadline.remaining(), on_applied, where)
+                return
         # The executor's future itself (no task around ``to_thread``): it outlives this request if
         # the deadline passes (see ``_hand_over``), and waiting on it costs no task of its own.
         work = contextvars.copy_context().run
         call = asyncio.get_running_loop().run_in_executor(
             None, work, self._writer.append_now, self.connector, auth, entries, remaining, target
         )
+        await self._settled(call, self.deadline.remaining() + _OVERRUN_S, on_applied, where)
+
+    async def _settled(
+        self, call: asyncio.Future[T], timeout_s: float, on_applied: Callable[[], None] | None, where: str
+    ) -> None:
+        """Wait up to ``timeout_s`` for the write ``call``, then ``on_applied``. When the deadline
+        passes or the request goes away first, the write goes on and the section with it."""
         try:
-            done, _ = await asyncio.wait({call}, timeout=self.deadline.remaining() + _OVERRUN_S)
+            done, _ = await asyncio.wait({call}, timeout=timeout_s)
         except asyncio.CancelledError:  # the request went away; the write goes on, and so must its end
             self._hand_over(call, on_applied)
             raise
         if not done:
             self._hand_over(call, on_applied)
-            where = self._writer.description if target is None else target.description
             raise WriteOutcomeUnknown(
                 f"{where} did not answer a write of connector {self.connector} within "
                 f"{self.deadline.seconds:g} s (--write-timeout); it may still be applied"
@@ -210,12 +232,16 @@ class WriteSection:
         try:
             call.result()
         except WriteOutcomeUnknown as unknown:
-            if unknown.outcome is not None:
-                outcome: Awaitable[list[Position]] = asyncio.wrap_future(unknown.outcome)
-                self._hand_over(outcome, on_applied)
+            self._unknown(unknown, on_applied)
             raise
         if on_applied is not None:
             on_applied()
+
+    def _unknown(self, unknown: WriteOutcomeUnknown, on_applied: Callable[[], None] | None) -> None:
+        """A write the log will answer later: the section waits for that answer in the background."""
+        if unknown.outcome is not None:
+            outcome: Awaitable[list[Position]] = asyncio.wrap_future(unknown.outcome)
+            self._hand_over(outcome, on_applied)
 
     def _hand_over(self, outcome: Awaitable[object], on_applied: Callable[[], None] | None) -> None:
         self.handed_over = True
@@ -282,6 +308,21 @@ class OffsetsWriter:
         """Append with no deadline of its own (an import may be large); the caller holds ``lock``.
         ``target``: another log and its view (a connector's own offsets topic)."""
         await asyncio.to_thread(self.append_now, connector, auth, entries, self.write_timeout_s, target)
+
+    def start_append(self, connector: str, auth: WriteAuth, entries: Entries) -> Future[list[Position]] | None:
+        """On the event loop: ``append_now``'s write of a commit-sized ``entries`` without a worker
+        thread, when the log can start it without blocking (Kafka with nobody claiming). The future
+        completes once the records are acknowledged *and* applied to the view, on the log's thread;
+        None when the log declined (then ``append_now`` in a worker)."""
+        if len(entries) > _START_MAX_ENTRIES:
+            return None
+        try:
+            started = self._guard.start_append(connector, auth, entries)
+        except WriteOutcomeUnknown as unknown:
+            if unknown.outcome is None:
+                raise
+            raise WriteOutcomeUnknown(unknown.message, self._applied_when_known(entries, unknown.outcome, 0)) from None
+        return None if started is None else self._applied_when_known(entries, started, 0)
 
     def append_now(
         self,

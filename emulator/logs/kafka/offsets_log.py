@@ -13,6 +13,7 @@ import logging
 import threading
 import time
 from collections.abc import Mapping, Sequence
+from concurrent.futures import Future
 
 from confluent_kafka.admin import AdminClient
 
@@ -376,3 +377,29 @@ class KafkaOffsetLog(OffsetLog):
         if store is None:  # a claim epoch, but nobody ever claimed on this topic
             raise Fenced(fenced_message(fence.connector, fence.epoch, None))
         return self._noted(store.append_fenced(fence, checked, timeout_s))
+
+    def start_append_fenced(
+        self, fence: Fence, entries: Sequence[tuple[bytes, bytes | None]]
+    ) -> Future[list[Position]] | None:
+        """Only a write without a claim epoch while nobody ever claimed on this topic (the common
+        case, and the one ``append_fenced`` appends with no claims lookup): anything else needs the
+        claims store's lock or a transaction, both blocking."""
+        if fence.epoch is not None:
+            return None
+        checked = [checked_entry(i, e) for i, e in enumerate(entries)]
+        if not self._claims_lock.acquire(blocking=False):  # the store is being opened: wait in a worker
+            return None
+        try:
+            watch = self._watch
+            if self._claims is not None or (watch is not None and watch.topic_exists):
+                return None
+        finally:
+            self._claims_lock.release()
+        started = self._writer.start(checked)
+        if started is not None:
+            started.add_done_callback(self._noted_when_written)  # before the caller's callbacks
+        return started
+
+    def _noted_when_written(self, done: Future[list[Position]]) -> None:
+        if done.exception() is None:
+            self._noted(done.result())

@@ -30,6 +30,10 @@ from emulator.model.records import Position
 log = logging.getLogger(__name__)
 
 _CLOSE_FLUSH_S = 5.0
+_START_QUEUE_ROOM = 10_000
+"""``start`` hands records over only while the producer's local queue holds fewer than this many
+(librdkafka refuses more at ``queue.buffering.max.messages``, 100,000 by default): a queue that full
+means a broker that does not keep up, and the blocking path waits for room instead."""
 
 
 def checked_entry(index: int, entry: tuple[bytes, bytes | None]) -> tuple[bytes, bytes | None]:
@@ -207,29 +211,62 @@ class OffsetsWriter:
         the producer, ``WriteOutcomeUnknown`` whose ``outcome`` says later what became of them."""
         if not checked:
             return []
-        producer, count = self._take_producer()
+        taken = self._take_producer(wait=True)
+        assert taken is not None
+        producer, count = taken
         try:
             pending = self._produce_all(producer, count, checked, timeout_s)
         finally:
             self._done_producing()
         return self._await_acks(pending, len(checked), timeout_s)
 
-    def _take_producer(self) -> tuple[Producer, int]:
-        """The producer and partition count for one append; pair every call with ``_done_producing``."""
+    def start(self, checked: list[tuple[bytes, bytes | None]]) -> Future[list[Position]] | None:
+        """``append`` without waiting for the acknowledgements, for a caller that must not block (the
+        event loop): the outcome, completed on the delivery-report thread, or None when the records
+        cannot be handed over at once (the producer is busy being replaced or its local queue is
+        filling up: the caller falls back to ``append``). Never blocks."""
+        taken = self._take_producer(wait=False)
+        if taken is None:
+            return None
+        producer, count = taken
+        try:
+            if len(producer) + len(checked) > _START_QUEUE_ROOM:
+                return None
+            pending = _PendingAppend(len(checked), float("inf"), self.description)
+            for index, (key, value) in enumerate(checked):
+                if not self._hand(producer, count, pending, index, key, value, len(checked)):
+                    if index == 0:  # nothing handed over: the blocking path waits for room
+                        return None
+                    raise self._partly_handed(
+                        pending, index, len(checked), f"the local queue of {self.description}'s producer is full"
+                    )
+        finally:
+            self._done_producing()
+        return pending.outcome
+
+    def _take_producer(self, *, wait: bool) -> tuple[Producer, int] | None:
+        """The producer and partition count for one append; pair every call with ``_done_producing``.
+        ``wait=False`` (the event loop): None instead of waiting for the lock or replacing a producer."""
         stale: Producer | None = None
         count = self._partition_count()
-        with self._lock:
+        if not self._lock.acquire(blocking=wait):
+            return None
+        try:
             if self._closed:
                 raise LogWriteError(f"{self.description} is closed")
             if self._producer is None:
                 raise LogConfigError(f"{self.description} is not open; call open() first")
             if self._fatal is not None:
+                if not wait:
+                    return None
                 # An idempotent producer that hit a fatal error refuses everything from then on.
                 log.warning("%s: replacing the producer after: %s", self.description, self._fatal)
                 self._fatal = None
                 stale, self._producer = self._producer, self._new_producer()
             producer = self._producer
             self._producing += 1
+        finally:
+            self._lock.release()
         if stale is not None:  # outside the lock: the purged records' callbacks take it
             stale.purge()
             stale.flush(1.0)
@@ -244,39 +281,48 @@ class OffsetsWriter:
     def _produce_all(
         self, producer: Producer, count: int, checked: Sequence[tuple[bytes, bytes | None]], timeout_s: float
     ) -> _PendingAppend:
-        """Hand every record to the producer (non-blocking unless its local queue is full)."""
+        """Hand every record to the producer (waiting while its local queue is full, until ``timeout_s``)."""
         deadline = time.monotonic() + timeout_s
         pending = _PendingAppend(len(checked), deadline, self.description)
         for index, (key, value) in enumerate(checked):
-            callback = functools.partial(pending.delivered, index)
-            while True:
-                try:
-                    # value=None is the tombstone; b"" would be a live empty entry to Connect.
-                    producer.produce(
-                        self._topic,
-                        value=value,
-                        key=key,
-                        partition=partition_for(key, count),
-                        on_delivery=callback,
-                    )
-                    break
-                except BufferError:  # local queue full: wait for the broker to drain it
-                    if time.monotonic() >= deadline:
-                        raise self._partly_handed(
-                            pending,
-                            index,
-                            len(checked),
-                            f"Timed out after {timeout_s:g}s queueing offsets records to {self.description}",
-                        ) from None
-                    time.sleep(0.01)
-                except KafkaException as exc:
+            while not self._hand(producer, count, pending, index, key, value, len(checked)):
+                if time.monotonic() >= deadline:
                     raise self._partly_handed(
                         pending,
                         index,
                         len(checked),
-                        f"Could not produce to {self.description}: {exc.args[0] if exc.args else exc}",
-                    ) from exc
+                        f"Timed out after {timeout_s:g}s queueing offsets records to {self.description}",
+                    )
+                time.sleep(0.01)  # local queue full: wait for the broker to drain it
         return pending
+
+    def _hand(
+        self,
+        producer: Producer,
+        count: int,
+        pending: _PendingAppend,
+        index: int,
+        key: bytes,
+        value: bytes | None,
+        total: int,
+    ) -> bool:
+        """Hand one record to the producer: False when its local queue is full (nothing handed)."""
+        try:
+            # value=None is the tombstone; b"" would be a live empty entry to Connect.
+            producer.produce(
+                self._topic,
+                value=value,
+                key=key,
+                partition=partition_for(key, count),
+                on_delivery=functools.partial(pending.delivered, index),
+            )
+        except BufferError:
+            return False
+        except KafkaException as exc:
+            raise self._partly_handed(
+                pending, index, total, f"Could not produce to {self.description}: {exc.args[0] if exc.args else exc}"
+            ) from exc
+        return True
 
     @staticmethod
     def _partly_handed(
