@@ -28,6 +28,8 @@ import sqlite3
 import threading
 import time
 from collections.abc import Sequence
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from itertools import starmap
 from pathlib import Path
@@ -96,13 +98,13 @@ class CompactionReport:
 
 @dataclass(eq=False, slots=True)
 class _WriteRequest:
-    """One ``append`` call waiting for a group commit; ``done`` is set with positions or an error."""
+    """One append waiting for a group commit. ``outcome`` gets the positions or an error; a request
+    cancelled before the committer took it is skipped (nothing written)."""
 
     entries: list[tuple[bytes, bytes | None, int]]
-    fence: Fence | None = None
-    done: threading.Event = field(default_factory=threading.Event)
-    positions: list[Position] | None = None
-    error: OffsetsError | None = None
+    fence: Fence | None
+    deadline: float
+    outcome: Future[list[Position]] = field(default_factory=Future)
 
 
 class EmbeddedOffsetLog(OffsetLog):
@@ -113,8 +115,9 @@ class EmbeddedOffsetLog(OffsetLog):
     frames sit in the kernel's page cache, which outlives the process), but not an OS crash or power
     loss, and unlike a Kafka topic with ``acks=all`` over replicas this file is the only copy of the
     offsets. Connect flushes offsets once per ``offset.flush.interval.ms`` per task, so an fsync per
-    commit is cheap at that rate, and concurrent appends share one commit (group commit) so a busy
-    thread pool pays for one fsync per batch rather than per call. ``synchronous="NORMAL"`` is
+    commit is cheap at that rate, and concurrent appends share one commit (group commit): one
+    committer thread writes every append waiting when it gets to them in one transaction, so many
+    writers pay for one fsync per batch rather than per call. ``synchronous="NORMAL"`` is
     accepted for throwaway logs (benchmarks, tests of other components) and nothing else.
     """
 
@@ -142,9 +145,10 @@ class EmbeddedOffsetLog(OffsetLog):
         self._file = LogFile(self._db_path, name, partitions, synchronous)
 
         self._writer: sqlite3.Connection | None = None
-        self._commit_lock = threading.Lock()  # guards the writer connection; held by the commit leader
-        self._pending_lock = threading.Lock()  # guards _pending and _closed
+        self._commit_lock = threading.Lock()  # guards the writer connection; held by the committer
+        self._pending_cond = threading.Condition()  # guards _pending and _closed; wakes the committer
         self._pending: list[_WriteRequest] = []
+        self._committer: threading.Thread | None = None
         self._closed = False
         self._claims_reader: sqlite3.Connection | None = None
         self._claims_lock = threading.Lock()  # guards _claims_reader
@@ -230,16 +234,26 @@ class EmbeddedOffsetLog(OffsetLog):
                 conn.close()
             raise
         self._writer = conn
+        self._committer = threading.Thread(
+            target=self._commit_forever, name=f"offsets-committer-{self._name}", daemon=True
+        )
+        self._committer.start()
         log.info("opened %s (%d partitions)", self.description, self._partitions)
 
     def close(self) -> None:
         """Stop the reader, fail writes that were never started, and release the database. Idempotent."""
-        with self._pending_lock:
+        with self._pending_cond:
             self._closed = True
             abandoned, self._pending = self._pending, []
+            self._pending_cond.notify_all()
         for req in abandoned:
-            req.error = LogWriteError(f"{self.description} was closed before this write was started")
-            req.done.set()
+            if req.outcome.set_running_or_notify_cancel():
+                req.outcome.set_exception(
+                    LogWriteError(f"{self.description} was closed before this write was started; nothing was written")
+                )
+        committer = self._committer
+        if committer is not None and committer is not threading.current_thread():
+            committer.join(timeout=10.0)  # a commit in progress finishes and answers first
         self._stop.set()
         self._wake.set()
         with self._progress_cond:
@@ -417,9 +431,9 @@ class EmbeddedOffsetLog(OffsetLog):
     def append(self, entries: Sequence[tuple[bytes | None, bytes | None]], timeout_s: float = 30.0) -> list[Position]:
         """Durably append ``(key, value-or-None)`` records; returns where each landed, in input order.
 
-        Concurrent callers are group-committed: whoever holds the commit lock writes every waiting
-        request in one transaction (each request's records stay contiguous and in order, so per-key
-        order holds) and pays for one fsync. Keyless records are refused with ``InvalidRecord`` before
+        Concurrent callers are group-committed: the committer thread writes every waiting request in
+        one transaction (each request's records stay contiguous and in order, so per-key order
+        holds) and pays for one fsync. Keyless records are refused with ``InvalidRecord`` before
         anything is written, because a compacted Kafka topic refuses them too and the log must stay
         exportable. A request that times out before a commit picked it up is withdrawn and reported
         as not written; one already inside a commit waits for that commit's outcome, so the answer
@@ -435,39 +449,43 @@ class EmbeddedOffsetLog(OffsetLog):
         very transaction that writes, so no claim can slip between the check and the write."""
         return self._append(entries, timeout_s, fence)
 
+    def start_append_fenced(
+        self, fence: Fence, entries: Sequence[tuple[bytes, bytes | None]], timeout_s: float = 30.0
+    ) -> Future[list[Position]] | None:
+        """Queued for the committer, never blocking: ``append_fenced``'s answer arrives on the
+        committer thread; ``cancel()`` withdraws the write until a commit took it."""
+        if not entries:
+            done: Future[list[Position]] = Future()
+            done.set_result([])
+            return done
+        return self._submit(entries, timeout_s, fence)
+
     def _append(
         self, entries: Sequence[tuple[bytes | None, bytes | None]], timeout_s: float, fence: Fence | None
     ) -> list[Position]:
         if not entries:
             return []
-        req = _WriteRequest(self._prepare(entries), fence)
-        deadline = time.monotonic() + timeout_s
-        with self._pending_lock:
+        outcome = self._submit(entries, timeout_s, fence)
+        try:
+            return outcome.result(timeout_s)
+        except FutureTimeout:
+            if outcome.cancel():
+                raise LogTimeout(
+                    f"{self.description}: write timed out after {timeout_s:g} s waiting for the log; "
+                    "nothing was written"
+                ) from None
+            return outcome.result()  # inside a commit right now: its outcome is moments away
+
+    def _submit(
+        self, entries: Sequence[tuple[bytes | None, bytes | None]], timeout_s: float, fence: Fence | None
+    ) -> Future[list[Position]]:
+        req = _WriteRequest(self._prepare(entries), fence, time.monotonic() + timeout_s)
+        with self._pending_cond:
             if self._closed or self._writer is None:
                 raise LogWriteError(f"{self.description} is not open; nothing was written")
             self._pending.append(req)
-        while not req.done.is_set():
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                with self._pending_lock:
-                    if any(r is req for r in self._pending):
-                        self._pending = [r for r in self._pending if r is not req]
-                        raise LogTimeout(
-                            f"{self.description}: write timed out after {timeout_s:g} s waiting for the "
-                            "log; nothing was written"
-                        )
-                req.done.wait()  # inside a commit right now: its outcome is moments away
-                break
-            if self._commit_lock.acquire(timeout=remaining):
-                try:
-                    if not req.done.is_set():
-                        self._commit_pending(deadline)
-                finally:
-                    self._commit_lock.release()
-        if req.error is not None:
-            raise req.error
-        assert req.positions is not None
-        return req.positions
+            self._pending_cond.notify()
+        return req.outcome
 
     def _prepare(self, entries: Sequence[tuple[bytes | None, bytes | None]]) -> list[tuple[bytes, bytes | None, int]]:
         prepared: list[tuple[bytes, bytes | None, int]] = []
@@ -492,36 +510,47 @@ class EmbeddedOffsetLog(OffsetLog):
             prepared.append((kb, None if value is None else bytes(value), partition_for(kb, n)))
         return prepared
 
-    def _commit_pending(self, deadline: float) -> None:
-        """Write every waiting request in one transaction. Caller holds ``_commit_lock``."""
-        with self._pending_lock:
-            batch, self._pending = self._pending, []
-        if not batch:
-            return
-        try:
-            conn = self._writer
-            if conn is None:
-                raise LogWriteError(f"{self.description} was closed; nothing was written")
+    def _commit_forever(self) -> None:
+        """The committer thread: every append waiting when it looks, in one transaction, until closed."""
+        while True:
+            with self._pending_cond:
+                while not self._pending and not self._closed:
+                    self._pending_cond.wait()
+                if not self._pending:
+                    return
+                batch, self._pending = self._pending, []
+            live = [req for req in batch if req.outcome.set_running_or_notify_cancel()]
+            if not live:
+                continue
             try:
-                results = self._write(conn, batch, deadline)
-            except sqlite3.Error as e:
-                why = "timed out waiting for another writer" if is_busy(e) else str(e)
-                raise LogWriteError(f"{self.description}: write failed ({why}); nothing was written") from e
-            except Exception as e:  # e.g. a damaged partitions table: still an answer, not a traceback
-                raise LogWriteError(f"{self.description}: write failed ({e!r}); nothing was written") from e
-            for req, outcome in zip(batch, results, strict=True):
+                with self._commit_lock:
+                    outcomes = self._commit(live)
+            except BaseException as e:  # never leave a writer without an answer, nor the log without a committer
+                log.exception("%s: the committer failed a batch of %d writes", self.description, len(live))
+                outcomes = [LogWriteError(f"{self.description}: write interrupted ({e!r}); nothing was written")] * len(
+                    live
+                )
+            # Outside the commit lock: the answers' callbacks (the view, the event loop) run here.
+            for req, outcome in zip(live, outcomes, strict=True):
                 if isinstance(outcome, OffsetsError):
-                    req.error = outcome
+                    req.outcome.set_exception(outcome)
                 else:
-                    req.positions = outcome
+                    req.outcome.set_result(outcome)
+
+    def _commit(self, batch: list[_WriteRequest]) -> list[list[Position] | OffsetsError]:
+        """Write ``batch`` in one transaction: per request its positions or why it was refused."""
+        conn = self._writer
+        if conn is None:
+            return [LogWriteError(f"{self.description} was closed; nothing was written")] * len(batch)
+        try:
+            return self._write(conn, batch, max(req.deadline for req in batch))
+        except sqlite3.Error as e:
+            why = "timed out waiting for another writer" if is_busy(e) else str(e)
+            return [LogWriteError(f"{self.description}: write failed ({why}); nothing was written")] * len(batch)
         except OffsetsError as e:
-            for req in batch:
-                req.error = e
-        finally:
-            for req in batch:
-                if req.positions is None and req.error is None:
-                    req.error = LogWriteError(f"{self.description}: write interrupted; nothing was written")
-                req.done.set()
+            return [e] * len(batch)
+        except Exception as e:  # e.g. a damaged partitions table: still an answer, not a traceback
+            return [LogWriteError(f"{self.description}: write failed ({e!r}); nothing was written")] * len(batch)
 
     def _write(
         self, conn: sqlite3.Connection, batch: list[_WriteRequest], deadline: float

@@ -379,11 +379,12 @@ class KafkaOffsetLog(OffsetLog):
         return self._noted(store.append_fenced(fence, checked, timeout_s))
 
     def start_append_fenced(
-        self, fence: Fence, entries: Sequence[tuple[bytes, bytes | None]]
+        self, fence: Fence, entries: Sequence[tuple[bytes, bytes | None]], timeout_s: float = 30.0
     ) -> Future[list[Position]] | None:
         """Only a write without a claim epoch while nobody ever claimed on this topic (the common
         case, and the one ``append_fenced`` appends with no claims lookup): anything else needs the
-        claims store's lock or a transaction, both blocking."""
+        claims store's lock or a transaction, both blocking. Records handed to the producer cannot be
+        taken back: the future is never cancellable."""
         if fence.epoch is not None:
             return None
         checked = [checked_entry(i, e) for i, e in enumerate(entries)]
@@ -401,5 +402,5 @@ class KafkaOffsetLog(OffsetLog):
         return started
 
     def _noted_when_written(self, done: Future[list[Position]]) -> None:
-        if done.exception() is None:
+        if not done.cancelled() and done.exception() is None:
             self._noted(done.result())

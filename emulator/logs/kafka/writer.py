@@ -69,6 +69,7 @@ class _PendingAppend:
         self.abandoned = False
         self.lock = threading.Lock()
         self.outcome: Future[list[Position]] = Future()
+        self.outcome.set_running_or_notify_cancel()  # records with the producer cannot be taken back
 
     def delivered(self, index: int, err: KafkaError | None, msg: Message) -> None:
         with self.lock:
