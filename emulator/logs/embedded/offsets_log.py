@@ -27,6 +27,7 @@ import re
 import sqlite3
 import threading
 import time
+from collections import deque
 from collections.abc import Sequence
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
@@ -72,6 +73,8 @@ TAIL_POLL_S = 0.05
 object wake the reader at once; other processes can only be noticed by looking."""
 
 _YIELD_S = 0.002
+"""Pause between compaction steps. ``threading.Lock`` is not fair: without a pause the compacting
+thread takes the commit lock straight back and appends wait for the whole compaction."""
 _WRITES_PER_COMMIT = 4
 """Appends the committer writes in one transaction at most (each may hold many records). Measured
 with 32 writers (benchmarks/RESULTS.md, round 11): taking every waiting append at once gave the
@@ -82,8 +85,6 @@ _BUSY_SLACK_MS = 1000
 commit's own deadline allows (waiting for another process's write lock: rare, and then bounded)."""
 _CLAIMS_PER_QUERY = 500
 """Connectors per claims lookup of a group commit (SQLite allows 32,766 parameters per statement)."""
-"""Pause between compaction steps. ``threading.Lock`` is not fair: without a pause the compacting
-thread takes the commit lock straight back and appends wait for the whole compaction."""
 
 _TOPIC_NAME = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
 
@@ -129,8 +130,9 @@ class EmbeddedOffsetLog(OffsetLog):
     offsets. Connect flushes offsets once per ``offset.flush.interval.ms`` per task, so an fsync per
     commit is cheap at that rate, and concurrent appends share one commit (group commit): one
     committer thread writes the appends waiting when it gets to them (a few at a time) in one
-    transaction, so many writers pay for one fsync per batch rather than per call. ``synchronous="NORMAL"`` is
-    accepted for throwaway logs (benchmarks, tests of other components) and nothing else.
+    transaction, so many writers pay for one fsync per batch rather than per call.
+    ``synchronous="NORMAL"`` is accepted for throwaway logs (benchmarks, tests of other components)
+    and nothing else.
     """
 
     def __init__(
@@ -159,7 +161,7 @@ class EmbeddedOffsetLog(OffsetLog):
         self._writer: sqlite3.Connection | None = None
         self._commit_lock = threading.Lock()  # guards the writer connection; held by the committer
         self._pending_cond = threading.Condition()  # guards _pending and _closed; wakes the committer
-        self._pending: list[_WriteRequest] = []
+        self._pending: deque[_WriteRequest] = deque()
         self._committer: threading.Thread | None = None
         self._busy_ms = -1  # the writer connection's busy timeout, as last set
         self._closed = False
@@ -257,7 +259,8 @@ class EmbeddedOffsetLog(OffsetLog):
         """Stop the reader, fail writes that were never started, and release the database. Idempotent."""
         with self._pending_cond:
             self._closed = True
-            abandoned, self._pending = self._pending, []
+            abandoned = list(self._pending)
+            self._pending.clear()
             self._pending_cond.notify_all()
         for req in abandoned:
             if req.outcome.set_running_or_notify_cancel():
@@ -444,8 +447,8 @@ class EmbeddedOffsetLog(OffsetLog):
     def append(self, entries: Sequence[tuple[bytes | None, bytes | None]], timeout_s: float = 30.0) -> list[Position]:
         """Durably append ``(key, value-or-None)`` records; returns where each landed, in input order.
 
-        Concurrent callers are group-committed: the committer thread writes waiting requests together in
-        one transaction (each request's records stay contiguous and in order, so per-key order
+        Concurrent callers are group-committed: the committer thread writes waiting requests together
+        in one transaction (each request's records stay contiguous and in order, so per-key order
         holds) and pays for one fsync. Keyless records are refused with ``InvalidRecord`` before
         anything is written, because a compacted Kafka topic refuses them too and the log must stay
         exportable. A request that times out before a commit picked it up is withdrawn and reported
@@ -524,15 +527,15 @@ class EmbeddedOffsetLog(OffsetLog):
         return prepared
 
     def _commit_forever(self) -> None:
-        """The committer thread: the appends waiting when it looks (up to ``_WRITES_PER_COMMIT``) in one
-        transaction, until closed and drained."""
+        """The committer thread: the appends waiting when it looks (up to ``_WRITES_PER_COMMIT``) in
+        one transaction, until closed and drained."""
         while True:
             with self._pending_cond:
                 while not self._pending and not self._closed:
                     self._pending_cond.wait()
                 if not self._pending:
                     return
-                batch, self._pending = self._pending[:_WRITES_PER_COMMIT], self._pending[_WRITES_PER_COMMIT:]
+                batch = [self._pending.popleft() for _ in range(min(len(self._pending), _WRITES_PER_COMMIT))]
             live = [req for req in batch if req.outcome.set_running_or_notify_cancel()]
             if not live:
                 continue
@@ -541,9 +544,8 @@ class EmbeddedOffsetLog(OffsetLog):
                     outcomes = self._commit(live)
             except BaseException as e:  # never leave a writer without an answer, nor the log without a committer
                 log.exception("%s: the committer failed a batch of %d writes", self.description, len(live))
-                outcomes = [LogWriteError(f"{self.description}: write interrupted ({e!r}); nothing was written")] * len(
-                    live
-                )
+                failed = LogWriteError(f"{self.description}: write interrupted ({e!r}); nothing was written")
+                outcomes = [failed] * len(live)
             # Outside the commit lock: the answers' callbacks (the view, the event loop) run here.
             for req, outcome in zip(live, outcomes, strict=True):
                 if isinstance(outcome, OffsetsError):
