@@ -70,11 +70,11 @@ class TrackedLog(OffsetLog):
         )
 
     def start_append_fenced(
-        self, fence: Fence, entries: Sequence[tuple[bytes, bytes | None]], timeout_s: float = 30.0
+        self, fence: Fence, entries: Sequence[tuple[bytes, bytes | None]]
     ) -> Future[list[Position]] | None:
         ticket = self._ticket(entries)
         try:
-            started = self.inner.start_append_fenced(fence, entries, timeout_s)
+            started = self.inner.start_append_fenced(fence, entries)
         except BaseException as exc:
             self._settle_after(ticket, exc)
             raise
@@ -110,9 +110,7 @@ class TrackedLog(OffsetLog):
 
     @staticmethod
     def _settle(ticket: WriteTicket, done: Future[list[Position]]) -> None:
-        if done.cancelled():  # taken back before the log wrote anything
-            ticket.withdraw()
-        elif done.exception() is not None:
+        if done.cancelled() or done.exception() is not None:
             ticket.failed()
         else:
             ticket.landed(done.result())

@@ -119,20 +119,20 @@ class OffsetLog(abc.ABC):
         raise ClaimsUnsupported(f"{self.description} does not support claims")
 
     def start_append_fenced(
-        self, fence: Fence, entries: Sequence[tuple[bytes, bytes | None]], timeout_s: float = 30.0
+        self, fence: Fence, entries: Sequence[tuple[bytes, bytes | None]]
     ) -> Future[list[Position]] | None:
-        """``append_fenced`` without waiting, when the log can take the records at once: a future of
-        the positions (or of the error ``append_fenced`` would raise), or None when it cannot right
-        now (the caller then calls ``append_fenced`` in a worker thread).
+        """``append_fenced`` without waiting, when the log can hand the records over at once: a
+        future of the positions (or of the error ``append_fenced`` would raise), or None when it
+        cannot right now (the caller then calls ``append_fenced`` in a worker thread).
 
-        Called on the event loop's thread, so it must never block. It exists so that a write
-        completed by a thread of the log's own (Kafka's delivery reports, the embedded log's
-        committer) wakes the loop from that thread, instead of waking a worker thread parked for it,
-        which then wakes the loop. The future's callbacks run on that thread and must not block
-        either. ``cancel()`` succeeds only while the log has not started writing the records (then
-        nothing is written). The caller waits up to its deadline; ``timeout_s`` bounds the log's own
-        waits (the embedded log's busy timeout). An error of the request itself (``InvalidRecord``, a
-        closed log) may be raised at once.
+        Called on the event loop's thread, so it must never block. It exists so that a write whose
+        acknowledgement arrives on a thread of the log's own (Kafka's delivery reports) wakes the
+        loop from that thread, instead of waking a worker thread parked for it, which then wakes the
+        loop. The future's callbacks run on that thread and must not block either; the future is
+        never cancelled (records handed over cannot be taken back). The caller's deadline bounds
+        the wait; an error of the request itself (``InvalidRecord``, a closed log) may be raised at
+        once. The embedded log does not override this: its group commit wants a worker thread per
+        write (benchmarks/RESULTS.md, round 11).
         """
         return None
 

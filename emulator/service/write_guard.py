@@ -106,10 +106,10 @@ class WriteGuard:
         return self._log.append_fenced(auth.fence(connector), entries, timeout_s)
 
     def start_append(
-        self, connector: str, auth: WriteAuth, entries: Sequence[tuple[bytes, bytes | None]], timeout_s: float
+        self, connector: str, auth: WriteAuth, entries: Sequence[tuple[bytes, bytes | None]]
     ) -> Future[list[Position]] | None:
         """``append`` without blocking, if the log can (``OffsetLog.start_append_fenced``); else None."""
-        return self._log.start_append_fenced(auth.fence(connector), entries, timeout_s)
+        return self._log.start_append_fenced(auth.fence(connector), entries)
 
     # -- sequences ------------------------------------------------------------------------
     def filter_sequence(self, connector: str, changes: list[OffsetChange], auth: WriteAuth) -> SequencedChanges:

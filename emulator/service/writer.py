@@ -12,9 +12,9 @@ Every modification of the offsets log (PATCH, DELETE, imports, rollbacks) goes t
   request's deadline (``--write-timeout``): ``LogTimeout`` when nothing was written yet,
   ``WriteOutcomeUnknown`` once records were handed to the log. Nothing blocks the event loop: the
   log is called in a worker thread, the lock is an asyncio lock. A log that can take a commit
-  without blocking (``OffsetLog.start_append_fenced``: the embedded log's committer, Kafka while
-  nobody uses claims) is called on the loop instead, and its own thread wakes the loop when the
-  write is done: no worker thread parked per write.
+  without blocking (``OffsetLog.start_append_fenced``: Kafka while nobody uses claims) is called on
+  the loop instead, and its own thread (the producer's delivery reports) wakes the loop when the
+  write is acknowledged: no worker thread parked per write.
 - **An unknown outcome keeps the section.** The log keeps waiting for its answer in the background;
   the connector's section stays taken until it came, and the write is then finished as if it had
   been on time (applied to the view, its sequence recorded). So a client that retries after a 503
@@ -72,16 +72,6 @@ class AppendTarget:
     append: Callable[[Entries, float], list[Position]]
     """Blocking, like ``OffsetLog.append``: ``(entries, timeout_s)`` → positions."""
     view: OffsetView
-
-
-@dataclass(frozen=True, slots=True)
-class StartedWrite:
-    """A write the log took without blocking (``OffsetsWriter.start_append``)."""
-
-    applied: Future[list[Position]]
-    """Acknowledged and applied to the view; completes on the log's thread."""
-    withdraw: Callable[[], bool]
-    """Takes the write back if the log has not started writing it: True means nothing was written."""
 
 
 class Deadline:
@@ -209,13 +199,12 @@ class WriteSection:
         where = self._writer.description if target is None else target.description
         if target is None:
             try:
-                started = self._writer.start_append(self.connector, auth, entries, remaining)
+                started = self._writer.start_append(self.connector, auth, entries)
             except WriteOutcomeUnknown as unknown:
                 self._unknown(unknown, on_applied)
                 raise
             if started is not None:  # the log's own thread wakes the loop: no worker parked for it
-                applied = asyncio.wrap_future(started.applied)
-                await self._settled(applied, self.deadline.remaining(), on_applied, where, started.withdraw)
+                await self._settled(asyncio.wrap_future(started), self.deadline.remaining(), on_applied, where)
                 return
         # The executor's future itself (no task around ``to_thread``): it outlives this request if
         # the deadline passes (see ``_hand_over``), and waiting on it costs no task of its own.
@@ -226,27 +215,16 @@ class WriteSection:
         await self._settled(call, self.deadline.remaining() + _OVERRUN_S, on_applied, where)
 
     async def _settled(
-        self,
-        call: asyncio.Future[T],
-        timeout_s: float,
-        on_applied: Callable[[], None] | None,
-        where: str,
-        withdraw: Callable[[], bool] | None = None,
+        self, call: asyncio.Future[T], timeout_s: float, on_applied: Callable[[], None] | None, where: str
     ) -> None:
         """Wait up to ``timeout_s`` for the write ``call``, then ``on_applied``. When the deadline
-        passes first, a write the log has not started is withdrawn (``withdraw``); otherwise, as
-        when the request goes away, the write goes on and the section with it."""
+        passes or the request goes away first, the write goes on and the section with it."""
         try:
             done, _ = await asyncio.wait({call}, timeout=timeout_s)
         except asyncio.CancelledError:  # the request went away; the write goes on, and so must its end
             self._hand_over(call, on_applied)
             raise
         if not done:
-            if withdraw is not None and withdraw():
-                raise LogTimeout(
-                    f"{where} did not take a write of connector {self.connector} within "
-                    f"{self.deadline.seconds:g} s (--write-timeout); nothing was written"
-                )
             self._hand_over(call, on_applied)
             raise WriteOutcomeUnknown(
                 f"{where} did not answer a write of connector {self.connector} within "
@@ -332,21 +310,20 @@ class OffsetsWriter:
         ``target``: another log and its view (a connector's own offsets topic)."""
         await asyncio.to_thread(self.append_now, connector, auth, entries, self.write_timeout_s, target)
 
-    def start_append(self, connector: str, auth: WriteAuth, entries: Entries, timeout_s: float) -> StartedWrite | None:
+    def start_append(self, connector: str, auth: WriteAuth, entries: Entries) -> Future[list[Position]] | None:
         """On the event loop: ``append_now``'s write of a commit-sized ``entries`` without a worker
-        thread, when the log can take it without blocking (``OffsetLog.start_append_fenced``); None
-        when the log declined (then ``append_now`` in a worker)."""
+        thread, when the log can take it without blocking (``OffsetLog.start_append_fenced``). The
+        future completes once the records are acknowledged *and* applied to the view, on the log's
+        thread; None when the log declined (then ``append_now`` in a worker)."""
         if len(entries) > _START_MAX_ENTRIES:
             return None
         try:
-            started = self._guard.start_append(connector, auth, entries, timeout_s)
+            started = self._guard.start_append(connector, auth, entries)
         except WriteOutcomeUnknown as unknown:
             if unknown.outcome is None:
                 raise
             raise WriteOutcomeUnknown(unknown.message, self._applied_when_known(entries, unknown.outcome, 0)) from None
-        if started is None:
-            return None
-        return StartedWrite(self._applied_when_known(entries, started, 0), started.cancel)
+        return None if started is None else self._applied_when_known(entries, started, 0)
 
     def append_now(
         self,
@@ -392,11 +369,9 @@ class OffsetsWriter:
         """``outcome``, with the chunk applied to the view first when it turns out written; a failure
         if records after the chunk were never attempted (the write as a whole did not happen)."""
         applied: Future[list[Position]] = Future()
+        applied.set_running_or_notify_cancel()  # only the log's answer completes it, never a cancel
 
         def settle(done: Future[list[Position]]) -> None:
-            if done.cancelled():  # taken back before anything was written
-                applied.cancel()
-                return
             try:
                 positions = done.result()
                 self._apply(chunk, positions, view)

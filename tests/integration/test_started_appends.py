@@ -1,13 +1,11 @@
-"""A commit is handed to the log from the event loop, and the log's own thread wakes the loop when it
-is written: no worker thread is parked per write (``OffsetLog.start_append_fenced``). On Kafka the
-producer's delivery report does; on the embedded log its committer thread.
+"""A commit on Kafka is handed to the producer from the event loop, and its delivery report wakes the
+loop: no worker thread is parked per write (``OffsetLog.start_append_fenced``).
 
-Specified here against the session's broker and a real SQLite file: a started write keeps every
-promise of the blocking one (the same records at Java's partitions, read-your-writes before the
-answer, the history's attribution, an answer by the deadline while the log stalls and the write
-applied once after, or withdrawn with nothing written if the log had not taken it yet), and the
-daemon still appends from a worker thread whenever starting could block or mis-fence: a Kafka topic
-where claims are in use, a write too big for the loop, a producer queue filling up.
+Specified here against the session's broker: a started write keeps every promise of the blocking
+one (the same records at Java's partitions, read-your-writes before the answer, the history's
+attribution, an answer by the deadline while the broker stalls and the write applied once after),
+and the daemon still appends from a worker thread whenever starting could block or mis-fence: a
+topic where claims are in use, a write too big for the loop, a producer queue filling up.
 """
 
 from __future__ import annotations
@@ -16,7 +14,6 @@ import asyncio
 import json
 import time
 from collections.abc import Iterator, Sequence
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -25,12 +22,10 @@ import emulator.logs.kafka.writer as kafka_writer
 from emulator.codec.murmur2 import partition_for
 from emulator.history.origins import EXTERNAL_ORIGIN, OriginRegistry
 from emulator.history.tracked_log import TrackedLog
-from emulator.logs.base import OffsetLog
-from emulator.logs.embedded.offsets_log import EmbeddedOffsetLog
 from emulator.logs.kafka.offsets_log import KafkaOffsetLog
 from emulator.model.claims import Fence
 from emulator.model.connectors import NoConnectCluster
-from emulator.model.errors import ClaimHeld, InvalidRecord, LogTimeout, LogWriteError, WriteOutcomeUnknown
+from emulator.model.errors import ClaimHeld, InvalidRecord, LogTimeout, WriteOutcomeUnknown
 from emulator.model.records import LogRecord, Position
 from emulator.model.sequences import SequenceTracker
 from emulator.service.results import PlannedRecord
@@ -39,6 +34,8 @@ from emulator.service.writer import Deadline, OffsetsWriter
 from emulator.view.offset_view import OffsetView
 from tests.fixtures.broker import TansuBroker
 from tests.integration.test_kafka_log import Collector
+
+pytestmark = pytest.mark.kafka
 
 WAIT_S = 15.0
 PARTITIONS = 5
@@ -61,7 +58,7 @@ def kafka_log(kafka_broker: TansuBroker, topic_name: str) -> Iterator[tuple[Kafk
 class Writer:
     """An ``OffsetsWriter`` over the log, counting the writes that went through a worker thread."""
 
-    def __init__(self, log: OffsetLog, write_timeout_s: float = 10.0) -> None:
+    def __init__(self, log: KafkaOffsetLog, write_timeout_s: float = 10.0) -> None:
         self.view = OffsetView()
         guard = WriteGuard(log, NoConnectCluster(), SequenceTracker())
         self.writer = OffsetsWriter(log, self.view, guard, write_timeout_s)
@@ -89,7 +86,6 @@ def delivered(sink: Collector, records: Sequence[PlannedRecord]) -> list[tuple[i
     return [(r.partition, r.key, r.value) for r in sink.records if r.key in keys]
 
 
-@pytest.mark.kafka
 def test_a_commit_is_written_and_readable_before_its_answer_without_a_worker_thread(
     kafka_log: tuple[KafkaOffsetLog, Collector],
 ) -> None:
@@ -109,7 +105,6 @@ def test_a_commit_is_written_and_readable_before_its_answer_without_a_worker_thr
     )
 
 
-@pytest.mark.kafka
 def test_the_log_checks_entries_first_and_declines_what_needs_a_claim(
     kafka_log: tuple[KafkaOffsetLog, Collector],
 ) -> None:
@@ -128,7 +123,6 @@ def test_the_log_checks_entries_first_and_declines_what_needs_a_claim(
     assert not any(r.key == b"ok" for r in sink.records), "the refused entries wrote nothing"
 
 
-@pytest.mark.kafka
 def test_writes_go_through_a_worker_when_claims_are_in_use_when_big_or_when_the_queue_fills(
     kafka_log: tuple[KafkaOffsetLog, Collector], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -159,7 +153,6 @@ def test_writes_go_through_a_worker_when_claims_are_in_use_when_big_or_when_the_
     assert len(delivered(sink, [*big, w.planned("free", "/a", 1)])) == 301
 
 
-@pytest.mark.kafka
 def test_history_attributes_a_started_write_and_forgets_one_the_log_declined(
     kafka_log: tuple[KafkaOffsetLog, Collector],
 ) -> None:
@@ -183,7 +176,6 @@ def test_history_attributes_a_started_write_and_forgets_one_the_log_declined(
     assert time.monotonic() - t0 < 0.4
 
 
-@pytest.mark.kafka
 @pytest.mark.slow
 def test_a_commit_during_a_broker_stall_answers_at_its_deadline_keeps_its_connector_and_lands_once(
     kafka_broker: TansuBroker, kafka_log: tuple[KafkaOffsetLog, Collector]
@@ -215,44 +207,3 @@ def test_a_commit_during_a_broker_stall_answers_at_its_deadline_keeps_its_connec
     assert w.positions("c") == {"/stalled": 1}, "applied to the view once the broker answered"
     assert w.worker_appends == 0
     assert len(delivered(sink, [stalled])) == 1, "written exactly once"
-
-
-def test_on_the_embedded_log_the_committer_answers_and_a_write_it_had_not_taken_is_withdrawn_at_its_deadline(
-    tmp_path: Path,
-) -> None:
-    log = EmbeddedOffsetLog(tmp_path, partitions=3, synchronous="NORMAL")
-    log.open()
-    w = Writer(log, write_timeout_s=0.5)
-
-    async def scenario() -> tuple[BaseException | None, BaseException | None]:
-        await w.writer.write("a", [w.planned("a", "/x", 1)], NO_AUTH)
-        assert w.positions("a") == {"/x": 1}, "read-your-writes"
-        log._commit_lock.acquire()  # a commit in progress: the committer takes the next write and waits
-        try:
-            taken = asyncio.create_task(w.writer.write("b", [w.planned("b", "/x", 1)], NO_AUTH))
-            await asyncio.sleep(0.1)
-            queued = asyncio.create_task(w.writer.write("c", [w.planned("c", "/x", 1)], NO_AUTH))
-            answers = await asyncio.gather(taken, queued, return_exceptions=True)
-        finally:
-            log._commit_lock.release()
-        deadline = time.monotonic() + WAIT_S
-        while not w.positions("b") and time.monotonic() < deadline:
-            await asyncio.sleep(0.02)
-        async with w.writer.section("b", Deadline(WAIT_S)):  # released once the late write was applied
-            pass
-        return answers[0], answers[1]
-
-    try:
-        taken, queued = asyncio.run(asyncio.wait_for(scenario(), 3 * WAIT_S))
-        assert isinstance(taken, WriteOutcomeUnknown), "the committer had it: it may land, and it does"
-        assert isinstance(queued, LogTimeout) and "nothing was written" in queued.message
-        assert w.positions("b") == {"/x": 1}
-        assert w.positions("c") == {}
-        assert sum(log.end_offsets().values()) == 2, "a and b, never c"
-        assert w.worker_appends == 0
-        # The blocking append keeps its exact answers on the same committer.
-        assert log.append([(b"k", b"v")], 1.0)[0].offset >= 0
-    finally:
-        log.close()
-    with pytest.raises(LogWriteError, match="not open"):
-        log.start_append_fenced(Fence("c", None), [(b"k", b"v")])

@@ -27,10 +27,7 @@ import re
 import sqlite3
 import threading
 import time
-from collections import deque
 from collections.abc import Sequence
-from concurrent.futures import Future
-from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from itertools import starmap
 from pathlib import Path
@@ -44,10 +41,8 @@ from emulator.logs.embedded.storage import (
     LogFile,
     end_offsets,
     filesystem_type,
-    insert_records,
     is_busy,
     is_corruption,
-    set_end_offsets,
 )
 from emulator.logs.own_writes import OwnWrites
 from emulator.model.claims import Claim, Fence, Fenced, fenced_message, held_message
@@ -75,16 +70,6 @@ object wake the reader at once; other processes can only be noticed by looking."
 _YIELD_S = 0.002
 """Pause between compaction steps. ``threading.Lock`` is not fair: without a pause the compacting
 thread takes the commit lock straight back and appends wait for the whole compaction."""
-_WRITES_PER_COMMIT = 4
-"""Appends the committer writes in one transaction at most (each may hold many records). Measured
-with 32 writers (benchmarks/RESULTS.md, round 11): taking every waiting append at once gave the
-most commits/s but answered them in bursts that left the unlucky ones a p99 of 72-96 ms; four at a
-time kept most of that throughput with a p99 of 38-49 ms."""
-_BUSY_SLACK_MS = 1000
-"""A commit keeps the busy timeout already set when it is at most this much longer than the
-commit's own deadline allows (waiting for another process's write lock: rare, and then bounded)."""
-_CLAIMS_PER_QUERY = 500
-"""Connectors per claims lookup of a group commit (SQLite allows 32,766 parameters per statement)."""
 
 _TOPIC_NAME = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
 
@@ -111,13 +96,13 @@ class CompactionReport:
 
 @dataclass(eq=False, slots=True)
 class _WriteRequest:
-    """One append waiting for a group commit. ``outcome`` gets the positions or an error; a request
-    cancelled before the committer took it is skipped (nothing written)."""
+    """One ``append`` call waiting for a group commit; ``done`` is set with positions or an error."""
 
     entries: list[tuple[bytes, bytes | None, int]]
-    fence: Fence | None
-    deadline: float
-    outcome: Future[list[Position]] = field(default_factory=Future)
+    fence: Fence | None = None
+    done: threading.Event = field(default_factory=threading.Event)
+    positions: list[Position] | None = None
+    error: OffsetsError | None = None
 
 
 class EmbeddedOffsetLog(OffsetLog):
@@ -128,11 +113,9 @@ class EmbeddedOffsetLog(OffsetLog):
     frames sit in the kernel's page cache, which outlives the process), but not an OS crash or power
     loss, and unlike a Kafka topic with ``acks=all`` over replicas this file is the only copy of the
     offsets. Connect flushes offsets once per ``offset.flush.interval.ms`` per task, so an fsync per
-    commit is cheap at that rate, and concurrent appends share one commit (group commit): one
-    committer thread writes the appends waiting when it gets to them (a few at a time) in one
-    transaction, so many writers pay for one fsync per batch rather than per call.
-    ``synchronous="NORMAL"`` is accepted for throwaway logs (benchmarks, tests of other components)
-    and nothing else.
+    commit is cheap at that rate, and concurrent appends share one commit (group commit) so a busy
+    thread pool pays for one fsync per batch rather than per call. ``synchronous="NORMAL"`` is
+    accepted for throwaway logs (benchmarks, tests of other components) and nothing else.
     """
 
     def __init__(
@@ -159,11 +142,9 @@ class EmbeddedOffsetLog(OffsetLog):
         self._file = LogFile(self._db_path, name, partitions, synchronous)
 
         self._writer: sqlite3.Connection | None = None
-        self._commit_lock = threading.Lock()  # guards the writer connection; held by the committer
-        self._pending_cond = threading.Condition()  # guards _pending and _closed; wakes the committer
-        self._pending: deque[_WriteRequest] = deque()
-        self._committer: threading.Thread | None = None
-        self._busy_ms = -1  # the writer connection's busy timeout, as last set
+        self._commit_lock = threading.Lock()  # guards the writer connection; held by the commit leader
+        self._pending_lock = threading.Lock()  # guards _pending and _closed
+        self._pending: list[_WriteRequest] = []
         self._closed = False
         self._claims_reader: sqlite3.Connection | None = None
         self._claims_lock = threading.Lock()  # guards _claims_reader
@@ -249,27 +230,16 @@ class EmbeddedOffsetLog(OffsetLog):
                 conn.close()
             raise
         self._writer = conn
-        self._committer = threading.Thread(
-            target=self._commit_forever, name=f"offsets-committer-{self._name}", daemon=True
-        )
-        self._committer.start()
         log.info("opened %s (%d partitions)", self.description, self._partitions)
 
     def close(self) -> None:
         """Stop the reader, fail writes that were never started, and release the database. Idempotent."""
-        with self._pending_cond:
+        with self._pending_lock:
             self._closed = True
-            abandoned = list(self._pending)
-            self._pending.clear()
-            self._pending_cond.notify_all()
+            abandoned, self._pending = self._pending, []
         for req in abandoned:
-            if req.outcome.set_running_or_notify_cancel():
-                req.outcome.set_exception(
-                    LogWriteError(f"{self.description} was closed before this write was started; nothing was written")
-                )
-        committer = self._committer
-        if committer is not None and committer is not threading.current_thread():
-            committer.join(timeout=10.0)  # a commit in progress finishes and answers first
+            req.error = LogWriteError(f"{self.description} was closed before this write was started")
+            req.done.set()
         self._stop.set()
         self._wake.set()
         with self._progress_cond:
@@ -447,9 +417,9 @@ class EmbeddedOffsetLog(OffsetLog):
     def append(self, entries: Sequence[tuple[bytes | None, bytes | None]], timeout_s: float = 30.0) -> list[Position]:
         """Durably append ``(key, value-or-None)`` records; returns where each landed, in input order.
 
-        Concurrent callers are group-committed: the committer thread writes waiting requests together
-        in one transaction (each request's records stay contiguous and in order, so per-key order
-        holds) and pays for one fsync. Keyless records are refused with ``InvalidRecord`` before
+        Concurrent callers are group-committed: whoever holds the commit lock writes every waiting
+        request in one transaction (each request's records stay contiguous and in order, so per-key
+        order holds) and pays for one fsync. Keyless records are refused with ``InvalidRecord`` before
         anything is written, because a compacted Kafka topic refuses them too and the log must stay
         exportable. A request that times out before a commit picked it up is withdrawn and reported
         as not written; one already inside a commit waits for that commit's outcome, so the answer
@@ -465,43 +435,39 @@ class EmbeddedOffsetLog(OffsetLog):
         very transaction that writes, so no claim can slip between the check and the write."""
         return self._append(entries, timeout_s, fence)
 
-    def start_append_fenced(
-        self, fence: Fence, entries: Sequence[tuple[bytes, bytes | None]], timeout_s: float = 30.0
-    ) -> Future[list[Position]] | None:
-        """Queued for the committer, never blocking: ``append_fenced``'s answer arrives on the
-        committer thread; ``cancel()`` withdraws the write until a commit took it."""
-        if not entries:
-            done: Future[list[Position]] = Future()
-            done.set_result([])
-            return done
-        return self._submit(entries, timeout_s, fence)
-
     def _append(
         self, entries: Sequence[tuple[bytes | None, bytes | None]], timeout_s: float, fence: Fence | None
     ) -> list[Position]:
         if not entries:
             return []
-        outcome = self._submit(entries, timeout_s, fence)
-        try:
-            return outcome.result(timeout_s)
-        except FutureTimeout:
-            if outcome.cancel():
-                raise LogTimeout(
-                    f"{self.description}: write timed out after {timeout_s:g} s waiting for the log; "
-                    "nothing was written"
-                ) from None
-            return outcome.result()  # inside a commit right now: its outcome is moments away
-
-    def _submit(
-        self, entries: Sequence[tuple[bytes | None, bytes | None]], timeout_s: float, fence: Fence | None
-    ) -> Future[list[Position]]:
-        req = _WriteRequest(self._prepare(entries), fence, time.monotonic() + timeout_s)
-        with self._pending_cond:
+        req = _WriteRequest(self._prepare(entries), fence)
+        deadline = time.monotonic() + timeout_s
+        with self._pending_lock:
             if self._closed or self._writer is None:
                 raise LogWriteError(f"{self.description} is not open; nothing was written")
             self._pending.append(req)
-            self._pending_cond.notify()
-        return req.outcome
+        while not req.done.is_set():
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                with self._pending_lock:
+                    if any(r is req for r in self._pending):
+                        self._pending = [r for r in self._pending if r is not req]
+                        raise LogTimeout(
+                            f"{self.description}: write timed out after {timeout_s:g} s waiting for the "
+                            "log; nothing was written"
+                        )
+                req.done.wait()  # inside a commit right now: its outcome is moments away
+                break
+            if self._commit_lock.acquire(timeout=remaining):
+                try:
+                    if not req.done.is_set():
+                        self._commit_pending(deadline)
+                finally:
+                    self._commit_lock.release()
+        if req.error is not None:
+            raise req.error
+        assert req.positions is not None
+        return req.positions
 
     def _prepare(self, entries: Sequence[tuple[bytes | None, bytes | None]]) -> list[tuple[bytes, bytes | None, int]]:
         prepared: list[tuple[bytes, bytes | None, int]] = []
@@ -526,67 +492,53 @@ class EmbeddedOffsetLog(OffsetLog):
             prepared.append((kb, None if value is None else bytes(value), partition_for(kb, n)))
         return prepared
 
-    def _commit_forever(self) -> None:
-        """The committer thread: the appends waiting when it looks (up to ``_WRITES_PER_COMMIT``) in
-        one transaction, until closed and drained."""
-        while True:
-            with self._pending_cond:
-                while not self._pending and not self._closed:
-                    self._pending_cond.wait()
-                if not self._pending:
-                    return
-                batch = [self._pending.popleft() for _ in range(min(len(self._pending), _WRITES_PER_COMMIT))]
-            live = [req for req in batch if req.outcome.set_running_or_notify_cancel()]
-            if not live:
-                continue
-            try:
-                with self._commit_lock:
-                    outcomes = self._commit(live)
-            except BaseException as e:  # never leave a writer without an answer, nor the log without a committer
-                log.exception("%s: the committer failed a batch of %d writes", self.description, len(live))
-                failed = LogWriteError(f"{self.description}: write interrupted ({e!r}); nothing was written")
-                outcomes = [failed] * len(live)
-            # Outside the commit lock: the answers' callbacks (the view, the event loop) run here.
-            for req, outcome in zip(live, outcomes, strict=True):
-                if isinstance(outcome, OffsetsError):
-                    req.outcome.set_exception(outcome)
-                else:
-                    req.outcome.set_result(outcome)
-
-    def _commit(self, batch: list[_WriteRequest]) -> list[list[Position] | OffsetsError]:
-        """Write ``batch`` in one transaction: per request its positions or why it was refused."""
-        conn = self._writer
-        if conn is None:
-            return [LogWriteError(f"{self.description} was closed; nothing was written")] * len(batch)
+    def _commit_pending(self, deadline: float) -> None:
+        """Write every waiting request in one transaction. Caller holds ``_commit_lock``."""
+        with self._pending_lock:
+            batch, self._pending = self._pending, []
+        if not batch:
+            return
         try:
-            return self._write(conn, batch, max(req.deadline for req in batch))
-        except sqlite3.Error as e:
-            why = "timed out waiting for another writer" if is_busy(e) else str(e)
-            return [LogWriteError(f"{self.description}: write failed ({why}); nothing was written")] * len(batch)
+            conn = self._writer
+            if conn is None:
+                raise LogWriteError(f"{self.description} was closed; nothing was written")
+            try:
+                results = self._write(conn, batch, deadline)
+            except sqlite3.Error as e:
+                why = "timed out waiting for another writer" if is_busy(e) else str(e)
+                raise LogWriteError(f"{self.description}: write failed ({why}); nothing was written") from e
+            except Exception as e:  # e.g. a damaged partitions table: still an answer, not a traceback
+                raise LogWriteError(f"{self.description}: write failed ({e!r}); nothing was written") from e
+            for req, outcome in zip(batch, results, strict=True):
+                if isinstance(outcome, OffsetsError):
+                    req.error = outcome
+                else:
+                    req.positions = outcome
         except OffsetsError as e:
-            return [e] * len(batch)
-        except Exception as e:  # e.g. a damaged partitions table: still an answer, not a traceback
-            return [LogWriteError(f"{self.description}: write failed ({e!r}); nothing was written")] * len(batch)
+            for req in batch:
+                req.error = e
+        finally:
+            for req in batch:
+                if req.positions is None and req.error is None:
+                    req.error = LogWriteError(f"{self.description}: write interrupted; nothing was written")
+                req.done.set()
 
     def _write(
         self, conn: sqlite3.Connection, batch: list[_WriteRequest], deadline: float
     ) -> list[list[Position] | OffsetsError]:
         busy_ms = max(1, int((deadline - time.monotonic()) * 1000))
-        if not busy_ms <= self._busy_ms <= busy_ms + _BUSY_SLACK_MS:  # a statement saved per commit when close
-            conn.execute(f"PRAGMA busy_timeout = {busy_ms}")
-            self._busy_ms = busy_ms
+        conn.execute(f"PRAGMA busy_timeout = {busy_ms}")
         conn.execute("BEGIN IMMEDIATE")
         try:
             next_offsets = end_offsets(conn)
             now_ms = time.time_ns() // 1_000_000
             rows: list[tuple[int, int, bytes, bytes | None, int]] = []
             results: list[list[Position] | OffsetsError] = []
-            held = self._claims_of(conn, {req.fence.connector for req in batch if req.fence is not None})
-            for connector in held:
-                self._claims_seen.claimed(connector)
             for req in batch:
                 if req.fence is not None:
-                    current = held.get(req.fence.connector)
+                    current = self._claim_in(conn, req.fence.connector)
+                    if current is not None:
+                        self._claims_seen.claimed(req.fence.connector)
                     if req.fence.epoch is None:
                         if current is not None:  # an unclaimed writer, and someone holds the connector
                             results.append(ClaimHeld(held_message(req.fence.connector, current)))
@@ -605,9 +557,14 @@ class EmbeddedOffsetLog(OffsetLog):
             if not rows:
                 conn.execute("COMMIT")
                 return results
-            insert_records(conn, rows)
+            conn.executemany(
+                "INSERT INTO records (partition, offset, key, value, timestamp_ms) VALUES (?, ?, ?, ?, ?)",
+                rows,
+            )
             ends = {p: next_offsets[p] for p in touched}
-            set_end_offsets(conn, ends)
+            conn.executemany(
+                "UPDATE partitions SET next_offset = ? WHERE partition = ?", [(e, p) for p, e in ends.items()]
+            )
             conn.execute("COMMIT")
             self._own_writes.note_ends(ends)
         except BaseException:
@@ -718,23 +675,6 @@ class EmbeddedOffsetLog(OffsetLog):
 
     def may_be_claimed(self, connector: str) -> bool:
         return self._claims_seen.may_be_claimed(connector)
-
-    @staticmethod
-    def _claims_of(conn: sqlite3.Connection, connectors: set[str]) -> dict[str, Claim]:
-        """The current claims of ``connectors``: one query per batch, not one per write (every
-        SQLite call lets go of the interpreter lock, and getting it back waits on the busy loop)."""
-        names = sorted(connectors)
-        found: dict[str, Claim] = {}
-        for start in range(0, len(names), _CLAIMS_PER_QUERY):
-            chunk = names[start : start + _CLAIMS_PER_QUERY]
-            marks = ",".join("?" * len(chunk))
-            for connector, owner, epoch, at_ms in conn.execute(
-                "SELECT connector, owner, epoch, claimed_at_ms FROM claims "
-                f"WHERE released = 0 AND connector IN ({marks})",
-                chunk,
-            ):
-                found[connector] = Claim(connector, owner, epoch, at_ms)
-        return found
 
     @staticmethod
     def _claim_in(conn: sqlite3.Connection, connector: str) -> Claim | None:

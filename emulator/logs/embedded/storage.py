@@ -15,12 +15,10 @@ WAL needs shared memory between the processes on one host, so a network file sys
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import sqlite3
 import time
-from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -175,41 +173,9 @@ class LogFile:
         return LogConfigError(f"embedded offsets log {self.path} {what}: {e}")
 
 
-# Every SQLite step lets go of Python's interpreter lock, and a thread getting it back waits while
-# another (the event loop) runs Python, up to the switch interval (5 ms) each time. So a commit reads
-# and writes with as few steps as it can: one row for the end offsets, one statement per insert
-# and update, not one step per partition or record.
-_ROWS_PER_INSERT = 1_000
-"""Records per INSERT statement (5 parameters each; SQLite allows 32,766 per statement)."""
-
-
 def end_offsets(conn: sqlite3.Connection) -> dict[int, int]:
-    """The next offset of every partition: the log end offsets (read as one JSON row)."""
-    row = conn.execute("SELECT json_group_object(partition, next_offset) FROM partitions").fetchone()
-    return {int(p): int(n) for p, n in json.loads(row[0]).items()}
-
-
-def insert_records(conn: sqlite3.Connection, rows: Sequence[tuple[int, int, bytes, bytes | None, int]]) -> None:
-    """``(partition, offset, key, value, timestamp_ms)`` rows, a statement per ``_ROWS_PER_INSERT``."""
-    for start in range(0, len(rows), _ROWS_PER_INSERT):
-        chunk = rows[start : start + _ROWS_PER_INSERT]
-        conn.execute(
-            "INSERT INTO records (partition, offset, key, value, timestamp_ms) VALUES "
-            + ",".join(["(?,?,?,?,?)"] * len(chunk)),
-            [field for row in chunk for field in row],
-        )
-
-
-def set_end_offsets(conn: sqlite3.Connection, ends: Mapping[int, int]) -> None:
-    """Partition → its new next offset, in one statement."""
-    if not ends:
-        return
-    cases = " ".join(["WHEN ? THEN ?"] * len(ends))
-    marks = ",".join("?" * len(ends))
-    conn.execute(
-        f"UPDATE partitions SET next_offset = CASE partition {cases} END WHERE partition IN ({marks})",
-        [*(x for item in ends.items() for x in item), *ends],
-    )
+    """The next offset of every partition: the log end offsets."""
+    return {int(p): int(n) for p, n in conn.execute("SELECT partition, next_offset FROM partitions")}
 
 
 def is_corruption(e: sqlite3.Error) -> bool:

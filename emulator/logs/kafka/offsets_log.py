@@ -379,12 +379,11 @@ class KafkaOffsetLog(OffsetLog):
         return self._noted(store.append_fenced(fence, checked, timeout_s))
 
     def start_append_fenced(
-        self, fence: Fence, entries: Sequence[tuple[bytes, bytes | None]], timeout_s: float = 30.0
+        self, fence: Fence, entries: Sequence[tuple[bytes, bytes | None]]
     ) -> Future[list[Position]] | None:
         """Only a write without a claim epoch while nobody ever claimed on this topic (the common
         case, and the one ``append_fenced`` appends with no claims lookup): anything else needs the
-        claims store's lock or a transaction, both blocking. Records handed to the producer cannot be
-        taken back: the future is never cancellable."""
+        claims store's lock or a transaction, both blocking."""
         if fence.epoch is not None:
             return None
         checked = [checked_entry(i, e) for i, e in enumerate(entries)]
