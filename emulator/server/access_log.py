@@ -97,7 +97,7 @@ class RequestObserver:
         matched = scope.get("route")
         route: str = getattr(matched, "path", None) or UNMATCHED_ROUTE
         try:
-            if self._access_log:
+            if self._access_log and log.isEnabledFor(logging.INFO):  # built only to be written
                 log.info(
                     "%s %s %d%s %.1f ms %s@%s",
                     method,

@@ -51,6 +51,9 @@ def create_app(
         docs_url=None,
         redoc_url=None,
         dependencies=[Depends(enforce)],
+        # The daemon's telemetry is its log and Prometheus metrics (docs/operations.md). FastAPI's
+        # native OpenTelemetry would otherwise look up the global providers on every request.
+        telemetry={"tracing": False, "metrics": False, "logs": False},
     )
     app.state.runtime = runtime
     app.state.security = security

@@ -87,6 +87,14 @@ class Auditor:
         seconds: float,
     ) -> None:
         result = result_of(event, status, error_kind)
+        if log.isEnabledFor(logging.INFO):  # the line and its fields are built only to be written
+            self._log(event, principal, status, error_kind, seconds, result)
+        self._count(event, status, error_kind, result)
+
+    @staticmethod
+    def _log(
+        event: AuditEvent, principal: Principal, status: int, error_kind: str | None, seconds: float, result: str
+    ) -> None:
         body: dict[str, Any] = {
             "event": "audit",
             "principal": principal.name,
@@ -104,7 +112,6 @@ class Auditor:
             **event.details,
         }
         log.info(_text(event, principal, status, result), extra=fields(**body))
-        self._count(event, status, error_kind, result)
 
     def _count(self, event: AuditEvent, status: int, error_kind: str | None, result: str) -> None:
         metrics = self._metrics

@@ -279,6 +279,21 @@ def test_without_the_access_log_writes_are_still_audited_in_text_lines(
     assert "emulator.access" not in text
 
 
+def test_at_warning_level_no_line_is_written_and_every_write_is_still_counted(daemon_factory: DaemonFactory) -> None:
+    """The access and audit lines are built only when INFO is on; the metrics never depend on it."""
+    daemon = daemon_factory("--log-level", "WARNING")
+    name = unique("warning-level")
+    assert patch(daemon, name, offsets(1, "a"), create="true").status_code == 200
+    assert patch(daemon, name, offsets(2, "a"), dry_run="true").status_code == 200
+    samples = scrape(daemon.url)
+    assert writes(samples, name, "PATCH", "ok") == 1
+    assert writes(samples, name, "PATCH", "dry_run") == 1
+    labels = {"method": "PATCH", "route": WRITE_ROUTE, "status": "200"}
+    assert samples.value("connect_offsets_http_requests_total", **labels) == 2
+    text = daemon.log_path.read_text()
+    assert "emulator.audit" not in text and "emulator.access" not in text, daemon.log_tail()
+
+
 def _version() -> str:
     from emulator import __version__
 
