@@ -386,7 +386,6 @@ class KafkaOffsetLog(OffsetLog):
         claims store's lock or a transaction, both blocking."""
         if fence.epoch is not None:
             return None
-        checked = [checked_entry(i, e) for i, e in enumerate(entries)]
         if not self._claims_lock.acquire(blocking=False):  # the store is being opened: wait in a worker
             return None
         try:
@@ -395,7 +394,7 @@ class KafkaOffsetLog(OffsetLog):
                 return None
         finally:
             self._claims_lock.release()
-        started = self._writer.start(checked)
+        started = self._writer.start([checked_entry(i, e) for i, e in enumerate(entries)])
         if started is not None:
             started.add_done_callback(self._noted_when_written)  # before the caller's callbacks
         return started
