@@ -235,7 +235,7 @@ class OffsetsWriter:
                 return None
             pending = _PendingAppend(len(checked), float("inf"), self.description)
             for index, (key, value) in enumerate(checked):
-                if not self._hand(producer, count, pending, index, key, value, len(checked)):
+                if not self._hand(producer, count, pending, index, key, value):
                     if index == 0:  # nothing handed over: the blocking path waits for room
                         return None
                     raise self._partly_handed(
@@ -286,7 +286,7 @@ class OffsetsWriter:
         deadline = time.monotonic() + timeout_s
         pending = _PendingAppend(len(checked), deadline, self.description)
         for index, (key, value) in enumerate(checked):
-            while not self._hand(producer, count, pending, index, key, value, len(checked)):
+            while not self._hand(producer, count, pending, index, key, value):
                 if time.monotonic() >= deadline:
                     raise self._partly_handed(
                         pending,
@@ -305,7 +305,6 @@ class OffsetsWriter:
         index: int,
         key: bytes,
         value: bytes | None,
-        total: int,
     ) -> bool:
         """Hand one record to the producer: False when its local queue is full (nothing handed)."""
         try:
@@ -321,7 +320,10 @@ class OffsetsWriter:
             return False
         except KafkaException as exc:
             raise self._partly_handed(
-                pending, index, total, f"Could not produce to {self.description}: {exc.args[0] if exc.args else exc}"
+                pending,
+                index,
+                len(pending.positions),
+                f"Could not produce to {self.description}: {exc.args[0] if exc.args else exc}",
             ) from exc
         return True
 
