@@ -30,6 +30,7 @@ from emulator.server.announce import Announcement, AnnouncingServer, clear_url_f
 from emulator.server.auth import reload as credentials_reload
 from emulator.server.auth.config import Security, build_security
 from emulator.server.auth.tls import PeerCertificateProtocol, TlsError, TlsFiles, server_context
+from emulator.server.heap import CollectorPauses, freeze_long_lived
 from emulator.server.listen import listen, url_of
 from emulator.server.log_format import configure_logging
 from emulator.server.metrics import serve_metrics
@@ -244,8 +245,9 @@ def build_history(settings: Settings, runtime: Runtime, origins: OriginRegistry 
     return archive
 
 
-async def _report_replay(runtime: Runtime, every_s: float = 5.0) -> None:
-    """Progress on long work: a replay of millions of records should not look like a hang."""
+async def _report_replay(runtime: Runtime, freeze_heap: bool, every_s: float = 5.0) -> None:
+    """Progress on long work: a replay of millions of records should not look like a hang.
+    ``freeze_heap``: the daemon's, not an in-process app's (``emulator.server.heap``)."""
     while True:
         progress = runtime.log.progress()
         if progress.error is not None:
@@ -258,6 +260,8 @@ async def _report_replay(runtime: Runtime, every_s: float = 5.0) -> None:
                 runtime.view.live_keys(),
                 len(runtime.view.connectors()),
             )
+            if freeze_heap:
+                freeze_long_lived("offsets log read to end")
             return
         total = sum(progress.end_offsets.values())
         log.info(
@@ -290,10 +294,13 @@ def make_app(
     observability: Observability | None = None,
     max_body_bytes: int | None = None,
     reading_started: bool = False,
+    freeze_heap: bool = False,
 ) -> FastAPI:
     """The app over ``runtime``; its lifespan starts the log's reading unless ``reading_started``
-    (``serve`` starts it before building the app). FastAPI is imported here, not at the top of this
-    module: see ``serve``."""
+    (``serve`` starts it before building the app), and with ``freeze_heap`` exempts the view's
+    objects from garbage collection once the log is read (``emulator.server.heap``; the daemon's
+    process only: a test process would keep its tests' reference cycles forever). FastAPI is
+    imported here, not at the top of this module: see ``serve``."""
     from emulator.server.app import create_app
     from emulator.server.routes.params import DEFAULT_MAX_BODY_BYTES
 
@@ -306,7 +313,7 @@ def make_app(
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         if not reading_started:
             start_reading(runtime)
-        tasks = [asyncio.create_task(_report_replay(runtime))]
+        tasks = [asyncio.create_task(_report_replay(runtime, freeze_heap))]
         if store is not None:
             tasks.append(asyncio.create_task(credentials_reload.watch(store)))
             credentials_reload.on_sighup(store)
@@ -369,7 +376,9 @@ def serve(settings: Settings) -> None:
         start_reading(runtime)
         sock = listen(settings.host, settings.port)
         observability = build_observability(settings, runtime)
-        app = make_app(runtime, history, security, observability, settings.max_body_bytes, reading_started=True)
+        app = make_app(
+            runtime, history, security, observability, settings.max_body_bytes, reading_started=True, freeze_heap=True
+        )
         if settings.metrics_port is not None:
             stop_metrics = serve_metrics(app.state.metrics, settings.host, settings.metrics_port)
     except BaseException:
@@ -390,10 +399,13 @@ def serve(settings: Settings) -> None:
     config = uvicorn.Config(
         app, log_level=settings.log_level.lower(), access_log=False, lifespan="on", log_config=None, **tls
     )
+    stop_gc_metrics = CollectorPauses(app.state.metrics.registry).install()
+    freeze_long_lived("app built")
     announcement = Announcement(url, settings.url_file, lambda: runtime.health.readiness()["ready"])
     try:
         AnnouncingServer(config, announcement).run(sockets=[sock])
     finally:
+        stop_gc_metrics()
         remove_url_file(settings.url_file)
         if stop_metrics is not None:
             stop_metrics()
