@@ -11,13 +11,15 @@ offset flush or a Spark committer does. For ``--seconds`` each, alternating ``--
 Target (issue 12): many ≥ 3 × one commits/s, with p99 ≤ 50 ms, by group commit (many writers'
 records in one produce/flush, one SQLite transaction). Every answer must be 200, and at the end every
 connector's ``GET`` must show exactly its writer's last position (read-your-writes, per-connector
-order). The load generator is ``benchmarks.http_load`` (prebuilt requests on raw asyncio streams), so
-the client's own CPU is small next to the daemon's; it still shares the machine's two cores.
+order). The load generator is ``benchmarks.http_load`` (prebuilt requests on raw asyncio streams),
+so the client's own CPU is small next to the daemon's; it still shares the machine's two cores.
 
 Each phase also reports where the CPU went: the daemon's cores in use (all its threads, and its
 event loop's thread alone, from ``/proc``), its CPU ms per commit and the load generator's cores, so
 a ceiling can be told apart: a daemon at about one core is bound by its own Python work (one
-interpreter lock for all its threads), not by fsync or the broker.
+interpreter lock for all its threads), not by fsync or the broker. And the daemon's
+garbage-collection pauses in it, from its ``/metrics``: a full collection stops every request in
+flight, so its pauses show up in the p99.
 
 ``--backend embedded`` (default: both) runs a daemon on a fresh data directory (SQLite, fsync per
 commit); ``kafka`` a daemon on a fresh Tansu broker. Writes ``benchmarks/results/concurrency-<utc>.json``.
@@ -38,6 +40,7 @@ from benchmarks.support import (
     Daemon,
     Tansu,
     command_line,
+    gc_pauses,
     machine,
     percentile,
     process_cpu_s,
@@ -110,6 +113,18 @@ def cpu_row(
     }
 
 
+def gc_row(before: dict[str, float] | None, after: dict[str, float] | None) -> dict[str, float]:
+    """The phase's garbage-collection pauses (daemons since round 12 time them in ``/metrics``): a
+    full collection stops every request in flight, so its pauses show up in the p99."""
+    if before is None or after is None:
+        return {}
+    return {
+        "gc_full_collections": after.get("full_count", 0) - before.get("full_count", 0),
+        "gc_full_pause_ms": round(after.get("full_ms", 0) - before.get("full_ms", 0), 1),
+        "gc_pause_ms": round(after.get("all_ms", 0) - before.get("all_ms", 0), 1),
+    }
+
+
 async def run_phases(port: int, pid: int, args: argparse.Namespace) -> dict[str, Any]:
     writers = [Writer(port, i) for i in range(args.writers)]
     for w in writers:
@@ -129,6 +144,7 @@ async def run_phases(port: int, pid: int, args: argparse.Namespace) -> dict[str,
                 warm = time.perf_counter() + args.warmup
                 await asyncio.gather(*(w.loop(warm, []) for w in active))
                 samples: list[float] = []
+                gc_before = await asyncio.to_thread(gc_pauses, port)
                 daemon_cpu, loop_cpu, client_cpu = process_cpu_s(pid), process_cpu_s(pid, pid), time.process_time()
                 t0 = time.perf_counter()
                 await asyncio.gather(*(w.loop(t0 + args.seconds, samples) for w in active))
@@ -140,7 +156,15 @@ async def run_phases(port: int, pid: int, args: argparse.Namespace) -> dict[str,
                     elapsed,
                     len(samples),
                 )
-                row = {"round": round_no + 1, "phase": phase, "writers": len(active), **stats(samples, elapsed), **cpu}
+                gc_after = await asyncio.to_thread(gc_pauses, port)
+                row = {
+                    "round": round_no + 1,
+                    "phase": phase,
+                    "writers": len(active),
+                    **stats(samples, elapsed),
+                    **cpu,
+                    **gc_row(gc_before, gc_after),
+                }
                 rounds.append(row)
                 print(f"  {row}", flush=True)
         for w in writers:

@@ -310,6 +310,28 @@ def process_cpu_s(pid: int, thread: int | None = None) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def gc_pauses(port: int) -> dict[str, float] | None:
+    """The daemon's garbage-collection pauses so far, from its ``/metrics``
+    (``connect_offsets_gc_pause_seconds``): count and total ms of full (generation 2) collections
+    and total ms of all; None for a daemon without the metric (before round 12)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=30).text
+    found: dict[str, float] = {}
+    for family in text_string_to_metric_families(text):
+        if family.name != "connect_offsets_gc_pause_seconds":
+            continue
+        for sample in family.samples:
+            generation = sample.labels.get("generation")
+            if sample.name.endswith("_sum"):
+                found["all_ms"] = found.get("all_ms", 0.0) + sample.value * 1000
+                if generation == "2":
+                    found["full_ms"] = sample.value * 1000
+            elif sample.name.endswith("_count") and generation == "2":
+                found["full_count"] = sample.value
+    return found or None
+
+
 def stop_process(proc: subprocess.Popen[Any] | None, timeout_s: float = 10.0) -> None:
     """SIGTERM, then SIGKILL after ``timeout_s``: a benchmark must never leave a child running."""
     if proc is None or proc.poll() is not None:
