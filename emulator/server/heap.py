@@ -4,15 +4,21 @@ A full (generation 2) collection walks every container object the interpreter tr
 daemon that is mostly what never becomes garbage, the imported modules, FastAPI's and pydantic's
 route and schema objects, the app, the log's clients and the view. Under concurrent writes the
 objects of requests in flight live long enough to be promoted, which triggers full collections
-every half second or so; each walked the whole startup heap while holding the interpreter lock,
-35–45 ms with nothing else running, and every request in flight waited that long. That pause was
-the 32-writer p99 (benchmarks/RESULTS.md, round 12).
+every half second or so; each walked the whole startup heap (about 80,000 objects) while holding
+the interpreter lock, 35–45 ms in the daemon under 32 writers, and every request in flight waited
+that long. Those pauses were the 32-writer p99 (benchmarks/RESULTS.md, round 12).
 
 ``gc.freeze`` moves every object tracked now into a permanent generation the collector no longer
 walks; objects still die by reference counting as before, only reference cycles among frozen
 objects would never be collected, so the collector runs once first to leave none behind. Called
 once the app is built (before the first request) and again once the replay has read the log to its
 end (the view's objects), so a full collection walks only what was created since.
+
+Young collections are made rarer too (``YOUNG_THRESHOLD``): they run when allocations of container
+objects outnumber deallocations by the threshold, and with Python's default of 700 the objects of
+32 requests in flight crossed it a hundred times a second, about 5 % of the daemon's time, only to
+find them still alive. The daemon makes little cyclic garbage, so at 10,000 the young generation is
+collected when garbage has accumulated, not when requests are busy.
 
 ``CollectorPauses`` times every collection into the daemon's metrics, so that an operator looking at
 a latency tail can tell a collector pause from a slow broker. Both act on the whole process (the
@@ -32,6 +38,13 @@ from prometheus_client import CollectorRegistry, Gauge, Histogram
 
 log = logging.getLogger(__name__)
 
+YOUNG_THRESHOLD = 10_000
+"""Net container allocations between young collections (Python's default: 700)."""
+
+
+def collect_young_less_often() -> None:
+    gc.set_threshold(YOUNG_THRESHOLD, *gc.get_threshold()[1:])
+
 
 def freeze_long_lived(moment: str) -> None:
     """Collect, then exempt every object alive now from later collections. Blocks for one full
@@ -49,8 +62,8 @@ def freeze_long_lived(moment: str) -> None:
 
 
 PAUSE_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0)
-"""Seconds: a young collection takes tens of µs, a full one over a frozen heap about a millisecond,
-over an unfrozen one tens of ms."""
+"""Seconds: a young collection takes tens to hundreds of µs, a full one over a frozen heap about a
+millisecond, over an unfrozen one tens of ms."""
 
 
 class CollectorPauses:

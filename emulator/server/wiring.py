@@ -30,7 +30,7 @@ from emulator.server.announce import Announcement, AnnouncingServer, clear_url_f
 from emulator.server.auth import reload as credentials_reload
 from emulator.server.auth.config import Security, build_security
 from emulator.server.auth.tls import PeerCertificateProtocol, TlsError, TlsFiles, server_context
-from emulator.server.heap import CollectorPauses, freeze_long_lived
+from emulator.server.heap import CollectorPauses, collect_young_less_often, freeze_long_lived
 from emulator.server.listen import listen, url_of
 from emulator.server.log_format import configure_logging
 from emulator.server.metrics import serve_metrics
@@ -401,6 +401,7 @@ def serve(settings: Settings) -> None:
     )
     stop_gc_metrics = CollectorPauses(app.state.metrics.registry).install()
     freeze_long_lived("app built")
+    collect_young_less_often()
     announcement = Announcement(url, settings.url_file, lambda: runtime.health.readiness()["ready"])
     try:
         AnnouncingServer(config, announcement).run(sockets=[sock])
