@@ -361,6 +361,7 @@ def serve(settings: Settings) -> None:
     ``--url-file`` (``emulator.server.announce``); a stale URL file is removed before anything else.
     """
     configure_logging(settings.log_level, settings.log_format)
+    collect_young_less_often()  # from the start: the replay allocates too
     clear_url_file(settings.url_file)
     security = build_security(settings)
     tls = tls_options(settings, security)
@@ -401,7 +402,6 @@ def serve(settings: Settings) -> None:
     )
     stop_gc_metrics = CollectorPauses(app.state.metrics.registry).install()
     freeze_long_lived("app built")
-    collect_young_less_often()
     announcement = Announcement(url, settings.url_file, lambda: runtime.health.readiness()["ready"])
     try:
         AnnouncingServer(config, announcement).run(sockets=[sock])
