@@ -19,7 +19,8 @@ event loop's thread alone, from ``/proc``), its CPU ms per commit and the load g
 a ceiling can be told apart: a daemon at about one core is bound by its own Python work (one
 interpreter lock for all its threads), not by fsync or the broker. And the daemon's
 garbage-collection pauses in it, from its ``/metrics``: a full collection stops every request in
-flight, so its pauses show up in the p99.
+flight, so its pauses show up in the p99. On Kafka, the broker's cores too: Tansu runs on the same
+two cores, and serving the daemon's reader as well as its writes it takes about one of them.
 
 ``--backend embedded`` (default: both) runs a daemon on a fresh data directory (SQLite, fsync per
 commit); ``kafka`` a daemon on a fresh Tansu broker. Writes ``benchmarks/results/concurrency-<utc>.json``.
@@ -125,7 +126,7 @@ def gc_row(before: dict[str, float] | None, after: dict[str, float] | None) -> d
     }
 
 
-async def run_phases(port: int, pid: int, args: argparse.Namespace) -> dict[str, Any]:
+async def run_phases(port: int, pid: int, args: argparse.Namespace, broker_pid: int | None = None) -> dict[str, Any]:
     writers = [Writer(port, i) for i in range(args.writers)]
     for w in writers:
         await w.connection.open()
@@ -146,9 +147,11 @@ async def run_phases(port: int, pid: int, args: argparse.Namespace) -> dict[str,
                 samples: list[float] = []
                 gc_before = await asyncio.to_thread(gc_pauses, port)
                 daemon_cpu, loop_cpu, client_cpu = process_cpu_s(pid), process_cpu_s(pid, pid), time.process_time()
+                broker_cpu = process_cpu_s(broker_pid) if broker_pid is not None else 0.0
                 t0 = time.perf_counter()
                 await asyncio.gather(*(w.loop(t0 + args.seconds, samples) for w in active))
                 elapsed = time.perf_counter() - t0
+                broker_cores = (process_cpu_s(broker_pid) - broker_cpu) / elapsed if broker_pid is not None else None
                 cpu = cpu_row(
                     process_cpu_s(pid) - daemon_cpu,
                     process_cpu_s(pid, pid) - loop_cpu,
@@ -165,6 +168,8 @@ async def run_phases(port: int, pid: int, args: argparse.Namespace) -> dict[str,
                     **cpu,
                     **gc_row(gc_before, gc_after),
                 }
+                if broker_cores is not None:  # the broker shares the machine's cores with the daemon
+                    row["broker_cores"] = round(broker_cores, 2)
                 rounds.append(row)
                 print(f"  {row}", flush=True)
         for w in writers:
@@ -218,7 +223,8 @@ def main() -> None:
             kafka_args = ["--bootstrap-servers", broker.bootstrap, "--offsets-topic", topic]
             with Daemon([*kafka_args, "--data-dir", str(work / "kafka"), *base], work / "daemon-kafka.log") as daemon:
                 print(" Kafka daemon:", flush=True)
-                payload["kafka"] = asyncio.run(run_phases(daemon.port, daemon.pid, args))
+                assert broker.process is not None
+                payload["kafka"] = asyncio.run(run_phases(daemon.port, daemon.pid, args, broker.process.pid))
     payload["loadavg_at_end"] = Path("/proc/loadavg").read_text().split()[:3]
     for name in ("embedded", "kafka"):
         if name in payload:
