@@ -263,6 +263,10 @@ async def _report_replay(runtime: Runtime, freeze_heap: bool, every_s: float = 5
             if freeze_heap:
                 freeze_long_lived("offsets log read to end")
             return
+        if not progress.end_offsets:  # the reader has not learnt the topic's partitions and ends yet
+            log.info("replaying %s: waiting for the log's end offsets", runtime.log.description)
+            await asyncio.sleep(every_s)
+            continue
         total = sum(progress.end_offsets.values())
         log.info(
             "replaying %s: %d records read (end offsets sum %d), %d/%d partitions at end",
