@@ -155,6 +155,25 @@ def test_records_are_placed_where_javas_producer_would_place_them(data_dir: Path
         offsets_log.close()
 
 
+def test_the_log_names_its_file_by_the_absolute_path_it_had_when_opened(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every write names its log (a deadline's message); the name is resolved once, so a write asks
+    nothing of the filesystem for it and a daemon whose working directory went away still answers."""
+    monkeypatch.chdir(tmp_path)
+    offsets_log = EmbeddedOffsetLog("data", partitions=3)
+    offsets_log.open()
+    try:
+        named = f"embedded://{(tmp_path / 'data' / 'connect-offsets.sqlite3').resolve()}"
+        assert offsets_log.description == named
+        elsewhere = tmp_path / "elsewhere"
+        elsewhere.mkdir()
+        monkeypatch.chdir(elsewhere)  # a relative path would now resolve under elsewhere/
+        assert offsets_log.description == named
+    finally:
+        offsets_log.close()
+
+
 def test_a_keyless_record_is_refused_and_nothing_of_its_batch_is_written(log: EmbeddedOffsetLog) -> None:
     with pytest.raises(InvalidRecord, match="null key"):
         log.append([(b'["c",{"a":1}]', b"{}"), (None, b"{}")])

@@ -19,7 +19,7 @@ import logging
 import os
 import sqlite3
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from emulator.model.errors import LogConfigError
@@ -44,10 +44,13 @@ class LogFile:
     name: str
     partitions: int
     synchronous: str
+    description: str = field(init=False)
+    """``embedded://`` and the absolute path, resolved once: every write names its log, and resolving
+    the path each time cost a system call per directory level (and failed with the daemon's working
+    directory deleted under it)."""
 
-    @property
-    def description(self) -> str:
-        return f"embedded://{self.path.resolve()}"
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "description", f"embedded://{self.path.resolve()}")
 
     def connect(self, timeout_s: float) -> sqlite3.Connection:
         conn = sqlite3.connect(self.path, timeout=timeout_s, isolation_level=None, check_same_thread=False)
