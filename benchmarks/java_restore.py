@@ -26,7 +26,6 @@ import os
 import sys
 import threading
 import time
-from pathlib import Path
 from typing import Any
 
 # Stdout is the result channel: point fd 1 at stderr before the JVM starts so nothing the JVM prints
@@ -35,6 +34,7 @@ _RESULTS = os.fdopen(os.dup(1), "w", buffering=1)
 os.dup2(2, 1)
 sys.stdout = sys.stderr
 
+from tests.fixtures.processes import rss_kib  # noqa: E402
 from tests.oracle.classpath import LOG4J_CONFIG, jvm_path, oracle_classpath  # noqa: E402
 
 # What kafka-run-class.sh (KAFKA_JVM_PERFORMANCE_OPTS) and connect-distributed.sh (KAFKA_HEAP_OPTS) use.
@@ -55,15 +55,6 @@ WORKER_JVM_OPTS = [
 def emit(msg: dict[str, Any]) -> None:
     _RESULTS.write(json.dumps(msg) + "\n")
     _RESULTS.flush()
-
-
-def rss_kib() -> dict[str, int]:
-    out = {}
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith(("VmRSS:", "VmHWM:")):
-            name, value = line.split(":", 1)
-            out[name] = int(value.split()[0])
-    return out
 
 
 def bounded(fn: Any, timeout_s: float, what: str) -> bool:

@@ -36,6 +36,7 @@ from emulator.codec.keys import encode_key
 from emulator.codec.murmur2 import partition_for
 from emulator.codec.values import encode_offset
 from tests.fixtures.processes import TansuStartError, die_with_parent, free_port, kill_process, start_tansu
+from tests.fixtures.processes import rss_kib as rss_kib  # the benchmarks' name for it
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
@@ -287,17 +288,6 @@ def write_results(name: str, payload: dict[str, Any]) -> Path:
 
 def workdir(prefix: str) -> Path:
     return Path(tempfile.mkdtemp(prefix=f"bench-{prefix}-"))
-
-
-def rss_kib(pid: int | str = "self") -> dict[str, int]:
-    """VmRSS and VmHWM (peak) of a process, in KiB."""
-    out: dict[str, int] = {}
-    with contextlib.suppress(OSError):
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith(("VmRSS:", "VmHWM:")):
-                name, value = line.split(":", 1)
-                out[name] = int(value.split()[0])
-    return out
 
 
 def process_cpu_s(pid: int, thread: int | None = None) -> float:

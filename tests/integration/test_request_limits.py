@@ -12,13 +12,13 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
 from tests.fixtures.daemon import DaemonFactory, DaemonProcess
+from tests.fixtures.processes import rss_kib
 
 DEEP = 2000
 
@@ -227,10 +227,7 @@ def test_a_body_over_max_body_bytes_is_a_413_declared_or_streamed(small_daemon: 
 
 def rss_mib(daemon: DaemonProcess) -> float:
     assert daemon.proc is not None
-    for line in Path(f"/proc/{daemon.proc.pid}/status").read_text(encoding="ascii").splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    raise AssertionError("no VmRSS in /proc")
+    return rss_kib(daemon.proc.pid)["VmRSS"] / 1024
 
 
 def test_refused_bodies_do_not_outlive_their_requests(daemon_factory: DaemonFactory, name: str) -> None:
