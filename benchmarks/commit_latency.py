@@ -5,7 +5,8 @@ On one fresh Tansu broker:
 * ``daemon_patch``: ``PATCH /connectors/bench-conn-0/offsets`` with one partition, through a running
   ``connect-offsets serve`` process on the broker. The daemon answers only after the broker acknowledged
   the record (``acks=all``) *and* its own reader applied it to the view (read-your-writes), so a 200 means
-  "durable and visible". Timed by the client, keep-alive HTTP connection.
+  "durable and visible". Timed by the client on one keep-alive connection, each request encoded before
+  its clock starts (``--client lean``, the default; ``--client httpx`` times httpx's own encoding too).
 * ``raw_produce``: confluent-kafka ``produce()`` of the same key and value bytes to the same partition
   number of a second topic on the same broker (``acks=all``, idempotent like the daemon's producer),
   then ``flush()``: the cheapest "durable" write a client can make, with nothing read back. A separate
@@ -34,6 +35,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import json
 import os
 import sqlite3
 import time
@@ -44,6 +47,7 @@ from typing import Any
 import httpx
 from confluent_kafka import Producer
 
+from benchmarks.http_load import BlockingConnection, request_bytes
 from benchmarks.support import (
     Daemon,
     Tansu,
@@ -65,33 +69,67 @@ def patch_body(position: int) -> dict[str, Any]:
     return {"offsets": [{"partition": PARTITION, "offset": {"position": position}}]}
 
 
-def timed_patch(http: httpx.Client, position: int, create: bool = False, dry_run: bool = False) -> float:
-    params = {"create": "true"} if create else {}
-    if dry_run:
-        params["dry_run"] = "true"
-    t0 = time.perf_counter()
-    response = http.patch(f"/connectors/{CONNECTOR}/offsets", json=patch_body(position), params=params or None)
-    elapsed = time.perf_counter() - t0
-    if response.status_code != 200:
-        raise RuntimeError(f"PATCH answered {response.status_code}: {response.text[:300]}")
-    return elapsed
+class DaemonRequests:
+    """The requests this benchmark times, through one keep-alive connection of ``client``.
 
+    ``lean`` (the default, ``benchmarks/http_load.py``): each request encoded before the clock starts,
+    as the raw baselines encode their bytes first, so the figures are the daemon's and the socket's.
+    ``httpx``: the JSON body encoded by httpx inside the timing, what a Python application sees
+    (and what rounds 1 to 12 measured; RESULTS.md, round 13).
+    """
 
-def http_floor(http: httpx.Client, n: int) -> list[float]:
-    """``GET /healthz`` round trips on the same connection: what any request to the daemon costs."""
-    samples = []
-    for _ in range(n):
+    def __init__(self, daemon: Daemon, client: str) -> None:
+        self._lean = BlockingConnection("127.0.0.1", daemon.port) if client == "lean" else None
+        self._httpx = httpx.Client(base_url=daemon.url, timeout=60) if client == "httpx" else None
+
+    def timed(self, method: str, target: str, body: Any = None) -> tuple[float, int, bytes]:
+        """``(seconds, status, body)`` of one request; ``body`` is JSON-encoded, before the clock for lean."""
+        if self._httpx is not None:
+            t0 = time.perf_counter()
+            response = self._httpx.request(method, target, json=body)
+            return time.perf_counter() - t0, response.status_code, response.content
+        assert self._lean is not None
+        request = request_bytes(method, target, body)
         t0 = time.perf_counter()
-        response = http.get("/healthz")
-        samples.append(time.perf_counter() - t0)
-        if response.status_code != 200:
-            raise RuntimeError(f"/healthz answered {response.status_code}")
-    return samples
+        status, content = self._lean.send(request)
+        return time.perf_counter() - t0, status, content
+
+    def patch(self, position: int, create: bool = False, dry_run: bool = False) -> float:
+        query = "&".join(q for q, on in (("create=true", create), ("dry_run=true", dry_run)) if on)
+        target = f"/connectors/{CONNECTOR}/offsets" + (f"?{query}" if query else "")
+        elapsed, status, body = self.timed("PATCH", target, patch_body(position))
+        if status != 200:
+            raise RuntimeError(f"PATCH answered {status}: {body[:300]!r}")
+        return elapsed
+
+    def healthz(self) -> float:
+        """``GET /healthz``: what any request to the daemon costs (HTTP, ASGI, the client)."""
+        elapsed, status, _ = self.timed("GET", "/healthz")
+        if status != 200:
+            raise RuntimeError(f"/healthz answered {status}")
+        return elapsed
+
+    def offsets(self) -> Any:
+        _, status, body = self.timed("GET", f"/connectors/{CONNECTOR}/offsets")
+        if status != 200:
+            raise RuntimeError(f"GET offsets answered {status}: {body[:300]!r}")
+        return json.loads(body)["offsets"]
+
+    def close(self) -> None:
+        if self._lean is not None:
+            self._lean.close()
+        if self._httpx is not None:
+            self._httpx.close()
 
 
-def check_visible(http: httpx.Client, position: int) -> None:
+def http_floor(http: DaemonRequests, n: int) -> list[float]:
+    """``GET /healthz`` round trips on the same connection: what any request to the daemon costs."""
+    return [http.healthz() for _ in range(n)]
+
+
+def check_visible(http: DaemonRequests, position: int) -> None:
     """The last PATCH must be what GET returns: the latency measured was of a write that took effect."""
-    offsets = http.get(f"/connectors/{CONNECTOR}/offsets").json()["offsets"]
+    offsets = http.offsets()
     if offsets != [{"partition": PARTITION, "offset": {"position": position}}]:
         raise RuntimeError(f"GET after the last PATCH shows {offsets}, expected position {position}")
 
@@ -187,7 +225,7 @@ def stats(samples: list[float]) -> dict[str, float]:
 
 def alternate(
     args: argparse.Namespace,
-    http: httpx.Client,
+    http: DaemonRequests,
     raw_commit: Callable[[int], float],
     patch: list[float],
     raw: list[float],
@@ -195,21 +233,21 @@ def alternate(
     """Warm up, then time ``args.n`` PATCHes alternating with as many raw commits of the same position,
     who goes first flipping each time so neither always follows the other's I/O; check the last PATCH
     is visible. Returns the ``/healthz`` floor and the dry-run PATCH samples taken after."""
-    timed_patch(http, 0, create=True)
+    http.patch(0, create=True)
     for i in range(1, args.warmup + 1):
-        timed_patch(http, i)
+        http.patch(i)
         raw_commit(i)
     base = args.warmup + 1
     for i in range(base, base + args.n):
         if i % 2:
-            patch.append(timed_patch(http, i))
+            patch.append(http.patch(i))
             raw.append(raw_commit(i))
         else:
             raw.append(raw_commit(i))
-            patch.append(timed_patch(http, i))
+            patch.append(http.patch(i))
     check_visible(http, base + args.n - 1)
     floor = http_floor(http, args.n)
-    dry = [timed_patch(http, base + args.n, dry_run=True) for _ in range(args.n)]
+    dry = [http.patch(base + args.n, dry_run=True) for _ in range(args.n)]
     return floor, dry
 
 
@@ -232,7 +270,7 @@ def kafka_vs_raw(args: argparse.Namespace, broker: Tansu, work: Path, extra: lis
     raw: list[float] = []
     with (
         Daemon(daemon_args, work / f"daemon-{label}.log") as daemon,
-        httpx.Client(base_url=daemon.url, timeout=60) as http,
+        contextlib.closing(DaemonRequests(daemon, args.client)) as http,
     ):
         producer = RawProducer(broker.bootstrap, raw_topic, args.partitions)
         floor, dry = alternate(args, http, producer.timed_send, patch, raw)
@@ -259,7 +297,7 @@ def embedded_patch(args: argparse.Namespace, work: Path) -> dict[str, Any]:
                 ["--data-dir", str(work / "embedded"), "--offsets-partitions", str(args.partitions)],
                 work / "daemon-embedded.log",
             ) as daemon,
-            httpx.Client(base_url=daemon.url, timeout=60) as http,
+            contextlib.closing(DaemonRequests(daemon, args.client)) as http,
         ):
             floor, dry = alternate(args, http, sqlite_floor.timed_commit, samples, raw)
     finally:
@@ -321,6 +359,12 @@ def main() -> None:
     ap.add_argument("--no-diagnose", dest="diagnose", action="store_false")
     ap.add_argument("--no-embedded", dest="embedded", action="store_false")
     ap.add_argument(
+        "--client",
+        choices=("lean", "httpx"),
+        default="lean",
+        help="HTTP client timing the daemon: requests encoded before the clock (lean, default) or httpx",
+    )
+    ap.add_argument(
         "--variant",
         action="append",
         default=[],
@@ -337,7 +381,10 @@ def main() -> None:
         "params": vars(args),
         "workdir": str(work),
     }
-    print(f"commit latency benchmark: N={args.n} each, warm-up {args.warmup}; logs in {work}", flush=True)
+    print(
+        f"commit latency benchmark: N={args.n} each, warm-up {args.warmup}, {args.client} client; logs in {work}",
+        flush=True,
+    )
     started = time.monotonic()
     with Tansu(work / "tansu.log") as broker:
         payload["kafka"] = r = kafka_vs_raw(args, broker, work, [], "default")
