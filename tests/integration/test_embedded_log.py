@@ -342,6 +342,36 @@ def test_another_process_shares_the_log_safely_and_its_appends_are_tailed(log: E
 # ---------------------------------------------------------------------------- writing
 
 
+def test_a_write_waits_for_another_processs_write_lock_only_until_its_deadline(log: EmbeddedOffsetLog) -> None:
+    """The wait for another writer's lock follows each write's own deadline, short or long, one after
+    the other on the same connection (the busy timeout is set per write, not once at open)."""
+    log.append([(connect_key("early", 0), b"1")], timeout_s=30.0)  # a long deadline first
+    other = sqlite3.connect(log.path, isolation_level=None, check_same_thread=False)
+    try:
+        other.execute("BEGIN IMMEDIATE")  # another process's write in progress
+        for timeout_s in (0.3, 1.2):
+            started = time.monotonic()
+            with pytest.raises(
+                LogWriteError, match=r"write failed \(timed out waiting for another writer\); nothing was written"
+            ):
+                log.append([(connect_key("blocked", 0), b"1")], timeout_s=timeout_s)
+            waited = time.monotonic() - started
+            assert timeout_s * 0.85 <= waited <= timeout_s + 0.5, f"waited {waited:.2f} s for a {timeout_s} s deadline"
+        release = threading.Timer(0.3, other.execute, ("COMMIT",))
+        release.start()
+        started = time.monotonic()
+        [landed] = log.append([(connect_key("after", 0), b"1")], timeout_s=30.0)
+        release.join()
+        assert 0.2 <= time.monotonic() - started < 5.0, "the write did not wait for the other writer"
+    finally:
+        other.close()
+    assert [(r.key, r.value) for r in replay_all(log.path.parent, 5) if r.partition == landed.partition][-1] == (
+        connect_key("after", 0),
+        b"1",
+    )
+    assert not [r for r in replay_all(log.path.parent, 5) if r.key == connect_key("blocked", 0)]
+
+
 def test_a_failing_sink_call_is_logged_and_counted_and_reading_goes_on(
     log: EmbeddedOffsetLog, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -142,6 +142,7 @@ class EmbeddedOffsetLog(OffsetLog):
         self._file = LogFile(self._db_path, name, partitions, synchronous)
 
         self._writer: sqlite3.Connection | None = None
+        self._busy_ms = 0  # the writer connection's busy_timeout, as last set by _set_busy_timeout
         self._commit_lock = threading.Lock()  # guards the writer connection; held by the commit leader
         self._pending_lock = threading.Lock()  # guards _pending and _closed
         self._pending: list[_WriteRequest] = []
@@ -526,11 +527,10 @@ class EmbeddedOffsetLog(OffsetLog):
     def _write(
         self, conn: sqlite3.Connection, batch: list[_WriteRequest], deadline: float
     ) -> list[list[Position] | OffsetsError]:
-        busy_ms = max(1, int((deadline - time.monotonic()) * 1000))
-        conn.execute(f"PRAGMA busy_timeout = {busy_ms}")
+        self._set_busy_timeout(conn, deadline)
         conn.execute("BEGIN IMMEDIATE")
         try:
-            next_offsets = end_offsets(conn)
+            next_offsets = end_offsets(conn, {p for req in batch for _, _, p in req.entries})
             now_ms = time.time_ns() // 1_000_000
             rows: list[tuple[int, int, bytes, bytes | None, int]] = []
             results: list[list[Position] | OffsetsError] = []
@@ -572,6 +572,15 @@ class EmbeddedOffsetLog(OffsetLog):
                 conn.execute("ROLLBACK")
             raise
         return results
+
+    def _set_busy_timeout(self, conn: sqlite3.Connection, deadline: float) -> None:
+        """How long ``BEGIN IMMEDIATE`` may wait for another process's write: the time left, never
+        more, and at most a tenth less. Consecutive writes (whose deadlines differ by milliseconds)
+        find it already set instead of running a PRAGMA each time. Caller holds ``_commit_lock``."""
+        left_ms = max(1, int((deadline - time.monotonic()) * 1000))
+        if not left_ms * 0.9 <= self._busy_ms <= left_ms:
+            conn.execute(f"PRAGMA busy_timeout = {left_ms}")
+            self._busy_ms = left_ms
 
     def end_offsets(self, timeout_s: float | None = None) -> dict[int, int]:
         with self._commit_lock:
@@ -702,7 +711,7 @@ class EmbeddedOffsetLog(OffsetLog):
             with self._commit_lock:
                 conn = self._require_writer()
                 try:
-                    conn.execute("PRAGMA busy_timeout = 30000")
+                    self._set_busy_timeout(conn, time.monotonic() + 30.0)
                     conn.execute("BEGIN IMMEDIATE")
                     try:
                         (count,) = conn.execute("SELECT count(*) FROM records WHERE partition = ?", (p,)).fetchone()

@@ -19,6 +19,7 @@ import logging
 import os
 import sqlite3
 import time
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -176,9 +177,20 @@ class LogFile:
         return LogConfigError(f"embedded offsets log {self.path} {what}: {e}")
 
 
-def end_offsets(conn: sqlite3.Connection) -> dict[int, int]:
-    """The next offset of every partition: the log end offsets."""
-    return {int(p): int(n) for p, n in conn.execute("SELECT partition, next_offset FROM partitions")}
+_MAX_LISTED_PARTITIONS = 256
+"""Above this many, all partitions are read instead (SQLite limits a statement's parameters)."""
+
+
+def end_offsets(conn: sqlite3.Connection, partitions: Collection[int] | None = None) -> dict[int, int]:
+    """The next offset of every partition (the log end offsets), or of ``partitions`` only: a commit
+    needs the few it writes to, not all of them."""
+    if partitions is None or len(partitions) > _MAX_LISTED_PARTITIONS:
+        rows = conn.execute("SELECT partition, next_offset FROM partitions")
+    else:
+        marks = ",".join("?" * len(partitions))
+        query = f"SELECT partition, next_offset FROM partitions WHERE partition IN ({marks})"
+        rows = conn.execute(query, tuple(partitions))
+    return {int(p): int(n) for p, n in rows}
 
 
 def is_corruption(e: sqlite3.Error) -> bool:
