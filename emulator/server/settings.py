@@ -312,7 +312,9 @@ class Settings:
 
     @property
     def history_root(self) -> Path:
-        return self.history_dir if self.history_dir is not None else self.data_dir / "history"
+        """Absolute (under the working directory at startup): the archive creates and rotates files
+        for as long as the daemon runs, and must keep doing so where it started."""
+        return (self.history_dir if self.history_dir is not None else self.data_dir / "history").absolute()
 
 
 def is_loopback(host: str) -> bool:

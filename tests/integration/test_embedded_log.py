@@ -159,7 +159,8 @@ def test_the_log_names_its_file_by_the_absolute_path_it_had_when_opened(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Every write names its log (a deadline's message); the name is resolved once, so a write asks
-    nothing of the filesystem for it and a daemon whose working directory went away still answers."""
+    nothing of the filesystem for it and a daemon whose working directory went away still answers.
+    The reader, which connects later, reads that same file."""
     monkeypatch.chdir(tmp_path)
     offsets_log = EmbeddedOffsetLog("data", partitions=3)
     offsets_log.open()
@@ -170,6 +171,12 @@ def test_the_log_names_its_file_by_the_absolute_path_it_had_when_opened(
         elsewhere.mkdir()
         monkeypatch.chdir(elsewhere)  # a relative path would now resolve under elsewhere/
         assert offsets_log.description == named
+        sink = Collector()
+        offsets_log.start_reading(sink)
+        [landed] = offsets_log.append([(connect_key("moved", 0), b"1")])
+        assert offsets_log.read_own_writes(5.0), f"the reader never read its file: {offsets_log.progress().last_error}"
+        assert [(r.partition, r.offset, r.value) for r in sink.snapshot()] == [(landed.partition, landed.offset, b"1")]
+        assert not (elsewhere / "data").exists()
     finally:
         offsets_log.close()
 

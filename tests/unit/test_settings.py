@@ -38,7 +38,7 @@ def test_the_defaults_are_the_daemons_historic_ones() -> None:
         "INFO",
     )
     assert (s.config_topic, s.status_topic, s.claims_topic) == (None, None, None)
-    assert (s.history, s.history_dir, s.history_root) == (True, None, Path("./data/history"))
+    assert (s.history, s.history_dir, s.history_root) == (True, None, Path.cwd() / "data" / "history")
     assert s.history_retention_s == 30 * 86400.0
     assert s.history_rotate_bytes == 64 * 1024 * 1024
     assert s.history_rotate_interval_s == 86400.0

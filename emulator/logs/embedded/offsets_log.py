@@ -135,7 +135,9 @@ class EmbeddedOffsetLog(OffsetLog):
             raise LogConfigError(f"embedded log partitions must be at least 1, got {partitions}")
         if synchronous not in ("FULL", "NORMAL"):
             raise LogConfigError(f"synchronous must be FULL or NORMAL, got {synchronous!r}")
-        self._data_dir = Path(data_dir)
+        # Absolute from here on: the reader connects later, and again after an error, wherever the
+        # process's working directory is by then.
+        self._data_dir = Path(data_dir).absolute()
         self._name = name
         self._partitions = partitions
         self._db_path = self._data_dir / f"{name}.sqlite3"
