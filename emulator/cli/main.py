@@ -82,11 +82,23 @@ def command_first(argv: Sequence[str], commands: frozenset[str]) -> list[str]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(command_first(sys.argv[1:] if argv is None else argv, parser.command_names))
+    args, unknown = parser.parse_known_args(command_first(sys.argv[1:] if argv is None else argv, parser.command_names))
+    if unknown:  # said by the command's own parser, with its usage, not the top level's
+        chosen(parser, args).error(f"unrecognized arguments: {' '.join(unknown)}")
     try:
         return _run(args)
     except BrokenPipeError:
         return _closed_pipe()
+
+
+def chosen(parser: argparse.ArgumentParser, args: argparse.Namespace) -> argparse.ArgumentParser:
+    """The innermost parser ``args`` went through (``token mint`` → mint's parser)."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            sub = action.choices.get(getattr(args, action.dest, None) or "")
+            if sub is not None:
+                return chosen(sub, args)
+    return parser
 
 
 def _closed_pipe() -> int:

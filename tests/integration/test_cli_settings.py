@@ -79,6 +79,22 @@ def test_an_abbreviated_flag_is_refused(args: list[str], prefix: str) -> None:
     assert f"unrecognized arguments: {prefix}" in result.stderr
 
 
+@pytest.mark.parametrize(
+    ("args", "command", "unknown"),
+    [
+        (["history", "some-connector", "--since", "yesterday"], "history", "--since yesterday"),
+        (["token", "mint", "spark", "--scope", "read", "--ttl", "1d"], "token mint", "--ttl 1d"),
+    ],
+)
+def test_an_unknown_option_is_refused_with_the_usage_of_the_command_given(
+    args: list[str], command: str, unknown: str
+) -> None:
+    result = cli(*args)
+    assert result.returncode == 2
+    assert result.stderr.startswith(f"usage: connect-offsets {command} ")
+    assert f"connect-offsets {command}: error: unrecognized arguments: {unknown}\n" in result.stderr
+
+
 @pytest.fixture
 def busy_port() -> Iterator[int]:
     """A port some other program listens on."""
