@@ -19,6 +19,7 @@ import httpx
 import pytest
 
 from tests.fixtures.daemon import DaemonFactory, DaemonProcess, free_port
+from tests.integration.auth_helpers import mint
 from tests.integration.connect_helpers import unique
 from tests.integration.scrape import Samples, scrape, scrape_until
 
@@ -232,6 +233,49 @@ def test_the_access_log_names_route_templates_and_client_mistakes_are_not_errors
     kinds = {(a["status"], a["error_kind"]) for a in access if a["route"] == WRITE_ROUTE}
     assert {(500, "invalid_offset_format"), (400, "invalid_request")} <= kinds
     assert [line for line in log_lines(observed) if line["level"] in ("ERROR", "CRITICAL")] == []
+
+
+def test_a_write_refused_before_routing_is_counted_logged_and_audited_under_its_route(
+    observed: DaemonProcess,
+) -> None:
+    """The content-type check (like authentication) answers before the router runs; the refusal is
+    still the route's, so it is counted and logged under the template and audited like any write."""
+    name = unique("refused-early")
+    assert patch(observed, name, offsets(1, "a"), create="true").status_code == 200
+    labels = {"method": "PATCH", "route": WRITE_ROUTE, "status": "415"}
+    before = scrape(observed.url).value("connect_offsets_http_requests_total", **labels)
+    refused = httpx.patch(
+        f"{observed.url}/connectors/{name}/offsets", content=b'{"offsets":[]}', headers={"content-type": "text/plain"}
+    )
+    assert refused.status_code == 415
+    assert scrape(observed.url).value("connect_offsets_http_requests_total", **labels) == before + 1
+    created, audit = lines_about(observed, "emulator.audit", name, 2)
+    assert (created["status"], audit["operation"], audit["status"]) == (200, "PATCH", 415)
+    assert audit["result"] == "unsupported_media_type"
+    deadline = time.monotonic() + 10
+    while not [a for a in log_lines(observed) if a["logger"] == "emulator.access" and a["status"] == 415]:
+        assert time.monotonic() < deadline, "no access line for the refused write"
+        time.sleep(0.05)
+    (access,) = [a for a in log_lines(observed) if a["logger"] == "emulator.access" and a["status"] == 415]
+    assert (access["route"], access["error_kind"]) == (WRITE_ROUTE, "unsupported_media_type")
+
+
+def test_a_write_without_valid_credentials_is_audited_with_its_connector(
+    daemon_factory: DaemonFactory, tmp_path: Path
+) -> None:
+    _, line = mint("writer", ["write:*"])
+    (tmp_path / "tokens").write_text(line + "\n")
+    daemon = daemon_factory("--tokens-file", str(tmp_path / "tokens"), "--log-format", "json")
+    name = unique("unauthenticated")
+    url = f"{daemon.url}/connectors/{name}/offsets"
+    body = {"offsets": offsets(1, "a")}
+    assert httpx.patch(url, json=body).status_code == 401  # no credentials: refused by the route's policy
+    assert httpx.patch(url, json=body, headers={"authorization": "Bearer not-a-token"}).status_code == 401
+    without, wrong = lines_about(daemon, "emulator.audit", name, 2)  # the wrong one: refused before routing
+    for audit in (without, wrong):
+        assert (audit["operation"], audit["status"], audit["principal"]) == ("PATCH", 401, "anonymous")
+    access = [a for a in log_lines(daemon) if a["logger"] == "emulator.access" and a["status"] == 401]
+    assert [a["route"] for a in access] == [WRITE_ROUTE, WRITE_ROUTE]
 
 
 def test_fenced_writes_dropped_sequences_and_claims_are_counted_per_connector(observed: DaemonProcess) -> None:

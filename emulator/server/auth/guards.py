@@ -20,7 +20,7 @@ from __future__ import annotations
 import fnmatch
 from collections.abc import Sequence
 
-from starlette.routing import Match
+from starlette.routing import BaseRoute, Match
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from emulator.model.errors import HostNotAllowed, OffsetsError, UnsupportedMediaType
@@ -40,7 +40,34 @@ def _header(scope: Scope, name: bytes) -> str | None:
 
 
 async def _refuse(error: OffsetsError, scope: Scope, receive: Receive, send: Send) -> None:
+    _name_route(scope)
     await error_response(error)(scope, receive, send)
+
+
+def _name_route(scope: Scope) -> None:
+    """Say which route a request refused here was for, as the router would have (a full match, else
+    one that takes the path but not the method), so that the access log and the metrics name its
+    template and a refused write still gets its audit line. A path no route takes stays unnamed."""
+    router = getattr(scope.get("app"), "router", None)
+    if router is not None and "route" not in scope:
+        found = _matching(router.routes, scope)
+        if found is not None:
+            route, child = found
+            scope.update(child, route=route)
+
+
+def _matching(routes: Sequence[BaseRoute], scope: Scope) -> tuple[BaseRoute, Scope] | None:
+    partial = None
+    for route in routes:
+        match, child = route.matches(scope)
+        if match is Match.NONE:
+            continue
+        inner = getattr(route, "original_router", None)  # FastAPI keeps an included router as one route
+        found = (route, child) if inner is None else _matching(inner.routes, scope)
+        if found is not None and match is Match.FULL:
+            return found
+        partial = partial or found
+    return partial
 
 
 def host_of(header: str) -> str:
