@@ -52,19 +52,20 @@ def _name_route(scope: Scope) -> None:
     if router is not None and "route" not in scope:
         found = _matching(router.routes, scope)
         if found is not None:
-            route, child = found
+            _, route, child = found
             scope.update(child, route=route)
 
 
-def _matching(routes: Sequence[BaseRoute], scope: Scope) -> tuple[BaseRoute, Scope] | None:
+def _matching(routes: Sequence[BaseRoute], scope: Scope) -> tuple[Match, BaseRoute, Scope] | None:
+    """The first route that fully matches, else the first that partially does, else None."""
     partial = None
     for route in routes:
         match, child = route.matches(scope)
         if match is Match.NONE:
             continue
         inner = getattr(route, "original_router", None)  # FastAPI keeps an included router as one route
-        found = (route, child) if inner is None else _matching(inner.routes, scope)
-        if found is not None and match is Match.FULL:
+        found = (inner and _matching(inner.routes, scope)) or (match, route, child)
+        if found is not None and found[0] is Match.FULL:
             return found
         partial = partial or found
     return partial
@@ -135,7 +136,8 @@ def _served(scope: Scope) -> bool:
     router = getattr(app, "router", None)
     if router is None:
         return True  # not mounted in a Starlette app: judge every write
-    return any(route.matches(scope)[0] is Match.FULL for route in router.routes)
+    found = _matching(router.routes, scope)
+    return found is not None and found[0] is Match.FULL
 
 
 def _media_type_refusal(scope: Scope) -> UnsupportedMediaType | None:
