@@ -38,6 +38,7 @@ import asyncio
 import contextlib
 import json
 import os
+import shlex
 import sqlite3
 import time
 from collections.abc import Callable
@@ -285,17 +286,17 @@ def kafka_vs_raw(args: argparse.Namespace, broker: Tansu, work: Path, extra: lis
     return result
 
 
-def embedded_patch(args: argparse.Namespace, work: Path) -> dict[str, Any]:
+def embedded_patch(args: argparse.Namespace, work: Path, extra: list[str], label: str) -> dict[str, Any]:
     """The embedded daemon's PATCH alternating with ``RawSqlite``'s commit, as the Kafka run
     alternates with the raw produce."""
     samples: list[float] = []
     raw: list[float] = []
-    sqlite_floor = RawSqlite(work / "raw-sqlite" / "raw.db", args.partitions)
+    sqlite_floor = RawSqlite(work / f"raw-sqlite-{label}" / "raw.db", args.partitions)
     try:
         with (
             Daemon(
-                ["--data-dir", str(work / "embedded"), "--offsets-partitions", str(args.partitions)],
-                work / "daemon-embedded.log",
+                ["--data-dir", str(work / label), "--offsets-partitions", str(args.partitions), *extra],
+                work / f"daemon-{label}.log",
             ) as daemon,
             contextlib.closing(DaemonRequests(daemon, args.client)) as http,
         ):
@@ -307,6 +308,7 @@ def embedded_patch(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         "raw_sqlite_commit": stats(raw),
         "http_floor": stats(floor),
         "dry_run_patch": stats(dry),
+        "daemon_args": extra,
     }
     ratios(result, "raw_sqlite_commit")
     return result
@@ -371,6 +373,13 @@ def main() -> None:
         metavar="KEY=VALUE",
         help="also run a Kafka daemon with --kafka-config KEY=VALUE (repeatable, one run each)",
     )
+    ap.add_argument(
+        "--embedded-variant",
+        action="append",
+        default=[],
+        metavar="ARGS",
+        help="also run an embedded daemon with these serve options, e.g. '--no-history' (repeatable)",
+    )
     args = ap.parse_args()
 
     work = workdir("commit")
@@ -417,7 +426,7 @@ def main() -> None:
                     flush=True,
                 )
     if args.embedded:
-        payload["embedded"] = e = embedded_patch(args, work)
+        payload["embedded"] = e = embedded_patch(args, work, [], "embedded")
         print(f"  embedded daemon PATCH: {e['daemon_patch']}", flush=True)
         print(f"  raw SQLite WAL commit (synchronous=FULL): {e['raw_sqlite_commit']}", flush=True)
         print(f"  embedded HTTP floor (GET /healthz): {e['http_floor']}", flush=True)
@@ -427,6 +436,16 @@ def main() -> None:
             f"p99 {e['ratio_p99']}x",
             flush=True,
         )
+        payload["embedded_variants"] = []
+        for variant in args.embedded_variant:
+            extra = shlex.split(variant)
+            v = embedded_patch(args, work, extra, f"embedded-v{len(payload['embedded_variants'])}")
+            payload["embedded_variants"].append(v)
+            print(
+                f"  embedded variant {variant}: PATCH {v['daemon_patch']} / raw {v['raw_sqlite_commit']}; "
+                f"ratio p50 above the floor {v['ratio_p50_above_floor']}x, p99 {v['ratio_p99']}x",
+                flush=True,
+            )
     payload["total_s"] = round(time.monotonic() - started, 1)
     path = write_results("commit_latency", payload)
     print(f"results: {path}")

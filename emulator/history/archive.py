@@ -31,7 +31,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO, Any
 
-from emulator.history.archiver import Archiver
+from emulator.history.archiver import DEFAULT_YIELD_S, Archiver
 from emulator.history.batch_queue import DEFAULT_QUEUE_RECORDS, ArchiveQueue
 from emulator.history.directory import HistoryError, WriterLock, log_slug
 from emulator.history.files import ArchiveFile, scan_dir
@@ -74,6 +74,7 @@ class HistoryArchive:
         fsync_interval_s: float = 1.0,
         hold_limit: int = 200_000,
         tick_s: float = 0.5,
+        yield_s: float = DEFAULT_YIELD_S,
     ) -> None:
         self.root = Path(root)
         self.identity = log_identity
@@ -90,6 +91,7 @@ class HistoryArchive:
         self._fsync_interval_s = fsync_interval_s
         self._hold_limit = hold_limit
         self._tick_s = tick_s
+        self._yield_s = yield_s
         self._queue = ArchiveQueue(self.stats, queue_records)
         self._lock = WriterLock(self.directory, log_identity)
         self._files_lock = threading.Lock()  # held while files are renamed, cut or deleted
@@ -165,6 +167,7 @@ class HistoryArchive:
             progress=self._progress,
             hold_limit=self._hold_limit,
             tick_s=self._tick_s,
+            yield_s=self._yield_s,
         )
         self.writable = True
         self._opened = True
@@ -233,6 +236,7 @@ class HistoryArchive:
             "held_records_dropped": s.held_dropped,
             "backpressure_waits": s.backpressure_waits,
             "backpressure_s": round(s.backpressure_s, 3),
+            "yielded_to_requests_s": round(s.yielded_s, 3),
             "recovered_files": list(s.recovered),
             "retention_s": self.retention_s,
             "rotate_bytes": self.rotate_bytes,

@@ -37,6 +37,8 @@ class Batch:
     records: Sequence[LogRecord]
     received_ms: int
     seq: int
+    arrived: float = 0.0
+    """``time.monotonic()`` at ``put``: how long the batch has waited (``Archiver`` yields only so long)."""
 
 
 class Signal(enum.Enum):
@@ -61,6 +63,7 @@ class ArchiveQueue:
         self._done_seq = 0
         self._failed: str | None = None
         self._closing = False
+        self._syncing = 0  # callers in ``wait_done``
         self.consumer: threading.Thread | None = None
         """The archiver thread: a producer waiting for room gives up once it died."""
 
@@ -98,7 +101,7 @@ class ArchiveQueue:
                 self._count_not_archived_locked(len(records))
                 return
             self._enqueued_seq += 1
-            self._items.append(Batch(records, received_ms, self._enqueued_seq))
+            self._items.append(Batch(records, received_ms, self._enqueued_seq, time.monotonic()))
             self._queued_records += len(records)
             self._cond.notify_all()
 
@@ -107,12 +110,16 @@ class ArchiveQueue:
         deadline = time.monotonic() + timeout_s
         with self._cond:
             target = self._enqueued_seq
-            while self._done_seq < target and self._failed is None:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    return False
-                self._cond.wait(remaining)
-            return self._failed is None
+            self._syncing += 1
+            try:
+                while self._done_seq < target and self._failed is None:
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        return False
+                    self._cond.wait(remaining)
+                return self._failed is None
+            finally:
+                self._syncing -= 1
 
     def stop(self) -> bool:
         """Queue the stop signal after what is queued; False when already stopping (idempotence)."""
@@ -145,6 +152,12 @@ class ArchiveQueue:
     def empty(self) -> bool:
         with self._cond:
             return not self._items
+
+    def pressing(self) -> bool:
+        """Whether someone needs the archiver now: a caller in ``wait_done``, more batches behind
+        the one in hand, or ``stop``. Read without the lock: a moment-old answer only shortens or
+        lengthens one step of ``Archiver``'s yielding."""
+        return bool(self._syncing or self._items or self._closing)
 
     def fail(self, reason: str, lost: int = 0) -> None:
         """Archiving stopped for good: drop and count what is queued, plus ``lost`` records in hand."""

@@ -23,6 +23,7 @@ class ArchiveStats:
     held_dropped: int = 0
     backpressure_waits: int = 0
     backpressure_s: float = 0.0
+    yielded_s: float = 0.0
     last_error: str | None = None
     recovered: list[str] = field(default_factory=list)
 

@@ -26,6 +26,7 @@ from urllib.parse import parse_qs
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from emulator.model.audit import AuditEvent, current_audit
+from emulator.model.foreground import FOREGROUND
 from emulator.model.principal import Principal, current_principal
 from emulator.server.audit import READ_METHODS, Auditor, is_dry_run, operation_of
 from emulator.server.errors import ERROR_HEADER
@@ -73,6 +74,7 @@ class RequestObserver:
                 answer.started(message, current_principal.get())
             await send(message)
 
+        FOREGROUND.active += 1
         try:
             await self.app(scope, receive, observed_send)
         finally:
@@ -83,6 +85,7 @@ class RequestObserver:
             current_audit.reset(audit_token)
             if principal_token is not None:
                 current_principal.reset(principal_token)
+            FOREGROUND.active -= 1
 
     def _finish(
         self,

@@ -180,6 +180,11 @@ class StateCollector(Collector):
             "Time the reader waited for room in the archiver's queue",
             status["backpressure_s"],
         )
+        yield _counter(
+            "connect_offsets_history_yielded_to_requests_seconds",
+            "Time the archiver held batches back while requests were being answered",
+            status["yielded_to_requests_s"],
+        )
 
     # ------------------------------------------------------------------ Connect cluster
 

@@ -120,6 +120,7 @@ class HistoryStatus(TypedDict):
     held_records_dropped: int
     backpressure_waits: int
     backpressure_s: float
+    yielded_to_requests_s: float
     recovered_files: list[str]
     retention_s: float | None
     rotate_bytes: int

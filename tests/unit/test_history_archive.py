@@ -6,6 +6,7 @@ through ``TrackedLog``) on a temporary directory, so files, restarts and damage 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import time
@@ -30,6 +31,7 @@ from emulator.history.query import (
 from emulator.history.tracked_log import TrackedLog
 from emulator.logs.base import OffsetLog
 from emulator.logs.embedded.offsets_log import EmbeddedOffsetLog
+from emulator.model.foreground import FOREGROUND
 from emulator.model.records import Position
 from emulator.view.offset_view import OffsetView
 
@@ -477,3 +479,80 @@ def test_a_query_waits_a_bounded_time_for_the_readers_delivery_of_own_writes(tmp
         assert asked[-1] == 0.5, "a shorter sync timeout bounds the wait too"
     finally:
         archive.close()
+
+
+@contextlib.contextmanager
+def answering_a_request() -> Iterator[None]:
+    """What the server's outermost middleware does for as long as it answers a request."""
+    FOREGROUND.active += 1
+    try:
+        yield
+    finally:
+        FOREGROUND.active -= 1
+
+
+def wait_archived(stack: Stack, n: int, timeout_s: float) -> float:
+    """Seconds until the archive wrote ``n`` records (fails after ``timeout_s``)."""
+    started = time.monotonic()
+    while stack.archive.stats.records_archived < n:
+        assert time.monotonic() - started < timeout_s, f"not archived within {timeout_s} s"
+        time.sleep(0.01)
+    return time.monotonic() - started
+
+
+def test_while_a_request_is_answered_a_batch_waits_for_a_gap_but_no_longer_than_the_yield_time(
+    tmp_path: Path, stacks: list[Stack]
+) -> None:
+    stack = open_stack(tmp_path, yield_s=2.0)
+    stacks.append(stack)
+    with answering_a_request():
+        stack.wait_applied(stack.log.append([(key(1), value(1))]))
+        time.sleep(0.5)
+        assert stack.archive.stats.records_archived == 0, "held back while the request is answered"
+        wait_archived(stack, 1, timeout_s=10)  # the request is still in flight: the bound ends the wait
+    assert stack.archive.stats.yielded_s >= 1.4
+    assert stack.archive.status()["yielded_to_requests_s"] == round(stack.archive.stats.yielded_s, 3)
+    assert [(r["key"], r["value"]) for r in stack.rows()] == [(key(1), value(1))]
+
+
+def test_a_batch_held_back_for_requests_is_archived_as_soon_as_they_are_answered(
+    tmp_path: Path, stacks: list[Stack]
+) -> None:
+    stack = open_stack(tmp_path, yield_s=30.0)
+    stacks.append(stack)
+    with answering_a_request():
+        stack.wait_applied(stack.log.append([(key(1), value(1)), (key(2), value(2))]))
+        time.sleep(0.3)
+        assert stack.archive.stats.records_archived == 0
+    assert wait_archived(stack, 2, timeout_s=5) < 5, "archived when the gap came, not after 30 s"
+
+
+def test_a_history_query_does_not_wait_for_the_archiver_to_yield(tmp_path: Path, stacks: list[Stack]) -> None:
+    stack = open_stack(tmp_path, yield_s=30.0)
+    stacks.append(stack)
+    with answering_a_request():  # the query itself is a request being answered
+        stack.wait_applied(stack.log.append([(key(1), value(1))]))
+        started = time.monotonic()
+        rows = stack.rows()  # HistoryArchive.sync: the archiver stops yielding for it
+        assert time.monotonic() - started < 5
+    assert [(r["key"], r["value"]) for r in rows] == [(key(1), value(1))]
+
+
+def test_without_requests_in_flight_nothing_is_held_back(tmp_path: Path, stacks: list[Stack]) -> None:
+    stack = open_stack(tmp_path, yield_s=30.0)
+    stacks.append(stack)
+    assert FOREGROUND.active == 0
+    stack.wait_applied(stack.log.append([(key(n), value(n)) for n in range(50)]))
+    wait_archived(stack, 50, timeout_s=5)
+    assert stack.archive.stats.yielded_s == 0
+
+
+def test_closing_does_not_wait_for_the_archiver_to_yield(tmp_path: Path, stacks: list[Stack]) -> None:
+    stack = open_stack(tmp_path, yield_s=30.0)
+    stacks.append(stack)
+    with answering_a_request():
+        stack.wait_applied(stack.log.append([(key(1), value(1))]))
+        started = time.monotonic()
+        stack.archive.close()
+        assert time.monotonic() - started < 5
+    assert stack.archive.stats.records_archived == 1, "written before the archive closed"
