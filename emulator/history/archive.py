@@ -31,11 +31,12 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO, Any
 
-from emulator.history.archiver import DEFAULT_YIELD_S, Archiver
+from emulator.history.archiver import Archiver
 from emulator.history.batch_queue import DEFAULT_QUEUE_RECORDS, ArchiveQueue
 from emulator.history.directory import HistoryError, WriterLock, log_slug
 from emulator.history.files import ArchiveFile, scan_dir
 from emulator.history.origins import OriginRegistry
+from emulator.history.pacing import DEFAULT_YIELD_S
 from emulator.history.recovery import recover
 from emulator.history.retention import DEFAULT_RETENTION_S, Retention
 from emulator.history.state import ArchiveState

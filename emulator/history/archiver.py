@@ -8,14 +8,8 @@ current file writes them as Avro blocks before the batch counts as done. Between
 ``tick_s`` while idle) it fsyncs, rotates, applies retention and asks the guard whether a log that
 was read to its end is shorter than the archive.
 
-Yielding to requests. Encoding is Python holding the interpreter lock (~8 µs a record), so a batch
-arriving while the daemon answers a request would be paid for by that request, at every hand-over
-between the event loop and its threads. While requests are being answered
-(``emulator.model.foreground``), the archiver therefore waits between records, in steps of
-``_YIELD_STEP_S``, for a gap, but never longer than ``yield_s`` after the batch arrived, and not at all
-once it is behind (more batches queued), someone waits for it (a history query's ``sync``) or the
-archive is closing. The archive is at most ``yield_s`` later for it; under sustained load it works at
-full speed.
+Requests first. While requests are being answered the archiver pauses between slices of a batch
+(``pacing.py``: encoding holds the interpreter lock, and a request would wait for it).
 
 Failures. A batch that cannot be written after the file writer's retries stops archiving for
 good: the queue fails (logged, in ``status()``), every record from then on is counted as not
@@ -33,27 +27,16 @@ from emulator.history.avro_rows import RowEncoder
 from emulator.history.batch_queue import ArchiveQueue, Batch, Signal
 from emulator.history.guard import Decision, ReplayGuard, Verdict
 from emulator.history.origins import OriginRegistry
+from emulator.history.pacing import DEFAULT_YIELD_S, Pacer
 from emulator.history.retention import Retention
 from emulator.history.state import ArchiveState, save_state
 from emulator.history.stats import ArchiveStats
 from emulator.history.writer import CurrentFile, EncodedRow, WriteFailed
 from emulator.logs.base import ReadProgress
-from emulator.model.foreground import FOREGROUND
 
 log = logging.getLogger(__name__)
 
 Rows = list[EncodedRow]
-
-DEFAULT_YIELD_S = 0.05
-"""How long after its arrival a batch may be held back for requests being answered: the embedded
-log's reader polls as often, so history queries (which ``sync``, and stop the yielding) never see
-more than that added."""
-_YIELD_STEP_S = 0.0002
-_SLICE_RECORDS = 4
-"""Once a request was seen during a batch, the archiver pauses every this many records (~40 µs of
-work): a request arriving meanwhile cannot make the loop ask for the interpreter lock any sooner than
-the holder gives it up, which, unasked, is after 5 ms (``sys.getswitchinterval``)."""
-
 
 class _Stopped(Exception):
     """Raised inside the archiver thread once archiving has failed for good."""
@@ -88,9 +71,9 @@ class Archiver:
         self._directory = directory
         self._progress = progress
         self._tick_s = tick_s
-        self._yield_s = yield_s
         self._guard = ReplayGuard(state, hold_limit)
         self._rows = RowEncoder(identity, origins)
+        self._pacer = Pacer(queue, stats, yield_s)
 
     def run(self) -> None:
         """Take batches until ``STOP``, then close the open file; a failure ends the thread."""
@@ -123,14 +106,10 @@ class Archiver:
         encode = self._rows.encode
         received_ms = batch.received_ms
         epoch = self._state.epoch
-        foreground = FOREGROUND
-        yielding = self._yield_s > 0
-        slice_left = -1  # records until the next pause; counts only once a request was seen
+        tick = self._pacer.tick
+        self._pacer.begin(batch)
         for record in batch.records:
-            if yielding and (foreground.active or slice_left == 0):
-                yielding = self._yield_to_requests(batch)
-                slice_left = _SLICE_RECORDS
-            slice_left -= 1
+            tick()
             decision = guard.decide(record)
             if decision.verdict is Verdict.SKIP:
                 self._origins.forget(record)
@@ -147,21 +126,6 @@ class Archiver:
         self._stats.records_skipped_replay = guard.skipped
         self._write(rows)
         self._stats.batches += 1
-
-    def _yield_to_requests(self, batch: Batch) -> bool:
-        """Pause, then wait while requests are being answered, as the module says; whether to do so
-        again within this batch (no, once its time is up or someone is waiting for the archiver)."""
-        until = batch.arrived + self._yield_s
-        queue = self._queue
-        started = now = time.monotonic()
-        while now < until and not queue.pressing():
-            time.sleep(_YIELD_STEP_S)  # the interpreter lock is free: a request that came in takes it
-            now = time.monotonic()
-            if not FOREGROUND.active:
-                self._stats.yielded_s += now - started
-                return True
-        self._stats.yielded_s += now - started
-        return False
 
     def _write(self, rows: Rows) -> None:
         try:

@@ -74,7 +74,7 @@ class RequestObserver:
                 answer.started(message, current_principal.get())
             await send(message)
 
-        FOREGROUND.active += 1
+        FOREGROUND.started()
         try:
             await self.app(scope, receive, observed_send)
         finally:
@@ -85,7 +85,7 @@ class RequestObserver:
             current_audit.reset(audit_token)
             if principal_token is not None:
                 current_principal.reset(principal_token)
-            FOREGROUND.active -= 1
+            FOREGROUND.finished()
 
     def _finish(
         self,

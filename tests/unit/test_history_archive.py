@@ -484,11 +484,11 @@ def test_a_query_waits_a_bounded_time_for_the_readers_delivery_of_own_writes(tmp
 @contextlib.contextmanager
 def answering_a_request() -> Iterator[None]:
     """What the server's outermost middleware does for as long as it answers a request."""
-    FOREGROUND.active += 1
+    FOREGROUND.started()
     try:
         yield
     finally:
-        FOREGROUND.active -= 1
+        FOREGROUND.finished()
 
 
 def wait_archived(stack: Stack, n: int, timeout_s: float) -> float:
