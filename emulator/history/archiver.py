@@ -38,6 +38,7 @@ log = logging.getLogger(__name__)
 
 Rows = list[EncodedRow]
 
+
 class _Stopped(Exception):
     """Raised inside the archiver thread once archiving has failed for good."""
 
