@@ -38,7 +38,7 @@ class Batch:
     received_ms: int
     seq: int
     arrived: float = 0.0
-    """``time.monotonic()`` at ``put``: how long the batch has waited (``Archiver`` yields only so long)."""
+    """``time.monotonic()`` at ``put``: the pacing (``pacing.py``) waits for requests only so long after it."""
 
 
 class Signal(enum.Enum):
@@ -155,8 +155,8 @@ class ArchiveQueue:
 
     def pressing(self) -> bool:
         """Whether someone needs the archiver now: a caller in ``wait_done``, more batches behind
-        the one in hand, or ``stop``. Read without the lock: a moment-old answer only shortens or
-        lengthens one step of ``Archiver``'s yielding."""
+        the one in hand, or ``stop``: the archiver stops pausing for requests (``pacing.py``). Read
+        without the lock: a moment-old answer only shortens or lengthens one pause."""
         return bool(self._syncing or self._items or self._closing)
 
     def fail(self, reason: str, lost: int = 0) -> None:

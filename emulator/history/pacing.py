@@ -1,6 +1,6 @@
 """When the archiver steps aside for requests being answered, and for how long.
 
-Encoding rows is Python holding the interpreter lock (~8 µs a record, ~0.5 ms for the ~40 records
+Encoding rows is Python holding the interpreter lock (~10 µs a record, ~0.5 ms for the ~40 records
 an embedded reader's poll delivers under one writer), and a request that arrives meanwhile waits for
 the lock at every hand-over between the event loop and its worker threads: with history on, one
 writer's embedded commit had a p99 of 1.6–2.1 ms against 1.1–1.4 ms without (benchmarks/RESULTS.md,

@@ -182,7 +182,7 @@ class StateCollector(Collector):
         )
         yield _counter(
             "connect_offsets_history_yielded_to_requests_seconds",
-            "Time the archiver held batches back while requests were being answered",
+            "Time the archiver paused or waited while requests were being answered",
             status["yielded_to_requests_s"],
         )
 
