@@ -2,20 +2,25 @@
 
 ``history NAME`` lists changes newest first, with who made each of the daemon's own changes and from
 where (``--as-of T`` prints the offsets as they were at T instead); ``rollback NAME --to T`` writes
-the state at T back, and with ``--dry-run`` only prints the diff. Times are ISO-8601 (naive = UTC)
-or epoch milliseconds; they are checked here so a typo is a usage error (exit 2), not a round trip.
+the state at T back, and with ``--dry-run`` only prints the diff. Times are ISO-8601 (naive = UTC),
+epoch milliseconds or ``now-<duration>``; they are checked here so a typo is a usage error (exit 2),
+not a round trip. A relative time is resolved once, with this machine's clock, and the time it
+stands for is printed on stderr, so a dry run's time can be given to the real rollback.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 from typing import Any
 
 from emulator.cli.common import EXIT_OK, UsageError, add_client_options, add_confirmation_option, compact, confirm, emit
 from emulator.cli.offsets import offsets_table
 from emulator.client.history import HistoryClient
-from emulator.model.times import parse_time_ms
+from emulator.model.times import format_time_ms, is_relative_time, parse_time_ms
+
+_T = "T (ISO-8601, epoch ms or now-<duration> such as now-1h)"
 
 
 def register(sub: Any) -> None:
@@ -23,16 +28,16 @@ def register(sub: Any) -> None:
     add_client_options(p)
     p.add_argument("name")
     p.add_argument("--partition", help='only this partition, as JSON (e.g. \'{"filename":"/data/in.txt"}\')')
-    p.add_argument("--from", dest="from_time", metavar="T", help="changes at or after T (ISO-8601 or epoch ms)")
-    p.add_argument("--to", dest="to_time", metavar="T", help="changes at or before T (ISO-8601 or epoch ms)")
+    p.add_argument("--from", dest="from_time", metavar="T", help=f"changes at or after {_T}")
+    p.add_argument("--to", dest="to_time", metavar="T", help=f"changes at or before {_T}")
     p.add_argument("--limit", type=int, default=None, help="at most this many changes (default 1000)")
-    p.add_argument("--as-of", metavar="T", help="print the connector's offsets as they were at T instead")
+    p.add_argument("--as-of", metavar="T", help=f"print the connector's offsets as they were at {_T} instead")
     p.set_defaults(handler=run_history)
 
     p = sub.add_parser("rollback", help="roll a connector's offsets back to their state at a past time")
     add_client_options(p)
     p.add_argument("name")
-    p.add_argument("--to", dest="to_time", metavar="T", required=True, help="the time to go back to")
+    p.add_argument("--to", dest="to_time", metavar="T", required=True, help=f"the time to go back to: {_T}")
     p.add_argument("--dry-run", action="store_true", help="print the diff; write nothing")
     add_confirmation_option(p)
     p.set_defaults(handler=run_rollback)
@@ -42,9 +47,12 @@ def _time(option: str, value: str | None) -> int | None:
     if value is None:
         return None
     try:
-        return parse_time_ms(value)
+        ms = parse_time_ms(value)
     except ValueError as exc:
         raise UsageError(f"{option}: {exc}") from exc
+    if is_relative_time(value):
+        print(f"{option} {value.strip()}: {format_time_ms(ms)}", file=sys.stderr)
+    return ms
 
 
 def _partition(value: str | None) -> dict[str, Any] | None:
@@ -86,7 +94,7 @@ def run_rollback(args: argparse.Namespace) -> int:
                 planned = client.rollback(args.name, target, dry_run=True)
                 return rollback_text(planned), len(planned.get("changes", []))
 
-            confirm(args, f"Roll {args.name} back to {args.to_time}", plan)
+            confirm(args, f"Roll {args.name} back to {format_time_ms(target)}", plan)
         result = client.rollback(args.name, target, dry_run=args.dry_run)
     emit(args, result, lambda: rollback_text(result))
     return EXIT_OK

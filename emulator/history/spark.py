@@ -4,7 +4,7 @@ Read through the daemon's history route rather than the archive files, so execut
 machines see exactly what the daemon serves (and files the daemon's host alone can read stay its).
 Options: ``url`` and credentials (``token``, ``ca``, … as every source takes them),
 ``connector`` (default: every connector the daemon lists), ``partition`` (JSON
-map), ``from`` / ``to`` (ISO-8601 or epoch ms), ``limit`` (per connector). Rows oldest first.
+map), ``from`` / ``to`` (ISO-8601, epoch ms or ``now-1h``), ``limit`` (per connector). Rows oldest first.
 """
 
 from __future__ import annotations

@@ -29,6 +29,7 @@ from fastapi.openapi.utils import get_openapi
 from pydantic import BaseModel, ConfigDict
 
 from emulator.history.query import DEFAULT_LIMIT, MAX_LIMIT
+from emulator.model.times import RELATIVE_TIME_PATTERN
 from emulator.server.auth.policy import rule_for
 
 ERROR_STATUSES: Mapping[int, str] = {
@@ -143,8 +144,10 @@ TIME_SCHEMA: dict[str, Any] = {
     "anyOf": [
         {"type": "string", "format": "date-time"},
         {"type": "integer", "minimum": EPOCH_MS_RANGE[0], "maximum": EPOCH_MS_RANGE[1]},
+        {"type": "string", "pattern": RELATIVE_TIME_PATTERN},
     ],
-    "description": "ISO-8601 (a time without a zone is UTC) or epoch milliseconds",
+    "description": "ISO-8601 (a time without a zone is UTC), epoch milliseconds, or now-<duration> "
+    "(now-1h, now-30m, now-2d: before the daemon's clock)",
 }
 
 QUERY_PARAMETER_SCHEMAS: Mapping[str, dict[str, Any]] = {

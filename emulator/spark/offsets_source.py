@@ -9,7 +9,7 @@ otherwise; with several raw keys for one partition, the newest record's). Option
 History: with option ``history=true`` the rows are the offsets history instead (every change the
 daemon archived, oldest first, with origin and log coordinates), from ``emulator.history.spark``
 (``SCHEMA``, ``rows(options)``), read through the daemon's history route. Options there: ``url``,
-``connector``, ``partition`` (JSON map), ``from``/``to`` (ISO-8601 or epoch ms), ``limit``.
+``connector``, ``partition`` (JSON map), ``from``/``to`` (ISO-8601, epoch ms or ``now-1h``), ``limit``.
 """
 
 from __future__ import annotations

@@ -23,6 +23,7 @@ from emulator.client.history import HistoryClient
 from emulator.client.http import NotFoundError
 from emulator.history.files import scan_dir
 from emulator.logs.embedded.offsets_log import EmbeddedOffsetLog
+from emulator.model.times import parse_time_ms
 from tests.fixtures.daemon import DaemonFactory
 
 
@@ -282,3 +283,30 @@ def test_no_history_disables_the_routes(daemon_factory: DaemonFactory, tmp_path:
     response = httpx.get(f"{daemon.url}/connectors/{name}/offsets/history", timeout=10)
     assert response.status_code == 404 and "--no-history" in response.json()["message"]
     assert not (tmp_path / "data" / "history").exists()
+
+
+def test_relative_times_through_the_api_and_the_cli(daemon_factory: DaemonFactory, tmp_path: Path) -> None:
+    daemon = daemon_factory("--data-dir", str(tmp_path / "data"))
+    name = unique("relative")
+    patch(daemon.url, name, [{"partition": {"p": 1}, "offset": {"n": 1}}])
+    first = now_ms()
+    time.sleep(4.0)  # "now-3s" falls between the writes until 3 s after the second (a CLI starts within that)
+    patch(daemon.url, name, [{"partition": {"p": 1}, "offset": {"n": 2}}])
+
+    recent = history(daemon.url, name, from_time="now-3s")["changes"]
+    assert [c["offset"] for c in recent] == [{"n": 2}], "resolved by the daemon's clock when asked"
+    past = httpx.get(f"{daemon.url}/connectors/{name}/offsets", params={"as_of": "now-3s"})
+    assert past.status_code == 200 and past.json()["offsets"] == [{"partition": {"p": 1}, "offset": {"n": 1}}]
+
+    dry = cli(daemon.url, "rollback", name, "--to", "now-3s", "--dry-run")
+    assert dry.returncode == 0, dry.stderr
+    assert "1 record(s) would roll" in dry.stdout and '{"n":2}  ->  {"n":1}' in dry.stdout
+    shown = dry.stderr.strip().removeprefix("--to now-3s: ")
+    assert first <= parse_time_ms(shown) <= now_ms() - 3000, dry.stderr
+    assert shown in dry.stdout, "the plan names the time the CLI printed"
+
+    bad = cli(daemon.url, "history", name, "--from", "now-1y")
+    assert bad.returncode == 2
+    assert "--from: invalid time 'now-1y'" in bad.stderr and "now-<duration> (e.g. now-1h" in bad.stderr
+    refused = httpx.get(f"{daemon.url}/connectors/{name}/offsets/history", params={"from": "now-1y"})
+    assert refused.status_code == 400 and "now-<duration>" in refused.json()["message"]

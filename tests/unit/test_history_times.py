@@ -2,9 +2,18 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
-from emulator.model.times import format_time_ms, parse_duration_s, parse_size_bytes, parse_time_ms
+from emulator.model.times import (
+    MIN_TIME_MS,
+    format_time_ms,
+    is_relative_time,
+    parse_duration_s,
+    parse_size_bytes,
+    parse_time_ms,
+)
 
 
 @pytest.mark.parametrize(
@@ -23,10 +32,44 @@ def test_times_are_iso_8601_or_epoch_milliseconds(text: str, ms: int) -> None:
     assert parse_time_ms(text) == ms
 
 
-@pytest.mark.parametrize("text", ["yesterday", "", "1.5", "2023-13-01T00:00:00Z"])
-def test_a_bad_time_names_both_accepted_forms(text: str) -> None:
-    with pytest.raises(ValueError, match=r"ISO-8601.*epoch milliseconds"):
+@pytest.mark.parametrize(
+    ("text", "before_ms"),
+    [
+        ("now", 0),
+        ("now-1h", 3_600_000),
+        ("now-90m", 5_400_000),
+        ("now-1.5d", 129_600_000),
+        ("now-2w", 1_209_600_000),
+        ("now-30s", 30_000),
+        ("now-250ms", 250),
+        (" now-1h ", 3_600_000),
+    ],
+)
+def test_now_less_a_duration_is_read_against_the_clock_given(text: str, before_ms: int) -> None:
+    assert is_relative_time(text)
+    assert parse_time_ms(text, now_ms=1_700_000_000_000) == 1_700_000_000_000 - before_ms
+
+
+def test_now_defaults_to_this_machines_clock() -> None:
+    before = time.time_ns() // 1_000_000
+    parsed = parse_time_ms("now-1m")
+    after = time.time_ns() // 1_000_000
+    assert before - 60_000 <= parsed <= after - 60_000
+    assert not is_relative_time("2023-11-14T22:13:20Z") and not is_relative_time("1700000000000")
+
+
+@pytest.mark.parametrize(
+    "text", ["yesterday", "", "1.5", "2023-13-01T00:00:00Z", "now-1", "now-1y", "now - 1h", "NOW-1h", "now+1h", "now-"]
+)
+def test_a_bad_time_names_every_accepted_form(text: str) -> None:
+    with pytest.raises(ValueError, match=r"ISO-8601.*epoch milliseconds.*now-<duration> \(e\.g\. now-1h"):
         parse_time_ms(text)
+
+
+def test_a_relative_time_before_year_one_is_out_of_range() -> None:
+    with pytest.raises(ValueError, match="out of range"):
+        parse_time_ms("now-999999999999999w", now_ms=1_700_000_000_000)
+    assert parse_time_ms("now-1d", now_ms=MIN_TIME_MS + 86_400_000) == MIN_TIME_MS
 
 
 def test_times_are_shown_as_utc_iso_with_milliseconds() -> None:

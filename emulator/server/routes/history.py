@@ -7,7 +7,8 @@
 - ``POST /connectors/{c}/offsets/rollback?to=<time>&dry_run=true``: write the diff back to that state;
 - ``GET /history/status``: the archiver's health and counters.
 
-Times are ISO-8601 (naive = UTC) or epoch milliseconds. The reads are ``emulator.service.history``'s,
+Times are ISO-8601 (naive = UTC), epoch milliseconds or ``now-<duration>`` (by the daemon's clock;
+``emulator.model.times``). The reads are ``emulator.service.history``'s,
 the rollback is ``emulator.service.records``'s.
 """
 
@@ -30,6 +31,9 @@ from emulator.service.bodies import load_json
 from emulator.service.connector_stores import merged_offsets
 
 router = APIRouter(tags=["history"], dependencies=[Depends(check_connector_path)])
+
+
+_TIME = "ISO-8601, epoch ms or now-<duration> (e.g. now-1h, by the daemon's clock)"
 
 
 def history_archive(request: Request) -> HistoryArchive:
@@ -67,8 +71,8 @@ async def offsets_history(
     request: Request,
     rt: RuntimeDep,
     partition: Annotated[str | None, Query(description="URL-encoded JSON partition map")] = None,
-    from_: Annotated[str | None, Query(alias="from", description="ISO-8601 or epoch ms, inclusive")] = None,
-    to: Annotated[str | None, Query(description="ISO-8601 or epoch ms, inclusive")] = None,
+    from_: Annotated[str | None, Query(alias="from", description=f"{_TIME}, inclusive")] = None,
+    to: Annotated[str | None, Query(description=f"{_TIME}, inclusive")] = None,
     limit: int = DEFAULT_LIMIT,
     store: str | None = None,
 ) -> dict[str, Any]:
@@ -128,7 +132,7 @@ async def rollback_offsets(
     connector: str,
     request: Request,
     rt: RuntimeDep,
-    to: Annotated[str, Query(description="ISO-8601 or epoch ms")],
+    to: Annotated[str, Query(description=f"{_TIME}; the answer gives the time used")],
     dry_run: bool = False,
 ) -> dict[str, Any]:
     archive = history_archive(request)

@@ -123,7 +123,7 @@ async def list_connectors(rt: RuntimeDep, request: Request) -> Response:
     **documented(Offsets, 400, 404, 500, 503),
 )
 async def get_offsets(connector: str, rt: RuntimeDep, request: Request) -> Response:
-    """``?as_of=<ISO-8601 or epoch ms>`` (ours) answers from the history archive: the offsets as
+    """``?as_of=<ISO-8601, epoch ms or now-<duration>>`` (ours) answers from the history archive: the offsets as
     they were then, in the same shape. ``?kind=sink`` (ours, without a Connect cluster) answers
     the consumer group ``connect-<connector>``'s offsets in Connect's sink shape. ``?fresh=true``
     (ours) reads the log to its current end first, so writes acknowledged by any daemon on the same
