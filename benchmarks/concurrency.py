@@ -19,8 +19,12 @@ event loop's thread alone, from ``/proc``), its CPU ms per commit and the load g
 a ceiling can be told apart: a daemon at about one core is bound by its own Python work (one
 interpreter lock for all its threads), not by fsync or the broker. And the daemon's
 garbage-collection pauses in it, from its ``/metrics``: a full collection stops every request in
-flight, so its pauses show up in the p99. On Kafka, the broker's cores too: Tansu runs on the same
-two cores, and serving the daemon's reader as well as its writes it takes about one of them.
+flight, so its pauses show up in the p99. And the log's own writes, from the same ``/metrics``: how
+many (concurrent writes share one on the embedded log, so ``log_records / log_writes`` is the
+group size), their mean, and how many the disk's fsync or the broker held past 50 and 250 ms —
+every writer waiting behind such a write waits as long, which no change to the daemon helps. On
+Kafka, the broker's cores too: Tansu runs on the same two cores, and serving the daemon's reader as
+well as its writes it takes about one of them.
 
 ``--backend embedded`` (default: both) runs a daemon on a fresh data directory (SQLite, fsync per
 commit); ``kafka`` a daemon on a fresh Tansu broker. Writes ``benchmarks/results/concurrency-<utc>.json``.
@@ -41,7 +45,7 @@ from benchmarks.support import (
     Daemon,
     Tansu,
     command_line,
-    gc_pauses,
+    daemon_totals,
     machine,
     percentile,
     process_cpu_s,
@@ -114,16 +118,30 @@ def cpu_row(
     }
 
 
-def gc_row(before: dict[str, float] | None, after: dict[str, float] | None) -> dict[str, float]:
-    """The phase's garbage-collection pauses (daemons since round 12 time them in ``/metrics``): a
-    full collection stops every request in flight, so its pauses show up in the p99."""
-    if before is None or after is None:
-        return {}
-    return {
-        "gc_full_collections": after.get("full_count", 0) - before.get("full_count", 0),
-        "gc_full_pause_ms": round(after.get("full_ms", 0) - before.get("full_ms", 0), 1),
-        "gc_pause_ms": round(after.get("all_ms", 0) - before.get("all_ms", 0), 1),
+def stall_row(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
+    """What held every writer during the phase, from the daemon's own metrics: garbage-collection
+    pauses (a full collection stops every request in flight, round 12) and writes the log itself
+    took long to make durable (the disk's fsync or the broker, round 15); both show up in the p99.
+    A daemon without a metric (an older commit) leaves its keys out."""
+
+    def delta(key: str, digits: int = 1) -> dict[str, float]:
+        if key not in after:
+            return {}
+        return {key: round(after[key] - before.get(key, 0.0), digits)}
+
+    gc_names = {"full_count": "gc_full_collections", "full_ms": "gc_full_pause_ms", "all_ms": "gc_pause_ms"}
+    row = {
+        **{gc_names[k]: v for k in gc_names for v in delta(k).values()},
+        **delta("log_writes", 0),
+        **delta("log_records", 0),
     }
+    for key in after:
+        if key.startswith("log_writes_over_"):
+            row |= delta(key, 0)
+    if "log_write_ms" in after and row.get("log_writes"):
+        spent_ms = after["log_write_ms"] - before.get("log_write_ms", 0.0)
+        row["log_write_mean_ms"] = round(spent_ms / row["log_writes"], 3)
+    return row
 
 
 async def run_phases(port: int, pid: int, args: argparse.Namespace, broker_pid: int | None = None) -> dict[str, Any]:
@@ -145,7 +163,7 @@ async def run_phases(port: int, pid: int, args: argparse.Namespace, broker_pid: 
                 warm = time.perf_counter() + args.warmup
                 await asyncio.gather(*(w.loop(warm, []) for w in active))
                 samples: list[float] = []
-                gc_before = await asyncio.to_thread(gc_pauses, port)
+                totals_before = await asyncio.to_thread(daemon_totals, port)
                 daemon_cpu, loop_cpu, client_cpu = process_cpu_s(pid), process_cpu_s(pid, pid), time.process_time()
                 broker_cpu = process_cpu_s(broker_pid) if broker_pid is not None else 0.0
                 t0 = time.perf_counter()
@@ -159,14 +177,14 @@ async def run_phases(port: int, pid: int, args: argparse.Namespace, broker_pid: 
                     elapsed,
                     len(samples),
                 )
-                gc_after = await asyncio.to_thread(gc_pauses, port)
+                totals_after = await asyncio.to_thread(daemon_totals, port)
                 row = {
                     "round": round_no + 1,
                     "phase": phase,
                     "writers": len(active),
                     **stats(samples, elapsed),
                     **cpu,
-                    **gc_row(gc_before, gc_after),
+                    **stall_row(totals_before, totals_after),
                 }
                 if broker_cores is not None:  # the broker shares the machine's cores with the daemon
                     row["broker_cores"] = round(broker_cores, 2)

@@ -300,26 +300,50 @@ def process_cpu_s(pid: int, thread: int | None = None) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def gc_pauses(port: int) -> dict[str, float] | None:
-    """The daemon's garbage-collection pauses so far, from its ``/metrics``
-    (``connect_offsets_gc_pause_seconds``): count and total ms of full (generation 2) collections
-    and total ms of all; None for a daemon without the metric (before round 12)."""
+def daemon_totals(port: int) -> dict[str, float]:
+    """Totals from the daemon's ``/metrics`` that tell where a latency tail came from; a benchmark
+    subtracts two readings. Keys present only for a daemon that has the metric:
+
+    * ``connect_offsets_gc_pause_seconds`` (round 12 on): ``full_count`` and ``full_ms`` of full
+      (generation 2) collections, ``all_ms`` of all;
+    * ``connect_offsets_log_write_duration_seconds`` (round 15 on): ``log_writes``, ``log_write_ms``,
+      ``log_records`` and ``log_writes_over_<ms>ms`` for the bounds in ``SLOW_LOG_WRITE_MS``: writes
+      the disk (its fsync) or the broker held that long, which every writer waiting behind them felt.
+    """
     from prometheus_client.parser import text_string_to_metric_families
 
     text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=30).text
     found: dict[str, float] = {}
     for family in text_string_to_metric_families(text):
-        if family.name != "connect_offsets_gc_pause_seconds":
-            continue
-        for sample in family.samples:
-            generation = sample.labels.get("generation")
-            if sample.name.endswith("_sum"):
-                found["all_ms"] = found.get("all_ms", 0.0) + sample.value * 1000
-                if generation == "2":
-                    found["full_ms"] = sample.value * 1000
-            elif sample.name.endswith("_count") and generation == "2":
-                found["full_count"] = sample.value
-    return found or None
+        if family.name == "connect_offsets_gc_pause_seconds":
+            for sample in family.samples:
+                generation = sample.labels.get("generation")
+                if sample.name.endswith("_sum"):
+                    found["all_ms"] = found.get("all_ms", 0.0) + sample.value * 1000
+                    if generation == "2":
+                        found["full_ms"] = sample.value * 1000
+                elif sample.name.endswith("_count") and generation == "2":
+                    found["full_count"] = sample.value
+        elif family.name == "connect_offsets_log_write_duration_seconds":
+            within: dict[float, float] = {}
+            for sample in family.samples:
+                if sample.name.endswith("_count"):
+                    found["log_writes"] = sample.value
+                elif sample.name.endswith("_sum"):
+                    found["log_write_ms"] = sample.value * 1000
+                elif sample.name.endswith("_bucket"):
+                    within[float(sample.labels["le"])] = sample.value
+            for ms in SLOW_LOG_WRITE_MS:
+                if ms / 1000 in within:
+                    found[f"log_writes_over_{ms}ms"] = found.get("log_writes", 0) - within[ms / 1000]
+        elif family.name == "connect_offsets_log_written_records":
+            found["log_records"] = family.samples[0].value
+    return found
+
+
+SLOW_LOG_WRITE_MS = (50, 250)
+"""Bounds of the daemon's log-write histogram reported by ``daemon_totals``: a write held past 50 ms
+alone spends the 32-writer p99 target (issue 12)."""
 
 
 def stop_process(proc: subprocess.Popen[Any] | None, timeout_s: float = 10.0) -> None:

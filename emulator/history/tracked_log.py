@@ -12,6 +12,7 @@ from typing import Any
 
 from emulator.history.origins import OriginRegistry, WriteTicket, current_write_origin
 from emulator.logs.base import OffsetLog, ReadProgress, RecordSink
+from emulator.logs.write_timings import WriteTimings
 from emulator.model.claims import Claim, Fence
 from emulator.model.errors import WriteOutcomeUnknown
 from emulator.model.records import Position
@@ -37,6 +38,10 @@ class TrackedLog(OffsetLog):
     @property
     def partition_count(self) -> int:
         return self.inner.partition_count
+
+    @property
+    def write_timings(self) -> WriteTimings | None:
+        return self.inner.write_timings
 
     def open(self) -> None:
         self.inner.open()

@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 
+from emulator.logs.write_timings import WriteTimings
 from emulator.model.claims import Claim, Fence
 from emulator.model.errors import ClaimsUnsupported, LogConfigError
 from emulator.model.records import LogRecord, Position
@@ -149,6 +150,12 @@ class OffsetLog(abc.ABC):
         positions, or ``Conflict`` (a newer holder took over: nothing committed), ``LogWriteError``,
         ``LogTimeout``, ``WriteOutcomeUnknown`` as for ``append``. Only Kafka has transactions."""
         raise LogConfigError(f"{self.description} has no transactions: exactly-once source support needs Kafka")
+
+    @property
+    def write_timings(self) -> WriteTimings | None:
+        """How long this log's writes took to become durable (``/metrics``), or None for a log that
+        does not time them."""
+        return None
 
     def reachability(self) -> str | None:
         """Why the log's storage cannot be reached right now (a failure observed recently, e.g. a

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from emulator.connect_cluster import ConnectCluster
@@ -54,10 +54,27 @@ class StateCollector(Collector):
     def collect(self) -> Iterator[Metric]:
         progress = self._log.progress()
         yield from self._reader(progress)
+        yield from self._log_writes()
         yield from self._view_metrics()
         yield from self._history_metrics()
         yield from self._cluster_metrics(progress)
         yield from self._sink_metrics()
+
+    # ------------------------------------------------------------------ the offsets log's writes
+
+    def _log_writes(self) -> Iterator[Metric]:
+        timings = self._log.write_timings
+        if timings is None:
+            return
+        t = timings.snapshot()
+        yield HistogramMetricFamily(
+            "connect_offsets_log_write_duration_seconds",
+            "Time the offsets log took to make a write durable: the embedded log's transaction with its "
+            "fsync (concurrent writes share one), or from produce to the broker's last acknowledgement",
+            buckets=[("+Inf" if bound == float("inf") else repr(bound), n) for bound, n in t.cumulative],
+            sum_value=t.sum_s,
+        )
+        yield _counter("connect_offsets_log_written_records", "Records those writes made durable", t.records)
 
     # ------------------------------------------------------------------ the offsets log's reader
 

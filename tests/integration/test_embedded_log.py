@@ -379,6 +379,39 @@ def test_a_write_waits_for_another_processs_write_lock_only_until_its_deadline(l
     assert not [r for r in replay_all(log.path.parent, 5) if r.key == connect_key("blocked", 0)]
 
 
+def test_each_transaction_is_timed_with_its_records_and_one_held_past_a_second_is_logged(
+    log: EmbeddedOffsetLog, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The log times what only it sees (the lock, the commit, the fsync), one observation per
+    transaction; a write another process held up for over a second says so in the daemon's log."""
+    before = log.write_timings.snapshot()
+    log.append([(connect_key("timed", p), b"1") for p in range(3)], timeout_s=30.0)  # one transaction
+    log.append([(connect_key("timed", 9), b"2")], timeout_s=30.0)
+    after = log.write_timings.snapshot()
+    assert (after.count - before.count, after.records - before.records) == (2, 4)
+    assert after.sum_s > before.sum_s
+
+    other = sqlite3.connect(log.path, isolation_level=None, check_same_thread=False)
+    try:
+        other.execute("BEGIN IMMEDIATE")  # another process writing to the same log
+        with pytest.raises(LogWriteError):  # a write that failed is not a duration of the log's
+            log.append([(connect_key("timed", 0), b"x")], timeout_s=0.2)
+        assert log.write_timings.snapshot().count == after.count
+        release = threading.Timer(1.2, other.execute, ("COMMIT",))
+        release.start()
+        with caplog.at_level(logging.WARNING, logger="emulator.logs.write_timings"):
+            log.append([(connect_key("timed", 0), b"3")], timeout_s=30.0)
+        release.join()
+    finally:
+        other.close()
+    held = log.write_timings.snapshot()
+    assert held.count - after.count == 1
+    assert dict(held.cumulative)[1.0] == dict(after.cumulative)[1.0], "a 1.2 s write counted within 1 s"
+    [warning] = [r.getMessage() for r in caplog.records if r.name == "emulator.logs.write_timings"]
+    assert warning.startswith(f"{log.description}: a write took 1.")
+    assert "another process writing to this log" in warning
+
+
 def test_a_failing_sink_call_is_logged_and_counted_and_reading_goes_on(
     log: EmbeddedOffsetLog, caplog: pytest.LogCaptureFixture
 ) -> None:

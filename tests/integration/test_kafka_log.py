@@ -398,6 +398,24 @@ def test_append_returns_positions_that_the_reader_then_delivers(make_log: LogFac
     assert positions[3].partition == positions[-1].partition and positions[3].offset < positions[-1].offset
 
 
+def test_each_append_and_each_transaction_is_timed_once_with_its_records(make_log: LogFactory, topic_name: str) -> None:
+    """From handing the records over to the broker's last acknowledgement (a transaction: to its
+    commit), one observation per write, so ``/metrics`` can tell a slow broker from a slow daemon."""
+    log = make_log(topic_name, partitions=3)
+    log.open()
+    before = log.write_timings.snapshot()
+    log.append([(b"t%d" % i, b"v") for i in range(4)])
+    log.append([(b"t9", None)])
+    appended = log.write_timings.snapshot()
+    assert (appended.count - before.count, appended.records - before.records) == (2, 5)
+    assert appended.sum_s > before.sum_s
+
+    positions = log.append_transactional(f"tx-timed-{topic_name}", [(b"t1", b"w"), (b"t2", b"w")], timeout_s=WAIT_S)
+    assert len(positions) == 2
+    committed = log.write_timings.snapshot()
+    assert (committed.count - appended.count, committed.records - appended.records) == (1, 2)
+
+
 def test_concurrent_appends_from_many_threads_are_all_acknowledged(make_log: LogFactory, topic_name: str) -> None:
     log = make_log(topic_name, partitions=5)
     log.open()

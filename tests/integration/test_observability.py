@@ -114,6 +114,18 @@ def test_n_writes_are_counted_n_times_per_connector_route_and_status(observed: D
         - before.value("connect_offsets_reader_records_read_total")
         == 4
     )  # 2 records, then 1 and 1: a dry run writes nothing
+    # The log timed its own part of each write (its lock, commit and fsync): one transaction per
+    # request, as they came one at a time, carrying those 4 records.
+    for metric, made in (
+        ("connect_offsets_log_write_duration_seconds_count", 3),
+        ("connect_offsets_log_write_duration_seconds_bucket", 3),
+        ("connect_offsets_log_written_records_total", 4),
+    ):
+        labels_of = {"le": "+Inf"} if metric.endswith("_bucket") else {}
+        assert after.value(metric, **labels_of) - before.value(metric, **labels_of) == made, metric
+    assert after.value("connect_offsets_log_write_duration_seconds_sum") > before.value(
+        "connect_offsets_log_write_duration_seconds_sum"
+    )
     assert not any(
         name in dict(labels).get("route", "") for labels in after.series("connect_offsets_http_requests_total")
     )

@@ -64,6 +64,12 @@ def test_writes_are_counted_and_the_reader_follows_the_topics_end(
     read = samples.value("connect_offsets_reader_records_read_total")
     assert read - before.value("connect_offsets_reader_records_read_total") == 6
     assert samples.value("connect_offsets_writes_total", connector=name, operation="PATCH", result="ok") == 3
+    # The log timed produce to acknowledgement for each of the daemon's 3 writes (Connect's are not its own).
+    for metric in ("connect_offsets_log_write_duration_seconds_count", "connect_offsets_log_written_records_total"):
+        assert samples.value(metric) - before.value(metric) == 3, metric
+    assert samples.value("connect_offsets_log_write_duration_seconds_sum") > before.value(
+        "connect_offsets_log_write_duration_seconds_sum"
+    )
     status = httpx.get(f"{kafka_daemon.url}/status").json()
     assert status["end_offsets"] == {str(p): e for p, e in ends.items()} == status["positions"]
     assert status["lag_total"] == 0

@@ -45,6 +45,7 @@ from emulator.logs.embedded.storage import (
     is_corruption,
 )
 from emulator.logs.own_writes import OwnWrites
+from emulator.logs.write_timings import WriteTimings
 from emulator.model.claims import Claim, Fence, Fenced, fenced_message, held_message
 from emulator.model.errors import (
     ClaimHeld,
@@ -142,6 +143,10 @@ class EmbeddedOffsetLog(OffsetLog):
         self._partitions = partitions
         self._db_path = self._data_dir / f"{name}.sqlite3"
         self._file = LogFile(self._db_path, name, partitions, synchronous)
+        self._write_timings = WriteTimings(
+            self._file.description,
+            "SQLite's write lock, commit and fsync (the disk, or another process writing to this log)",
+        )
 
         self._writer: sqlite3.Connection | None = None
         self._busy_ms = 0  # the writer connection's busy_timeout, as last set by _set_busy_timeout
@@ -186,6 +191,11 @@ class EmbeddedOffsetLog(OffsetLog):
     def path(self) -> Path:
         """The SQLite file (its ``-wal`` and ``-shm`` companions live next to it)."""
         return self._db_path
+
+    @property
+    def write_timings(self) -> WriteTimings:
+        """One observation per transaction: concurrent writes share one (group commit)."""
+        return self._write_timings
 
     @property
     def sink_failures(self) -> int:
@@ -505,6 +515,7 @@ class EmbeddedOffsetLog(OffsetLog):
             conn = self._writer
             if conn is None:
                 raise LogWriteError(f"{self.description} was closed; nothing was written")
+            started = time.monotonic()
             try:
                 results = self._write(conn, batch, deadline)
             except sqlite3.Error as e:
@@ -512,11 +523,15 @@ class EmbeddedOffsetLog(OffsetLog):
                 raise LogWriteError(f"{self.description}: write failed ({why}); nothing was written") from e
             except Exception as e:  # e.g. a damaged partitions table: still an answer, not a traceback
                 raise LogWriteError(f"{self.description}: write failed ({e!r}); nothing was written") from e
+            written = 0
             for req, outcome in zip(batch, results, strict=True):
                 if isinstance(outcome, OffsetsError):
                     req.error = outcome
                 else:
                     req.positions = outcome
+                    written += len(outcome)
+            if written:
+                self._write_timings.observe(time.monotonic() - started, written)
         except OffsetsError as e:
             for req in batch:
                 req.error = e

@@ -27,6 +27,7 @@ from emulator.logs.kafka.transactional import TransactionalAppender
 from emulator.logs.kafka.watch import BrokerWatch, wait_for_cluster
 from emulator.logs.kafka.writer import OffsetsWriter, checked_entry
 from emulator.logs.own_writes import OwnWrites
+from emulator.logs.write_timings import WriteTimings
 from emulator.model.claims import Claim, Fence, Fenced, fenced_message
 from emulator.model.errors import LogConfigError, LogUnavailable, LogWriteError
 from emulator.model.records import Position
@@ -80,12 +81,16 @@ class KafkaOffsetLog(OffsetLog):
         self._consume_batch = consume_batch
         self._startup_timeout_s = startup_timeout_s
         self._errors = LastError(f"kafka://{bootstrap_servers}/{topic}", log)
-        self._writer = OffsetsWriter(self._clients, topic, self._errors, lambda: self.partition_count)
+        self._write_timings = WriteTimings(self._errors.description, "the broker's acknowledgement")
+        self._writer = OffsetsWriter(
+            self._clients, topic, self._errors, lambda: self.partition_count, self._write_timings
+        )
         self._transactions = TransactionalAppender(
             dataclasses.replace(self._clients, purpose=f"transactional writes to {topic}"),
             topic,
             lambda: self.partition_count,
             self.description,
+            self._write_timings,
         )
         self._with_claims = claims
 
@@ -109,6 +114,12 @@ class KafkaOffsetLog(OffsetLog):
     @property
     def description(self) -> str:
         return self._errors.description
+
+    @property
+    def write_timings(self) -> WriteTimings:
+        """One observation per append: from handing its first record to the producer to its last
+        acknowledgement (a transactional append: from its producer's start to the commit)."""
+        return self._write_timings
 
     @property
     def topic(self) -> str:

@@ -29,6 +29,7 @@ from confluent_kafka import KafkaError, KafkaException, Message, Producer
 from emulator.codec.murmur2 import partition_for
 from emulator.logs.kafka.claims import _fatal_or_fenced, _needs_abort, _retriable
 from emulator.logs.kafka.config import KafkaClientConfig
+from emulator.logs.write_timings import WriteTimings
 from emulator.model.errors import Conflict, LogTimeout, LogWriteError, WriteOutcomeUnknown
 from emulator.model.records import Position
 
@@ -86,11 +87,13 @@ class TransactionalAppender:
         topic: str,
         partition_count: Callable[[], int],
         description: str,
+        timings: WriteTimings,
     ) -> None:
         self._clients = clients
         self._topic = topic
         self._partition_count = partition_count
         self._description = description
+        self._timings = timings
 
     def _producer(self, transactional_id: str) -> Producer:
         return self._clients.create(
@@ -123,7 +126,8 @@ class TransactionalAppender:
     ) -> list[Position]:
         """Write ``entries`` in one transaction of ``transactional_id`` (a fresh producer, fencing every
         earlier one), after fencing ``fence_also``; see the module docstring for the outcomes."""
-        deadline = time.monotonic() + timeout_s
+        started = time.monotonic()
+        deadline = started + timeout_s
         self.fence(fence_also, deadline)
         producer = self._producer(transactional_id)
         try:
@@ -146,7 +150,9 @@ class TransactionalAppender:
             if batch.flushed(deadline):
                 producer.commit_transaction(max(deadline - time.monotonic(), 0.1))
                 batch.close()
-                return batch.committed()
+                committed = batch.committed()
+                self._timings.observe(time.monotonic() - started, len(committed))
+                return committed
         except KafkaException as exc:
             failure = self._failed(batch, exc)
             if failure is not None:

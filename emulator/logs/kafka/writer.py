@@ -24,6 +24,7 @@ from confluent_kafka import KafkaError, KafkaException, Message, Producer
 from emulator.codec.murmur2 import partition_for
 from emulator.logs.kafka.config import KafkaClientConfig
 from emulator.logs.kafka.health import LastError
+from emulator.logs.write_timings import WriteTimings
 from emulator.model.errors import InvalidRecord, LogConfigError, LogWriteError, WriteOutcomeUnknown
 from emulator.model.records import Position
 
@@ -58,9 +59,22 @@ class _PendingAppend:
     hands it to its caller (``WriteOutcomeUnknown``), which learns the outcome from it later.
     """
 
-    __slots__ = ("abandoned", "deadline", "description", "errors", "lock", "outcome", "positions", "remaining")
+    __slots__ = (
+        "abandoned",
+        "deadline",
+        "description",
+        "errors",
+        "lock",
+        "outcome",
+        "positions",
+        "remaining",
+        "started",
+        "timings",
+    )
 
-    def __init__(self, count: int, deadline: float, description: str) -> None:
+    def __init__(self, count: int, deadline: float, description: str, timings: WriteTimings) -> None:
+        self.started = time.monotonic()
+        self.timings = timings
         self.deadline = deadline
         self.description = description
         self.positions: list[Position | None] = [None] * count
@@ -114,6 +128,7 @@ class _PendingAppend:
                 )
             )
         else:
+            self.timings.observe(time.monotonic() - self.started, total)
             self.outcome.set_result([p for p in positions if p is not None])
 
     def abandon(self) -> None:
@@ -134,11 +149,13 @@ class OffsetsWriter:
         topic: str,
         errors: LastError,
         partition_count: Callable[[], int],
+        timings: WriteTimings,
     ) -> None:
         self._clients = clients
         self._topic = topic
         self._errors = errors
         self._partition_count = partition_count
+        self._timings = timings
         self._lock = threading.Lock()  # guards the state below (not the producer itself)
         self._producing = 0  # appends between taking the producer and handing over their last record
         self._no_producers = threading.Condition(self._lock)
@@ -233,7 +250,7 @@ class OffsetsWriter:
         try:
             if len(producer) + len(checked) > _START_QUEUE_ROOM:
                 return None
-            pending = _PendingAppend(len(checked), float("inf"), self.description)
+            pending = _PendingAppend(len(checked), float("inf"), self.description, self._timings)
             for index, (key, value) in enumerate(checked):
                 if not self._hand(producer, count, pending, index, key, value):
                     if index == 0:  # nothing handed over: the blocking path waits for room
@@ -284,7 +301,7 @@ class OffsetsWriter:
     ) -> _PendingAppend:
         """Hand every record to the producer (waiting while its local queue is full, until ``timeout_s``)."""
         deadline = time.monotonic() + timeout_s
-        pending = _PendingAppend(len(checked), deadline, self.description)
+        pending = _PendingAppend(len(checked), deadline, self.description, self._timings)
         for index, (key, value) in enumerate(checked):
             while not self._hand(producer, count, pending, index, key, value):
                 if time.monotonic() >= deadline:
