@@ -44,6 +44,11 @@ class WriteTimingsSnapshot:
     sum_s: float
     records: int
     """Records those writes carried (over ``count``: how many records a write carried on average)."""
+    slow: int
+    """Writes that took ``SLOW_WRITE_S`` or more."""
+    last_slow_at: float | None
+    """Wall-clock time (``time.time()``) the latest of those ended."""
+    last_slow_s: float | None
 
 
 class WriteTimings:
@@ -62,8 +67,10 @@ class WriteTimings:
         self._count = 0
         self._sum_s = 0.0
         self._records = 0
+        self._slow = 0
         self._slow_unreported = 0
         self._warned_at: float | None = None
+        self._last_slow: tuple[float, float] | None = None  # (ended at, wall clock; seconds)
 
     def observe(self, seconds: float, records: int) -> None:
         """One write of ``records`` records became durable ``seconds`` after it started."""
@@ -74,6 +81,8 @@ class WriteTimings:
             self._sum_s += seconds
             self._records += records
             if seconds >= SLOW_WRITE_S:
+                self._slow += 1
+                self._last_slow = (time.time(), seconds)
                 self._slow_unreported += 1
                 now = self._clock()
                 if self._warned_at is None or now - self._warned_at >= WARN_EVERY_S:
@@ -94,9 +103,18 @@ class WriteTimings:
         with self._lock:
             counts = list(self._counts)
             count, sum_s, records = self._count, self._sum_s, self._records
+            slow, last_slow = self._slow, self._last_slow
         cumulative: list[tuple[float, int]] = []
         running = 0
         for bound, n in zip((*BUCKETS, float("inf")), counts, strict=True):
             running += n
             cumulative.append((bound, running))
-        return WriteTimingsSnapshot(tuple(cumulative), count, sum_s, records)
+        return WriteTimingsSnapshot(
+            tuple(cumulative),
+            count,
+            sum_s,
+            records,
+            slow,
+            None if last_slow is None else last_slow[0],
+            None if last_slow is None else last_slow[1],
+        )

@@ -56,6 +56,20 @@ class ReaderHealth(TypedDict):
     records_dropped: int
 
 
+class WriteHealth(TypedDict):
+    """The offsets log's own part of the writes since the daemon started: is the disk or the broker slow?"""
+
+    writes: int
+    """Writes the log made durable (embedded: transactions, which concurrent requests share; Kafka: appends)."""
+    records: int
+    mean_ms: float | None
+    """Their mean duration, from the write lock or the hand-over to the producer until durable."""
+    slow_writes: int
+    """Of those, writes that took a second or more (each logged, at most one line a minute)."""
+    last_slow_at: str | None
+    last_slow_s: float | None
+
+
 class Status(Readiness):
     log: str
     lag: dict[str, int]
@@ -66,6 +80,8 @@ class Status(Readiness):
     live_keys: int
     history: dict[str, Any]
     """The archiver's mode, queue and errors (``{"enabled": false}`` with ``--no-history``)."""
+    writes: WriteHealth | None
+    """None for a log that does not time its writes (both backends do)."""
 
 
 def iso(seconds: float | None) -> str | None:
@@ -132,4 +148,19 @@ class Health:
             "view": {**self._view.stats.as_dict(), "listener_failures": self._view.listener_failures},
             "live_keys": self._view.live_keys(),
             "history": {"enabled": False} if history is None else {"enabled": True, **history.status()},
+            "writes": self._write_health(),
+        }
+
+    def _write_health(self) -> WriteHealth | None:
+        timings = self._log.write_timings
+        if timings is None:
+            return None
+        t = timings.snapshot()
+        return {
+            "writes": t.count,
+            "records": t.records,
+            "mean_ms": round(t.sum_s * 1000 / t.count, 3) if t.count else None,
+            "slow_writes": t.slow,
+            "last_slow_at": iso(t.last_slow_at),
+            "last_slow_s": None if t.last_slow_s is None else round(t.last_slow_s, 3),
         }

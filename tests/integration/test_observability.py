@@ -148,6 +148,11 @@ def test_the_reader_lag_reaches_zero_and_end_offsets_follow_the_writes(observed:
     assert reader["last_poll_at"] is not None and reader["last_records_at"] is not None
     assert status["history"]["enabled"] is True and status["history"]["mode"] == "writing"
     assert status["view"]["listener_failures"] == 0
+    # The log's own part of the writes: one transaction with the 4 records, none slow.
+    writes, before = status["writes"], start["writes"]
+    assert (writes["writes"] - before["writes"], writes["records"] - before["records"]) == (1, 4)
+    assert writes["mean_ms"] > 0 and writes["slow_writes"] == 0
+    assert writes["last_slow_at"] is None and writes["last_slow_s"] is None
 
     samples = scrape(observed.url)
     lags = samples.series("connect_offsets_reader_lag")

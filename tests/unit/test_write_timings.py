@@ -35,7 +35,7 @@ def test_a_write_counts_in_every_bucket_from_the_first_bound_it_does_not_exceed(
     assert within(timings, 0.005) == 2
     assert within(timings, 30.0) == 2
     assert within(timings, float("inf")) == 3
-    assert (snap.count, snap.records) == (3, 7)
+    assert (snap.count, snap.records, snap.slow) == (3, 7, 1)
     assert snap.sum_s == pytest.approx(40.004)
 
 
@@ -74,5 +74,7 @@ def test_slow_writes_are_logged_at_most_once_per_interval_and_counted_in_the_nex
         clock.now += WARN_EVERY_S / 4
         timings.observe(3.0, 1)
     assert len(caplog.records) == 2
+    snap = timings.snapshot()
+    assert snap.slow == 5 and snap.last_slow_s == 3.0  # every slow write counts, logged or not
     assert "(4 write(s) of 1 s or more since the last such warning)" in caplog.records[1].getMessage()
     assert "took 3.00 s" in caplog.records[1].getMessage()
