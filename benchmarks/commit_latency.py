@@ -50,6 +50,7 @@ from confluent_kafka import Producer
 
 from benchmarks.http_load import BlockingConnection, request_bytes
 from benchmarks.support import (
+    TANSU_TAIL,
     Daemon,
     Tansu,
     command_line,
@@ -265,6 +266,7 @@ def kafka_vs_raw(args: argparse.Namespace, broker: Tansu, work: Path, extra: lis
         str(work / label),
         "--offsets-partitions",
         str(args.partitions),
+        *TANSU_TAIL,
         *extra,
     ]
     patch: list[float] = []
@@ -320,7 +322,13 @@ def diagnose(args: argparse.Namespace, broker: Tansu, extra_config: dict[str, st
     from emulator.view.offset_view import OffsetView
 
     topic = f"bench-commit-diag-{os.getpid()}-{len(extra_config)}"
-    log = KafkaOffsetLog(broker.bootstrap, topic=topic, partitions=args.partitions, client_config=extra_config)
+    log = KafkaOffsetLog(
+        broker.bootstrap,
+        topic=topic,
+        partitions=args.partitions,
+        client_config=extra_config,
+        tail_fetch_wait_ms=TANSU_TAIL[1].removesuffix("ms"),
+    )
     log.open()
     view = OffsetView()
     log.start_reading(view.apply)

@@ -42,6 +42,7 @@ from typing import Any
 
 from benchmarks.http_load import RawConnection, request_bytes
 from benchmarks.support import (
+    TANSU_TAIL,
     Daemon,
     Tansu,
     command_line,
@@ -238,7 +239,7 @@ def main() -> None:
     if args.backend in ("kafka", "both"):
         with Tansu(work / "tansu.log") as broker:
             topic = f"bench-concurrency-{os.getpid()}"
-            kafka_args = ["--bootstrap-servers", broker.bootstrap, "--offsets-topic", topic]
+            kafka_args = ["--bootstrap-servers", broker.bootstrap, "--offsets-topic", topic, *TANSU_TAIL]
             with Daemon([*kafka_args, "--data-dir", str(work / "kafka"), *base], work / "daemon-kafka.log") as daemon:
                 print(" Kafka daemon:", flush=True)
                 assert broker.process is not None

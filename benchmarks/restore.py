@@ -38,6 +38,7 @@ import httpx
 from benchmarks.support import (
     RESULTS_DIR,
     ROOT,
+    TANSU_TAIL,
     Tansu,
     bench_records,
     child_json,
@@ -144,6 +145,7 @@ def daemon_serve(
         topic,
         "--data-dir",
         str(data_dir),
+        *TANSU_TAIL,
         *args.serve_arg,
         *extra,
         "--offsets-partitions",

@@ -24,6 +24,7 @@ from typing import Any
 
 import httpx
 
+from benchmarks.support import TANSU_TAIL
 from tests.fixtures.processes import die_with_parent, free_port
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -71,7 +72,7 @@ def daemon(workdir: Path, bootstrap: str | None = None) -> Iterator[str]:
     """A ``connect-offsets serve`` process: on Kafka if ``bootstrap`` is given, else the embedded log."""
     port = free_port()
     backend = (
-        ["--bootstrap-servers", bootstrap, "--offsets-topic", "bench-offsets", "--offsets-partitions", "5"]
+        ["--bootstrap-servers", bootstrap, "--offsets-topic", "bench-offsets", "--offsets-partitions", "5", *TANSU_TAIL]
         if bootstrap
         else ["--data-dir", str(workdir / "data")]
     )

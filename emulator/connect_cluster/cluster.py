@@ -16,6 +16,7 @@ from emulator.connect_cluster.kind import connector_kind
 from emulator.connect_cluster.reader import InternalTopicReader
 from emulator.connect_cluster.state import ClusterState, ConnectorSnapshot
 from emulator.logs.base import ReadProgress
+from emulator.logs.kafka.config import DEFAULT_TAIL_FETCH_WAIT_MS
 from emulator.model.connectors import ConnectorKind
 from emulator.model.errors import LogUnavailable, NotReady
 from emulator.model.times import format_time_ms
@@ -40,6 +41,7 @@ class ConnectCluster:
         client_config: Mapping[str, str] | None = None,
         read_committed: bool = False,
         timeout_s: float = 30.0,
+        tail_fetch_wait_ms: str = DEFAULT_TAIL_FETCH_WAIT_MS,
     ) -> None:
         self.state = ClusterState()
         # The config topic is read read_committed when the cluster runs exactly-once source support
@@ -53,6 +55,7 @@ class ConnectCluster:
             client_config=client_config,
             read_committed=read_committed,
             timeout_s=timeout_s,
+            tail_fetch_wait_ms=tail_fetch_wait_ms,
         )
         self._status = (
             None
@@ -65,6 +68,7 @@ class ConnectCluster:
                 setting=STATUS_SETTING,
                 client_config=client_config,
                 timeout_s=timeout_s,
+                tail_fetch_wait_ms=tail_fetch_wait_ms,
             )
         )
 

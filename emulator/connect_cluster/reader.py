@@ -19,16 +19,13 @@ from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient
 
 from emulator.logs.base import ReadProgress, RecordSink
-from emulator.logs.kafka.config import KafkaClientConfig
+from emulator.logs.kafka.config import DEFAULT_TAIL_FETCH_WAIT_MS, KafkaClientConfig
 from emulator.logs.kafka.health import LastError
 from emulator.logs.kafka.reader import TopicReader
 from emulator.model.errors import LogConfigError, LogUnavailable
 
 log = logging.getLogger(__name__)
 
-_FETCH_WAIT_MS = "100"
-"""One consumer for replay and tail: these topics are small and a state change need not be seen
-within milliseconds (``refresh`` reads to the end before every modification anyway)."""
 _BATCH = 5_000
 
 
@@ -46,10 +43,13 @@ class InternalTopicReader:
         client_config: Mapping[str, str] | None = None,
         read_committed: bool = False,
         timeout_s: float = 30.0,
+        tail_fetch_wait_ms: str = DEFAULT_TAIL_FETCH_WAIT_MS,
     ) -> None:
         if not topic or not topic.strip():
             raise LogConfigError(f"{setting} must name a topic")
-        self._clients = KafkaClientConfig(bootstrap, dict(client_config or {}), f"Connect's {what}")
+        self._clients = KafkaClientConfig(
+            bootstrap, dict(client_config or {}), f"Connect's {what}", tail_fetch_wait_ms=tail_fetch_wait_ms
+        )
         self.topic = topic
         self._sink = sink
         self._what = what  # e.g. "config topic"
@@ -85,8 +85,9 @@ class InternalTopicReader:
             read_committed=self._read_committed,
             timeout_s=self._timeout_s,
             batch=_BATCH,
-            replay_fetch_wait_ms=_FETCH_WAIT_MS,
-            tail_fetch_wait_ms=_FETCH_WAIT_MS,
+            # One consumer for replay and tail: these topics are small (and ``refresh`` reads to the
+            # end before every modification anyway).
+            replay_fetch_wait_ms=self._clients.tail_fetch_wait_ms,
             thread_name=f"connect-{self.topic}",
         )
         log.info("Connect %s %s has %d partition(s)", self._what, self.description, partitions)

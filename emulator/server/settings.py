@@ -88,6 +88,17 @@ class Settings:
         group=DAEMON,
         repeatable=True,
     )
+    tail_fetch_wait_s: float = option(
+        "500ms",
+        POSITIVE_DURATION,
+        "Kafka only: how long the readers' fetches may wait at the broker for new records once read to the end "
+        "(fetch.wait.max.ms). Kafka answers as soon as a record arrives, so this only sets how often an idle "
+        "daemon asks (twice a second, as Connect's workers); brokers that hold every fetch this long (Tansu, "
+        "used in tests) deliver records this late, so tests against them use 10ms. --kafka-config "
+        "fetch.wait.max.ms wins over it",
+        group=DAEMON,
+        flag="--tail-fetch-wait",
+    )
     read_committed: bool = option(
         "false",
         BOOLEAN,
@@ -284,6 +295,11 @@ class Settings:
             raise SettingsError("--status-topic needs --config-topic (connector states come from the config topic)")
         if self.metrics_port is not None and self.metrics_port == self.port:
             raise SettingsError(f"--metrics-port {self.metrics_port} is the HTTP port (--port); choose another")
+        if not 0.001 <= self.tail_fetch_wait_s <= 300.0:
+            raise SettingsError(
+                f"--tail-fetch-wait must be between 1ms and 300s (librdkafka's fetch.wait.max.ms), got "
+                f"{self.tail_fetch_wait_s:g}s"
+            )
         self._check_security()
 
     def _check_security(self) -> None:
@@ -309,6 +325,11 @@ class Settings:
     @property
     def embedded(self) -> bool:
         return not self.bootstrap_servers
+
+    @property
+    def tail_fetch_wait_ms(self) -> str:
+        """``--tail-fetch-wait`` as librdkafka's ``fetch.wait.max.ms`` value."""
+        return str(round(self.tail_fetch_wait_s * 1000))
 
     @property
     def history_root(self) -> Path:

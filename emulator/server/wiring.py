@@ -80,6 +80,7 @@ def build_log(settings: Settings, eos: ExactlyOnceSource = DISABLED) -> OffsetLo
         read_committed=settings.read_committed or eos.enabled,
         claims_topic=settings.claims_topic,
         startup_timeout_s=settings.startup_timeout_s,
+        tail_fetch_wait_ms=settings.tail_fetch_wait_ms,
     )
 
 
@@ -127,6 +128,7 @@ def topic_store_opener(settings: Settings) -> OpenStore:
             read_committed=read_committed,
             startup_timeout_s=settings.write_timeout_s,
             claims=False,
+            tail_fetch_wait_ms=settings.tail_fetch_wait_ms,
         )
         log_.open()
         view = OffsetView()
@@ -217,6 +219,7 @@ def build_cluster(
         settings.status_topic,
         client_config=settings.kafka_config,
         read_committed=settings.read_committed or eos.enabled,
+        tail_fetch_wait_ms=settings.tail_fetch_wait_ms,
     )
     cluster.open()
     return cluster, sinks

@@ -23,7 +23,7 @@ from emulator.connect_cluster import ConnectCluster
 from emulator.model.connectors import not_found_message, not_stopped_message
 from emulator.model.errors import NotReady
 from emulator.service.results import ALTERED, RESET
-from tests.fixtures.broker import TansuBroker
+from tests.fixtures.broker import TANSU_TAIL_FETCH_WAIT_MS, TansuBroker
 from tests.fixtures.connect_cluster import (
     ConnectClusterDaemon,
     config,
@@ -184,7 +184,9 @@ def test_readiness_covers_the_connect_topics(cluster: ConnectClusterDaemon) -> N
 def test_offset_reads_wait_until_the_config_topic_was_read(
     kafka_broker: TansuBroker, cluster: ConnectClusterDaemon
 ) -> None:
-    view = ConnectCluster(kafka_broker.bootstrap, cluster.config_topic, cluster.status_topic)
+    view = ConnectCluster(
+        kafka_broker.bootstrap, cluster.config_topic, cluster.status_topic, tail_fetch_wait_ms=TANSU_TAIL_FETCH_WAIT_MS
+    )
     view.open()
     try:
         with pytest.raises(NotReady, match="has not been read to its end yet"):
@@ -282,7 +284,9 @@ def test_the_daemons_reading_of_config_and_status_records_matches_javas(
     wanted = sorted(names.values())
     java = java_oracle.connect_cluster_read(kafka_broker.bootstrap, config_topic, wanted, status_topic=status_topic)
 
-    ours = ConnectCluster(kafka_broker.bootstrap, config_topic, status_topic)
+    ours = ConnectCluster(
+        kafka_broker.bootstrap, config_topic, status_topic, tail_fetch_wait_ms=TANSU_TAIL_FETCH_WAIT_MS
+    )
     ours.open()
     try:
         ours.start_reading()

@@ -15,7 +15,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 from emulator.logs.kafka.offsets_log import KafkaOffsetLog
 from emulator.model.claims import Fence, Fenced
 from emulator.server.errors import status_of
-from tests.fixtures.broker import TansuBroker
+from tests.fixtures.broker import TANSU_TAIL_FETCH_WAIT_MS, TansuBroker
 
 pytestmark = pytest.mark.kafka
 
@@ -25,7 +25,7 @@ def daemons(kafka_broker: TansuBroker) -> Iterator[Callable[[str], KafkaOffsetLo
     logs: list[KafkaOffsetLog] = []
 
     def make(topic: str) -> KafkaOffsetLog:
-        log = KafkaOffsetLog(kafka_broker.bootstrap, topic, partitions=3)
+        log = KafkaOffsetLog(kafka_broker.bootstrap, topic, partitions=3, tail_fetch_wait_ms=TANSU_TAIL_FETCH_WAIT_MS)
         log.open()
         logs.append(log)
         return log

@@ -23,7 +23,7 @@ from emulator.logs.base import ReadProgress
 from emulator.logs.kafka.offsets_log import KafkaOffsetLog
 from emulator.model.errors import InvalidRecord, LogConfigError, LogWriteError, WriteOutcomeUnknown
 from emulator.model.records import LogRecord, Position
-from tests.fixtures.broker import TansuBroker
+from tests.fixtures.broker import TANSU_TAIL_FETCH_WAIT_MS, TansuBroker
 
 pytestmark = pytest.mark.kafka
 
@@ -86,6 +86,7 @@ def make_log(kafka_broker: TansuBroker) -> Iterator[LogFactory]:
             partitions=partitions,
             client_config=client_config,
             read_committed=read_committed,
+            tail_fetch_wait_ms=TANSU_TAIL_FETCH_WAIT_MS,
         )
         logs.append(log)
         return log

@@ -18,11 +18,11 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 
 import emulator.logs.kafka.reader as kafka_reader
-from emulator.logs.kafka.config import KafkaClientConfig
+from emulator.logs.kafka.config import DEFAULT_TAIL_FETCH_WAIT_MS, KafkaClientConfig
 from emulator.logs.kafka.reader import TopicReader
 from emulator.model.errors import LogUnavailable
 from emulator.model.records import LogRecord
-from tests.fixtures.broker import TansuBroker
+from tests.fixtures.broker import TANSU_TAIL_FETCH_WAIT_MS, TansuBroker
 
 pytestmark = pytest.mark.kafka
 
@@ -54,7 +54,9 @@ def make_reader(kafka_broker: TansuBroker) -> Iterator[Callable[..., TopicReader
     readers: list[TopicReader] = []
 
     def make(topic: str, **kwargs: object) -> TopicReader:
-        clients = KafkaClientConfig(kafka_broker.bootstrap, {}, "a reader test")
+        clients = KafkaClientConfig(
+            kafka_broker.bootstrap, {}, "a reader test", tail_fetch_wait_ms=TANSU_TAIL_FETCH_WAIT_MS
+        )
         reader = TopicReader(clients, topic, clients.create("admin", AdminClient), **kwargs)
         readers.append(reader)
         return reader
@@ -97,6 +99,48 @@ def test_read_to_end_returns_only_once_a_record_written_before_the_call_is_appli
     assert returned.is_set()
     assert sink.keys() == [b"late"]  # applied by the time read_to_end returned
     assert reader.progress().positions == {0: 0, 1: 1}
+
+
+def tail_delays(broker: TansuBroker, reader: TopicReader, topic: str, count: int = 4) -> list[float]:
+    """Seconds from producing each record to its delivery, one record at a time."""
+    sink = GatedSink()
+    reader.start(sink)
+    assert reader.wait_caught_up(WAIT_S)
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0})
+    producer.produce(topic, key=b"warm-up", value=b"v", partition=0)  # metadata and connection first
+    assert producer.flush(WAIT_S) == 0
+    while not sink.keys():
+        time.sleep(0.002)
+    delays = []
+    for n in range(count):
+        key, started = b"d%d-%d" % (n, time.monotonic_ns()), time.monotonic()
+        producer.produce(topic, key=key, value=b"v", partition=0)
+        assert producer.flush(WAIT_S) == 0
+        while sink.keys().count(key) == 0:
+            assert time.monotonic() - started < WAIT_S, "the record was never delivered"
+            time.sleep(0.002)
+        delays.append(time.monotonic() - started)
+    return sorted(delays)
+
+
+@pytest.mark.slow
+def test_the_tail_waits_at_the_broker_as_long_as_its_clients_say(
+    kafka_broker: TansuBroker, make_reader: Callable[..., TopicReader], topic_name: str
+) -> None:
+    """Tansu holds every fetch for its whole wait, so there the wait shows as delivery delay: by
+    default half a second (a Kafka broker answers at once; the wait only spaces an idle reader's
+    fetches, as Connect's workers space theirs), 10 ms as the tests' daemons are told."""
+    kafka_broker.create_topic(topic_name, 1, {"cleanup.policy": "compact"})
+    short = tail_delays(kafka_broker, make_reader(topic_name), topic_name)
+    default_clients = KafkaClientConfig(kafka_broker.bootstrap, {}, "a reader test")
+    assert default_clients.tail_fetch_wait_ms == DEFAULT_TAIL_FETCH_WAIT_MS == "500"
+    reader = TopicReader(default_clients, topic_name, default_clients.create("admin", AdminClient))
+    try:
+        patient = tail_delays(kafka_broker, reader, topic_name)
+    finally:
+        reader.close()
+    assert short[len(short) // 2] < 0.1, f"10 ms tail: delivered after {short} s"
+    assert patient[len(patient) // 2] > 0.15, f"default tail: delivered after {patient} s"  # 0.25 s measured
 
 
 @pytest.mark.slow

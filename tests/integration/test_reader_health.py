@@ -18,7 +18,7 @@ from emulator.logs.base import OffsetLog, ReadProgress
 from emulator.logs.embedded.offsets_log import EmbeddedOffsetLog
 from emulator.logs.kafka.offsets_log import KafkaOffsetLog
 from emulator.model.records import LogRecord
-from tests.fixtures.broker import TansuBroker
+from tests.fixtures.broker import TANSU_TAIL_FETCH_WAIT_MS, TansuBroker
 
 WAIT_S = 20.0
 
@@ -78,7 +78,9 @@ def test_kafka_end_offsets_follow_records_written_by_others_and_the_lag_returns_
     kafka_broker: TansuBroker, topic_name: str
 ) -> None:
     kafka_broker.create_topic(topic_name, 3, {"cleanup.policy": "compact"})
-    log = KafkaOffsetLog(kafka_broker.bootstrap, topic=topic_name, partitions=3)
+    log = KafkaOffsetLog(
+        kafka_broker.bootstrap, topic=topic_name, partitions=3, tail_fetch_wait_ms=TANSU_TAIL_FETCH_WAIT_MS
+    )
     log.open()
     try:
         log.start_reading(lambda records: None)
@@ -106,7 +108,9 @@ def test_kafka_records_the_view_refused_are_counted_with_the_time_of_the_error(
     def refusing(records: Sequence[LogRecord]) -> None:
         raise RuntimeError("view exploded")
 
-    log = KafkaOffsetLog(kafka_broker.bootstrap, topic=topic_name, partitions=1)
+    log = KafkaOffsetLog(
+        kafka_broker.bootstrap, topic=topic_name, partitions=1, tail_fetch_wait_ms=TANSU_TAIL_FETCH_WAIT_MS
+    )
     log.open()
     try:
         before = time.time()

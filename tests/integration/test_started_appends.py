@@ -32,7 +32,7 @@ from emulator.service.results import PlannedRecord
 from emulator.service.write_guard import NO_AUTH, WriteGuard
 from emulator.service.writer import Deadline, OffsetsWriter
 from emulator.view.offset_view import OffsetView
-from tests.fixtures.broker import TansuBroker
+from tests.fixtures.broker import TANSU_TAIL_FETCH_WAIT_MS, TansuBroker
 from tests.integration.test_kafka_log import Collector
 
 pytestmark = pytest.mark.kafka
@@ -44,7 +44,9 @@ PARTITIONS = 5
 @pytest.fixture
 def kafka_log(kafka_broker: TansuBroker, topic_name: str) -> Iterator[tuple[KafkaOffsetLog, Collector]]:
     """An opened log on the session broker, caught up, with a sink remembering what it read."""
-    log = KafkaOffsetLog(kafka_broker.bootstrap, topic_name, partitions=PARTITIONS)
+    log = KafkaOffsetLog(
+        kafka_broker.bootstrap, topic_name, partitions=PARTITIONS, tail_fetch_wait_ms=TANSU_TAIL_FETCH_WAIT_MS
+    )
     sink = Collector()
     log.open()
     try:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.fixtures.broker import TansuBroker
+from tests.fixtures.broker import TANSU_TAIL_FETCH_WAIT, TansuBroker
 from tests.testkit.conftest import run_inner
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]  # each runs a pytest session of its own, with a daemon
@@ -49,7 +49,10 @@ def test_the_kit_runs_on_the_users_broker(
 ) -> None:
     inner.makepyfile(test_on_kafka=KAFKA_USER_TESTS)
     topic = kafka_broker.unique_topic("kit-offsets")
-    args = [f"--connect-offsets-offsets-topic={topic}", "--connect-offsets-serve-args=--offsets-partitions 5"]
+    args = [
+        f"--connect-offsets-offsets-topic={topic}",
+        f"--connect-offsets-serve-args=--offsets-partitions 5 --tail-fetch-wait {TANSU_TAIL_FETCH_WAIT}",
+    ]
     if how == "option":
         args.append(f"--connect-offsets-bootstrap-servers={kafka_broker.bootstrap}")
     else:
@@ -118,7 +121,7 @@ def test_a_real_filestream_connector_resumes_from_the_seeded_offset_and_its_comm
         inner,
         f"--connect-offsets-bootstrap-servers={kafka_broker.bootstrap}",
         f"--connect-offsets-offsets-topic={topic}",
-        "--connect-offsets-serve-args=--offsets-partitions 5",
+        f"--connect-offsets-serve-args=--offsets-partitions 5 --tail-fetch-wait {TANSU_TAIL_FETCH_WAIT}",
     )
 
     result.assert_outcomes(passed=1)

@@ -43,7 +43,15 @@ def test_the_defaults_are_the_daemons_historic_ones() -> None:
     assert s.history_rotate_bytes == 64 * 1024 * 1024
     assert s.history_rotate_interval_s == 86400.0
     assert s.sequence_cache_expiry_s == 600.0
+    assert (s.tail_fetch_wait_s, s.tail_fetch_wait_ms) == (0.5, "500")  # as Connect's workers' consumers
     assert s.embedded
+
+
+def test_the_tail_fetch_wait_is_librdkafkas_milliseconds_within_its_range() -> None:
+    assert settings("--tail-fetch-wait", "10ms").tail_fetch_wait_ms == "10"
+    assert settings(env={"CONNECT_OFFSETS_TAIL_FETCH_WAIT": "2s"}).tail_fetch_wait_ms == "2000"
+    with pytest.raises(SettingsError, match=r"--tail-fetch-wait must be between 1ms and 300s .* got 301s"):
+        settings("--tail-fetch-wait", "301s")
 
 
 def test_a_flag_wins_over_its_variable_and_the_variable_over_the_default() -> None:

@@ -33,7 +33,7 @@ from confluent_kafka.admin import AdminClient
 from emulator.codec.murmur2 import partition_for
 from emulator.logs.kafka.config import KafkaClientConfig
 from emulator.logs.kafka.health import LastError
-from emulator.logs.kafka.reader import TAIL_FETCH_WAIT_MS, TopicReader
+from emulator.logs.kafka.reader import TopicReader
 from emulator.logs.kafka.topics import TopicSpec, ensure_topic
 from emulator.model.claims import Claim, Fence, Fenced, fenced_message, held_message
 from emulator.model.errors import ClaimHeld, Conflict, LogTimeout, LogUnavailable, LogWriteError, WriteOutcomeUnknown
@@ -170,8 +170,7 @@ class KafkaClaims:
             read_committed=True,  # an aborted claim never counts
             timeout_s=self._timeout_s,
             # A handful of records, read on every claim: latency matters, replay speed does not.
-            replay_fetch_wait_ms=TAIL_FETCH_WAIT_MS,
-            tail_fetch_wait_ms=TAIL_FETCH_WAIT_MS,
+            replay_fetch_wait_ms=self._clients.tail_fetch_wait_ms,
             thread_name=f"claims-reader-{self._claims_topic}",
         )
         reader.start(self._apply_all)

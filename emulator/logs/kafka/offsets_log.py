@@ -19,7 +19,7 @@ from confluent_kafka.admin import AdminClient
 
 from emulator.logs.base import OffsetLog, ReadProgress, RecordSink
 from emulator.logs.kafka.claims import KafkaClaims
-from emulator.logs.kafka.config import ErrorCallback, KafkaClientConfig
+from emulator.logs.kafka.config import DEFAULT_TAIL_FETCH_WAIT_MS, ErrorCallback, KafkaClientConfig
 from emulator.logs.kafka.health import LastError
 from emulator.logs.kafka.reader import TopicReader
 from emulator.logs.kafka.topics import LATEST, TopicSpec, ensure_topic, list_offsets, wait_for_partition_count
@@ -61,10 +61,12 @@ class KafkaOffsetLog(OffsetLog):
         consume_batch: int = 10_000,
         startup_timeout_s: float | None = None,
         claims: bool = True,
+        tail_fetch_wait_ms: str = DEFAULT_TAIL_FETCH_WAIT_MS,
     ) -> None:
         """``startup_timeout_s``: how long ``open`` waits for the cluster to answer at all (None: as
         long as it takes, with a progress line every few seconds). ``claims=False``: no claims and no
-        broker watch (a connector's own offsets topic: claims live with the worker's topic)."""
+        broker watch (a connector's own offsets topic: claims live with the worker's topic).
+        ``tail_fetch_wait_ms``: the tailing readers' fetch wait (``DEFAULT_TAIL_FETCH_WAIT_MS``)."""
         if not topic or not topic.strip():
             raise LogConfigError("Offset storage topic must be specified")
         if partitions == 0 or partitions < -1:
@@ -73,7 +75,9 @@ class KafkaOffsetLog(OffsetLog):
             raise LogConfigError(f"offset.storage.replication.factor must be positive or -1, got {replication_factor}")
         if not 1 <= consume_batch <= 1_000_000:
             raise LogConfigError(f"consume_batch must be between 1 and 1000000, got {consume_batch}")
-        self._clients = KafkaClientConfig(bootstrap_servers, dict(client_config or {}), "the offsets log")
+        self._clients = KafkaClientConfig(
+            bootstrap_servers, dict(client_config or {}), "the offsets log", tail_fetch_wait_ms=tail_fetch_wait_ms
+        )
         self._spec = TopicSpec(topic, partitions, replication_factor)
         self._read_committed = read_committed
         self._timeout_s = operation_timeout_s

@@ -59,9 +59,9 @@ _JOIN_S = _IDLE_POLL_S + 10.0
 # fetch.wait.max.ms, unless the user's settings name it. Kafka answers a fetch as soon as data exists,
 # so these only matter on brokers that hold every fetch until the deadline, as Tansu 0.6 does: there
 # a long wait fills each response (replay measured ~2-3x faster at 500 than at 100 ms), and a short
-# one bounds how late a tailed record (read-your-writes) arrives. Hence one consumer per phase.
+# one bounds how late a tailed record (read-your-writes) arrives. Hence one consumer per phase when
+# the tail's wait (``KafkaClientConfig.tail_fetch_wait_ms``, ``--tail-fetch-wait``) differs.
 REPLAY_FETCH_WAIT_MS = "500"  # librdkafka's default, and Java's fetch.max.wait.ms default
-TAIL_FETCH_WAIT_MS = "10"
 
 
 def _timed_out(exc: BaseException) -> bool:
@@ -91,7 +91,7 @@ class TopicReader:
         refresh_s: float = 60.0,
         batch: int = 10_000,
         replay_fetch_wait_ms: str = REPLAY_FETCH_WAIT_MS,
-        tail_fetch_wait_ms: str = TAIL_FETCH_WAIT_MS,
+        tail_fetch_wait_ms: str | None = None,
         thread_name: str | None = None,
     ) -> None:
         self._clients = clients
@@ -103,7 +103,7 @@ class TopicReader:
         self._refresh_s = refresh_s
         self._batch = batch
         self._replay_wait = replay_fetch_wait_ms
-        self._tail_wait = tail_fetch_wait_ms
+        self._tail_wait = clients.tail_fetch_wait_ms if tail_fetch_wait_ms is None else tail_fetch_wait_ms
         self._thread_name = thread_name or f"reader-{topic}"
 
         self._cond = threading.Condition()  # guards the state below; notified whenever it changes
