@@ -27,8 +27,8 @@ log = logging.getLogger(__name__)
 
 BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 """Seconds: a local fsync or a broker round trip takes a fraction of a millisecond to a few, a
-stalling disk or a broker electing a leader hundreds of milliseconds to seconds, and a write gives
-up after its deadline (60 s at most)."""
+stalling disk or a broker electing a leader hundreds of milliseconds to seconds, and a request
+gives up at its deadline (``--write-timeout``, 10 s by default)."""
 
 SLOW_WRITE_S = 1.0
 WARN_EVERY_S = 60.0
