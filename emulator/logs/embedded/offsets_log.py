@@ -68,6 +68,13 @@ TAIL_POLL_S = 0.05
 """How often the reader looks for records appended by *another* process. Appends made through this
 object wake the reader at once; other processes can only be noticed by looking."""
 
+STALLED_COMMIT_S = 5.0
+"""A transaction still running after this long makes the log unreachable (``/readyz`` 503 with why)
+until it ends: a commit is milliseconds, and one held this long is a disk that stopped answering its
+fsync, or another process holding the write lock; every write waits behind it, so a load balancer
+should send writes elsewhere, as when a Kafka cluster stops answering. Half the default
+``--write-timeout``, so the daemon says so before its writes start answering 503."""
+
 _YIELD_S = 0.002
 """Pause between compaction steps. ``threading.Lock`` is not fair: without a pause the compacting
 thread takes the commit lock straight back and appends wait for the whole compaction."""
@@ -126,6 +133,7 @@ class EmbeddedOffsetLog(OffsetLog):
         name: str = "connect-offsets",
         *,
         synchronous: Literal["FULL", "NORMAL"] = "FULL",
+        stalled_commit_s: float = STALLED_COMMIT_S,
     ) -> None:
         if not _TOPIC_NAME.fullmatch(name) or name in {".", ".."}:
             raise LogConfigError(
@@ -148,6 +156,8 @@ class EmbeddedOffsetLog(OffsetLog):
             "SQLite's write lock, commit and fsync (the disk, or another process writing to this log)",
         )
 
+        self._stalled_commit_s = stalled_commit_s
+        self._commit_started: float | None = None  # monotonic start of the transaction running now, if any
         self._writer: sqlite3.Connection | None = None
         self._busy_ms = 0  # the writer connection's busy_timeout, as last set by _set_busy_timeout
         self._commit_lock = threading.Lock()  # guards the writer connection; held by the commit leader
@@ -515,7 +525,7 @@ class EmbeddedOffsetLog(OffsetLog):
             conn = self._writer
             if conn is None:
                 raise LogWriteError(f"{self.description} was closed; nothing was written")
-            started = time.monotonic()
+            started = self._commit_started = time.monotonic()
             try:
                 results = self._write(conn, batch, deadline)
             except sqlite3.Error as e:
@@ -536,6 +546,7 @@ class EmbeddedOffsetLog(OffsetLog):
             for req in batch:
                 req.error = e
         finally:
+            self._commit_started = None
             for req in batch:
                 if req.positions is None and req.error is None:
                     req.error = LogWriteError(f"{self.description}: write interrupted; nothing was written")
@@ -598,6 +609,21 @@ class EmbeddedOffsetLog(OffsetLog):
         if not left_ms * 0.9 <= self._busy_ms <= left_ms:
             conn.execute(f"PRAGMA busy_timeout = {left_ms}")
             self._busy_ms = left_ms
+
+    def reachability(self) -> str | None:
+        """Why writes cannot be made durable now: a transaction running for ``stalled_commit_s`` or
+        more (see ``STALLED_COMMIT_S``). Never blocks: it reads one attribute the committing thread
+        sets and clears."""
+        started = self._commit_started
+        if started is None:
+            return None
+        running = time.monotonic() - started
+        if running < self._stalled_commit_s:
+            return None
+        return (
+            f"a write to {self.description} has been waiting for SQLite's write lock, commit and fsync for "
+            f"{running:.1f} s (the disk is not answering, or another process holds the log's write lock)"
+        )
 
     def end_offsets(self, timeout_s: float | None = None) -> dict[int, int]:
         with self._commit_lock:

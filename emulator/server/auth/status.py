@@ -11,7 +11,9 @@ from emulator.model.principal import Principal
 from emulator.server.auth.scopes import grants_of
 
 HIDDEN = "(shown to the admin scope only)"
-DETAIL_KEYS = frozenset({"log", "error", "last_error", "directory", "failure", "path", "data_dir", "recovered_files"})
+DETAIL_KEYS = frozenset(
+    {"log", "error", "last_error", "directory", "failure", "path", "data_dir", "recovered_files", "unreachable"}
+)
 """Keys whose values may name files, directories or hosts, at any depth."""
 
 

@@ -11,7 +11,7 @@ from fastapi.responses import JSONResponse
 from emulator.history.archive import HistoryArchive
 from emulator.model.errors import NotReady
 from emulator.model.principal import current_principal
-from emulator.server.auth.status import for_principal
+from emulator.server.auth.status import HIDDEN, for_principal
 from emulator.server.deps import RuntimeDep
 from emulator.server.errors import error_response
 from emulator.server.metrics import CONTENT_TYPE, Metrics
@@ -42,7 +42,12 @@ async def readyz(rt: RuntimeDep) -> JSONResponse:
     if body["ready"]:
         return JSONResponse(body)
     unreachable = body.get("unreachable")
-    reason = "Reading the offsets log to its end" if unreachable is None else f"Not ready: {unreachable}"
+    if unreachable is None:
+        reason = "Reading the offsets log to its end"
+    elif unreachable == HIDDEN:  # it names hosts or files
+        reason = f"Not ready: the offsets log's storage cannot be reached now (why: {HIDDEN})"
+    else:
+        reason = f"Not ready: {unreachable}"
     return error_response(NotReady(reason), extra=body)
 
 

@@ -1,0 +1,96 @@
+"""A commit that does not come back makes the embedded daemon not ready, and says why.
+
+A disk that stops answering its fsync, or another process holding the log's write lock, holds every
+write behind the transaction in it. ``/readyz`` then answers 503 naming the wait, as it does for a
+Kafka cluster that stopped answering, while reads of the view go on; once the commit returns, the
+write lands and the daemon is ready again. The reason names the log's file, so a probe without
+credentials learns that the log cannot be reached, not where it is (as for a Kafka cluster's
+hosts). The app runs in-process over a real SQLite log, whose threshold is lowered from
+``STALLED_COMMIT_S`` (5 s) so the test takes a second; a second connection's ``BEGIN IMMEDIATE`` is
+the stalled commit (a hung fsync cannot be made on demand).
+"""
+
+from __future__ import annotations
+
+import base64
+import sqlite3
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from fastapi.testclient import TestClient
+
+from emulator.codec.keys import encode_key
+from emulator.codec.values import encode_offset
+from emulator.logs.embedded.offsets_log import STALLED_COMMIT_S, EmbeddedOffsetLog
+from emulator.model.connectors import NoConnectCluster
+from emulator.model.records import Position
+from emulator.server.auth.config import build_security
+from emulator.server.auth.status import HIDDEN
+from emulator.server.settings import Settings
+from emulator.server.wiring import assemble_runtime, make_app, start_reading
+from emulator.view.offset_view import OffsetView
+from tests.integration.auth_helpers import PASSWORDS, write_security_files
+
+STALL_S = 0.3
+
+
+def until(predicate: Callable[[], bool], what: str, timeout_s: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        assert time.monotonic() < deadline, f"{what} within {timeout_s} s"
+        time.sleep(0.02)
+
+
+def test_a_stalled_commit_makes_readyz_answer_503_with_why_and_reads_go_on(tmp_path: Path) -> None:
+    assert STALLED_COMMIT_S == 5.0  # the daemon's threshold, half the default --write-timeout
+    connector = f"stall-{time.monotonic_ns()}"
+    log = EmbeddedOffsetLog(tmp_path, partitions=2, synchronous="NORMAL", stalled_commit_s=STALL_S)
+    log.open()
+    log.append([(encode_key(connector, {"file": "a"}), encode_offset({"position": 1}))])
+    runtime = assemble_runtime(log, OffsetView(), NoConnectCluster())
+    start_reading(runtime)
+    files = write_security_files(tmp_path / "security")
+    security = build_security(
+        Settings(credentials_file=files.credentials, tokens_file=files.tokens_file, scopes_file=files.scopes)
+    )
+    credentials = base64.b64encode(f"alice:{PASSWORDS['alice']}".encode()).decode()
+    admin = {"Authorization": f"Basic {credentials}"}  # alice is the admin of the authentication tests' files
+    other = sqlite3.connect(log.path, isolation_level=None, check_same_thread=False)
+    landed: list[list[Position]] = []
+    try:
+        with TestClient(
+            make_app(runtime, security=security, reading_started=True), base_url="http://localhost"
+        ) as client:
+            until(lambda: client.get("/readyz").status_code == 200, "ready after the replay")
+
+            other.execute("BEGIN IMMEDIATE")  # the write lock, held as by a commit that does not return
+            write = threading.Thread(
+                target=lambda: landed.append(
+                    log.append([(encode_key(connector, {"file": "a"}), encode_offset({"position": 2}))], 30.0)
+                )
+            )
+            write.start()
+            assert client.get("/readyz").status_code == 200, "not ready before the threshold"
+            until(lambda: client.get("/readyz").status_code == 503, "503 once the commit is stalled")
+            body = client.get("/readyz", headers=admin).json()
+            assert body["error_code"] == 503 and body["ready"] is False
+            assert body["unreachable"].startswith(f"a write to {log.description} has been waiting for SQLite's")
+            assert "another process holds the log's write lock" in body["message"]
+            probe = client.get("/readyz").json()  # no credentials, as a load balancer's probe
+            assert probe["ready"] is False and probe["unreachable"] == HIDDEN
+            assert probe["message"] == f"Not ready: the offsets log's storage cannot be reached now (why: {HIDDEN})"
+            assert str(tmp_path) not in str(probe)
+            offsets = client.get(f"/connectors/{connector}/offsets", headers=admin)  # reads are still answered
+            assert offsets.status_code == 200
+            assert offsets.json()["offsets"][0]["offset"] == {"position": 1}
+
+            other.execute("COMMIT")  # the commit returns
+            write.join(10)
+            assert len(landed) == 1, "the held write did not land"
+            until(lambda: client.get("/readyz").status_code == 200, "ready again once the commit returned")
+            assert log.reachability() is None
+    finally:
+        other.close()
+        log.close()
