@@ -65,7 +65,8 @@ class WriteHealth(TypedDict):
     mean_ms: float | None
     """Their mean duration, from the write lock or the hand-over to the producer until durable."""
     slow_writes: int
-    """Of those, writes that took a second or more (each logged, at most one line a minute)."""
+    """Of those, writes that took a second or more (logged as warnings, at most one line a minute,
+    each counting those since the last)."""
     last_slow_at: str | None
     last_slow_s: float | None
 
