@@ -40,7 +40,8 @@ QUIET_S = 0.1
 
 
 class Pacer:
-    """The archiver thread's pacing (one per archiver; no locking: ``FOREGROUND`` is an int)."""
+    """The archiver thread's pacing (one per archiver; it reads ``FOREGROUND``'s counts, plain ints,
+    without its lock: a moment-old count only shortens or lengthens one pause)."""
 
     def __init__(self, queue: ArchiveQueue, stats: ArchiveStats, yield_s: float = DEFAULT_YIELD_S) -> None:
         self._queue = queue
