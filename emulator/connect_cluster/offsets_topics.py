@@ -59,6 +59,11 @@ class TopicStore:
             self.archive.close()
 
 
+def isolation_name(read_committed: bool) -> str:
+    """The consumer's ``isolation.level`` a store reads with, as ``/status`` and the metrics name it."""
+    return "read_committed" if read_committed else "read_uncommitted"
+
+
 StoreKey = tuple[str, bool]
 """(topic, read_committed): two connectors may read one topic at different isolation levels."""
 OpenStore = Callable[[str, bool], TopicStore]
@@ -221,7 +226,7 @@ class ConnectorTopics:
             topic, read_committed = key
             entry: dict[str, Any] = {
                 "topic": topic,
-                "isolation": "read_committed" if read_committed else "read_uncommitted",
+                "isolation": isolation_name(read_committed),
                 "connectors": sorted(wanted.get(key, [])),
                 "open": key in stores,
             }

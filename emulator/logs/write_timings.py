@@ -50,6 +50,10 @@ class WriteTimingsSnapshot:
     """Wall-clock time (``time.time()``) the latest of those ended."""
     last_slow_s: float | None
 
+    def prometheus_buckets(self) -> list[tuple[str, float]]:
+        """``cumulative`` as a Prometheus histogram's buckets (``le`` strings, the last ``+Inf``)."""
+        return [("+Inf" if bound == float("inf") else repr(bound), n) for bound, n in self.cumulative]
+
 
 class WriteTimings:
     """Durations of one log's successful writes.

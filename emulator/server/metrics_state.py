@@ -14,8 +14,10 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.registry import Collector
 
 from emulator.connect_cluster import ConnectCluster
+from emulator.connect_cluster.offsets_topics import ConnectorTopics
 from emulator.history.archive import HistoryArchive
 from emulator.logs.base import OffsetLog, ReadProgress
+from emulator.server.metrics_topics import connector_topic_metrics
 from emulator.server.sink_lag import SinkLag
 from emulator.view.offset_view import OffsetView
 
@@ -39,12 +41,17 @@ class StateCollector(Collector):
         view: OffsetView,
         cluster: ConnectCluster | None,
         history: Callable[[], HistoryArchive | None],
+        ready: Callable[[], bool],
+        topics: ConnectorTopics | None = None,
         sink_lag: SinkLag | None = None,
     ) -> None:
+        """``ready``: ``/readyz``'s own rule, so the gauge cannot say ready while ``/readyz`` says 503."""
         self._log = log
         self._view = view
         self._cluster = cluster
         self._history = history
+        self._ready = ready
+        self._topics = topics
         self._sink_lag = sink_lag
 
     def describe(self) -> list[Metric]:
@@ -52,12 +59,19 @@ class StateCollector(Collector):
         return []
 
     def collect(self) -> Iterator[Metric]:
-        progress = self._log.progress()
-        yield from self._reader(progress)
+        yield _gauge(
+            "connect_offsets_ready",
+            "1 when /readyz answers 200: every log read to its end (the offsets log, the Connect cluster's "
+            "topics, connectors' own offsets topics) and the offsets log's storage answering",
+            int(self._ready()),
+        )
+        yield from self._reader(self._log.progress())
         yield from self._log_writes()
         yield from self._view_metrics()
         yield from self._history_metrics()
-        yield from self._cluster_metrics(progress)
+        yield from self._cluster_metrics()
+        if self._topics is not None:
+            yield from connector_topic_metrics(self._topics)
         yield from self._sink_metrics()
 
     # ------------------------------------------------------------------ the offsets log's writes
@@ -71,7 +85,7 @@ class StateCollector(Collector):
             "connect_offsets_log_write_duration_seconds",
             "Time the offsets log took to make a write durable: the embedded log's transaction with its "
             "fsync (concurrent writes share one), or from produce to the broker's last acknowledgement",
-            buckets=[("+Inf" if bound == float("inf") else repr(bound), n) for bound, n in t.cumulative],
+            buckets=t.prometheus_buckets(),
             sum_value=t.sum_s,
         )
         yield _counter("connect_offsets_log_written_records", "Records those writes made durable", t.records)
@@ -205,16 +219,8 @@ class StateCollector(Collector):
 
     # ------------------------------------------------------------------ Connect cluster
 
-    def _cluster_metrics(self, log_progress: ReadProgress) -> Iterator[Metric]:
+    def _cluster_metrics(self) -> Iterator[Metric]:
         cluster = self._cluster
-        ready = log_progress.caught_up and (
-            cluster is None or all(p.caught_up for p in cluster.topic_progress().values())
-        )
-        yield _gauge(
-            "connect_offsets_ready",
-            "1 when /readyz answers 200: the log (and the Connect cluster's topics) read to their end",
-            int(ready),
-        )
         if cluster is None:
             return
         families: dict[str, GaugeMetricFamily | CounterMetricFamily] = {

@@ -40,7 +40,12 @@ def install_observability(app: FastAPI, runtime: Runtime, options: Observability
         cluster = runtime.cluster
         return runtime.view.knows(connector) or (cluster is not None and bool(cluster.exists(connector)))
 
-    state = StateCollector(runtime.log, runtime.view, runtime.cluster, history, options.sink_lag)
+    def ready() -> bool:
+        return bool(runtime.health.readiness()["ready"])
+
+    state = StateCollector(
+        runtime.log, runtime.view, runtime.cluster, history, ready, topics=runtime.topics, sink_lag=options.sink_lag
+    )
     metrics = Metrics(state)
     app.state.metrics = metrics
     app.add_middleware(RequestObserver, auditor=Auditor(metrics, known), metrics=metrics, access_log=options.access_log)

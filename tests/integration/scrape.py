@@ -34,7 +34,11 @@ class Samples:
 
 
 def scrape(url: str, path: str = "/metrics") -> Samples:
-    response = httpx.get(url + path, timeout=30)
+    return parse(httpx.get(url + path, timeout=30))
+
+
+def parse(response: httpx.Response) -> Samples:
+    """A ``/metrics`` answer (from any client: an in-process app's too), read by Prometheus's parser."""
     assert response.status_code == 200, response.text
     assert response.headers["content-type"].startswith("text/plain"), response.headers["content-type"]
     values: dict[Key, float] = {}

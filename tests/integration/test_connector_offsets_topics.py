@@ -36,6 +36,7 @@ from tests.integration.kip618 import (
     partition,
     plain,
 )
+from tests.integration.scrape import scrape_until
 from tests.oracle import JavaOracle
 
 pytestmark = [pytest.mark.kafka, pytest.mark.jvm, pytest.mark.slow]
@@ -364,6 +365,40 @@ def test_status_says_which_topics_each_connector_uses_and_shows_fencing_records(
     }
     assert java["task_count_record"] == 2
     assert any(t["topic"] == topic and t["ready"] and name in t["connectors"] for t in status["topics"])
+
+
+def test_metrics_show_each_connector_topics_reader_and_writes(regular: Kip618Cluster) -> None:
+    """A connector's own topic is read and written like the worker's: /metrics says how, under its name."""
+    name = regular.source(unique("metrics"), topic := own_topic("metrics"))
+    regular.java_topic_write(topic, name, [(partition(f="a"), offset(pos=1))])
+    assert regular.wait_get(name).status_code == 200
+    stores = regular.http.get("/status").json()["connector_offsets_topics"]["topics"]
+    entry = next(t for t in stores if t["topic"] == topic)
+    labels = {"topic": topic, "isolation": entry["isolation"]}
+
+    patched = regular.http.patch(
+        f"/connectors/{name}/offsets",
+        json={
+            "offsets": [
+                {"partition": {"f": "a"}, "offset": {"pos": 2}},
+                {"partition": {"f": "b"}, "offset": {"pos": 3}},
+            ]
+        },
+    )
+
+    assert patched.status_code == 200, patched.text
+    samples = scrape_until(
+        regular.daemon.url,
+        lambda s: s.value("connect_offsets_connector_topic_reader_records_read_total", **labels) >= 3,
+        "the reader delivering Java's record and the daemon's two",
+    )
+    assert samples.get("connect_offsets_connector_topic_ready", **labels) == 1
+    assert samples.get("connect_offsets_connector_topic_reader_lag", **labels) == 0
+    assert samples.get("connect_offsets_connector_topic_live_keys", **labels) == 2
+    assert samples.get("connect_offsets_connector_topic_write_duration_seconds_count", **labels) == 1
+    assert samples.get("connect_offsets_connector_topic_written_records_total", **labels) == 2
+    assert samples.get("connect_offsets_connector_topic_write_duration_seconds_bucket", **labels, le="+Inf") == 1
+    assert samples.get("connect_offsets_ready") == 1
 
 
 def test_the_store_parameter_and_claims_say_what_does_not_apply(regular: Kip618Cluster) -> None:

@@ -32,6 +32,7 @@ from emulator.server.settings import Settings
 from emulator.server.wiring import assemble_runtime, make_app, start_reading
 from emulator.view.offset_view import OffsetView
 from tests.integration.auth_helpers import PASSWORDS, write_security_files
+from tests.integration.scrape import parse
 
 STALL_S = 0.3
 
@@ -82,6 +83,7 @@ def test_a_stalled_commit_makes_readyz_answer_503_with_why_and_reads_go_on(tmp_p
             assert probe["ready"] is False and probe["unreachable"] == HIDDEN
             assert probe["message"] == f"Not ready: the offsets log's storage cannot be reached now (why: {HIDDEN})"
             assert str(tmp_path) not in str(probe)
+            assert parse(client.get("/metrics", headers=admin)).get("connect_offsets_ready") == 0
             offsets = client.get(f"/connectors/{connector}/offsets", headers=admin)  # reads are still answered
             assert offsets.status_code == 200
             assert offsets.json()["offsets"][0]["offset"] == {"position": 1}
@@ -91,6 +93,7 @@ def test_a_stalled_commit_makes_readyz_answer_503_with_why_and_reads_go_on(tmp_p
             assert len(landed) == 1, "the held write did not land"
             until(lambda: client.get("/readyz").status_code == 200, "ready again once the commit returned")
             assert log.reachability() is None
+            assert parse(client.get("/metrics", headers=admin)).get("connect_offsets_ready") == 1
     finally:
         other.close()
         log.close()
