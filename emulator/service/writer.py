@@ -11,7 +11,7 @@ Every modification of the offsets log (PATCH, DELETE, imports, rollbacks) goes t
 - **A deadline.** Waiting for the section and for the log's acknowledgement both end at the
   request's deadline (``--write-timeout``): ``LogTimeout`` when nothing was written yet,
   ``WriteOutcomeUnknown`` once records were handed to the log. Nothing blocks the event loop: the
-  log is called in a worker thread, the lock is an asyncio lock. A log that can take a commit
+  log is called in a write thread (``write_threads``), the lock is an asyncio lock. A log that can take a commit
   without blocking (``OffsetLog.start_append_fenced``: Kafka while nobody uses claims) is called on
   the loop instead, and its own thread (the producer's delivery reports) wakes the loop when the
   write is acknowledged: no worker thread parked per write.
@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import contextvars
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
@@ -45,6 +44,7 @@ from emulator.model.errors import LogTimeout, LogWriteError, WriteOutcomeUnknown
 from emulator.model.records import LogRecord, Position
 from emulator.service.results import PlannedRecord
 from emulator.service.write_guard import NO_AUTH, WriteAuth, WriteGuard
+from emulator.service.write_threads import WRITE_THREADS
 from emulator.view.offset_view import OffsetView
 
 log = logging.getLogger(__name__)
@@ -206,12 +206,11 @@ class WriteSection:
             if started is not None:  # the log's own thread wakes the loop: no worker parked for it
                 await self._settled(asyncio.wrap_future(started), self.deadline.remaining(), on_applied, where)
                 return
-        # The executor's future itself (no task around ``to_thread``): it outlives this request if
+        # A future the write thread resolves (no task around it): the write outlives this request if
         # the deadline passes (see ``_hand_over``), and waiting on it costs no task of its own.
-        work = contextvars.copy_context().run
-        call = asyncio.get_running_loop().run_in_executor(
-            None, work, self._writer.append_now, self.connector, auth, entries, remaining, target
-        )
+        append_now = self._writer.append_now
+        connector = self.connector
+        call = WRITE_THREADS.submit(lambda: append_now(connector, auth, entries, remaining, target))
         await self._settled(call, self.deadline.remaining() + _OVERRUN_S, on_applied, where)
 
     async def _settled(
