@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import os
 import queue
 import threading
 from collections.abc import Callable
@@ -87,5 +88,12 @@ class WriteThreads:
                 loop.call_soon_threadsafe(_settle, future, result, error)
             del loop, future, context, call, result, error  # no references kept while idle
 
+    def _forget_threads(self) -> None:
+        """In a forked child: the parent's threads do not exist there, so start afresh on first use."""
+        self._queue = queue.SimpleQueue()
+        self._started = False
+        self._lock = threading.Lock()
+
 
 WRITE_THREADS = WriteThreads()
+os.register_at_fork(after_in_child=WRITE_THREADS._forget_threads)

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import os
 import threading
 import time
+import warnings
 
 import pytest
 
-from emulator.service.write_threads import WriteThreads
+from emulator.service.write_threads import WRITE_THREADS, WriteThreads
 
 REQUEST = contextvars.ContextVar("request", default="none")
 
@@ -71,3 +73,24 @@ def test_several_calls_wait_at_once_on_several_threads() -> None:
         return list(await asyncio.gather(*(threads.submit(lambda i=i: (barrier.wait(), i)[1]) for i in range(3))))
 
     assert asyncio.run(main()) == [0, 1, 2]
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="fork() is POSIX only")
+def test_a_forked_child_starts_threads_of_its_own() -> None:
+    """A child forked after writes (a worker pool, a Spark Python worker) must not queue to the parent's threads."""
+
+    async def write() -> str:
+        return await WRITE_THREADS.submit(lambda: threading.current_thread().name)
+
+    assert asyncio.run(write()).startswith("offsets-write-")  # the parent's threads are running
+    with warnings.catch_warnings():  # Python 3.12+ warns that forking a process with threads may deadlock
+        warnings.simplefilter("ignore", DeprecationWarning)
+        child = os.fork()
+    if child == 0:  # the child: exit 0 only if a write completes in time
+        code = 1
+        try:
+            code = 0 if asyncio.run(asyncio.wait_for(write(), 5)).startswith("offsets-write-") else 1
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(child, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
