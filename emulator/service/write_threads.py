@@ -5,12 +5,13 @@ SQLite transaction with its fsync) runs in a thread while the request waits. The
 executor (``run_in_executor``) pays for a ``concurrent.futures.Future`` with its condition
 variable, a second future chained to it and a callback hop, on the loop and in the thread; here the
 call goes over a plain queue and the thread resolves the request's asyncio future itself (one
-``call_soon_threadsafe``). Measured on this project's 2-core machines (uvloop, a no-op call waited
-as a write waits): 35-38 µs of the loop's CPU and 66-69 µs from hand-over to resumption, against
-73-77 µs and 107-119 µs through the executor; a whole one-partition PATCH on the embedded log, the
-app driven in-process: 0.387 against 0.418 ms of the loop's CPU (medians of 6 runs alternated), its
-latency within the runs' spread (benchmarks/RESULTS.md, round 16). The loop's CPU per commit is what
-bounds many writers on one daemon.
+``call_soon_threadsafe``). Measured on this project's 2-core machines (``python -m
+benchmarks.write_handoff``, both side by side, 3 runs): 34-45 µs of the loop's CPU per hand-over
+against 63-68 µs through the executor (0.50-0.71×), 65-73 µs from hand-over to resumption against
+90-95 µs; a whole one-partition PATCH on the embedded log, the app driven in-process: 0.387 against
+0.418 ms of the loop's CPU (medians of 6 runs alternated), its latency within the runs' spread
+(benchmarks/RESULTS.md, round 16). The loop's CPU per commit is what bounds many writers on one
+daemon.
 
 One set of threads per process, started on first use and never stopped (daemon threads, like the
 executor's): writes of every app in the process share them, as they share the interpreter lock. There
