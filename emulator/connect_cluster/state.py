@@ -180,6 +180,11 @@ class ClusterState:
         with self._lock:
             return {name: dict(config) for name, config in self._configs.items()}
 
+    def config_version(self) -> int:
+        """Changes whenever a config-topic record was applied: what ``configs()``, the task-count records
+        and pending fencings depend on, so a reader may keep what it derived from them until it changes."""
+        return self.config_records
+
     def add_config_listener(self, listener: Callable[[], None]) -> None:
         """Have ``listener()`` called after every batch of config records (on the reader thread: it
         must only note the change and return)."""
