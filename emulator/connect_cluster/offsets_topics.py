@@ -20,7 +20,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from emulator.connect_cluster.kind import connector_kind
 from emulator.connect_cluster.offset_stores import WORKER_ONLY, ConnectorStores, connector_stores
@@ -33,6 +33,7 @@ from emulator.model.times import format_time_ms
 from emulator.view.offset_view import OffsetView
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 _RETRY_S = 5.0
 
@@ -70,6 +71,24 @@ OpenStore = Callable[[str, bool], TopicStore]
 """Opens a topic's log (it exists afterwards), builds its view and starts reading it."""
 
 
+class _PerConfigChange(Generic[T]):
+    """What ``compute`` derives from every connector's config, kept until a config record arrives:
+    ``/readyz``, ``/status`` and ``/metrics`` ask on every probe and scrape, and with 10,000 connectors
+    deriving it took ~80 ms of the interpreter each time (benchmarks/RESULTS.md, round 16)."""
+
+    def __init__(self, state: ClusterState, compute: Callable[[], T]) -> None:
+        self._state = state
+        self._compute = compute
+        self._kept: tuple[int, T] | None = None
+
+    def get(self) -> T:
+        version = self._state.config_version()  # read first: a record applied meanwhile means recompute next time
+        kept = self._kept
+        if kept is None or kept[0] != version:
+            kept = self._kept = (version, self._compute())
+        return kept[1]
+
+
 class ConnectorTopics:
     """The connector-specific offsets topics a Connect cluster's source connectors use, read and tailed."""
 
@@ -92,10 +111,8 @@ class ConnectorTopics:
         self._changed = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        # Derived from every connector's config: recomputed only when a config record arrives, since
-        # /readyz and /metrics ask for it on every probe and scrape (10,000 connectors: ~60 ms each time).
-        self._wanted_at: tuple[int, dict[StoreKey, list[str]]] | None = None
-        self._described_at: tuple[int, dict[str, dict[str, Any]]] | None = None
+        self._wanted_now = _PerConfigChange(state, self._compute_wanted)
+        self._described_now = _PerConfigChange(state, self._describe_connectors)
         state.add_config_listener(self._changed.set)
 
     # -- which stores ---------------------------------------------------------------------
@@ -118,11 +135,7 @@ class ConnectorTopics:
 
     def _wanted(self) -> dict[StoreKey, list[str]]:
         """Every store a source connector's current config needs, with the connectors needing it."""
-        version = self._state.config_version()
-        cached = self._wanted_at
-        if cached is None or cached[0] != version:
-            cached = self._wanted_at = (version, self._compute_wanted())
-        return cached[1]
+        return self._wanted_now.get()
 
     def _compute_wanted(self) -> dict[StoreKey, list[str]]:
         wanted: dict[StoreKey, list[str]] = {}
@@ -273,11 +286,7 @@ class ConnectorTopics:
     def describe_connectors(self) -> dict[str, dict[str, Any]]:
         """Which offsets topics each source connector uses (those with a store besides the worker's alone),
         and the KIP-618 fencing record of every connector that has one."""
-        version = self._state.config_version()
-        cached = self._described_at
-        if cached is None or cached[0] != version:
-            cached = self._described_at = (version, self._describe_connectors())
-        return dict(cached[1])
+        return dict(self._described_now.get())
 
     def _describe_connectors(self) -> dict[str, dict[str, Any]]:
         described: dict[str, dict[str, Any]] = {}
