@@ -28,9 +28,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from benchmarks.request_cpu import KINDS, parse_kinds
 from benchmarks.support import command_line, machine, median, percentile, write_results
 
-KINDS = ("healthz", "get", "dry", "patch")
 Asgi = Any
 
 
@@ -148,10 +148,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--kinds", default=",".join(KINDS), help=f"comma-separated, of {', '.join(KINDS)}")
     args = ap.parse_args()
-    args.kinds = [k for k in args.kinds.split(",") if k]
-    unknown = set(args.kinds) - set(KINDS)
-    if unknown:
-        ap.error(f"unknown kinds: {', '.join(sorted(unknown))} (known: {', '.join(KINDS)})")
+    args.kinds = parse_kinds(ap, args.kinds)
     import uvloop
 
     print(f"the app's loop CPU per request, in-process (no HTTP server): {args.n} per kind, {args.rounds} rounds")

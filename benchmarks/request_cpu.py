@@ -30,6 +30,16 @@ from benchmarks.support import Daemon, command_line, machine, process_cpu_s, wor
 KINDS = ("healthz", "get", "dry", "patch")
 
 
+def parse_kinds(ap: argparse.ArgumentParser, raw: str) -> list[str]:
+    """``--kinds``: comma-separated names of ``KINDS`` (``benchmarks.app_cpu`` measures the same kinds);
+    an unknown one is a usage error."""
+    kinds = [k for k in raw.split(",") if k]
+    unknown = set(kinds) - set(KINDS)
+    if unknown:
+        ap.error(f"unknown kinds: {', '.join(sorted(unknown))} (known: {', '.join(KINDS)})")
+    return kinds
+
+
 def _body(position: int) -> dict[str, Any]:
     return {"offsets": [{"partition": {"file": "/data/in.txt"}, "offset": {"position": position}}]}
 
@@ -118,10 +128,7 @@ def main() -> None:
         "written; INFO, serve's default, writes one per request to the daemon's log file)",
     )
     args = ap.parse_args()
-    args.kinds = [k for k in args.kinds.split(",") if k]
-    unknown = set(args.kinds) - set(KINDS)
-    if unknown:
-        ap.error(f"unknown kinds: {', '.join(sorted(unknown))} (known: {', '.join(KINDS)})")
+    args.kinds = parse_kinds(ap, args.kinds)
     work = workdir("request-cpu")
     print(f"daemon CPU per request: {args.connections} connection(s), {args.seconds:g} s per kind; logs in {work}")
     daemon_args = ["--data-dir", str(work / "data"), "--offsets-partitions", "25", "--log-level", args.log_level]
