@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
@@ -72,9 +72,9 @@ OpenStore = Callable[[str, bool], TopicStore]
 
 
 class _PerConfigChange(Generic[T]):
-    """What ``compute`` derives from every connector's config, kept until a config record arrives:
-    ``/readyz``, ``/status`` and ``/metrics`` ask on every probe and scrape, and with 10,000 connectors
-    deriving it took ~80 ms of the interpreter each time (benchmarks/RESULTS.md, round 16)."""
+    """What ``compute`` derives from the connector configs, kept until a config record arrives:
+    ``/readyz``, ``/status`` and ``/metrics`` ask on every probe and scrape (benchmarks/RESULTS.md,
+    round 16: with 10,000 connectors deriving it from scratch took ~80 ms of the interpreter)."""
 
     def __init__(self, state: ClusterState, compute: Callable[[], T]) -> None:
         self._state = state
@@ -87,6 +87,16 @@ class _PerConfigChange(Generic[T]):
         if kept is None or kept[0] != version:
             kept = self._kept = (version, self._compute())
         return kept[1]
+
+
+@dataclass(frozen=True, slots=True)
+class _Derived:
+    """What the current configs mean for offsets topics: the stores they need, and per connector its topics."""
+
+    wanted: dict[StoreKey, list[str]]
+    """Every store a source connector's current config needs, with the connectors needing it."""
+    described: dict[str, dict[str, Any]]
+    """``describe_connectors()``: connectors with a store besides the worker's or a fencing record."""
 
 
 class ConnectorTopics:
@@ -111,8 +121,9 @@ class ConnectorTopics:
         self._changed = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._wanted_now = _PerConfigChange(state, self._compute_wanted)
-        self._described_now = _PerConfigChange(state, self._describe_connectors)
+        self._derived_now = _PerConfigChange(state, self._derive)
+        self._per_config: dict[str, tuple[Mapping[str, Any], ConnectorStores | None]] = {}
+        """Each connector's config object as last seen, with its stores (None: not a source)."""
         state.add_config_listener(self._changed.set)
 
     # -- which stores ---------------------------------------------------------------------
@@ -135,18 +146,45 @@ class ConnectorTopics:
 
     def _wanted(self) -> dict[StoreKey, list[str]]:
         """Every store a source connector's current config needs, with the connectors needing it."""
-        return self._wanted_now.get()
+        return self._derived_now.get().wanted
 
-    def _compute_wanted(self) -> dict[StoreKey, list[str]]:
+    def _per_connector(self) -> dict[str, tuple[Mapping[str, Any], ConnectorStores | None]]:
+        """Every configured connector's config object with its stores (None: not a source). Incremental:
+        a config record replaces one connector's config object, so only connectors whose object changed
+        are derived again (with 10,000 connectors a change costs a pass of identity checks, not 10,000
+        derivations)."""
+        kept = self._per_config
+        seen: dict[str, tuple[Mapping[str, Any], ConnectorStores | None]] = {}
+        for name, config in self._state.config_objects().items():
+            entry = kept.get(name)
+            if entry is None or entry[0] is not config:
+                source = connector_kind(config) == "source"
+                stores = connector_stores(config, self.worker_topic, self._bootstrap, self.eos) if source else None
+                entry = (config, stores)
+            seen[name] = entry
+        self._per_config = seen  # one assignment: a concurrent caller starts from the old map or this one
+        return seen
+
+    def _derive(self) -> _Derived:
+        connectors = self._per_connector()
         wanted: dict[StoreKey, list[str]] = {}
-        for name, config in self._state.configs().items():
-            if connector_kind(config) != "source":
+        described: dict[str, dict[str, Any]] = {}
+        for name, (_, stores) in connectors.items():
+            if stores is None:
                 continue
-            stores = connector_stores(config, self.worker_topic, self._bootstrap, self.eos)
             if stores.separate_topic and stores.problem is None:
                 assert stores.connector_topic is not None
                 wanted.setdefault((stores.connector_topic, stores.read_committed), []).append(name)
-        return wanted
+            if stores != WORKER_ONLY:
+                described[name] = stores.describe(self.worker_topic)
+        task_counts, pending = self._state.fencing_records()
+        for name in set(task_counts) | pending:
+            if name in connectors:  # the records of a deleted connector outlive its config
+                described.setdefault(name, {})["tasks_fencing"] = {
+                    "task_count": task_counts.get(name),
+                    "pending_fencing": name in pending,
+                }
+        return _Derived(wanted, {name: described[name] for name in sorted(described)})
 
     # -- lifecycle ------------------------------------------------------------------------
     def start(self) -> None:
@@ -286,22 +324,4 @@ class ConnectorTopics:
     def describe_connectors(self) -> dict[str, dict[str, Any]]:
         """Which offsets topics each source connector uses (those with a store besides the worker's alone),
         and the KIP-618 fencing record of every connector that has one."""
-        return dict(self._described_now.get())
-
-    def _describe_connectors(self) -> dict[str, dict[str, Any]]:
-        described: dict[str, dict[str, Any]] = {}
-        for name, config in sorted(self._state.configs().items()):
-            snapshot = self._state.snapshot(name)
-            entry: dict[str, Any] = {}
-            if connector_kind(config) == "source":
-                stores = connector_stores(config, self.worker_topic, self._bootstrap, self.eos)
-                if stores != WORKER_ONLY:
-                    entry.update(stores.describe(self.worker_topic))
-            if snapshot.task_count_record is not None or snapshot.pending_fencing:
-                entry["tasks_fencing"] = {
-                    "task_count": snapshot.task_count_record,
-                    "pending_fencing": snapshot.pending_fencing,
-                }
-            if entry:
-                described[name] = entry
-        return described
+        return dict(self._derived_now.get().described)

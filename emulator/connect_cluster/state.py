@@ -23,7 +23,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -179,6 +179,19 @@ class ClusterState:
         """Every live connector config (copies), for deciding which offsets topics to read."""
         with self._lock:
             return {name: dict(config) for name, config in self._configs.items()}
+
+    def config_objects(self) -> dict[str, Mapping[str, Any]]:
+        """Every live connector config as held, not copied: a config record replaces a connector's whole
+        dict and nothing mutates one once applied, so a reader may keep what it derived from a config
+        for as long as it gets the same object back (``is``). Callers must not modify them."""
+        with self._lock:
+            return dict(self._configs)
+
+    def fencing_records(self) -> tuple[dict[str, int], frozenset[str]]:
+        """KIP-618's task-count records and the connectors with a fencing round due (task configs newer
+        than their task-count record), for every connector that has either."""
+        with self._lock:
+            return dict(self._task_count_records), frozenset(self._pending_fencing)
 
     def config_version(self) -> int:
         """Changes whenever a config-topic record was applied: what ``configs()``, the task-count records
