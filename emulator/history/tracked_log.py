@@ -6,7 +6,7 @@ writes (alter, reset, rollback, imports) is attributed to the daemon without hav
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from concurrent.futures import Future
 from typing import Any
 
@@ -137,6 +137,9 @@ class TrackedLog(OffsetLog):
 
     def reachability(self) -> str | None:
         return self.inner.reachability()
+
+    def current_claims(self, connectors: Collection[str], timeout_s: float | None = None) -> dict[str, Claim]:
+        return self.inner.current_claims(connectors, timeout_s)
 
     def release(self, fence: Fence) -> bool:
         return self.inner.release(fence)

@@ -8,7 +8,7 @@ too (503 ``write_outcome_unknown`` after it: ``GET …/claim`` then says whether
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 
 from emulator.model.claims import Claim
 from emulator.model.errors import ClaimNotFound, ClaimsUnsupported
@@ -51,6 +51,10 @@ class ClaimsService:
         if current is None:
             raise ClaimNotFound(f"Connector {connector} has no current claim")
         return current
+
+    async def current_many(self, connectors: Sequence[str]) -> dict[str, Claim]:
+        """The current claims of ``connectors`` (unclaimed ones absent), for listing many at once."""
+        return await self._guard.current_many(connectors)
 
     async def release(self, connector: str, epoch: int) -> None:
         deadline = Deadline(self._write_timeout_s)

@@ -311,6 +311,25 @@ class OffsetView:
                 result.extend(self._rows_of_crowded(bucket))
         return result
 
+    def partition_count(self, connector: str) -> int:
+        """``len(offsets(connector))`` without parsing a key or value where no two keys share a bucket:
+        the console's connectors page counts every connector's partitions on each refresh."""
+        with self._lock:
+            owner = self._ids.get(connector)
+            if owner is None:
+                return 0
+            members = self._records.members(owner)
+        logicals = members.logicals
+        if len(set(logicals)) == len(logicals):
+            return len(logicals)
+        buckets: dict[int, list[bytes]] = {}
+        for key, bucket in zip(members.keys, logicals, strict=True):
+            buckets.setdefault(bucket, []).append(key)
+        return sum(
+            1 if len(keys) == 1 else len({logical_id(_indexed(key).partition) for key in keys})
+            for keys in buckets.values()
+        )
+
     def _row_of_one(self, key: bytes, slot: bytes) -> OffsetRow:
         """The row of a key alone in its bucket (an indexed key is a valid ``[name, {partition}]``:
         its partition is item 1)."""

@@ -115,12 +115,14 @@ def test_listing_and_finding_match_a_plain_model_of_connects_reader(hashing: str
             for connector in ("a", "b"):
                 expected = model.rows(connector)
                 assert _listed(view, connector) == expected, f"{hashing}, seed {seed}, step {step}"
+                assert view.partition_count(connector) == len(expected)
                 for lid, (_, _, keys) in expected.items():
                     assert view.find(connector, lid) == keys
             assert view.live_keys() == len(model.data)
             assert {k: e.value for k, e in view.raw_entries()} == model.data
     assert view.find("a", logical_id({"f": 99})) == ()
     assert view.find("nobody", logical_id({"f": 0})) == ()
+    assert view.partition_count("nobody") == 0
 
 
 def test_an_unparseable_value_is_counted_once_per_record_however_often_it_is_listed() -> None:

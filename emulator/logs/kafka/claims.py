@@ -24,7 +24,7 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from concurrent.futures import Future
 
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
@@ -232,6 +232,13 @@ class KafkaClaims:
         """The connector's claim as committed in the topic now (reads the topic to its end first)."""
         self._read_to_end(timeout_s)
         return self.cached(connector)
+
+    def current_many(self, connectors: Collection[str], timeout_s: float | None = None) -> dict[str, Claim]:
+        """``current`` for many connectors from one read of the topic to its end."""
+        self._read_to_end(timeout_s)
+        with self._lock:
+            claims = {name: self._claims.get(name) for name in connectors}
+        return {name: claim for name, claim in claims.items() if claim is not None}
 
     def cached(self, connector: str) -> Claim | None:
         """The connector's claim as last read, without asking the broker."""

@@ -12,7 +12,7 @@ import dataclasses
 import logging
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from concurrent.futures import Future
 
 from confluent_kafka.admin import AdminClient
@@ -364,6 +364,10 @@ class KafkaOffsetLog(OffsetLog):
     def current_claim(self, connector: str, timeout_s: float | None = None) -> Claim | None:
         store = self._claims_store(create=False)
         return None if store is None else store.current(connector, timeout_s)
+
+    def current_claims(self, connectors: Collection[str], timeout_s: float | None = None) -> dict[str, Claim]:
+        store = self._claims_store(create=False)
+        return {} if store is None else store.current_many(connectors, timeout_s)
 
     def release(self, fence: Fence) -> bool:
         store = self._claims_store(create=False)
