@@ -1,0 +1,152 @@
+"""An open console with 10,000 connectors: what its connectors page costs every other request.
+
+The console's connectors page refreshes ``GET /ui/api/connectors`` every 2 s. That answer lists every
+connector (kind, state, partitions, last change, claim), and whatever of it runs on the daemon's
+event loop holds every other request for as long. An embedded-backend daemon (fresh data directory)
+gets ``--connectors`` one-partition connectors (``bench-c-<i>``, one PATCH each); then, alternating
+``--rounds`` times, for ``--seconds`` each:
+
+* ``quiet``: a probe sends ``GET /healthz`` back to back on one kept-alive connection;
+* ``console``: the same probe while a second connection loads the connectors page every
+  ``--poll-s`` seconds (the console's cadence), the next load as soon as the last answered if it took
+  longer than that.
+
+Reported per phase: the probe's p50 / p99 / max and how many probes waited over 10 and 100 ms, the
+page loads' latency, the event loop thread's CPU per page load beyond the quiet phase's per probe
+(``loop_ms_per_page``), and the daemon's full garbage collections (they stop every thread). Every
+page must list every connector. Writes ``benchmarks/results/console_list-<utc>.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from benchmarks.http_load import RawConnection, request_bytes
+from benchmarks.reads import fill
+from benchmarks.support import (
+    Daemon,
+    command_line,
+    daemon_totals,
+    machine,
+    percentile,
+    process_cpu_s,
+    workdir,
+    write_results,
+)
+
+PAGE = "/ui/api/connectors"
+
+
+async def probe(conn: RawConnection, until: float) -> list[float]:
+    healthz = request_bytes("GET", "/healthz")
+    samples = []
+    while time.perf_counter() < until:
+        t = time.perf_counter()
+        status, answer = await conn.send(healthz)
+        samples.append(time.perf_counter() - t)
+        if status != 200:
+            raise RuntimeError(f"/healthz answered {status}: {answer[:300]!r}")
+    return samples
+
+
+async def console(conn: RawConnection, until: float, poll_s: float, connectors: int) -> list[float]:
+    page = request_bytes("GET", PAGE)
+    samples = []
+    while time.perf_counter() < until:
+        t = time.perf_counter()
+        status, answer = await conn.send(page)
+        elapsed = time.perf_counter() - t
+        samples.append(elapsed)
+        if status != 200:
+            raise RuntimeError(f"{PAGE} answered {status}: {answer[:300]!r}")
+        rows = json.loads(answer)["connectors"]
+        if len(rows) != connectors:
+            raise RuntimeError(f"{PAGE} lists {len(rows)} connectors, wrote {connectors}")
+        await asyncio.sleep(max(0.0, min(poll_s - elapsed, until - time.perf_counter())))
+    return samples
+
+
+def probe_row(samples: list[float]) -> dict[str, float]:
+    ms = [s * 1000 for s in samples]
+    return {
+        "probes": len(ms),
+        "probe_p50_ms": round(percentile(ms, 50), 3),
+        "probe_p99_ms": round(percentile(ms, 99), 3),
+        "probe_max_ms": round(max(ms), 3),
+        "probes_over_10ms": sum(1 for m in ms if m > 10),
+        "probes_over_100ms": sum(1 for m in ms if m > 100),
+    }
+
+
+async def measure(port: int, pid: int, args: argparse.Namespace) -> dict[str, Any]:
+    probe_conn = await RawConnection("127.0.0.1", port).open()
+    page_conn = await RawConnection("127.0.0.1", port).open()
+    rows: list[dict[str, Any]] = []
+    try:
+        t0 = time.perf_counter()
+        await fill(probe_conn, 0, args.connectors)
+        print(f"  filled in {time.perf_counter() - t0:.1f} s", flush=True)
+        loop_ms_per_probe = None
+        for round_no in range(args.rounds):
+            for phase in ("quiet", "console"):
+                gc_before = await asyncio.to_thread(daemon_totals, port)
+                loop_cpu = process_cpu_s(pid, pid)
+                until = time.perf_counter() + args.seconds
+                tasks = [probe(probe_conn, until)]
+                if phase == "console":
+                    tasks.append(console(page_conn, until, args.poll_s, args.connectors))
+                results = await asyncio.gather(*tasks)
+                loop_ms = (process_cpu_s(pid, pid) - loop_cpu) * 1000
+                gc_after = await asyncio.to_thread(daemon_totals, port)
+                row: dict[str, Any] = {"round": round_no + 1, "phase": phase, **probe_row(results[0])}
+                for key, name in (("full_count", "gc_full_collections"), ("full_ms", "gc_full_pause_ms")):
+                    row[name] = round(gc_after.get(key, 0.0) - gc_before.get(key, 0.0), 1)
+                if phase == "quiet":
+                    loop_ms_per_probe = loop_ms / len(results[0])
+                else:
+                    pages = [s * 1000 for s in results[1]]
+                    assert loop_ms_per_probe is not None
+                    row |= {
+                        "pages": len(pages),
+                        "page_p50_ms": round(percentile(pages, 50), 1),
+                        "page_max_ms": round(max(pages), 1),
+                        "loop_ms_per_page": round((loop_ms - loop_ms_per_probe * len(results[0])) / len(pages), 1),
+                    }
+                rows.append(row)
+                print(f"  {row}", flush=True)
+    finally:
+        await probe_conn.close()
+        await page_conn.close()
+    return {"rounds": rows}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--connectors", type=int, default=10_000)
+    ap.add_argument("--seconds", type=float, default=20.0, help="seconds per phase")
+    ap.add_argument("--poll-s", type=float, default=2.0, help="seconds between page loads (the console's refresh)")
+    ap.add_argument("--rounds", type=int, default=2)
+    args = ap.parse_args()
+
+    work = workdir("console-list")
+    payload: dict[str, Any] = {
+        "benchmark": "console_list",
+        "command": command_line(),
+        "machine": machine(),
+        "params": vars(args),
+        "workdir": str(work),
+    }
+    print(f"console list benchmark: {args.connectors} connectors; logs in {work}", flush=True)
+    with Daemon(["--data-dir", str(work / "embedded")], work / "daemon-embedded.log") as daemon:
+        payload["embedded"] = asyncio.run(measure(daemon.port, daemon.pid, args))
+    payload["loadavg_at_end"] = Path("/proc/loadavg").read_text().split()[:3]
+    print(f"results: {write_results('console_list', payload)}")
+
+
+if __name__ == "__main__":
+    main()
