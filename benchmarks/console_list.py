@@ -12,9 +12,10 @@ gets ``--connectors`` one-partition connectors (``bench-c-<i>``, one PATCH each)
   longer than that.
 
 Reported per phase: the probe's p50 / p99 / max and how many probes waited over 10 and 100 ms, the
-page loads' latency, the event loop thread's CPU per page load beyond the quiet phase's per probe
-(``loop_ms_per_page``), and the daemon's full garbage collections (they stop every thread). Every
-page must list every connector. Writes ``benchmarks/results/console_list-<utc>.json``.
+page loads' latency and the daemon's full garbage collections (they stop every thread). Then
+``--pages`` page loads back to back with nothing else running: their latency, size and the event
+loop thread's CPU each (``loop_ms_per_page``). Every page must list every connector. Writes
+``benchmarks/results/console_list-<utc>.json``.
 """
 
 from __future__ import annotations
@@ -54,7 +55,9 @@ async def probe(conn: RawConnection, until: float) -> list[float]:
     return samples
 
 
-async def console(conn: RawConnection, until: float, poll_s: float, connectors: int) -> list[float]:
+async def console(conn: RawConnection, until: float, poll_s: float, pages: list[bytes]) -> list[float]:
+    """Loads the page every ``poll_s`` until ``until``; keeps the answers, checked after the phase (parsing
+    2.5 MB of JSON here would stall this process's probe, not the daemon's)."""
     page = request_bytes("GET", PAGE)
     samples = []
     while time.perf_counter() < until:
@@ -64,11 +67,39 @@ async def console(conn: RawConnection, until: float, poll_s: float, connectors: 
         samples.append(elapsed)
         if status != 200:
             raise RuntimeError(f"{PAGE} answered {status}: {answer[:300]!r}")
+        pages.append(answer)
+        await asyncio.sleep(max(0.0, min(poll_s - elapsed, until - time.perf_counter())))
+    return samples
+
+
+def check_pages(pages: list[bytes], connectors: int) -> None:
+    for answer in pages:
         rows = json.loads(answer)["connectors"]
         if len(rows) != connectors:
             raise RuntimeError(f"{PAGE} lists {len(rows)} connectors, wrote {connectors}")
-        await asyncio.sleep(max(0.0, min(poll_s - elapsed, until - time.perf_counter())))
-    return samples
+
+
+async def pages_alone(conn: RawConnection, pid: int, n: int, connectors: int) -> dict[str, float]:
+    """``n`` page loads back to back with nothing else running: their latency and the event loop's CPU each."""
+    page = request_bytes("GET", PAGE)
+    answers, samples = [], []
+    loop_cpu = process_cpu_s(pid, pid)
+    for _ in range(n):
+        t = time.perf_counter()
+        status, answer = await conn.send(page)
+        samples.append((time.perf_counter() - t) * 1000)
+        if status != 200:
+            raise RuntimeError(f"{PAGE} answered {status}: {answer[:300]!r}")
+        answers.append(answer)
+    loop_ms = (process_cpu_s(pid, pid) - loop_cpu) * 1000
+    check_pages(answers, connectors)
+    return {
+        "pages": n,
+        "page_bytes": len(answers[-1]),
+        "page_p50_ms": round(percentile(samples, 50), 1),
+        "page_max_ms": round(max(samples), 1),
+        "loop_ms_per_page": round(loop_ms / n, 1),
+    }
 
 
 def probe_row(samples: list[float]) -> dict[str, float]:
@@ -91,38 +122,35 @@ async def measure(port: int, pid: int, args: argparse.Namespace) -> dict[str, An
         t0 = time.perf_counter()
         await fill(probe_conn, 0, args.connectors)
         print(f"  filled in {time.perf_counter() - t0:.1f} s", flush=True)
-        loop_ms_per_probe = None
         for round_no in range(args.rounds):
             for phase in ("quiet", "console"):
                 gc_before = await asyncio.to_thread(daemon_totals, port)
-                loop_cpu = process_cpu_s(pid, pid)
                 until = time.perf_counter() + args.seconds
+                answers: list[bytes] = []
                 tasks = [probe(probe_conn, until)]
                 if phase == "console":
-                    tasks.append(console(page_conn, until, args.poll_s, args.connectors))
+                    tasks.append(console(page_conn, until, args.poll_s, answers))
                 results = await asyncio.gather(*tasks)
-                loop_ms = (process_cpu_s(pid, pid) - loop_cpu) * 1000
                 gc_after = await asyncio.to_thread(daemon_totals, port)
+                check_pages(answers, args.connectors)
                 row: dict[str, Any] = {"round": round_no + 1, "phase": phase, **probe_row(results[0])}
                 for key, name in (("full_count", "gc_full_collections"), ("full_ms", "gc_full_pause_ms")):
                     row[name] = round(gc_after.get(key, 0.0) - gc_before.get(key, 0.0), 1)
-                if phase == "quiet":
-                    loop_ms_per_probe = loop_ms / len(results[0])
-                else:
+                if phase == "console":
                     pages = [s * 1000 for s in results[1]]
-                    assert loop_ms_per_probe is not None
                     row |= {
                         "pages": len(pages),
                         "page_p50_ms": round(percentile(pages, 50), 1),
                         "page_max_ms": round(max(pages), 1),
-                        "loop_ms_per_page": round((loop_ms - loop_ms_per_probe * len(results[0])) / len(pages), 1),
                     }
                 rows.append(row)
                 print(f"  {row}", flush=True)
+        alone = await pages_alone(page_conn, pid, args.pages, args.connectors)
+        print(f"  pages alone: {alone}", flush=True)
     finally:
         await probe_conn.close()
         await page_conn.close()
-    return {"rounds": rows}
+    return {"rounds": rows, "pages_alone": alone}
 
 
 def main() -> None:
@@ -131,6 +159,7 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=20.0, help="seconds per phase")
     ap.add_argument("--poll-s", type=float, default=2.0, help="seconds between page loads (the console's refresh)")
     ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--pages", type=int, default=10, help="page loads back to back, alone, for the loop's CPU per page")
     args = ap.parse_args()
 
     work = workdir("console-list")
