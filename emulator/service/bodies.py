@@ -147,8 +147,13 @@ class ClaimRequest:
 def parse_claim_body(raw: bytes) -> ClaimRequest:
     """``POST /connectors/{c}/claim``: ``{"owner": "<who writes>", "force": false}``."""
     body = load_json(raw, "Request body")
-    if not isinstance(body, dict) or not isinstance(body.get("owner"), str):
-        raise InvalidRequest('A claim body is {"owner": "<who writes>", "force": false}')
+    form = '{"owner": "<who writes>", "force": false}'
+    if not isinstance(body, dict):
+        raise InvalidRequest(f"A claim body is a JSON object, {form}; got {type(body).__name__}")
+    if "owner" not in body:
+        raise InvalidRequest(f"A claim needs 'owner' (who writes: the Spark query id, or the operator's name): {form}")
+    if not isinstance(body["owner"], str):
+        raise InvalidRequest(f"'owner' must be a string, got {type(body['owner']).__name__}: {form}")
     force = body.get("force", False)
     if not isinstance(force, bool):
         raise InvalidRequest("'force' must be true or false")

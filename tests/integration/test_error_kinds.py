@@ -96,3 +96,20 @@ def test_the_client_types_a_real_daemons_errors_by_kind(embedded_daemon: Any) ->
             client.alter(name, {"offsets": [{"partition": {"f": [1]}, "offset": None}]}, auth=Auth())
         assert type(invalid.value) is ApiError
         assert invalid.value.kind == "invalid_offset_format" and invalid.value.status == 500
+
+
+@pytest.mark.parametrize(
+    ("claim_body", "says"),
+    [
+        ({}, "A claim needs 'owner' (who writes: the Spark query id, or the operator's name)"),
+        ({"owner": 7}, "'owner' must be a string, got int"),
+        (["me"], "A claim body is a JSON object"),
+        ({"owner": "me", "force": "yes"}, "'force' must be true or false"),
+    ],
+)
+def test_a_bad_claim_body_says_what_is_wrong_with_it(embedded_daemon: Any, claim_body: Any, says: str) -> None:
+    name = unique("claim-body")
+    with httpx.Client(base_url=embedded_daemon.url, timeout=60) as http:
+        answer = http.post(f"/connectors/{name}/claim", json=claim_body)
+    assert_error(answer, 400, "invalid_request")
+    assert answer.json()["message"].startswith(says)
