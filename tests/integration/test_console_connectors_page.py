@@ -1,10 +1,10 @@
 """The console's connectors page (``GET /ui/api/connectors``) shows each connector's current claim.
 
 The page lists every connector on each refresh (every 2 s per open console), so the claims are read
-once for the whole page rather than once per connector — a lookup each took 1.7 s of the event loop
-with 10,000 connectors (benchmarks/RESULTS.md, round 17). What must hold is that the one read still
-shows every claim as it stands now: the held ones with their owner and epoch, released and never
-claimed ones as none, and on Kafka a claim made through another daemon too.
+once for the whole page rather than once per connector — a lookup each held the event loop ~1 s per
+refresh with 10,000 connectors (benchmarks/RESULTS.md, "Console: the connectors page"). What must
+hold is that the one read still shows every claim as it stands now: the held ones with their owner
+and epoch, released and never claimed ones as none, and on Kafka a claim made through another daemon.
 """
 
 from __future__ import annotations

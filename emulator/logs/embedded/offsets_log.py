@@ -707,24 +707,26 @@ class EmbeddedOffsetLog(OffsetLog):
         commit in progress, so a write's fail-fast claim check does not queue behind the group commit
         that holds ``_commit_lock`` (the check inside the writing transaction stays the atomic one)."""
         with self._claims_lock:
-            if self._closed or self._writer is None:
-                raise LogWriteError(f"{self.description} is not open")
-            if self._claims_reader is None:
-                self._claims_reader = self._file.connect(timeout_s=30.0)
-            return self._claim_in(self._claims_reader, connector)
+            return self._claim_in(self._claims_connection(), connector)
 
     def current_claims(self, connectors: Collection[str], timeout_s: float | None = None) -> dict[str, Claim]:
         """One read of the claims table (every unreleased claim) instead of a query per connector."""
         wanted = set(connectors)
         with self._claims_lock:
-            if self._closed or self._writer is None:
-                raise LogWriteError(f"{self.description} is not open")
-            if self._claims_reader is None:
-                self._claims_reader = self._file.connect(timeout_s=30.0)
-            rows = self._claims_reader.execute(
-                "SELECT connector, owner, epoch, claimed_at_ms FROM claims WHERE released = 0"
-            ).fetchall()
+            rows = (
+                self._claims_connection()
+                .execute("SELECT connector, owner, epoch, claimed_at_ms FROM claims WHERE released = 0")
+                .fetchall()
+            )
         return {row[0]: Claim(*row) for row in rows if row[0] in wanted}
+
+    def _claims_connection(self) -> sqlite3.Connection:
+        """The claims reads' own connection (opened on first use). Caller holds ``_claims_lock``."""
+        if self._closed or self._writer is None:
+            raise LogWriteError(f"{self.description} is not open")
+        if self._claims_reader is None:
+            self._claims_reader = self._file.connect(timeout_s=30.0)
+        return self._claims_reader
 
     def release(self, fence: Fence) -> bool:
         with self._commit_lock:

@@ -90,8 +90,9 @@ async def claim_of(rt: Runtime, connector: str) -> dict[str, Any] | None:
 
 
 async def claims_of(rt: Runtime, connectors: list[str]) -> dict[str, dict[str, Any] | None]:
-    """``claim_of`` for every row of the connectors page, from one read of the claims (a lookup per
-    connector took 1.7 s of the event loop with 10,000 connectors, benchmarks/RESULTS.md round 17)."""
+    """``claim_of`` for every row of the connectors page, from one read of the claims (with a lookup per
+    connector, 10,000 connectors held the event loop ~1 s per refresh: benchmarks/RESULTS.md, "Console:
+    the connectors page")."""
     try:
         claims = await rt.claims.current_many(connectors)
     except OffsetsError as exc:
@@ -112,7 +113,7 @@ async def connector_rows(
     lag: SinkLagSnapshot | None,
 ) -> list[dict[str, Any]]:
     """One row per connector the principal may read: the connectors page. Built on worker threads:
-    with 10,000 connectors the rows take ~0.1 s of the interpreter, which on the event loop would hold
+    with 10,000 connectors the rows take 0.1–0.2 s of the interpreter, which on the event loop would hold
     every other request that long at each of the console's refreshes (every 2 s)."""
     readable = await asyncio.to_thread(lambda: [name for name in names if grants.allows("read", name)])
     claims = await claims_of(rt, readable)
