@@ -1,19 +1,22 @@
-"""GET bodies are rendered straight to bytes, identical to what FastAPI's default path sends.
+"""Bodies are rendered straight to bytes, identical to what FastAPI's default path sends.
 
 ``json_response`` skips ``jsonable_encoder`` (a Python walk of every value, ~10x the ``json.dumps``
-for a 10,000-partition connector); these pin that the bytes, header and failures stay the same as
-``JSONResponse(jsonable_encoder(content))`` for every kind of value a parsed offset can hold.
+for a 10,000-partition connector), and ``json_answer`` also encodes on a worker thread, long lists
+a slice per encoder call (so the event loop runs between slices); these pin that the bytes, header
+and failures stay the same as ``JSONResponse(jsonable_encoder(content))`` for every kind of value a
+parsed offset can hold, however a body is sliced.
 """
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
 from fastapi.encoders import jsonable_encoder
 from fastapi.responses import JSONResponse
 
-from emulator.server.routes.offsets import json_response
+from emulator.server.json_answer import encode, json_answer, json_response
 
 BODIES: list[Any] = [
     {"offsets": []},
@@ -26,6 +29,11 @@ BODIES: list[Any] = [
         ]
     },
     ["conn-b", "conn-a", "ñ"],
+    {
+        "records": [{"key": f"k-{i}", "value": None if i % 3 else "ü"} for i in range(7)],
+        "diff": {"entries": [[1], [2]]},
+    },
+    [[{"n": i}] * (i % 4) for i in range(9)],
 ]
 
 
@@ -44,3 +52,23 @@ def test_a_non_finite_float_fails_as_fastapis_json_response_fails() -> None:
         JSONResponse(jsonable_encoder(content))
     with pytest.raises(ValueError):
         json_response(content)
+
+
+@pytest.mark.parametrize("slice_items", [1, 2, 3, 1000])
+@pytest.mark.parametrize("content", BODIES)
+def test_a_body_encoded_in_slices_is_the_same_bytes(content: Any, slice_items: int) -> None:
+    assert encode(content, slice_items) == JSONResponse(jsonable_encoder(content)).body
+
+
+@pytest.mark.parametrize("content", BODIES)
+def test_a_large_answer_sends_the_same_bytes_and_headers(content: Any) -> None:
+    ours = asyncio.run(json_answer(content, {"X-Offsets-As-Of": "2026-11-26T00:00:00.000Z"}))
+    assert ours.body == JSONResponse(jsonable_encoder(content)).body
+    assert ours.headers["content-type"] == "application/json"
+    assert ours.headers["x-offsets-as-of"] == "2026-11-26T00:00:00.000Z"
+
+
+def test_a_non_finite_float_fails_when_sliced_too() -> None:
+    content = {"offsets": [{"partition": {"p": i}, "offset": {"x": float("nan") if i == 5 else i}} for i in range(9)]}
+    with pytest.raises(ValueError):
+        encode(content, slice_items=2)

@@ -18,7 +18,8 @@ from fastapi.encoders import jsonable_encoder
 from fastapi.responses import JSONResponse
 
 from emulator.model.connectors import NoConnectCluster
-from emulator.server.routes.offsets import _body, json_response
+from emulator.server.json_answer import json_response
+from emulator.server.routes.offsets import _body
 from emulator.service.checks import ConnectorChecks
 from emulator.service.results import DroppedCommit, ModifyResult, PlannedRecord
 from emulator.service.sinks import PlannedGroupChange

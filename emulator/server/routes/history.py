@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Query, Request
+from fastapi import APIRouter, Depends, Query, Request, Response
 
 from emulator.history.archive import HistoryArchive
 from emulator.history.query import DEFAULT_LIMIT
@@ -24,6 +24,7 @@ from emulator.model.errors import ConnectorNotFound, HistoryDisabled, InvalidReq
 from emulator.model.times import format_time_ms, parse_time_ms
 from emulator.server.audit import note_rollback
 from emulator.server.deps import Runtime, RuntimeDep
+from emulator.server.json_answer import json_answer
 from emulator.server.openapi import documented
 from emulator.server.openapi_bodies import HistoryPage, HistoryStatus, Rollback
 from emulator.server.routes.params import check_connector_path
@@ -75,9 +76,10 @@ async def offsets_history(
     to: Annotated[str | None, Query(description=f"{_TIME}, inclusive")] = None,
     limit: int = DEFAULT_LIMIT,
     store: str | None = None,
-) -> dict[str, Any]:
+) -> Response:
     """``store`` (a connector with its own offsets topic): the changes of its own topic (``connector``,
-    the default) or of the worker's (``worker``)."""
+    the default) or of the worker's (``worker``). A page holds up to ``limit`` (100,000) changes:
+    encoded off the event loop."""
     archive = archive_choice(rt, connector, store, history_archive(request))[0]
     page = await rt.history.changes(
         archive,
@@ -87,7 +89,7 @@ async def offsets_history(
         partition=partition_param(partition),
         limit=limit,
     )
-    return page.as_dict()
+    return await json_answer(page.as_dict())
 
 
 async def offsets_as_of(
@@ -134,7 +136,7 @@ async def rollback_offsets(
     rt: RuntimeDep,
     to: Annotated[str, Query(description=f"{_TIME}; the answer gives the time used")],
     dry_run: bool = False,
-) -> dict[str, Any]:
+) -> Response:
     archive = history_archive(request)
     at_ms = time_param("to", to)
     assert at_ms is not None
@@ -149,14 +151,16 @@ async def rollback_offsets(
     else:
         message = f"Nothing to roll back: the offsets of {connector} are as they were at {when}."
     partitions = rt.log.partition_count
-    return {
-        "message": message,
-        "dry_run": dry_run,
-        "to": when,
-        "to_ms": at_ms,
-        "changes": [c.as_dict(partitions) for c in result.changes],
-        "damaged_files": result.damaged_files,
-    }
+    return await json_answer(  # one change per partition of the connector: encoded off the event loop
+        {
+            "message": message,
+            "dry_run": dry_run,
+            "to": when,
+            "to_ms": at_ms,
+            "changes": [c.as_dict(partitions) for c in result.changes],
+            "damaged_files": result.damaged_files,
+        }
+    )
 
 
 @router.get("/history/status", summary="The history archiver's state and counters", **documented(HistoryStatus, 404))

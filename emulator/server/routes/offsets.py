@@ -11,7 +11,6 @@ so the answer reflects every write any daemon on the same log acknowledged befor
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Awaitable, Callable, Hashable
 from typing import Any
 
@@ -22,6 +21,7 @@ from emulator.model.principal import current_principal
 from emulator.server.audit import note_modification
 from emulator.server.auth.scopes import grants_of
 from emulator.server.deps import Runtime, RuntimeDep
+from emulator.server.json_answer import encode, json_answer, json_response, render_json
 from emulator.server.openapi import documented
 from emulator.server.openapi_bodies import DryRun, Modified, Offsets
 from emulator.server.routes.history import offsets_as_of
@@ -134,7 +134,7 @@ async def get_offsets(connector: str, rt: RuntimeDep, request: Request) -> Respo
     store = query.store
     if query.as_of is not None:
         past, headers = await offsets_as_of(request, connector, query.as_of, rt, store)
-        return json_response(past, headers)
+        return await json_answer(past, headers)
     resolved = await rt.offsets.prepare_get(connector, query.kind, query.fresh, store)
     if resolved != "source":  # a sink's answer comes from the broker each time
         return json_response({"offsets": await rt.offsets.rows(connector, resolved, store)})
@@ -164,25 +164,9 @@ async def cached_json(
     body = rt.bodies.get(key, version)
     if body is None:
         value, items = await content()
-        body = await asyncio.to_thread(render_json, value) if items > _THREAD_FROM_ITEMS else render_json(value)
+        body = await asyncio.to_thread(encode, value) if items > _THREAD_FROM_ITEMS else render_json(value)
         rt.bodies.put(key, version, body, keep_small)
     return Response(body, media_type="application/json")
-
-
-def json_response(content: Any, headers: dict[str, str] | None = None) -> Response:
-    """The bytes FastAPI's own ``JSONResponse`` would send, without ``jsonable_encoder`` first.
-
-    The bodies here are already plain JSON values (parsed offsets are dict/list/str/int/float/bool/
-    None), for which ``jsonable_encoder`` changes nothing but walks every value in Python: for a
-    10,000-partition connector that walk cost ~10x the ``json.dumps`` itself (benchmarks/RESULTS.md).
-    Same ``json.dumps`` arguments as Starlette's ``JSONResponse.render``, so the bytes are identical.
-    """
-    return Response(render_json(content), media_type="application/json", headers=headers)
-
-
-def render_json(content: Any) -> bytes:
-    """Starlette's ``JSONResponse.render``: the same ``json.dumps`` arguments, so the same bytes."""
-    return json.dumps(content, ensure_ascii=False, allow_nan=False, indent=None, separators=(",", ":")).encode("utf-8")
 
 
 @router.patch(

@@ -10,10 +10,11 @@ import asyncio
 import base64
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Query, Request, Response
 
 from emulator.server.audit import note_import
 from emulator.server.deps import RuntimeDep
+from emulator.server.json_answer import json_answer
 from emulator.server.openapi import documented
 from emulator.server.openapi_bodies import Imported
 from emulator.server.routes.params import parse_body, read_body
@@ -64,9 +65,9 @@ async def get_records(
             "has one), worker (the worker's log alone) or connector (connectors' own topics alone)"
         ),
     ] = None,
-) -> dict[str, Any]:
-    # A large view is copied and encoded here: off the event loop.
-    return dict(await asyncio.to_thread(rt.records.export, connector, store))
+) -> Response:
+    # A large view is copied, then encoded: both off the event loop (emulator.server.json_answer).
+    return await json_answer(await asyncio.to_thread(rt.records.export, connector, store))
 
 
 @router.post(
@@ -82,7 +83,7 @@ async def post_records(
     allow_malformed: bool = False,
     write_all: bool = False,
     diff_limit: Annotated[int | None, Query(ge=1, description="entries listed per connector; default all")] = None,
-) -> dict[str, Any]:
+) -> Response:
     records = await parse_body(parse_records_body, await read_body(request))
     result = await rt.records.import_records(
         records, dry_run=dry_run, allow_malformed=allow_malformed, write_all=write_all
@@ -97,10 +98,13 @@ async def post_records(
     if result.unreadable_values:
         verb = "would be" if result.dry_run else "were"
         message += f" {result.unreadable_values} value(s) Connect cannot read back {verb} written as-is."
-    return {
-        "message": message,
-        "dry_run": result.dry_run,
-        "written": result.written,
-        "unreadable_values": result.unreadable_values,
-        "diff": result.diff.as_dict(diff_limit),
-    }
+    # The diff lists every record of the import unless ``diff_limit``: encoded off the event loop.
+    return await json_answer(
+        {
+            "message": message,
+            "dry_run": result.dry_run,
+            "written": result.written,
+            "unreadable_values": result.unreadable_values,
+            "diff": result.diff.as_dict(diff_limit),
+        }
+    )
