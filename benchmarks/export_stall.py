@@ -1,0 +1,170 @@
+"""A byte-exact export of a big log (``GET /offsets/records``): what it costs every other request.
+
+An operator's ``connect-offsets export`` (or any client of ``GET /offsets/records``) asks for every
+live record at once: with 200,000 keys that is a 52 MB answer. Whatever of it runs on the daemon's
+event loop, or holds the interpreter lock in one long call, holds every other request — Connect's
+and Spark's commits, ``/readyz`` probes — as long.
+
+An embedded log is filled with ``--keys`` records (one per key, 25 partitions) before the daemon
+starts; once it is ready and its history archiver has archived them all, for ``--seconds``
+("quiet") a probe sends ``GET /healthz`` back to back on one kept-alive connection, then the same
+probe runs while a separate process (so that reading 52 MB does not stall this one) exports
+``--exports`` times in a row ("export"). Reported per phase: the probe's p50 / p99 / max and how many
+probes waited over 50 and 100 ms, the daemon's garbage-collection pauses (they stop every thread)
+and, for the exports, their time and size. Writes ``benchmarks/results/export_stall-<utc>.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from benchmarks.http_load import RawConnection, request_bytes
+from benchmarks.support import (
+    Daemon,
+    bench_key,
+    bench_value,
+    command_line,
+    daemon_totals,
+    load_embedded_log,
+    machine,
+    percentile,
+    workdir,
+    write_results,
+)
+
+READER = """
+import sys, time, httpx
+url, n = sys.argv[1], int(sys.argv[2])
+for _ in range(n):
+    t = time.perf_counter()
+    size = 0
+    with httpx.stream("GET", url, timeout=600) as answer:
+        if answer.status_code != 200:
+            raise SystemExit(f"export answered {answer.status_code}")
+        for chunk in answer.iter_bytes():
+            size += len(chunk)
+    print(f"{time.perf_counter() - t:.4f} {size}", flush=True)
+"""
+
+
+async def probe(conn: RawConnection, stop: asyncio.Event, until: float | None = None) -> list[float]:
+    healthz = request_bytes("GET", "/healthz")
+    samples = []
+    while not stop.is_set() and (until is None or time.perf_counter() < until):
+        t = time.perf_counter()
+        status, answer = await conn.send(healthz)
+        samples.append(time.perf_counter() - t)
+        if status != 200:
+            raise RuntimeError(f"/healthz answered {status}: {answer[:300]!r}")
+    return samples
+
+
+def probe_row(samples: list[float]) -> dict[str, float]:
+    ms = [s * 1000 for s in samples]
+    return {
+        "probes": len(ms),
+        "probe_p50_ms": round(percentile(ms, 50), 3),
+        "probe_p99_ms": round(percentile(ms, 99), 3),
+        "probe_max_ms": round(max(ms), 1),
+        "probes_over_50ms": sum(1 for m in ms if m > 50),
+        "probes_over_100ms": sum(1 for m in ms if m > 100),
+    }
+
+
+def gc_row(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
+    names = {"full_count": "gc_full_collections", "full_ms": "gc_full_pause_ms", "all_ms": "gc_pause_ms"}
+    return {name: round(after.get(key, 0.0) - before.get(key, 0.0), 1) for key, name in names.items()}
+
+
+def wait_archived(port: int, records: int, timeout_s: float = 600) -> None:
+    """Until the history archiver has archived every record of the log (its backfill competes for the
+    interpreter too, and would be measured with the export otherwise)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        status = httpx.get(f"http://127.0.0.1:{port}/history/status", timeout=30).json()
+        if status["records_archived"] + status["records_skipped_replay"] >= records and not status["queued_records"]:
+            return
+        time.sleep(0.5)
+    raise RuntimeError(f"the history archiver did not archive {records} records within {timeout_s:g} s")
+
+
+async def measure(port: int, args: argparse.Namespace) -> dict[str, Any]:
+    await asyncio.to_thread(wait_archived, port, args.keys)
+    conn = await RawConnection("127.0.0.1", port).open()
+    rows: list[dict[str, Any]] = []
+    try:
+        stop = asyncio.Event()
+        before = await asyncio.to_thread(daemon_totals, port)
+        quiet = await probe(conn, stop, time.perf_counter() + args.seconds)
+        rows.append(
+            {"phase": "quiet", **probe_row(quiet), **gc_row(before, await asyncio.to_thread(daemon_totals, port))}
+        )
+        print(f"  {rows[-1]}", flush=True)
+
+        before = await asyncio.to_thread(daemon_totals, port)
+        reader = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-c",
+            READER,
+            f"http://127.0.0.1:{port}/offsets/records",
+            str(args.exports),
+            stdout=asyncio.subprocess.PIPE,
+        )
+        probing = asyncio.create_task(probe(conn, stop))
+        out, _ = await reader.communicate()
+        stop.set()
+        samples = await probing
+        if reader.returncode != 0:
+            raise RuntimeError(f"the export reader failed ({reader.returncode})")
+        exports = [line.split() for line in out.decode().splitlines()]
+        rows.append(
+            {
+                "phase": "export",
+                "exports": len(exports),
+                "export_s": [round(float(t), 2) for t, _ in exports],
+                "export_mb": round(int(exports[0][1]) / 1e6, 1),
+                **probe_row(samples),
+                **gc_row(before, await asyncio.to_thread(daemon_totals, port)),
+            }
+        )
+        print(f"  {rows[-1]}", flush=True)
+    finally:
+        await conn.close()
+    return {"phases": rows}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--keys", type=int, default=200_000, help="live records in the log (one per key)")
+    ap.add_argument("--exports", type=int, default=3, help="exports in a row while the probe runs")
+    ap.add_argument("--seconds", type=float, default=10.0, help="seconds of the quiet phase")
+    args = ap.parse_args()
+
+    work = workdir("export-stall")
+    payload: dict[str, Any] = {
+        "benchmark": "export_stall",
+        "command": command_line(),
+        "machine": machine(),
+        "params": vars(args),
+        "workdir": str(work),
+    }
+    entries = ((bench_key(k), bench_value(k)) for k in range(args.keys))
+    loaded_s = load_embedded_log(work / "embedded", "connect-offsets", 25, entries)
+    print(f"export stall benchmark: {args.keys} records loaded in {loaded_s:.1f} s; logs in {work}", flush=True)
+    with Daemon(["--data-dir", str(work / "embedded")], work / "daemon-embedded.log") as daemon:
+        payload["embedded"] = asyncio.run(measure(daemon.port, args))
+    payload["loadavg_at_end"] = Path("/proc/loadavg").read_text().split()[:3]
+    print(json.dumps(payload["embedded"]["phases"][-1]))
+    print(f"results: {write_results('export_stall', payload)}")
+
+
+if __name__ == "__main__":
+    main()
