@@ -238,7 +238,9 @@ class RecordsService:
         self._checks.ensure_ready()
         await self._checks.refresh()
         keys = KeyIndex()
-        malformed = [r.key for r in records if keys.connector(r.key) is None]
+        # An import holds up to ~280,000 records (--max-body-bytes): every pass over them runs on a
+        # worker thread, or it would hold every other request on the event loop for seconds.
+        malformed = await asyncio.to_thread(lambda: [r.key for r in records if keys.connector(r.key) is None])
         if malformed and not allow_malformed:
             first = malformed[0][:200].decode("utf-8", "backslashreplace")
             raise InvalidRequest(
@@ -252,18 +254,23 @@ class RecordsService:
             )
         unreadable_keys = {records[i].key for i in problems}
         async with self._writer.lock:
-            diff = compute_diff(self._live_value_of(keys), records, keys)
-            for connector in diff.connectors():
+
+            def planned() -> tuple[Diff, list[str], list[RawRecord]]:
+                diff = compute_diff(self._live_value_of(keys), records, keys)
+                return diff, diff.connectors(), diff.records_to_write(write_all)
+
+            diff, touched, to_write = await asyncio.to_thread(planned)
+            for connector in touched:
                 if not self._checks.is_stopped(connector):
                     raise NotStopped(not_stopped_message(connector))
                 await self._guard.check_writer(connector, NO_AUTH)
-            to_write = diff.records_to_write(write_all)
             if not dry_run and to_write:
-                touched = diff.connectors()
                 with write_origin("import", touched[0] if len(touched) == 1 else None):
                     await self._write_locked(to_write, keys)
         # The last record per key is the one written: count those whose value is unreadable.
-        kept = sum(1 for r in to_write if r.key in unreadable_keys and value_problem(r.value) is not None)
+        kept = await asyncio.to_thread(
+            lambda: sum(1 for r in to_write if r.key in unreadable_keys and value_problem(r.value) is not None)
+        )
         return ImportResult(diff, 0 if dry_run else len(to_write), dry_run, kept)
 
     def _live_value_of(self, keys: KeyIndex) -> Callable[[bytes], bytes | None]:
@@ -281,6 +288,17 @@ class RecordsService:
     async def _write_locked(self, to_write: list[RawRecord], keys: KeyIndex) -> None:
         """The worker's log for most records; a connector with a combined store (KIP-618) gets its records
         written as Connect's ``set`` writes them: both topics, in order, task 0's transaction if exactly-once."""
+        special, plain = await asyncio.to_thread(self._by_store, to_write, keys)
+        if plain:
+            await self._writer.append_locked(plain)
+        for name, entries in special.items():
+            assert self._stores is not None
+            await self._stores.write_planned_locked(name, self._stores.plan_raw(name, entries), self._writer)
+
+    def _by_store(
+        self, to_write: list[RawRecord], keys: KeyIndex
+    ) -> tuple[dict[str, list[tuple[bytes, bytes | None]]], list[tuple[bytes, bytes | None]]]:
+        """The records of connectors with a combined store (KIP-618), per connector, and all others."""
         special: dict[str, list[tuple[bytes, bytes | None]]] = {}
         plain: list[tuple[bytes, bytes | None]] = []
         for record in to_write:
@@ -290,11 +308,7 @@ class RecordsService:
                 special.setdefault(name, []).append((record.key, record.value))
             else:
                 plain.append((record.key, record.value))
-        if plain:
-            await self._writer.append_locked(plain)
-        for name, entries in special.items():
-            assert self._stores is not None
-            await self._stores.write_planned_locked(name, self._stores.plan_raw(name, entries), self._writer)
+        return special, plain
 
     async def rollback(self, archive: HistoryArchive, connector: str, at_ms: int, dry_run: bool) -> RollbackResult:
         """Write back, under the exact raw keys, the connector's state at ``at_ms`` (see
