@@ -1,23 +1,27 @@
-"""A byte-exact export of a big log (``GET /offsets/records``): what it costs every other request.
+"""Bulk requests on a big log — an export and an import of every record — and what they cost every other request.
 
-An operator's ``connect-offsets export`` (or any client of ``GET /offsets/records``) asks for every
-live record at once: with 200,000 keys that is a 52 MB answer. Whatever of it runs on the daemon's
-event loop, or holds the interpreter lock in one long call, holds every other request — Connect's
-and Spark's commits, ``/readyz`` probes — as long.
+An operator's ``connect-offsets export`` (``GET /offsets/records``) asks for every live record at
+once: with 200,000 keys a 52 MB answer. An import (``POST /offsets/records``) sends records back, up
+to ~280,000 in one body (``--max-body-bytes``). Whatever of their work runs on the daemon's event
+loop, or holds the interpreter lock in one long call, holds every other request — Connect's and
+Spark's commits, ``/readyz`` probes — as long.
 
 An embedded log is filled with ``--keys`` records (one per key, 25 partitions) before the daemon
-starts; once it is ready and its history archiver has archived them all, for ``--seconds``
-("quiet") a probe sends ``GET /healthz`` back to back on one kept-alive connection, then the same
-probe runs while a separate process (so that reading 52 MB does not stall this one) exports
-``--exports`` times in a row ("export"). Reported per phase: the probe's p50 / p99 / max and how many
-probes waited over 50 and 100 ms, the daemon's garbage-collection pauses (they stop every thread)
-and, for the exports, their time and size. Writes ``benchmarks/results/export_stall-<utc>.json``.
+starts; once it is ready and its history archiver has archived them all, a probe sends ``GET
+/healthz`` back to back on one kept-alive connection: for ``--seconds`` alone ("quiet"), then while a
+separate process (so that its 52 MB do not stall this one) exports ``--exports`` times in a row
+("export"), then while it imports ``--import-keys`` records giving each of the first keys a new value,
+first as a dry run and then for real ("import"; ``diff_limit=10``). Reported per phase: the probe's
+p50 / p99 / max and how many probes waited over 50 and 100 ms, the daemon's garbage-collection
+pauses (they stop every thread), and the bulk requests' times. Writes
+``benchmarks/results/bulk_stall-<utc>.json``.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import base64
 import json
 import sys
 import time
@@ -53,6 +57,26 @@ for _ in range(n):
             size += len(chunk)
     print(f"{time.perf_counter() - t:.4f} {size}", flush=True)
 """
+
+IMPORTER = """
+import sys, time, httpx
+url, body = sys.argv[1], open(sys.argv[2], "rb").read()
+for query in ("dry_run=true&diff_limit=10", "diff_limit=10"):
+    t = time.perf_counter()
+    answer = httpx.post(f"{url}?{query}", content=body, headers={"content-type": "application/json"}, timeout=600)
+    if answer.status_code != 200:
+        raise SystemExit(f"import answered {answer.status_code}: {answer.text[:300]}")
+    print(f"{time.perf_counter() - t:.4f} {answer.json()['written']}", flush=True)
+"""
+
+
+def import_body(keys: int) -> bytes:
+    """``keys`` records, each key's value changed (position + 7), as ``POST /offsets/records`` takes them."""
+    records = [
+        {"key": base64.b64encode(bench_key(k)).decode(), "value": base64.b64encode(bench_value(k + 7)).decode()}
+        for k in range(keys)
+    ]
+    return json.dumps({"records": records}).encode()
 
 
 async def probe(conn: RawConnection, stop: asyncio.Event, until: float | None = None) -> list[float]:
@@ -96,7 +120,23 @@ def wait_archived(port: int, records: int, timeout_s: float = 600) -> None:
     raise RuntimeError(f"the history archiver did not archive {records} records within {timeout_s:g} s")
 
 
-async def measure(port: int, args: argparse.Namespace) -> dict[str, Any]:
+async def while_probing(conn: RawConnection, port: int, script: list[str]) -> tuple[list[list[str]], dict[str, Any]]:
+    """Run ``python -c <script> <args>`` in a process of its own while the probe runs: its output lines
+    (split), and the probe's and the daemon's garbage collector's numbers meanwhile."""
+    stop = asyncio.Event()
+    before = await asyncio.to_thread(daemon_totals, port)
+    child = await asyncio.create_subprocess_exec(sys.executable, "-c", *script, stdout=asyncio.subprocess.PIPE)
+    probing = asyncio.create_task(probe(conn, stop))
+    out, _ = await child.communicate()
+    stop.set()
+    samples = await probing
+    if child.returncode != 0:
+        raise RuntimeError(f"the bulk request's process failed ({child.returncode})")
+    after = await asyncio.to_thread(daemon_totals, port)
+    return [line.split() for line in out.decode().splitlines()], {**probe_row(samples), **gc_row(before, after)}
+
+
+async def measure(port: int, work: Path, args: argparse.Namespace) -> dict[str, Any]:
     await asyncio.to_thread(wait_archived, port, args.keys)
     conn = await RawConnection("127.0.0.1", port).open()
     rows: list[dict[str, Any]] = []
@@ -109,30 +149,30 @@ async def measure(port: int, args: argparse.Namespace) -> dict[str, Any]:
         )
         print(f"  {rows[-1]}", flush=True)
 
-        before = await asyncio.to_thread(daemon_totals, port)
-        reader = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-c",
-            READER,
-            f"http://127.0.0.1:{port}/offsets/records",
-            str(args.exports),
-            stdout=asyncio.subprocess.PIPE,
-        )
-        probing = asyncio.create_task(probe(conn, stop))
-        out, _ = await reader.communicate()
-        stop.set()
-        samples = await probing
-        if reader.returncode != 0:
-            raise RuntimeError(f"the export reader failed ({reader.returncode})")
-        exports = [line.split() for line in out.decode().splitlines()]
+        url = f"http://127.0.0.1:{port}/offsets/records"
+        lines, row = await while_probing(conn, port, [READER, url, str(args.exports)])
         rows.append(
             {
                 "phase": "export",
-                "exports": len(exports),
-                "export_s": [round(float(t), 2) for t, _ in exports],
-                "export_mb": round(int(exports[0][1]) / 1e6, 1),
-                **probe_row(samples),
-                **gc_row(before, await asyncio.to_thread(daemon_totals, port)),
+                "export_s": [round(float(t), 2) for t, _ in lines],
+                "export_mb": round(int(lines[0][1]) / 1e6, 1),
+                **row,
+            }
+        )
+        print(f"  {rows[-1]}", flush=True)
+
+        body = work / "import.json"
+        body.write_bytes(import_body(args.import_keys))
+        lines, row = await while_probing(conn, port, [IMPORTER, url, str(body)])
+        if int(lines[1][1]) != args.import_keys:
+            raise RuntimeError(f"the import wrote {lines[1][1]} records, not {args.import_keys}")
+        rows.append(
+            {
+                "phase": "import",
+                "import_mb": round(body.stat().st_size / 1e6, 1),
+                "dry_run_s": round(float(lines[0][0]), 2),
+                "import_s": round(float(lines[1][0]), 2),
+                **row,
             }
         )
         print(f"  {rows[-1]}", flush=True)
@@ -146,11 +186,12 @@ def main() -> None:
     ap.add_argument("--keys", type=int, default=200_000, help="live records in the log (one per key)")
     ap.add_argument("--exports", type=int, default=3, help="exports in a row while the probe runs")
     ap.add_argument("--seconds", type=float, default=10.0, help="seconds of the quiet phase")
+    ap.add_argument("--import-keys", type=int, default=100_000, help="records imported (each a key's new value)")
     args = ap.parse_args()
 
-    work = workdir("export-stall")
+    work = workdir("bulk-stall")
     payload: dict[str, Any] = {
-        "benchmark": "export_stall",
+        "benchmark": "bulk_stall",
         "command": command_line(),
         "machine": machine(),
         "params": vars(args),
@@ -158,12 +199,11 @@ def main() -> None:
     }
     entries = ((bench_key(k), bench_value(k)) for k in range(args.keys))
     loaded_s = load_embedded_log(work / "embedded", "connect-offsets", 25, entries)
-    print(f"export stall benchmark: {args.keys} records loaded in {loaded_s:.1f} s; logs in {work}", flush=True)
+    print(f"bulk stall benchmark: {args.keys} records loaded in {loaded_s:.1f} s; logs in {work}", flush=True)
     with Daemon(["--data-dir", str(work / "embedded")], work / "daemon-embedded.log") as daemon:
-        payload["embedded"] = asyncio.run(measure(daemon.port, args))
+        payload["embedded"] = asyncio.run(measure(daemon.port, work, args))
     payload["loadavg_at_end"] = Path("/proc/loadavg").read_text().split()[:3]
-    print(json.dumps(payload["embedded"]["phases"][-1]))
-    print(f"results: {write_results('export_stall', payload)}")
+    print(f"results: {write_results('bulk_stall', payload)}")
 
 
 if __name__ == "__main__":
