@@ -21,8 +21,9 @@ from emulator.codec.values import encode_offset
 from emulator.history.origins import write_origin
 from emulator.model.offsets import ConnectorOffset
 from emulator.service.bodies import OffsetChange, validate_changes
+from emulator.service.bulk import bulk_pass
 from emulator.service.results import ALTERED, RESET, DroppedCommit, ModifyResult, PlannedRecord
-from emulator.service.write_guard import WriteAuth, WriteGuard
+from emulator.service.write_guard import SequencedChanges, WriteAuth, WriteGuard
 from emulator.service.writer import OffsetsWriter, WriteSection
 from emulator.view.offset_view import OffsetView
 
@@ -75,9 +76,13 @@ class SourceStrategy:
         """Connect's ``validateFormat``, then the commit sequence (a stale commit is dropped per
         partition, not written), then the write, then the sequence's record: all in ``section``.
         The record also happens when a write that timed out turns out applied later."""
-        validate_changes(changes)
-        sequenced = self._guard.filter_sequence(connector, changes, auth)
-        records = self._plan_alter(connector, sequenced.accepted)
+
+        def planned() -> tuple[SequencedChanges, list[PlannedRecord]]:
+            validate_changes(changes)
+            sequenced = self._guard.filter_sequence(connector, changes, auth)
+            return sequenced, self._plan_alter(connector, sequenced.accepted)
+
+        sequenced, records = await bulk_pass(len(changes), planned)
         if not dry_run:
             with write_origin("PATCH", connector):
                 await section.append(
@@ -87,9 +92,14 @@ class SourceStrategy:
 
     async def reset(self, connector: str, dry_run: bool, auth: WriteAuth, section: WriteSection) -> ModifyResult:
         """A tombstone for every live raw key of the connector (all the keys that denote a partition)."""
-        records = [
-            self._writer.planned(key, None, existing=True) for row in self._view.offsets(connector) for key in row.keys
-        ]
+        records = await bulk_pass(
+            self._view.partition_count(connector),
+            lambda: [
+                self._writer.planned(key, None, existing=True)
+                for row in self._view.offsets(connector)
+                for key in row.keys
+            ],
+        )
         if not dry_run:
             with write_origin("DELETE", connector):
                 await section.append(records, auth)
