@@ -1,19 +1,20 @@
-"""Bulk requests on a big log — an export and an import of every record — and what they cost every other request.
+"""Bulk requests on a big log (export, import, PATCH and reset of many partitions): what they cost other requests.
 
 An operator's ``connect-offsets export`` (``GET /offsets/records``) asks for every live record at
 once: with 200,000 keys a 52 MB answer. An import (``POST /offsets/records``) sends records back, up
-to ~280,000 in one body (``--max-body-bytes``). Whatever of their work runs on the daemon's event
-loop, or holds the interpreter lock in one long call, holds every other request — Connect's and
-Spark's commits, ``/readyz`` probes — as long.
+to ~280,000 in one body (``--max-body-bytes``); a PATCH or a reset may name 10,000 partitions.
+Whatever of their work runs on the daemon's event loop, or holds the interpreter lock in one long
+call, holds every other request — Connect's and Spark's commits, ``/readyz`` probes — as long.
 
 An embedded log is filled with ``--keys`` records (one per key, 25 partitions) before the daemon
 starts; once it is ready and its history archiver has archived them all, a probe sends ``GET
 /healthz`` back to back on one kept-alive connection: for ``--seconds`` alone ("quiet"), then while a
 separate process (so that its 52 MB do not stall this one) exports ``--exports`` times in a row
-("export"), then while it imports ``--import-keys`` records giving each of the first keys a new value,
-first as a dry run and then for real ("import"; ``diff_limit=10``). Reported per phase: the probe's
-p50 / p99 / max and how many probes waited over 50 and 100 ms, the daemon's garbage-collection
-pauses (they stop every thread), and the bulk requests' times. Writes
+("export"), then while it imports ``--import-keys`` records giving each of the first keys a new
+value, first as a dry run and then for real ("import"; ``diff_limit=10``), then while it PATCHes and
+resets a connector of ``--partitions`` partitions three times, each first as a dry run ("modify").
+Reported per phase: the probe's p50 / p99 / max and how many probes waited over 50 and 100 ms, the
+daemon's garbage-collection pauses (they stop every thread), and the bulk requests' times. Writes
 ``benchmarks/results/bulk_stall-<utc>.json``.
 """
 
@@ -67,6 +68,28 @@ for query in ("dry_run=true&diff_limit=10", "diff_limit=10"):
     if answer.status_code != 200:
         raise SystemExit(f"import answered {answer.status_code}: {answer.text[:300]}")
     print(f"{time.perf_counter() - t:.4f} {answer.json()['written']}", flush=True)
+"""
+
+
+MODIFIER = """
+import sys, time, httpx
+url, n, rounds = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+path = "/connectors/bench-bulk/offsets"
+def body(k):
+    return {"offsets": [{"partition": {"file": f"/d/{p}.txt"}, "offset": {"position": p + k}} for p in range(n)]}
+with httpx.Client(base_url=url, timeout=600) as http:
+    for r in range(rounds):
+        for what, call in (
+            ("patch_dry", lambda: http.patch(path, params={"create": "true", "dry_run": "true"}, json=body(r))),
+            ("patch", lambda: http.patch(path, params={"create": "true"}, json=body(r))),
+            ("delete_dry", lambda: http.delete(path, params={"dry_run": "true"})),
+            ("delete", lambda: http.delete(path)),
+        ):
+            t = time.perf_counter()
+            answer = call()
+            if answer.status_code != 200:
+                raise SystemExit(f"{what} answered {answer.status_code}: {answer.text[:300]}")
+            print(f"{what} {time.perf_counter() - t:.4f}", flush=True)
 """
 
 
@@ -176,6 +199,13 @@ async def measure(port: int, work: Path, args: argparse.Namespace) -> dict[str, 
             }
         )
         print(f"  {rows[-1]}", flush=True)
+
+        lines, row = await while_probing(conn, port, [MODIFIER, f"http://127.0.0.1:{port}", str(args.partitions), "3"])
+        times: dict[str, list[float]] = {}
+        for what, seconds in lines:
+            times.setdefault(f"{what}_s", []).append(round(float(seconds), 2))
+        rows.append({"phase": "modify", "partitions": args.partitions, **times, **row})
+        print(f"  {rows[-1]}", flush=True)
     finally:
         await conn.close()
     return {"phases": rows}
@@ -187,6 +217,7 @@ def main() -> None:
     ap.add_argument("--exports", type=int, default=3, help="exports in a row while the probe runs")
     ap.add_argument("--seconds", type=float, default=10.0, help="seconds of the quiet phase")
     ap.add_argument("--import-keys", type=int, default=100_000, help="records imported (each a key's new value)")
+    ap.add_argument("--partitions", type=int, default=10_000, help="partitions of the connector PATCHed and reset")
     args = ap.parse_args()
 
     work = workdir("bulk-stall")
