@@ -27,6 +27,7 @@ from emulator.history.origins import write_origin
 from emulator.history.rollback import RollbackChange, current_state, plan_rollback
 from emulator.model.connectors import not_stopped_message
 from emulator.model.errors import ConnectorNotFound, InvalidRequest, NotStopped
+from emulator.service.bulk import bulk_pass
 from emulator.service.checks import ConnectorChecks
 from emulator.service.connector_stores import SourceOffsets, checked_store
 from emulator.service.history import read_past
@@ -324,13 +325,14 @@ class RecordsService:
         past = await read_past(archive, connector, at_ms)
         if not past.known and not view.knows(connector):
             raise ConnectorNotFound(f"Connector {connector} not found")
-        changes = plan_rollback(past, current_state(view, connector))
+        # A connector may have 10,000 partitions: the plan and its checks pass over all of them, off the loop.
+        changes = await asyncio.to_thread(lambda: plan_rollback(past, current_state(view, connector)))
         await self._checks.refresh()
         self._checks.ensure_ready()
         self._checks.require_stopped(connector)
         await self._guard.check_writer(connector, NO_AUTH)
         targets = [RawRecord(c.key, c.target) for c in changes]
-        problems = unreadable_values(targets)
+        problems = await bulk_pass(len(targets), lambda: unreadable_values(targets))
         if problems:
             # A past value no task can read (a bad producer wrote it then) is not written back.
             raise InvalidRequest(
@@ -347,7 +349,10 @@ class RecordsService:
             async with self._writer.section(connector, self._writer.deadline()) as section:
                 await self._stores.write_planned(connector, plan, section)
             return
-        records = [self._writer.planned(c.key, c.target, existing=view.get_raw(c.key) is not None) for c in changes]
+        records = await bulk_pass(
+            len(changes),
+            lambda: [self._writer.planned(c.key, c.target, existing=view.get_raw(c.key) is not None) for c in changes],
+        )
         await self._writer.write(connector, records)
 
     def _live_value(self, key: bytes) -> bytes | None:

@@ -29,6 +29,7 @@ from emulator.server.openapi import documented
 from emulator.server.openapi_bodies import HistoryPage, HistoryStatus, Rollback
 from emulator.server.routes.params import check_connector_path
 from emulator.service.bodies import load_json
+from emulator.service.bulk import bulk_pass
 from emulator.service.connector_stores import merged_offsets
 
 router = APIRouter(tags=["history"], dependencies=[Depends(check_connector_path)])
@@ -141,7 +142,7 @@ async def rollback_offsets(
     at_ms = time_param("to", to)
     assert at_ms is not None
     result = await rt.records.rollback(archive, connector, at_ms, dry_run)
-    note_rollback(result.changes)
+    await bulk_pass(len(result.changes), lambda: note_rollback(result.changes))
     when = format_time_ms(at_ms)
     changes = len(result.changes)
     if dry_run:
@@ -151,13 +152,14 @@ async def rollback_offsets(
     else:
         message = f"Nothing to roll back: the offsets of {connector} are as they were at {when}."
     partitions = rt.log.partition_count
+    changes_listed = await bulk_pass(len(result.changes), lambda: [c.as_dict(partitions) for c in result.changes])
     return await json_answer(  # one change per partition of the connector: encoded off the event loop
         {
             "message": message,
             "dry_run": dry_run,
             "to": when,
             "to_ms": at_ms,
-            "changes": [c.as_dict(partitions) for c in result.changes],
+            "changes": changes_listed,
             "damaged_files": result.damaged_files,
         }
     )
