@@ -31,7 +31,7 @@ from typing import Any
 
 import httpx
 
-from benchmarks.http_load import RawConnection, request_bytes
+from benchmarks.http_load import RawConnection, probe_healthz, probe_row
 from benchmarks.support import (
     Daemon,
     bench_key,
@@ -40,7 +40,6 @@ from benchmarks.support import (
     daemon_totals,
     load_embedded_log,
     machine,
-    percentile,
     workdir,
     write_results,
 )
@@ -102,28 +101,8 @@ def import_body(keys: int) -> bytes:
     return json.dumps({"records": records}).encode()
 
 
-async def probe(conn: RawConnection, stop: asyncio.Event, until: float | None = None) -> list[float]:
-    healthz = request_bytes("GET", "/healthz")
-    samples = []
-    while not stop.is_set() and (until is None or time.perf_counter() < until):
-        t = time.perf_counter()
-        status, answer = await conn.send(healthz)
-        samples.append(time.perf_counter() - t)
-        if status != 200:
-            raise RuntimeError(f"/healthz answered {status}: {answer[:300]!r}")
-    return samples
-
-
-def probe_row(samples: list[float]) -> dict[str, float]:
-    ms = [s * 1000 for s in samples]
-    return {
-        "probes": len(ms),
-        "probe_p50_ms": round(percentile(ms, 50), 3),
-        "probe_p99_ms": round(percentile(ms, 99), 3),
-        "probe_max_ms": round(max(ms), 1),
-        "probes_over_50ms": sum(1 for m in ms if m > 50),
-        "probes_over_100ms": sum(1 for m in ms if m > 100),
-    }
+OVER_MS = (50, 100)
+"""Probe waits counted: past 50 and 100 ms."""
 
 
 def gc_row(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
@@ -149,14 +128,17 @@ async def while_probing(conn: RawConnection, port: int, script: list[str]) -> tu
     stop = asyncio.Event()
     before = await asyncio.to_thread(daemon_totals, port)
     child = await asyncio.create_subprocess_exec(sys.executable, "-c", *script, stdout=asyncio.subprocess.PIPE)
-    probing = asyncio.create_task(probe(conn, stop))
+    probing = asyncio.create_task(probe_healthz(conn, stop))
     out, _ = await child.communicate()
     stop.set()
     samples = await probing
     if child.returncode != 0:
         raise RuntimeError(f"the bulk request's process failed ({child.returncode})")
     after = await asyncio.to_thread(daemon_totals, port)
-    return [line.split() for line in out.decode().splitlines()], {**probe_row(samples), **gc_row(before, after)}
+    return [line.split() for line in out.decode().splitlines()], {
+        **probe_row(samples, OVER_MS),
+        **gc_row(before, after),
+    }
 
 
 async def measure(port: int, work: Path, args: argparse.Namespace) -> dict[str, Any]:
@@ -164,11 +146,14 @@ async def measure(port: int, work: Path, args: argparse.Namespace) -> dict[str, 
     conn = await RawConnection("127.0.0.1", port).open()
     rows: list[dict[str, Any]] = []
     try:
-        stop = asyncio.Event()
         before = await asyncio.to_thread(daemon_totals, port)
-        quiet = await probe(conn, stop, time.perf_counter() + args.seconds)
+        quiet = await probe_healthz(conn, until=time.perf_counter() + args.seconds)
         rows.append(
-            {"phase": "quiet", **probe_row(quiet), **gc_row(before, await asyncio.to_thread(daemon_totals, port))}
+            {
+                "phase": "quiet",
+                **probe_row(quiet, OVER_MS),
+                **gc_row(before, await asyncio.to_thread(daemon_totals, port)),
+            }
         )
         print(f"  {rows[-1]}", flush=True)
 

@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.http_load import RawConnection, request_bytes
+from benchmarks.http_load import RawConnection, probe_healthz, probe_row, request_bytes
 from benchmarks.reads import fill
 from benchmarks.support import (
     Daemon,
@@ -41,18 +41,6 @@ from benchmarks.support import (
 )
 
 PAGE = "/ui/api/connectors"
-
-
-async def probe(conn: RawConnection, until: float) -> list[float]:
-    healthz = request_bytes("GET", "/healthz")
-    samples = []
-    while time.perf_counter() < until:
-        t = time.perf_counter()
-        status, answer = await conn.send(healthz)
-        samples.append(time.perf_counter() - t)
-        if status != 200:
-            raise RuntimeError(f"/healthz answered {status}: {answer[:300]!r}")
-    return samples
 
 
 async def console(conn: RawConnection, until: float, poll_s: float, pages: list[bytes]) -> list[float]:
@@ -102,18 +90,6 @@ async def pages_alone(conn: RawConnection, pid: int, n: int, connectors: int) ->
     }
 
 
-def probe_row(samples: list[float]) -> dict[str, float]:
-    ms = [s * 1000 for s in samples]
-    return {
-        "probes": len(ms),
-        "probe_p50_ms": round(percentile(ms, 50), 3),
-        "probe_p99_ms": round(percentile(ms, 99), 3),
-        "probe_max_ms": round(max(ms), 3),
-        "probes_over_10ms": sum(1 for m in ms if m > 10),
-        "probes_over_100ms": sum(1 for m in ms if m > 100),
-    }
-
-
 async def measure(port: int, pid: int, args: argparse.Namespace) -> dict[str, Any]:
     probe_conn = await RawConnection("127.0.0.1", port).open()
     page_conn = await RawConnection("127.0.0.1", port).open()
@@ -127,13 +103,13 @@ async def measure(port: int, pid: int, args: argparse.Namespace) -> dict[str, An
                 gc_before = await asyncio.to_thread(daemon_totals, port)
                 until = time.perf_counter() + args.seconds
                 answers: list[bytes] = []
-                tasks = [probe(probe_conn, until)]
+                tasks = [probe_healthz(probe_conn, until=until)]
                 if phase == "console":
                     tasks.append(console(page_conn, until, args.poll_s, answers))
                 results = await asyncio.gather(*tasks)
                 gc_after = await asyncio.to_thread(daemon_totals, port)
                 check_pages(answers, args.connectors)
-                row: dict[str, Any] = {"round": round_no + 1, "phase": phase, **probe_row(results[0])}
+                row: dict[str, Any] = {"round": round_no + 1, "phase": phase, **probe_row(results[0], (10, 100))}
                 for key, name in (("full_count", "gc_full_collections"), ("full_ms", "gc_full_pause_ms")):
                     row[name] = round(gc_after.get(key, 0.0) - gc_before.get(key, 0.0), 1)
                 if phase == "console":

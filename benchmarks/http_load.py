@@ -21,7 +21,10 @@ import asyncio
 import contextlib
 import json
 import socket
+import time
 from typing import Any
+
+from benchmarks.support import percentile
 
 
 def request_bytes(method: str, path: str, body: Any = None, host: str = "127.0.0.1") -> bytes:
@@ -101,3 +104,32 @@ def parse_head(head: bytes) -> tuple[int, int]:
         if line[:15].lower() == b"content-length:":
             return status, int(line[15:])
     return status, 0
+
+
+async def probe_healthz(
+    conn: RawConnection, stop: asyncio.Event | None = None, until: float | None = None
+) -> list[float]:
+    """``GET /healthz`` back to back until ``stop`` is set or ``until`` (``time.perf_counter()``) passes:
+    each answer's latency. The benchmarks that ask what a heavy request costs every other request use
+    it as the other request: the cheapest one, so its waits are the daemon's stalls."""
+    healthz = request_bytes("GET", "/healthz")
+    samples = []
+    while not (stop is not None and stop.is_set()) and (until is None or time.perf_counter() < until):
+        t = time.perf_counter()
+        status, answer = await conn.send(healthz)
+        samples.append(time.perf_counter() - t)
+        if status != 200:
+            raise RuntimeError(f"/healthz answered {status}: {answer[:300]!r}")
+    return samples
+
+
+def probe_row(samples: list[float], over_ms: tuple[int, ...]) -> dict[str, float]:
+    """The probe's p50 / p99 / max and how many probes waited longer than each of ``over_ms``."""
+    ms = [s * 1000 for s in samples]
+    return {
+        "probes": len(ms),
+        "probe_p50_ms": round(percentile(ms, 50), 3),
+        "probe_p99_ms": round(percentile(ms, 99), 3),
+        "probe_max_ms": round(max(ms), 1),
+        **{f"probes_over_{bound}ms": sum(1 for m in ms if m > bound) for bound in over_ms},
+    }
