@@ -239,9 +239,9 @@ class RecordsService:
         self._checks.ensure_ready()
         await self._checks.refresh()
         keys = KeyIndex()
-        # An import holds up to ~280,000 records (--max-body-bytes): every pass over them runs on a
-        # worker thread, or it would hold every other request on the event loop for seconds.
-        malformed = await asyncio.to_thread(lambda: [r.key for r in records if keys.connector(r.key) is None])
+        # An import holds up to ~280,000 records (--max-body-bytes): every pass over a bulk of them runs on
+        # a worker thread, or it would hold every other request on the event loop for seconds.
+        malformed = await bulk_pass(len(records), lambda: [r.key for r in records if keys.connector(r.key) is None])
         if malformed and not allow_malformed:
             first = malformed[0][:200].decode("utf-8", "backslashreplace")
             raise InvalidRequest(
@@ -260,7 +260,7 @@ class RecordsService:
                 diff = compute_diff(self._live_value_of(keys), records, keys)
                 return diff, diff.connectors(), diff.records_to_write(write_all)
 
-            diff, touched, to_write = await asyncio.to_thread(planned)
+            diff, touched, to_write = await bulk_pass(len(records), planned)
             for connector in touched:
                 if not self._checks.is_stopped(connector):
                     raise NotStopped(not_stopped_message(connector))
@@ -269,8 +269,9 @@ class RecordsService:
                 with write_origin("import", touched[0] if len(touched) == 1 else None):
                     await self._write_locked(to_write, keys)
         # The last record per key is the one written: count those whose value is unreadable.
-        kept = await asyncio.to_thread(
-            lambda: sum(1 for r in to_write if r.key in unreadable_keys and value_problem(r.value) is not None)
+        kept = await bulk_pass(
+            len(to_write),
+            lambda: sum(1 for r in to_write if r.key in unreadable_keys and value_problem(r.value) is not None),
         )
         return ImportResult(diff, 0 if dry_run else len(to_write), dry_run, kept)
 
@@ -289,7 +290,7 @@ class RecordsService:
     async def _write_locked(self, to_write: list[RawRecord], keys: KeyIndex) -> None:
         """The worker's log for most records; a connector with a combined store (KIP-618) gets its records
         written as Connect's ``set`` writes them: both topics, in order, task 0's transaction if exactly-once."""
-        special, plain = await asyncio.to_thread(self._by_store, to_write, keys)
+        special, plain = await bulk_pass(len(to_write), lambda: self._by_store(to_write, keys))
         if plain:
             await self._writer.append_locked(plain)
         for name, entries in special.items():

@@ -19,6 +19,7 @@ from emulator.server.openapi import documented
 from emulator.server.openapi_bodies import Imported
 from emulator.server.routes.params import parse_body, read_body
 from emulator.service.bodies import parse_records_body
+from emulator.service.bulk import bulk_pass
 from emulator.service.records import RecordsExport
 
 router = APIRouter(tags=["records"])
@@ -90,7 +91,7 @@ async def post_records(
     )
 
     def answer() -> dict[str, Any]:
-        """The audit notes and the answer: passes over every record, so on a worker thread."""
+        """The audit notes and the answer: passes over every record (on a worker thread for a bulk)."""
         note_import(result.diff, result.written)
         counts = result.diff.counts()
         changes = sum(counts.get(k, 0) for k in ("added", "changed", "removed"))
@@ -109,4 +110,4 @@ async def post_records(
             "diff": result.diff.as_dict(diff_limit),
         }
 
-    return await json_answer(await asyncio.to_thread(answer))
+    return await json_answer(await bulk_pass(len(records), answer))
