@@ -36,10 +36,15 @@ def render_json(content: Any) -> bytes:
     return _dumps(content).encode("utf-8")
 
 
+def json_bytes(body: bytes, headers: Mapping[str, str] | None = None) -> Response:
+    """A 200 answer of ``body``, JSON already encoded."""
+    return Response(body, media_type="application/json", headers=dict(headers) if headers else None)
+
+
 def json_response(content: Any, headers: Mapping[str, str] | None = None) -> Response:
     """The bytes FastAPI's own ``JSONResponse`` would send, without ``jsonable_encoder`` first (a body
     that stays small: it is encoded here, on the event loop)."""
-    return Response(render_json(content), media_type="application/json", headers=dict(headers) if headers else None)
+    return json_bytes(render_json(content), headers)
 
 
 def encode(content: Any, slice_items: int = SLICE_ITEMS) -> bytes:
@@ -70,5 +75,4 @@ def _encode_into(pieces: list[bytes], content: Any, slice_items: int) -> None:
 
 async def json_answer(content: Any, headers: Mapping[str, str] | None = None) -> Response:
     """``json_response`` for a body that may be large: encoded on a worker thread, in slices."""
-    body = await asyncio.to_thread(encode, content)
-    return Response(body, media_type="application/json", headers=dict(headers) if headers else None)
+    return json_bytes(await asyncio.to_thread(encode, content), headers)

@@ -239,16 +239,20 @@ class RecordsService:
         self._checks.ensure_ready()
         await self._checks.refresh()
         keys = KeyIndex()
-        # An import holds up to ~280,000 records (--max-body-bytes): every pass over a bulk of them runs on
-        # a worker thread, or it would hold every other request on the event loop for seconds.
-        malformed = await bulk_pass(len(records), lambda: [r.key for r in records if keys.connector(r.key) is None])
+
+        def screened() -> tuple[list[bytes], dict[int, ValueProblem]]:
+            """Keys Connect would ignore, values it cannot read. An import holds up to ~280,000 records
+            (--max-body-bytes): every pass over a bulk of them runs on a worker thread, or it would hold
+            every other request on the event loop for seconds."""
+            return [r.key for r in records if keys.connector(r.key) is None], unreadable_values(records)
+
+        malformed, problems = await bulk_pass(len(records), screened)
         if malformed and not allow_malformed:
             first = malformed[0][:200].decode("utf-8", "backslashreplace")
             raise InvalidRequest(
                 f'{len(malformed)} record key(s) are not Connect offsets keys ["<connector>",{{…}}] '
                 f"(first: {first}); Connect would ignore them. Pass allow_malformed=true to import them as-is"
             )
-        problems = await asyncio.to_thread(unreadable_values, records)
         if problems and not allow_malformed:
             raise InvalidRequest(
                 unreadable_message(records, problems, ". Pass allow_malformed=true to import them as-is")
@@ -326,14 +330,18 @@ class RecordsService:
         past = await read_past(archive, connector, at_ms)
         if not past.known and not view.knows(connector):
             raise ConnectorNotFound(f"Connector {connector} not found")
-        # A connector may have 10,000 partitions: the plan and its checks pass over all of them, off the loop.
-        changes = await asyncio.to_thread(lambda: plan_rollback(past, current_state(view, connector)))
+
+        def planned() -> tuple[list[RollbackChange], list[RawRecord], dict[int, ValueProblem]]:
+            changes = plan_rollback(past, current_state(view, connector))
+            targets = [RawRecord(c.key, c.target) for c in changes]
+            return changes, targets, unreadable_values(targets)
+
+        # A connector may have 10,000 partitions: the plan and its check pass over all of them, off the loop.
+        changes, targets, problems = await asyncio.to_thread(planned)
         await self._checks.refresh()
         self._checks.ensure_ready()
         self._checks.require_stopped(connector)
         await self._guard.check_writer(connector, NO_AUTH)
-        targets = [RawRecord(c.key, c.target) for c in changes]
-        problems = await bulk_pass(len(targets), lambda: unreadable_values(targets))
         if problems:
             # A past value no task can read (a bad producer wrote it then) is not written back.
             raise InvalidRequest(

@@ -142,7 +142,6 @@ async def rollback_offsets(
     at_ms = time_param("to", to)
     assert at_ms is not None
     result = await rt.records.rollback(archive, connector, at_ms, dry_run)
-    await bulk_pass(len(result.changes), lambda: note_rollback(result.changes))
     when = format_time_ms(at_ms)
     changes = len(result.changes)
     if dry_run:
@@ -152,7 +151,13 @@ async def rollback_offsets(
     else:
         message = f"Nothing to roll back: the offsets of {connector} are as they were at {when}."
     partitions = rt.log.partition_count
-    changes_listed = await bulk_pass(len(result.changes), lambda: [c.as_dict(partitions) for c in result.changes])
+
+    def listed() -> list[dict[str, Any]]:
+        """The audit notes and the changes listed: a pass each over every partition of the connector."""
+        note_rollback(result.changes)
+        return [c.as_dict(partitions) for c in result.changes]
+
+    changes_listed = await bulk_pass(len(result.changes), listed)
     return await json_answer(  # one change per partition of the connector: encoded off the event loop
         {
             "message": message,

@@ -21,7 +21,7 @@ from emulator.model.principal import current_principal
 from emulator.server.audit import note_modification
 from emulator.server.auth.scopes import grants_of
 from emulator.server.deps import Runtime, RuntimeDep
-from emulator.server.json_answer import encode, json_answer, json_response, render_json
+from emulator.server.json_answer import encode, json_answer, json_bytes, json_response, render_json
 from emulator.server.openapi import documented
 from emulator.server.openapi_bodies import DryRun, Modified, Offsets
 from emulator.server.routes.history import offsets_as_of
@@ -163,7 +163,7 @@ async def cached_json(
         # A big body off the event loop; a small one (most GETs) at once, in one encoder call.
         body = await asyncio.to_thread(encode, value) if items > BULK_ITEMS else render_json(value)
         rt.bodies.put(key, version, body, keep_small)
-    return Response(body, media_type="application/json")
+    return json_bytes(body)
 
 
 @router.patch(
@@ -214,7 +214,7 @@ async def _answer(result: ModifyResult, *, partitions: bool) -> Response:
         note_modification(result, partitions=partitions)
         return render_json(_body(result))
 
-    return Response(await bulk_pass(len(result.records), body), media_type="application/json")
+    return json_bytes(await bulk_pass(len(result.records), body))
 
 
 def _body(result: ModifyResult) -> dict[str, Any]:
