@@ -116,7 +116,8 @@ class Settings:
     write_timeout_s: float = option(
         "10s",
         POSITIVE_DURATION,
-        "answer every write (and fresh read) within this long: past it, 503 with Retry-After saying whether "
+        "answer every write (and every read from the log's end: ?fresh=true, GET …/claim) within this long: "
+        "past it, 503 with Retry-After saying whether "
         "anything may have been written (docs/operations.md, Faults)",
         group=DAEMON,
         flag="--write-timeout",

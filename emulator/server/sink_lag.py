@@ -27,6 +27,7 @@ from confluent_kafka.admin import AdminClient, OffsetSpec  # type: ignore[attr-d
 
 from emulator.connect_cluster import ConnectCluster, connector_kind
 from emulator.logs.kafka.config import KafkaClientConfig
+from emulator.logs.kafka.topics import answered_offset
 from emulator.service.sinks import consumer_group_id
 
 log = logging.getLogger(__name__)
@@ -177,7 +178,9 @@ class SinkLag:
         ends: dict[tuple[str, int], int] = {}
         for tp, future in futures.items():
             try:
-                ends[(tp.topic, tp.partition)] = int(future.result(timeout=timeout_s).offset)
+                ends[(tp.topic, tp.partition)] = answered_offset(
+                    tp, int(future.result(timeout=timeout_s).offset), timeout_s
+                )
             except Exception as exc:
                 log.debug("sink lag: no end offset for %s[%d]: %r", tp.topic, tp.partition, exc)
         return ends

@@ -46,15 +46,19 @@ class ClaimsService:
         await self._read_to_end()
         return claim
 
-    async def current(self, connector: str) -> Claim:
-        current = await self._guard.current(connector)
+    async def current(self, connector: str, timeout_s: float | None = None) -> Claim:
+        """Read from the claims topic's end, so within ``timeout_s`` (default ``--write-timeout``, like
+        a write; 503 ``log_timeout`` after it): a stalled broker must not hold the request for the
+        log's own 30 s."""
+        current = await self._guard.current(connector, self._write_timeout_s if timeout_s is None else timeout_s)
         if current is None:
             raise ClaimNotFound(f"Connector {connector} has no current claim")
         return current
 
-    async def current_many(self, connectors: Sequence[str]) -> dict[str, Claim]:
-        """The current claims of ``connectors`` (unclaimed ones absent), for listing many at once."""
-        return await self._guard.current_many(connectors)
+    async def current_many(self, connectors: Sequence[str], timeout_s: float | None = None) -> dict[str, Claim]:
+        """The current claims of ``connectors`` (unclaimed ones absent), for listing many at once; read
+        within ``timeout_s`` (default ``--write-timeout``)."""
+        return await self._guard.current_many(connectors, self._write_timeout_s if timeout_s is None else timeout_s)
 
     async def release(self, connector: str, epoch: int) -> None:
         deadline = Deadline(self._write_timeout_s)

@@ -83,13 +83,13 @@ class WriteGuard:
     async def current(self, connector: str, timeout_s: float | None = None) -> Claim | None:
         return await asyncio.to_thread(self._log.current_claim, connector, timeout_s)
 
-    async def current_many(self, connectors: Sequence[str]) -> dict[str, Claim]:
+    async def current_many(self, connectors: Sequence[str], timeout_s: float | None = None) -> dict[str, Claim]:
         """The current claims of ``connectors`` in one hop to a worker thread, asking the log only about
         those it does not know to be unclaimed (``may_be_claimed``; usually none)."""
 
         def lookup() -> dict[str, Claim]:
             maybe = [name for name in connectors if self._log.may_be_claimed(name)]
-            return self._log.current_claims(maybe) if maybe else {}
+            return self._log.current_claims(maybe, timeout_s) if maybe else {}
 
         return await asyncio.to_thread(lookup)
 

@@ -353,3 +353,43 @@ def test_history_answers_from_the_archive_while_the_broker_is_stalled(
     assert [c["offset"] for c in page["changes"]] == [body(n)["offsets"][0]["offset"] for n in (2, 1, 0)]
     assert "warning" not in page, page
     assert took < 2.0, f"a history query waited {took:.1f} s on a stalled broker"
+
+
+@pytest.mark.slow
+def test_reads_from_the_log_end_during_a_stall_answer_503_within_the_write_timeout(
+    own_broker: TansuBroker, daemon_factory: DaemonFactory
+) -> None:
+    """``GET …/claim`` and ``GET …/offsets?fresh=true`` read a topic to its end first. With the broker
+    stalled both answer 503 ``log_timeout`` within ``--write-timeout``: the claim read used to wait the
+    log's own 30 s, and both then answered 200 from a stale view (librdkafka resolves an unanswered
+    ``ListOffsets`` with offset -1001, which every position had "passed")."""
+    topic = own_broker.unique_topic("stall-end-reads")
+    daemon = daemon_factory(
+        "--bootstrap-servers", own_broker.bootstrap, "--offsets-topic", topic, "--offsets-partitions", "3",
+        "--write-timeout", "3s",
+    )  # fmt: skip
+    connector = f"end-reads-{uuid.uuid4().hex[:8]}"
+    with OffsetsClient(daemon.url) as client:
+        client.alter(connector, body(0), create=True)
+        client.claim(connector, "stall-test")
+    with httpx.Client(base_url=daemon.url, timeout=60) as http:
+        assert http.get(f"/connectors/{connector}/claim").json()["owner"] == "stall-test"
+        with own_broker.paused():
+            answers = {}
+            for path in (f"/connectors/{connector}/claim", f"/connectors/{connector}/offsets?fresh=true"):
+                sent = time.monotonic()
+                answers[path] = (http.get(path), time.monotonic() - sent)
+            sent = time.monotonic()
+            page = http.get("/ui/api/connectors")
+            page_took = time.monotonic() - sent
+        after = http.get(f"/connectors/{connector}/claim")
+    for path, (answer, took) in answers.items():
+        assert answer.status_code == 503, (path, answer.text)
+        assert answer.headers["X-Connect-Offsets-Error"] == "log_timeout", (path, answer.headers)
+        assert answer.headers["Retry-After"] == "1"
+        assert "within 3 s" in answer.json()["message"], (path, answer.json())
+        assert took < 3 + 2, f"GET {path} took {took:.1f} s with --write-timeout 3s"
+    assert "not read to its end" in answers[f"/connectors/{connector}/claim"][0].json()["message"]
+    assert page.status_code == 200 and page_took < 2, (page_took, page.text)
+    assert "did not answer a metadata request" in page.json()["progress"]["unreachable"], page.json()
+    assert after.status_code == 200 and after.json()["owner"] == "stall-test", after.text

@@ -14,14 +14,14 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Protocol
 
 import pytest
-from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import ConfigResource, ResourceType
 
 import emulator.logs.kafka.reader as kafka_reader
 from emulator.codec.murmur2 import partition_for
 from emulator.logs.base import ReadProgress
 from emulator.logs.kafka.offsets_log import KafkaOffsetLog
-from emulator.model.errors import InvalidRecord, LogConfigError, LogWriteError, WriteOutcomeUnknown
+from emulator.model.errors import InvalidRecord, LogConfigError, LogTimeout, LogWriteError, WriteOutcomeUnknown
 from emulator.model.records import LogRecord, Position
 from tests.fixtures.broker import TANSU_TAIL_FETCH_WAIT_MS, TansuBroker
 
@@ -535,3 +535,25 @@ def test_an_outage_times_out_or_waits_and_loses_nothing_acknowledged(
     seen = {Position(r.partition, r.offset): (r.key, r.value) for r in sink.records}
     assert [seen[p] for p in late] == [(b"impatient", b"2")]
     assert [k for k, _ in seen.values()].count(b"impatient") == 1
+
+
+@pytest.mark.slow
+def test_end_offsets_the_broker_did_not_answer_are_an_error_not_an_end(
+    kafka_broker: TansuBroker, make_log: LogFactory, topic_name: str
+) -> None:
+    """librdkafka resolves a ``ListOffsets`` that timed out with offset -1001 and no error; taken as
+    an end, every position "passed" it and a read to the end returned at once from a stale view."""
+    log = make_log(topic_name, partitions=2)
+    log.open()
+    log.start_reading(Collector())
+    assert log.wait_caught_up(WAIT_S)
+    log.append([(b"k", b"1")])
+    with kafka_broker.paused():
+        started = time.monotonic()
+        with pytest.raises(KafkaException, match=r"no offset for .*\[0\] within 1 s \(ListOffsets answered -1001\)"):
+            log.end_offsets(timeout_s=1.0)
+        with pytest.raises(LogTimeout, match="cannot be read to its end: no end offsets"):
+            log.read_to_end(1.0)
+        assert time.monotonic() - started < 1.0 * 2 + 4
+    log.read_to_end(WAIT_S)
+    assert sum(log.end_offsets(timeout_s=WAIT_S).values()) == 1

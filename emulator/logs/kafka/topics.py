@@ -213,6 +213,20 @@ def list_offsets(
     futures = admin.list_offsets(request, isolation_level=IsolationLevel.READ_UNCOMMITTED, request_timeout=timeout_s)
     result: dict[int, int] = {}
     for tp, future in futures.items():
-        info = future.result(timeout=timeout_s + 5.0)
-        result[tp.partition] = int(info.offset)
+        result[tp.partition] = answered_offset(tp, int(future.result(timeout=timeout_s + 5.0).offset), timeout_s)
     return result
+
+
+def answered_offset(tp: TopicPartition, offset: int, timeout_s: float) -> int:
+    """The earliest or latest offset is never negative. confluent-kafka (2.16) resolves a ``ListOffsets``
+    the broker did not answer within ``request_timeout`` with offset -1001 and no error: taken as an
+    end offset, every reader would count itself at the end of a log it never read (a restore
+    "finished" with nothing, a ``?fresh=true`` read or a claim served from a stale view)."""
+    if offset < 0:
+        raise KafkaException(
+            KafkaError(
+                KafkaError._TIMED_OUT,
+                f"no offset for {tp.topic}[{tp.partition}] within {timeout_s:g} s (ListOffsets answered {offset})",
+            )
+        )
+    return offset

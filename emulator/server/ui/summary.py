@@ -22,6 +22,10 @@ from emulator.server.deps import Runtime
 from emulator.server.sink_lag import SinkLag, SinkLagSnapshot
 from emulator.server.ui.history_index import Change, HistoryIndex
 
+CLAIMS_READ_S = 2.0
+"""How long a console page waits for the claims topic's end: the page refreshes every 2 s, and a
+stalled broker should show up in the claim's cell, not hold the page for ``--write-timeout``."""
+
 STATES = ("RUNNING", "PAUSED", "STOPPED", "FAILED", "UNASSIGNED", "RESTARTING", "DESTROYED")
 
 
@@ -81,7 +85,7 @@ def claim_dict(claim: Claim) -> dict[str, Any]:
 
 async def claim_of(rt: Runtime, connector: str) -> dict[str, Any] | None:
     try:
-        claim = await rt.claims.current(connector)
+        claim = await rt.claims.current(connector, CLAIMS_READ_S)
     except ClaimNotFound:
         return None
     except OffsetsError as exc:  # e.g. a log that cannot store claims: say so in the row
@@ -94,7 +98,7 @@ async def claims_of(rt: Runtime, connectors: list[str]) -> dict[str, dict[str, A
     connector, 10,000 connectors held the event loop ~1 s per refresh: benchmarks/RESULTS.md, "Console:
     the connectors page")."""
     try:
-        claims = await rt.claims.current_many(connectors)
+        claims = await rt.claims.current_many(connectors, CLAIMS_READ_S)
     except OffsetsError as exc:
         return {name: {"error": exc.message} for name in connectors}
     return {name: None if name not in claims else claim_dict(claims[name]) for name in connectors}
