@@ -23,7 +23,7 @@ from typing import Protocol
 
 from emulator.logs.base import OffsetLog
 from emulator.model.connectors import ConnectorKind
-from emulator.model.errors import InvalidRequest, LogTimeout, LogUnavailable
+from emulator.model.errors import InvalidRequest, LogTimeout, LogUnavailable, NotReady
 from emulator.model.offsets import ConnectorOffset
 from emulator.service.bodies import OffsetChange
 from emulator.service.checks import ConnectorChecks
@@ -67,6 +67,15 @@ class OffsetsService:
         return self._sink if kind == "sink" else self._source
 
     # -- reads ----------------------------------------------------------------------------
+    def serves_reads(self) -> bool:
+        """Whether the offsets routes answer reads now: every log replayed once. True while the
+        broker is unreachable too (``/readyz`` then 503): reads answer from the view in memory."""
+        try:
+            self._checks.ensure_ready()
+        except NotReady:
+            return False
+        return True
+
     async def connectors(self, fresh: bool = False) -> list[str]:
         """With a Connect cluster, Connect's answer: its configured connectors, sources and sinks,
         with or without offsets. Without one, the connectors that have offsets in the log.

@@ -203,3 +203,32 @@ def test_a_read_only_user_sees_no_edit_controls_and_the_daemon_refuses_its_write
     assert seen[json.dumps({"file": "/data/a.txt"})] == {"position": 101}
     page.close()
     assert console.foreign == [], "the console asked another host"
+
+
+def test_during_a_broker_stall_the_console_keeps_the_offsets_and_says_why(
+    browser: Browser, console: Console, kafka_broker: TansuBroker, artifacts: Path
+) -> None:
+    """``GET`` keeps answering from memory while the broker is away; the console shows the same, under
+    the reason, and drops the reason once the broker answers again (it used to hide every connector
+    behind "Waiting for the replay to finish…")."""
+    from playwright.sync_api import expect
+
+    origin = console.daemon.url
+    page = open_page(browser, origin, console.foreign)
+    sign_in(page, origin, "bob", PASSWORDS["bob"])
+    page.fill("#filter", console.names[0].rsplit("-", 1)[0])
+    rows = page.locator("tr[data-connector]")
+    expect(rows).to_have_count(CONNECTORS, timeout=20_000)
+    with kafka_broker.paused():
+        # bob is not an admin: the broker's address and error are withheld from him, as in /readyz
+        expect(page.locator("#unreachable")).to_have_text(
+            "Cannot reach the log. The offsets below are as last read; changes will fail until it answers. "
+            "Why: (shown to the admin scope only)",
+            timeout=15_000,
+        )
+        expect(rows).to_have_count(CONNECTORS)
+        page.screenshot(path=str(artifacts / "console-broker-stalled.png"))
+    expect(page.locator("#unreachable")).to_have_count(0, timeout=20_000)
+    expect(rows).to_have_count(CONNECTORS)
+    page.close()
+    assert console.foreign == [], "the console asked another host"

@@ -73,7 +73,7 @@ def test_the_console_lists_connectors_or_the_replays_progress(embedded_daemon: D
     )
     assert created.status_code == 200, created.text
     body: dict[str, Any] = httpx.get(f"{embedded_daemon.url}/ui/api/connectors", timeout=30).json()
-    assert body["ready"] is True and body["progress"]["ready"] is True
+    assert body["ready"] is True and body["serving"] is True and body["progress"]["ready"] is True
     row = next(r for r in body["connectors"] if r["name"] == name)
     assert (row["kind"], row["partitions"]) == ("source", 1)
 

@@ -10,7 +10,8 @@ the API is the contract for programs.
 
 While the log is replayed they answer 200 with the replay's progress (``ready: false``) instead of
 a 503, so the page can draw a progress bar; the history index reports its own first build the same
-way (``history.building``).
+way (``history.building``). While the broker is away after the replay (``ready: false``,
+``serving: true``) they answer what the API's reads answer, from memory.
 """
 
 from __future__ import annotations
@@ -90,6 +91,15 @@ def readiness(rt: Runtime) -> dict[str, Any]:
     return body
 
 
+def page_state(rt: Runtime, index: HistoryIndex | None) -> dict[str, Any]:
+    """What every page starts from: readiness (the replay's progress, or why the log is
+    unreachable) and ``serving``: whether the offsets are shown, by the API's rule for reads — during
+    a broker outage the page shows them as last read, with the reason above, as ``GET`` answers them."""
+    ready = readiness(rt)
+    serving = rt.offsets.serves_reads()
+    return {"ready": ready["ready"], "serving": serving, "progress": ready, "history": history_state(index)}
+
+
 @router.get("/session")
 async def session(request: Request) -> dict[str, Any]:
     """Who the console speaks for: the principal, its scopes, and how to sign in."""
@@ -113,9 +123,8 @@ async def connectors(request: Request, rt: RuntimeDep) -> dict[str, Any]:
     """The connectors page: every readable connector with its kind, state, partitions, last change,
     claim and (sinks) lag; or the replay's progress while the daemon is not ready."""
     index = await fresh_index(request)
-    ready = readiness(rt)
-    body: dict[str, Any] = {"ready": ready["ready"], "progress": ready, "history": history_state(index)}
-    if not ready["ready"]:
+    body = page_state(rt, index)
+    if not body["serving"]:
         body["connectors"] = None
         return body
     grants = grants_of(current_principal.get().scopes)
@@ -131,9 +140,8 @@ async def connector(connector: str, request: Request, rt: RuntimeDep) -> dict[st
     """The connector page: its offsets (with where each sits in the log and how many changes the
     history holds), kind, state and claim. 404 for a connector the API would not know."""
     index = await fresh_index(request)
-    ready = readiness(rt)
-    body: dict[str, Any] = {"ready": ready["ready"], "progress": ready, "history": history_state(index)}
-    if not ready["ready"]:
+    body = page_state(rt, index)
+    if not body["serving"]:
         return body
     kind = connector_kind(rt, connector)
     offsets = await rt.offsets.get_offsets(connector, kind)

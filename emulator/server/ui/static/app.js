@@ -78,11 +78,16 @@ function showFailure(error) {
 function showProgress(data) {
   const area = document.getElementById("progress");
   const bars = [];
-  if (data && !data.ready && data.progress) {
-    const p = data.progress;
+  const p = data && !data.ready && data.progress;
+  if (p && p.unreachable) {
+    // An outage after the replay: the offsets stay on the page, as GET answers them, under the reason.
+    bars.push(h("p", { class: "error", role: "status", id: "unreachable" }, "Cannot reach the log. " +
+      (data.serving ? "The offsets below are as last read; changes will fail until it answers. " : "") +
+      `Why: ${p.unreachable}`));
+  } else if (p) {
     const total = Math.max(p.records_total || 0, p.records_read || 0, 1);
     bars.push(h("div", { class: "bar" },
-      h("label", { for: "replay" }, p.unreachable ? `Cannot reach the log: ${p.unreachable}` :
+      h("label", { for: "replay" },
         `Reading the offsets log: ${p.records_read.toLocaleString()} of ${total.toLocaleString()} records, ` +
         `${p.partitions_at_end} of ${p.partitions} partitions at their end`),
       h("progress", { id: "replay", max: total, value: p.records_read })));
@@ -103,7 +108,7 @@ async function show(prefetched) {
     const data = await (prefetched || load(r));
     showProgress(data);
     if (r.page === "connectors") remember(data);
-    if (!data.ready) return main().replaceChildren(h("p", { class: "muted" }, "Waiting for the replay to finish…"));
+    if (!data.serving) return main().replaceChildren(h("p", { class: "muted" }, "Waiting for the replay to finish…"));
     if (r.page === "connector") {
       renderConnector(main(), data, session);
     } else {
@@ -140,13 +145,12 @@ async function poll() {
   if (document.visibilityState === "hidden" || document.getElementById("dialog").open) return schedulePoll();
   try {
     const data = await loadConnectors();
-    const wasReady = !document.getElementById("replay");
     showProgress(data);
     const changed = remember(data);
     const r = route();
-    if (!data.ready) {
+    if (!data.serving) {
       // still replaying: the bar moves
-    } else if (!wasReady || !main().querySelector("h2")) {
+    } else if (!main().querySelector("h2")) {
       await show();
     } else if (r.page === "connectors") {
       updateConnectors(data);

@@ -273,7 +273,7 @@ function drawCompare() {
 export async function refresh() {
   if (!page) return;
   const data = await loadConnector(page.name);
-  if (!data.ready) return;
+  if (!data.serving) return;
   page.data = data;
   document.getElementById("state").textContent = data.state;
   document.getElementById("claim-line").textContent = claimText(data.claim);
