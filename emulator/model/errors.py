@@ -227,6 +227,20 @@ class UnsupportedMediaType(OffsetsError):
     kind = "unsupported_media_type"
 
 
+class RequestHeadTimeout(InvalidRequest):
+    """A connection's request line and headers did not arrive within ``--header-timeout``: the
+    connection is answered and closed before any request is read (``emulator.server.connections``)."""
+
+    kind = "request_timeout"
+
+
+class TooManyConnections(OffsetsError):
+    """The daemon already has ``--max-connections`` connections open: a new one is answered and
+    closed at once, so that file descriptors stay for the log and the history. Retry shortly."""
+
+    kind = "too_many_connections"
+
+
 class HostNotAllowed(InvalidRequest):
     """The ``Host`` header names no host this daemon serves (``--allowed-hosts``): the usual sign of
     DNS rebinding, where a web page's own host name resolves to the daemon's loopback address."""

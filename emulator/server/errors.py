@@ -15,6 +15,7 @@ invalid_record           400    log entries are not (bytes key, bytes-or-None va
 wrong_connector_type     400    ``kind=`` contradicts the Connect cluster's config
 history_unavailable      400    the time lies before what the archive's retention kept
 host_not_allowed         400    the Host header names no host of ``--allowed-hosts`` (DNS rebinding)
+request_timeout          408    the request's headers did not arrive within ``--header-timeout`` (closed)
 not_stopped              400    the connector is not STOPPED with 0 tasks (Connect's rule)
 claim_held               400    someone holds a claim and the write did not present it
 sinks_unsupported        400    sink offsets need Kafka (the embedded log has no groups)
@@ -39,6 +40,7 @@ internal_error           500    anything else (a bug: the message names the exce
 not_ready                503    the log has not been read to its end yet (retry shortly)
 log_timeout              503    the log did not answer within --write-timeout; nothing was written
 write_outcome_unknown    503    the write was not acknowledged within --write-timeout and may still land
+too_many_connections     503    ``--max-connections`` are open; this one is closed (retry shortly)
 ======================== ====== ===========================================================
 
 Both ``log_timeout`` and ``write_outcome_unknown`` carry ``Retry-After`` (seconds). After
@@ -55,6 +57,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from http import HTTPStatus
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -93,6 +96,8 @@ STATUS: Mapping[type, int] = {
     errors.UnsupportedMediaType: 415,
     errors.LogTimeout: 503,
     errors.WriteOutcomeUnknown: 503,
+    errors.RequestHeadTimeout: 408,
+    errors.TooManyConnections: 503,
 }
 """Status per class; a class not listed takes its nearest listed ancestor's."""
 
@@ -110,7 +115,7 @@ def status_of(error: OffsetsError) -> int:
     return 500  # unreachable: OffsetsError is listed
 
 
-RETRY_AFTER_S: Mapping[type, int] = {errors.LogTimeout: 1, errors.WriteOutcomeUnknown: 1}
+RETRY_AFTER_S: Mapping[type, int] = {errors.LogTimeout: 1, errors.WriteOutcomeUnknown: 1, errors.TooManyConnections: 1}
 """``Retry-After`` per class (exact class): the log was slow, not the request wrong."""
 
 
@@ -128,6 +133,17 @@ def error_response(error: OffsetsError, extra: Mapping[str, object] | None = Non
         for challenge in error.challenges:
             response.headers.append("WWW-Authenticate", challenge)
     return response
+
+
+def raw_error_response(error: OffsetsError) -> bytes:
+    """``error_response`` as the bytes of a whole HTTP/1.1 answer that closes the connection, for
+    answers given before a request reaches the app (``emulator.server.connections``)."""
+    response = error_response(error)
+    reason = HTTPStatus(response.status_code).phrase
+    head = [f"HTTP/1.1 {response.status_code} {reason}".encode("ascii")]
+    head += [name + b": " + value for name, value in response.raw_headers]
+    head.append(b"connection: close")
+    return b"\r\n".join(head) + b"\r\n\r\n" + bytes(response.body)
 
 
 def install_error_handlers(app: FastAPI) -> None:

@@ -97,6 +97,16 @@ class Metrics:
             ["connector", "operation", "result"],
             registry=r,
         )
+        self.connections_closed = Counter(
+            "connect_offsets_http_connections_closed",
+            "Connections the daemon answered and closed before any request: reason=limit (--max-connections "
+            "open) or header_timeout (no request headers within --header-timeout)",
+            ["reason"],
+            registry=r,
+        )
+        self.connections_open = Gauge(
+            "connect_offsets_http_connections", "HTTP connections open now (at most --max-connections)", registry=r
+        )
         self._request_children: dict[tuple[str, str, int], tuple[Counter, Histogram]] = {}
         info = Gauge("connect_offsets_build_info", "Always 1; the daemon's version as a label", ["version"], registry=r)
         info.labels(__version__).set(1)

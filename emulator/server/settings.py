@@ -113,6 +113,21 @@ class Settings:
         "a PATCH or raw-records body holding the longest string Connect's reader accepts (20,000,000 characters)",
         group=DAEMON,
     )
+    max_connections: int = option(
+        "1000",
+        integer(1),
+        "HTTP connections open at once; one more is answered 503 too_many_connections and closed, so file "
+        "descriptors stay for the log and the history (the open-files limit is raised to fit at start)",
+        group=DAEMON,
+    )
+    header_timeout_s: float = option(
+        "10s",
+        POSITIVE_DURATION,
+        "a request's line and headers must arrive within this long of the connection opening (or of its "
+        "first byte): past it, 408 request_timeout and the connection is closed",
+        group=DAEMON,
+        flag="--header-timeout",
+    )
     write_timeout_s: float = option(
         "10s",
         POSITIVE_DURATION,

@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any
 
 import uvicorn
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from emulator.connect_cluster import ConnectCluster
 from emulator.connect_cluster.offsets_topics import ConnectorTopics, OpenStore, TopicStore
@@ -30,6 +31,7 @@ from emulator.server.announce import Announcement, AnnouncingServer, clear_url_f
 from emulator.server.auth import reload as credentials_reload
 from emulator.server.auth.config import Security, build_security
 from emulator.server.auth.tls import PeerCertificateProtocol, TlsError, TlsFiles, server_context
+from emulator.server.connections import ConnectionGuard, fit_descriptor_limit, guarded_protocol
 from emulator.server.heap import CollectorPauses, collect_young_less_often, freeze_long_lived
 from emulator.server.listen import listen, url_of
 from emulator.server.log_format import configure_logging
@@ -56,6 +58,7 @@ from emulator.view.offset_view import OffsetView
 if TYPE_CHECKING:
     from fastapi import FastAPI
 
+    from emulator.server.metrics import Metrics
     from emulator.server.observability import Observability
 
 log = logging.getLogger(__name__)
@@ -404,8 +407,16 @@ def serve(settings: Settings) -> None:
     if stop_metrics is not None:
         log.info("Prometheus metrics on http://%s:%d/metrics", settings.host, settings.metrics_port)
     # log_config=None: uvicorn's lines go through our handler (and --log-format) like every other log.
+    guard = connection_guard(settings, app.state.metrics)
+    protocol = tls.pop("http", HttpToolsProtocol)  # h11's, with client certificates (auth.tls)
     config = uvicorn.Config(
-        app, log_level=settings.log_level.lower(), access_log=False, lifespan="on", log_config=None, **tls
+        app,
+        log_level=settings.log_level.lower(),
+        access_log=False,
+        lifespan="on",
+        log_config=None,
+        http=guarded_protocol(guard, protocol),
+        **tls,
     )
     stop_gc_metrics = CollectorPauses(app.state.metrics.registry).install()
     freeze_long_lived("app built")
@@ -417,6 +428,20 @@ def serve(settings: Settings) -> None:
         remove_url_file(settings.url_file)
         if stop_metrics is not None:
             stop_metrics()
+
+
+def connection_guard(settings: Settings, metrics: Metrics) -> ConnectionGuard:
+    """The limits on connections (``emulator.server.connections``), counted in ``metrics``."""
+    from emulator.server.errors import raw_error_response  # the web framework: imported once the app is built
+
+    guard = ConnectionGuard(
+        fit_descriptor_limit(settings.max_connections),
+        settings.header_timeout_s,
+        raw_error_response,
+        lambda reason: metrics.connections_closed.labels(reason).inc(),
+    )
+    metrics.connections_open.set_function(lambda: len(guard.open_connections))
+    return guard
 
 
 def tls_options(settings: Settings, security: Security) -> dict[str, Any]:

@@ -5,6 +5,8 @@ during the handshake, and the subject's scopes come from the same scopes file as
 from __future__ import annotations
 
 import json
+import socket
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,6 +21,7 @@ from tests.integration.auth_helpers import bearer, cli, mint
 from tests.integration.tls_helpers import Authority, TlsDaemon, client_context
 
 SUBJECT = "CN=spark-etl,OU=data,O=Example"
+HEADER_TIMEOUT_S = 2.0
 
 
 @pytest.fixture(scope="module")
@@ -36,7 +39,7 @@ def mtls_daemon(authority: Authority, tmp_path_factory: pytest.TempPathFactory) 
     scopes.write_text(f'[scopes]\n"{SUBJECT}" = ["write:orders-*"]\n"CN=ops,O=Example" = ["admin"]\n')
     args = ["--data-dir", str(directory / "data"), "--tls-cert", str(server), "--tls-client-ca", str(authority.ca_file)]
     daemon = TlsDaemon(
-        [*args, "--scopes-file", str(scopes)],
+        [*args, "--scopes-file", str(scopes), "--header-timeout", f"{HEADER_TIMEOUT_S}s"],
         free_port(),
         directory / "daemon.log",
         probe=client_context(authority.ca_file, client),
@@ -167,3 +170,21 @@ def test_with_tokens_too_a_client_certificate_is_optional(authority: Authority, 
         assert as_ops.status_code == 200, "the certificate's subject is admin by the scopes file"
     finally:
         daemon.stop()
+
+
+def test_a_tls_connection_that_sends_no_request_is_closed_after_the_header_timeout(
+    mtls_daemon: TlsDaemon, authority: Authority
+) -> None:
+    """With client certificates the daemon runs uvicorn's h11 protocol (auth.tls), guarded as its
+    default one is (tests/integration/test_connection_limits.py)."""
+    context = client_context(authority.ca_file, authority.directory / "client.pem")
+    raw = socket.create_connection(("127.0.0.1", mtls_daemon.port), timeout=10)
+    with context.wrap_socket(raw, server_hostname="localhost") as tls:
+        opened = time.monotonic()
+        data = b""
+        while chunk := tls.recv(65536):
+            data += chunk
+        waited = time.monotonic() - opened
+    assert data.startswith(b"HTTP/1.1 408 Request Timeout\r\n"), data
+    assert b"x-connect-offsets-error: request_timeout" in data
+    assert HEADER_TIMEOUT_S <= waited < HEADER_TIMEOUT_S + 1.5, waited

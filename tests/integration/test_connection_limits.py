@@ -1,0 +1,154 @@
+"""Connections that never become requests are closed, and there are never more than
+``--max-connections`` of them (emulator.server.connections).
+
+Before, a connection that sent nothing (or its headers a byte at a time) was kept for good: a few
+hundred of them took the last file descriptor of a daemon at ``ulimit -n 256``, new clients were cut
+off and the history archiver stopped for want of a file.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.fixtures.daemon import DaemonProcess, free_port
+from tests.integration.scrape import scrape
+
+HEADER_TIMEOUT_S = 1.5
+MAX_CONNECTIONS = 6
+
+
+@pytest.fixture(scope="module")
+def guarded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DaemonProcess]:
+    directory = tmp_path_factory.mktemp("limits")
+    args = ["--data-dir", str(directory / "data"), "--header-timeout", f"{HEADER_TIMEOUT_S}s"]
+    daemon = DaemonProcess([*args, "--max-connections", str(MAX_CONNECTIONS)], free_port(), directory / "daemon.log")
+    yield daemon.start()
+    daemon.stop()
+
+
+def connect(daemon: DaemonProcess) -> socket.socket:
+    return socket.create_connection(("127.0.0.1", daemon.port), timeout=10)
+
+
+def answer_of(sock: socket.socket) -> tuple[str, dict[str, str], dict[str, object]]:
+    """The status line, headers and JSON body the daemon sent before closing the connection."""
+    data = b""
+    while chunk := sock.recv(65536):
+        data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    status, *lines = head.decode("latin-1").split("\r\n")
+    headers = {name.lower(): value for name, _, value in (line.partition(": ") for line in lines)}
+    return status, headers, json.loads(body)
+
+
+@pytest.fixture
+def sockets() -> Iterator[list[socket.socket]]:
+    opened: list[socket.socket] = []
+    yield opened
+    for sock in opened:
+        sock.close()
+
+
+def test_a_connection_that_sends_no_request_gets_408_and_is_closed(guarded: DaemonProcess) -> None:
+    before = scrape(guarded.url).value("connect_offsets_http_connections_closed_total", reason="header_timeout")
+    with connect(guarded) as sock:
+        opened = time.monotonic()
+        status, headers, body = answer_of(sock)
+        waited = time.monotonic() - opened
+    assert status == "HTTP/1.1 408 Request Timeout"
+    assert headers["x-connect-offsets-error"] == "request_timeout" and headers["connection"] == "close"
+    assert body == {
+        "error_code": 408,
+        "message": f"The request's headers did not arrive within {HEADER_TIMEOUT_S:g} s (--header-timeout)",
+    }
+    assert HEADER_TIMEOUT_S <= waited < HEADER_TIMEOUT_S + 1.5, waited  # swept once a second
+    after = scrape(guarded.url).value("connect_offsets_http_connections_closed_total", reason="header_timeout")
+    assert after == before + 1
+    # the first closure of a kind is logged at once (later ones at most every 10 s, counted)
+    assert "connection(s) before any request (header_timeout, the last from 127.0.0.1:" in guarded.log_tail(200)
+
+
+def test_headers_sent_a_byte_at_a_time_are_cut_off_too(guarded: DaemonProcess) -> None:
+    with connect(guarded) as sock:
+        opened = time.monotonic()
+        for byte in b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: " + b"a" * 40:
+            try:
+                sock.sendall(bytes([byte]))
+            except OSError:
+                break  # closed by the daemon mid-header
+            time.sleep(0.1)
+        status, headers, _ = answer_of(sock)
+    assert status == "HTTP/1.1 408 Request Timeout" and headers["x-connect-offsets-error"] == "request_timeout"
+    assert time.monotonic() - opened < HEADER_TIMEOUT_S + 1.5 + 0.2
+
+
+def test_a_kept_alive_client_and_a_slow_but_complete_request_are_served(guarded: DaemonProcess) -> None:
+    with httpx.Client(base_url=guarded.url, timeout=10) as client:
+        for _ in range(3):  # three requests over ~2.6 s on one connection: the head timeout is per request
+            assert client.get("/healthz").status_code == 200
+            time.sleep(HEADER_TIMEOUT_S * 0.6)
+    with connect(guarded) as sock:
+        sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+        time.sleep(HEADER_TIMEOUT_S * 0.5)
+        sock.sendall(b"Connection: close\r\n\r\n")
+        status, _, body = answer_of(sock)
+    assert status == "HTTP/1.1 200 OK" and body["status"] == "ok"
+
+
+def test_one_connection_more_than_the_limit_gets_503_and_a_later_one_is_served(
+    guarded: DaemonProcess, sockets: list[socket.socket]
+) -> None:
+    before = scrape(guarded.url).value("connect_offsets_http_connections_closed_total", reason="limit")
+    sockets.extend(connect(guarded) for _ in range(MAX_CONNECTIONS))
+    time.sleep(0.2)  # all accepted
+    with connect(guarded) as extra:
+        status, headers, body = answer_of(extra)
+    assert status == "HTTP/1.1 503 Service Unavailable"
+    assert headers["x-connect-offsets-error"] == "too_many_connections" and headers["retry-after"] == "1"
+    assert body == {
+        "error_code": 503,
+        "message": f"The daemon has {MAX_CONNECTIONS} connections open (--max-connections); try again shortly, "
+        "or reuse a connection",
+    }
+    for sock in sockets:
+        sock.close()
+    deadline = time.monotonic() + 5
+    while True:  # the closes reach the daemon's loop
+        try:
+            samples = scrape(guarded.url)
+            break
+        except httpx.HTTPError:
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+    assert samples.value("connect_offsets_http_connections_closed_total", reason="limit") == before + 1
+    assert samples.value("connect_offsets_http_connections") >= 1  # the scrape's own
+
+
+def test_the_open_files_limit_is_raised_to_fit_or_the_connection_limit_lowered(tmp_path: Path) -> None:
+    """In a child process: lowering the hard limit cannot be undone."""
+    import subprocess
+    import sys
+
+    script = (
+        "import logging, resource, sys\n"
+        "logging.basicConfig(level=logging.WARNING, format='%(message)s', stream=sys.stdout)\n"
+        "from emulator.server.connections import fit_descriptor_limit\n"
+        "resource.setrlimit(resource.RLIMIT_NOFILE, (256, int(sys.argv[1])))\n"
+        "print(fit_descriptor_limit(1000), resource.getrlimit(resource.RLIMIT_NOFILE)[0])\n"
+    )
+    roomy = subprocess.run([sys.executable, "-c", script, "4096"], capture_output=True, text=True, check=True)
+    assert roomy.stdout.split() == ["1000", "1512"], roomy.stdout
+    tight = subprocess.run([sys.executable, "-c", script, "1024"], capture_output=True, text=True, check=True)
+    lines = tight.stdout.strip().splitlines()
+    assert lines[-1].split() == ["512", "1024"], tight.stdout
+    assert lines[0] == (
+        "--max-connections 1000 needs 1512 open files, and the limit is 1024 (ulimit -n; hard limit 1024): "
+        "accepting at most 512 connections"
+    )
