@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import httpx
 from fastapi.testclient import TestClient
 
 from emulator.codec.keys import encode_key
@@ -31,6 +32,7 @@ from emulator.server.auth.status import HIDDEN
 from emulator.server.settings import Settings
 from emulator.server.wiring import assemble_runtime, make_app, start_reading
 from emulator.view.offset_view import OffsetView
+from tests.fixtures.daemon import DaemonFactory
 from tests.integration.auth_helpers import PASSWORDS, write_security_files
 from tests.integration.scrape import parse
 
@@ -97,3 +99,34 @@ def test_a_stalled_commit_makes_readyz_answer_503_with_why_and_reads_go_on(tmp_p
     finally:
         other.close()
         log.close()
+
+
+def test_a_write_held_by_another_processs_write_lock_answers_503_log_timeout(
+    daemon_factory: DaemonFactory, tmp_path: Path
+) -> None:
+    """A write that waited out ``--write-timeout`` for SQLite's write lock wrote nothing: 503
+    ``log_timeout`` with ``Retry-After``, which clients retry (it was 500 ``log_write_error``)."""
+    daemon = daemon_factory("--data-dir", str(tmp_path / "data"), "--write-timeout", "1s")
+    connector = f"locked-{time.monotonic_ns()}"
+
+    def patch(position: int) -> httpx.Response:
+        body = {"offsets": [{"partition": {"file": "a"}, "offset": {"position": position}}]}
+        return httpx.patch(f"{daemon.url}/connectors/{connector}/offsets?create=true", json=body, timeout=30)
+
+    assert patch(1).status_code == 200
+    other = sqlite3.connect(tmp_path / "data" / "connect-offsets.sqlite3", isolation_level=None)
+    try:
+        other.execute("BEGIN IMMEDIATE")  # another process's write in progress
+        started = time.monotonic()
+        held = patch(2)
+        took = time.monotonic() - started
+        other.execute("COMMIT")
+    finally:
+        other.close()
+    assert held.status_code == 503, held.text
+    assert held.headers["X-Connect-Offsets-Error"] == "log_timeout" and held.headers["Retry-After"] == "1"
+    assert "waiting for another process's write (SQLite's write lock); nothing was written" in held.json()["message"]
+    assert took < 1 + 1, took
+    assert patch(3).status_code == 200
+    answer = httpx.get(f"{daemon.url}/connectors/{connector}/offsets", timeout=30).json()
+    assert answer["offsets"][0]["offset"] == {"position": 3}

@@ -529,8 +529,12 @@ class EmbeddedOffsetLog(OffsetLog):
             try:
                 results = self._write(conn, batch, deadline)
             except sqlite3.Error as e:
-                why = "timed out waiting for another writer" if is_busy(e) else str(e)
-                raise LogWriteError(f"{self.description}: write failed ({why}); nothing was written") from e
+                if is_busy(e):  # the deadline, spent waiting: a timeout to retry, not a failed write
+                    raise LogTimeout(
+                        f"{self.description}: write timed out waiting for another process's write (SQLite's "
+                        "write lock); nothing was written"
+                    ) from e
+                raise LogWriteError(f"{self.description}: write failed ({e}); nothing was written") from e
             except Exception as e:  # e.g. a damaged partitions table: still an answer, not a traceback
                 raise LogWriteError(f"{self.description}: write failed ({e!r}); nothing was written") from e
             written = 0
