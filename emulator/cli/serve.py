@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import sys
 from typing import Any
 
@@ -24,6 +25,11 @@ def run(args: argparse.Namespace) -> int:
     from emulator.server.listen import ListenError
     from emulator.server.wiring import serve
 
+    # A native crash in one of our threads (SQLite, an extension module) would end the process
+    # without a word in its log; this prints "Fatal Python error: Segmentation fault" and every
+    # Python thread's stack on stderr first. (librdkafka's own threads block signals: a crash there
+    # still ends the process silently, with signal 11; docs/operations.md, "Faults".)
+    faulthandler.enable(all_threads=True)
     try:
         serve(args.settings)
     except OffsetsError as exc:
