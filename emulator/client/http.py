@@ -12,7 +12,8 @@ implies (404, 409, 503), and a plain ``ApiError`` otherwise.
 Retries (``retry_for_s``, default 30 s; 0 turns them off): a 503 the daemon answered because the
 log did not answer in time is sent again after its ``Retry-After``, but only where sending it again
 cannot apply anything twice:
-- ``log_timeout`` (nothing was written, or a fresh read did not get to the end): any request;
+- ``log_timeout`` (nothing was written, or a fresh read did not get to the end) and
+  ``too_many_connections`` (the daemon closed the connection before reading the request): any request;
 - ``write_outcome_unknown`` (the write may still land): only reads and a PATCH carrying a commit
   sequence, which the daemon applies at most once; its answer then lists the partition under
   ``dropped`` ("N was already applied") if the first attempt landed. A DELETE, an import or an
@@ -145,7 +146,7 @@ def error_from_response(response: httpx.Response) -> ApiError:
 
 
 DEFAULT_RETRY_FOR_S = 30.0
-_NOTHING_WRITTEN = "log_timeout"
+_NOTHING_DONE = frozenset({"log_timeout", "too_many_connections"})
 _OUTCOME_UNKNOWN = "write_outcome_unknown"
 
 
@@ -154,7 +155,7 @@ def _retry_after(request: _Request, response: httpx.Response, give_up_at: float)
     if response.status_code != 503:
         return None
     kind = response.headers.get(ERROR_HEADER)
-    if kind != _NOTHING_WRITTEN and not (kind == _OUTCOME_UNKNOWN and request.replayable):
+    if kind not in _NOTHING_DONE and not (kind == _OUTCOME_UNKNOWN and request.replayable):
         return None
     try:
         wait = max(float(response.headers.get("Retry-After", "1")), 0.0)
