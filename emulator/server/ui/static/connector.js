@@ -4,7 +4,7 @@
 import { call, enc, jsonText } from "./api.js";
 import { alterPartition, resetConnector, rollbackConnector } from "./changes.js";
 import { drawChart, numericFields, originLabel } from "./chart.js";
-import { compare, copyText, h, sortHeader, toast, when } from "./dom.js";
+import { clampPage, compare, copyText, h, pagerButtons, sortHeader, toast, when } from "./dom.js";
 
 const PAGE = 100;
 let page = null; // the state of the page on screen
@@ -104,7 +104,7 @@ function drawTable() {
   const rows = visibleRows();
   const total = page.data.offsets.length;
   document.getElementById("offset-count").textContent = `${rows.length} of ${total} partition(s)`;
-  page.offset = Math.min(page.offset, Math.max(0, rows.length - 1 - ((rows.length - 1) % PAGE)));
+  page.offset = clampPage(page.offset, rows.length, PAGE);
   const shown = rows.slice(page.offset, page.offset + PAGE);
   const onSort = (sort) => { page.sort = sort; page.offset = 0; drawTable(); };
   const writable = page.data.can_write;
@@ -129,15 +129,8 @@ function drawTable() {
         writable ? h("button", { type: "button", class: "link", "aria-label": `Edit ${r.partitionText}`,
           onclick: () => alterPartition(page.name, page.data.kind, r, refresh) }, "Edit") : null)))));
   document.getElementById("offsets").replaceChildren(h("div", { class: "table-wrap" }, table));
-  const pager = document.getElementById("pager");
-  pager.replaceChildren();
-  if (rows.length > PAGE) {
-    const last = Math.floor((rows.length - 1) / PAGE) * PAGE;
-    pager.append(
-      h("button", { type: "button", disabled: page.offset === 0, onclick: () => { page.offset -= PAGE; drawTable(); } }, "Previous"),
-      h("span", {}, `${page.offset + 1}–${Math.min(page.offset + PAGE, rows.length)} of ${rows.length}`),
-      h("button", { type: "button", disabled: page.offset >= last, onclick: () => { page.offset += PAGE; drawTable(); } }, "Next"));
-  }
+  document.getElementById("pager").replaceChildren(
+    ...pagerButtons(rows.length, page.offset, PAGE, (at) => { page.offset = at; drawTable(); }));
   mark("table");
 }
 

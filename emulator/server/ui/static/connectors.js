@@ -1,9 +1,11 @@
 // The connectors page: every connector the principal may read, filtered and sorted, kept current.
 
 import { call } from "./api.js";
-import { ago, compare, h, sortHeader, when } from "./dom.js";
+import { ago, clampPage, compare, h, pagerButtons, sortHeader, when } from "./dom.js";
 
-const state = { filter: "", kind: "", sort: { key: "name", dir: 1 }, rows: [] };
+const PAGE = 100;
+
+const state = { filter: "", kind: "", sort: { key: "name", dir: 1 }, rows: [], at: 0 };
 
 function who(change) {
   if (!change) return "—";
@@ -28,18 +30,19 @@ export function renderConnectors(main, data) {
   state.rows = data.connectors || [];
   const list = h("div", { id: "connector-list" });
   const filter = h("input", { id: "filter", type: "search", value: state.filter, placeholder: "name contains…" });
-  filter.addEventListener("input", () => { state.filter = filter.value; draw(list); });
+  filter.addEventListener("input", () => { state.filter = filter.value; state.at = 0; draw(list); });
   const kind = h("select", { id: "kind" },
     h("option", { value: "" }, "all"), h("option", { value: "source" }, "source"), h("option", { value: "sink" }, "sink"));
   kind.value = state.kind;
-  kind.addEventListener("change", () => { state.kind = kind.value; draw(list); });
+  kind.addEventListener("change", () => { state.kind = kind.value; state.at = 0; draw(list); });
   main.replaceChildren(
     h("h2", {}, "Connectors"),
     h("div", { class: "toolbar" },
       h("label", { for: "filter" }, "Filter connectors"), filter,
       h("label", { for: "kind" }, "Kind"), kind,
       h("span", { class: "muted", id: "count" })),
-    list);
+    list,
+    h("div", { class: "pager", id: "connectors-pager" }));
   draw(list);
 }
 
@@ -56,7 +59,9 @@ function draw(list) {
     .sort((a, b) => state.sort.dir * compare(sortValue(a, state.sort.key), sortValue(b, state.sort.key)) || compare(a.name, b.name));
   const count = document.getElementById("count");
   if (count) count.textContent = `${rows.length} of ${state.rows.length}`;
-  const onSort = (sort) => { state.sort = sort; draw(list); };
+  const onSort = (sort) => { state.sort = sort; state.at = 0; draw(list); };
+  state.at = clampPage(state.at, rows.length, PAGE);
+  const shown = rows.slice(state.at, state.at + PAGE);
   const header = h("tr", {},
     sortHeader("Name", "name", state.sort, onSort),
     sortHeader("Kind", "kind", state.sort, onSort),
@@ -65,7 +70,7 @@ function draw(list) {
     sortHeader("Last change", "last", state.sort, onSort),
     sortHeader("Claim", "claim", state.sort, onSort),
     sortHeader("Lag", "lag", state.sort, onSort));
-  const body = rows.map((r) => h("tr", { "data-connector": r.name },
+  const body = shown.map((r) => h("tr", { "data-connector": r.name },
     h("th", { scope: "row" }, h("a", { href: `#/connector/${encodeURIComponent(r.name)}` }, r.name)),
     h("td", {}, r.kind),
     h("td", {}, stateBadge(r)),
@@ -80,6 +85,8 @@ function draw(list) {
     h("thead", {}, header),
     h("tbody", {}, body.length ? body : h("tr", {}, h("td", { colspan: 7, class: "muted" }, "No connector matches."))));
   list.replaceChildren(h("div", { class: "table-wrap" }, table));
+  document.getElementById("connectors-pager")?.replaceChildren(
+    ...pagerButtons(rows.length, state.at, PAGE, (at) => { state.at = at; draw(list); }));
 }
 
 export async function loadConnectors() {

@@ -76,3 +76,21 @@ export async function copyText(text) {
     return ok;
   }
 }
+
+// Previous / "first–last of total" / Next for a table drawn a page at a time: drawing every row of
+// a big table at each refresh holds the browser's main thread (10,000 connectors: 0.2-0.7 s of
+// every 2 s, 1.2 s per keystroke in the filter). `at` is the first row shown; `go(at)` redraws.
+export function pagerButtons(total, at, size, go) {
+  if (total <= size) return [];
+  const last = Math.floor((total - 1) / size) * size;
+  return [
+    h("button", { type: "button", disabled: at === 0, onclick: () => go(at - size) }, "Previous"),
+    h("span", {}, `${at + 1}–${Math.min(at + size, total)} of ${total}`),
+    h("button", { type: "button", disabled: at >= last, onclick: () => go(at + size) }, "Next"),
+  ];
+}
+
+// The first row of the page that still exists once the rows shrank (a filter, a deletion).
+export function clampPage(at, total, size) {
+  return Math.min(at, Math.max(0, total - 1 - ((total - 1) % size)));
+}
