@@ -15,12 +15,11 @@ from __future__ import annotations
 import argparse
 import base64
 import json
-import shutil
 import time
 
 import httpx
 
-from benchmarks.support import Daemon, command_line, machine, median, workdir, write_results
+from benchmarks.support import Daemon, chromium_executable, command_line, machine, median, workdir, write_results
 
 OBSERVE_LONG_TASKS = """() => {
     window.__long = [];
@@ -44,12 +43,9 @@ def seed(client: httpx.Client, connectors: int) -> None:
 def page_loads(url: str, loads: int, watch_s: float) -> list[dict[str, float]]:
     from playwright.sync_api import sync_playwright
 
-    executable = shutil.which("chromium")
-    if executable is None:
-        raise SystemExit("no `chromium` on the PATH (apt-get install chromium)")
     samples = []
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=executable, args=["--no-sandbox"])
+        browser = p.chromium.launch(executable_path=chromium_executable(), args=["--no-sandbox"])
         try:
             for _ in range(loads):
                 page = browser.new_page(viewport={"width": 1280, "height": 800})

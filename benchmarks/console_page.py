@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import base64
 import json
-import shutil
 import signal
 import subprocess
 import sys
@@ -28,7 +27,7 @@ from pathlib import Path
 
 import httpx
 
-from benchmarks.support import command_line, machine, median
+from benchmarks.support import chromium_executable, command_line, machine, median
 from tests.fixtures.processes import free_port
 
 NAME = "bench"
@@ -76,12 +75,9 @@ def wait_indexed(client: httpx.Client, rows: int, deadline_s: float) -> float:
 def page_loads(url: str, loads: int) -> list[dict[str, float]]:
     from playwright.sync_api import sync_playwright
 
-    executable = shutil.which("chromium")
-    if executable is None:
-        raise SystemExit("no `chromium` on the PATH (apt-get install chromium)")
     samples = []
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=executable, args=["--no-sandbox"])
+        browser = p.chromium.launch(executable_path=chromium_executable(), args=["--no-sandbox"])
         try:
             for _ in range(loads):
                 page = browser.new_page(viewport={"width": 1280, "height": 800})

@@ -19,6 +19,7 @@ import json
 import os
 import platform
 import shlex
+import shutil
 import statistics
 import subprocess
 import sys
@@ -446,3 +447,11 @@ class Daemon:
 
     def __exit__(self, *_: object) -> None:
         stop_process(self.proc)
+
+
+def chromium_executable() -> str:
+    """Debian's ``chromium`` for the console's browser benchmarks (Playwright never downloads one)."""
+    executable = shutil.which("chromium")
+    if executable is None:
+        raise SystemExit("no `chromium` on the PATH (apt-get install chromium)")
+    return executable

@@ -31,7 +31,7 @@ import pytest
 from emulator.client.http import Auth, OffsetsClient
 from emulator.codec.keys import encode_key
 from tests.fixtures.broker import TansuBroker, _resolve_tansu
-from tests.fixtures.daemon import DaemonFactory, free_port
+from tests.fixtures.daemon import DaemonFactory, DaemonProcess, free_port
 from tests.integration.raw_log import read_topic
 
 pytestmark = pytest.mark.kafka
@@ -232,19 +232,28 @@ def test_a_20_s_broker_stall_timeline(own_broker: TansuBroker, daemon_factory: D
     )
 
 
+def claimed_connector(
+    broker: TansuBroker, daemon_factory: DaemonFactory, name: str, write_timeout: str
+) -> tuple[str, DaemonProcess, str, int]:
+    """A daemon on a topic of its own with ``--write-timeout``, and a connector at position 0
+    claimed by ``stall-test``: (topic, daemon, connector, claim epoch)."""
+    topic = broker.unique_topic(name)
+    daemon = daemon_factory(
+        "--bootstrap-servers", broker.bootstrap, "--offsets-topic", topic, "--offsets-partitions", "3",
+        "--write-timeout", write_timeout,
+    )  # fmt: skip
+    connector = f"{name}-{uuid.uuid4().hex[:8]}"
+    with OffsetsClient(daemon.url) as client:
+        client.alter(connector, body(0), create=True)
+        epoch = int(client.claim(connector, "stall-test")["epoch"])
+    return topic, daemon, connector, epoch
+
+
 @pytest.mark.slow
 def test_a_claimed_write_during_a_stall_is_answered_in_time_and_applied_at_most_once(
     own_broker: TansuBroker, daemon_factory: DaemonFactory
 ) -> None:
-    topic = own_broker.unique_topic("stall-claimed")
-    daemon = daemon_factory(
-        "--bootstrap-servers", own_broker.bootstrap, "--offsets-topic", topic, "--offsets-partitions", "3",
-        "--write-timeout", "5s",
-    )  # fmt: skip
-    connector = f"claimed-{uuid.uuid4().hex[:8]}"
-    with OffsetsClient(daemon.url) as client:
-        client.alter(connector, body(0), create=True)
-        epoch = client.claim(connector, "stall-test")["epoch"]
+    topic, daemon, connector, epoch = claimed_connector(own_broker, daemon_factory, "stall-claimed", "5s")
     auth = {"claim_epoch": str(epoch), "sequence_source": "claimed", "sequence": "1"}
     with httpx.Client(base_url=daemon.url, timeout=30) as http:
         with own_broker.paused():
@@ -364,15 +373,7 @@ def test_reads_from_the_log_end_during_a_stall_answer_503_within_the_write_timeo
     log's own 30 s, and both then answered 200 from a stale view (librdkafka resolves an unanswered
     ``ListOffsets`` with offset -1001, which every position had "passed"). The console keeps showing
     the offsets (as ``GET`` serves them) under the reason, the claim's cell saying why it is unknown."""
-    topic = own_broker.unique_topic("stall-end-reads")
-    daemon = daemon_factory(
-        "--bootstrap-servers", own_broker.bootstrap, "--offsets-topic", topic, "--offsets-partitions", "3",
-        "--write-timeout", "3s",
-    )  # fmt: skip
-    connector = f"end-reads-{uuid.uuid4().hex[:8]}"
-    with OffsetsClient(daemon.url) as client:
-        client.alter(connector, body(0), create=True)
-        client.claim(connector, "stall-test")
+    _, daemon, connector, _ = claimed_connector(own_broker, daemon_factory, "stall-end-reads", "3s")
     with httpx.Client(base_url=daemon.url, timeout=60) as http:
         assert http.get(f"/connectors/{connector}/claim").json()["owner"] == "stall-test"
         with own_broker.paused():
