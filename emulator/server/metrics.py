@@ -21,8 +21,6 @@ of sink connectors' groups, all finite and owned by the operator.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
     CollectorRegistry,
@@ -31,12 +29,10 @@ from prometheus_client import (
     Histogram,
     disable_created_metrics,
     generate_latest,
-    start_http_server,
 )
 from prometheus_client.registry import Collector
 
 from emulator import __version__
-from emulator.server.listen import ListenError
 
 UNMATCHED_ROUTE = "unmatched"
 """The route label of requests no route matched (404s of unknown paths): raw paths would let any
@@ -127,22 +123,3 @@ class Metrics:
     def render(self) -> bytes:
         """The text exposition format. Blocking (see the module's docstring): call it off the event loop."""
         return generate_latest(self.registry)
-
-
-def serve_metrics(metrics: Metrics, host: str, port: int) -> Callable[[], None]:
-    """Serve ``metrics`` on ``host:port`` from prometheus_client's own threaded server (``--metrics-port``),
-    apart from the API's event loop; returns the function that stops it.
-
-    Raises ``ListenError`` when the port cannot be bound, as the API's own port does.
-    """
-    try:
-        server, thread = start_http_server(port, addr=host, registry=metrics.registry)
-    except OSError as exc:
-        raise ListenError(f"cannot serve metrics on {host}:{port} (--metrics-port): {exc.strerror or exc}") from exc
-
-    def stop() -> None:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=5.0)
-
-    return stop

@@ -35,7 +35,7 @@ from emulator.server.connections import ConnectionGuard, fit_descriptor_limit, g
 from emulator.server.heap import CollectorPauses, collect_young_less_often, freeze_long_lived
 from emulator.server.listen import listen, url_of
 from emulator.server.log_format import configure_logging
-from emulator.server.metrics import serve_metrics
+from emulator.server.metrics_port import serve_metrics
 from emulator.server.options import SettingsError
 from emulator.server.runtime import Runtime
 from emulator.server.settings import Settings
@@ -391,7 +391,9 @@ def serve(settings: Settings) -> None:
             runtime, history, security, observability, settings.max_body_bytes, reading_started=True, freeze_heap=True
         )
         if settings.metrics_port is not None:
-            stop_metrics = serve_metrics(app.state.metrics, settings.host, settings.metrics_port)
+            stop_metrics = serve_metrics(
+                app.state.metrics, settings.host, settings.metrics_port, settings.header_timeout_s
+            )
     except BaseException:
         close_runtime(runtime, history)
         raise

@@ -170,3 +170,33 @@ def test_a_client_over_the_limit_reads_the_503_and_the_python_client_retries_it(
         listed = client.connectors()  # the idle sockets are closed by the head timeout meanwhile
     assert isinstance(listed, list)
     assert time.monotonic() - started >= 1.0, "answered at the first attempt: the limit was not reached"
+
+
+def test_the_metrics_port_closes_idle_connections_and_serves_a_bounded_number(tmp_path: Path) -> None:
+    """prometheus_client's own server gave each connection a thread waiting without a deadline (300
+    idle connections: 300 threads for good); the metrics port now has the API's head timeout and
+    serves MAX_CONNECTIONS at once, answering one more 503."""
+    from emulator.server.metrics_port import MAX_CONNECTIONS as METRICS_CONNECTIONS
+
+    metrics_port = free_port()
+    args = ["--data-dir", str(tmp_path / "data"), "--metrics-port", str(metrics_port), "--header-timeout", "1s"]
+    daemon = DaemonProcess(args, free_port(), tmp_path / "daemon.log").start()
+    idle: list[socket.socket] = []
+    try:
+        idle.extend(
+            socket.create_connection(("127.0.0.1", metrics_port), timeout=10) for _ in range(METRICS_CONNECTIONS)
+        )
+        time.sleep(0.3)
+        with socket.create_connection(("127.0.0.1", metrics_port), timeout=10) as extra:
+            extra.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+            assert extra.recv(4096).startswith(b"HTTP/1.1 503 Service Unavailable\r\n")
+        started = time.monotonic()
+        assert all(sock.recv(1) == b"" for sock in idle), "the idle connections are closed"
+        assert time.monotonic() - started < 1 + 1.0
+        scraped = httpx.get(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10)
+        assert scraped.status_code == 200 and "connect_offsets_http_connections " in scraped.text
+        assert "Traceback" not in daemon.log_tail(200), "a timed-out connection is not an error"
+    finally:
+        for sock in idle:
+            sock.close()
+        daemon.stop()
