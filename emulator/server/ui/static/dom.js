@@ -78,8 +78,8 @@ export async function copyText(text) {
 }
 
 // Previous / "first–last of total" / Next for a table drawn a page at a time: drawing every row of
-// a big table at each refresh holds the browser's main thread (10,000 connectors: 0.2-0.7 s of
-// every 2 s, 1.2 s per keystroke in the filter). `at` is the first row shown; `go(at)` redraws.
+// a big table at each refresh holds the browser's main thread (10,000 connectors: ~0.5 s of every
+// 2 s; python -m benchmarks.console_list_browser). `at` is the first row shown; `go(at)` redraws.
 export function pagerButtons(total, at, size, go) {
   if (total <= size) return [];
   const last = Math.floor((total - 1) / size) * size;
