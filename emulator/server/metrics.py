@@ -100,6 +100,8 @@ class Metrics:
             ["reason"],
             registry=r,
         )
+        for reason in ("limit", "header_timeout"):  # at 0 from the start, so rate() and alerts see them
+            self.connections_closed.labels(reason)
         self.connections_open = Gauge(
             "connect_offsets_http_connections", "HTTP connections open now (at most --max-connections)", registry=r
         )

@@ -106,7 +106,8 @@ def test_a_kept_alive_client_and_a_slow_but_complete_request_are_served(guarded:
 def test_one_connection_more_than_the_limit_gets_503_and_a_later_one_is_served(
     guarded: DaemonProcess, sockets: list[socket.socket]
 ) -> None:
-    before = scrape(guarded.url).value("connect_offsets_http_connections_closed_total", reason="limit")
+    before = scrape(guarded.url).get("connect_offsets_http_connections_closed_total", reason="limit")
+    assert before is not None, "the series exists from the start (at 0), for rate() and alerts"
     sockets.extend(connect(guarded) for _ in range(MAX_CONNECTIONS))
     time.sleep(0.2)  # all accepted
     with connect(guarded) as extra:
