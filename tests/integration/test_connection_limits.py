@@ -17,8 +17,10 @@ from pathlib import Path
 
 import httpx
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from emulator.client.http import OffsetsClient
+from emulator.server.metrics import Metrics
 from tests.fixtures.daemon import DaemonProcess, free_port
 from tests.integration.scrape import scrape
 
@@ -106,8 +108,7 @@ def test_a_kept_alive_client_and_a_slow_but_complete_request_are_served(guarded:
 def test_one_connection_more_than_the_limit_gets_503_and_a_later_one_is_served(
     guarded: DaemonProcess, sockets: list[socket.socket]
 ) -> None:
-    before = scrape(guarded.url).get("connect_offsets_http_connections_closed_total", reason="limit")
-    assert before is not None, "the series exists from the start (at 0), for rate() and alerts"
+    before = scrape(guarded.url).value("connect_offsets_http_connections_closed_total", reason="limit")
     sockets.extend(connect(guarded) for _ in range(MAX_CONNECTIONS))
     time.sleep(0.2)  # all accepted
     with connect(guarded) as extra:
@@ -201,3 +202,14 @@ def test_the_metrics_port_closes_idle_connections_and_serves_a_bounded_number(tm
         for sock in idle:
             sock.close()
         daemon.stop()
+
+
+def test_both_closure_counters_exist_at_zero_before_any_closure() -> None:
+    """For ``rate()`` and alerts from the first scrape, not from the first closure."""
+    samples = {
+        (sample.name, sample.labels.get("reason")): sample.value
+        for family in text_string_to_metric_families(Metrics().render().decode())
+        for sample in family.samples
+    }
+    for reason in ("limit", "header_timeout"):
+        assert samples[("connect_offsets_http_connections_closed_total", reason)] == 0.0
