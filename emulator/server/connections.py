@@ -1,4 +1,5 @@
-"""Limits on the HTTP connections themselves, before any request reaches the app.
+"""Limits on the HTTP connections themselves, below the app: connections that never become requests,
+and request bodies that stop arriving.
 
 uvicorn keeps every accepted connection until its client closes it: one that never sends a request
 (or sends its headers a byte at a time) stays open for good, and each holds a file descriptor. A
@@ -12,7 +13,9 @@ Two limits close that:
   broker clients (the soft ``RLIMIT_NOFILE`` is raised at start to fit, ``fit_descriptor_limit``);
 - **a request's head (request line and headers) must arrive within ``--header-timeout``** of the
   connection opening, or of its first byte on a kept-alive connection: otherwise 408
-  ``request_timeout``, then closed. Idle time between requests is uvicorn's keep-alive (5 s).
+  ``request_timeout``, then closed. Idle time between requests is uvicorn's keep-alive (5 s);
+- **a body that stops arriving for ``--header-timeout``** (no byte while the connection is read)
+  is closed without an answer: the route reading it sees the client gone, nothing is written.
 
 The head timeout costs each arrival of data two attribute checks; a sweep once a second does the
 rest (no timer per request on the event loop).
@@ -82,7 +85,7 @@ class ConnectionGuard:
         count, message, client = self._unlogged.pop(reason)
         self._logged_at[reason] = time.monotonic()
         peer = "" if client is None else f", the last from {client[0]}:{client[1]}"
-        log.warning("closed %d connection(s) before any request (%s%s): %s", count, reason, peer, message)
+        log.warning("closed %d connection(s) (%s%s): %s", count, reason, peer, message)
 
     def start_sweeping(self, loop: asyncio.AbstractEventLoop) -> None:
         if not self._sweeping:
@@ -105,10 +108,34 @@ class ConnectionGuard:
                 ),
                 "header_timeout",
             )
+        for protocol in [p for p in self.open_connections if _body_stalled(p, deadline)]:
+            # The route is reading this body: an answer written here would cross its own. Closed
+            # without one, the route sees the client gone and gives up (nothing was written).
+            protocol.transport.close()
+            self.on_closed("body_timeout")
+            self._note(
+                "body_timeout",
+                f"no byte of the request's body within {self.header_timeout_s:g} s (--header-timeout)",
+                protocol.client,
+            )
         now = time.monotonic()
         for reason in [r for r in self._unlogged if now - self._logged_at.get(r, -_LOG_EVERY_S) >= _LOG_EVERY_S]:
             self._flush(reason)
         loop.call_later(SWEEP_S, self._sweep, loop)
+
+
+def _body_stalled(protocol: Any, deadline: float) -> bool:
+    """A request whose body is still awaited, and no byte came since ``deadline``, while the
+    connection was being read (uvicorn pauses reading while the route has not taken what came)."""
+    cycle = protocol.cycle
+    return (
+        cycle is not None
+        and not cycle.response_complete
+        and cycle.more_body
+        and protocol.data_at < deadline
+        and protocol.transport.is_reading()
+        and not protocol.transport.is_closing()
+    )
 
 
 def guarded_protocol(guard: ConnectionGuard, base: type[P]) -> type[P]:
@@ -119,6 +146,8 @@ def guarded_protocol(guard: ConnectionGuard, base: type[P]) -> type[P]:
         head_since: float | None = None
         """When the request head now awaited began (the connection, or the first byte after an
         answer); None while a request is being served or its body read."""
+        data_at: float = 0.0
+        """When bytes last arrived (a body that stops arriving is cut off by the sweep too)."""
 
         def connection_made(self, transport: asyncio.Transport) -> None:
             super().connection_made(transport)
@@ -137,9 +166,10 @@ def guarded_protocol(guard: ConnectionGuard, base: type[P]) -> type[P]:
             guard.start_sweeping(self.loop)
 
         def data_received(self, data: bytes) -> None:
+            self.data_at = now = self.loop.time()
             idle = self.cycle is None or self.cycle.response_complete
             if idle and self.head_since is None:
-                self.head_since = self.loop.time()
+                self.head_since = now
             super().data_received(data)
             if self.cycle is not None and not self.cycle.response_complete:
                 self.head_since = None  # a request's head arrived: it is being served

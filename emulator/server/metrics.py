@@ -95,12 +95,13 @@ class Metrics:
         )
         self.connections_closed = Counter(
             "connect_offsets_http_connections_closed",
-            "Connections the daemon answered and closed before any request: reason=limit (--max-connections "
-            "open) or header_timeout (no request headers within --header-timeout)",
+            "Connections the daemon closed on its own: reason=limit (--max-connections open; answered 503), "
+            "header_timeout (no request headers within --header-timeout; answered 408) or body_timeout (a "
+            "request body that stopped arriving for --header-timeout)",
             ["reason"],
             registry=r,
         )
-        for reason in ("limit", "header_timeout"):  # at 0 from the start, so rate() and alerts see them
+        for reason in ("limit", "header_timeout", "body_timeout"):  # at 0 from the start, so rate() and alerts see them
             self.connections_closed.labels(reason)
         self.connections_open = Gauge(
             "connect_offsets_http_connections", "HTTP connections open now (at most --max-connections)", registry=r

@@ -76,7 +76,7 @@ def test_a_connection_that_sends_no_request_gets_408_and_is_closed(guarded: Daem
     after = scrape(guarded.url).value("connect_offsets_http_connections_closed_total", reason="header_timeout")
     assert after == before + 1
     # the first closure of a kind is logged at once (later ones at most every 10 s, counted)
-    assert "connection(s) before any request (header_timeout, the last from 127.0.0.1:" in guarded.log_tail(200)
+    assert "connection(s) (header_timeout, the last from 127.0.0.1:" in guarded.log_tail(200)
 
 
 def test_headers_sent_a_byte_at_a_time_are_cut_off_too(guarded: DaemonProcess) -> None:
@@ -211,5 +211,45 @@ def test_both_closure_counters_exist_at_zero_before_any_closure() -> None:
         for family in text_string_to_metric_families(Metrics().render().decode())
         for sample in family.samples
     }
-    for reason in ("limit", "header_timeout"):
+    for reason in ("limit", "header_timeout", "body_timeout"):
         assert samples[("connect_offsets_http_connections_closed_total", reason)] == 0.0
+
+
+def test_a_body_that_stops_arriving_is_cut_off_and_nothing_is_written(guarded: DaemonProcess) -> None:
+    connector = f"stalled-body-{time.monotonic_ns()}"
+    before = scrape(guarded.url).value("connect_offsets_http_connections_closed_total", reason="body_timeout")
+    head = (
+        f"PATCH /connectors/{connector}/offsets?create=true HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+        "Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n"
+    )
+    with connect(guarded) as sock:
+        sock.sendall(head.encode() + b'{"offsets":')
+        started = time.monotonic()
+        assert sock.recv(4096) == b"", "closed without an answer: the route was reading the body"
+        waited = time.monotonic() - started
+    assert HEADER_TIMEOUT_S <= waited < HEADER_TIMEOUT_S + 1.5, waited
+    after = scrape(guarded.url).value("connect_offsets_http_connections_closed_total", reason="body_timeout")
+    assert after == before + 1
+    assert httpx.get(f"{guarded.url}/connectors/{connector}/offsets", timeout=10).status_code == 404
+    log = guarded.log_tail(400)
+    assert "PATCH /connectors/{connector}/offsets 400 invalid_request" in log
+    assert "Traceback" not in log and "unexpected error" not in log
+
+
+def test_a_slow_but_steady_body_is_served(guarded: DaemonProcess) -> None:
+    """The body rule is about silence, not speed: a byte every half head-timeout keeps it going."""
+    connector = f"steady-body-{time.monotonic_ns()}"
+    body = json.dumps({"offsets": [{"partition": {"file": "a"}, "offset": {"position": 7}}]}).encode()
+    head = (
+        f"PATCH /connectors/{connector}/offsets?create=true HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+        f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+    )
+    with connect(guarded) as sock:
+        sock.sendall(head.encode())
+        pieces = [body[i : i + 12] for i in range(0, len(body), 12)]
+        for piece in pieces:  # ~2.7 s in all, longer than the head timeout
+            time.sleep(HEADER_TIMEOUT_S / 2)
+            sock.sendall(piece)
+        status, _, _ = answer_of(sock)
+    assert len(pieces) * HEADER_TIMEOUT_S / 2 > HEADER_TIMEOUT_S * 1.5
+    assert status == "HTTP/1.1 200 OK"

@@ -15,6 +15,7 @@ from typing import Final, TypeVar
 from urllib.parse import quote, unquote_to_bytes
 
 from fastapi import Request
+from starlette.requests import ClientDisconnect
 
 from emulator.codec.jackson_writer import JAVA_LONG_MAX, JAVA_LONG_MIN
 from emulator.model.errors import InvalidRequest, RequestTooLarge
@@ -51,12 +52,22 @@ async def read_body(request: Request) -> bytes:
         raise _too_large(limit, f"{int(declared)} bytes")
     chunks: list[bytes] = []
     size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise _too_large(limit, f"more than {limit} bytes")
-        chunks.append(chunk)
+    try:
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                raise _too_large(limit, f"more than {limit} bytes")
+            chunks.append(chunk)
+    except ClientDisconnect:
+        raise client_gone() from None
     return b"".join(chunks)
+
+
+def client_gone() -> InvalidRequest:
+    """The client closed the connection (or ``--header-timeout`` cut off a body that stopped
+    arriving) before the whole body came: nobody reads this answer, but the access log and the audit
+    line say what happened, as a client's mistake instead of an unexpected error's traceback."""
+    return InvalidRequest("The connection closed before the whole request body arrived; nothing was written")
 
 
 _INLINE_PARSE_BYTES: Final = 64 * 1024
