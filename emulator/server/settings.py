@@ -124,7 +124,8 @@ class Settings:
         "10s",
         POSITIVE_DURATION,
         "a request's line and headers must arrive within this long of the connection opening (or of its "
-        "first byte): past it, 408 request_timeout and the connection is closed",
+        "first byte): past it, 408 request_timeout and the connection is closed; a body that stops arriving "
+        "for this long is cut off too",
         group=DAEMON,
         flag="--header-timeout",
     )
