@@ -188,3 +188,20 @@ def test_a_tls_connection_that_sends_no_request_is_closed_after_the_header_timeo
     assert data.startswith(b"HTTP/1.1 408 Request Timeout\r\n"), data
     assert b"x-connect-offsets-error: request_timeout" in data
     assert HEADER_TIMEOUT_S <= waited < HEADER_TIMEOUT_S + 1.5, waited
+
+
+def test_a_tls_request_whose_body_stops_arriving_is_cut_off(mtls_daemon: TlsDaemon, authority: Authority) -> None:
+    context = client_context(authority.ca_file, authority.directory / "client.pem")
+    raw = socket.create_connection(("127.0.0.1", mtls_daemon.port), timeout=10)
+    with context.wrap_socket(raw, server_hostname="localhost") as tls:
+        tls.sendall(
+            b"PATCH /connectors/orders-stalled/offsets?create=true HTTP/1.1\r\nHost: localhost\r\n"
+            b'Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{"offsets":'
+        )
+        started = time.monotonic()
+        data = b""
+        while chunk := tls.recv(65536):
+            data += chunk
+        waited = time.monotonic() - started
+    assert data == b"", data  # closed without an answer: the route was reading the body
+    assert HEADER_TIMEOUT_S <= waited < HEADER_TIMEOUT_S + 1.5, waited
