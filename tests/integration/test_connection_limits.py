@@ -60,6 +60,7 @@ def sockets() -> Iterator[list[socket.socket]]:
         sock.close()
 
 
+@pytest.mark.slow  # waits out --header-timeout
 def test_a_connection_that_sends_no_request_gets_408_and_is_closed(guarded: DaemonProcess) -> None:
     before = scrape(guarded.url).value("connect_offsets_http_connections_closed_total", reason="header_timeout")
     with connect(guarded) as sock:
@@ -79,6 +80,7 @@ def test_a_connection_that_sends_no_request_gets_408_and_is_closed(guarded: Daem
     assert "connection(s) (header_timeout, the last from 127.0.0.1:" in guarded.log_tail(200)
 
 
+@pytest.mark.slow  # waits out --header-timeout
 def test_headers_sent_a_byte_at_a_time_are_cut_off_too(guarded: DaemonProcess) -> None:
     with connect(guarded) as sock:
         opened = time.monotonic()
@@ -92,6 +94,7 @@ def test_headers_sent_a_byte_at_a_time_are_cut_off_too(guarded: DaemonProcess) -
     assert HEADER_TIMEOUT_S <= answered < HEADER_TIMEOUT_S + 1.5, answered
 
 
+@pytest.mark.slow  # waits out --header-timeout
 def test_a_kept_alive_client_and_a_slow_but_complete_request_are_served(guarded: DaemonProcess) -> None:
     with httpx.Client(base_url=guarded.url, timeout=10) as client:
         for _ in range(3):  # three requests over ~2.6 s on one connection: the head timeout is per request
@@ -157,6 +160,7 @@ def test_the_open_files_limit_is_raised_to_fit_or_the_connection_limit_lowered(t
     )
 
 
+@pytest.mark.slow  # waits out --header-timeout
 def test_a_client_over_the_limit_reads_the_503_and_the_python_client_retries_it(
     guarded: DaemonProcess, sockets: list[socket.socket]
 ) -> None:
@@ -174,6 +178,7 @@ def test_a_client_over_the_limit_reads_the_503_and_the_python_client_retries_it(
     assert time.monotonic() - started >= 1.0, "answered at the first attempt: the limit was not reached"
 
 
+@pytest.mark.slow  # waits out --header-timeout
 def test_the_metrics_port_closes_idle_connections_and_serves_a_bounded_number(tmp_path: Path) -> None:
     """prometheus_client's own server gave each connection a thread waiting without a deadline (300
     idle connections: 300 threads for good); the metrics port now has the API's head timeout and
@@ -215,6 +220,7 @@ def test_both_closure_counters_exist_at_zero_before_any_closure() -> None:
         assert samples[("connect_offsets_http_connections_closed_total", reason)] == 0.0
 
 
+@pytest.mark.slow  # waits out --header-timeout
 def test_a_body_that_stops_arriving_is_cut_off_and_nothing_is_written(guarded: DaemonProcess) -> None:
     connector = f"stalled-body-{time.monotonic_ns()}"
     before = scrape(guarded.url).value("connect_offsets_http_connections_closed_total", reason="body_timeout")
@@ -236,6 +242,7 @@ def test_a_body_that_stops_arriving_is_cut_off_and_nothing_is_written(guarded: D
     assert "Traceback" not in log and "unexpected error" not in log
 
 
+@pytest.mark.slow  # waits out --header-timeout
 def test_a_slow_but_steady_body_is_served(guarded: DaemonProcess) -> None:
     """The body rule is about silence, not speed: a byte every half head-timeout keeps it going."""
     connector = f"steady-body-{time.monotonic_ns()}"

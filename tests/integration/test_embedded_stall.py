@@ -20,6 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import httpx
+import pytest
 from fastapi.testclient import TestClient
 
 from emulator.codec.keys import encode_key
@@ -101,6 +102,7 @@ def test_a_stalled_commit_makes_readyz_answer_503_with_why_and_reads_go_on(tmp_p
         log.close()
 
 
+@pytest.mark.slow  # a daemon process, and a write that waits out its 1 s deadline
 def test_a_write_held_by_another_processs_write_lock_answers_503_log_timeout(
     daemon_factory: DaemonFactory, tmp_path: Path
 ) -> None:

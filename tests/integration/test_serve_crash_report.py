@@ -9,9 +9,12 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from tests.fixtures.processes import free_port
 
 
+@pytest.mark.slow  # a daemon process started and crashed
 def test_a_segfault_in_the_daemon_prints_the_python_stacks_on_stderr(tmp_path: Path) -> None:
     port = free_port()
     process = subprocess.Popen(

@@ -172,6 +172,7 @@ def test_with_tokens_too_a_client_certificate_is_optional(authority: Authority, 
         daemon.stop()
 
 
+@pytest.mark.slow  # waits out --header-timeout
 def test_a_tls_connection_that_sends_no_request_is_closed_after_the_header_timeout(
     mtls_daemon: TlsDaemon, authority: Authority
 ) -> None:
@@ -190,6 +191,7 @@ def test_a_tls_connection_that_sends_no_request_is_closed_after_the_header_timeo
     assert HEADER_TIMEOUT_S <= waited < HEADER_TIMEOUT_S + 1.5, waited
 
 
+@pytest.mark.slow  # waits out --header-timeout
 def test_a_tls_request_whose_body_stops_arriving_is_cut_off(mtls_daemon: TlsDaemon, authority: Authority) -> None:
     context = client_context(authority.ca_file, authority.directory / "client.pem")
     raw = socket.create_connection(("127.0.0.1", mtls_daemon.port), timeout=10)
