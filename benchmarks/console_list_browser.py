@@ -19,7 +19,7 @@ import time
 
 import httpx
 
-from benchmarks.support import Daemon, chromium_executable, command_line, machine, median, workdir, write_results
+from benchmarks.support import Daemon, command_line, headless_chromium, machine, median, workdir, write_results
 
 OBSERVE_LONG_TASKS = """() => {
     window.__long = [];
@@ -41,38 +41,32 @@ def seed(client: httpx.Client, connectors: int) -> None:
 
 
 def page_loads(url: str, loads: int, watch_s: float) -> list[dict[str, float]]:
-    from playwright.sync_api import sync_playwright
-
     samples = []
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=chromium_executable(), args=["--no-sandbox"])
-        try:
-            for _ in range(loads):
-                page = browser.new_page(viewport={"width": 1280, "height": 800})
-                started = time.monotonic()
-                page.goto(f"{url}/ui")
-                page.wait_for_selector("tr[data-connector]", timeout=120_000)
-                first_rows_s = time.monotonic() - started
-                page.evaluate(OBSERVE_LONG_TASKS)
-                time.sleep(watch_s)
-                long = page.evaluate("() => window.__long")
-                started = time.monotonic()
-                page.fill("#filter", "bench-c-999")
-                page.wait_for_selector("#count >> text=/^11 of /", timeout=60_000)  # 999, 9990-9999
-                filter_s = time.monotonic() - started
-                samples.append(
-                    {
-                        "first_rows_s": round(first_rows_s, 3),
-                        "long_tasks": len(long),
-                        "long_tasks_ms": round(sum(long)),
-                        "longest_task_ms": round(max(long, default=0.0)),
-                        "filter_s": round(filter_s, 3),
-                    }
-                )
-                print(f"  {samples[-1]}", flush=True)
-                page.close()
-        finally:
-            browser.close()
+    with headless_chromium() as browser:
+        for _ in range(loads):
+            page = browser.new_page(viewport={"width": 1280, "height": 800})
+            started = time.monotonic()
+            page.goto(f"{url}/ui")
+            page.wait_for_selector("tr[data-connector]", timeout=120_000)
+            first_rows_s = time.monotonic() - started
+            page.evaluate(OBSERVE_LONG_TASKS)
+            time.sleep(watch_s)
+            long = page.evaluate("() => window.__long")
+            started = time.monotonic()
+            page.fill("#filter", "bench-c-999")
+            page.wait_for_selector("#count >> text=/^11 of /", timeout=60_000)  # 999, 9990-9999
+            filter_s = time.monotonic() - started
+            samples.append(
+                {
+                    "first_rows_s": round(first_rows_s, 3),
+                    "long_tasks": len(long),
+                    "long_tasks_ms": round(sum(long)),
+                    "longest_task_ms": round(max(long, default=0.0)),
+                    "filter_s": round(filter_s, 3),
+                }
+            )
+            print(f"  {samples[-1]}", flush=True)
+            page.close()
     return samples
 
 

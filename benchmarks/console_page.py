@@ -27,7 +27,7 @@ from pathlib import Path
 
 import httpx
 
-from benchmarks.support import chromium_executable, command_line, machine, median
+from benchmarks.support import command_line, headless_chromium, machine, median
 from tests.fixtures.processes import free_port
 
 NAME = "bench"
@@ -73,34 +73,28 @@ def wait_indexed(client: httpx.Client, rows: int, deadline_s: float) -> float:
 
 
 def page_loads(url: str, loads: int) -> list[dict[str, float]]:
-    from playwright.sync_api import sync_playwright
-
     samples = []
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=chromium_executable(), args=["--no-sandbox"])
-        try:
-            for _ in range(loads):
-                page = browser.new_page(viewport={"width": 1280, "height": 800})
-                page.goto(f"{url}/ui#/connector/{NAME}")
-                page.wait_for_selector("body[data-interactive='true']", timeout=60_000)
-                marks = page.evaluate(
-                    "() => Object.fromEntries(performance.getEntriesByType('mark')"
-                    ".filter(m => m.name.startsWith('console:')).map(m => [m.name, m.startTime]))"
-                )
-                # When each request's answer had arrived (ms from the navigation's start): where the time goes.
-                arrived = page.evaluate(
-                    "() => Object.fromEntries(performance.getEntriesByType('resource')"
-                    ".map(r => [new URL(r.name).pathname, r.responseEnd]))"
-                )
-                marks |= {f"arrived {path}": at for path, at in arrived.items() if path.startswith("/ui/api")}
-                rows = page.locator("#offsets-table tbody tr").count()
-                points = page.locator("#chart path.point").count()
-                count = page.inner_text("#offset-count")
-                assert rows == 100 and points > 0, (rows, points)
-                samples.append({**marks, "points": points, "count": count})
-                page.close()
-        finally:
-            browser.close()
+    with headless_chromium() as browser:
+        for _ in range(loads):
+            page = browser.new_page(viewport={"width": 1280, "height": 800})
+            page.goto(f"{url}/ui#/connector/{NAME}")
+            page.wait_for_selector("body[data-interactive='true']", timeout=60_000)
+            marks = page.evaluate(
+                "() => Object.fromEntries(performance.getEntriesByType('mark')"
+                ".filter(m => m.name.startsWith('console:')).map(m => [m.name, m.startTime]))"
+            )
+            # When each request's answer had arrived (ms from the navigation's start): where the time goes.
+            arrived = page.evaluate(
+                "() => Object.fromEntries(performance.getEntriesByType('resource')"
+                ".map(r => [new URL(r.name).pathname, r.responseEnd]))"
+            )
+            marks |= {f"arrived {path}": at for path, at in arrived.items() if path.startswith("/ui/api")}
+            rows = page.locator("#offsets-table tbody tr").count()
+            points = page.locator("#chart path.point").count()
+            count = page.inner_text("#offset-count")
+            assert rows == 100 and points > 0, (rows, points)
+            samples.append({**marks, "points": points, "count": count})
+            page.close()
     return samples
 
 

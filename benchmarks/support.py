@@ -27,7 +27,7 @@ import tempfile
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 from confluent_kafka import Producer, TopicPartition
@@ -38,6 +38,9 @@ from emulator.codec.murmur2 import partition_for
 from emulator.codec.values import encode_offset
 from tests.fixtures.processes import TansuStartError, die_with_parent, free_port, kill_process, start_tansu
 from tests.fixtures.processes import rss_kib as rss_kib  # the benchmarks' name for it
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Browser
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
@@ -449,9 +452,18 @@ class Daemon:
         stop_process(self.proc)
 
 
-def chromium_executable() -> str:
-    """Debian's ``chromium`` for the console's browser benchmarks (Playwright never downloads one)."""
+@contextlib.contextmanager
+def headless_chromium() -> Iterator[Browser]:
+    """Debian's ``chromium`` driven by Playwright, for the console's browser benchmarks (Playwright
+    never downloads a browser here)."""
+    from playwright.sync_api import sync_playwright
+
     executable = shutil.which("chromium")
     if executable is None:
         raise SystemExit("no `chromium` on the PATH (apt-get install chromium)")
-    return executable
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=executable, args=["--no-sandbox"])
+        try:
+            yield browser
+        finally:
+            browser.close()
