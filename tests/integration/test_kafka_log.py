@@ -449,6 +449,24 @@ def test_append_rejects_malformed_entries_before_writing_anything(make_log: LogF
     assert log.append([]) == []
 
 
+def test_a_record_over_the_producers_message_max_bytes_is_refused_before_anything_is_written(
+    make_log: LogFactory, topic_name: str
+) -> None:
+    """librdkafka refuses it itself (``MSG_SIZE_TOO_LARGE``): that reached clients as a 500 and the
+    log as an ERROR, though the request is what must change. The user's ``message.max.bytes`` counts."""
+    sink = Collector()
+    log = make_log(topic_name, partitions=1, client_config={"message.max.bytes": "2000"})
+    log.open()
+    log.start_reading(sink)
+    assert log.wait_caught_up(WAIT_S)
+    with pytest.raises(InvalidRecord, match=r"entry 1: 2001 bytes of key and value, over the producer's "
+                       r"message.max.bytes \(2000\);.*nothing was written"):  # fmt: skip
+        log.append([(b"small", b"v"), (b"k", b"x" * 2000)])
+    [written] = log.append([(b"fits", b"x" * 1000)])
+    assert sink.wait_for(lambda rs: any(r.offset == written.offset for r in rs))
+    assert [r.key for r in sink.records] == [b"fits"], "nothing of the refused append was written"
+
+
 def test_close_is_idempotent_and_later_appends_fail_clearly(make_log: LogFactory, topic_name: str) -> None:
     log = make_log(topic_name, partitions=1)
     log.open()

@@ -83,6 +83,25 @@ def test_a_poison_patch_is_a_400_and_the_good_offset_stays(daemon: DaemonProcess
     assert status(daemon.url)["view"]["unparseable_values"] == unparseable
 
 
+@pytest.mark.kafka
+def test_on_kafka_a_record_over_the_producers_limit_is_a_400_and_nothing_of_the_patch_is_written(
+    kafka_daemon: KafkaDaemon,
+) -> None:
+    """librdkafka refuses a record over ``message.max.bytes`` (1,000,000) itself; a PATCH whose
+    second record was too big wrote its first and answered 503 (outcome unknown), or 500 alone."""
+    connector = unique("too-big")
+    good = [{"partition": {"file": "a"}, "offset": {"position": 1}}]
+    assert patch(kafka_daemon, connector, good).status_code == 200
+    two = [
+        {"partition": {"file": "a"}, "offset": {"position": 2}},
+        {"partition": {"file": "b"}, "offset": {"blob": "x" * 1_000_000}},
+    ]
+    refused(
+        patch(kafka_daemon, connector, two), "over the producer's message.max.bytes (1000000)", "nothing was written"
+    )
+    assert offsets(kafka_daemon, connector) == good
+
+
 @pytest.mark.jvm
 @pytest.mark.slow
 def test_values_at_each_limit_are_written_and_javas_reader_reads_them_back(

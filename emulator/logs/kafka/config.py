@@ -19,6 +19,8 @@ from confluent_kafka import KafkaError, KafkaException
 
 from emulator.model.errors import LogConfigError
 
+LIBRDKAFKA_MAX_MESSAGE_BYTES = 1_000_000
+
 log = logging.getLogger(__name__)
 
 LIBRDKAFKA_LOG = logging.getLogger("emulator.logs.kafka.librdkafka")
@@ -61,6 +63,13 @@ class KafkaClientConfig:
 
     def user_sets(self, key: str) -> bool:
         return key in self.user
+
+    def producer_max_message_bytes(self) -> int:
+        """The producers' ``message.max.bytes``: the user's, else librdkafka's default (1,000,000)."""
+        try:
+            return int(self.user.get("message.max.bytes", LIBRDKAFKA_MAX_MESSAGE_BYTES))
+        except ValueError:  # librdkafka itself refuses the setting when the producer is created
+            return LIBRDKAFKA_MAX_MESSAGE_BYTES
 
     def build(
         self,

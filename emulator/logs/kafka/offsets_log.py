@@ -78,6 +78,7 @@ class KafkaOffsetLog(OffsetLog):
         self._clients = KafkaClientConfig(
             bootstrap_servers, dict(client_config or {}), "the offsets log", tail_fetch_wait_ms=tail_fetch_wait_ms
         )
+        self._max_record_bytes = self._clients.producer_max_message_bytes()
         self._spec = TopicSpec(topic, partitions, replication_factor)
         self._read_committed = read_committed
         self._timeout_s = operation_timeout_s
@@ -241,8 +242,10 @@ class KafkaOffsetLog(OffsetLog):
     # ---------------------------------------------------------------- writing
 
     def append(self, entries: Sequence[tuple[bytes, bytes | None]], timeout_s: float = 30.0) -> list[Position]:
-        checked = [checked_entry(i, entry) for i, entry in enumerate(entries)]
-        return self._noted(self._writer.append(checked, timeout_s))
+        return self._noted(self._writer.append(self._checked(entries), timeout_s))
+
+    def _checked(self, entries: Sequence[tuple[bytes, bytes | None]]) -> list[tuple[bytes, bytes | None]]:
+        return [checked_entry(i, entry, self._max_record_bytes) for i, entry in enumerate(entries)]
 
     def _noted(self, positions: list[Position]) -> list[Position]:
         self._own_writes.note(positions)
@@ -259,7 +262,7 @@ class KafkaOffsetLog(OffsetLog):
         timeout_s: float = 30.0,
         fence_also: Sequence[str] = (),
     ) -> list[Position]:
-        checked = [checked_entry(i, entry) for i, entry in enumerate(entries)]
+        checked = self._checked(entries)
         self._require_open()
         return self._noted(self._transactions.append(transactional_id, checked, timeout_s, fence_also))
 
@@ -384,7 +387,7 @@ class KafkaOffsetLog(OffsetLog):
     def append_fenced(
         self, fence: Fence, entries: Sequence[tuple[bytes, bytes | None]], timeout_s: float = 30.0
     ) -> list[Position]:
-        checked = [checked_entry(i, e) for i, e in enumerate(entries)]
+        checked = self._checked(entries)
         if fence.epoch is None:
             store = self._claims_store(create=False)
             if store is None:
@@ -413,7 +416,7 @@ class KafkaOffsetLog(OffsetLog):
                 return None
         finally:
             self._claims_lock.release()
-        started = self._writer.start([checked_entry(i, e) for i, e in enumerate(entries)])
+        started = self._writer.start(self._checked(entries))
         if started is not None:
             started.add_done_callback(self._noted_when_written)  # before the caller's callbacks
         return started

@@ -37,9 +37,16 @@ _START_QUEUE_ROOM = 10_000
 means a broker that does not keep up, and the blocking path waits for room instead."""
 
 
-def checked_entry(index: int, entry: tuple[bytes, bytes | None]) -> tuple[bytes, bytes | None]:
+def checked_entry(
+    index: int, entry: tuple[bytes, bytes | None], max_bytes: int | None = None
+) -> tuple[bytes, bytes | None]:
     """One ``(key, value-or-None)`` pair as bytes, or ``InvalidRecord`` naming the entry: checked before
-    anything is written, so a bad entry never leaves half an append behind."""
+    anything is written, so a bad entry never leaves half an append behind.
+
+    ``max_bytes``: the producer's ``message.max.bytes``. librdkafka refuses a bigger record itself
+    (``MSG_SIZE_TOO_LARGE``), which reached the client as a 500 and the log as an ERROR: it is the
+    request's to fix, as a 400. Key and value alone are counted, so a record librdkafka would take is
+    never refused here (it adds a few dozen bytes of framing and may refuse one just under)."""
     try:
         key, value = entry
     except (TypeError, ValueError):
@@ -48,6 +55,13 @@ def checked_entry(index: int, entry: tuple[bytes, bytes | None]) -> tuple[bytes,
         raise InvalidRecord(f"entry {index}: key must be bytes, got {type(key).__name__}")
     if value is not None and not isinstance(value, bytes | bytearray | memoryview):
         raise InvalidRecord(f"entry {index}: value must be bytes or None, got {type(value).__name__}")
+    size = len(key) + (0 if value is None else len(value))
+    if max_bytes is not None and size > max_bytes:
+        raise InvalidRecord(
+            f"entry {index}: {size} bytes of key and value, over the producer's message.max.bytes ({max_bytes}); "
+            "Connect's own producer refuses a record over its max.request.size (1048576 bytes by default) as "
+            "well; nothing was written"
+        )
     return bytes(key), (None if value is None else bytes(value))
 
 
