@@ -57,35 +57,39 @@ class ConnectionGuard:
     answer: Callable[[OffsetsError], bytes]
     """The whole HTTP response for an error (``emulator.server.errors.raw_error_response``)."""
     on_closed: Callable[[str], None] = lambda reason: None
-    """Called with ``limit`` or ``header_timeout`` for every connection the guard closed."""
+    """Called with the reason (``limit``, ``header_timeout``, ``body_timeout``) of every connection closed."""
     open_connections: set[Any] = field(default_factory=set)
     """uvicorn's set of open connections (bound by the first one)."""
     _sweeping: bool = False
     _unlogged: dict[str, tuple[int, str, tuple[str, int] | None]] = field(default_factory=dict)
     _logged_at: dict[str, float] = field(default_factory=dict)
 
-    def close(self, protocol: HttpToolsProtocol | H11Protocol, error: OffsetsError, reason: str) -> None:
+    def close(
+        self, protocol: HttpToolsProtocol | H11Protocol, reason: str, message: str, answer: OffsetsError | None
+    ) -> None:
+        """Close ``protocol``'s connection (after writing ``answer``, if any), count it and note it."""
         transport = protocol.transport
         if transport is None or transport.is_closing():
             return
-        transport.write(self.answer(error))
+        if answer is not None:
+            transport.write(self.answer(answer))
         transport.close()
         self.on_closed(reason)
-        self._note(reason, error.message, protocol.client)
+        self._note(reason, message, protocol.client)
 
     def _note(self, reason: str, message: str, client: tuple[str, int] | None) -> None:
         """A warning at the first, then at most one every 10 s with the count since (a flood is a
-        line every 10 s, not one per connection; ``_flush`` writes what is left)."""
+        line every 10 s, not one per connection; the sweep writes what is left)."""
         count, _, _ = self._unlogged.get(reason, (0, "", None))
         self._unlogged[reason] = (count + 1, message, client)
-        if time.monotonic() - self._logged_at.get(reason, -_LOG_EVERY_S) >= _LOG_EVERY_S:
-            self._flush(reason)
+        self._flush_due(time.monotonic())
 
-    def _flush(self, reason: str) -> None:
-        count, message, client = self._unlogged.pop(reason)
-        self._logged_at[reason] = time.monotonic()
-        peer = "" if client is None else f", the last from {client[0]}:{client[1]}"
-        log.warning("closed %d connection(s) (%s%s): %s", count, reason, peer, message)
+    def _flush_due(self, now: float) -> None:
+        for reason in [r for r in self._unlogged if now - self._logged_at.get(r, -_LOG_EVERY_S) >= _LOG_EVERY_S]:
+            count, message, client = self._unlogged.pop(reason)
+            self._logged_at[reason] = now
+            peer = "" if client is None else f", the last from {client[0]}:{client[1]}"
+            log.warning("closed %d connection(s) (%s%s): %s", count, reason, peer, message)
 
     def start_sweeping(self, loop: asyncio.AbstractEventLoop) -> None:
         if not self._sweeping:
@@ -94,33 +98,20 @@ class ConnectionGuard:
 
     def _sweep(self, loop: asyncio.AbstractEventLoop) -> None:
         deadline = loop.time() - self.header_timeout_s
-        late = [
-            p
-            for p in self.open_connections
-            if (since := getattr(p, "head_since", None)) is not None and since < deadline
-        ]
-        for protocol in late:
-            protocol.head_since = None
-            self.close(
-                protocol,
-                RequestHeadTimeout(
+        for protocol in list(self.open_connections):
+            since = getattr(protocol, "head_since", None)
+            if since is not None and since < deadline:
+                protocol.head_since = None
+                late = RequestHeadTimeout(
                     f"The request's headers did not arrive within {self.header_timeout_s:g} s (--header-timeout)"
-                ),
-                "header_timeout",
-            )
-        for protocol in [p for p in self.open_connections if _body_stalled(p, deadline)]:
-            # The route is reading this body: an answer written here would cross its own. Closed
-            # without one, the route sees the client gone and gives up (nothing was written).
-            protocol.transport.close()
-            self.on_closed("body_timeout")
-            self._note(
-                "body_timeout",
-                f"no byte of the request's body within {self.header_timeout_s:g} s (--header-timeout)",
-                protocol.client,
-            )
-        now = time.monotonic()
-        for reason in [r for r in self._unlogged if now - self._logged_at.get(r, -_LOG_EVERY_S) >= _LOG_EVERY_S]:
-            self._flush(reason)
+                )
+                self.close(protocol, "header_timeout", late.message, late)
+            elif _body_stalled(protocol, deadline):
+                # The route is reading this body: an answer written here would cross its own. Closed
+                # without one, the route sees the client gone and gives up (nothing was written).
+                message = f"no byte of the request's body within {self.header_timeout_s:g} s (--header-timeout)"
+                self.close(protocol, "body_timeout", message, None)
+        self._flush_due(time.monotonic())
         loop.call_later(SWEEP_S, self._sweep, loop)
 
 
@@ -134,7 +125,6 @@ def _body_stalled(protocol: Any, deadline: float) -> bool:
         and cycle.more_body
         and protocol.data_at < deadline
         and protocol.transport.is_reading()
-        and not protocol.transport.is_closing()
     )
 
 
@@ -153,14 +143,11 @@ def guarded_protocol(guard: ConnectionGuard, base: type[P]) -> type[P]:
             super().connection_made(transport)
             guard.open_connections = self.connections
             if len(self.connections) > guard.max_connections:
-                guard.close(
-                    self,
-                    TooManyConnections(
-                        f"The daemon has {guard.max_connections} connections open (--max-connections); "
-                        "try again shortly, or reuse a connection"
-                    ),
-                    "limit",
+                full = TooManyConnections(
+                    f"The daemon has {guard.max_connections} connections open (--max-connections); "
+                    "try again shortly, or reuse a connection"
                 )
+                guard.close(self, "limit", full.message, full)
                 return
             self.head_since = self.loop.time()
             guard.start_sweeping(self.loop)
