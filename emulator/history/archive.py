@@ -7,7 +7,8 @@ the history routes and the queries use); each job lives in its own module:
   log and history directory opens it read-only: it answers queries but archives nothing);
 - ``recovery.py``: at open, files left open by a crash are cut back and the watermark rebuilt;
 - ``batch_queue.py``: the view's listener puts batches on a queue bounded by record count; when it
-  is full the log's reader waits (backpressure), it never drops;
+  is full the log's reader waits (backpressure), it never drops, unless the archiver is stalled on
+  a write it keeps retrying (then archiving stops instead: the readers never wait for a disk);
 - ``archiver.py``: the one thread that owns the files: replay decisions, rows, epochs;
 - ``writer.py``: the file being written, its fsync policy and rotation; ``retention.py``: folding
   old files into a base file.
@@ -31,7 +32,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO, Any
 
-from emulator.history.archiver import Archiver
+from emulator.history.archiver import DEFAULT_RETRY_MAX_S, Archiver
 from emulator.history.batch_queue import DEFAULT_QUEUE_RECORDS, ArchiveQueue
 from emulator.history.directory import HistoryError, WriterLock, log_slug
 from emulator.history.files import ArchiveFile, scan_dir
@@ -76,6 +77,7 @@ class HistoryArchive:
         hold_limit: int = 200_000,
         tick_s: float = 0.5,
         yield_s: float = DEFAULT_YIELD_S,
+        retry_max_s: float = DEFAULT_RETRY_MAX_S,
     ) -> None:
         self.root = Path(root)
         self.identity = log_identity
@@ -93,6 +95,7 @@ class HistoryArchive:
         self._hold_limit = hold_limit
         self._tick_s = tick_s
         self._yield_s = yield_s
+        self._retry_max_s = retry_max_s
         self._queue = ArchiveQueue(self.stats, queue_records)
         self._lock = WriterLock(self.directory, log_identity)
         self._files_lock = threading.Lock()  # held while files are renamed, cut or deleted
@@ -169,6 +172,7 @@ class HistoryArchive:
             hold_limit=self._hold_limit,
             tick_s=self._tick_s,
             yield_s=self._yield_s,
+            retry_max_s=self._retry_max_s,
         )
         self.writable = True
         self._opened = True
@@ -217,15 +221,22 @@ class HistoryArchive:
 
     def status(self) -> dict[str, Any]:
         """The archiver's health and counters (``GET /history/status``)."""
-        queued, failed = self._queue.state()
+        queue = self._queue.state()
         s = self.stats
+        if queue.stalled_s is not None:
+            mode = "stalled"
+        elif queue.failure is not None:
+            mode = "failed"
+        else:
+            mode = "writing" if self.writable else "read-only"
         return {
             "directory": str(self.directory),
             "log": self.identity,
-            "mode": "failed" if failed else ("writing" if self.writable else "read-only"),
-            "failure": failed,
+            "mode": mode,
+            "failure": queue.failure,
+            "stalled_s": None if queue.stalled_s is None else round(queue.stalled_s, 1),
             "epoch": self._state.epoch,
-            "queued_records": queued,
+            "queued_records": queue.queued_records,
             "records_archived": s.records_archived,
             "records_skipped_replay": s.records_skipped_replay,
             "records_not_archived": s.records_not_archived,

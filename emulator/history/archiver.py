@@ -11,9 +11,13 @@ was read to its end is shorter than the archive.
 Requests first. While requests are being answered the archiver pauses between slices of a batch
 (``pacing.py``: encoding holds the interpreter lock, and a request would wait for it).
 
-Failures. A batch that cannot be written after the file writer's retries stops archiving for
-good: the queue fails (logged, in ``status()``), every record from then on is counted as not
-archived, and the run never resumes with a hole, so the next start re-archives from the log.
+Failures. A batch that cannot be written after the file writer's quick retries stalls the
+archiver: it keeps the batch and tries it again, waiting longer each time (up to
+``retry_max_s``), while the queue takes what the reader delivers meanwhile. A disk that comes back
+(space freed, a mount restored) therefore costs nothing. The stall ends archiving for good when the
+queue would overfill (the reader never waits for a stalled archiver) or the daemon stops: then the
+queue fails (logged, in ``status()``), every record from then on is counted as not archived, and
+the run never resumes with a hole, so the next start re-archives from the log.
 """
 
 from __future__ import annotations
@@ -38,6 +42,10 @@ log = logging.getLogger(__name__)
 
 Rows = list[EncodedRow]
 
+DEFAULT_RETRY_MAX_S = 15.0
+"""The longest wait between two attempts at a batch while the archiver is stalled: how long a
+recovered disk may go unnoticed."""
+
 
 class _Stopped(Exception):
     """Raised inside the archiver thread once archiving has failed for good."""
@@ -61,6 +69,7 @@ class Archiver:
         hold_limit: int = 200_000,
         tick_s: float = 0.5,
         yield_s: float = DEFAULT_YIELD_S,
+        retry_max_s: float = DEFAULT_RETRY_MAX_S,
     ) -> None:
         self._queue = queue
         self._file = file
@@ -72,6 +81,7 @@ class Archiver:
         self._directory = directory
         self._progress = progress
         self._tick_s = tick_s
+        self._retry_max_s = retry_max_s
         self._guard = ReplayGuard(state, hold_limit)
         self._rows = RowEncoder(identity, origins)
         self._pacer = Pacer(queue, stats, yield_s)
@@ -131,9 +141,23 @@ class Archiver:
     def _write(self, rows: Rows) -> None:
         try:
             self._file.write(rows)
+            return
         except WriteFailed as exc:
-            self._queue.fail(str(exc), lost=len(rows))
-            raise _Stopped from exc
+            reason = str(exc)
+        self._queue.stall(reason)
+        delay = min(1.0, self._retry_max_s)
+        while self._queue.retry_wait(delay):
+            try:
+                self._file.write(rows, attempts=1)
+            except WriteFailed as exc:
+                reason = str(exc)
+                self._queue.stall(reason)
+                delay = min(delay * 2, self._retry_max_s)
+                continue
+            self._queue.resume()
+            return
+        self._queue.fail(f"{reason}; stopped while retrying", lost=len(rows))
+        raise _Stopped
 
     def _start_epoch(self, decision: Decision, received_ms: int) -> Rows:
         """The log was re-created: close the file, begin a new epoch, and (when the guard held back

@@ -6,6 +6,11 @@ dropping: the reader is slowed, never robbed, and a record the view applied is a
 archive gets. Sequence numbers let ``wait_done`` (the archive's ``sync``) wait for exactly the
 batches handed over so far, which makes history read-your-writes.
 
+While the archiver cannot write (``stall``: a full disk, a file it cannot open) it retries, and
+the queue keeps taking batches, but the reader never waits for a stalled archiver: a batch that
+would overfill the queue then ends archiving for good instead. So a short outage of the archive's
+disk loses nothing, and a long one costs the archive, never the log's readers.
+
 Once archiving has failed for good, nothing is queued any more; every record refused is counted
 (``records_not_archived``), because the next start archives them from the log and an operator
 must be able to see how many that will be.
@@ -41,6 +46,15 @@ class Batch:
     """``time.monotonic()`` at ``put``: the pacing (``pacing.py``) waits for requests only so long after it."""
 
 
+@dataclass(frozen=True)
+class QueueState:
+    queued_records: int
+    failure: str | None
+    """Why archiving failed for good or, while ``stalled_s`` is set, why the archiver is retrying."""
+    stalled_s: float | None
+    """Seconds since the archiver last could write, while it is retrying; None otherwise."""
+
+
 class Signal(enum.Enum):
     """What ``take`` returns besides a batch."""
 
@@ -62,6 +76,8 @@ class ArchiveQueue:
         self._enqueued_seq = 0
         self._done_seq = 0
         self._failed: str | None = None
+        self._stalled: str | None = None
+        self._stalled_at = 0.0
         self._closing = False
         self._syncing = 0  # callers in ``wait_done``
         self.consumer: threading.Thread | None = None
@@ -81,6 +97,12 @@ class ArchiveQueue:
                 and self._queued_records > 0
                 and self._queued_records + len(records) > self._capacity
             ):
+                if self._stalled is not None:
+                    self._fail_locked(
+                        f"{self._stalled}; the archive could not be written for "
+                        f"{time.monotonic() - self._stalled_at:.0f} s and its queue of {self._capacity} records is full"
+                    )
+                    break
                 now = time.monotonic()
                 if waited_from is None:
                     waited_from = now
@@ -112,12 +134,12 @@ class ArchiveQueue:
             target = self._enqueued_seq
             self._syncing += 1
             try:
-                while self._done_seq < target and self._failed is None:
+                while self._done_seq < target and self._failed is None and self._stalled is None:
                     remaining = deadline - time.monotonic()
                     if remaining <= 0:
                         return False
                     self._cond.wait(remaining)
-                return self._failed is None
+                return self._failed is None and self._done_seq >= target
             finally:
                 self._syncing -= 1
 
@@ -159,6 +181,40 @@ class ArchiveQueue:
         without the lock: a moment-old answer only shortens or lengthens one pause."""
         return bool(self._syncing or self._items or self._closing)
 
+    def stall(self, reason: str) -> None:
+        """The archiver cannot write the batch in hand and retries it: from now on a batch that
+        would overfill the queue fails archiving instead of making the reader wait, and
+        ``wait_done`` answers False at once."""
+        with self._cond:
+            if self._stalled is None:
+                self._stalled_at = time.monotonic()
+                log.error("history archiver cannot write (%s); retrying, records are queued meanwhile", reason)
+            self._stalled = reason
+            self._cond.notify_all()
+
+    def resume(self) -> None:
+        """The batch in hand was written after a stall."""
+        with self._cond:
+            if self._stalled is not None:
+                log.warning(
+                    "history archiver writes again after %.0f s; nothing was lost",
+                    time.monotonic() - self._stalled_at,
+                )
+            self._stalled = None
+            self._cond.notify_all()
+
+    def retry_wait(self, delay_s: float) -> bool:
+        """While stalled, wait ``delay_s`` before the next attempt; False (at once) when archiving
+        failed for good meanwhile or the daemon is stopping: then the archiver gives up."""
+        deadline = time.monotonic() + delay_s
+        with self._cond:
+            while self._failed is None and not self._closing:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return True
+                self._cond.wait(remaining)
+            return False
+
     def fail(self, reason: str, lost: int = 0) -> None:
         """Archiving stopped for good: drop and count what is queued, plus ``lost`` records in hand."""
         with self._cond:
@@ -168,10 +224,11 @@ class ArchiveQueue:
 
     # ------------------------------------------------------------------ status (any thread)
 
-    def state(self) -> tuple[int, str | None]:
-        """``(records queued, failure reason or None)``, read together."""
+    def state(self) -> QueueState:
+        """The queue's size and health, read together."""
         with self._cond:
-            return self._queued_records, self._failed
+            stalled_s = time.monotonic() - self._stalled_at if self._stalled is not None and not self._failed else None
+            return QueueState(self._queued_records, self._failed or self._stalled, stalled_s)
 
     def _fail_locked(self, reason: str) -> None:
         if self._failed is None:

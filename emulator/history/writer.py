@@ -45,7 +45,7 @@ _WRITE_ATTEMPTS = 3
 
 
 class WriteFailed(Exception):
-    """Every attempt to write a batch failed (disk full, permissions): archiving must stop."""
+    """Every attempt to write a batch failed (disk full, permissions): the archiver stalls."""
 
 
 class CurrentFile:
@@ -92,16 +92,16 @@ class CurrentFile:
 
     # ------------------------------------------------------------------ writing
 
-    def write(self, rows: Sequence[EncodedRow]) -> None:
+    def write(self, rows: Sequence[EncodedRow], attempts: int = _WRITE_ATTEMPTS) -> None:
         """Append rows as Avro blocks and flush them, then advance the watermark.
 
         A failed attempt is counted and logged, the file is cut back to its last good block and the
-        rows are written again into a new file; after the last attempt ``WriteFailed`` is raised and
-        nothing of the batch counts as archived.
+        rows are written again into a new file; after the last of ``attempts`` ``WriteFailed`` is
+        raised and nothing of the batch counts as archived (the archiver then retries, slower).
         """
         if not rows:
             return
-        for attempt in range(1, _WRITE_ATTEMPTS + 1):
+        for attempt in range(1, attempts + 1):
             try:
                 self._ensure_open()
                 fo = self._fo
@@ -116,11 +116,11 @@ class CurrentFile:
                     "history: writing %d records failed (attempt %d of %d): %s",
                     len(rows),
                     attempt,
-                    _WRITE_ATTEMPTS,
+                    attempts,
                     self._stats.last_error,
                 )
                 self._abandon()
-                if attempt == _WRITE_ATTEMPTS:
+                if attempt == attempts:
                     raise WriteFailed(f"cannot write to {self._directory}: {self._stats.last_error}") from exc
                 time.sleep(0.5 * attempt)
         self._dirty = True
@@ -157,7 +157,10 @@ class CurrentFile:
             )
             fo.flush()
         except BaseException:
-            fo.close()
+            with contextlib.suppress(OSError):
+                fo.close()
+            with contextlib.suppress(OSError):  # no record in it; left, a query would warn about its header
+                path.unlink()
             raise
         self._fo, self._writer, self._seq, self._sync_marker = fo, writer, seq, sync_marker
         self._flushed_size = fo.tell()

@@ -21,7 +21,7 @@ from emulator.server.metrics_topics import connector_topic_metrics
 from emulator.server.sink_lag import SinkLag
 from emulator.view.offset_view import OffsetView
 
-HISTORY_MODES = ("writing", "read-only", "failed")
+HISTORY_MODES = ("writing", "read-only", "stalled", "failed")
 
 
 def _gauge(name: str, doc: str, value: float) -> GaugeMetricFamily:

@@ -105,8 +105,9 @@ class HistoryStatus(TypedDict):
 
     directory: str
     log: str
-    mode: Literal["writing", "read-only", "failed"]
+    mode: Literal["writing", "read-only", "stalled", "failed"]
     failure: str | None
+    stalled_s: float | None
     epoch: int
     queued_records: int
     records_archived: int

@@ -439,25 +439,92 @@ def test_fenced_appends_through_the_tracked_log_reach_the_backend_and_are_attrib
 
 
 @pytest.mark.slow
-def test_a_write_that_keeps_failing_stops_archiving_says_so_and_counts_every_record_left_out(
+def block_archive_files(directory: Path, count: int = 400) -> list[Path]:
+    """Make the next ``count`` archive files impossible to open (a directory holds each name): every
+    write attempt fails as on a full disk, also for root, which ignores permissions."""
+    blocked = [directory / f"history-{seq:010d}.avro.open" for seq in range(count)]
+    for path in blocked:
+        path.mkdir()
+    return blocked
+
+
+def wait_mode(stack: Stack, mode: str, timeout_s: float = 20.0) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout_s
+    while (status := stack.archive.status())["mode"] != mode:
+        assert time.monotonic() < deadline, f"the archiver never reached {mode!r}: {status}"
+        time.sleep(0.02)
+    return status
+
+
+@pytest.mark.slow  # waits out the file writer's three quick attempts (1.5 s)
+def test_an_archive_that_cannot_be_written_stalls_and_resumes_without_loss_once_it_can(
     tmp_path: Path, stacks: list[Stack]
 ) -> None:
-    stack = open_stack(tmp_path)
+    stack = open_stack(tmp_path, retry_max_s=0.2)
     stacks.append(stack)
-    directory = stack.archive.directory
-    for seq in range(3):  # the three attempts each open a new file: make every one of them impossible
-        (directory / f"history-{seq:010d}.avro.open").mkdir()
-    stack.log.append([(key(1), value(1)), (key(2), value(2))])
-    deadline = time.monotonic() + 20
-    while stack.archive.status()["mode"] != "failed":
-        assert time.monotonic() < deadline, "the archiver never gave up"
-        time.sleep(0.05)
-    status = stack.archive.status()
-    assert "cannot write to" in status["failure"] and status["write_errors"] == 3
-    assert status["records_not_archived"] == 2 and status["records_archived"] == 0
-    stack.wait_applied(stack.log.append([(key(3), value(3))]))
-    assert stack.archive.status()["records_not_archived"] == 3, "records arriving after the failure are counted"
+    blocked = block_archive_files(stack.archive.directory)
+    stack.append([(key(1), value(1)), (key(2), value(2))], operation="PATCH")
+    status = wait_mode(stack, "stalled")
+    assert "cannot write to" in status["failure"] and status["stalled_s"] is not None
+    assert status["write_errors"] >= 3 and status["records_archived"] == 0
+    started = time.monotonic()
+    assert stack.archive.sync(10) is False, "a stalled archive is not in sync"
+    assert time.monotonic() - started < 1.0, "and says so at once instead of waiting out the sync timeout"
+    stack.append([(key(3), value(3))])  # the reader goes on; the record waits in the queue
+    for path in blocked:  # the disk is back
+        path.rmdir()
+    status = wait_mode(stack, "writing")
+    assert status["failure"] is None and status["stalled_s"] is None and status["records_not_archived"] == 0
+    rows = stack.rows()
+    assert [(r["key"], r["origin"]) for r in rows] == [
+        (key(1), "daemon"),
+        (key(2), "daemon"),
+        (key(3), "external"),
+    ], "every record, in order, with its origin"
+
+
+@pytest.mark.slow  # the same
+def test_a_stalled_archiver_whose_queue_fills_stops_archiving_and_never_makes_the_reader_wait(
+    tmp_path: Path, stacks: list[Stack]
+) -> None:
+    stack = open_stack(tmp_path, queue_records=3, retry_max_s=0.2)
+    stacks.append(stack)
+    block_archive_files(stack.archive.directory)
+    stack.append([(key(1), value(1)), (key(2), value(2))])
+    wait_mode(stack, "stalled")
+    for n in range(3, 6):  # the queue holds 3 records with the batch in hand: the 4th overfills it
+        stack.wait_applied(stack.log.append([(key(n), value(n))]), timeout_s=3.0)
+    status = wait_mode(stack, "failed")
+    assert "queue of 3 records is full" in status["failure"] and status["records_archived"] == 0
+    deadline = time.monotonic() + 10
+    while stack.archive.status()["records_not_archived"] < 5:
+        assert time.monotonic() < deadline, f"not every record left out was counted: {stack.archive.status()}"
+        time.sleep(0.02)
+    stack.wait_applied(stack.log.append([(key(6), value(6))]), timeout_s=3.0)
+    assert stack.archive.status()["records_not_archived"] == 6, "records arriving after the failure are counted"
     assert stack.archive.sync(1) is False, "a failed archive never claims to be in sync"
+
+
+@pytest.mark.slow  # the same
+def test_stopping_a_stalled_archiver_is_prompt_and_the_next_start_archives_what_it_could_not(
+    tmp_path: Path,
+) -> None:
+    stack = open_stack(tmp_path, retry_max_s=30.0)
+    blocked = block_archive_files(stack.archive.directory)
+    stack.append([(key(1), value(1)), (key(2), value(2))])
+    wait_mode(stack, "stalled")
+    started = time.monotonic()
+    stack.close()
+    assert time.monotonic() - started < 5.0, "close does not wait out the retries"
+    status = stack.archive.status()
+    assert status["mode"] == "failed" and status["records_not_archived"] == 2
+    for path in blocked:
+        path.rmdir()
+    again = open_stack(tmp_path)
+    try:
+        assert [r["key"] for r in again.rows()] == [key(1), key(2)]
+    finally:
+        again.close()
 
 
 def test_a_query_waits_a_bounded_time_for_the_readers_delivery_of_own_writes(tmp_path: Path) -> None:
