@@ -31,12 +31,12 @@ from emulator.server.deps import Runtime, RuntimeDep
 from emulator.server.routes.history import partition_param
 from emulator.server.routes.params import check_connector_path
 from emulator.server.sink_lag import SinkLag
+from emulator.server.ui.connector_list import ListQuery, connector_list
 from emulator.server.ui.history_index import HistoryIndex
 from emulator.server.ui.summary import (
     change_dict,
     claim_of,
     connector_kind,
-    connector_rows,
     connector_state,
     offset_rows,
     sink_lag,
@@ -119,9 +119,22 @@ async def session(request: Request) -> dict[str, Any]:
 
 
 @router.get("/connectors")
-async def connectors(request: Request, rt: RuntimeDep) -> dict[str, Any]:
-    """The connectors page: every readable connector with its kind, state, partitions, last change,
-    claim and (sinks) lag; or the replay's progress while the daemon is not ready."""
+async def connectors(
+    request: Request,
+    rt: RuntimeDep,
+    q: str = "",
+    kind: str | None = None,
+    sort: str = "name",
+    desc: bool = False,
+    at: int = 0,
+    limit: int | None = None,
+    connector: str | None = None,
+) -> dict[str, Any]:
+    """The connectors page: readable connectors with their kind, state, partitions, last change,
+    claim and (sinks) lag, filtered (``q`` in the name, ``kind``, exactly ``connector``), sorted
+    (``sort``, ``desc``) and, with ``limit``, one page from ``at``; or the replay's progress while
+    the daemon is not ready."""
+    query = ListQuery(q, kind or None, sort, desc, at, limit, connector)
     index = await fresh_index(request)
     body = page_state(rt, index)
     if not body["serving"]:
@@ -130,7 +143,7 @@ async def connectors(request: Request, rt: RuntimeDep) -> dict[str, Any]:
     grants = grants_of(current_principal.get().scopes)
     lag_source: SinkLag | None = getattr(request.app.state, "sink_lag", None)
     names = await rt.offsets.connectors()
-    body["connectors"] = await connector_rows(rt, names, grants, index, await sink_lag(lag_source))
+    body |= await connector_list(rt, names, grants, index, await sink_lag(lag_source), query)
     body["sink_lag"] = lag_source is not None
     return body
 

@@ -109,22 +109,7 @@ async def sink_lag(lag: SinkLag | None) -> SinkLagSnapshot | None:
     return None if lag is None else await asyncio.to_thread(lag.snapshot)
 
 
-async def connector_rows(
-    rt: Runtime,
-    names: list[str],
-    grants: Grants,
-    index: HistoryIndex | None,
-    lag: SinkLagSnapshot | None,
-) -> list[dict[str, Any]]:
-    """One row per connector the principal may read: the connectors page. Built on worker threads:
-    with 10,000 connectors the rows take 0.1–0.2 s of the interpreter, which on the event loop would hold
-    every other request that long at each of the console's refreshes (every 2 s)."""
-    readable = await asyncio.to_thread(lambda: [name for name in names if grants.allows("read", name)])
-    claims = await claims_of(rt, readable)
-    return await asyncio.to_thread(_rows, rt, readable, grants, index, lag, claims)
-
-
-def _rows(
+def connector_rows_for(
     rt: Runtime,
     readable: list[str],
     grants: Grants,
@@ -132,6 +117,9 @@ def _rows(
     lag: SinkLagSnapshot | None,
     claims: dict[str, dict[str, Any] | None],
 ) -> list[dict[str, Any]]:
+    """One row per connector of the connectors page (``connector_list.py`` chooses which). Called on a
+    worker thread: with 10,000 connectors the rows took 0.1–0.2 s of the interpreter, which on the
+    event loop would hold every other request that long at each of the console's refreshes."""
     last = index.last_changes() if index is not None and index.state().ready else {}
     lags: dict[str, list[int]] = {}
     for p in lag.partitions if lag is not None else ():

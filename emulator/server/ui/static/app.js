@@ -144,10 +144,10 @@ function schedulePoll() {
 async function poll() {
   if (document.visibilityState === "hidden" || document.getElementById("dialog").open) return schedulePoll();
   try {
-    const data = await loadConnectors();
+    const r = route();
+    const data = await (r.page === "connector" ? loadConnectors(r.name) : loadConnectors());
     showProgress(data);
     const changed = remember(data);
-    const r = route();
     if (!data.serving) {
       // still replaying: the bar moves
     } else if (!main().querySelector("h2")) {
