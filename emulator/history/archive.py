@@ -219,6 +219,16 @@ class HistoryArchive:
 
     # ------------------------------------------------------------------ queries' side
 
+    def behind_because(self) -> str | None:
+        """Why the archive cannot catch up now, for a query's warning; None when it is only slow. The
+        failure itself names server paths, so it is left to ``/history/status`` (admin only)."""
+        queue = self._queue.state()
+        if queue.failure is None:
+            return None
+        if queue.stalled_s is not None:
+            return f"the archiver cannot write for {queue.stalled_s:.0f} s and retries (why: GET /history/status)"
+        return "archiving stopped (why: GET /history/status); a restart archives the rest from the log"
+
     def status(self) -> dict[str, Any]:
         """The archiver's health and counters (``GET /history/status``)."""
         queue = self._queue.state()

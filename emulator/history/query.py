@@ -88,6 +88,8 @@ class HistoryReader:
     report: ReadReport = field(default_factory=ReadReport)
     horizon_ms: int | None = None
     synced: bool | None = None
+    unsynced_because: str | None = None
+    """Why the archive may lag behind (a write it keeps retrying, archiving stopped), when known."""
     min_ms: int | None = None
     max_ms: int | None = None
     """Closed files whose records all lie outside ``[min_ms, max_ms]`` (by the times in their names)
@@ -105,6 +107,8 @@ class HistoryReader:
     def _open(self) -> list[tuple[ArchiveFile, IO[bytes]]]:
         if self.archive is not None and self.archive.writable:
             self.synced = self.archive.sync(self.sync_timeout_s)
+            if not self.synced:
+                self.unsynced_because = self.archive.behind_because()
             opened = self.archive.snapshot_files()
         else:
             opened = _open_files(self.directory)
@@ -257,14 +261,14 @@ class HistoryPage:
     truncated: bool
     report: ReadReport
     synced: bool | None
+    unsynced_because: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         body: dict[str, Any] = {"order": "newest_first", "changes": self.changes, "truncated": self.truncated}
         body["damaged_files"] = self.report.damaged
         if self.synced is False:
-            body["warning"] = (
-                "the archive may lack this daemon's latest writes: the log's reader or the archiver did not "
-                "confirm them in time"
+            body["warning"] = "the archive may lack this daemon's latest writes: " + (
+                self.unsynced_because or "the log's reader or the archiver did not confirm them in time"
             )
         return body
 
@@ -302,7 +306,9 @@ def connector_history(
         # With a time range, files outside it are not read, so "no rows" cannot mean "unknown".
         raise ConnectorNotFound(f"Connector {connector} not found in the offsets history")
     ordered = sorted(newest, key=lambda item: item[:2], reverse=True)
-    return HistoryPage([change_view(row) for _, _, row in ordered], seen > limit, reader.report, reader.synced)
+    return HistoryPage(
+        [change_view(row) for _, _, row in ordered], seen > limit, reader.report, reader.synced, reader.unsynced_because
+    )
 
 
 # --- past states --------------------------------------------------------------------------------

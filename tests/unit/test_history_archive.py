@@ -441,8 +441,10 @@ def test_fenced_appends_through_the_tracked_log_reach_the_backend_and_are_attrib
 @pytest.mark.slow
 def block_archive_files(directory: Path, count: int = 400) -> list[Path]:
     """Make the next ``count`` archive files impossible to open (a directory holds each name): every
-    write attempt fails as on a full disk, also for root, which ignores permissions."""
-    blocked = [directory / f"history-{seq:010d}.avro.open" for seq in range(count)]
+    write attempt in a new file fails as on a full disk, also for root, which ignores permissions."""
+    used = [int(name[8:18]) for name in os.listdir(directory) if name.startswith("history-")]  # history-<seq>…
+    first = max(used, default=-1) + 1
+    blocked = [directory / f"history-{seq:010d}.avro.open" for seq in range(first, first + count)]
     for path in blocked:
         path.mkdir()
     return blocked
@@ -460,16 +462,20 @@ def wait_mode(stack: Stack, mode: str, timeout_s: float = 20.0) -> dict[str, Any
 def test_an_archive_that_cannot_be_written_stalls_and_resumes_without_loss_once_it_can(
     tmp_path: Path, stacks: list[Stack]
 ) -> None:
-    stack = open_stack(tmp_path, retry_max_s=0.2)
+    stack = open_stack(tmp_path, retry_max_s=0.2, rotate_bytes=1)  # each batch in a file of its own
     stacks.append(stack)
+    stack.append([(key(0), value(0))])
+    assert len(stack.rows()) == 1
     blocked = block_archive_files(stack.archive.directory)
     stack.append([(key(1), value(1)), (key(2), value(2))], operation="PATCH")
     status = wait_mode(stack, "stalled")
     assert "cannot write to" in status["failure"] and status["stalled_s"] is not None
-    assert status["write_errors"] >= 3 and status["records_archived"] == 0
+    assert status["write_errors"] >= 3 and status["records_archived"] == 1
     started = time.monotonic()
     assert stack.archive.sync(10) is False, "a stalled archive is not in sync"
     assert time.monotonic() - started < 1.0, "and says so at once instead of waiting out the sync timeout"
+    page = connector_history(HistoryReader(stack.archive.directory, stack.archive), "c").as_dict()
+    assert "the archiver cannot write for" in page["warning"] and "retries" in page["warning"]
     stack.append([(key(3), value(3))])  # the reader goes on; the record waits in the queue
     for path in blocked:  # the disk is back
         path.rmdir()
@@ -477,6 +483,7 @@ def test_an_archive_that_cannot_be_written_stalls_and_resumes_without_loss_once_
     assert status["failure"] is None and status["stalled_s"] is None and status["records_not_archived"] == 0
     rows = stack.rows()
     assert [(r["key"], r["origin"]) for r in rows] == [
+        (key(0), "external"),
         (key(1), "daemon"),
         (key(2), "daemon"),
         (key(3), "external"),
@@ -487,15 +494,17 @@ def test_an_archive_that_cannot_be_written_stalls_and_resumes_without_loss_once_
 def test_a_stalled_archiver_whose_queue_fills_stops_archiving_and_never_makes_the_reader_wait(
     tmp_path: Path, stacks: list[Stack]
 ) -> None:
-    stack = open_stack(tmp_path, queue_records=3, retry_max_s=0.2)
+    stack = open_stack(tmp_path, queue_records=3, retry_max_s=0.2, rotate_bytes=1)
     stacks.append(stack)
+    stack.append([(key(0), value(0))])
+    assert len(stack.rows()) == 1
     block_archive_files(stack.archive.directory)
     stack.append([(key(1), value(1)), (key(2), value(2))])
     wait_mode(stack, "stalled")
     for n in range(3, 6):  # the queue holds 3 records with the batch in hand: the 4th overfills it
         stack.wait_applied(stack.log.append([(key(n), value(n))]), timeout_s=3.0)
     status = wait_mode(stack, "failed")
-    assert "queue of 3 records is full" in status["failure"] and status["records_archived"] == 0
+    assert "queue of 3 records is full" in status["failure"] and status["records_archived"] == 1
     deadline = time.monotonic() + 10
     while stack.archive.status()["records_not_archived"] < 5:
         assert time.monotonic() < deadline, f"not every record left out was counted: {stack.archive.status()}"
@@ -503,6 +512,8 @@ def test_a_stalled_archiver_whose_queue_fills_stops_archiving_and_never_makes_th
     stack.wait_applied(stack.log.append([(key(6), value(6))]), timeout_s=3.0)
     assert stack.archive.status()["records_not_archived"] == 6, "records arriving after the failure are counted"
     assert stack.archive.sync(1) is False, "a failed archive never claims to be in sync"
+    page = connector_history(HistoryReader(stack.archive.directory, stack.archive), "c").as_dict()
+    assert "archiving stopped" in page["warning"] and "a restart archives the rest" in page["warning"]
 
 
 @pytest.mark.slow  # the same
