@@ -33,12 +33,13 @@ from emulator.server.routes.params import check_connector_path
 from emulator.server.sink_lag import SinkLag
 from emulator.server.ui.connector_list import ListQuery, connector_list
 from emulator.server.ui.history_index import HistoryIndex
+from emulator.server.ui.offsets_table import OFFSET_SORTS, offsets_table
+from emulator.server.ui.paging import PageQuery
 from emulator.server.ui.summary import (
     change_dict,
     claim_of,
     connector_kind,
     connector_state,
-    offset_rows,
     sink_lag,
 )
 
@@ -134,7 +135,7 @@ async def connectors(
     claim and (sinks) lag, filtered (``q`` in the name, ``kind``, exactly ``connector``), sorted
     (``sort``, ``desc``) and, with ``limit``, one page from ``at``; or the replay's progress while
     the daemon is not ready."""
-    query = ListQuery(q, kind or None, sort, desc, at, limit, connector)
+    query = ListQuery(PageQuery(q, sort, desc, at, limit), kind or None, connector)
     index = await fresh_index(request)
     body = page_state(rt, index)
     if not body["serving"]:
@@ -149,9 +150,21 @@ async def connectors(
 
 
 @router.get("/connectors/{connector}", dependencies=[Depends(check_connector_path)])
-async def connector(connector: str, request: Request, rt: RuntimeDep) -> dict[str, Any]:
+async def connector(
+    connector: str,
+    request: Request,
+    rt: RuntimeDep,
+    q: str = "",
+    sort: str = "partition",
+    desc: bool = False,
+    at: int = 0,
+    limit: int | None = None,
+) -> dict[str, Any]:
     """The connector page: its offsets (with where each sits in the log and how many changes the
-    history holds), kind, state and claim. 404 for a connector the API would not know."""
+    history holds; ``q`` in a partition's or offset's JSON, sorted by ``sort``, with ``limit`` one
+    page from ``at``), kind, state and claim. 404 for a connector the API would not know."""
+    query = PageQuery(q, sort, desc, at, limit)
+    query.check(OFFSET_SORTS)
     index = await fresh_index(request)
     body = page_state(rt, index)
     if not body["serving"]:
@@ -165,7 +178,7 @@ async def connector(connector: str, request: Request, rt: RuntimeDep) -> dict[st
         **connector_state(rt, connector),
         "claim": await claim_of(rt, connector),
         "can_write": grants.allows("write", connector),
-        "offsets": offset_rows(rt, connector, [dict(o) for o in offsets], index),
+        **await asyncio.to_thread(offsets_table, rt, connector, offsets, index, query),
     }
     return body
 

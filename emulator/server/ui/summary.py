@@ -9,10 +9,8 @@ cluster is ``unknown``; a sink's lag without a Connect cluster's config topic to
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
 from typing import Any
 
-from emulator.codec.keys import logical_id
 from emulator.codec.values import CodecError, parse_offset
 from emulator.model.claims import Claim
 from emulator.model.errors import ClaimNotFound, OffsetsError
@@ -147,22 +145,3 @@ def connector_rows_for(
 
 def _count(values: list[int] | None) -> int | None:
     return None if values is None else len(values)
-
-
-def offset_rows(rt: Runtime, connector: str, offsets: list[Mapping[str, Any]], index: HistoryIndex | None) -> list[Any]:
-    """The connector page's table: each partition with its offset, where its newest record sits in
-    the log (source connectors) and how many changes the history holds for it."""
-    counts = index.counts(connector) if index is not None and index.state().ready else {}
-    rows = []
-    for item in offsets:
-        partition = item["partition"]
-        lid = logical_id(partition)
-        row: dict[str, Any] = {"lid": lid, "partition": partition, "offset": item["offset"], "changes": counts.get(lid)}
-        keys = rt.view.find(connector, lid)
-        entry = rt.view.get_raw(keys[-1]) if keys else None
-        if entry is not None:
-            row |= {"kafka_partition": entry.partition, "log_offset": entry.offset, "timestamp_ms": entry.timestamp_ms}
-            if len(keys) > 1:
-                row["keys"] = len(keys)  # several byte-different keys denote this partition
-        rows.append(row)
-    return rows

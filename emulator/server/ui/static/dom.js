@@ -43,15 +43,6 @@ export function sortHeader(label, key, sort, onSort) {
   return th;
 }
 
-const collator = new Intl.Collator(undefined, { numeric: true }); // one collator: 10,000 rows sort in ms
-
-export function compare(a, b) {
-  const na = a === null || a === undefined, nb = b === null || b === undefined;
-  if (na || nb) return na === nb ? 0 : na ? 1 : -1;
-  if (typeof a === "number" && typeof b === "number") return a - b;
-  return collator.compare(String(a), String(b));
-}
-
 let toastTimer = null;
 export function toast(message) {
   const el = document.getElementById("toast");
@@ -77,9 +68,8 @@ export async function copyText(text) {
   }
 }
 
-// Previous / "first–last of total" / Next for a table drawn a page at a time: drawing every row of
-// a big table at each refresh holds the browser's main thread (10,000 connectors: ~0.5 s of every
-// 2 s; python -m benchmarks.console_list_browser). `at` is the first row shown; `go(at)` redraws.
+// Previous / "first–last of total" / Next for a table shown a page at a time (the daemon cuts the
+// page: emulator/server/ui/paging.py). `at` is the first row shown; `go(at)` asks for another page.
 export function pagerButtons(total, at, size, go) {
   if (total <= size) return [];
   const last = Math.floor((total - 1) / size) * size;
@@ -88,9 +78,4 @@ export function pagerButtons(total, at, size, go) {
     h("span", {}, `${at + 1}–${Math.min(at + size, total)} of ${total}`),
     h("button", { type: "button", disabled: at >= last, onclick: () => go(at + size) }, "Next"),
   ];
-}
-
-// The first row of the page that still exists once the rows shrank (a filter, a deletion).
-export function clampPage(at, total, size) {
-  return Math.min(at, Math.max(0, total - 1 - ((total - 1) % size)));
 }

@@ -1,9 +1,10 @@
-"""The console's connectors list is filtered, sorted and cut to one page by the daemon
-(``GET /ui/api/connectors?q=&kind=&sort=&desc=&at=&limit=&connector=``), in the order the page used
-to sort it itself: by the column, ties by name, names in natural order, unknown values last.
+"""The console's tables are filtered, sorted and cut to one page by the daemon, in the order the page
+used to sort them itself: by the column, ties in the table's order, text in natural order, unknown
+values last. The connectors list (``GET /ui/api/connectors?q=&kind=&sort=&desc=&at=&limit=&connector=``)
+and a connector's offsets (``GET /ui/api/connectors/{name}?q=&sort=&desc=&at=&limit=``).
 
 With every row in each answer, 10,000 connectors were a 4.2 MB answer at every 2 s refresh of every
-open console (benchmarks/RESULTS.md, "Console: the connectors list").
+open console, and a connector with 10,000 partitions 1.9 MB (benchmarks/RESULTS.md, round 19).
 """
 
 from __future__ import annotations
@@ -100,3 +101,48 @@ def test_a_page_it_cannot_make_is_a_400_naming_the_parameter(
     answer = httpx.get(f"{embedded_daemon.url}/ui/api/connectors", params=params, timeout=30)
     assert answer.status_code == 400
     assert answer.json()["error_code"] == 400 and message in answer.json()["message"]
+
+
+@pytest.fixture
+def partitioned(embedded_daemon: DaemonProcess) -> str:
+    """A connector with ``COUNT`` partitions ``{"file": "f<i>"}`` at position 100 - i."""
+    name = f"table-{uuid.uuid4().hex[:8]}"
+    offsets = [{"partition": {"file": f"f{i}"}, "offset": {"position": 100 - i}} for i in range(COUNT)]
+    with OffsetsClient(embedded_daemon.url) as client:
+        client.alter(name, {"offsets": offsets}, create=True)
+    return name
+
+
+def table(daemon: DaemonProcess, connector: str, **params: Any) -> dict[str, Any]:
+    answer = httpx.get(f"{daemon.url}/ui/api/connectors/{connector}", params=params, timeout=30)
+    assert answer.status_code == 200, answer.text
+    body: dict[str, Any] = answer.json()
+    return body
+
+
+def files(body: dict[str, Any]) -> list[str]:
+    return [row["partition"]["file"] for row in body["offsets"]]
+
+
+def test_a_connectors_offsets_are_cut_to_the_page_the_table_asks_for(
+    embedded_daemon: DaemonProcess, partitioned: str
+) -> None:
+    whole = table(embedded_daemon, partitioned)
+    assert files(whole) == [f"f{i}" for i in range(COUNT)], "natural order of the partition's JSON; no limit: all"
+    last = table(embedded_daemon, partitioned, limit=5, at=10)
+    assert files(last) == ["f10", "f11"]
+    assert (last["partitions"], last["matching"], last["at"]) == (COUNT, COUNT, 10)
+    assert all(isinstance(row["log_offset"], int) for row in last["offsets"]), "rows keep their log place"
+    assert files(table(embedded_daemon, partitioned, q='"F1"')) == ["f1"], "on the JSON text, quotes too, any case"
+    ones = table(embedded_daemon, partitioned, q="f1")
+    assert files(ones) == ["f1", "f10", "f11"] and ones["matching"] == 3
+    assert files(table(embedded_daemon, partitioned, q='"position":95')) == ["f5"], "or on the offset's"
+    assert files(table(embedded_daemon, partitioned, sort="offset", desc="true", limit=2)) == ["f0", "f1"]
+    by_place = table(embedded_daemon, partitioned, sort="log_offset", desc="true")["offsets"]
+    places = [row["log_offset"] for row in by_place]
+    assert places == sorted(places, reverse=True) and len(places) == COUNT
+
+
+def test_an_offsets_page_it_cannot_make_is_a_400(embedded_daemon: DaemonProcess, partitioned: str) -> None:
+    answer = httpx.get(f"{embedded_daemon.url}/ui/api/connectors/{partitioned}", params={"sort": "name"}, timeout=30)
+    assert answer.status_code == 400 and "sort must be one of partition, offset" in answer.json()["message"]
