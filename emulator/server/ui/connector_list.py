@@ -19,7 +19,16 @@ from emulator.server.deps import Runtime
 from emulator.server.sink_lag import SinkLagSnapshot
 from emulator.server.ui.history_index import HistoryIndex
 from emulator.server.ui.paging import PageQuery, cut, natural, sorted_by
-from emulator.server.ui.summary import claims_of, connector_kind, connector_rows_for, connector_state
+from emulator.server.ui.summary import (
+    claims_of,
+    connector_kind,
+    connector_rows_for,
+    connector_state,
+    last_changes,
+    partition_count,
+    sink_lags,
+    total_lag,
+)
 
 SORTS = ("name", "kind", "state", "partitions", "last", "claim", "lag")
 KINDS = ("source", "sink")
@@ -92,7 +101,7 @@ def _column(
     if sort == "state":
         return lambda name: connector_state(rt, name)["state"]
     if sort == "last":
-        last = index.last_changes() if index is not None and index.state().ready else {}
+        last = last_changes(index)
 
         def newest_first(name: str) -> int | None:
             change = last.get(name, (None, 0))[0]
@@ -102,15 +111,7 @@ def _column(
     if sort == "claim":
         found = claims or {}
         return lambda name: (found.get(name) or {}).get("owner")
-    sinks: dict[str, list[int]] = {}
-    for p in lag.partitions if lag is not None else ():
-        sinks.setdefault(p.connector, []).append(p.lag)
+    lags = sink_lags(lag)
     if sort == "lag":
-        return lambda name: sum(sinks[name]) if connector_kind(rt, name) == "sink" and name in sinks else None
-
-    def partitions(name: str) -> int | None:
-        if connector_kind(rt, name) == "source":
-            return rt.view.partition_count(name)
-        return len(sinks[name]) if name in sinks else None
-
-    return partitions
+        return lambda name: total_lag(name, connector_kind(rt, name), lags)
+    return lambda name: partition_count(rt, name, connector_kind(rt, name), lags)
