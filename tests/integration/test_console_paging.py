@@ -146,3 +146,26 @@ def test_a_connectors_offsets_are_cut_to_the_page_the_table_asks_for(
 def test_an_offsets_page_it_cannot_make_is_a_400(embedded_daemon: DaemonProcess, partitioned: str) -> None:
     answer = httpx.get(f"{embedded_daemon.url}/ui/api/connectors/{partitioned}", params={"sort": "name"}, timeout=30)
     assert answer.status_code == 400 and "sort must be one of partition, offset" in answer.json()["message"]
+
+
+def test_a_kept_table_is_never_served_once_its_connector_changed(
+    embedded_daemon: DaemonProcess, partitioned: str
+) -> None:
+    """The daemon keeps a connector's prepared table between requests (paging through it, the page's
+    refreshes); a write is seen by the next request, as the API's own GET sees it."""
+    before = table(embedded_daemon, partitioned, q="f3", limit=5)
+    assert before == table(embedded_daemon, partitioned, q="f3", limit=5), "an unchanged connector, the same page"
+    with OffsetsClient(embedded_daemon.url) as client:
+        client.alter(
+            partitioned,
+            {
+                "offsets": [
+                    {"partition": {"file": "f3"}, "offset": {"position": 7}},
+                    {"partition": {"file": "f4"}, "offset": None},
+                ]
+            },
+        )
+    after = table(embedded_daemon, partitioned, limit=100)
+    assert after["partitions"] == COUNT - 1 and "f4" not in files(after)
+    assert {row["partition"]["file"]: row["offset"] for row in after["offsets"]}["f3"] == {"position": 7}
+    assert files(table(embedded_daemon, partitioned, q='"position":7}'))[0] == "f3"

@@ -33,7 +33,7 @@ from emulator.server.routes.params import check_connector_path
 from emulator.server.sink_lag import SinkLag
 from emulator.server.ui.connector_list import ListQuery, connector_list
 from emulator.server.ui.history_index import HistoryIndex
-from emulator.server.ui.offsets_table import OFFSET_SORTS, offsets_table
+from emulator.server.ui.offsets_table import OFFSET_SORTS, PreparedTables, offsets_table
 from emulator.server.ui.paging import PageQuery
 from emulator.server.ui.summary import (
     change_dict,
@@ -170,7 +170,7 @@ async def connector(
     if not body["serving"]:
         return body
     kind = connector_kind(rt, connector)
-    offsets = await rt.offsets.get_offsets(connector, kind)
+    table = await offsets_table(rt, connector, kind, index, query, prepared_tables(request))
     grants = grants_of(current_principal.get().scopes)
     body |= {
         "name": connector,
@@ -178,9 +178,17 @@ async def connector(
         **connector_state(rt, connector),
         "claim": await claim_of(rt, connector),
         "can_write": grants.allows("write", connector),
-        **await asyncio.to_thread(offsets_table, rt, connector, offsets, index, query),
+        **table,
     }
     return body
+
+
+def prepared_tables(request: Request) -> PreparedTables:
+    """This app's kept offsets tables (``offsets_table.py``), created on first use."""
+    tables: PreparedTables | None = getattr(request.app.state, "offset_tables", None)
+    if tables is None:
+        tables = request.app.state.offset_tables = PreparedTables()
+    return tables
 
 
 @router.get("/connectors/{connector}/history", dependencies=[Depends(check_connector_path)])
