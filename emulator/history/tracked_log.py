@@ -43,6 +43,10 @@ class TrackedLog(OffsetLog):
     def write_timings(self) -> WriteTimings | None:
         return self.inner.write_timings
 
+    @property
+    def max_record_bytes(self) -> int | None:
+        return self.inner.max_record_bytes
+
     def open(self) -> None:
         self.inner.open()
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from emulator.logs.write_timings import WriteTimings
 from emulator.model.claims import Claim, Fence
-from emulator.model.errors import ClaimsUnsupported, LogConfigError
+from emulator.model.errors import ClaimsUnsupported, InvalidRecord, LogConfigError
 from emulator.model.records import LogRecord, Position
 
 RecordSink = Callable[[Sequence[LogRecord]], None]
@@ -157,6 +157,12 @@ class OffsetLog(abc.ABC):
         does not time them."""
         return None
 
+    @property
+    def max_record_bytes(self) -> int | None:
+        """The largest key plus value the log takes in one record (Kafka: the producer's
+        ``message.max.bytes``), or None without a limit of its own. ``check_record_size``."""
+        return None
+
     def reachability(self) -> str | None:
         """Why the log's storage cannot be reached right now (a failure observed recently, e.g. a
         broker that did not answer a metadata request), or None. ``/readyz`` answers 503 with it."""
@@ -223,3 +229,25 @@ class OffsetLog(abc.ABC):
         is only a dry run or a write left with nothing to append, and only for as long as the
         backend takes to notice another process's claim. Must never block."""
         return True
+
+
+def record_too_large(size: int, limit: int) -> str | None:
+    """Why a record of ``size`` bytes of key and value is refused, or None when it fits ``limit``."""
+    if size <= limit:
+        return None
+    return (
+        f"{size} bytes of key and value, over the producer's message.max.bytes ({limit}); Connect's own producer "
+        "refuses a record over its max.request.size (1048576 bytes by default) as well; nothing was written"
+    )
+
+
+def check_record_size(log: OffsetLog, key: bytes, value: bytes | None) -> None:
+    """``InvalidRecord`` (400) when ``log`` would refuse the record: checked while a change is planned,
+    so a dry run refuses what the write would, and a write refuses before anything is written."""
+    limit = log.max_record_bytes
+    if limit is None:
+        return
+    problem = record_too_large(len(key) + (0 if value is None else len(value)), limit)
+    if problem is not None:
+        shown = key[:200].decode("utf-8", "backslashreplace") + ("…" if len(key) > 200 else "")
+        raise InvalidRecord(f"the record for key {shown}: {problem}")

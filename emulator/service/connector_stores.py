@@ -38,7 +38,7 @@ from emulator.connect_cluster.offset_stores import WORKER_ONLY, ConnectorStores
 from emulator.connect_cluster.offsets_topics import ConnectorTopics, TopicStore
 from emulator.history.archive import HistoryArchive
 from emulator.history.origins import write_origin
-from emulator.logs.base import OffsetLog
+from emulator.logs.base import OffsetLog, check_record_size
 from emulator.model.errors import ClaimsUnsupported, InvalidRequest, LogUnavailable, LogWriteError
 from emulator.model.offsets import ConnectorOffset
 from emulator.model.records import Position
@@ -333,6 +333,7 @@ class SourceOffsets:
         self, stores: ConnectorStores, own: TopicStore | None, key: bytes, value: bytes | None
     ) -> tuple[PlannedRecord, PlannedRecord | None]:
         """The record for the connector store and, with two stores, the worker store's."""
+        check_record_size(self._worker_log, key, value)  # every store's producers share the daemon's config
         worker_count = self._worker_log.partition_count
         if own is None:
             record = PlannedRecord(

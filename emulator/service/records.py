@@ -262,7 +262,10 @@ class RecordsService:
 
             def planned() -> tuple[Diff, list[str], list[RawRecord]]:
                 diff = compute_diff(self._live_value_of(keys), records, keys)
-                return diff, diff.connectors(), diff.records_to_write(write_all)
+                to_write = diff.records_to_write(write_all)
+                for record in to_write:  # a dry run refuses what the write would
+                    self._writer.check_size(record.key, record.value)
+                return diff, diff.connectors(), to_write
 
             diff, touched, to_write = await bulk_pass(len(records), planned)
             for connector in touched:

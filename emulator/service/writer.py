@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from emulator.codec.murmur2 import partition_for
-from emulator.logs.base import OffsetLog
+from emulator.logs.base import OffsetLog, check_record_size
 from emulator.model.errors import LogTimeout, LogWriteError, WriteOutcomeUnknown
 from emulator.model.records import LogRecord, Position
 from emulator.service.results import PlannedRecord
@@ -268,8 +268,14 @@ class OffsetsWriter:
         return self._locks.exclusive()
 
     def planned(self, key: bytes, value: bytes | None, existing: bool) -> PlannedRecord:
-        """A record to write, placed as Connect's producer places it (murmur2 over the partitions)."""
+        """A record to write, placed as Connect's producer places it (murmur2 over the partitions);
+        ``InvalidRecord`` when the log would refuse it (so a dry run refuses it too)."""
+        self.check_size(key, value)
         return PlannedRecord(key, value, partition_for(key, self._log.partition_count), existing)
+
+    def check_size(self, key: bytes, value: bytes | None) -> None:
+        """``InvalidRecord`` when the log would refuse the record (``logs.base.check_record_size``)."""
+        check_record_size(self._log, key, value)
 
     def deadline(self) -> Deadline:
         return Deadline(self.write_timeout_s)

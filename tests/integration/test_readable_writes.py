@@ -38,10 +38,10 @@ def daemon(request: pytest.FixtureRequest) -> DaemonProcess:
     return found
 
 
-def patch(daemon: DaemonProcess, connector: str, offsets: list[dict[str, Any]]) -> httpx.Response:
+def patch(daemon: DaemonProcess, connector: str, offsets: list[dict[str, Any]], **params: str) -> httpx.Response:
     body = {"offsets": offsets}
     return httpx.patch(
-        f"{daemon.url}/connectors/{connector}/offsets", json=body, params={"create": "true"}, timeout=120
+        f"{daemon.url}/connectors/{connector}/offsets", json=body, params={"create": "true", **params}, timeout=120
     )
 
 
@@ -88,7 +88,8 @@ def test_on_kafka_a_record_over_the_producers_limit_is_a_400_and_nothing_of_the_
     kafka_daemon: KafkaDaemon,
 ) -> None:
     """librdkafka refuses a record over ``message.max.bytes`` (1,000,000) itself; a PATCH whose
-    second record was too big wrote its first and answered 503 (outcome unknown), or 500 alone."""
+    second record was too big wrote its first and answered 503 (outcome unknown), or 500 alone. A dry
+    run, and an import of the same record, are refused alike."""
     connector = unique("too-big")
     good = [{"partition": {"file": "a"}, "offset": {"position": 1}}]
     assert patch(kafka_daemon, connector, good).status_code == 200
@@ -96,9 +97,17 @@ def test_on_kafka_a_record_over_the_producers_limit_is_a_400_and_nothing_of_the_
         {"partition": {"file": "a"}, "offset": {"position": 2}},
         {"partition": {"file": "b"}, "offset": {"blob": "x" * 1_000_000}},
     ]
-    refused(
-        patch(kafka_daemon, connector, two), "over the producer's message.max.bytes (1000000)", "nothing was written"
-    )
+    for dry_run in ("true", "false"):
+        refused(
+            patch(kafka_daemon, connector, two, dry_run=dry_run),
+            f'the record for key ["{connector}",{{"file":"b"}}]',
+            "over the producer's message.max.bytes (1000000)",
+            "nothing was written",
+        )
+    key = f'["{connector}",{{"file":"c"}}]'.encode()
+    for dry_run in ("true", "false"):
+        answer = post_record(kafka_daemon, key, b'{"blob":"' + b"x" * 1_000_000 + b'"}', dry_run=dry_run)
+        refused(answer, "over the producer's message.max.bytes (1000000)")
     assert offsets(kafka_daemon, connector) == good
 
 

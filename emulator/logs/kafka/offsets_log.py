@@ -239,6 +239,10 @@ class KafkaOffsetLog(OffsetLog):
         if reader is not None:
             reader.close()
 
+    @property
+    def max_record_bytes(self) -> int | None:
+        return self._max_record_bytes
+
     # ---------------------------------------------------------------- writing
 
     def append(self, entries: Sequence[tuple[bytes, bytes | None]], timeout_s: float = 30.0) -> list[Position]:

@@ -22,6 +22,7 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
 from emulator.codec.murmur2 import partition_for
+from emulator.logs.base import record_too_large
 from emulator.logs.kafka.config import KafkaClientConfig
 from emulator.logs.kafka.health import LastError
 from emulator.logs.write_timings import WriteTimings
@@ -55,13 +56,10 @@ def checked_entry(
         raise InvalidRecord(f"entry {index}: key must be bytes, got {type(key).__name__}")
     if value is not None and not isinstance(value, bytes | bytearray | memoryview):
         raise InvalidRecord(f"entry {index}: value must be bytes or None, got {type(value).__name__}")
-    size = len(key) + (0 if value is None else len(value))
-    if max_bytes is not None and size > max_bytes:
-        raise InvalidRecord(
-            f"entry {index}: {size} bytes of key and value, over the producer's message.max.bytes ({max_bytes}); "
-            "Connect's own producer refuses a record over its max.request.size (1048576 bytes by default) as "
-            "well; nothing was written"
-        )
+    if max_bytes is not None:
+        problem = record_too_large(len(key) + (0 if value is None else len(value)), max_bytes)
+        if problem is not None:
+            raise InvalidRecord(f"entry {index}: {problem}")
     return bytes(key), (None if value is None else bytes(value))
 
 
