@@ -18,14 +18,13 @@ from dataclasses import dataclass
 from typing import Literal
 
 from fastapi import Request
-from starlette.requests import ClientDisconnect
 
 from emulator.codec.keys import KeyProblem, parse_key
 from emulator.model.errors import Forbidden
 from emulator.model.principal import Principal, current_principal
 from emulator.server.auth.authenticate import Authenticator
 from emulator.server.auth.scopes import Grants, grants_of
-from emulator.server.routes.params import client_gone
+from emulator.server.routes.params import read_body
 from emulator.service.bodies import parse_records_body
 
 Access = Literal["public", "authenticated", "admin", "any", "connector", "records"]
@@ -135,10 +134,7 @@ async def _record_connectors(rule: Rule, grants: Grants, principal: Principal, r
     if request.query_params.get("allow_malformed", "").lower() in ("true", "1", "yes", "on"):
         raise _forbidden(principal, "allow_malformed needs the admin scope")
     connectors: dict[str | None, None] = {}
-    try:
-        body = await request.body()
-    except ClientDisconnect:
-        raise client_gone() from None
+    body = await read_body(request)  # within --max-body-bytes: a body over it is a 413 before any 403
     for record in parse_records_body(body):
         parsed = parse_key(record.key)
         connectors[None if isinstance(parsed, KeyProblem) else parsed.connector] = None

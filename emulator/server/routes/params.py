@@ -45,7 +45,11 @@ def _too_large(limit: int, size: str) -> RequestTooLarge:
 async def read_body(request: Request) -> bytes:
     """The body, refused with 413 as soon as it is known to exceed the limit: from its declared
     ``Content-Length`` before reading anything, or while streaming (chunked bodies), so a huge body
-    is never held in memory."""
+    is never held in memory. Read once per request: the records policy (``auth/policy.py``) reads
+    it before the route does."""
+    already: bytes | None = getattr(request.state, "body", None)
+    if already is not None:
+        return already
     limit = max_body_bytes(request)
     declared = request.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > limit:
@@ -60,7 +64,8 @@ async def read_body(request: Request) -> bytes:
             chunks.append(chunk)
     except ClientDisconnect:
         raise client_gone() from None
-    return b"".join(chunks)
+    body = request.state.body = b"".join(chunks)
+    return body
 
 
 def client_gone() -> InvalidRequest:
