@@ -18,7 +18,7 @@ from emulator.server.auth.scopes import Grants
 from emulator.server.deps import Runtime
 from emulator.server.sink_lag import SinkLagSnapshot
 from emulator.server.ui.history_index import HistoryIndex
-from emulator.server.ui.paging import PageQuery, cut, natural, sorted_by
+from emulator.server.ui.paging import PageQuery, cut, natural_name, sorted_by
 from emulator.server.ui.summary import (
     claims_of,
     connector_kind,
@@ -84,7 +84,7 @@ def _filtered(rt: Runtime, names: Sequence[str], grants: Grants, query: ListQuer
         chosen = [name for name in chosen if needle in name.casefold()]
     if query.kind is not None:
         chosen = [name for name in chosen if connector_kind(rt, name) == query.kind]
-    chosen.sort(key=natural, reverse=query.page.descending and query.page.sort == "name")
+    chosen.sort(key=natural_name, reverse=query.page.descending and query.page.sort == "name")
     return len(readable), chosen
 
 

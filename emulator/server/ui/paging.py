@@ -50,12 +50,16 @@ class PageQuery:
         return self.text.strip().casefold()
 
 
-@functools.lru_cache(maxsize=65_536)
 def natural(text: str) -> tuple[tuple[int, int | str], ...]:
     """A sort key putting digit runs in numeric order, letters case-insensitively, as the browser's
-    ``Intl.Collator(undefined, {numeric: true})`` that sorted the tables before. Remembered: the
-    same names are sorted at every refresh (10,000 names: 23 ms of the interpreter, 1 ms remembered)."""
+    ``Intl.Collator(undefined, {numeric: true})`` that sorted the tables before."""
     return tuple((0, int(part)) if part.isdigit() else (1, part.casefold()) for part in _DIGITS.split(text) if part)
+
+
+natural_name = functools.lru_cache(maxsize=65_536)(natural)
+"""``natural`` remembered, for connector names: the same names are sorted at every refresh of the
+connectors page (10,000 names: 23 ms of the interpreter, 1 ms remembered). Not for offsets, which
+change, and whose table keeps its orders itself (``offsets_table.py``)."""
 
 
 def value_key(value: Any) -> tuple[int, Any]:
