@@ -224,6 +224,7 @@ def test_transfers_check_the_daemon_url_like_every_command(how: str, tmp_path: P
     assert "http:// or https:// URL" in result.stderr
 
 
+@pytest.mark.slow  # 2-7 s here (2026-11-27)
 def test_connection_options_may_come_before_the_command(embedded_daemon: DaemonProcess) -> None:
     """``connect-offsets --url U get NAME`` is how people write it (kubectl, git); it was refused as
     "invalid choice: 'U'". Options the command does not take are still refused by name."""

@@ -285,6 +285,7 @@ def test_no_history_disables_the_routes(daemon_factory: DaemonFactory, tmp_path:
     assert not (tmp_path / "data" / "history").exists()
 
 
+@pytest.mark.slow  # 2-7 s here (2026-11-27)
 def test_relative_times_through_the_api_and_the_cli(daemon_factory: DaemonFactory, tmp_path: Path) -> None:
     daemon = daemon_factory("--data-dir", str(tmp_path / "data"))
     name = unique("relative")

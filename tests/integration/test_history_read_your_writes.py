@@ -25,6 +25,7 @@ def rounds(url: str, name: str, n: int) -> None:
             assert newest["offset"] == {"pos": i}, f"round {i}: the history query missed the PATCH before it"
 
 
+@pytest.mark.slow  # 2-7 s here (2026-11-27)
 def test_on_the_embedded_log(embedded_daemon: DaemonProcess) -> None:
     rounds(embedded_daemon.url, f"ryw-{uuid.uuid4().hex[:8]}", 30)
 

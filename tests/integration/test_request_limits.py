@@ -260,6 +260,7 @@ def rss_mib(daemon: DaemonProcess) -> float:
     return rss_kib(daemon.proc.pid)["VmRSS"] / 1024
 
 
+@pytest.mark.slow  # 2-7 s here (2026-11-27)
 def test_refused_bodies_do_not_outlive_their_requests(daemon_factory: DaemonFactory, name: str) -> None:
     """The daemon collects young objects only every 10,000 net allocations (``emulator.server.heap``),
     so anything a refused request left in a reference cycle would stay for long: a 20 MB body that is

@@ -125,6 +125,7 @@ def test_the_log_checks_entries_first_and_declines_what_needs_a_claim(
     assert not any(r.key == b"ok" for r in sink.records), "the refused entries wrote nothing"
 
 
+@pytest.mark.slow  # 2-7 s here (2026-11-27)
 def test_writes_go_through_a_worker_when_claims_are_in_use_when_big_or_when_the_queue_fills(
     kafka_log: tuple[KafkaOffsetLog, Collector], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -155,6 +156,7 @@ def test_writes_go_through_a_worker_when_claims_are_in_use_when_big_or_when_the_
     assert len(delivered(sink, [*big, w.planned("free", "/a", 1)])) == 301
 
 
+@pytest.mark.slow  # 2-7 s here (2026-11-27)
 def test_history_attributes_a_started_write_and_forgets_one_the_log_declined(
     kafka_log: tuple[KafkaOffsetLog, Collector],
 ) -> None:

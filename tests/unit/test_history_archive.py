@@ -578,6 +578,7 @@ def wait_archived(stack: Stack, n: int, timeout_s: float) -> float:
     return time.monotonic() - started
 
 
+@pytest.mark.slow  # 2-7 s here (2026-11-27)
 def test_while_a_request_is_answered_a_batch_waits_for_a_gap_but_no_longer_than_the_yield_time(
     tmp_path: Path, stacks: list[Stack]
 ) -> None:
