@@ -44,7 +44,7 @@ from emulator.model.offsets import ConnectorOffset
 from emulator.model.records import Position
 from emulator.service.bodies import OffsetChange, validate_changes
 from emulator.service.results import RESET, ModifyResult, PlannedRecord
-from emulator.service.source_strategy import SourceStrategy, altered_message
+from emulator.service.source_strategy import SourceStrategy, altered_message, view_offsets
 from emulator.service.write_guard import NO_AUTH, WriteAuth, WriteGuard
 from emulator.service.writer import AppendTarget, Entries, OffsetsWriter, WriteSection
 from emulator.view.offset_view import OffsetView
@@ -121,7 +121,7 @@ class SourceOffsets:
         own = self._own_store(stores)
         if own is None:  # the connector store is the worker topic itself
             return await self._plain.offsets(connector)
-        primary = [ConnectorOffset(partition=row.partition, offset=row.offset) for row in own.view.offsets(connector)]
+        primary = await view_offsets(own.view, connector)
         if which == "connector":
             return primary
         return merged_offsets(primary, await self._plain.offsets(connector))
