@@ -103,13 +103,17 @@ function draw(list) {
 // The list's current page as the page's controls say; with `only`, that connector's row alone (the
 // poll on a connector's own page, which asks whether it changed).
 export async function loadConnectors(only) {
-  if (only !== undefined) return call("GET", `/ui/api/connectors?connector=${encodeURIComponent(only)}`);
-  const params = new URLSearchParams({ sort: state.sort.key, at: String(state.at), limit: String(PAGE) });
-  if (state.filter.trim()) params.set("q", state.filter.trim());
-  if (state.kind) params.set("kind", state.kind);
-  if (state.sort.dir < 0) params.set("desc", "true");
-  const mine = ++asked;
-  const data = await call("GET", `/ui/api/connectors?${params}`);
-  data.asked = mine;
+  if (only !== undefined) return call("GET", "/ui/api/connectors", { query: { connector: only } });
+  const query = {
+    sort: state.sort.key,
+    desc: state.sort.dir < 0 ? "true" : undefined,
+    q: state.filter.trim() || undefined,
+    kind: state.kind || undefined,
+    at: state.at,
+    limit: PAGE,
+  };
+  const number = ++asked;
+  const data = await call("GET", "/ui/api/connectors", { query });
+  data.asked = number;
   return data;
 }
