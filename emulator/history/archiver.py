@@ -154,8 +154,9 @@ class Archiver:
                 self._queue.stall(reason)
                 delay = min(delay * 2, self._retry_max_s)
                 continue
-            self._queue.resume()
-            return
+            if self._queue.resume():
+                return
+            raise _Stopped  # the queue overflowed while this batch was retried: written, but the run ends
         self._queue.fail(f"{reason}; stopped while retrying", lost=len(rows))
         raise _Stopped
 

@@ -186,15 +186,20 @@ class ArchiveQueue:
         would overfill the queue fails archiving instead of making the reader wait, and
         ``wait_done`` answers False at once."""
         with self._cond:
+            if self._failed is not None:
+                return
             if self._stalled is None:
                 self._stalled_at = time.monotonic()
                 log.error("history archiver cannot write (%s); retrying, records are queued meanwhile", reason)
             self._stalled = reason
             self._cond.notify_all()
 
-    def resume(self) -> None:
-        """The batch in hand was written after a stall."""
+    def resume(self) -> bool:
+        """The batch in hand was written after a stall; False when archiving failed for good while
+        it was retried (the queue overflowed): then the archiver stops all the same."""
         with self._cond:
+            if self._failed is not None:
+                return False
             if self._stalled is not None:
                 log.warning(
                     "history archiver writes again after %.0f s; nothing was lost",
@@ -202,6 +207,7 @@ class ArchiveQueue:
                 )
             self._stalled = None
             self._cond.notify_all()
+            return True
 
     def retry_wait(self, delay_s: float) -> bool:
         """While stalled, wait ``delay_s`` before the next attempt; False (at once) when archiving
@@ -227,10 +233,11 @@ class ArchiveQueue:
     def state(self) -> QueueState:
         """The queue's size and health, read together."""
         with self._cond:
-            stalled_s = time.monotonic() - self._stalled_at if self._stalled is not None and not self._failed else None
+            stalled_s = None if self._stalled is None else time.monotonic() - self._stalled_at
             return QueueState(self._queued_records, self._failed or self._stalled, stalled_s)
 
     def _fail_locked(self, reason: str) -> None:
+        self._stalled = None  # failed for good: no longer retrying
         if self._failed is None:
             self._failed = reason
             self._stats.last_error = reason
