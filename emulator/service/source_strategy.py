@@ -119,8 +119,9 @@ class SourceStrategy:
 
 
 async def view_offsets(view: OffsetView, connector: str) -> list[ConnectorOffset]:
-    """A connector's rows in ``view``, on a worker thread past ``BULK_ITEMS`` partitions: 10,000 of
-    them are ~50 ms of parsing that held every other request (``bulk.py``)."""
+    """A connector's rows in ``view``, on a worker thread past ``BULK_ITEMS`` partitions: parsing
+    10,000 values on the event loop held every other request up to ~100 ms (``bulk.py``;
+    benchmarks/RESULTS.md round 19)."""
     return await bulk_pass(
         view.partition_count(connector),
         lambda: [ConnectorOffset(partition=row.partition, offset=row.offset) for row in view.offsets(connector)],

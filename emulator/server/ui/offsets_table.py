@@ -28,6 +28,7 @@ from emulator.model.offsets import ConnectorOffset
 from emulator.server.deps import Runtime
 from emulator.server.ui.history_index import HistoryIndex
 from emulator.server.ui.paging import PageQuery, cut, sorted_by
+from emulator.server.ui.summary import change_counts
 from emulator.view.offset_view import Entry
 
 OFFSET_SORTS = ("partition", "offset", "changes", "log_offset")
@@ -119,7 +120,7 @@ async def offsets_table(
 def _page(
     rt: Runtime, connector: str, table: PreparedTable, index: HistoryIndex | None, query: PageQuery
 ) -> dict[str, Any]:
-    counts = index.counts(connector) if index is not None and index.state().ready else {}
+    counts = change_counts(index, connector)
     offsets = table.offsets
     chosen: Sequence[int]
     if query.sort in ("partition", "offset"):

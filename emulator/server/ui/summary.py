@@ -132,6 +132,11 @@ def last_changes(index: HistoryIndex | None) -> dict[str, tuple[Change | None, i
     return index.last_changes() if index is not None and index.state().ready else {}
 
 
+def change_counts(index: HistoryIndex | None, connector: str) -> dict[str, int]:
+    """How many history rows each of the connector's partitions has, once the index is built."""
+    return index.counts(connector) if index is not None and index.state().ready else {}
+
+
 def connector_rows_for(
     rt: Runtime,
     readable: list[str],
