@@ -11,6 +11,7 @@ import pytest
 
 from emulator.cli.common import ClientSettings
 from emulator.cli.main import build_parser
+from emulator.server.auth.config import build_security
 from emulator.server.options import SettingsError, options, resolve
 from emulator.server.settings import Settings
 
@@ -193,3 +194,13 @@ def test_no_parser_accepts_an_abbreviated_flag() -> None:
     with pytest.raises(SystemExit) as refused:
         root.parse_args(["serve", "--bootstrap-server", "k:9092"])
     assert refused.value.code == 2
+
+
+@pytest.mark.parametrize(
+    ("host", "warned"), [("127.0.0.1", False), ("::1", False), ("localhost", False), ("0.0.0.0", True)]
+)
+def test_insecure_no_auth_warns_only_where_it_opens_the_port(host: str, warned: bool) -> None:
+    """On loopback the flag changes nothing, so a warning that the daemon 'listens beyond loopback' would be false."""
+    security = build_security(settings("--host", host, "--insecure-no-auth"))
+    assert security.insecure_no_auth is True
+    assert bool(security.warnings()) is warned

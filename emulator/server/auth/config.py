@@ -25,9 +25,12 @@ class Security:
     cors_origins: tuple[str, ...] = ()
     insecure_no_auth: bool = False
     tls: bool = False
+    beyond_loopback: bool = False
+    """Listening on a non-loopback address: there ``--insecure-no-auth`` opens the port to others (on
+    loopback it changes nothing, so it warns of nothing)."""
 
     def warnings(self) -> list[str]:
-        if self.insecure_no_auth:
+        if self.insecure_no_auth and self.beyond_loopback:
             return [
                 "--insecure-no-auth: the daemon listens beyond loopback without authentication; anyone who "
                 "reaches its port can rewrite the offsets every Connect task resumes from"
@@ -71,4 +74,5 @@ def build_security(settings: Settings) -> Security:
         settings.cors_origins or (),
         settings.insecure_no_auth,
         settings.tls_cert is not None,
+        not is_loopback(settings.host),
     )
