@@ -12,7 +12,8 @@ implies (404, 409, 503), and a plain ``ApiError`` otherwise.
 Retries (``retry_for_s``, default 30 s; 0 turns them off): a 503 the daemon answered because the
 log did not answer in time is sent again after its ``Retry-After``, but only where sending it again
 cannot apply anything twice:
-- ``log_timeout`` (nothing was written, or a fresh read did not get to the end) and
+- ``log_timeout`` (nothing was written, or a fresh read did not get to the end),
+  ``log_storage_refused`` (the embedded log's disk refused the write: nothing was written) and
   ``too_many_connections`` (the daemon closed the connection before reading the request): any request;
 - ``write_outcome_unknown`` (the write may still land): only reads and a PATCH carrying a commit
   sequence, which the daemon applies at most once; its answer then lists the partition under
@@ -146,7 +147,7 @@ def error_from_response(response: httpx.Response) -> ApiError:
 
 
 DEFAULT_RETRY_FOR_S = 30.0
-_NOTHING_DONE = frozenset({"log_timeout", "too_many_connections"})
+_NOTHING_DONE = frozenset({"log_timeout", "log_storage_refused", "too_many_connections"})
 _OUTCOME_UNKNOWN = "write_outcome_unknown"
 
 

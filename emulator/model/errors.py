@@ -165,6 +165,14 @@ class LogWriteError(OffsetsError):
     kind = "log_write_error"
 
 
+class LogStorageRefused(LogWriteError):
+    """The embedded log's storage refused the write (a full disk, an I/O error, a read-only file) and
+    nothing was written. Not the request's fault and not permanent: 503 with ``Retry-After``, and
+    ``/readyz`` says so until a write succeeds again (``emulator.logs.embedded.storage_faults``)."""
+
+    kind = "log_storage_refused"
+
+
 class LogTimeout(LogUnavailable):
     """The log did not answer within the request's deadline (``--write-timeout``), and nothing was
     written: the write never started (e.g. it waited behind an earlier write of the same connector

@@ -41,9 +41,10 @@ not_ready                503    the log has not been read to its end yet (retry 
 log_timeout              503    the log did not answer within --write-timeout; nothing was written
 write_outcome_unknown    503    the write was not acknowledged within --write-timeout and may still land
 too_many_connections     503    ``--max-connections`` are open; this one is closed (retry shortly)
+log_storage_refused      503    the embedded log's disk refused the write (full, I/O error, read-only)
 ======================== ====== ===========================================================
 
-Both ``log_timeout`` and ``write_outcome_unknown`` carry ``Retry-After`` (seconds). After
+``log_timeout``, ``write_outcome_unknown`` and ``log_storage_refused`` carry ``Retry-After`` (seconds). After
 ``write_outcome_unknown`` the daemon holds the connector's next write until the log answered, so a
 retry with the same commit sequence (``sequence_source`` + ``sequence``) is applied at most once:
 its answer lists the partition under ``dropped`` ("N was already applied") if the first attempt
@@ -95,6 +96,7 @@ STATUS: Mapping[type, int] = {
     errors.Forbidden: 403,
     errors.UnsupportedMediaType: 415,
     errors.LogTimeout: 503,
+    errors.LogStorageRefused: 503,
     errors.WriteOutcomeUnknown: 503,
     errors.RequestHeadTimeout: 408,
     errors.TooManyConnections: 503,
@@ -115,8 +117,14 @@ def status_of(error: OffsetsError) -> int:
     return 500  # unreachable: OffsetsError is listed
 
 
-RETRY_AFTER_S: Mapping[type, int] = {errors.LogTimeout: 1, errors.WriteOutcomeUnknown: 1, errors.TooManyConnections: 1}
-"""``Retry-After`` per class (exact class): the log was slow, not the request wrong."""
+RETRY_AFTER_S: Mapping[type, int] = {
+    errors.LogTimeout: 1,
+    errors.WriteOutcomeUnknown: 1,
+    errors.TooManyConnections: 1,
+    errors.LogStorageRefused: 5,
+}
+"""``Retry-After`` per class (exact class): the log was slow or its disk refused, not the request wrong
+(a disk is freed in minutes, not within a second, hence its longer pause)."""
 
 
 def error_response(error: OffsetsError, extra: Mapping[str, object] | None = None) -> JSONResponse:

@@ -44,6 +44,7 @@ from emulator.logs.embedded.storage import (
     is_busy,
     is_corruption,
 )
+from emulator.logs.embedded.storage_faults import StorageFaults, storage_fault
 from emulator.logs.own_writes import OwnWrites
 from emulator.logs.write_timings import WriteTimings
 from emulator.model.claims import Claim, Fence, Fenced, fenced_message, held_message
@@ -51,6 +52,7 @@ from emulator.model.errors import (
     ClaimHeld,
     InvalidRecord,
     LogConfigError,
+    LogStorageRefused,
     LogTimeout,
     LogUnavailable,
     LogWriteError,
@@ -157,6 +159,7 @@ class EmbeddedOffsetLog(OffsetLog):
         )
 
         self._stalled_commit_s = stalled_commit_s
+        self._faults = StorageFaults(self._file.description, self._probe_write)
         self._commit_started: float | None = None  # monotonic start of the transaction running now, if any
         self._writer: sqlite3.Connection | None = None
         self._busy_ms = 0  # the writer connection's busy_timeout, as last set by _set_busy_timeout
@@ -265,6 +268,7 @@ class EmbeddedOffsetLog(OffsetLog):
             req.done.set()
         self._stop.set()
         self._wake.set()
+        self._faults.close()
         with self._progress_cond:
             self._progress_cond.notify_all()  # a read_to_end waiting now fails at once
         reader = self._reader
@@ -529,12 +533,7 @@ class EmbeddedOffsetLog(OffsetLog):
             try:
                 results = self._write(conn, batch, deadline)
             except sqlite3.Error as e:
-                if is_busy(e):  # the deadline, spent waiting: a timeout to retry, not a failed write
-                    raise LogTimeout(
-                        f"{self.description}: write timed out waiting for another process's write (SQLite's "
-                        "write lock); nothing was written"
-                    ) from e
-                raise LogWriteError(f"{self.description}: write failed ({e}); nothing was written") from e
+                raise self._write_failed(e, "the write", _size(batch)) from e
             except Exception as e:  # e.g. a damaged partitions table: still an answer, not a traceback
                 raise LogWriteError(f"{self.description}: write failed ({e!r}); nothing was written") from e
             written = 0
@@ -546,6 +545,7 @@ class EmbeddedOffsetLog(OffsetLog):
                     written += len(outcome)
             if written:
                 self._write_timings.observe(time.monotonic() - started, written)
+                self._faults.succeeded()
         except OffsetsError as e:
             for req in batch:
                 req.error = e
@@ -605,6 +605,40 @@ class EmbeddedOffsetLog(OffsetLog):
             raise
         return results
 
+    def _write_failed(self, e: sqlite3.Error, what: str, size: int = 0) -> OffsetsError:
+        """The answer to a write transaction (of ``size`` bytes) SQLite refused: a timeout to retry when
+        it waited out its deadline for another process's write lock, a refusal by the storage (noted,
+        so ``/readyz`` says so until a write succeeds), or a failed write."""
+        if is_busy(e):  # the deadline, spent waiting: a timeout to retry, not a failed write
+            return LogTimeout(
+                f"{self.description}: {what} timed out waiting for another process's write (SQLite's "
+                "write lock); nothing was written"
+            )
+        reason = storage_fault(e)
+        if reason is not None:
+            self._faults.failed(reason, size)
+            return LogStorageRefused(f"{self.description} refused {what}: {reason}; nothing was written")
+        return LogWriteError(f"{self.description}: {what} failed ({e}); nothing was written")
+
+    def _probe_write(self, size: int) -> None:
+        """A durable write of ``size`` bytes (a metadata row nothing reads, removed again), to learn
+        that the storage takes writes again while no request brings one (``StorageFaults``)."""
+        for statement, args in (
+            ("INSERT OR REPLACE INTO meta (key, value) VALUES ('write_probe', zeroblob(?))", (size,)),
+            ("DELETE FROM meta WHERE key = 'write_probe'", ()),
+        ):
+            with self._commit_lock:
+                conn = self._require_writer()
+                self._set_busy_timeout(conn, time.monotonic() + 5.0)
+                conn.execute("BEGIN IMMEDIATE")
+                try:
+                    conn.execute(statement, args)
+                    conn.execute("COMMIT")
+                except BaseException:
+                    if conn.in_transaction:
+                        conn.execute("ROLLBACK")
+                    raise
+
     def _set_busy_timeout(self, conn: sqlite3.Connection, deadline: float) -> None:
         """How long ``BEGIN IMMEDIATE`` may wait for another process's write: the time left, never
         more, and at most a tenth less. Consecutive writes (whose deadlines differ by milliseconds)
@@ -615,9 +649,12 @@ class EmbeddedOffsetLog(OffsetLog):
             self._busy_ms = left_ms
 
     def reachability(self) -> str | None:
-        """Why writes cannot be made durable now: a transaction running for ``stalled_commit_s`` or
-        more (see ``STALLED_COMMIT_S``). Never blocks: it reads one attribute the committing thread
-        sets and clears."""
+        """Why writes cannot be made durable now: the storage refuses them (a full disk, until a write
+        succeeds again), or a transaction has been running for ``stalled_commit_s`` or more (see
+        ``STALLED_COMMIT_S``). Never blocks: it reads attributes the writing threads set and clear."""
+        refused = self._faults.reason()
+        if refused is not None:
+            return refused
         started = self._commit_started
         if started is None:
             return None
@@ -688,22 +725,26 @@ class EmbeddedOffsetLog(OffsetLog):
         racing from two processes get distinct epochs and the later one wins."""
         with self._commit_lock:
             conn = self._require_writer()
-            conn.execute("BEGIN IMMEDIATE")
             try:
-                row = conn.execute("SELECT epoch FROM claims WHERE connector = ?", (connector,)).fetchone()
-                claim = Claim(connector, owner, (row[0] if row else 0) + 1, time.time_ns() // 1_000_000)
-                conn.execute(
-                    "INSERT INTO claims (connector, owner, epoch, claimed_at_ms, released) VALUES (?, ?, ?, ?, 0) "
-                    "ON CONFLICT (connector) DO UPDATE SET owner = excluded.owner, epoch = excluded.epoch, "
-                    "claimed_at_ms = excluded.claimed_at_ms, released = 0",
-                    (claim.connector, claim.owner, claim.epoch, claim.claimed_at_ms),
-                )
-                conn.execute("COMMIT")
-            except BaseException:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                raise
+                conn.execute("BEGIN IMMEDIATE")
+                try:
+                    row = conn.execute("SELECT epoch FROM claims WHERE connector = ?", (connector,)).fetchone()
+                    claim = Claim(connector, owner, (row[0] if row else 0) + 1, time.time_ns() // 1_000_000)
+                    conn.execute(
+                        "INSERT INTO claims (connector, owner, epoch, claimed_at_ms, released) "
+                        "VALUES (?, ?, ?, ?, 0) ON CONFLICT (connector) DO UPDATE SET owner = excluded.owner, "
+                        "epoch = excluded.epoch, claimed_at_ms = excluded.claimed_at_ms, released = 0",
+                        (claim.connector, claim.owner, claim.epoch, claim.claimed_at_ms),
+                    )
+                    conn.execute("COMMIT")
+                except BaseException:
+                    if conn.in_transaction:
+                        conn.execute("ROLLBACK")
+                    raise
+            except sqlite3.Error as e:
+                raise self._write_failed(e, f"the claim of connector {connector!r}") from e
             self._claims_seen.claimed(connector)
+        self._faults.succeeded()
         return claim
 
     def current_claim(self, connector: str, timeout_s: float | None = None) -> Claim | None:
@@ -735,10 +776,13 @@ class EmbeddedOffsetLog(OffsetLog):
     def release(self, fence: Fence) -> bool:
         with self._commit_lock:
             conn = self._require_writer()
-            cursor = conn.execute(
-                "UPDATE claims SET released = 1 WHERE connector = ? AND epoch = ? AND released = 0",
-                (fence.connector, fence.epoch),
-            )
+            try:
+                cursor = conn.execute(
+                    "UPDATE claims SET released = 1 WHERE connector = ? AND epoch = ? AND released = 0",
+                    (fence.connector, fence.epoch),
+                )
+            except sqlite3.Error as e:
+                raise self._write_failed(e, f"the release of connector {fence.connector!r}'s claim") from e
             if cursor.rowcount != 1:
                 return False
             self._claims_seen.released(fence.connector)
@@ -790,7 +834,7 @@ class EmbeddedOffsetLog(OffsetLog):
                             conn.execute("ROLLBACK")
                         raise
                 except sqlite3.Error as e:
-                    raise LogWriteError(f"{self.description}: compaction of partition {p} failed: {e}") from e
+                    raise self._write_failed(e, f"the compaction of partition {p}") from e
             before += count
             after += count - removed
             time.sleep(_YIELD_S)
@@ -830,3 +874,8 @@ class EmbeddedOffsetLog(OffsetLog):
         if self._writer is None:
             raise LogWriteError(f"{self.description} is not open")
         return self._writer
+
+
+def _size(batch: Sequence[_WriteRequest]) -> int:
+    """A transaction's key and value bytes: what a probe must be able to write for it to fit again."""
+    return sum(len(key) + len(value or b"") for req in batch for key, value, _ in req.entries)

@@ -1,0 +1,135 @@
+"""Writes the embedded log's storage refuses: a full disk, an I/O error, a file made read-only.
+
+Such a write fails at once, and will fail the same way until an operator frees space or mends the
+mount, so the daemon treats it as Kafka's backend treats a broker that stopped answering: the
+request gets 503 with ``Retry-After`` (nothing was written; retrying later is right, as for a broker
+stall) instead of a 500, and ``/readyz`` answers 503 with the reason, so a load balancer or an
+orchestrator stops sending writes to a daemon that can only refuse them. Reads of the view go on
+being served meanwhile.
+
+Readiness has to come back on its own: with ``/readyz`` at 503 no write may arrive to prove the disk
+works again. So while writes fail, a probe thread tries a write every ``PROBE_INTERVAL_S``; the
+first write that succeeds, the probe's or a request's, ends the fault and logs how long it lasted.
+The probe writes as many bytes as the refused write carried (at least a page, at most
+``PROBE_MAX_BYTES``) into a metadata row nothing reads, then removes it: a tiny probe would succeed
+on a disk with a few free pages (SQLite reuses its write-ahead log's space) while the write that was
+refused would fail again, and readiness would say what is not so. Other SQLite errors (a damaged
+file, a locked database) stay what they were: they are not the storage refusing writes.
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+import threading
+import time
+from collections.abc import Callable
+
+log = logging.getLogger(__name__)
+
+PROBE_INTERVAL_S = 2.0
+"""How often a write is tried while the storage refuses them."""
+
+PROBE_MIN_BYTES = 4096
+PROBE_MAX_BYTES = 1 << 20
+"""The probe's size bounds: a page at least; at most 1 MiB, so probing a disk that refused a large
+import does not fill it again (that import may then be refused once more, and readiness follows)."""
+
+_FAULTS = {
+    "SQLITE_FULL": "the disk is full",
+    "SQLITE_IOERR": "the disk reported an I/O error",
+    "SQLITE_READONLY": "the log's file cannot be written (read-only file or file system)",
+    "SQLITE_CANTOPEN": "a file of the log cannot be opened",
+}
+
+
+def storage_fault(e: sqlite3.Error) -> str | None:
+    """What the storage refused, in an operator's words, or None when ``e`` is not such a refusal."""
+    name = getattr(e, "sqlite_errorname", "") or ""
+    for prefix, meaning in _FAULTS.items():
+        if name.startswith(prefix):
+            return f"{meaning} (SQLite: {e})"
+    return None
+
+
+class StorageFaults:
+    """Whether the log's storage refuses writes now, since when, and the probe that notices the end.
+
+    ``probe(n)`` makes a durable write of ``n`` bytes, leaves nothing behind, and raises
+    ``sqlite3.Error`` when it fails; it runs on a thread of this class's own, never on a request's.
+    """
+
+    def __init__(self, description: str, probe: Callable[[int], None], interval_s: float = PROBE_INTERVAL_S) -> None:
+        self._description = description
+        self._probe = probe
+        self._interval_s = interval_s
+        self._lock = threading.Lock()
+        self._since: float | None = None  # monotonic start of the fault, None while writes succeed
+        self._reason = ""
+        self._probe_bytes = PROBE_MIN_BYTES
+        self._prober: threading.Thread | None = None
+        self._stop = threading.Event()
+
+    def failed(self, reason: str, size: int) -> None:
+        """A write of ``size`` bytes was refused for ``reason``; the first refusal of a fault is logged
+        and starts the probe, which then writes as much as the latest refused write."""
+        with self._lock:
+            self._reason = reason
+            self._probe_bytes = min(max(size, PROBE_MIN_BYTES), PROBE_MAX_BYTES)
+            if self._since is not None:
+                return
+            self._since = time.monotonic()
+            if self._stop.is_set():
+                return
+            self._prober = threading.Thread(target=self._probe_until_written, name="embedded-log-probe", daemon=True)
+            self._prober.start()
+        log.error(
+            "%s refuses writes: %s. Every write answers 503 and /readyz 503 until one succeeds; a write is "
+            "tried every %g s",
+            self._description,
+            reason,
+            self._interval_s,
+        )
+
+    def succeeded(self) -> None:
+        """A write was made durable: any fault is over. One attribute read when there was none."""
+        if self._since is None:
+            return
+        with self._lock:
+            since, self._since = self._since, None
+        if since is not None:
+            log.warning("%s takes writes again after %.1f s", self._description, time.monotonic() - since)
+
+    def reason(self) -> str | None:
+        """``/readyz``'s reason while writes are refused, else None. Never blocks on the storage."""
+        since = self._since
+        if since is None:
+            return None
+        return f"writes to {self._description} have been refused for {time.monotonic() - since:.1f} s: {self._reason}"
+
+    def close(self) -> None:
+        """Stop probing (the log is closing). Idempotent."""
+        self._stop.set()
+        prober = self._prober
+        if prober is not None and prober is not threading.current_thread():
+            prober.join(timeout=10.0)
+
+    def _probe_until_written(self) -> None:
+        while not self._stop.wait(self._interval_s):
+            if self._since is None or self._prober is not threading.current_thread():
+                return  # a request's write succeeded first (and a later fault has a probe of its own)
+            try:
+                self._probe(self._probe_bytes)
+            except sqlite3.Error as e:
+                reason = storage_fault(e)
+                if reason is not None:
+                    with self._lock:
+                        self._reason = reason
+                else:
+                    log.warning("%s: the write probe failed: %s", self._description, e)
+                continue
+            except Exception as e:  # e.g. the log closed under the probe
+                log.warning("%s: the write probe stopped: %r", self._description, e)
+                return
+            self.succeeded()
+            return

@@ -1,0 +1,132 @@
+"""When the embedded log's storage refuses writes, the daemon says so and comes back by itself.
+
+A full disk, an I/O error or a read-only file fails a write at once, and every later one alike until
+an operator acts. So such a write answers 503 ``log_storage_refused`` with ``Retry-After`` (nothing
+was written: a retry is safe, and the Python clients retry it), ``/readyz`` answers 503 with the
+reason while reads go on, and once the storage takes a write of the refused size again the daemon is
+ready without anyone writing through it (a load balancer that stopped sending requests would
+otherwise never bring it back).
+
+The refusal is the kernel's: the daemon's file-size limit (``RLIMIT_FSIZE``, set on the running
+process with ``prlimit``) is lowered to just above its write-ahead log, so SQLite's next growth
+fails as on a disk with no space left (``EFBIG``, which SQLite reports as an I/O error; a real full
+disk gives ``ENOSPC``, "database or disk is full", and takes the same path, as docs/operations.md
+records from a tmpfs filled to the last byte). Raising the limit again is freeing the disk.
+"""
+
+from __future__ import annotations
+
+import resource
+import sqlite3
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import httpx
+import pytest
+
+from emulator.client.http import OffsetsClient
+from emulator.logs.embedded.storage_faults import storage_fault
+from tests.fixtures.daemon import DaemonFactory
+
+BIG = "y" * 20_000
+"""A value large enough that a few of them outgrow the write-ahead log's headroom."""
+
+
+def until(predicate: Callable[[], bool], what: str, timeout_s: float) -> float:
+    started = time.monotonic()
+    while not predicate():
+        assert time.monotonic() - started < timeout_s, f"{what} within {timeout_s} s"
+        time.sleep(0.05)
+    return time.monotonic() - started
+
+
+def body(partition: str, offset: object) -> dict[str, object]:
+    return {"offsets": [{"partition": {"file": partition}, "offset": {"position": offset}}]}
+
+
+@pytest.mark.slow  # a daemon process, and the client's Retry-After (5 s) waited on purpose
+def test_refused_writes_answer_503_readyz_says_why_and_readiness_returns_by_itself(
+    daemon_factory: DaemonFactory, tmp_path: Path
+) -> None:
+    data = tmp_path / "data"
+    daemon = daemon_factory("--data-dir", str(data), "--no-history")
+    assert daemon.proc is not None
+    connector = f"refused-{time.monotonic_ns()}"
+    http = httpx.Client(base_url=daemon.url, timeout=30)
+    url = f"/connectors/{connector}/offsets"
+    assert http.patch(f"{url}?create=true", json=body("a", 1)).status_code == 200
+
+    files = [data / "connect-offsets.sqlite3", data / "connect-offsets.sqlite3-wal"]
+    headroom = max(f.stat().st_size for f in files) + 100_000
+    resource.prlimit(daemon.proc.pid, resource.RLIMIT_FSIZE, (headroom, resource.RLIM_INFINITY))
+    try:
+        answers = [http.patch(url, json=body(f"big-{i}", BIG)) for i in range(12)]
+        refused = [a for a in answers if a.status_code != 200]
+        assert refused, "the write-ahead log grew past the limit without a refusal"
+        first = refused[0]
+        assert first.status_code == 503, first.text
+        assert first.headers["X-Connect-Offsets-Error"] == "log_storage_refused"
+        assert first.headers["Retry-After"] == "5"
+        assert first.json()["message"].endswith("nothing was written")
+        assert "refused the write: the disk reported an I/O error" in first.json()["message"]
+
+        ready = http.get("/readyz")
+        assert ready.status_code == 503
+        assert ready.json()["unreachable"].startswith("writes to embedded://")
+        assert "have been refused for" in ready.json()["unreachable"]
+        offsets = http.get(url)  # reads go on
+        assert offsets.status_code == 200
+        assert {"file": "a"} in [row["partition"] for row in offsets.json()["offsets"]]
+
+        with OffsetsClient(daemon.url, retry_for_s=30) as client:
+            retried: list[object] = []
+            writer = threading.Thread(target=lambda: retried.append(client.alter(connector, body("late", BIG))))
+            writer.start()  # refused, then sent again after Retry-After (5 s) by the client
+            time.sleep(2.5)  # the first probe has tried a write of the refused size, and failed
+            assert http.get("/readyz").status_code == 503, "ready while a write of the refused size still fails"
+            resource.prlimit(daemon.proc.pid, resource.RLIMIT_FSIZE, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+            took = until(lambda: http.get("/readyz").status_code == 200, "ready once the storage takes writes", 10)
+            writer.join(30)
+        assert took < 2.0 + 1.0, "the probe runs every 2 s"
+        assert retried, "the client's retry of the refused write did not succeed"
+    finally:
+        resource.prlimit(daemon.proc.pid, resource.RLIMIT_FSIZE, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+
+    partitions = [row["partition"]["file"] for row in http.get(url).json()["offsets"]]
+    assert "late" in partitions
+    assert http.patch(url, json=body("after", BIG)).status_code == 200
+    log = daemon.log_tail(400)
+    assert log.count("refuses writes: the disk reported an I/O error") == 1, "one ERROR line per fault"
+    assert "takes writes again after" in log
+
+
+def test_only_the_storage_refusing_writes_is_a_storage_fault(tmp_path: Path) -> None:
+    """SQLite's own errors, made for real: a full database and a read-only file are faults that
+    pass; a constraint violation and a damaged file are not the storage's doing."""
+    path = tmp_path / "x.sqlite3"
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("CREATE TABLE t (k INTEGER PRIMARY KEY, v BLOB)")
+    pages = conn.execute("PRAGMA page_count").fetchone()[0]
+    conn.execute(f"PRAGMA max_page_count = {pages}")
+    with pytest.raises(sqlite3.Error) as full:
+        conn.execute("INSERT INTO t VALUES (1, zeroblob(100000))")
+    assert storage_fault(full.value) == "the disk is full (SQLite: database or disk is full)"
+    with pytest.raises(sqlite3.Error) as duplicate:
+        conn.execute("INSERT INTO t VALUES (2, x'00')")
+        conn.execute("INSERT INTO t VALUES (2, x'00')")
+    assert storage_fault(duplicate.value) is None
+    conn.close()
+
+    readonly = sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True)
+    with pytest.raises(sqlite3.Error) as refused:
+        readonly.execute("INSERT INTO t VALUES (3, x'00')")
+    readonly.close()
+    assert (storage_fault(refused.value) or "").startswith("the log's file cannot be written")
+
+    damaged = tmp_path / "damaged.sqlite3"
+    damaged.write_bytes(b"not a database" * 100)
+    with pytest.raises(sqlite3.Error) as corrupt:
+        sqlite3.connect(damaged).execute("SELECT * FROM sqlite_schema").fetchall()
+    assert storage_fault(corrupt.value) is None
