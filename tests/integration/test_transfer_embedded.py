@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import io
 import json
+import resource
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -177,3 +180,49 @@ def test_an_export_replaces_a_damaged_document_but_never_merges_into_a_damaged_s
     with pytest.raises(FormatError, match="truncated"):
         transfer(source, StandaloneLocation(broken_store), TransferOptions(), quiet())
     assert broken_store.read_bytes() == b"\xac\xed\x00\x05\x73"
+
+
+def limited_file_size() -> None:
+    """Run in the child before it starts: files it writes may not grow past 64 KiB (the exports
+    below are ~300 KB), so the kernel refuses the write with ``EFBIG``."""
+    resource.setrlimit(resource.RLIMIT_FSIZE, (64 * 1024, 64 * 1024))
+
+
+def test_a_file_the_disk_refuses_is_a_one_line_error_and_the_old_file_stays(tmp_path: Path) -> None:
+    """The kernel refuses the write (the CLI runs under a file-size limit, as on a disk with no
+    space left): one ``error:`` line naming the file and why, exit code 2, no traceback, and the
+    previous file untouched (it was a traceback from ``atomic_write``)."""
+    source = seed(tmp_path, [rec(f"c{i % 7}", i, b'{"pad":"' + b"x" * 900 + b'"}') for i in range(300)])
+    for destination in ("kip875:out.json", "standalone:out.offsets", "cdc:out.jsonl"):
+        path = tmp_path / destination.split(":", 1)[1]
+        if destination.startswith("standalone:"):  # a standalone file is merged into, so it must be one
+            standalone.write_file(path, [rec("old", 0, b'{"position":1}')])
+        else:
+            path.write_bytes(b"old and small\n")
+        old = path.read_bytes()
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "emulator.cli",
+                "export",
+                "--from",
+                f"standalone:{source.path}",
+                "--to",
+                f"{destination.split(':')[0]}:{path}",
+                "--yes",
+                "--quiet",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            preexec_fn=limited_file_size,
+            cwd=tmp_path,
+        )
+        assert done.returncode == 2, done.stderr
+        assert (
+            done.stderr
+            == f"error: {destination.split(':')[0]}:{path}: cannot write: File too large; nothing was written\n"
+        )
+        assert path.read_bytes() == old
+        assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")] == [], "a temporary file was left"

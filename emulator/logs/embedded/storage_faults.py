@@ -84,8 +84,8 @@ class StorageFaults:
             self._prober = threading.Thread(target=self._probe_until_written, name="embedded-log-probe", daemon=True)
             self._prober.start()
         log.error(
-            "%s refuses writes: %s. Every write answers 503 and /readyz 503 until one succeeds; a write is "
-            "tried every %g s",
+            "%s refuses writes: %s. Writes fail (the daemon: 503, and /readyz 503) until the storage takes one "
+            "again; one is tried every %g s",
             self._description,
             reason,
             self._interval_s,

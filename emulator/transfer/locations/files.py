@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import abc
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from emulator.formats import cdc_state, kip875, snapshot, standalone
@@ -44,6 +45,15 @@ class FileLocation(Location):
         if not parent.is_dir():
             raise LocationError(f"{self.description}: directory {parent} does not exist")
 
+    def _replace(self, write: Callable[[], object]) -> None:
+        """Run ``write`` (an atomic replacement of the file) and say plainly when the disk refused it
+        (no space left, a file-size limit, permissions) instead of a traceback. The replacement is
+        atomic, so the old file, or none, is still there."""
+        try:
+            write()
+        except OSError as exc:
+            raise LocationError(f"{self.description}: cannot write: {exc.strerror or exc}") from exc
+
 
 class DocumentLocation(FileLocation):
     """A file an export replaces: the diff shows old content → new content."""
@@ -64,7 +74,7 @@ class DocumentLocation(FileLocation):
         if ctx.options.dry_run:
             return ApplyResult(diff.as_dict(ctx.options.diff_limit), 0, replaced, unreadable)
         data, notes = self.encode(list(latest.values()), ctx)
-        atomic_write(self.path, data)
+        self._replace(lambda: atomic_write(self.path, data))
         return ApplyResult(diff.as_dict(ctx.options.diff_limit), len(latest), [*replaced, *notes], unreadable)
 
     @abc.abstractmethod
@@ -89,7 +99,7 @@ class StandaloneLocation(FileLocation):
             return ApplyResult(diff.as_dict(ctx.options.diff_limit), 0, unreadable_values=unreadable)
         for record in to_write:
             merged[record.key] = record
-        standalone.write_file(self.path, merged.values())
+        self._replace(lambda: standalone.write_file(self.path, merged.values()))
         notes = ["a standalone worker must be stopped while its offsets file is replaced"]
         return ApplyResult(diff.as_dict(ctx.options.diff_limit), len(to_write), notes, unreadable)
 
