@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
@@ -40,7 +41,7 @@ from typing import TypeVar
 
 from emulator.codec.murmur2 import partition_for
 from emulator.logs.base import OffsetLog, check_record_size
-from emulator.model.errors import LogTimeout, LogWriteError, WriteOutcomeUnknown
+from emulator.model.errors import LogTimeout, LogWriteError, OffsetsError, WriteOutcomeUnknown
 from emulator.model.records import LogRecord, Position
 from emulator.service.results import PlannedRecord
 from emulator.service.write_guard import NO_AUTH, WriteAuth, WriteGuard
@@ -360,6 +361,10 @@ class OffsetsWriter:
                 unwritten = len(entries) - start - len(chunk)
                 outcome = self._applied_when_known(chunk, unknown.outcome, unwritten, view)
                 raise WriteOutcomeUnknown(unknown.message, outcome) from None
+            except OffsetsError as error:
+                if start == 0:
+                    raise
+                raise partly_written(error, start, len(entries)) from error
             self._apply(chunk, positions, view)
 
     def _apply(self, chunk: Entries, positions: Sequence[Position], view: OffsetView | None = None) -> None:
@@ -434,3 +439,17 @@ class OffsetsWriter:
             )
         finally:
             self._locks.release(section.connector)
+
+
+def partly_written(error: OffsetsError, written: int, total: int) -> OffsetsError:
+    """``error``, which refused one chunk of a write, said of the whole write: the chunks before it
+    are durable and in effect, so "nothing was written" would be false. Same class, so the status
+    and kind stay those of what went wrong."""
+    said = copy.copy(error)
+    said.message = (
+        f"{error.message.removesuffix('; nothing was written')}; the first {written:,} of this write's {total:,} "
+        f"records were written before it and are in effect, the other {total - written:,} were not (sending "
+        "the same request again writes the rest)"
+    )
+    said.args = (said.message,)
+    return said

@@ -16,6 +16,7 @@ records from a tmpfs filled to the last byte). Raising the limit again is freein
 
 from __future__ import annotations
 
+import base64
 import resource
 import sqlite3
 import threading
@@ -25,9 +26,16 @@ from pathlib import Path
 
 import httpx
 import pytest
+from fastapi.testclient import TestClient
 
 from emulator.client.http import OffsetsClient
+from emulator.codec.keys import encode_key
+from emulator.codec.values import encode_offset
+from emulator.logs.embedded.offsets_log import EmbeddedOffsetLog
 from emulator.logs.embedded.storage_faults import storage_fault
+from emulator.model.connectors import NoConnectCluster
+from emulator.server.wiring import assemble_runtime, make_app, start_reading
+from emulator.view.offset_view import OffsetView
 from tests.fixtures.daemon import DaemonFactory
 
 BIG = "y" * 20_000
@@ -130,3 +138,83 @@ def test_only_the_storage_refusing_writes_is_a_storage_fault(tmp_path: Path) -> 
     with pytest.raises(sqlite3.Error) as corrupt:
         sqlite3.connect(damaged).execute("SELECT * FROM sqlite_schema").fetchall()
     assert storage_fault(corrupt.value) is None
+
+
+@pytest.mark.slow  # 50,000 records imported, and up to one probe interval (2 s) waited
+def test_a_large_import_refused_midway_says_how_much_was_written_and_sending_it_again_writes_the_rest(
+    tmp_path: Path,
+) -> None:
+    """Writes of more than 10,000 records go to the log in chunks of 10,000, each durable on its own.
+    When the disk refuses the second, the first is written and in effect, so the answer may not say
+    "nothing was written" (it did): it says how many were, and the same import sent again, which
+    writes only what differs, writes the rest.
+
+    The refusal is SQLite's own "database or disk is full", made with ``max_page_count`` on the
+    log's writing connection (a per-connection limit: there is no other way in for a test), set to
+    about one and a half chunks' worth of pages measured on a second log with the same records."""
+    connector = f"bulk-{time.monotonic_ns()}"
+    records = [
+        {"key": b64(encode_key(connector, {"file": f"f{i:05d}"})), "value": b64(encode_offset({"position": i}))}
+        for i in range(25_000)
+    ]
+    chunk_pages = pages_for(
+        tmp_path / "calibration",
+        [(encode_key(connector, {"file": f"f{i:05d}"}), encode_offset({"position": i})) for i in range(10_000)],
+    )
+
+    log = EmbeddedOffsetLog(tmp_path / "data", partitions=2, synchronous="NORMAL")
+    log.open()
+    runtime = assemble_runtime(log, OffsetView(), NoConnectCluster())
+    start_reading(runtime)
+    try:
+        with TestClient(make_app(runtime, reading_started=True), base_url="http://localhost") as client:
+            until(lambda: client.get("/readyz").status_code == 200, "ready after the replay", 10)
+            limit_pages(log, page_count(log) + chunk_pages * 3 // 2)
+
+            refused = client.post("/offsets/records", json={"records": records})
+            assert refused.status_code == 503, refused.text
+            assert refused.headers["X-Connect-Offsets-Error"] == "log_storage_refused"
+            message = refused.json()["message"]
+            assert "refused the write: the disk is full (SQLite: database or disk is full)" in message
+            assert "nothing was written" not in message
+            assert message.endswith(
+                "the first 10,000 of this write's 25,000 records were written before it and are in effect, "
+                "the other 15,000 were not (sending the same request again writes the rest)"
+            )
+            assert len(client.get(f"/connectors/{connector}/offsets").json()["offsets"]) == 10_000
+
+            limit_pages(log, 1 << 30)  # space freed
+            until(lambda: client.get("/readyz").status_code == 200, "ready once the probe writes", 10)
+            again = client.post("/offsets/records", json={"records": records})
+            assert again.status_code == 200, again.text
+            assert again.json()["written"] == 15_000
+            assert len(client.get(f"/connectors/{connector}/offsets").json()["offsets"]) == 25_000
+    finally:
+        log.close()
+
+
+def b64(data: bytes) -> str:
+    return base64.b64encode(data).decode()
+
+
+def page_count(log: EmbeddedOffsetLog) -> int:
+    with sqlite3.connect(log.path) as conn:
+        return int(conn.execute("PRAGMA page_count").fetchone()[0])
+
+
+def pages_for(directory: Path, entries: list[tuple[bytes, bytes]]) -> int:
+    """How many pages an append of ``entries`` adds to a fresh log."""
+    log = EmbeddedOffsetLog(directory, partitions=2, synchronous="NORMAL")
+    log.open()
+    try:
+        before = page_count(log)
+        log.append(entries, 60)
+        return page_count(log) - before
+    finally:
+        log.close()
+
+
+def limit_pages(log: EmbeddedOffsetLog, pages: int) -> None:
+    with log._commit_lock:  # the writing connection's own limit, set between its transactions
+        assert log._writer is not None
+        log._writer.execute(f"PRAGMA max_page_count = {pages}")
