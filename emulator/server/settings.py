@@ -66,6 +66,15 @@ class Settings:
         "-1", integer(), "replication factor when creating the topic (-1 = broker default)", group=DAEMON
     )
     data_dir: Path = option("./data", PATH, "where the embedded log lives", group=DAEMON)
+    compaction_interval_s: float | None = option(
+        "10m",
+        DURATION_OR_NEVER,
+        "embedded log: how often to check whether it holds twice the records its last compaction left "
+        "(and at least 100,000), and then keep only the latest record per key, as Kafka's cleaner does "
+        "('never' keeps every record)",
+        group=DAEMON,
+        flag="--compaction-interval",
+    )
     host: str = option("127.0.0.1", TEXT, "listen address", group=DAEMON)
     port: int = option(
         "8081",

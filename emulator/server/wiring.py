@@ -70,7 +70,12 @@ def build_log(settings: Settings, eos: ExactlyOnceSource = DISABLED) -> OffsetLo
     if settings.embedded:
         from emulator.logs.embedded.offsets_log import EmbeddedOffsetLog
 
-        return EmbeddedOffsetLog(settings.data_dir, partitions=settings.offsets_partitions, name=settings.offsets_topic)
+        return EmbeddedOffsetLog(
+            settings.data_dir,
+            partitions=settings.offsets_partitions,
+            name=settings.offsets_topic,
+            compaction_interval_s=settings.compaction_interval_s,
+        )
     from emulator.logs.kafka.offsets_log import KafkaOffsetLog
 
     assert settings.bootstrap_servers is not None

@@ -36,6 +36,15 @@ from typing import Literal
 from emulator.codec.murmur2 import partition_for
 from emulator.logs.base import OffsetLog, ReadProgress, RecordSink
 from emulator.logs.embedded.claims_seen import ClaimsSeen
+from emulator.logs.embedded.compaction import (
+    DELETE_STEP,
+    MIN_RECORDS,
+    CompactionPolicy,
+    CompactionReport,
+    Compactor,
+    record_count,
+    superseded,
+)
 from emulator.logs.embedded.storage import (
     NETWORK_FILESYSTEMS,
     LogFile,
@@ -91,19 +100,6 @@ _SELECT_RANGE = (
 Python code: that construction is most of the replay cost."""
 
 
-@dataclass(frozen=True, slots=True)
-class CompactionReport:
-    """What ``compact()`` did, for logs and the CLI."""
-
-    records_before: int
-    records_after: int
-    duration_s: float
-
-    @property
-    def removed(self) -> int:
-        return self.records_before - self.records_after
-
-
 @dataclass(eq=False, slots=True)
 class _WriteRequest:
     """One ``append`` call waiting for a group commit; ``done`` is set with positions or an error."""
@@ -136,6 +132,8 @@ class EmbeddedOffsetLog(OffsetLog):
         *,
         synchronous: Literal["FULL", "NORMAL"] = "FULL",
         stalled_commit_s: float = STALLED_COMMIT_S,
+        compaction_interval_s: float | None = None,
+        compaction_min_records: int = MIN_RECORDS,
     ) -> None:
         if not _TOPIC_NAME.fullmatch(name) or name in {".", ".."}:
             raise LogConfigError(
@@ -160,6 +158,17 @@ class EmbeddedOffsetLog(OffsetLog):
 
         self._stalled_commit_s = stalled_commit_s
         self._faults = StorageFaults(self._file.description, self._probe_write)
+        self._compactor = (
+            None
+            if compaction_interval_s is None
+            else Compactor(
+                self._file.description,
+                self.record_count,
+                self.compact,
+                compaction_interval_s,
+                CompactionPolicy(compaction_min_records),
+            )
+        )
         self._commit_started: float | None = None  # monotonic start of the transaction running now, if any
         self._writer: sqlite3.Connection | None = None
         self._busy_ms = 0  # the writer connection's busy_timeout, as last set by _set_busy_timeout
@@ -269,6 +278,8 @@ class EmbeddedOffsetLog(OffsetLog):
         self._stop.set()
         self._wake.set()
         self._faults.close()
+        if self._compactor is not None:
+            self._compactor.close()
         with self._progress_cond:
             self._progress_cond.notify_all()  # a read_to_end waiting now fails at once
         reader = self._reader
@@ -313,6 +324,8 @@ class EmbeddedOffsetLog(OffsetLog):
         )
         self._reader = thread
         thread.start()
+        if self._compactor is not None:
+            self._compactor.start()
 
     def serving(self) -> bool:
         return self._caught_up and self._reader_error is None  # two reads, each atomic; see progress()
@@ -800,56 +813,84 @@ class EmbeddedOffsetLog(OffsetLog):
 
     # ------------------------------------------------------------------ compaction
 
-    def compact(self) -> CompactionReport:
+    def compact(self, stop: threading.Event | None = None) -> CompactionReport:
         """Keep only the latest record per key in each partition, as Kafka's log cleaner does.
 
-        Offsets are kept (readers skip the gaps, since they track positions, not counts) and
-        tombstones are kept forever: dropping one could let a reader that already applied the older
-        value miss the delete, which is what Kafka's ``delete.retention.ms`` guards against. Safe
-        while readers run: the latest record of every key survives, so a reader behind it still
-        reaches it and a reader past it has already applied it — the final state is the same.
-        One short transaction per partition, so appends wait at most one partition's worth.
-        Freed pages go back to the file system when the file was created with incremental vacuum.
+        Offsets are kept (readers skip the gaps, since they track positions, not counts) and the
+        latest record of every key stays, tombstones included: dropping one could let a reader that
+        already applied the older value miss the delete, which is what Kafka's
+        ``delete.retention.ms`` guards against. Safe while readers and writers run: a reader behind
+        the latest record still reaches it, one past it has applied it. The records to remove are
+        found by a read that holds no lock and deleted ``DELETE_STEP`` at a time
+        (``emulator.logs.embedded.compaction``), so an append waits for one step at most. Freed
+        pages go back to the file system when the file was created with incremental vacuum.
+        ``stop`` (the daemon's compactor closing) ends it between two steps.
         """
         started = time.monotonic()
-        before = after = 0
-        for p in range(self._partitions):
-            with self._commit_lock:
-                conn = self._require_writer()
+        before = removed = 0
+        reader = self._file.connect(timeout_s=30.0)
+        try:
+            for p in range(self._partitions):
                 try:
-                    self._set_busy_timeout(conn, time.monotonic() + 30.0)
-                    conn.execute("BEGIN IMMEDIATE")
-                    try:
-                        (count,) = conn.execute("SELECT count(*) FROM records WHERE partition = ?", (p,)).fetchone()
-                        conn.execute(
-                            "DELETE FROM records WHERE partition = ?1 AND key IS NOT NULL AND offset NOT IN ("
-                            "SELECT max(offset) FROM records WHERE partition = ?1 AND key IS NOT NULL "
-                            "GROUP BY key)",
-                            (p,),
-                        )
-                        removed = conn.execute("SELECT changes()").fetchone()[0]
-                        conn.execute("COMMIT")
-                    except BaseException:
-                        if conn.in_transaction:
-                            conn.execute("ROLLBACK")
-                        raise
+                    count, offsets = superseded(reader, p)
                 except sqlite3.Error as e:
-                    raise self._write_failed(e, f"the compaction of partition {p}") from e
-            before += count
-            after += count - removed
-            time.sleep(_YIELD_S)
-        self._release_free_pages()
-        report = CompactionReport(before, after, time.monotonic() - started)
-        log.info("compacted %s: %d -> %d records in %.2f s", self.description, before, after, report.duration_s)
+                    raise LogWriteError(f"{self.description}: the compaction of partition {p} failed ({e})") from e
+                before += count
+                for step in range(0, len(offsets), DELETE_STEP):
+                    if stop is not None and stop.is_set():
+                        break
+                    self._delete(p, offsets[step : step + DELETE_STEP])
+                    removed += len(offsets[step : step + DELETE_STEP])
+                    time.sleep(_YIELD_S)
+        finally:
+            reader.close()
+        if stop is None or not stop.is_set():
+            self._release_free_pages()
+        report = CompactionReport(before, before - removed, time.monotonic() - started)
+        log.info(
+            "compacted %s: %d -> %d records in %.2f s",
+            self.description,
+            before,
+            report.records_after,
+            report.duration_s,
+        )
         return report
 
-    def _release_free_pages(self, pages_per_step: int = 2000) -> None:
+    def record_count(self) -> int:
+        """Records in the log now, on a connection of its own (an index scan: ~30 ms at 1,000,000)."""
+        conn = self._file.connect(timeout_s=30.0)
+        try:
+            return record_count(conn)
+        finally:
+            conn.close()
+
+    def _delete(self, partition: int, offsets: list[int]) -> None:
+        """One compaction step: delete these superseded records in one transaction."""
+        with self._commit_lock:
+            conn = self._require_writer()
+            try:
+                self._set_busy_timeout(conn, time.monotonic() + 30.0)
+                conn.execute("BEGIN IMMEDIATE")
+                try:
+                    conn.executemany(
+                        "DELETE FROM records WHERE partition = ? AND offset = ?", [(partition, o) for o in offsets]
+                    )
+                    conn.execute("COMMIT")
+                except BaseException:
+                    if conn.in_transaction:
+                        conn.execute("ROLLBACK")
+                    raise
+            except sqlite3.Error as e:
+                raise self._write_failed(e, f"the compaction of partition {partition}") from e
+
+    def _release_free_pages(self, pages_per_step: int = 256) -> None:
         """Give pages freed by compaction back to the file system, a bounded step at a time.
 
-        One step holds the write lock for tens of milliseconds, so appends interleave with a large
-        vacuum instead of waiting for all of it. ``executescript`` because Python's ``execute`` steps
-        the pragma only once, which frees a single page. The file shrinks when the WAL is copied
-        back, hence the PASSIVE checkpoint (it never waits for readers).
+        One step (256 pages) holds the write lock for a few milliseconds, so appends interleave with
+        a large vacuum instead of waiting for all of it (2,000-page steps held them up to 80 ms).
+        ``executescript`` because Python's ``execute`` steps the pragma only once, which frees a
+        single page. The file shrinks when the WAL is copied back, hence the PASSIVE checkpoint (it
+        never waits for readers).
         """
         try:
             while True:
