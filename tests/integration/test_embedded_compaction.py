@@ -20,6 +20,7 @@ import pytest
 
 from emulator.codec.keys import encode_key
 from emulator.codec.values import encode_offset
+from emulator.logs.embedded.compaction import CompactionPolicy, CompactionReport, Compactor
 from emulator.logs.embedded.offsets_log import EmbeddedOffsetLog
 from emulator.model.records import LogRecord
 from tests.fixtures.daemon import DaemonFactory
@@ -42,6 +43,8 @@ def commits(connector: str, keys: int, rounds: int, start: int = 0) -> list[tupl
 
 
 def test_the_compactor_compacts_once_the_log_has_doubled_and_the_readers_state_is_unchanged(tmp_path: Path) -> None:
+    """The policy, one check at a time (the daemon's thread runs ``check`` every interval: the test
+    below), each after the reader has read everything, since records it has not read are kept."""
     connector = f"compacted-{time.monotonic_ns()}"
     seen: dict[bytes, bytes | None] = {}
 
@@ -49,32 +52,30 @@ def test_the_compactor_compacts_once_the_log_has_doubled_and_the_readers_state_i
         for record in records:
             seen[record.key] = record.value
 
-    log = EmbeddedOffsetLog(
-        tmp_path, partitions=2, synchronous="NORMAL", compaction_interval_s=0.05, compaction_min_records=50
-    )
+    log = EmbeddedOffsetLog(tmp_path, partitions=2, synchronous="NORMAL")
+    compactor = Compactor(log.description, log.record_count, log.compact, 60.0, CompactionPolicy(min_records=50))
     written: list[tuple[bytes, bytes | None]] = []
 
-    def append(entries: list[tuple[bytes, bytes | None]]) -> None:
+    def append(entries: list[tuple[bytes, bytes | None]]) -> CompactionReport | None:
         log.append(entries, 30)
         written.extend(entries)
+        log.read_to_end(10)
+        return compactor.check()
 
     log.open()
+    log.start_reading(sink)
     try:
-        append(commits(connector, keys=10, rounds=4))  # 40 records of 10 keys: below the minimum of 50
-        log.start_reading(sink)
-        time.sleep(0.3)  # six checks
-        assert log.record_count() == 40, "compacted a log below the minimum"
+        assert append(commits(connector, keys=10, rounds=4)) is None, "compacted 40 records, below the minimum"
+        assert log.record_count() == 40
 
-        append(commits(connector, keys=30, rounds=10, start=4))  # 340 records, 30 keys
-        until(lambda: log.record_count() == 30, "compacted to one record per key")
+        first = append(commits(connector, keys=30, rounds=10, start=4))  # 340 records, 30 keys
+        assert first is not None and (first.records_before, first.records_after) == (340, 30)
 
-        append(commits(connector, keys=20, rounds=1, start=14))  # 50 records: less than twice 30
-        time.sleep(0.3)
-        assert log.record_count() == 50, "compacted before the log had doubled"
+        assert append(commits(connector, keys=20, rounds=1, start=14)) is None, "compacted 50: not twice 30"
+        assert log.record_count() == 50
 
-        append(commits(connector, keys=10, rounds=1, start=15))  # 60: twice what the last compaction left
-        until(lambda: log.record_count() == 30, "compacted again once doubled")
-        log.read_to_end(10)
+        again = append(commits(connector, keys=10, rounds=1, start=15))  # 60: twice what the last one left
+        assert again is not None and (again.records_before, again.records_after) == (60, 30)
     finally:
         log.close()
 

@@ -584,7 +584,12 @@ def test_compaction_keeps_the_latest_record_per_key_with_its_offset_even_while_a
 
     log.start_reading(held_sink)
     wait_until(lambda: sink.calls == 1)
-    report = log.compact()  # the reader is now mid-replay, 50 records into its first partition
+    outside = EmbeddedOffsetLog(log.path.parent, partitions=5)  # a compaction by hand, from outside
+    outside.open()
+    try:
+        report = outside.compact()  # the reader is now mid-replay, held inside its first batch
+    finally:
+        outside.close()
     compacted.set()
     assert (report.records_before, report.records_after, report.removed) == (2000, 25, 1975)
     wait_until(lambda: log.progress().caught_up)
@@ -599,6 +604,27 @@ def test_compaction_keeps_the_latest_record_per_key_with_its_offset_even_while_a
 
     (pos,) = log.append([(connect_key("compact", 0), b"after")])  # offsets never reused
     assert pos.offset > max(o for p, o in remaining if p == pos.partition)
+
+
+def test_a_reading_log_compacts_only_what_its_reader_has_read(log: EmbeddedOffsetLog) -> None:
+    """As Kafka's cleaner never touches the active segment: a record superseded before the reader got
+    to it still reaches the reader (and so the history archive)."""
+    entries = [(connect_key("unread", i % 5), b"%d" % i) for i in range(100)]
+    log.append(entries)
+    release = threading.Event()
+    sink = Collector()
+
+    def held_sink(batch: Sequence[LogRecord]) -> None:
+        release.wait(10)  # nothing has been read while the compaction runs
+        sink(batch)
+
+    log.start_reading(held_sink)
+    report = log.compact()
+    release.set()
+    assert (report.records_before, report.removed) == (100, 0), "removed records the reader had not read"
+    wait_until(lambda: log.progress().caught_up)
+    assert len(sink.snapshot()) == 100, "every record reached the reader"
+    assert log.compact().removed == 95, "once read, the superseded records go"
 
 
 # ---------------------------------------------------------------------------- damaged storage

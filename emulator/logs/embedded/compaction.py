@@ -5,7 +5,8 @@ Which: every record of a partition whose key has a later record in that partitio
 so readers, which track positions, skip the gaps; the latest record of each key stays, tombstones
 included). They are found with a read of their own, which holds no lock: a record superseded in that
 read stays superseded (a key's later records only get higher offsets), so records written meanwhile
-are never candidates and the list stays true while it is deleted. The deletes then go in steps of
+are never candidates and the list stays true while it is deleted. A log that is being read only
+offers records its reader has passed (``EmbeddedOffsetLog.compact``). The deletes then go in steps of
 ``DELETE_STEP`` records per transaction, so a write waits at most one step, never a partition's
 whole scan (one transaction per partition held writes for 50-80 ms at 40,000 records a partition).
 
@@ -28,6 +29,8 @@ log = logging.getLogger(__name__)
 DELETE_STEP = 2_000
 """Records deleted per transaction: each step holds the write lock for a few milliseconds."""
 
+_NO_BOUND = 1 << 62
+
 MIN_RECORDS = 100_000
 """Below this many records the daemon does not compact on its own (``connect-offsets`` would
 replay them in well under a second)."""
@@ -46,14 +49,15 @@ class CompactionReport:
         return self.records_before - self.records_after
 
 
-def superseded(conn: sqlite3.Connection, partition: int) -> tuple[int, list[int]]:
+def superseded(conn: sqlite3.Connection, partition: int, below: int | None = None) -> tuple[int, list[int]]:
     """The partition's record count and the offsets of its records a later record of the same key
-    supersedes, in one statement (one consistent snapshot), holding no write lock."""
+    supersedes, in one statement (one consistent snapshot), holding no write lock; only offsets
+    ``below`` the given one when it is given (the reader's position: see ``compact``)."""
     (count,) = conn.execute("SELECT count(*) FROM records WHERE partition = ?", (partition,)).fetchone()
     rows = conn.execute(
-        "SELECT offset FROM records WHERE partition = ?1 AND key IS NOT NULL AND offset NOT IN ("
+        "SELECT offset FROM records WHERE partition = ?1 AND offset < ?2 AND key IS NOT NULL AND offset NOT IN ("
         "SELECT max(offset) FROM records WHERE partition = ?1 AND key IS NOT NULL GROUP BY key) ORDER BY offset",
-        (partition,),
+        (partition, _NO_BOUND if below is None else below),
     ).fetchall()
     return int(count), [int(row[0]) for row in rows]
 
@@ -108,13 +112,18 @@ class Compactor:
         if self._thread.is_alive() and self._thread is not threading.current_thread():
             self._thread.join(timeout=10.0)
 
+    def check(self) -> CompactionReport | None:
+        """One check: compact if the policy says so; the report, or None when it was not due."""
+        if not self._policy.due(self._count()):
+            return None
+        report = self._compact(self._stop)
+        if not self._stop.is_set():
+            self._policy.compacted(report)
+        return report
+
     def _run(self) -> None:
         while not self._stop.wait(self._interval_s):
             try:
-                records = self._count()
-                if self._policy.due(records):
-                    report = self._compact(self._stop)
-                    if not self._stop.is_set():
-                        self._policy.compacted(report)
+                self.check()
             except Exception as exc:  # a refused disk, a locked file: the next check tries again
                 log.warning("%s: compaction failed, next check in %g s: %s", self._description, self._interval_s, exc)

@@ -825,6 +825,10 @@ class EmbeddedOffsetLog(OffsetLog):
         (``emulator.logs.embedded.compaction``), so an append waits for one step at most. Freed
         pages go back to the file system when the file was created with incremental vacuum.
         ``stop`` (the daemon's compactor closing) ends it between two steps.
+
+        While this object's reader runs, only records before its position are removed, as Kafka's
+        cleaner never touches the active segment: every record reaches the reader, and so the
+        history archive, even one superseded a moment after it was written.
         """
         started = time.monotonic()
         before = removed = 0
@@ -832,7 +836,7 @@ class EmbeddedOffsetLog(OffsetLog):
         try:
             for p in range(self._partitions):
                 try:
-                    count, offsets = superseded(reader, p)
+                    count, offsets = superseded(reader, p, self._read_position(p))
                 except sqlite3.Error as e:
                     raise LogWriteError(f"{self.description}: the compaction of partition {p} failed ({e})") from e
                 before += count
@@ -855,6 +859,13 @@ class EmbeddedOffsetLog(OffsetLog):
             report.duration_s,
         )
         return report
+
+    def _read_position(self, partition: int) -> int | None:
+        """The reader's position in ``partition``, or None when this object does not read the log."""
+        if self._reader is None:
+            return None
+        with self._progress_cond:
+            return self._positions.get(partition, 0)
 
     def record_count(self) -> int:
         """Records in the log now, on a connection of its own (an index scan: ~30 ms at 1,000,000)."""
