@@ -50,6 +50,7 @@ from emulator.logs.embedded.storage import (
     LogFile,
     end_offsets,
     filesystem_type,
+    immediate,
     is_busy,
     is_corruption,
 )
@@ -643,14 +644,8 @@ class EmbeddedOffsetLog(OffsetLog):
             with self._commit_lock:
                 conn = self._require_writer()
                 self._set_busy_timeout(conn, time.monotonic() + 5.0)
-                conn.execute("BEGIN IMMEDIATE")
-                try:
+                with immediate(conn):
                     conn.execute(statement, args)
-                    conn.execute("COMMIT")
-                except BaseException:
-                    if conn.in_transaction:
-                        conn.execute("ROLLBACK")
-                    raise
 
     def _set_busy_timeout(self, conn: sqlite3.Connection, deadline: float) -> None:
         """How long ``BEGIN IMMEDIATE`` may wait for another process's write: the time left, never
@@ -739,8 +734,7 @@ class EmbeddedOffsetLog(OffsetLog):
         with self._commit_lock:
             conn = self._require_writer()
             try:
-                conn.execute("BEGIN IMMEDIATE")
-                try:
+                with immediate(conn):
                     row = conn.execute("SELECT epoch FROM claims WHERE connector = ?", (connector,)).fetchone()
                     claim = Claim(connector, owner, (row[0] if row else 0) + 1, time.time_ns() // 1_000_000)
                     conn.execute(
@@ -749,11 +743,6 @@ class EmbeddedOffsetLog(OffsetLog):
                         "epoch = excluded.epoch, claimed_at_ms = excluded.claimed_at_ms, released = 0",
                         (claim.connector, claim.owner, claim.epoch, claim.claimed_at_ms),
                     )
-                    conn.execute("COMMIT")
-                except BaseException:
-                    if conn.in_transaction:
-                        conn.execute("ROLLBACK")
-                    raise
             except sqlite3.Error as e:
                 raise self._write_failed(e, f"the claim of connector {connector!r}") from e
             self._claims_seen.claimed(connector)
@@ -881,16 +870,10 @@ class EmbeddedOffsetLog(OffsetLog):
             conn = self._require_writer()
             try:
                 self._set_busy_timeout(conn, time.monotonic() + 30.0)
-                conn.execute("BEGIN IMMEDIATE")
-                try:
+                with immediate(conn):
                     conn.executemany(
                         "DELETE FROM records WHERE partition = ? AND offset = ?", [(partition, o) for o in offsets]
                     )
-                    conn.execute("COMMIT")
-                except BaseException:
-                    if conn.in_transaction:
-                        conn.execute("ROLLBACK")
-                    raise
             except sqlite3.Error as e:
                 raise self._write_failed(e, f"the compaction of partition {partition}") from e
 

@@ -15,11 +15,12 @@ WAL needs shared memory between the processes on one host, so a network file sys
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import sqlite3
 import time
-from collections.abc import Collection
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -191,6 +192,20 @@ def end_offsets(conn: sqlite3.Connection, partitions: Collection[int] | None = N
         query = f"SELECT partition, next_offset FROM partitions WHERE partition IN ({marks})"
         rows = conn.execute(query, tuple(partitions))
     return {int(p): int(n) for p, n in rows}
+
+
+@contextlib.contextmanager
+def immediate(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+    """One ``BEGIN IMMEDIATE`` transaction (the write lock from its start, so it never fails halfway
+    for want of it): committed when the block ends, rolled back when it raises."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield conn
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
 
 
 def is_corruption(e: sqlite3.Error) -> bool:
