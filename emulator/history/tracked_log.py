@@ -47,6 +47,9 @@ class TrackedLog(OffsetLog):
     def max_record_bytes(self) -> int | None:
         return self.inner.max_record_bytes
 
+    def compaction(self) -> dict[str, Any] | None:
+        return self.inner.compaction()
+
     def open(self) -> None:
         self.inner.open()
 

@@ -11,6 +11,7 @@ import abc
 from collections.abc import Callable, Collection, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
+from typing import Any
 
 from emulator.logs.write_timings import WriteTimings
 from emulator.model.claims import Claim, Fence
@@ -155,6 +156,11 @@ class OffsetLog(abc.ABC):
     def write_timings(self) -> WriteTimings | None:
         """How long this log's writes took to become durable (``/metrics``), or None for a log that
         does not time them."""
+        return None
+
+    def compaction(self) -> dict[str, Any] | None:
+        """The log's own compaction (the embedded log's compactor: ``/status``, ``/metrics``), or None
+        for a log that does not compact itself (a Kafka topic is compacted by the broker)."""
         return None
 
     @property

@@ -89,6 +89,24 @@ class StateCollector(Collector):
             sum_value=t.sum_s,
         )
         yield _counter("connect_offsets_log_written_records", "Records those writes made durable", t.records)
+        compaction = self._log.compaction()
+        if compaction is not None:
+            yield _counter(
+                "connect_offsets_log_compactions",
+                "Compactions the daemon ran on its embedded log",
+                compaction["compactions"],
+            )
+            yield _counter(
+                "connect_offsets_log_compaction_removed_records",
+                "Superseded records those compactions removed",
+                compaction["records_removed"],
+            )
+            if compaction["last_at"] is not None:
+                yield _gauge(
+                    "connect_offsets_log_compaction_last_timestamp_seconds",
+                    "When the last compaction of the embedded log ended (Unix seconds)",
+                    compaction["last_at"],
+                )
 
     # ------------------------------------------------------------------ the offsets log's reader
 

@@ -83,6 +83,9 @@ class Status(Readiness):
     """The archiver's mode, queue and errors (``{"enabled": false}`` with ``--no-history``)."""
     writes: WriteHealth | None
     """None for a log that does not time its writes (both backends do)."""
+    compaction: dict[str, Any] | None
+    """The embedded log's compactor (``--compaction-interval``): compactions, the last one, the last
+    failure; None on Kafka (the broker compacts) or with ``--compaction-interval never``."""
 
 
 def iso(seconds: float | None) -> str | None:
@@ -150,7 +153,12 @@ class Health:
             "live_keys": self._view.live_keys(),
             "history": {"enabled": False} if history is None else {"enabled": True, **history.status()},
             "writes": self._write_health(),
+            "compaction": self._compaction(),
         }
+
+    def _compaction(self) -> dict[str, Any] | None:
+        status = self._log.compaction()
+        return None if status is None else {**status, "last_at": iso(status["last_at"])}
 
     def _write_health(self) -> WriteHealth | None:
         timings = self._log.write_timings

@@ -24,6 +24,7 @@ from emulator.logs.embedded.compaction import CompactionPolicy, CompactionReport
 from emulator.logs.embedded.offsets_log import EmbeddedOffsetLog
 from emulator.model.records import LogRecord
 from tests.fixtures.daemon import DaemonFactory
+from tests.integration.scrape import parse
 
 
 def until(predicate: Callable[[], bool], what: str, timeout_s: float = 10.0) -> None:
@@ -105,3 +106,12 @@ def test_the_daemon_compacts_at_its_interval_once_it_holds_100000_records(
     assert re.search(r": 100000 -> 1000 records in [0-9.]+ s$", line), line
     offsets = httpx.get(f"{daemon.url}/connectors/{connector}/offsets", timeout=30).json()["offsets"]
     assert len(offsets) == 1_000 and {o["offset"]["position"] for o in offsets} == {99}
+
+    compaction = httpx.get(f"{daemon.url}/status", timeout=30).json()["compaction"]
+    assert compaction["interval_s"] == 1.0 and compaction["compactions"] == 1
+    assert (compaction["last_records_before"], compaction["last_records_after"]) == (100_000, 1_000)
+    assert compaction["records_removed"] == 99_000 and compaction["last_error"] is None
+    metrics = parse(httpx.get(f"{daemon.url}/metrics", timeout=30))
+    assert metrics.get("connect_offsets_log_compactions_total") == 1
+    assert metrics.get("connect_offsets_log_compaction_removed_records_total") == 99_000
+    assert (metrics.get("connect_offsets_log_compaction_last_timestamp_seconds") or 0) > time.time() - 60

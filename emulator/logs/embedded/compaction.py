@@ -21,8 +21,10 @@ from __future__ import annotations
 import logging
 import sqlite3
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 log = logging.getLogger(__name__)
 
@@ -103,6 +105,25 @@ class Compactor:
         self._policy = policy or CompactionPolicy()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="embedded-log-compactor", daemon=True)
+        self._compactions = 0
+        self._removed = 0
+        self._last: CompactionReport | None = None
+        self._last_at: float | None = None  # wall clock, when the last compaction ended
+        self._last_error: str | None = None
+
+    def status(self) -> dict[str, Any]:
+        """For ``/status`` and ``/metrics``: how often it compacted, the last one, the last failure."""
+        last = self._last
+        return {
+            "interval_s": self._interval_s,
+            "compactions": self._compactions,
+            "records_removed": self._removed,
+            "last_at": self._last_at,
+            "last_records_before": None if last is None else last.records_before,
+            "last_records_after": None if last is None else last.records_after,
+            "last_duration_s": None if last is None else round(last.duration_s, 3),
+            "last_error": self._last_error,
+        }
 
     def start(self) -> None:
         self._thread.start()
@@ -119,6 +140,9 @@ class Compactor:
         report = self._compact(self._stop)
         if not self._stop.is_set():
             self._policy.compacted(report)
+        self._compactions += 1
+        self._removed += report.removed
+        self._last, self._last_at = report, time.time()
         return report
 
     def _run(self) -> None:
@@ -126,4 +150,5 @@ class Compactor:
             try:
                 self.check()
             except Exception as exc:  # a refused disk, a locked file: the next check tries again
+                self._last_error = f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}: {exc}"
                 log.warning("%s: compaction failed, next check in %g s: %s", self._description, self._interval_s, exc)

@@ -31,7 +31,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from itertools import starmap
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from emulator.codec.murmur2 import partition_for
 from emulator.logs.base import OffsetLog, ReadProgress, RecordSink
@@ -855,6 +855,9 @@ class EmbeddedOffsetLog(OffsetLog):
             return None
         with self._progress_cond:
             return self._positions.get(partition, 0)
+
+    def compaction(self) -> dict[str, Any] | None:
+        return None if self._compactor is None else self._compactor.status()
 
     def record_count(self) -> int:
         """Records in the log now, on a connection of its own (an index scan: ~30 ms at 1,000,000)."""
