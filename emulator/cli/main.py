@@ -29,6 +29,7 @@ COMMAND_GROUPS = [
     "emulator.cli.claims",
     "emulator.cli.history",
     "emulator.cli.transfer",
+    "emulator.cli.compact",
     "emulator.cli.spark",
     "emulator.cli.tokens",
 ]

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import re
 import sqlite3
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -115,3 +117,30 @@ def test_the_daemon_compacts_at_its_interval_once_it_holds_100000_records(
     assert metrics.get("connect_offsets_log_compactions_total") == 1
     assert metrics.get("connect_offsets_log_compaction_removed_records_total") == 99_000
     assert (metrics.get("connect_offsets_log_compaction_last_timestamp_seconds") or 0) > time.time() - 60
+
+
+def test_connect_offsets_compact_compacts_a_log_no_daemon_serves_and_names_a_missing_one(tmp_path: Path) -> None:
+    data = tmp_path / "copy"
+    log = EmbeddedOffsetLog(data, partitions=3, name="backup", synchronous="NORMAL")
+    log.open()
+    log.append(commits("copied", keys=40, rounds=5), 30)  # 200 records of 40 keys
+    log.close()
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "emulator.cli", "compact", *args], capture_output=True, text=True, timeout=60
+        )
+
+    done = cli("--data-dir", str(data), "--name", "backup")
+    assert done.returncode == 0, done.stderr
+    assert re.fullmatch(r"embedded://.*/backup\.sqlite3: 200 -> 40 records \(160 removed\) in [0-9.]+ s\n", done.stdout)
+    with sqlite3.connect(data / "backup.sqlite3") as conn:
+        assert conn.execute("SELECT count(*) FROM records").fetchone()[0] == 40
+
+    missing = cli("--data-dir", str(tmp_path / "nowhere"))
+    assert missing.returncode == 2
+    assert (
+        missing.stderr
+        == f"error: no embedded log at {tmp_path / 'nowhere' / 'connect-offsets.sqlite3'} (--data-dir, --name)\n"
+    )
+    assert not (tmp_path / "nowhere").exists(), "a log was created where none was"

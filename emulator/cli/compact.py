@@ -1,0 +1,60 @@
+"""``compact``: keep only the latest record of each key in an embedded log, as Kafka's cleaner does.
+
+A daemon compacts the log it serves by itself (``--compaction-interval``). This is for a log no
+daemon serves: a ``migrate`` destination, a copy, a log whose daemon runs with
+``--compaction-interval never``. It is safe beside a running daemon too (each step is a SQLite
+transaction), but may then remove a change that daemon's reader has not read yet, which its history
+archive would miss; a daemon's own compaction never does.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from emulator.cli.common import EXIT_OK, EXIT_REFUSED, UsageError
+from emulator.model.errors import OffsetsError
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser(
+        "compact",
+        help="compact an embedded log: keep the latest record of each key (a daemon does it by itself)",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--data-dir", type=Path, default=Path("./data"), help="the log's directory (default ./data)")
+    p.add_argument(
+        "--name",
+        default="connect-offsets",
+        help="the log's name, the daemon's --offsets-topic (default connect-offsets)",
+    )
+    p.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from emulator.logs.embedded.offsets_log import EmbeddedOffsetLog
+    from emulator.logs.embedded.storage import stored_partition_count
+
+    path = args.data_dir / f"{args.name}.sqlite3"
+    if not path.is_file():
+        raise UsageError(f"no embedded log at {path} (--data-dir, --name)")
+    partitions = stored_partition_count(path)
+    if partitions is None:
+        raise UsageError(f"{path} is not an embedded offsets log that can be read")
+    log = EmbeddedOffsetLog(args.data_dir, partitions=partitions, name=args.name)
+    try:
+        log.open()
+        report = log.compact()
+    except OffsetsError as exc:
+        print(f"error: {exc.message}", file=sys.stderr)
+        return EXIT_REFUSED
+    finally:
+        log.close()
+    print(
+        f"{log.description}: {report.records_before:,} -> {report.records_after:,} records "
+        f"({report.removed:,} removed) in {report.duration_s:.2f} s"
+    )
+    return EXIT_OK
