@@ -13,6 +13,7 @@ import re
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -144,3 +145,20 @@ def test_connect_offsets_compact_compacts_a_log_no_daemon_serves_and_names_a_mis
         == f"error: no embedded log at {tmp_path / 'nowhere' / 'connect-offsets.sqlite3'} (--data-dir, --name)\n"
     )
     assert not (tmp_path / "nowhere").exists(), "a log was created where none was"
+
+
+def test_closing_the_log_cuts_a_compaction_short_between_two_steps(tmp_path: Path) -> None:
+    """A daemon that stops does not wait for a compaction to finish: the steps already taken stand,
+    the rest is left for the next start."""
+    log = EmbeddedOffsetLog(tmp_path, partitions=2, synchronous="NORMAL")
+    log.open()
+    try:
+        log.append(commits("stopping", keys=10, rounds=1_000), 60)  # 10,000 records, 5 steps of 2,000 or so
+        stop = threading.Event()
+        stop.set()
+        cut = log.compact(stop)
+        assert cut.removed == 0 and log.record_count() == 10_000
+        whole = log.compact()
+        assert (whole.records_before, whole.records_after) == (10_000, 10)
+    finally:
+        log.close()

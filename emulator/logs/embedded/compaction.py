@@ -138,8 +138,9 @@ class Compactor:
         if not self._policy.due(self._count()):
             return None
         report = self._compact(self._stop)
-        if not self._stop.is_set():
-            self._policy.compacted(report)
+        if self._stop.is_set():
+            return report  # cut short by close: neither the policy nor the counts learn from half of one
+        self._policy.compacted(report)
         self._compactions += 1
         self._removed += report.removed
         self._last, self._last_at = report, time.time()

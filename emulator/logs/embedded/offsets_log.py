@@ -835,6 +835,8 @@ class EmbeddedOffsetLog(OffsetLog):
                     self._delete(p, offsets[step : step + DELETE_STEP])
                     removed += len(offsets[step : step + DELETE_STEP])
                     time.sleep(_YIELD_S)
+                if stop is not None and stop.is_set():
+                    break
         finally:
             reader.close()
         if stop is None or not stop.is_set():
