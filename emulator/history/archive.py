@@ -8,7 +8,8 @@ the history routes and the queries use); each job lives in its own module:
 - ``recovery.py``: at open, files left open by a crash are cut back and the watermark rebuilt;
 - ``batch_queue.py``: the view's listener puts batches on a queue bounded by record count; when it
   is full the log's reader waits (backpressure), it never drops, unless the archiver is stalled on
-  a write it keeps retrying (then archiving stops instead: the readers never wait for a disk);
+  a write it keeps retrying (then the queue lets batches go, and the archiver reads them back from
+  the log once it can write: the readers never wait for a disk);
 - ``archiver.py``: the one thread that owns the files: replay decisions, rows, epochs;
 - ``writer.py``: the file being written, its fsync policy and rotation; ``retention.py``: folding
   old files into a base file.
@@ -32,7 +33,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO, Any
 
-from emulator.history.archiver import DEFAULT_RETRY_MAX_S, Archiver
+from emulator.history.archiver import DEFAULT_RETRY_MAX_S, Archiver, Reread
 from emulator.history.batch_queue import DEFAULT_QUEUE_RECORDS, ArchiveQueue
 from emulator.history.directory import HistoryError, WriterLock, log_slug
 from emulator.history.files import ArchiveFile, scan_dir
@@ -68,6 +69,7 @@ class HistoryArchive:
         origins: OriginRegistry | None = None,
         progress: Callable[[], ReadProgress] | None = None,
         read_own_writes: Callable[[float], bool] | None = None,
+        reread: Reread | None = None,
         retention_s: float | None = DEFAULT_RETENTION_S,
         rotate_bytes: int = DEFAULT_ROTATE_BYTES,
         rotate_interval_s: float | None = DEFAULT_ROTATE_INTERVAL_S,
@@ -90,13 +92,14 @@ class HistoryArchive:
         self.writable = False
         self._progress = progress
         self._read_own_writes = read_own_writes
+        self._reread = reread
         self._codec = codec
         self._fsync_interval_s = fsync_interval_s
         self._hold_limit = hold_limit
         self._tick_s = tick_s
         self._yield_s = yield_s
         self._retry_max_s = retry_max_s
-        self._queue = ArchiveQueue(self.stats, queue_records)
+        self._queue = ArchiveQueue(self.stats, queue_records, rereadable=reread is not None)
         self._lock = WriterLock(self.directory, log_identity)
         self._files_lock = threading.Lock()  # held while files are renamed, cut or deleted
         self._state = ArchiveState(log_identity)
@@ -169,6 +172,7 @@ class HistoryArchive:
             identity=self.identity,
             directory=self.directory,
             progress=self._progress,
+            reread=self._reread,
             hold_limit=self._hold_limit,
             tick_s=self._tick_s,
             yield_s=self._yield_s,
@@ -202,6 +206,11 @@ class HistoryArchive:
             return
         self._queue.put(records)
 
+    def kept_from(self, partition: int) -> int | None:
+        """The first offset of ``partition`` the archiver still has to read back from the log: a log
+        that compacts itself keeps it (``OffsetLog.keep_records``)."""
+        return self._queue.kept_from(partition)
+
     def sync(self, timeout_s: float = 30.0) -> bool:
         """Wait until every record this process wrote to the log is archived, written and flushed.
 
@@ -224,6 +233,11 @@ class HistoryArchive:
         failure itself names server paths, so it is left to ``/history/status`` (admin only)."""
         queue = self._queue.state()
         if queue.failure is None:
+            if queue.gap_offsets:
+                return (
+                    "the archiver is reading back from the log what it let go while it could not write "
+                    f"({queue.gap_offsets} offsets to go)"
+                )
             return None
         if queue.stalled_s is not None:
             return f"the archiver cannot write for {queue.stalled_s:.0f} s and retries (why: GET /history/status)"
@@ -237,6 +251,8 @@ class HistoryArchive:
             mode = "stalled"
         elif queue.failure is not None:
             mode = "failed"
+        elif queue.gap_offsets:
+            mode = "reading-back"
         else:
             mode = "writing" if self.writable else "read-only"
         return {
@@ -250,6 +266,9 @@ class HistoryArchive:
             "records_archived": s.records_archived,
             "records_skipped_replay": s.records_skipped_replay,
             "records_not_archived": s.records_not_archived,
+            "records_let_go": s.records_let_go,
+            "records_read_back": s.records_reread,
+            "offsets_to_read_back": queue.gap_offsets,
             "write_errors": s.write_errors,
             "last_error": s.last_error,
             "files_closed": s.files_closed,

@@ -14,17 +14,21 @@ Requests first. While requests are being answered the archiver pauses between sl
 Failures. A batch that cannot be written after the file writer's quick retries stalls the
 archiver: it keeps the batch and tries it again, waiting longer each time (up to
 ``retry_max_s``), while the queue takes what the reader delivers meanwhile. A disk that comes back
-(space freed, a mount restored) therefore costs nothing. The stall ends archiving for good when the
-queue would overfill (the reader never waits for a stalled archiver) or the daemon stops: then the
-queue fails (logged, in ``status()``), every record from then on is counted as not archived, and
-the run never resumes with a hole, so the next start re-archives from the log.
+(space freed, a mount restored) therefore costs nothing. When the queue would overfill meanwhile
+(the reader never waits for a stalled archiver), it lets batches go as a gap of offsets instead
+(``batch_queue.py``); once the batch in hand is written, the archiver reads the gap back from the
+log (``reread``), chasing it while the reader widens it, until the queue can take batches again.
+So a long outage costs a read of the log, not a restart. The stall ends archiving for good only
+when the daemon stops, or without a log to read back from: then the queue fails (logged, in
+``status()``), every record from then on is counted as not archived, and the run never resumes
+with a hole, so the next start re-archives from the log.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 from emulator.history.avro_rows import RowEncoder
@@ -37,10 +41,18 @@ from emulator.history.state import ArchiveState, save_state
 from emulator.history.stats import ArchiveStats
 from emulator.history.writer import CurrentFile, EncodedRow, WriteFailed
 from emulator.logs.base import ReadProgress
+from emulator.model.errors import OffsetsError
+from emulator.model.records import LogRecord
 
 log = logging.getLogger(__name__)
 
 Rows = list[EncodedRow]
+
+Reread = Callable[[Mapping[int, tuple[int, int]], float], Iterator[list[LogRecord]]]
+"""``OffsetLog.reread``: the records of offset ranges per partition, read from the log again."""
+
+REREAD_TIMEOUT_S = 30.0
+"""How long reading the gap back may go without progress before it is retried (a broker away)."""
 
 DEFAULT_RETRY_MAX_S = 15.0
 """The longest wait between two attempts at a batch while the archiver is stalled: how long a
@@ -66,6 +78,7 @@ class Archiver:
         identity: str,
         directory: Path,
         progress: Callable[[], ReadProgress] | None = None,
+        reread: Reread | None = None,
         hold_limit: int = 200_000,
         tick_s: float = 0.5,
         yield_s: float = DEFAULT_YIELD_S,
@@ -80,6 +93,7 @@ class Archiver:
         self._identity = identity
         self._directory = directory
         self._progress = progress
+        self._reread = reread
         self._tick_s = tick_s
         self._retry_max_s = retry_max_s
         self._guard = ReplayGuard(state, hold_limit)
@@ -99,6 +113,8 @@ class Archiver:
                 assert isinstance(item, Batch)
                 self._process(item)
                 self._queue.done(item)
+                if self._reread is not None:
+                    self._catch_up(self._reread)
                 self._file.fsync_if_due()
                 self._rotate_if_due()
             self._file.close()
@@ -137,6 +153,35 @@ class Archiver:
         self._stats.records_skipped_replay = guard.skipped
         self._write(rows)
         self._stats.batches += 1
+
+    def _catch_up(self, reread: Reread) -> None:
+        """Read back and archive what the queue let go while the archive could not be written, until
+        the queue takes batches again (``ArchiveQueue.close_gap``).
+
+        ``next_offsets`` remembers how far each partition was read back, so a retry after the log
+        failed to read never hands the replay guard a record twice (it would take that for a
+        re-created log)."""
+        delay = min(1.0, self._retry_max_s)
+        next_offsets: dict[int, int] = {}
+        while (gap := self._queue.gap()) is not None:
+            todo = {p: (max(start, next_offsets.get(p, start)), stop) for p, (start, stop) in gap.items()}
+            try:
+                for records in reread(todo, REREAD_TIMEOUT_S):
+                    self._queue.reread(len(records))
+                    self._stats.records_reread += len(records)
+                    self._process(Batch(records, time.time_ns() // 1_000_000, 0, time.monotonic()))
+                    for record in records:
+                        next_offsets[record.partition] = record.offset + 1
+            except OffsetsError as exc:
+                self._queue.stall(f"the log could not be read again to archive what was let go: {exc}")
+                if not self._queue.retry_wait(delay):
+                    self._queue.fail(f"stopped while reading the log again: {exc}")
+                    raise _Stopped from exc
+                delay = min(delay * 2, self._retry_max_s)
+                continue
+            if not self._queue.resume():
+                raise _Stopped
+            self._queue.close_gap(gap)
 
     def _write(self, rows: Rows) -> None:
         try:

@@ -7,13 +7,20 @@ archive gets. Sequence numbers let ``wait_done`` (the archive's ``sync``) wait f
 batches handed over so far, which makes history read-your-writes.
 
 While the archiver cannot write (``stall``: a full disk, a file it cannot open) it retries, and
-the queue keeps taking batches, but the reader never waits for a stalled archiver: a batch that
-would overfill the queue then ends archiving for good instead. So a short outage of the archive's
-disk loses nothing, and a long one costs the archive, never the log's readers.
+the queue keeps taking batches, but the reader never waits for a stalled archiver. A batch that
+would overfill the queue then opens a *gap* (when the log can be read again, ``rereadable``): the
+queued batches are let go, and so is every batch after them, each only widening the offsets the
+gap spans per partition. Once the archive can be written again, the archiver reads the gap back
+from the log (``OffsetLog.reread``) and closes it; the queue takes batches again from the moment it
+closes, under the same lock as ``put``, so every record is either in the gap or queued, never both
+and never neither. A short outage of the archive's disk therefore loses nothing, a long one costs
+the archive a read of the log, and neither ever makes the log's readers wait.
 
-Once archiving has failed for good, nothing is queued any more; every record refused is counted
+Archiving fails for good only when the daemon stops during a stall (or the archiver dies, or the
+log cannot be read again): nothing is queued any more, and every record left out is counted
 (``records_not_archived``), because the next start archives them from the log and an operator
-must be able to see how many that will be.
+must be able to see how many that will be. Records the log no longer held when the gap was read
+back (a compaction removed them meanwhile) are counted there too.
 """
 
 from __future__ import annotations
@@ -23,7 +30,7 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from emulator.history.stats import ArchiveStats
@@ -53,6 +60,8 @@ class QueueState:
     """Why archiving failed for good or, while ``stalled_s`` is set, why the archiver is retrying."""
     stalled_s: float | None
     """Seconds since the archiver last could write, while it is retrying; None otherwise."""
+    gap_offsets: int
+    """Offsets spanned by the records let go while stalled, still to be read back from the log."""
 
 
 class Signal(enum.Enum):
@@ -67,9 +76,13 @@ class Signal(enum.Enum):
 class ArchiveQueue:
     """Batches in arrival order, bounded by their record count; one consumer thread."""
 
-    def __init__(self, stats: ArchiveStats, capacity: int = DEFAULT_QUEUE_RECORDS) -> None:
+    def __init__(self, stats: ArchiveStats, capacity: int = DEFAULT_QUEUE_RECORDS, *, rereadable: bool = False) -> None:
         self._stats = stats
         self._capacity = capacity
+        self._rereadable = rereadable
+        self._gap: dict[int, tuple[int, int]] | None = None
+        """Per partition, ``[first, last + 1)`` of the offsets let go; None while nothing is."""
+        self._gap_pending = 0  # records let go and not read back yet
         self._cond = threading.Condition()  # guards everything below
         self._items: deque[Batch | Signal] = deque()
         self._queued_records = 0
@@ -94,14 +107,19 @@ class ArchiveQueue:
             while (
                 self._failed is None
                 and not self._closing
+                and self._gap is None
                 and self._queued_records > 0
                 and self._queued_records + len(records) > self._capacity
             ):
                 if self._stalled is not None:
-                    self._fail_locked(
-                        f"{self._stalled}; the archive could not be written for "
-                        f"{time.monotonic() - self._stalled_at:.0f} s and its queue of {self._capacity} records is full"
+                    why = (
+                        f"the archive could not be written for {time.monotonic() - self._stalled_at:.0f} s "
+                        f"and its queue of {self._capacity} records is full"
                     )
+                    if self._rereadable:
+                        self._open_gap_locked(why)
+                    else:
+                        self._fail_locked(f"{self._stalled}; {why}")
                     break
                 now = time.monotonic()
                 if waited_from is None:
@@ -122,24 +140,28 @@ class ArchiveQueue:
             if self._failed is not None or self._closing:
                 self._count_not_archived_locked(len(records))
                 return
+            if self._gap is not None:
+                self._widen_gap_locked(records)
+                return
             self._enqueued_seq += 1
             self._items.append(Batch(records, received_ms, self._enqueued_seq, time.monotonic()))
             self._queued_records += len(records)
             self._cond.notify_all()
 
     def wait_done(self, timeout_s: float) -> bool:
-        """Wait until every batch put so far is done; False on timeout or failure."""
+        """Wait until every batch put so far is done; False on timeout or failure, and at once while
+        stalled or reading a gap back (a query then answers with a warning instead of waiting)."""
         deadline = time.monotonic() + timeout_s
         with self._cond:
             target = self._enqueued_seq
             self._syncing += 1
             try:
-                while self._done_seq < target and self._failed is None and self._stalled is None:
+                while self._done_seq < target and self._failed is None and self._stalled is None and self._gap is None:
                     remaining = deadline - time.monotonic()
                     if remaining <= 0:
                         return False
                     self._cond.wait(remaining)
-                return self._failed is None and self._done_seq >= target
+                return self._failed is None and self._gap is None and self._done_seq >= target
             finally:
                 self._syncing -= 1
 
@@ -168,7 +190,7 @@ class ArchiveQueue:
         """The batch is written and flushed: release its room and wake ``wait_done``."""
         with self._cond:
             self._queued_records -= len(batch.records)
-            self._done_seq = batch.seq
+            self._done_seq = max(self._done_seq, batch.seq)  # batches let go after it counted as done
             self._cond.notify_all()
 
     def empty(self) -> bool:
@@ -195,15 +217,17 @@ class ArchiveQueue:
             self._cond.notify_all()
 
     def resume(self) -> bool:
-        """The batch in hand was written after a stall; False when archiving failed for good while
-        it was retried (the queue overflowed): then the archiver stops all the same."""
+        """The batch in hand was written after a stall (or the log read back); False when archiving
+        failed for good while it was retried (the queue overflowed without a log to read back from):
+        then the archiver stops all the same."""
         with self._cond:
             if self._failed is not None:
                 return False
             if self._stalled is not None:
                 log.warning(
-                    "history archiver writes again after %.0f s; nothing was lost",
+                    "history archiver writes again after %.0f s; %s",
                     time.monotonic() - self._stalled_at,
+                    "nothing was lost" if self._gap is None else "it reads back from the log what it let go",
                 )
             self._stalled = None
             self._cond.notify_all()
@@ -228,13 +252,88 @@ class ArchiveQueue:
             if lost:
                 self._count_not_archived_locked(lost)
 
+    def gap(self) -> dict[int, tuple[int, int]] | None:
+        """The offsets to read back from the log, per partition ``[start, stop)``; None without a gap."""
+        with self._cond:
+            return None if self._gap is None else dict(self._gap)
+
+    def reread(self, records: int) -> None:
+        """``records`` of the gap were read back from the log and are being archived."""
+        with self._cond:
+            self._gap_pending = max(0, self._gap_pending - records)
+
+    def close_gap(self, read: Mapping[int, tuple[int, int]]) -> bool:
+        """The ranges of ``read`` (a ``gap()`` snapshot) were read back. True when that was the whole
+        gap: batches are queued again from now on. False when batches let go meanwhile widened it:
+        what remains is the gap, to read next."""
+        with self._cond:
+            if self._gap is None:
+                return True
+            remaining = {}
+            for p, (start, stop) in self._gap.items():
+                done = read.get(p, (start, start))[1]
+                if stop > done:
+                    remaining[p] = (max(start, done), stop)
+            if remaining:
+                self._gap = remaining
+                return False
+            self._gap = None
+            if self._gap_pending:
+                log.error(
+                    "history: %d records let go while the archive could not be written were no longer in the "
+                    "log when it was read back (compacted meanwhile); they are not archived",
+                    self._gap_pending,
+                )
+                self._count_not_archived_locked(self._gap_pending)
+                self._gap_pending = 0
+            log.warning("history archiver caught up with the log; batches are queued again")
+            self._cond.notify_all()
+            return True
+
+    def kept_from(self, partition: int) -> int | None:
+        """The first offset of ``partition`` still to be read back (``OffsetLog.keep_records``)."""
+        with self._cond:
+            gap = self._gap
+            return None if gap is None or partition not in gap else gap[partition][0]
+
     # ------------------------------------------------------------------ status (any thread)
 
     def state(self) -> QueueState:
         """The queue's size and health, read together."""
         with self._cond:
             stalled_s = None if self._stalled is None else time.monotonic() - self._stalled_at
-            return QueueState(self._queued_records, self._failed or self._stalled, stalled_s)
+            gap_offsets = 0 if self._gap is None else sum(stop - start for start, stop in self._gap.values())
+            return QueueState(self._queued_records, self._failed or self._stalled, stalled_s, gap_offsets)
+
+    def _open_gap_locked(self, why: str) -> None:
+        """Let the queued batches go, to be read back from the log once the archive can be written."""
+        self._gap = {}
+        dropped = [b for b in self._items if isinstance(b, Batch)]
+        self._items = deque(b for b in self._items if not isinstance(b, Batch))
+        for batch in dropped:
+            self._widen_gap_locked(batch.records)
+            self._queued_records -= len(batch.records)
+        self._done_seq = self._enqueued_seq  # the gap answers for them now (``wait_done``)
+        log.error(
+            "history: %s; %d queued records are let go, and the records after them until it can be written: "
+            "the archiver reads them back from the log then",
+            why,
+            sum(len(b.records) for b in dropped),
+        )
+        self._cond.notify_all()
+
+    def _widen_gap_locked(self, records: Sequence[LogRecord]) -> None:
+        gap = self._gap
+        assert gap is not None
+        for record in records:
+            p, o = record.partition, record.offset
+            span = gap.get(p)
+            if span is None:
+                gap[p] = (o, o + 1)
+            elif o >= span[1]:
+                gap[p] = (span[0], o + 1)
+        self._gap_pending += len(records)
+        self._stats.records_let_go += len(records)
 
     def _fail_locked(self, reason: str) -> None:
         self._stalled = None  # failed for good: no longer retrying
@@ -242,6 +341,11 @@ class ArchiveQueue:
             self._failed = reason
             self._stats.last_error = reason
             log.error("history archiving stopped: %s", reason)
+        if self._gap is not None:
+            self._gap = None
+            if self._gap_pending:
+                self._count_not_archived_locked(self._gap_pending)
+            self._gap_pending = 0
         dropped = sum(len(b.records) for b in self._items if isinstance(b, Batch))
         self._items.clear()
         self._queued_records = 0

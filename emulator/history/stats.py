@@ -17,6 +17,8 @@ class ArchiveStats:
     batches: int = 0
     write_errors: int = 0
     records_not_archived: int = 0
+    records_let_go: int = 0
+    records_reread: int = 0
     files_closed: int = 0
     files_folded: int = 0
     epochs_started: int = 0

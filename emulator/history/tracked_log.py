@@ -6,7 +6,7 @@ writes (alter, reset, rollback, imports) is attributed to the daemon without hav
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from concurrent.futures import Future
 from typing import Any
 
@@ -15,7 +15,7 @@ from emulator.logs.base import OffsetLog, ReadProgress, RecordSink
 from emulator.logs.write_timings import WriteTimings
 from emulator.model.claims import Claim, Fence
 from emulator.model.errors import WriteOutcomeUnknown
-from emulator.model.records import Position
+from emulator.model.records import LogRecord, Position
 
 
 class TrackedLog(OffsetLog):
@@ -156,6 +156,12 @@ class TrackedLog(OffsetLog):
 
     def read_own_writes(self, timeout_s: float) -> bool:
         return self.inner.read_own_writes(timeout_s)
+
+    def reread(self, ranges: Mapping[int, tuple[int, int]], timeout_s: float) -> Iterator[list[LogRecord]]:
+        return self.inner.reread(ranges, timeout_s)
+
+    def keep_records(self, floor: Callable[[int], int | None]) -> None:
+        self.inner.keep_records(floor)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)

@@ -8,14 +8,14 @@ is the same code").
 from __future__ import annotations
 
 import abc
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
 from emulator.logs.write_timings import WriteTimings
 from emulator.model.claims import Claim, Fence
-from emulator.model.errors import ClaimsUnsupported, InvalidRecord, LogConfigError
+from emulator.model.errors import ClaimsUnsupported, InvalidRecord, LogConfigError, LogUnavailable
 from emulator.model.records import LogRecord, Position
 
 RecordSink = Callable[[Sequence[LogRecord]], None]
@@ -192,6 +192,23 @@ class OffsetLog(abc.ABC):
         ``start_reading``. Raises ``LogUnavailable`` after ``timeout_s``, or at once if the reader
         stopped for good.
         """
+
+    def reread(self, ranges: Mapping[int, tuple[int, int]], timeout_s: float) -> Iterator[list[LogRecord]]:
+        """The records at offsets ``[start, stop)`` of each partition, read again, in batches in
+        offset order per partition; records compaction removed meanwhile are absent.
+
+        For a consumer of the reader's deliveries that had to let some go (the history archive,
+        whose queue overflowed while its disk refused writes): it reads them back from the log
+        instead of losing them until a restart. Runs on the caller's thread with a reader of its own,
+        so the view's reader is never held up. ``LogUnavailable`` / ``LogTimeout`` when the storage
+        cannot be read, or makes no progress for ``timeout_s``."""
+        raise LogUnavailable(f"{self.description} cannot be read again")
+
+    def keep_records(self, floor: Callable[[int], int | None]) -> None:
+        """Ask a log that compacts itself (the embedded log) to keep every record of partition ``p``
+        at or after ``floor(p)`` (None: no wish), for a consumer that will ``reread`` them. A Kafka
+        topic is compacted by its broker, which takes no such wish: nothing to do."""
+        return None
 
     # -- ownership (see emulator/model/claims.py); backends that support it override all three ----
     def claim(self, connector: str, owner: str) -> Claim:

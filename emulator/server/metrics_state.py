@@ -21,7 +21,7 @@ from emulator.server.metrics_topics import connector_topic_metrics
 from emulator.server.sink_lag import SinkLag
 from emulator.view.offset_view import OffsetView
 
-HISTORY_MODES = ("writing", "read-only", "stalled", "failed")
+HISTORY_MODES = ("writing", "reading-back", "read-only", "stalled", "failed")
 
 
 def _gauge(name: str, doc: str, value: float) -> GaugeMetricFamily:
@@ -220,6 +220,11 @@ class StateCollector(Collector):
             "connect_offsets_history_records_not_archived",
             "Records left out of the archive after write errors",
             status["records_not_archived"],
+        )
+        yield _counter(
+            "connect_offsets_history_records_read_back",
+            "Records let go while the archive could not be written, then read back from the log and archived",
+            status["records_read_back"],
         )
         yield _counter(
             "connect_offsets_history_write_errors", "Failed archive writes, fsyncs or folds", status["write_errors"]

@@ -144,16 +144,7 @@ def topic_store_opener(settings: Settings) -> OpenStore:
         archive = None
         if settings.history:
             origins = OriginRegistry()
-            archive = HistoryArchive(
-                settings.history_root,
-                log_.description,
-                origins=origins,
-                progress=log_.progress,
-                read_own_writes=log_.read_own_writes,
-                retention_s=settings.history_retention_s,
-                rotate_bytes=settings.history_rotate_bytes,
-                rotate_interval_s=settings.history_rotate_interval_s,
-            )
+            archive = history_archive(settings, log_, origins)
             try:
                 archive.open()
             except HistoryError:
@@ -233,21 +224,30 @@ def build_cluster(
     return cluster, sinks
 
 
+def history_archive(settings: Settings, log_: OffsetLog, origins: OriginRegistry | None) -> HistoryArchive:
+    """The archive of one log, not opened yet. It reads back from the log what its queue let go while
+    its disk refused writes, so a log that compacts itself keeps those records until then."""
+    archive = HistoryArchive(
+        settings.history_root,
+        log_.description,
+        origins=origins,
+        progress=log_.progress,
+        read_own_writes=log_.read_own_writes,
+        reread=log_.reread,
+        retention_s=settings.history_retention_s,
+        rotate_bytes=settings.history_rotate_bytes,
+        rotate_interval_s=settings.history_rotate_interval_s,
+    )
+    log_.keep_records(archive.kept_from)
+    return archive
+
+
 def build_history(settings: Settings, runtime: Runtime, origins: OriginRegistry | None) -> HistoryArchive | None:
     """Open the archive (crash recovery, watermark) and hook it to the view before reading starts,
     so that the replay's records reach it. A directory it cannot use stops the daemon at startup."""
     if not settings.history:
         return None
-    archive = HistoryArchive(
-        settings.history_root,
-        runtime.log.description,
-        origins=origins,
-        progress=runtime.log.progress,
-        read_own_writes=runtime.log.read_own_writes,
-        retention_s=settings.history_retention_s,
-        rotate_bytes=settings.history_rotate_bytes,
-        rotate_interval_s=settings.history_rotate_interval_s,
-    )
+    archive = history_archive(settings, runtime.log, origins)
     try:
         archive.open()
     except HistoryError as exc:

@@ -399,6 +399,30 @@ def test_append_returns_positions_that_the_reader_then_delivers(make_log: LogFac
     assert positions[3].partition == positions[-1].partition and positions[3].offset < positions[-1].offset
 
 
+def test_reread_returns_exactly_the_records_of_each_range_as_the_reader_delivered_them(
+    make_log: LogFactory, topic_name: str
+) -> None:
+    sink = Collector()
+    log = make_log(topic_name, partitions=3)
+    log.open()
+    log.start_reading(sink)
+    assert log.wait_caught_up(WAIT_S)
+    entries = [(b"k%d" % (i % 7), b"v%d" % i) for i in range(40)] + [(b"k3", None)]
+    for entry in entries:  # one record per batch: exact end offsets on Tansu
+        log.append([entry])
+    assert sink.wait_for(lambda rs: len(rs) >= len(entries))
+    delivered = sink.by_partition()
+    ranges = {p: (2, len(records) - 1) for p, records in delivered.items()}  # not the first 2, nor the last
+
+    read = [r for batch in log.reread(ranges, WAIT_S) for r in batch]
+
+    expected = [r for p, records in delivered.items() for r in records if 2 <= r.offset < ranges[p][1]]
+    assert sorted(read, key=lambda r: (r.partition, r.offset)) == sorted(
+        expected, key=lambda r: (r.partition, r.offset)
+    ), "the same records, bytes, tombstone and timestamps included"
+    assert list(log.reread({}, WAIT_S)) == [] and list(log.reread({0: (5, 5)}, WAIT_S)) == []
+
+
 def test_each_append_and_each_transaction_is_timed_once_with_its_records(make_log: LogFactory, topic_name: str) -> None:
     """From handing the records over to the broker's last acknowledgement (a transaction: to its
     commit), one observation per write, so ``/metrics`` can tell a slow broker from a slow daemon."""

@@ -7,6 +7,7 @@ through ``TrackedLog``) on a temporary directory, so files, restarts and damage 
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import threading
 import time
@@ -31,9 +32,11 @@ from emulator.history.query import (
 from emulator.history.tracked_log import TrackedLog
 from emulator.logs.base import OffsetLog
 from emulator.logs.embedded.offsets_log import EmbeddedOffsetLog
+from emulator.model.errors import LogUnavailable
 from emulator.model.foreground import FOREGROUND
 from emulator.model.records import Position
 from emulator.view.offset_view import OffsetView
+from tests.fixtures.history_faults import block_archive_files
 
 
 @dataclass
@@ -81,8 +84,9 @@ def open_stack(tmp: Path, **archive_options: Any) -> Stack:
     log.open()
     view = OffsetView()
     origins = OriginRegistry()
-    options = {"tick_s": 0.05, **archive_options}
+    options = {"tick_s": 0.05, "reread": log.reread, **archive_options}
     archive = HistoryArchive(tmp / "history", log.description, origins=origins, progress=log.progress, **options)
+    log.keep_records(archive.kept_from)
     archive.open()
     view.add_listener(archive.listener)
     log.start_reading(view.apply)
@@ -438,18 +442,6 @@ def test_fenced_appends_through_the_tracked_log_reach_the_backend_and_are_attrib
     assert stack.writer.release(Fence("c", claim.epoch)) is True
 
 
-@pytest.mark.slow
-def block_archive_files(directory: Path, count: int = 400) -> list[Path]:
-    """Make the next ``count`` archive files impossible to open (a directory holds each name): every
-    write attempt in a new file fails as on a full disk, also for root, which ignores permissions."""
-    used = [int(name[8:18]) for name in os.listdir(directory) if name.startswith("history-")]  # history-<seq>…
-    first = max(used, default=-1) + 1
-    blocked = [directory / f"history-{seq:010d}.avro.open" for seq in range(first, first + count)]
-    for path in blocked:
-        path.mkdir()
-    return blocked
-
-
 def wait_mode(stack: Stack, mode: str, timeout_s: float = 20.0) -> dict[str, Any]:
     deadline = time.monotonic() + timeout_s
     while (status := stack.archive.status())["mode"] != mode:
@@ -491,10 +483,123 @@ def test_an_archive_that_cannot_be_written_stalls_and_resumes_without_loss_once_
 
 
 @pytest.mark.slow  # the same
-def test_a_stalled_archiver_whose_queue_fills_stops_archiving_and_never_makes_the_reader_wait(
+def test_a_stalled_archiver_whose_queue_fills_lets_records_go_and_reads_them_back_from_the_log_once_it_can_write(
     tmp_path: Path, stacks: list[Stack]
 ) -> None:
     stack = open_stack(tmp_path, queue_records=3, retry_max_s=0.2, rotate_bytes=1)
+    stacks.append(stack)
+    stack.append([(key(0), value(0))])
+    assert len(stack.rows()) == 1
+    blocked = block_archive_files(stack.archive.directory)
+    stack.append([(key(1), value(1)), (key(2), value(2))])
+    wait_mode(stack, "stalled")
+    for n in range(3, 8):  # the queue holds 3 records with the batch in hand: the 4th overfills it
+        stack.wait_applied(stack.log.append([(key(n), value(n))]), timeout_s=3.0)  # the reader never waits
+    with write_origin("PATCH", "c"):
+        stack.wait_applied(stack.writer.append([(key(8), value(8))]), timeout_s=3.0)
+    status = stack.archive.status()
+    assert status["mode"] == "stalled" and status["records_not_archived"] == 0, status
+    assert status["records_let_go"] == 6 and status["offsets_to_read_back"] >= 6, status
+    assert stack.archive.sync(10) is False, "records let go are not in sync"
+    for path in blocked:  # the disk is back
+        path.rmdir()
+    deadline = time.monotonic() + 20
+    while (status := stack.archive.status())["mode"] != "writing" or status["offsets_to_read_back"]:
+        assert time.monotonic() < deadline, f"the archiver never read the records back: {status}"
+        time.sleep(0.02)
+    assert status["records_read_back"] == 6 and status["records_not_archived"] == 0, status
+    assert stack.archive.sync(5), "in sync once read back, before any batch after the gap"
+    stack.append([(key(9), value(9))])  # queued again once the gap is closed
+    rows = stack.rows()
+    assert sorted(r["key"] for r in rows) == sorted(key(n) for n in range(10)), "every record, once"
+    for p in range(3):
+        offsets = [r["kafka_offset"] for r in rows if r["kafka_partition"] == p]
+        assert offsets == sorted(offsets), f"partition {p} in the log's order"
+    assert [r["origin"] for r in rows if r["key"] == key(8)] == ["daemon"], "the daemon's write keeps its origin"
+    assert stack.archive.status()["epochs_started"] == 0, "reading back is not mistaken for a re-created log"
+
+
+@pytest.mark.slow  # the same
+def test_records_to_read_back_survive_a_compaction_of_the_log(tmp_path: Path, stacks: list[Stack]) -> None:
+    stack = open_stack(tmp_path, queue_records=1, retry_max_s=0.2, rotate_bytes=1)
+    stacks.append(stack)
+    blocked = block_archive_files(stack.archive.directory)
+    stack.append([(key(0), value(0))])
+    wait_mode(stack, "stalled")
+    for n in range(1, 6):  # one key, superseded four times: a compaction would keep only the last
+        stack.wait_applied(stack.log.append([(key(1), value(n))]), timeout_s=3.0)
+    assert stack.archive.status()["records_let_go"] == 5
+    report = stack.log.compact()
+    assert report.records_after == report.records_before, "what the archive must read back is kept"
+    for path in blocked:
+        path.rmdir()
+    wait_mode(stack, "writing")
+    assert [r["value"] for r in stack.rows() if r["key"] == key(1)] == [value(n) for n in range(1, 6)]
+    assert stack.log.compact().records_after == 2, "once read back, the log compacts as before"
+
+
+@pytest.mark.slow  # the same
+def test_stopping_while_records_wait_to_be_read_back_counts_them_and_the_next_start_archives_them(
+    tmp_path: Path,
+) -> None:
+    stack = open_stack(tmp_path, queue_records=1, retry_max_s=30.0)
+    blocked = block_archive_files(stack.archive.directory)
+    stack.append([(key(0), value(0))])
+    wait_mode(stack, "stalled")
+    for n in range(1, 5):
+        stack.wait_applied(stack.log.append([(key(n), value(n))]), timeout_s=3.0)
+    assert stack.archive.status()["records_let_go"] == 4
+    stack.close()
+    status = stack.archive.status()
+    assert status["mode"] == "failed" and status["records_not_archived"] == 5, "the batch in hand and the 4 let go"
+    for path in blocked:
+        path.rmdir()
+    again = open_stack(tmp_path)
+    try:
+        assert sorted(r["key"] for r in again.rows()) == sorted(key(n) for n in range(5))
+    finally:
+        again.close()
+
+
+@pytest.mark.slow  # the same
+def test_a_log_that_cannot_be_read_back_for_a_while_is_retried_without_archiving_anything_twice(
+    tmp_path: Path, stacks: list[Stack]
+) -> None:
+    failures = []
+
+    def flaky_reread(ranges: Any, timeout_s: float) -> Iterator[list[Any]]:
+        batches = stack.log.reread(ranges, timeout_s)
+        yield from itertools.islice(batches, 1)  # the first batch arrives, then the log fails twice
+        if len(failures) < 2:
+            failures.append(ranges)
+            raise LogUnavailable("the log went away")
+        yield from batches
+
+    stack = open_stack(tmp_path, queue_records=1, retry_max_s=0.2, rotate_bytes=1, reread=flaky_reread)
+    stacks.append(stack)
+    blocked = block_archive_files(stack.archive.directory)
+    stack.append([(key(0), value(0))])
+    wait_mode(stack, "stalled")
+    for n in range(1, 7):
+        stack.wait_applied(stack.log.append([(key(n % 3), value(n))]), timeout_s=3.0)  # partitions 0..2
+    for path in blocked:
+        path.rmdir()
+    deadline = time.monotonic() + 20
+    while (status := stack.archive.status())["mode"] != "writing":
+        assert time.monotonic() < deadline, f"the archiver never read the records back: {status}"
+        time.sleep(0.02)
+    assert len(failures) == 2 and failures[1] != failures[0], "a retry starts after what was read back"
+    rows = stack.rows()
+    coordinates = [(r["kafka_partition"], r["kafka_offset"]) for r in rows]
+    assert len(coordinates) == len(set(coordinates)), "nothing archived twice"
+    assert len(rows) == 7 and status["epochs_started"] == 0 and status["records_not_archived"] == 0, status
+
+
+@pytest.mark.slow  # the same
+def test_without_a_log_to_read_back_from_a_stalled_archiver_whose_queue_fills_stops_archiving(
+    tmp_path: Path, stacks: list[Stack]
+) -> None:
+    stack = open_stack(tmp_path, queue_records=3, retry_max_s=0.2, rotate_bytes=1, reread=None)
     stacks.append(stack)
     stack.append([(key(0), value(0))])
     assert len(stack.rows()) == 1

@@ -27,7 +27,7 @@ import re
 import sqlite3
 import threading
 import time
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import starmap
 from pathlib import Path
@@ -158,6 +158,7 @@ class EmbeddedOffsetLog(OffsetLog):
         )
 
         self._stalled_commit_s = stalled_commit_s
+        self._keep_floors: list[Callable[[int], int | None]] = []
         self._faults = StorageFaults(self._file.description, self._probe_write)
         self._compactor = (
             None
@@ -852,11 +853,42 @@ class EmbeddedOffsetLog(OffsetLog):
         return report
 
     def _read_position(self, partition: int) -> int | None:
-        """The reader's position in ``partition``, or None when this object does not read the log."""
+        """Where compaction must stop in ``partition``: the reader's position, or an earlier offset
+        a consumer of its deliveries still has to read again (``keep_records``); None when this
+        object does not read the log."""
         if self._reader is None:
             return None
         with self._progress_cond:
-            return self._positions.get(partition, 0)
+            position = self._positions.get(partition, 0)
+        for floor in self._keep_floors:
+            kept = floor(partition)
+            if kept is not None and kept < position:
+                position = kept
+        return position
+
+    def keep_records(self, floor: Callable[[int], int | None]) -> None:
+        self._keep_floors.append(floor)
+
+    def reread(self, ranges: Mapping[int, tuple[int, int]], timeout_s: float) -> Iterator[list[LogRecord]]:
+        """Short read transactions on a connection of its own, as the reader's (``_deliver_available``)."""
+        try:
+            conn = self._file.connect(timeout_s=timeout_s)
+        except sqlite3.Error as e:
+            raise LogUnavailable(f"{self.description} cannot be read again: {e}") from e
+        try:
+            for p, (start, stop) in sorted(ranges.items()):
+                position = start
+                while position < stop:
+                    try:
+                        rows = conn.execute(_SELECT_RANGE, (p, position, stop, REPLAY_BATCH)).fetchall()
+                    except sqlite3.Error as e:
+                        raise LogUnavailable(f"{self.description} cannot be read again: {e}") from e
+                    if not rows:
+                        break
+                    yield list(starmap(LogRecord, rows))
+                    position = rows[-1][3] + 1
+        finally:
+            conn.close()
 
     def compaction(self) -> dict[str, Any] | None:
         return None if self._compactor is None else self._compactor.status()

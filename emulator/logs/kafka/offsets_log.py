@@ -12,7 +12,7 @@ import dataclasses
 import logging
 import threading
 import time
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from concurrent.futures import Future
 
 from confluent_kafka.admin import AdminClient
@@ -30,7 +30,7 @@ from emulator.logs.own_writes import OwnWrites
 from emulator.logs.write_timings import WriteTimings
 from emulator.model.claims import Claim, Fence, Fenced, fenced_message
 from emulator.model.errors import LogConfigError, LogUnavailable, LogWriteError
-from emulator.model.records import Position
+from emulator.model.records import LogRecord, Position
 
 log = logging.getLogger(__name__)
 
@@ -258,6 +258,12 @@ class KafkaOffsetLog(OffsetLog):
     def read_own_writes(self, timeout_s: float) -> bool:
         reader = self._reader
         return reader is not None and reader.wait_passed(self._own_writes.ends(), timeout_s)
+
+    def reread(self, ranges: Mapping[int, tuple[int, int]], timeout_s: float) -> Iterator[list[LogRecord]]:
+        reader = self._reader
+        if reader is None:
+            raise LogUnavailable(f"{self.description} is not being read; call start_reading() first")
+        return reader.reread(ranges, timeout_s)
 
     def append_transactional(
         self,

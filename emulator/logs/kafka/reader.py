@@ -29,6 +29,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Iterator, Mapping
 
 from confluent_kafka import (
     OFFSET_BEGINNING,
@@ -258,6 +259,39 @@ class TopicReader:
         """
         return all(self._positions.get(p, 0) >= end for p, end in ends.items())
 
+    # ---------------------------------------------------------------- read again
+
+    def reread(self, ranges: Mapping[int, tuple[int, int]], timeout_s: float) -> Iterator[list[LogRecord]]:
+        """``OffsetLog.reread``: a consumer of its own, assigned at each range's start, read until its
+        position passes each range's stop (a compacted range ends at the next record after it)."""
+        wanted = {p: (start, stop) for p, (start, stop) in ranges.items() if stop > start}
+        if not wanted:
+            return
+        consumer = self._new_consumer(self._replay_wait)
+        try:
+            consumer.assign([TopicPartition(self.topic, p, start) for p, (start, _) in wanted.items()])
+            unfinished = set(wanted)
+            progressed = time.monotonic()
+            while unfinished:
+                if self._stop.is_set():
+                    raise LogUnavailable(f"{self.description} is closing; it was not read again")
+                messages: list[Message] = consumer.consume(self._batch, timeout=_IDLE_POLL_S)
+                records = [r for r in self._records(messages) if r.offset < wanted[r.partition][1]]
+                if records:
+                    progressed = time.monotonic()
+                    yield records
+                for tp in consumer.position([TopicPartition(self.topic, p) for p in unfinished]):
+                    if tp.offset >= wanted[tp.partition][1]:
+                        unfinished.discard(tp.partition)
+                        progressed = time.monotonic()
+                if unfinished and time.monotonic() - progressed > timeout_s:
+                    raise LogTimeout(
+                        f"{self.description} was not read again within {timeout_s:g} s "
+                        f"(partitions still unread: {sorted(unfinished)})"
+                    )
+        finally:
+            consumer.close()
+
     # ---------------------------------------------------------------- the reader thread
 
     def _new_consumer(self, fetch_wait_ms: str) -> Consumer:
@@ -369,7 +403,8 @@ class TopicReader:
         rest: list[Message] = consumer.consume(self._batch - 1, timeout=0) if self._batch > 1 else []
         return [first, *rest]
 
-    def _deliver(self, sink: RecordSink, messages: list[Message]) -> None:
+    def _records(self, messages: list[Message]) -> list[LogRecord]:
+        """The records among ``messages``; an error in their place is logged and kept."""
         records: list[LogRecord] = []
         append = records.append
         for m in messages:
@@ -381,6 +416,10 @@ class TopicReader:
             partition, offset = m.partition(), m.offset()
             assert partition is not None and offset is not None  # always set on a consumed record
             append(LogRecord(m.key(), m.value(), partition, offset, -1 if ts_type == TIMESTAMP_NOT_AVAILABLE else ts))
+        return records
+
+    def _deliver(self, sink: RecordSink, messages: list[Message]) -> None:
+        records = self._records(messages)
         if not records:
             return
         for attempt in range(1, _SINK_ATTEMPTS + 1):
