@@ -222,7 +222,7 @@ def test_during_a_broker_stall_the_console_keeps_the_offsets_and_says_why(
     with kafka_broker.paused():
         # bob is not an admin: the broker's address and error are withheld from him, as in /readyz
         expect(page.locator("#unreachable")).to_have_text(
-            "Cannot reach the log. The offsets below are as last read; changes will fail until it answers. "
+            "The log cannot take writes now. The offsets below are as last read; changes will fail until it recovers. "
             "Why: (shown to the admin scope only)",
             timeout=15_000,
         )

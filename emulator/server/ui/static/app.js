@@ -80,9 +80,10 @@ function showProgress(data) {
   const bars = [];
   const p = data && !data.ready && data.progress;
   if (p && p.unreachable) {
-    // An outage after the replay: the offsets stay on the page, as GET answers them, under the reason.
-    bars.push(h("p", { class: "error", role: "status", id: "unreachable" }, "Cannot reach the log. " +
-      (data.serving ? "The offsets below are as last read; changes will fail until it answers. " : "") +
+    // An outage after the replay (a broker not answering, a disk refusing or stalling writes): the
+    // offsets stay on the page, as GET answers them, under the reason.
+    bars.push(h("p", { class: "error", role: "status", id: "unreachable" }, "The log cannot take writes now. " +
+      (data.serving ? "The offsets below are as last read; changes will fail until it recovers. " : "") +
       `Why: ${p.unreachable}`));
   } else if (p) {
     const total = Math.max(p.records_total || 0, p.records_read || 0, 1);
