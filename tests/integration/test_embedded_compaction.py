@@ -162,3 +162,36 @@ def test_closing_the_log_cuts_a_compaction_short_between_two_steps(tmp_path: Pat
         assert (whole.records_before, whole.records_after) == (10_000, 10)
     finally:
         log.close()
+
+
+def test_a_compaction_the_disk_refuses_is_logged_and_done_at_a_later_check(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """SQLite refuses the compaction's deletes for real (``query_only`` on the log's writing
+    connection answers SQLITE_READONLY, as a file made read-only does); the compactor says so once
+    per check and compacts at the first check after the refusal ends."""
+    connector = f"refused-{time.monotonic_ns()}"
+    log = EmbeddedOffsetLog(
+        tmp_path, partitions=1, synchronous="NORMAL", compaction_interval_s=0.1, compaction_min_records=100
+    )
+    log.open()
+    log.start_reading(lambda records: None)
+    try:
+        log.append(commits(connector, keys=10, rounds=30), 30)
+        log.read_to_end(10)
+        writer = log._writer  # the log's one writing connection
+        assert writer is not None
+        with caplog.at_level("WARNING", logger="emulator.logs.embedded.compaction"):
+            with log._commit_lock:  # as every user of the writing connection
+                writer.execute("PRAGMA query_only = 1")
+            until(lambda: (log.compaction() or {}).get("last_error") is not None, "a refused compaction reported")
+            status = log.compaction() or {}
+            assert "readonly" in status["last_error"].lower() and status["compactions"] == 0, status
+            assert log.record_count() == 300, "nothing removed"
+            assert any("compaction failed, next check in 0.1 s" in r.getMessage() for r in caplog.records)
+            with log._commit_lock:
+                writer.execute("PRAGMA query_only = 0")
+            until(lambda: (log.compaction() or {}).get("compactions") == 1, "compacted once the disk takes writes")
+        assert log.record_count() == 10
+    finally:
+        log.close()

@@ -32,7 +32,7 @@ from emulator.client.http import OffsetsClient
 from emulator.codec.keys import encode_key
 from emulator.codec.values import encode_offset
 from emulator.logs.embedded.offsets_log import EmbeddedOffsetLog
-from emulator.logs.embedded.storage_faults import storage_fault
+from emulator.logs.embedded.storage_faults import StorageFaults, storage_fault
 from emulator.model.connectors import NoConnectCluster
 from emulator.server.wiring import assemble_runtime, make_app, start_reading
 from emulator.view.offset_view import OffsetView
@@ -218,3 +218,43 @@ def limit_pages(log: EmbeddedOffsetLog, pages: int) -> None:
     with log._commit_lock:  # the writing connection's own limit, set between its transactions
         assert log._writer is not None
         log._writer.execute(f"PRAGMA max_page_count = {pages}")
+
+
+def test_a_probe_that_fails_for_another_reason_is_logged_and_tried_again(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The probe meets another process holding the write lock (SQLITE_BUSY, not the storage): it
+    says so, keeps the refusal's reason, and the next probe that writes ends the fault."""
+    path = tmp_path / "probe.sqlite3"
+    holder = sqlite3.connect(path, timeout=0)
+    prober = sqlite3.connect(path, timeout=0, check_same_thread=False)  # used by the probe thread
+    holder.execute("CREATE TABLE t (x)")
+    holder.commit()
+    holder.execute("BEGIN IMMEDIATE")  # another process's write, in progress
+    attempts: list[str] = []
+
+    def probe(size: int) -> None:
+        attempts.append("busy" if holder.in_transaction else "written")
+        prober.execute("BEGIN IMMEDIATE")
+        prober.execute("INSERT INTO t VALUES (zeroblob(?))", (size,))
+        prober.execute("COMMIT")
+
+    faults = StorageFaults("embedded://probe", probe, interval_s=0.05)
+    try:
+        with caplog.at_level("WARNING", logger="emulator.logs.embedded.storage_faults"):
+            faults.failed("the disk is full (SQLite: database or disk is full)", 4096)
+            until = time.monotonic() + 5
+            while "busy" not in attempts:
+                assert time.monotonic() < until, "the probe never ran"
+                time.sleep(0.01)
+            assert faults.reason() is not None and "the disk is full" in str(faults.reason())
+            holder.execute("COMMIT")  # the other writer is done
+            while faults.reason() is not None:
+                assert time.monotonic() < until, f"the fault never ended: {attempts}"
+                time.sleep(0.01)
+        assert attempts[-1] == "written"
+        assert any("the write probe failed: database is locked" in r.getMessage() for r in caplog.records)
+    finally:
+        faults.close()
+        holder.close()
+        prober.close()
