@@ -109,14 +109,14 @@ class Archiver:
                     break
                 if item is Signal.IDLE:
                     self._idle()
-                    continue
-                assert isinstance(item, Batch)
-                self._process(item)
-                self._queue.done(item)
-                if self._reread is not None:
+                else:
+                    assert isinstance(item, Batch)
+                    self._process(item)
+                    self._queue.done(item)
+                    self._file.fsync_if_due()
+                    self._rotate_if_due()
+                if self._reread is not None:  # a write that stalled, batch or new epoch, may have left a gap
                     self._catch_up(self._reread)
-                self._file.fsync_if_due()
-                self._rotate_if_due()
             self._file.close()
         except _Stopped:
             pass
