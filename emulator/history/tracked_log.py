@@ -163,5 +163,8 @@ class TrackedLog(OffsetLog):
     def keep_records(self, floor: Callable[[int], int | None]) -> None:
         self.inner.keep_records(floor)
 
+    def leave_compaction(self, reason: str) -> None:
+        self.inner.leave_compaction(reason)
+
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)

@@ -210,6 +210,12 @@ class OffsetLog(abc.ABC):
         topic is compacted by its broker, which takes no such wish: nothing to do."""
         return None
 
+    def leave_compaction(self, reason: str) -> None:
+        """Do not compact this log from this process: another one does (the daemon that writes the
+        log's history archive, whose ``keep_records`` wishes only it knows). A log that does not
+        compact itself has nothing to leave."""
+        return None
+
     # -- ownership (see emulator/model/claims.py); backends that support it override all three ----
     def claim(self, connector: str, owner: str) -> Claim:
         """Durably give ``connector`` to ``owner`` with the next epoch, fencing every older claim."""

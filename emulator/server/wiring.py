@@ -252,6 +252,10 @@ def build_history(settings: Settings, runtime: Runtime, origins: OriginRegistry 
         archive.open()
     except HistoryError as exc:
         raise LogConfigError(f"{exc} (or start with --no-history)") from exc
+    if not archive.writable:
+        runtime.log.leave_compaction(
+            "another process writes this log's history archive; it compacts the log, behind what it archived"
+        )
     runtime.view.add_listener(archive.listener)
     return archive
 

@@ -103,8 +103,16 @@ def test_the_daemon_compacts_at_its_interval_once_it_holds_100000_records(
         seeded.append(commits(connector, keys=1_000, rounds=10, start=start), 60)
     seeded.close()
 
-    daemon = daemon_factory("--data-dir", str(data), "--compaction-interval", "1s", "--no-history")
+    daemon = daemon_factory("--data-dir", str(data), "--compaction-interval", "1s")
+    # A second daemon on the directory serves the archive read-only and leaves compacting to the
+    # first, which alone knows what its archive still has to read (docs/operations.md).
+    other = daemon_factory("--data-dir", str(data), "--compaction-interval", "1s")
     until(lambda: "compacted embedded://" in daemon.log_tail(20), "the daemon's compaction", 30)
+    left = httpx.get(f"{other.url}/status", timeout=30).json()["compaction"]
+    assert left["compactions"] == 0 and "another process writes this log's history archive" in (
+        left["left_to_another_process"] or ""
+    ), left
+    assert "compacted embedded://" not in other.log_tail(200)
     line = next(line for line in daemon.log_tail(50).splitlines() if "compacted embedded://" in line)
     assert re.search(r": 100000 -> 1000 records in [0-9.]+ s$", line), line
     offsets = httpx.get(f"{daemon.url}/connectors/{connector}/offsets", timeout=30).json()["offsets"]
@@ -114,6 +122,7 @@ def test_the_daemon_compacts_at_its_interval_once_it_holds_100000_records(
     assert compaction["interval_s"] == 1.0 and compaction["compactions"] == 1
     assert (compaction["last_records_before"], compaction["last_records_after"]) == (100_000, 1_000)
     assert compaction["records_removed"] == 99_000 and compaction["last_error"] is None
+    assert compaction["left_to_another_process"] is None
     metrics = parse(httpx.get(f"{daemon.url}/metrics", timeout=30))
     assert metrics.get("connect_offsets_log_compactions_total") == 1
     assert metrics.get("connect_offsets_log_compaction_removed_records_total") == 99_000

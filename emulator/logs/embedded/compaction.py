@@ -110,6 +110,12 @@ class Compactor:
         self._last: CompactionReport | None = None
         self._last_at: float | None = None  # wall clock, when the last compaction ended
         self._last_error: str | None = None
+        self._left_to: str | None = None
+
+    def leave(self, reason: str) -> None:
+        """Never compact from this process (``OffsetLog.leave_compaction``); before ``start``."""
+        self._left_to = reason
+        log.info("%s: not compacted by this process: %s", self._description, reason)
 
     def status(self) -> dict[str, Any]:
         """For ``/status`` and ``/metrics``: how often it compacted, the last one, the last failure."""
@@ -123,10 +129,12 @@ class Compactor:
             "last_records_after": None if last is None else last.records_after,
             "last_duration_s": None if last is None else round(last.duration_s, 3),
             "last_error": self._last_error,
+            "left_to_another_process": self._left_to,
         }
 
     def start(self) -> None:
-        self._thread.start()
+        if self._left_to is None:
+            self._thread.start()
 
     def close(self) -> None:
         self._stop.set()

@@ -869,6 +869,10 @@ class EmbeddedOffsetLog(OffsetLog):
     def keep_records(self, floor: Callable[[int], int | None]) -> None:
         self._keep_floors.append(floor)
 
+    def leave_compaction(self, reason: str) -> None:
+        if self._compactor is not None:
+            self._compactor.leave(reason)
+
     def reread(self, ranges: Mapping[int, tuple[int, int]], timeout_s: float) -> Iterator[list[LogRecord]]:
         """Short read transactions on a connection of its own, as the reader's (``_deliver_available``)."""
         try:
