@@ -2,9 +2,10 @@
 
 A daemon compacts the log it serves by itself (``--compaction-interval``). This is for a log no
 daemon serves: a ``migrate`` destination, a copy, a log whose daemon runs with
-``--compaction-interval never``. It is safe beside a running daemon too (each step is a SQLite
-transaction), but may then remove a change that daemon's reader has not read yet, which its history
-archive would miss; a daemon's own compaction never does.
+``--compaction-interval never``. Beside a running daemon it is safe for the log (each step is a
+SQLite transaction) but not for that daemon's history: it may remove a change the daemon has not
+read or archived yet, which a daemon's own compaction never does. So it refuses while a daemon
+writes the log's history archive (under --history-dir, default <data-dir>/history), unless --force.
 """
 
 from __future__ import annotations
@@ -31,10 +32,22 @@ def register(sub: Any) -> None:
         default="connect-offsets",
         help="the log's name, the daemon's --offsets-topic (default connect-offsets)",
     )
+    p.add_argument(
+        "--history-dir",
+        type=Path,
+        default=None,
+        help="where a daemon serving this log keeps its history (default <data-dir>/history)",
+    )
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="compact even while a daemon archives this log (its history may miss changes it has not read yet)",
+    )
     p.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    from emulator.history.directory import log_slug, written_by_a_live_process
     from emulator.logs.embedded.offsets_log import EmbeddedOffsetLog
     from emulator.logs.embedded.storage import stored_partition_count
 
@@ -45,6 +58,13 @@ def run(args: argparse.Namespace) -> int:
     if partitions is None:
         raise UsageError(f"{path} is not an embedded offsets log that can be read")
     log = EmbeddedOffsetLog(args.data_dir, partitions=partitions, name=args.name)
+    history = (args.history_dir or args.data_dir / "history") / log_slug(log.description)
+    if not args.force and written_by_a_live_process(history):
+        raise UsageError(
+            f"a running daemon archives {log.description} (its history is {history}); it compacts the log "
+            "itself, behind what it has archived. Compacting now could remove changes it has not read yet "
+            "(--force to compact anyway)"
+        )
     try:
         log.open()
         report = log.compact()

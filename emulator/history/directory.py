@@ -64,3 +64,21 @@ class WriterLock:
                 fcntl.flock(self._fd, fcntl.LOCK_UN)
                 os.close(self._fd)
             self._fd = None
+
+
+def written_by_a_live_process(directory: Path) -> bool:
+    """Whether a running process holds the writer's lock of this archive directory (it does not
+    create anything: a directory never written has no writer)."""
+    try:
+        fd = os.open(directory / "lock", os.O_RDWR)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return True
+    else:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return False
+    finally:
+        os.close(fd)

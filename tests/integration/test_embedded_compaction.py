@@ -156,6 +156,34 @@ def test_connect_offsets_compact_compacts_a_log_no_daemon_serves_and_names_a_mis
     assert not (tmp_path / "nowhere").exists(), "a log was created where none was"
 
 
+def test_connect_offsets_compact_refuses_a_log_a_running_daemon_archives_unless_forced(
+    daemon_factory: DaemonFactory, tmp_path: Path
+) -> None:
+    data = tmp_path / "served"
+    seeded = EmbeddedOffsetLog(data, partitions=2, synchronous="NORMAL")
+    seeded.open()
+    seeded.append(commits("served", keys=10, rounds=3), 30)
+    seeded.close()
+    daemon_factory("--data-dir", str(data), "--offsets-partitions", "2", "--compaction-interval", "never")
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "emulator.cli", "compact", "--data-dir", str(data), *args],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+
+    refused = cli()
+    assert refused.returncode == 2, refused.stdout
+    assert refused.stderr.startswith("error: a running daemon archives embedded://") and "--force" in refused.stderr
+    with sqlite3.connect(data / "connect-offsets.sqlite3") as conn:
+        assert conn.execute("SELECT count(*) FROM records").fetchone()[0] == 30, "nothing removed"
+    elsewhere = cli("--history-dir", str(tmp_path / "other-history"))
+    assert elsewhere.returncode == 0, "no daemon archives it under that history directory"
+    assert cli("--force").returncode == 0
+
+
 def test_closing_the_log_cuts_a_compaction_short_between_two_steps(tmp_path: Path) -> None:
     """A daemon that stops does not wait for a compaction to finish: the steps already taken stand,
     the rest is left for the next start."""
