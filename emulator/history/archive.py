@@ -25,6 +25,7 @@ holds the records, because the next start archives from the watermark the files 
 
 from __future__ import annotations
 
+import errno
 import io
 import logging
 import threading
@@ -39,7 +40,7 @@ from emulator.history.directory import HistoryError, WriterLock, log_slug
 from emulator.history.files import ArchiveFile, scan_dir
 from emulator.history.origins import OriginRegistry
 from emulator.history.pacing import DEFAULT_YIELD_S
-from emulator.history.recovery import recover
+from emulator.history.recovery import Recovered, recover
 from emulator.history.retention import DEFAULT_RETENTION_S, Retention
 from emulator.history.state import ArchiveState
 from emulator.history.stats import ArchiveStats
@@ -50,6 +51,10 @@ from emulator.model.records import LogRecord
 __all__ = ["ArchiveStats", "HistoryArchive", "HistoryError"]
 
 log = logging.getLogger(__name__)
+
+_STORAGE_REFUSALS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EROFS})
+"""Why a disk refuses writes for now (full, over quota, failing, mounted read-only), as opposed to a
+directory the daemon may not use at all (permissions, not a directory), which stops the start."""
 
 OWN_WRITES_WAIT_S = 5.0
 """How long a history query waits for the log's reader to deliver this daemon's own latest writes.
@@ -105,6 +110,7 @@ class HistoryArchive:
         self._state = ArchiveState(log_identity)
         self._file: CurrentFile | None = None
         self._thread: threading.Thread | None = None
+        self._opener: threading.Thread | None = None  # while the disk refused the opening (``_defer``)
         self._opened = False
 
     # ------------------------------------------------------------------ lifecycle
@@ -113,11 +119,19 @@ class HistoryArchive:
         """Recover the directory after a crash, load the watermark, start the archiver thread.
 
         Raises ``HistoryError`` when the directory cannot be used at all. A directory written by
-        another live process is opened read-only (queries work, nothing is archived here).
+        another live process is opened read-only (queries work, nothing is archived here). A disk
+        that refuses writes (full, read-only, failing) defers the opening instead (``_defer``).
         """
         if self._opened:
             return
-        if not self._lock.acquire():
+        try:
+            acquired = self._lock.acquire()
+        except HistoryError as exc:
+            if not self._may_defer(exc):
+                raise
+            self._defer(exc)
+            return
+        if not acquired:
             self._opened = True
             log.warning(
                 "history archive %s is being written by another process; this daemon serves history "
@@ -126,13 +140,29 @@ class HistoryArchive:
             )
             return
         try:
-            recovered = recover(self.directory, self.identity)
+            recovered = self._recover()
+        except HistoryError as exc:
+            if not self._may_defer(exc):
+                self._lock.release()
+                raise
+            self._defer(exc)
+            return
+        self._begin(recovered)
+
+    def _recover(self) -> Recovered:
+        try:
+            return recover(self.directory, self.identity)
         except HistoryError:
-            self._lock.release()
             raise
         except (OSError, ValueError) as exc:
-            self._lock.release()
             raise HistoryError(f"history archive {self.directory} cannot be recovered: {exc}") from exc
+
+    def _may_defer(self, exc: HistoryError) -> bool:
+        """A disk that refuses writes for now, and a log to read back from once it takes them."""
+        cause = exc.__cause__
+        return self._reread is not None and isinstance(cause, OSError) and cause.errno in _STORAGE_REFUSALS
+
+    def _begin(self, recovered: Recovered) -> None:
         self.stats.recovered.extend(recovered.problems)
         self._state = recovered.state
         self._start(recovered.next_seq)
@@ -143,6 +173,44 @@ class HistoryArchive:
             len(self._state.next_offsets),
             sum(self._state.next_offsets.values()),
         )
+
+    def _defer(self, exc: HistoryError) -> None:
+        """The archive cannot be opened because its disk refuses writes: the daemon starts all the
+        same, as it goes on when that disk fills later, since offsets matter more than their history.
+        What the log's reader delivers meanwhile is let go as offset ranges (the queue's gap), and
+        a thread opens the archive once the disk takes writes; the archiver then reads those ranges
+        back from the log, which the replay guard sorts into archived and new as at any start."""
+        log.error(
+            "%s; offsets are served as usual, and the archive is opened once its disk takes writes, reading "
+            "back from the log then what the daemon read meanwhile",
+            exc,
+        )
+        self._queue.defer(f"the archive could not be opened: {exc}")
+        self.writable = True
+        self._opened = True
+        self.origins.enable()
+        self._opener = threading.Thread(target=self._open_when_possible, name="history-opener", daemon=True)
+        self._opener.start()
+
+    def _open_when_possible(self) -> None:
+        delay = min(1.0, self._retry_max_s)
+        while self._queue.retry_wait(delay):
+            delay = min(delay * 2, self._retry_max_s)
+            try:
+                if not self._lock.held and not self._lock.acquire():
+                    self.writable = False
+                    self._queue.fail("another process became the archive's writer meanwhile; this one reads it only")
+                    return
+                recovered = self._recover()
+            except HistoryError as exc:
+                if self._may_defer(exc):
+                    self._queue.stall(f"the archive could not be opened: {exc}")
+                    continue
+                self._queue.fail(f"the archive could not be opened: {exc}")
+                return
+            self._begin(recovered)
+            return
+        self._queue.fail("stopped before the archive could be opened")
 
     def _start(self, next_seq: int) -> None:
         self._file = CurrentFile(
@@ -189,6 +257,9 @@ class HistoryArchive:
         """Archive what is queued, close the file (renamed, fsynced) and save the state. Idempotent."""
         if not self._queue.stop():
             return
+        opener = self._opener
+        if opener is not None:
+            opener.join(timeout_s)
         thread = self._thread
         if thread is not None:
             thread.join(timeout_s)

@@ -252,6 +252,15 @@ class ArchiveQueue:
             if lost:
                 self._count_not_archived_locked(lost)
 
+    def defer(self, reason: str) -> None:
+        """The archive could not be opened (its disk refuses writes): from the start, every batch
+        is let go as a gap to read back once it opens, and the queue reports ``reason`` as a stall."""
+        with self._cond:
+            self._gap = {}
+            self._stalled = reason
+            self._stalled_at = time.monotonic()
+            self._cond.notify_all()
+
     def gap(self) -> dict[int, tuple[int, int]] | None:
         """The offsets to read back from the log, per partition ``[start, stop)``; None without a gap."""
         with self._cond:

@@ -57,6 +57,10 @@ class WriterLock:
         self._fd = fd
         return True
 
+    @property
+    def held(self) -> bool:
+        return self._fd is not None
+
     def release(self) -> None:
         """Give up the writer's role (idempotent)."""
         if self._fd is not None:

@@ -244,7 +244,8 @@ def history_archive(settings: Settings, log_: OffsetLog, origins: OriginRegistry
 
 def build_history(settings: Settings, runtime: Runtime, origins: OriginRegistry | None) -> HistoryArchive | None:
     """Open the archive (crash recovery, watermark) and hook it to the view before reading starts,
-    so that the replay's records reach it. A directory it cannot use stops the daemon at startup."""
+    so that the replay's records reach it. A directory it may not use stops the daemon at startup;
+    one whose disk refuses writes for now does not (``HistoryArchive._defer``)."""
     if not settings.history:
         return None
     archive = history_archive(settings, runtime.log, origins)

@@ -1,0 +1,98 @@
+"""A daemon whose history disk is full when it starts serves offsets all the same.
+
+Before, the archive's crash recovery failed to save its state on the full disk and the daemon
+refused to start ("cannot be recovered: No space left on device"), although a disk that fills while
+it runs only stalls the archive. Now it starts, says why the archive waits, lets what the reader
+delivers go as offset ranges, opens the archive once the disk takes writes and reads those ranges
+back from the log: what it had archived before is skipped, what came meanwhile is archived once.
+
+The full disk is real: a 1 MiB tmpfs filled to its last byte, which needs root (mount); elsewhere
+the test skips and says so.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.fixtures.daemon import DaemonFactory
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    mount_point = tmp_path / "history-disk"
+    mount_point.mkdir()
+    if os.geteuid() != 0:
+        pytest.skip("needs root to mount a 1 MiB tmpfs as a disk that fills up")
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mount_point)], capture_output=True, text=True
+    )
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.strip()}")
+    try:
+        yield mount_point
+    finally:
+        subprocess.run(["umount", "-l", str(mount_point)], capture_output=True)
+
+
+def fill(disk: Path) -> Path:
+    filler = disk / "filler"
+    with contextlib.suppress(OSError), filler.open("wb") as out:
+        while True:
+            out.write(b"\0" * 65536)
+    with contextlib.suppress(OSError), filler.open("ab") as out:  # the last partial block
+        while True:
+            out.write(b"\0" * 512)
+            out.flush()
+    return filler
+
+
+def history_status(url: str) -> dict[str, Any]:
+    status: dict[str, Any] = httpx.get(f"{url}/history/status", timeout=10).json()
+    return status
+
+
+def patch(url: str, connector: str, n: int, create: bool = False) -> None:
+    body = {"offsets": [{"partition": {"file": f"f{n}"}, "offset": {"position": n}}]}
+    params = {"create": "true"} if create else {}
+    answer = httpx.patch(f"{url}/connectors/{connector}/offsets", params=params, json=body)
+    assert answer.status_code == 200, answer.text
+
+
+@pytest.mark.slow  # two daemon starts and the archive's retry interval
+def test_a_full_history_disk_at_start_defers_the_archive_and_loses_nothing(
+    daemon_factory: DaemonFactory, small_disk: Path, tmp_path: Path
+) -> None:
+    connector = f"full-start-{time.monotonic_ns()}"
+    args = ["--data-dir", str(tmp_path / "data"), "--history-dir", str(small_disk / "history")]
+    first = daemon_factory(*args)
+    patch(first.url, connector, 0, create=True)
+    patch(first.url, connector, 1)
+    first.stop()
+    filler = fill(small_disk)
+
+    daemon = daemon_factory(*args)  # ready although the archive cannot be recovered
+    assert "No space left on device; offsets are served as usual" in daemon.log_tail(60)
+    status = history_status(daemon.url)
+    assert status["mode"] == "stalled" and "could not be opened" in status["failure"], status
+    patch(daemon.url, connector, 2)
+    page = httpx.get(f"{daemon.url}/connectors/{connector}/offsets/history", timeout=10).json()
+    assert "the archiver cannot write" in page["warning"], page
+
+    filler.unlink()  # the disk takes writes again
+    deadline = time.monotonic() + 30
+    while (status := history_status(daemon.url))["mode"] != "writing" or status["offsets_to_read_back"]:
+        assert time.monotonic() < deadline, f"the archive never opened: {status}"
+        time.sleep(0.1)
+    assert status["records_skipped_replay"] == 2 and status["records_not_archived"] == 0, status
+    changes = httpx.get(f"{daemon.url}/connectors/{connector}/offsets/history", timeout=10).json()["changes"]
+    assert sorted(c["offset"]["position"] for c in changes) == [0, 1, 2], "each change once"
+    assert {c["origin"] for c in changes} == {"daemon"}
