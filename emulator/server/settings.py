@@ -150,8 +150,8 @@ class Settings:
     startup_timeout_s: float | None = option(
         "never",
         DURATION_OR_NEVER,
-        "Kafka only: give up starting when the cluster has not answered for this long ('never' keeps "
-        "trying, with a progress line every 5 s)",
+        "give up starting when the Kafka cluster has not answered, or the embedded log's disk has had no "
+        "space, for this long ('never' keeps trying, with a progress line every 5 s)",
         group=DAEMON,
         flag="--startup-timeout",
     )

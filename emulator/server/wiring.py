@@ -75,6 +75,7 @@ def build_log(settings: Settings, eos: ExactlyOnceSource = DISABLED) -> OffsetLo
             partitions=settings.offsets_partitions,
             name=settings.offsets_topic,
             compaction_interval_s=settings.compaction_interval_s,
+            startup_timeout_s=settings.startup_timeout_s,
         )
     from emulator.logs.kafka.offsets_log import KafkaOffsetLog
 

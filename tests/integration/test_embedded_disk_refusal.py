@@ -19,6 +19,8 @@ from __future__ import annotations
 import base64
 import resource
 import sqlite3
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -36,7 +38,9 @@ from emulator.logs.embedded.storage_faults import StorageFaults, storage_fault
 from emulator.model.connectors import NoConnectCluster
 from emulator.server.wiring import assemble_runtime, make_app, start_reading
 from emulator.view.offset_view import OffsetView
-from tests.fixtures.daemon import DaemonFactory
+from tests.fixtures.daemon import DaemonFactory, DaemonProcess
+from tests.fixtures.disk_faults import fill, small_disk
+from tests.fixtures.processes import free_port
 
 BIG = "y" * 20_000
 """A value large enough that a few of them outgrow the write-ahead log's headroom."""
@@ -258,3 +262,62 @@ def test_a_probe_that_fails_for_another_reason_is_logged_and_tried_again(
         faults.close()
         holder.close()
         prober.close()
+
+
+@pytest.mark.slow  # three daemon starts, one of them waiting for the disk
+def test_a_full_disk_at_start_is_waited_for_as_a_cluster_that_does_not_answer(
+    daemon_factory: DaemonFactory, tmp_path: Path
+) -> None:
+    """Opening the log writes (its write-ahead log), so a full disk refused the start, as "disk I/O
+    error". Now ``serve`` waits for space with a line every 5 s, as it waits for a Kafka cluster, and
+    ``--startup-timeout`` ends the wait with one error line; a disk that is not full still fails at
+    once. The disk is a real 1 MiB tmpfs filled to its last byte (root; skips with the reason
+    otherwise)."""
+    with small_disk(tmp_path / "disk") as disk:
+        data = disk / "data"
+        first = daemon_factory("--data-dir", str(data), "--no-history")
+        assert httpx.patch(f"{first.url}/connectors/kept/offsets?create=true", json=body("a", 7)).status_code == 200
+        first.stop()
+        filler = fill(disk)
+
+        timed_out = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "emulator.cli",
+                "serve",
+                "--data-dir",
+                str(data),
+                "--no-history",
+                "--port",
+                "0",
+                "--startup-timeout",
+                "1s",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert timed_out.returncode == 2
+        assert timed_out.stderr.splitlines()[-1] == (
+            f"error: embedded offsets log {data / 'connect-offsets.sqlite3'} cannot be opened within 1 s "
+            "(--startup-timeout): the file system holding it has no space left"
+        )
+
+        waiting = DaemonProcess(["--data-dir", str(data), "--no-history"], free_port(), tmp_path / "waiting.log")
+        starter = threading.Thread(target=waiting.start, kwargs={"timeout_s": 60.0})  # it listens once opened
+        starter.start()
+        try:
+            until(
+                lambda: waiting.log_path.exists() and "has no space left; still trying" in waiting.log_tail(5),
+                "the wait said",
+                20,
+            )
+            filler.unlink()
+            starter.join(60)
+            offsets = httpx.get(f"{waiting.url}/connectors/kept/offsets", timeout=10).json()["offsets"]
+            assert offsets == [{"partition": {"file": "a"}, "offset": {"position": 7}}]
+            assert "once its disk had space" in waiting.log_tail(40)
+        finally:
+            starter.join(60)
+            waiting.stop()

@@ -12,9 +12,6 @@ the test skips and says so.
 
 from __future__ import annotations
 
-import contextlib
-import os
-import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,35 +21,13 @@ import httpx
 import pytest
 
 from tests.fixtures.daemon import DaemonFactory
+from tests.fixtures.disk_faults import fill, small_disk
 
 
 @pytest.fixture
-def small_disk(tmp_path: Path) -> Iterator[Path]:
-    mount_point = tmp_path / "history-disk"
-    mount_point.mkdir()
-    if os.geteuid() != 0:
-        pytest.skip("needs root to mount a 1 MiB tmpfs as a disk that fills up")
-    mounted = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mount_point)], capture_output=True, text=True
-    )
-    if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.strip()}")
-    try:
-        yield mount_point
-    finally:
-        subprocess.run(["umount", "-l", str(mount_point)], capture_output=True)
-
-
-def fill(disk: Path) -> Path:
-    filler = disk / "filler"
-    with contextlib.suppress(OSError), filler.open("wb") as out:
-        while True:
-            out.write(b"\0" * 65536)
-    with contextlib.suppress(OSError), filler.open("ab") as out:  # the last partial block
-        while True:
-            out.write(b"\0" * 512)
-            out.flush()
-    return filler
+def history_disk(tmp_path: Path) -> Iterator[Path]:
+    with small_disk(tmp_path / "history-disk") as disk:
+        yield disk
 
 
 def history_status(url: str) -> dict[str, Any]:
@@ -69,15 +44,15 @@ def patch(url: str, connector: str, n: int, create: bool = False) -> None:
 
 @pytest.mark.slow  # two daemon starts and the archive's retry interval
 def test_a_full_history_disk_at_start_defers_the_archive_and_loses_nothing(
-    daemon_factory: DaemonFactory, small_disk: Path, tmp_path: Path
+    daemon_factory: DaemonFactory, history_disk: Path, tmp_path: Path
 ) -> None:
     connector = f"full-start-{time.monotonic_ns()}"
-    args = ["--data-dir", str(tmp_path / "data"), "--history-dir", str(small_disk / "history")]
+    args = ["--data-dir", str(tmp_path / "data"), "--history-dir", str(history_disk / "history")]
     first = daemon_factory(*args)
     patch(first.url, connector, 0, create=True)
     patch(first.url, connector, 1)
     first.stop()
-    filler = fill(small_disk)
+    filler = fill(history_disk)
 
     daemon = daemon_factory(*args)  # ready although the archive cannot be recovered
     assert "No space left on device; offsets are served as usual" in daemon.log_tail(60)

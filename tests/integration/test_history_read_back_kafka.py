@@ -19,7 +19,7 @@ from emulator.logs.kafka.offsets_log import KafkaOffsetLog
 from emulator.model.records import Position
 from emulator.view.offset_view import OffsetView
 from tests.fixtures.broker import TANSU_TAIL_FETCH_WAIT_MS, TansuBroker
-from tests.fixtures.history_faults import block_archive_files
+from tests.fixtures.disk_faults import block_archive_files
 
 pytestmark = pytest.mark.kafka
 

@@ -36,7 +36,7 @@ from emulator.model.errors import LogUnavailable
 from emulator.model.foreground import FOREGROUND
 from emulator.model.records import Position
 from emulator.view.offset_view import OffsetView
-from tests.fixtures.history_faults import block_archive_files
+from tests.fixtures.disk_faults import block_archive_files
 
 
 @dataclass

@@ -54,7 +54,7 @@ from emulator.logs.embedded.storage import (
     is_busy,
     is_corruption,
 )
-from emulator.logs.embedded.storage_faults import StorageFaults, storage_fault
+from emulator.logs.embedded.storage_faults import StorageFaults, no_space_left, storage_fault
 from emulator.logs.own_writes import OwnWrites
 from emulator.logs.write_timings import WriteTimings
 from emulator.model.claims import Claim, Fence, Fenced, fenced_message, held_message
@@ -86,6 +86,10 @@ until it ends: a commit is milliseconds, and one held this long is a disk that s
 fsync, or another process holding the write lock; every write waits behind it, so a load balancer
 should send writes elsewhere, as when a Kafka cluster stops answering. Half the default
 ``--write-timeout``, so the daemon says so before its writes start answering 503."""
+
+_FULL_DISK_RETRY_S = 1.0
+_STARTUP_PROGRESS_S = 5.0
+"""While a full disk keeps the log from opening: how often ``open`` tries again, and says so."""
 
 _YIELD_S = 0.002
 """Pause between compaction steps. ``threading.Lock`` is not fair: without a pause the compacting
@@ -135,6 +139,7 @@ class EmbeddedOffsetLog(OffsetLog):
         stalled_commit_s: float = STALLED_COMMIT_S,
         compaction_interval_s: float | None = None,
         compaction_min_records: int = MIN_RECORDS,
+        startup_timeout_s: float | None = None,
     ) -> None:
         if not _TOPIC_NAME.fullmatch(name) or name in {".", ".."}:
             raise LogConfigError(
@@ -158,6 +163,7 @@ class EmbeddedOffsetLog(OffsetLog):
         )
 
         self._stalled_commit_s = stalled_commit_s
+        self._startup_timeout_s = startup_timeout_s
         self._keep_floors: list[Callable[[int], int | None]] = []
         self._faults = StorageFaults(self._file.description, self._probe_write)
         self._compactor = (
@@ -253,6 +259,33 @@ class EmbeddedOffsetLog(OffsetLog):
                 f"data directory {self._data_dir} is on a {fs_type} file system; the embedded log uses "
                 "SQLite WAL, which needs a local file system (shared memory between processes)"
             )
+        started = time.monotonic()
+        reported_at: float | None = None
+        while (conn := self._open_once()) is None:
+            waited = time.monotonic() - started
+            if self._startup_timeout_s is not None and waited >= self._startup_timeout_s:
+                raise LogConfigError(
+                    f"embedded offsets log {self._file.path} cannot be opened within {self._startup_timeout_s:g} s "
+                    f"(--startup-timeout): the file system holding it has no space left"
+                )
+            if reported_at is None or time.monotonic() - reported_at >= _STARTUP_PROGRESS_S:
+                log.warning(
+                    "embedded offsets log %s cannot be opened: the file system holding it has no space left; "
+                    "still trying, %.0f s so far",
+                    self._file.path,
+                    waited,
+                )
+                reported_at = time.monotonic()
+            time.sleep(_FULL_DISK_RETRY_S)
+        if reported_at is not None:
+            log.warning("opened %s after %.1f s, once its disk had space", self.description, time.monotonic() - started)
+        self._writer = conn
+        log.info("opened %s (%d partitions)", self.description, self._partitions)
+
+    def _open_once(self) -> sqlite3.Connection | None:
+        """The writing connection, or None when its file system is full: opening a log in WAL mode
+        writes (its write-ahead log and shared memory), and a disk that is full now will not always be;
+        ``open`` waits for it as the Kafka backend waits for a cluster that does not answer."""
         conn: sqlite3.Connection | None = None
         try:
             conn = self._file.connect(timeout_s=30.0)
@@ -261,13 +294,14 @@ class EmbeddedOffsetLog(OffsetLog):
         except sqlite3.Error as e:
             if conn is not None:
                 conn.close()
+            if storage_fault(e) is not None and no_space_left(self._data_dir):
+                return None
             raise self._file.config_error("cannot be opened", e) from e
         except LogConfigError:
             if conn is not None:
                 conn.close()
             raise
-        self._writer = conn
-        log.info("opened %s (%d partitions)", self.description, self._partitions)
+        return conn
 
     def close(self) -> None:
         """Stop the reader, fail writes that were never started, and release the database. Idempotent."""

@@ -20,10 +20,12 @@ file, a locked database) stay what they were: they are not the storage refusing 
 from __future__ import annotations
 
 import logging
+import os
 import sqlite3
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +52,16 @@ def storage_fault(e: sqlite3.Error) -> str | None:
         if name.startswith(prefix):
             return f"{meaning} (SQLite: {e})"
     return None
+
+
+def no_space_left(directory: Path) -> bool:
+    """Whether the file system holding ``directory`` has no block or no inode left for this user
+    (SQLite reports a full disk at open as a mere I/O error)."""
+    try:
+        stats = os.statvfs(directory)
+    except OSError:
+        return False
+    return stats.f_bavail == 0 or (stats.f_files > 0 and stats.f_favail == 0)
 
 
 class StorageFaults:
