@@ -201,7 +201,8 @@ class HistoryArchive:
                     self.writable = False
                     self._queue.fail("another process became the archive's writer meanwhile; this one reads it only")
                     return
-                recovered = self._recover()
+                with self._files_lock:  # queries read the files meanwhile; recovery cuts and renames them
+                    recovered = self._recover()
             except HistoryError as exc:
                 if self._may_defer(exc):
                     self._queue.stall(f"the archive could not be opened: {exc}")

@@ -423,6 +423,23 @@ def test_reread_returns_exactly_the_records_of_each_range_as_the_reader_delivere
     assert list(log.reread({}, WAIT_S)) == [] and list(log.reread({0: (5, 5)}, WAIT_S)) == []
 
 
+def test_reread_from_a_broker_that_does_not_answer_times_out_with_the_log_error(
+    make_log: LogFactory, topic_name: str, kafka_broker: TansuBroker
+) -> None:
+    sink = Collector()
+    log = make_log(topic_name, partitions=1)
+    log.open()
+    log.start_reading(sink)
+    log.append([(b"k", b"v")])
+    assert sink.wait_for(lambda rs: len(rs) == 1)
+    with kafka_broker.paused():
+        started = time.monotonic()
+        with pytest.raises(LogTimeout, match="was not read again within 1 s"):
+            list(log.reread({0: (0, 1)}, 1.0))
+        assert time.monotonic() - started < 10
+    assert [r.value for batch in log.reread({0: (0, 1)}, WAIT_S) for r in batch] == [b"v"]
+
+
 def test_each_append_and_each_transaction_is_timed_once_with_its_records(make_log: LogFactory, topic_name: str) -> None:
     """From handing the records over to the broker's last acknowledgement (a transaction: to its
     commit), one observation per write, so ``/metrics`` can tell a slow broker from a slow daemon."""

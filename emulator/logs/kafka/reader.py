@@ -263,34 +263,45 @@ class TopicReader:
 
     def reread(self, ranges: Mapping[int, tuple[int, int]], timeout_s: float) -> Iterator[list[LogRecord]]:
         """``OffsetLog.reread``: a consumer of its own, assigned at each range's start, read until its
-        position passes each range's stop (a compacted range ends at the next record after it)."""
+        position passes each range's stop (a compacted range ends at the next record after it). A
+        client error is ``LogUnavailable``, as the interface promises, for the caller to retry."""
         wanted = {p: (start, stop) for p, (start, stop) in ranges.items() if stop > start}
         if not wanted:
             return
-        consumer = self._new_consumer(self._replay_wait)
         try:
-            consumer.assign([TopicPartition(self.topic, p, start) for p, (start, _) in wanted.items()])
-            unfinished = set(wanted)
-            progressed = time.monotonic()
-            while unfinished:
-                if self._stop.is_set():
-                    raise LogUnavailable(f"{self.description} is closing; it was not read again")
-                messages: list[Message] = consumer.consume(self._batch, timeout=_IDLE_POLL_S)
-                records = [r for r in self._records(messages) if r.offset < wanted[r.partition][1]]
-                if records:
-                    progressed = time.monotonic()
-                    yield records
-                for tp in consumer.position([TopicPartition(self.topic, p) for p in unfinished]):
-                    if tp.offset >= wanted[tp.partition][1]:
-                        unfinished.discard(tp.partition)
-                        progressed = time.monotonic()
-                if unfinished and time.monotonic() - progressed > timeout_s:
-                    raise LogTimeout(
-                        f"{self.description} was not read again within {timeout_s:g} s "
-                        f"(partitions still unread: {sorted(unfinished)})"
-                    )
+            consumer = self._new_consumer(self._replay_wait)
+        except KafkaException as exc:
+            raise LogUnavailable(f"{self.description} cannot be read again: {exc}") from exc
+        try:
+            yield from self._reread(consumer, wanted, timeout_s)
+        except KafkaException as exc:
+            raise LogUnavailable(f"{self.description} could not be read again: {exc}") from exc
         finally:
             consumer.close()
+
+    def _reread(
+        self, consumer: Consumer, wanted: Mapping[int, tuple[int, int]], timeout_s: float
+    ) -> Iterator[list[LogRecord]]:
+        consumer.assign([TopicPartition(self.topic, p, start) for p, (start, _) in wanted.items()])
+        unfinished = set(wanted)
+        progressed = time.monotonic()
+        while unfinished:
+            if self._stop.is_set():
+                raise LogUnavailable(f"{self.description} is closing; it was not read again")
+            messages: list[Message] = consumer.consume(self._batch, timeout=_IDLE_POLL_S)
+            records = [r for r in self._records(messages) if r.offset < wanted[r.partition][1]]
+            if records:
+                progressed = time.monotonic()
+                yield records
+            for tp in consumer.position([TopicPartition(self.topic, p) for p in unfinished]):
+                if tp.offset >= wanted[tp.partition][1]:
+                    unfinished.discard(tp.partition)
+                    progressed = time.monotonic()
+            if unfinished and time.monotonic() - progressed > timeout_s:
+                raise LogTimeout(
+                    f"{self.description} was not read again within {timeout_s:g} s "
+                    f"(partitions still unread: {sorted(unfinished)})"
+                )
 
     # ---------------------------------------------------------------- the reader thread
 
