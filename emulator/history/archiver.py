@@ -167,6 +167,9 @@ class Archiver:
             todo = {p: (max(start, next_offsets.get(p, start)), stop) for p, (start, stop) in gap.items()}
             try:
                 for records in reread(todo, REREAD_TIMEOUT_S):
+                    if self._queue.stopping:  # a stop is prompt: the next start archives the rest from the log
+                        self._queue.abandon_gap()
+                        return
                     self._queue.reread(len(records))
                     self._stats.records_reread += len(records)
                     self._process(Batch(records, time.time_ns() // 1_000_000, 0, time.monotonic()))

@@ -175,6 +175,11 @@ class ArchiveQueue:
             self._cond.notify_all()
             return True
 
+    @property
+    def stopping(self) -> bool:
+        """``stop`` was called (read without the lock: a moment late only delays one batch)."""
+        return self._closing
+
     # ------------------------------------------------------------------ consumer (archiver thread)
 
     def take(self, tick_s: float) -> Batch | Signal:
@@ -298,6 +303,18 @@ class ArchiveQueue:
             log.warning("history archiver caught up with the log; batches are queued again")
             self._cond.notify_all()
             return True
+
+    def abandon_gap(self) -> None:
+        """Stop reading the gap back (the daemon stops): what it still held is counted, and logged, as
+        not archived, and the archiver goes on to the stop signal, which closes its file as usual."""
+        with self._cond:
+            if self._gap is None:
+                return
+            self._gap = None
+            pending, self._gap_pending = self._gap_pending, 0
+            if pending:
+                self._count_not_archived_locked(pending)
+            self._cond.notify_all()
 
     def kept_from(self, partition: int) -> int | None:
         """The first offset of ``partition`` still to be read back (``OffsetLog.keep_records``)."""

@@ -561,6 +561,30 @@ def test_stopping_while_records_wait_to_be_read_back_counts_them_and_the_next_st
         again.close()
 
 
+@pytest.mark.slow  # the same, and 60,000 records to read back
+def test_stopping_while_the_log_is_read_back_is_prompt_and_counts_the_rest(tmp_path: Path) -> None:
+    stack = open_stack(tmp_path, queue_records=1, retry_max_s=0.2)
+    blocked = block_archive_files(stack.archive.directory)
+    stack.append([(key(0), value(0))])
+    wait_mode(stack, "stalled")
+    for start in range(0, 60_000, 10_000):
+        stack.wait_applied(stack.log.append([(key(n), value(n)) for n in range(start, start + 10_000)]))
+    for path in blocked:
+        path.rmdir()
+    wait_mode(stack, "reading-back")
+    started = time.monotonic()
+    stack.close()
+    assert time.monotonic() - started < 5.0, "close does not wait for the whole read back"
+    status = stack.archive.status()
+    assert 0 < status["records_not_archived"] < 60_000, status
+    assert status["records_archived"] + status["records_not_archived"] == 60_001, "every record is one or the other"
+    again = open_stack(tmp_path)
+    try:
+        assert len(again.rows()) == 60_001, "the next start archived the rest from the log"
+    finally:
+        again.close()
+
+
 @pytest.mark.slow  # the same
 def test_a_log_that_cannot_be_read_back_for_a_while_is_retried_without_archiving_anything_twice(
     tmp_path: Path, stacks: list[Stack]
