@@ -860,7 +860,7 @@ class EmbeddedOffsetLog(OffsetLog):
         try:
             for p in range(self._partitions):
                 try:
-                    count, offsets = superseded(reader, p, self._read_position(p))
+                    count, offsets = superseded(reader, p, self._compaction_bound(p))
                 except sqlite3.Error as e:
                     raise LogWriteError(f"{self.description}: the compaction of partition {p} failed ({e})") from e
                 before += count
@@ -886,7 +886,7 @@ class EmbeddedOffsetLog(OffsetLog):
         )
         return report
 
-    def _read_position(self, partition: int) -> int | None:
+    def _compaction_bound(self, partition: int) -> int | None:
         """Where compaction must stop in ``partition``: the reader's position, or an earlier offset
         a consumer of its deliveries still has to read again (``keep_records``); None when this
         object does not read the log."""
