@@ -211,7 +211,10 @@ class HistoryArchive:
                 return
             self._begin(recovered)
             return
-        self._queue.fail("stopped before the archive could be opened")
+        self._queue.abandon_gap(count=False)
+        self._queue.fail(
+            "stopped before the archive could be opened; the next start archives from the log what it does not hold"
+        )
 
     def _start(self, next_seq: int) -> None:
         self._file = CurrentFile(

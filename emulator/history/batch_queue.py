@@ -304,15 +304,17 @@ class ArchiveQueue:
             self._cond.notify_all()
             return True
 
-    def abandon_gap(self) -> None:
+    def abandon_gap(self, *, count: bool = True) -> None:
         """Stop reading the gap back (the daemon stops): what it still held is counted, and logged, as
-        not archived, and the archiver goes on to the stop signal, which closes its file as usual."""
+        not archived, and the archiver goes on to the stop signal, which closes its file as usual.
+        ``count=False`` where those records cannot be told from archived ones (an archive never
+        opened: the gap then spans the whole replay, most of it archived by an earlier run)."""
         with self._cond:
             if self._gap is None:
                 return
             self._gap = None
             pending, self._gap_pending = self._gap_pending, 0
-            if pending:
+            if pending and count:
                 self._count_not_archived_locked(pending)
             self._cond.notify_all()
 
