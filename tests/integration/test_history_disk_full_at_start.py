@@ -61,6 +61,8 @@ def test_a_full_history_disk_at_start_defers_the_archive_and_loses_nothing(
     patch(daemon.url, connector, 2)
     page = httpx.get(f"{daemon.url}/connectors/{connector}/offsets/history", timeout=10).json()
     assert "the archiver cannot write" in page["warning"], page
+    console = httpx.get(f"{daemon.url}/ui/api/connectors", timeout=10).json()["history"]
+    assert "the archiver cannot write for" in console["behind"], "the console says so above every page"
 
     filler.unlink()  # the disk takes writes again
     deadline = time.monotonic() + 30
@@ -68,6 +70,7 @@ def test_a_full_history_disk_at_start_defers_the_archive_and_loses_nothing(
         assert time.monotonic() < deadline, f"the archive never opened: {status}"
         time.sleep(0.1)
     assert status["records_skipped_replay"] == 2 and status["records_not_archived"] == 0, status
+    assert httpx.get(f"{daemon.url}/ui/api/connectors", timeout=10).json()["history"]["behind"] is None
     changes = httpx.get(f"{daemon.url}/connectors/{connector}/offsets/history", timeout=10).json()["changes"]
     assert sorted(c["offset"]["position"] for c in changes) == [0, 1, 2], "each change once"
     assert {c["origin"] for c in changes} == {"daemon"}

@@ -183,6 +183,11 @@ class HistoryIndex:
                 self._ready, self._building is not None, self._records, self._error, tuple(self._damaged[-10:])
             )
 
+    def behind(self) -> str | None:
+        """Why the archive may lack recent changes now (stalled, reading back, stopped), in words fit
+        for any signed-in user (``HistoryArchive.behind_because``); None when it keeps up."""
+        return self._archive.behind_because() if self._archive.writable else None
+
     def last_changes(self) -> dict[str, tuple[Change | None, int]]:
         """Every connector's newest change and its number of archived records."""
         with self._lock:

@@ -81,6 +81,7 @@ def history_state(index: HistoryIndex | None) -> dict[str, Any]:
         "records": state.records,
         "error": state.error,
         "damaged": list(state.damaged),
+        "behind": index.behind(),
     }
 
 

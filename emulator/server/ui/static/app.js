@@ -100,6 +100,10 @@ function showProgress(data) {
       h("progress", { id: "indexing" })));
   }
   if (history && history.error) bars.push(h("p", { class: "error" }, `History: ${history.error}`));
+  if (history && history.behind) {
+    bars.push(h("p", { class: "warning", role: "status", id: "history-behind" },
+      `History may lack the latest changes: ${history.behind}.`));
+  }
   area.replaceChildren(...bars);
 }
 
