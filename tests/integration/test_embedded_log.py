@@ -627,6 +627,26 @@ def test_a_reading_log_compacts_only_what_its_reader_has_read(log: EmbeddedOffse
     assert log.compact().removed == 95, "once read, the superseded records go"
 
 
+def test_records_a_read_back_starts_to_need_during_a_compaction_are_kept(log: EmbeddedOffsetLog) -> None:
+    """The history archive may let records go (its disk full) while a compaction runs: the records it
+    will read back are asked for after the compaction chose what to remove, so each step asks again."""
+    log.append([(connect_key("busy", i % 10), b"%d" % i) for i in range(10_000)])
+    log.start_reading(Collector())
+    wait_until(lambda: log.progress().caught_up)
+    asked: set[int] = set()
+
+    def floor(partition: int) -> int | None:
+        """Nothing to keep when the compaction looks at a partition; from then on, offset 0 on."""
+        first = partition not in asked
+        asked.add(partition)
+        return None if first else 0
+
+    log.keep_records(floor)
+    report = log.compact()
+    assert report.records_before == 10_000 and report.removed == 0, report
+    assert len(asked) == 5, "every partition was asked"
+
+
 # ---------------------------------------------------------------------------- damaged storage
 
 

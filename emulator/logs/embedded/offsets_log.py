@@ -852,7 +852,9 @@ class EmbeddedOffsetLog(OffsetLog):
 
         While this object's reader runs, only records before its position are removed, as Kafka's
         cleaner never touches the active segment: every record reaches the reader, and so the
-        history archive, even one superseded a moment after it was written.
+        history archive, even one superseded a moment after it was written. Records a read back
+        still needs (``keep_records``) are kept too, asked again before every step, since the history
+        archive may begin one while a compaction runs.
         """
         started = time.monotonic()
         before = removed = 0
@@ -867,8 +869,13 @@ class EmbeddedOffsetLog(OffsetLog):
                 for step in range(0, len(offsets), DELETE_STEP):
                     if stop is not None and stop.is_set():
                         break
-                    self._delete(p, offsets[step : step + DELETE_STEP])
-                    removed += len(offsets[step : step + DELETE_STEP])
+                    chunk = offsets[step : step + DELETE_STEP]
+                    if self._keep_floors:  # a read back may have begun since ``superseded`` looked
+                        bound = self._compaction_bound(p)
+                        chunk = chunk if bound is None else [o for o in chunk if o < bound]
+                    if chunk:
+                        self._delete(p, chunk)
+                        removed += len(chunk)
                     time.sleep(_YIELD_S)
                 if stop is not None and stop.is_set():
                     break
