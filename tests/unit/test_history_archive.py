@@ -519,6 +519,60 @@ def test_a_stalled_archiver_whose_queue_fills_lets_records_go_and_reads_them_bac
     assert stack.archive.status()["epochs_started"] == 0, "reading back is not mistaken for a re-created log"
 
 
+@pytest.mark.slow  # the same, with writers racing the read back
+def test_writers_racing_a_stall_and_its_read_back_lose_nothing_and_duplicate_nothing(
+    tmp_path: Path, stacks: list[Stack]
+) -> None:
+    """Eight writers append without pause while the disk refuses the archive, and on while the
+    archiver reads back what it let go: the gap widens under the read back, and batches are queued
+    again only once it has caught up. Every record ends in the archive once, in its partition's order."""
+    stack = open_stack(tmp_path, queue_records=50, retry_max_s=0.2, rotate_bytes=1)
+    stacks.append(stack)
+    blocked = block_archive_files(stack.archive.directory)
+    stop = threading.Event()
+    written: list[int] = []
+
+    def write(w: int) -> None:
+        n = 0
+        while not stop.is_set():
+            batch = [(key(w * 1_000_000 + n + i, f"w{w}"), value(n + i)) for i in range(20)]
+            stack.log.append(batch)
+            written.append(len(batch))
+            n += 20
+
+    writers = [threading.Thread(target=write, args=(w,)) for w in range(8)]
+    for thread in writers:
+        thread.start()
+    try:
+        wait_mode(stack, "stalled")
+        deadline = time.monotonic() + 20
+        while stack.archive.status()["records_let_go"] < 2_000:
+            assert time.monotonic() < deadline, f"the queue never let records go: {stack.archive.status()}"
+            time.sleep(0.05)
+        for path in blocked:
+            path.rmdir()
+        wait_mode(stack, "reading-back")
+        time.sleep(1.0)  # the writers go on while it reads back
+    finally:
+        stop.set()
+        for thread in writers:
+            thread.join()
+    stack.wait_caught_up()
+    ends = stack.log.end_offsets()
+    stack.wait_applied([Position(p, end - 1) for p, end in ends.items() if end > 0])
+    deadline = time.monotonic() + 30
+    while (status := stack.archive.status())["mode"] != "writing" or status["offsets_to_read_back"]:
+        assert time.monotonic() < deadline, f"the archiver never caught up: {status}"
+        time.sleep(0.05)
+    rows = stack.rows()
+    coordinates = [(r["kafka_partition"], r["kafka_offset"]) for r in rows]
+    assert len(coordinates) == len(set(coordinates)) == sum(written), "every record archived once"
+    for p in range(3):
+        offsets = [o for q, o in coordinates if q == p]
+        assert offsets == sorted(offsets) == list(range(ends.get(p, 0))), f"partition {p}: all, in order"
+    assert status["records_not_archived"] == 0 and status["epochs_started"] == 0, status
+
+
 @pytest.mark.slow  # the same
 def test_records_to_read_back_survive_a_compaction_of_the_log(tmp_path: Path, stacks: list[Stack]) -> None:
     stack = open_stack(tmp_path, queue_records=1, retry_max_s=0.2, rotate_bytes=1)
