@@ -222,9 +222,19 @@ class StateCollector(Collector):
             status["records_not_archived"],
         )
         yield _counter(
+            "connect_offsets_history_records_let_go",
+            "Records the archiver's queue let go while the archive could not be written, to read back from the log",
+            status["records_let_go"],
+        )
+        yield _counter(
             "connect_offsets_history_records_read_back",
             "Records let go while the archive could not be written, then read back from the log and archived",
             status["records_read_back"],
+        )
+        yield _gauge(
+            "connect_offsets_history_offsets_to_read_back",
+            "Offsets of the log the archiver still has to read back (0 unless it let records go)",
+            status["offsets_to_read_back"],
         )
         yield _counter(
             "connect_offsets_history_write_errors", "Failed archive writes, fsyncs or folds", status["write_errors"]

@@ -22,6 +22,7 @@ import pytest
 
 from tests.fixtures.daemon import DaemonFactory
 from tests.fixtures.disk_faults import fill, small_disk
+from tests.integration.scrape import parse
 
 
 @pytest.fixture
@@ -63,6 +64,9 @@ def test_a_full_history_disk_at_start_defers_the_archive_and_loses_nothing(
     assert "the archiver cannot write" in page["warning"], page
     console = httpx.get(f"{daemon.url}/ui/api/connectors", timeout=10).json()["history"]
     assert "the archiver cannot write for" in console["behind"], "the console says so above every page"
+    metrics = parse(httpx.get(f"{daemon.url}/metrics", timeout=10))
+    assert metrics.get("connect_offsets_history_mode", mode="stalled") == 1
+    assert (metrics.get("connect_offsets_history_offsets_to_read_back") or 0) >= 3, "the replay's 2 and the new one"
 
     filler.unlink()  # the disk takes writes again
     deadline = time.monotonic() + 30
@@ -71,6 +75,10 @@ def test_a_full_history_disk_at_start_defers_the_archive_and_loses_nothing(
         time.sleep(0.1)
     assert status["records_skipped_replay"] == 2 and status["records_not_archived"] == 0, status
     assert httpx.get(f"{daemon.url}/ui/api/connectors", timeout=10).json()["history"]["behind"] is None
+    metrics = parse(httpx.get(f"{daemon.url}/metrics", timeout=10))
+    assert metrics.get("connect_offsets_history_offsets_to_read_back") == 0
+    assert metrics.get("connect_offsets_history_records_read_back_total") == 3
+    assert metrics.get("connect_offsets_history_records_let_go_total") == 3
     changes = httpx.get(f"{daemon.url}/connectors/{connector}/offsets/history", timeout=10).json()["changes"]
     assert sorted(c["offset"]["position"] for c in changes) == [0, 1, 2], "each change once"
     assert {c["origin"] for c in changes} == {"daemon"}
