@@ -163,8 +163,8 @@ class TrackedLog(OffsetLog):
     def keep_records(self, floor: Callable[[int], int | None]) -> None:
         self.inner.keep_records(floor)
 
-    def leave_compaction(self, reason: str) -> None:
-        self.inner.leave_compaction(reason)
+    def leave_compaction(self, to_whom: Callable[[], str | None]) -> None:
+        self.inner.leave_compaction(to_whom)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)

@@ -210,10 +210,10 @@ class OffsetLog(abc.ABC):
         topic is compacted by its broker, which takes no such wish: nothing to do."""
         return None
 
-    def leave_compaction(self, reason: str) -> None:
-        """Do not compact this log from this process: another one does (the daemon that writes the
-        log's history archive, whose ``keep_records`` wishes only it knows). A log that does not
-        compact itself has nothing to leave."""
+    def leave_compaction(self, to_whom: Callable[[], str | None]) -> None:
+        """Do not compact this log from this process while ``to_whom()`` names why another process
+        does (the daemon that writes the log's history archive, whose ``keep_records`` wishes only it
+        knows); asked before every compaction. A log that does not compact itself has nothing to leave."""
         return None
 
     # -- ownership (see emulator/model/claims.py); backends that support it override all three ----

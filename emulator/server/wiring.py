@@ -11,6 +11,7 @@ import contextlib
 import logging
 import ssl
 from collections.abc import AsyncIterator, Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import uvicorn
@@ -19,6 +20,7 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 from emulator.connect_cluster import ConnectCluster
 from emulator.connect_cluster.offsets_topics import ConnectorTopics, OpenStore, TopicStore
 from emulator.history.archive import HistoryArchive, HistoryError
+from emulator.history.directory import log_slug, written_by_a_live_process
 from emulator.history.origins import OriginRegistry
 from emulator.history.tracked_log import TrackedLog
 from emulator.logs.base import OffsetLog
@@ -248,6 +250,7 @@ def build_history(settings: Settings, runtime: Runtime, origins: OriginRegistry 
     so that the replay's records reach it. A directory it may not use stops the daemon at startup;
     one whose disk refuses writes for now does not (``HistoryArchive._defer``)."""
     if not settings.history:
+        runtime.log.leave_compaction(_archived_elsewhere(settings.history_root / log_slug(runtime.log.description)))
         return None
     archive = history_archive(settings, runtime.log, origins)
     try:
@@ -255,11 +258,18 @@ def build_history(settings: Settings, runtime: Runtime, origins: OriginRegistry 
     except HistoryError as exc:
         raise LogConfigError(f"{exc} (or start with --no-history)") from exc
     if not archive.writable:
-        runtime.log.leave_compaction(
-            "another process writes this log's history archive; it compacts the log, behind what it archived"
-        )
+        runtime.log.leave_compaction(lambda: _LEFT_TO_ARCHIVER)
     runtime.view.add_listener(archive.listener)
     return archive
+
+
+_LEFT_TO_ARCHIVER = "another process writes this log's history archive; it compacts the log, behind what it archived"
+
+
+def _archived_elsewhere(directory: Path) -> Callable[[], str | None]:
+    """For a daemon without history: whether a daemon that archives the log (in the default history
+    directory) runs now, asked at each compaction check since it may start later."""
+    return lambda: _LEFT_TO_ARCHIVER if written_by_a_live_process(directory) else None
 
 
 async def _report_replay(runtime: Runtime, freeze_heap: bool, every_s: float = 5.0) -> None:

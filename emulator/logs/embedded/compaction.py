@@ -111,11 +111,21 @@ class Compactor:
         self._last_at: float | None = None  # wall clock, when the last compaction ended
         self._last_error: str | None = None
         self._left_to: str | None = None
+        self._to_whom: Callable[[], str | None] | None = None
 
-    def leave(self, reason: str) -> None:
-        """Never compact from this process (``OffsetLog.leave_compaction``); before ``start``."""
-        self._left_to = reason
-        log.info("%s: not compacted by this process: %s", self._description, reason)
+    def leave_while(self, to_whom: Callable[[], str | None]) -> None:
+        """Skip every check at which ``to_whom()`` says why another process compacts
+        (``OffsetLog.leave_compaction``); asked at once too, for ``status``."""
+        self._to_whom = to_whom
+        self._ask()
+
+    def _ask(self) -> str | None:
+        left_to = None if self._to_whom is None else self._to_whom()
+        if left_to != self._left_to:
+            if left_to is not None:
+                log.info("%s: not compacted by this process: %s", self._description, left_to)
+            self._left_to = left_to
+        return left_to
 
     def status(self) -> dict[str, Any]:
         """For ``/status`` and ``/metrics``: how often it compacted, the last one, the last failure."""
@@ -133,8 +143,7 @@ class Compactor:
         }
 
     def start(self) -> None:
-        if self._left_to is None:
-            self._thread.start()
+        self._thread.start()
 
     def close(self) -> None:
         self._stop.set()
@@ -142,8 +151,9 @@ class Compactor:
             self._thread.join(timeout=10.0)
 
     def check(self) -> CompactionReport | None:
-        """One check: compact if the policy says so; the report, or None when it was not due."""
-        if not self._policy.due(self._count()):
+        """One check: compact if the policy says so; the report, or None when it was not due or is
+        left to another process."""
+        if self._ask() is not None or not self._policy.due(self._count()):
             return None
         report = self._compact(self._stop)
         if self._stop.is_set():

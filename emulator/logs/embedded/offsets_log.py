@@ -910,9 +910,9 @@ class EmbeddedOffsetLog(OffsetLog):
     def keep_records(self, floor: Callable[[int], int | None]) -> None:
         self._keep_floors.append(floor)
 
-    def leave_compaction(self, reason: str) -> None:
+    def leave_compaction(self, to_whom: Callable[[], str | None]) -> None:
         if self._compactor is not None:
-            self._compactor.leave(reason)
+            self._compactor.leave_while(to_whom)
 
     def reread(self, ranges: Mapping[int, tuple[int, int]], timeout_s: float) -> Iterator[list[LogRecord]]:
         """Short read transactions on a connection of its own, as the reader's (``_deliver_available``)."""
