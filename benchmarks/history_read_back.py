@@ -15,16 +15,15 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
-import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 
 from benchmarks.support import Daemon, Tansu, command_line, machine, workdir, write_results
+from tests.fixtures.disk_faults import fill, mounted_tmpfs
 
 COUNTERS = (
     "mode",
@@ -35,28 +34,6 @@ COUNTERS = (
     "records_read_back",
     "offsets_to_read_back",
 )
-
-
-@contextlib.contextmanager
-def _tmpfs(mount_point: Path, size: str) -> Iterator[Path]:
-    mount_point.mkdir(parents=True, exist_ok=True)
-    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(mount_point)], check=True)
-    try:
-        yield mount_point
-    finally:
-        subprocess.run(["umount", "-l", str(mount_point)], check=False)
-
-
-def _fill(disk: Path) -> Path:
-    filler = disk / "filler"
-    with contextlib.suppress(OSError), filler.open("wb") as out:
-        while True:
-            out.write(b"\0" * 65536)
-    with contextlib.suppress(OSError), filler.open("ab") as out:
-        while True:
-            out.write(b"\0" * 512)
-            out.flush()
-    return filler
 
 
 def _run(args: argparse.Namespace, work: Path, disk: Path, bootstrap: str | None) -> dict[str, Any]:
@@ -76,7 +53,7 @@ def _run(args: argparse.Namespace, work: Path, disk: Path, bootstrap: str | None
         first = {"offsets": [{"partition": {"f": "first"}, "offset": {"p": 0}}]}
         client.patch("/connectors/bench/offsets?create=true", json=first).raise_for_status()
         time.sleep(1.5)  # archived and flushed before the disk fills
-        filler = _fill(disk)
+        filler = fill(disk)
         statuses: dict[int, int] = {}
         started = time.monotonic()
         for i in range(args.patches):
@@ -93,7 +70,7 @@ def _run(args: argparse.Namespace, work: Path, disk: Path, bootstrap: str | None
         while True:
             now = counters()
             modes.setdefault(now["mode"], round(time.monotonic() - freed, 2))
-            if now["mode"] == "writing" and not now["offsets_to_read_back"]:
+            if now["mode"] == "writing" and not now["offsets_to_read_back"] and not now["queued_records"]:
                 break
             if time.monotonic() - freed > args.timeout:
                 raise RuntimeError(f"not read back within {args.timeout} s: {now}")
@@ -121,7 +98,7 @@ def main() -> None:
     if os.geteuid() != 0:
         sys.exit("history_read_back mounts a tmpfs for the history directory: run it as root")
     work = workdir("history-read-back")
-    with _tmpfs(work / "disk", args.disk) as disk, contextlib.ExitStack() as stack:
+    with mounted_tmpfs(work / "disk", args.disk) as disk, contextlib.ExitStack() as stack:
         bootstrap = None
         if args.backend == "kafka":
             bootstrap = stack.enter_context(Tansu(work / "tansu.log")).bootstrap
