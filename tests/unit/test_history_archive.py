@@ -630,7 +630,7 @@ def test_stopping_while_the_log_is_read_back_is_prompt_and_counts_the_rest(tmp_p
     stack.close()
     assert time.monotonic() - started < 5.0, "close does not wait for the whole read back"
     status = stack.archive.status()
-    assert 0 < status["records_not_archived"] < 60_000, status
+    assert 0 < status["records_not_archived"] <= 60_000, status  # all of them when it stopped before a batch
     assert status["records_archived"] + status["records_not_archived"] == 60_001, "every record is one or the other"
     again = open_stack(tmp_path)
     try:
