@@ -109,7 +109,11 @@ class _Transaction:
             cause = _kafka_cause(exc)
             if isinstance(cause, KafkaException):
                 raise cause from exc
-            raise
+            # confluent-kafka sometimes loses that exception ("returned NULL without setting an
+            # exception", seen once in CI right after librdkafka's fatal _FENCED): the producer is
+            # past use either way, and nothing of this transaction was committed.
+            lost = KafkaError(KafkaError._FATAL, f"the transactional producer failed: {exc}", fatal=True)
+            raise KafkaException(lost) from exc
         if self.errors:
             first = self.errors[0]
             if first.fatal() or first.code() in (KafkaError._FENCED, KafkaError.PRODUCER_FENCED):
