@@ -71,10 +71,20 @@ class WriterLock:
 
 
 def written_by_a_live_process(directory: Path) -> bool:
-    """Whether a running process holds the writer's lock of this archive directory (it does not
-    create anything: a directory never written has no writer)."""
+    """Whether a running process holds the writer's lock of this archive directory, found without
+    taking that lock even for an instant: a daemon starting at that instant would find it taken and
+    serve its archive read-only for good. Linux lists every ``flock`` in ``/proc/locks``; elsewhere
+    the lock is tried (and released), which leaves that instant open."""
+    lock = directory / "lock"
     try:
-        fd = os.open(directory / "lock", os.O_RDWR)
+        st = os.stat(lock)
+    except OSError:
+        return False  # never written: no writer
+    listed = _listed_flock(st)
+    if listed is not None:
+        return listed
+    try:
+        fd = os.open(lock, os.O_RDWR)
     except OSError:
         return False
     try:
@@ -86,3 +96,19 @@ def written_by_a_live_process(directory: Path) -> bool:
         return False
     finally:
         os.close(fd)
+
+
+def _listed_flock(st: os.stat_result) -> bool | None:
+    """Whether ``/proc/locks`` lists an exclusive ``flock`` on this file; None where it cannot be read.
+    Its lines read ``1: FLOCK  ADVISORY  WRITE <pid> <major>:<minor>:<inode> 0 EOF`` (hex device)."""
+    try:
+        with open("/proc/locks", encoding="ascii", errors="replace") as locks:
+            lines = locks.readlines()
+    except OSError:
+        return None
+    wanted = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+    for line in lines:
+        fields = line.split()
+        if len(fields) >= 6 and fields[1] == "FLOCK" and fields[3] == "WRITE" and fields[5] == wanted:
+            return True
+    return False
