@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from emulator.logs.embedded.offsets_log import TAIL_POLL_S, EmbeddedOffsetLog
+from emulator.logs.embedded.offsets_log import EmbeddedOffsetLog
+from emulator.logs.embedded.reader import TAIL_POLL_S
 from emulator.model.claims import Fence, Fenced
 from emulator.model.errors import ClaimHeld
 from emulator.server.errors import status_of
@@ -158,7 +159,7 @@ def test_reading_the_current_claim_does_not_wait_for_a_commit_in_progress(tmp_pa
     try:
         log.claim("c", "first")
         answers: list[str] = []
-        with log._commit_lock:  # a commit in progress
+        with log._writing.lock:  # a commit in progress
             reader = threading.Thread(target=lambda: answers.append(str(log.current_claim("c"))))
             reader.start()
             reader.join(timeout=5.0)

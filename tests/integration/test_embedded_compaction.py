@@ -219,17 +219,15 @@ def test_a_compaction_the_disk_refuses_is_logged_and_done_at_a_later_check(
     try:
         log.append(commits(connector, keys=10, rounds=30), 30)
         log.read_to_end(10)
-        writer = log._writer  # the log's one writing connection
-        assert writer is not None
         with caplog.at_level("WARNING", logger="emulator.logs.embedded.compaction"):
-            with log._commit_lock:  # as every user of the writing connection
+            with log._writing.held() as writer:  # the log's one writing connection, as every user takes it
                 writer.execute("PRAGMA query_only = 1")
             until(lambda: (log.compaction() or {}).get("last_error") is not None, "a refused compaction reported")
             status = log.compaction() or {}
             assert "readonly" in status["last_error"].lower() and status["compactions"] == 0, status
             assert log.record_count() == 300, "nothing removed"
             assert any("compaction failed, next check in 0.1 s" in r.getMessage() for r in caplog.records)
-            with log._commit_lock:
+            with log._writing.held() as writer:
                 writer.execute("PRAGMA query_only = 0")
             until(lambda: (log.compaction() or {}).get("compactions") == 1, "compacted once the disk takes writes")
         assert log.record_count() == 10

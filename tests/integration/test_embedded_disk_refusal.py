@@ -219,9 +219,8 @@ def pages_for(directory: Path, entries: list[tuple[bytes, bytes]]) -> int:
 
 
 def limit_pages(log: EmbeddedOffsetLog, pages: int) -> None:
-    with log._commit_lock:  # the writing connection's own limit, set between its transactions
-        assert log._writer is not None
-        log._writer.execute(f"PRAGMA max_page_count = {pages}")
+    with log._writing.held() as writer:  # the writing connection's own limit, set between its transactions
+        writer.execute(f"PRAGMA max_page_count = {pages}")
 
 
 def test_a_probe_that_fails_for_another_reason_is_logged_and_tried_again(

@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 
 from emulator.codec.murmur2 import partition_for
-from emulator.logs.embedded import offsets_log as embedded
+from emulator.logs.embedded import reader as embedded_reader
 from emulator.logs.embedded.offsets_log import EmbeddedOffsetLog
 from emulator.model.connectors import NoConnectCluster
 from emulator.model.errors import InvalidRecord, LogConfigError, LogTimeout, LogUnavailable, LogWriteError, NotReady
@@ -254,7 +254,7 @@ def test_own_appends_reach_the_reader_at_its_next_look_or_at_once_when_asked(
     (first,) = log.append([(connect_key("tail", -1), b"polled")])
     wait_until(reader_passed(log, first), timeout_s=5, what="the next poll to deliver an append")
 
-    monkeypatch.setattr(embedded, "TAIL_POLL_S", 30.0)  # from the next look on, only a wake-up delivers in time
+    monkeypatch.setattr(embedded_reader, "TAIL_POLL_S", 30.0)  # from the next look on, only a wake-up delivers in time
     time.sleep(0.2)
     for i in range(20):
         (pos,) = log.append([(connect_key("tail", i), b"%d" % i)])
@@ -427,7 +427,7 @@ def test_a_failing_sink_call_is_logged_and_counted_and_reading_goes_on(
             raise ValueError("view bug")
         sink(batch)
 
-    with caplog.at_level(logging.ERROR, logger="emulator.logs.embedded.offsets_log"):
+    with caplog.at_level(logging.ERROR, logger="emulator.logs.embedded.reader"):
         log.start_reading(flaky_sink)
         wait_until(lambda: log.progress().caught_up)
         log.append([(connect_key("sink", 2), b"second")])
@@ -574,7 +574,7 @@ def test_compaction_keeps_the_latest_record_per_key_with_its_offset_even_while_a
     for (key, value), pos in zip(entries, positions, strict=True):
         latest[key] = (pos, value)
 
-    monkeypatch.setattr(embedded, "REPLAY_BATCH", 50)  # so the reader stops inside a partition
+    monkeypatch.setattr(embedded_reader, "REPLAY_BATCH", 50)  # so the reader stops inside a partition
     compacted = threading.Event()
     sink = Collector()
 

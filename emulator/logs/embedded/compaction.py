@@ -6,7 +6,7 @@ so readers, which track positions, skip the gaps; the latest record of each key 
 included). They are found with a read of their own, which holds no lock: a record superseded in that
 read stays superseded (a key's later records only get higher offsets), so records written meanwhile
 are never candidates and the list stays true while it is deleted. A log that is being read only
-offers records its reader has passed (``EmbeddedOffsetLog.compact``). The deletes then go in steps of
+offers records its reader has passed (``compact``). The deletes then go in steps of
 ``DELETE_STEP`` records per transaction, so a write waits at most one step, never a partition's
 whole scan (one transaction per partition held writes for 50-80 ms at 40,000 records a partition).
 
@@ -26,6 +26,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from emulator.logs.embedded.storage import LogFile, immediate
+from emulator.logs.embedded.writing import WritingConnection
+from emulator.model.errors import LogWriteError
+
 log = logging.getLogger(__name__)
 
 DELETE_STEP = 2_000
@@ -36,6 +40,10 @@ _NO_BOUND = 1 << 62
 MIN_RECORDS = 100_000
 """Below this many records the daemon does not compact on its own (``connect-offsets`` would
 replay them in well under a second)."""
+
+_YIELD_S = 0.002
+"""Pause between compaction steps. ``threading.Lock`` is not fair: without a pause the compacting
+thread takes the writing lock straight back and appends wait for the whole compaction."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +70,102 @@ def superseded(conn: sqlite3.Connection, partition: int, below: int | None = Non
         (partition, _NO_BOUND if below is None else below),
     ).fetchall()
     return int(count), [int(row[0]) for row in rows]
+
+
+def compact(
+    file: LogFile,
+    writing: WritingConnection,
+    partitions: int,
+    bound: Callable[[int], int | None],
+    stop: threading.Event | None = None,
+) -> CompactionReport:
+    """Keep only the latest record per key in each partition, as Kafka's log cleaner does.
+
+    Offsets are kept (readers skip the gaps, since they track positions, not counts) and the
+    latest record of every key stays, tombstones included: dropping one could let a reader that
+    already applied the older value miss the delete, which is what Kafka's
+    ``delete.retention.ms`` guards against. Safe while readers and writers run: a reader behind
+    the latest record still reaches it, one past it has applied it. The records to remove are
+    found by a read that holds no lock and deleted ``DELETE_STEP`` at a time, so an append waits
+    for one step at most. Freed pages go back to the file system when the file was created with
+    incremental vacuum. ``stop`` (the daemon's compactor closing) ends it between two steps.
+
+    Only offsets below ``bound(partition)`` are removed (None: no bound). A log that is being read
+    bounds them by its reader's position, as Kafka's cleaner never touches the active segment:
+    every record reaches the reader, and so the history archive, even one superseded a moment after
+    it was written; and by the records a read back still needs (``keep_records``). The bound is
+    asked again before every step, since the history archive may begin a read back while a
+    compaction runs.
+    """
+    started = time.monotonic()
+    before = removed = 0
+    reader = file.connect(timeout_s=30.0)
+    try:
+        for p in range(partitions):
+            try:
+                count, offsets = superseded(reader, p, bound(p))
+            except sqlite3.Error as e:
+                raise LogWriteError(f"{file.description}: the compaction of partition {p} failed ({e})") from e
+            before += count
+            for step in range(0, len(offsets), DELETE_STEP):
+                if stop is not None and stop.is_set():
+                    break
+                chunk = offsets[step : step + DELETE_STEP]
+                limit = bound(p)
+                chunk = chunk if limit is None else [o for o in chunk if o < limit]
+                if chunk:
+                    _delete(writing, p, chunk)
+                    removed += len(chunk)
+                time.sleep(_YIELD_S)
+            if stop is not None and stop.is_set():
+                break
+    finally:
+        reader.close()
+    if stop is None or not stop.is_set():
+        _release_free_pages(writing)
+    report = CompactionReport(before, before - removed, time.monotonic() - started)
+    log.info(
+        "compacted %s: %d -> %d records in %.2f s", file.description, before, report.records_after, report.duration_s
+    )
+    return report
+
+
+def _delete(writing: WritingConnection, partition: int, offsets: list[int]) -> None:
+    """One compaction step: delete these superseded records in one transaction."""
+    with writing.held(time.monotonic() + 30.0) as conn:
+        try:
+            with immediate(conn):
+                conn.executemany(
+                    "DELETE FROM records WHERE partition = ? AND offset = ?", [(partition, o) for o in offsets]
+                )
+        except sqlite3.Error as e:
+            raise writing.refused(e, f"the compaction of partition {partition}") from e
+
+
+def _release_free_pages(writing: WritingConnection, pages_per_step: int = 256) -> None:
+    """Give pages freed by compaction back to the file system, a bounded step at a time.
+
+    One step (256 pages) holds the write lock for a few milliseconds, so appends interleave with
+    a large vacuum instead of waiting for all of it (2,000-page steps held them up to 80 ms).
+    ``executescript`` because Python's ``execute`` steps the pragma only once, which frees a
+    single page. The file shrinks when the WAL is copied back, hence the PASSIVE checkpoint (it
+    never waits for readers).
+    """
+    try:
+        while True:
+            with writing.held() as conn:
+                (free,) = conn.execute("PRAGMA freelist_count").fetchone()
+                if free == 0:
+                    break
+                conn.executescript(f"PRAGMA incremental_vacuum({pages_per_step});")
+                (left,) = conn.execute("PRAGMA freelist_count").fetchone()
+                if left >= free:  # auto_vacuum is off (a file from elsewhere): nothing to release
+                    break
+            time.sleep(_YIELD_S)
+        with writing.held() as conn:
+            conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+    except sqlite3.Error as e:
+        log.warning("%s: compaction done but space was not released: %s", writing.description, e)
 
 
 def record_count(conn: sqlite3.Connection) -> int:

@@ -1,0 +1,297 @@
+"""The embedded log's reader: one thread that replays the file and then tails it, as Kafka's
+``KafkaBasedLog`` work thread does, and the read progress that readiness, read-your-writes and
+compaction are answered from.
+
+It reads in short transactions on a connection of its own (no snapshot held across sink calls, so a
+slow view never blocks checkpoints or compaction). Appends made through the same log object wake it;
+appends by another process on the same file are found by looking every ``TAIL_POLL_S``.
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator, Mapping
+from itertools import starmap
+
+from emulator.logs.base import ReadProgress, RecordSink
+from emulator.logs.embedded.claims_seen import ClaimsSeen
+from emulator.logs.embedded.storage import LogFile, end_offsets, is_corruption
+from emulator.model.errors import LogConfigError, LogTimeout, LogUnavailable
+from emulator.model.records import LogRecord
+
+log = logging.getLogger(__name__)
+
+REPLAY_BATCH = 10_000
+"""Records per sink call. Large enough that per-query and per-call overhead vanish during a
+million-record restore, small enough that the view gets progress while a partition is still loading."""
+
+TAIL_POLL_S = 0.05
+"""How often the reader looks for records appended by *another* process. Appends made through this
+object wake the reader at once; other processes can only be noticed by looking."""
+
+_SELECT_RANGE = (
+    "SELECT key, value, partition, offset, timestamp_ms FROM records "
+    "WHERE partition = ? AND offset >= ? AND offset < ? ORDER BY offset LIMIT ?"
+)
+"""Columns in ``LogRecord`` field order, so rows become records with ``starmap`` and no per-row
+Python code: that construction is most of the replay cost."""
+
+
+class LogReader:
+    """The reader thread and its progress; ``start`` once, ``stop`` then ``join`` to end it."""
+
+    def __init__(self, file: LogFile, claims_seen: ClaimsSeen, name: str) -> None:
+        self._file = file
+        self._claims_seen = claims_seen  # refreshed on the reader's connection, between two looks
+        self._name = name
+        self._thread: threading.Thread | None = None
+        self._stop = threading.Event()
+        self._wake = threading.Event()
+        # Guards the read progress below; notified whenever it changes, for the waits.
+        self._progress_cond = threading.Condition()
+        self._positions: dict[int, int] = {}
+        self._initial_ends: dict[int, int] = {}
+        self._records_read = 0
+        self._caught_up = False
+        self._error: LogConfigError | None = None
+        self._sink_failures = 0
+        self._records_dropped = 0
+        self._latest_ends: dict[int, int] = {}
+        self._last_poll_at: float | None = None
+        self._last_records_at: float | None = None
+        self._last_error: str | None = None
+        self._last_error_at: float | None = None
+
+    @property
+    def description(self) -> str:
+        return self._file.description
+
+    @property
+    def started(self) -> bool:
+        return self._thread is not None
+
+    @property
+    def sink_failures(self) -> int:
+        with self._progress_cond:
+            return self._sink_failures
+
+    def start(self, ends: dict[int, int], sink: RecordSink) -> None:
+        """Replay up to ``ends`` (the end offsets captured by the caller), then tail."""
+        if self._thread is not None:
+            raise RuntimeError(f"{self.description}: start_reading() was already called")
+        with self._progress_cond:
+            self._initial_ends = ends
+            self._positions = dict.fromkeys(ends, 0)
+            self._caught_up = all(end == 0 for end in ends.values())
+        thread = threading.Thread(
+            target=self._read_forever, args=(sink,), name=f"embedded-log-reader-{self._name}", daemon=True
+        )
+        self._thread = thread
+        thread.start()
+
+    def stop(self) -> None:
+        """Ask the thread to stop; a wait for progress now fails at once."""
+        self._stop.set()
+        self._wake.set()
+        with self._progress_cond:
+            self._progress_cond.notify_all()
+
+    def join(self, timeout_s: float = 10.0) -> None:
+        thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout=timeout_s)
+            if thread.is_alive():
+                log.warning(
+                    "reader thread of %s did not stop within %g s (sink still busy?)", self.description, timeout_s
+                )
+
+    def serving(self) -> bool:
+        return self._caught_up and self._error is None  # two reads, each atomic; see progress()
+
+    def position(self, partition: int) -> int:
+        with self._progress_cond:
+            return self._positions.get(partition, 0)
+
+    def progress(self) -> ReadProgress:
+        """Snapshot of the replay. Carries the ``LogConfigError`` that stopped the reader, if any,
+        so a damaged log surfaces as an error instead of a view that never becomes ready.
+
+        End offsets are those captured at start until the replay reached them, then the ones the
+        reader saw on its last look (every ``TAIL_POLL_S``), so ``end - position`` is its lag.
+        """
+        thread = self._thread
+        alive = thread is not None and thread.is_alive()
+        with self._progress_cond:
+            ends = self._initial_ends
+            if self._caught_up:
+                ends = {**ends, **{p: max(e, self._positions.get(p, 0)) for p, e in self._latest_ends.items()}}
+            return ReadProgress(
+                positions=dict(self._positions),
+                end_offsets=dict(ends),
+                records_read=self._records_read,
+                caught_up=self._caught_up and self._error is None,
+                error=None if self._error is None else self._error.message,
+                records_dropped=self._records_dropped,
+                alive=alive,
+                last_poll_at=self._last_poll_at,
+                last_records_at=self._last_records_at,
+                last_error=self._last_error,
+                last_error_at=self._last_error_at,
+            )
+
+    def wait_passed(self, ends: Mapping[int, int], timeout_s: float) -> bool:
+        """Wake the thread and wait until its positions reach ``ends``; False when they did not
+        within ``timeout_s`` (or the reader stopped)."""
+        self._wake.set()
+        with self._progress_cond:
+            return self._progress_cond.wait_for(
+                lambda: self._passed(ends) or self._error is not None or self._stop.is_set(), timeout_s
+            ) and self._passed(ends)
+
+    def read_to(self, ends: Mapping[int, int], wait_s: float, timeout_s: float) -> None:
+        """``wait_passed`` for ``wait_s``, raising why not: the reader's error, a stop, or a timeout
+        (of the caller's ``timeout_s``) naming the partitions still behind."""
+        if self.wait_passed(ends, wait_s):
+            return
+        with self._progress_cond:
+            if self._passed(ends):
+                return
+            error = self._error
+            behind = {p: (self._positions.get(p, 0), end) for p, end in ends.items() if self._positions.get(p, 0) < end}
+        if error is not None:
+            raise LogUnavailable(f"{self.description} cannot be read to its end: {error.message}")
+        if self._stop.is_set():
+            raise LogUnavailable(f"{self.description} was closed before it was read to its end")
+        raise LogTimeout(
+            f"{self.description} was not read to its end within {timeout_s:g} s "
+            f"(partition: (position, end offset) still behind: {behind})"
+        )
+
+    def _passed(self, ends: Mapping[int, int]) -> bool:
+        """The positions reached ``ends``. The caller holds ``_progress_cond``."""
+        return all(self._positions.get(p, 0) >= end for p, end in ends.items())
+
+    def _remember_error(self, message: str) -> None:
+        with self._progress_cond:
+            self._last_error = message
+            self._last_error_at = time.time()
+
+    def _read_forever(self, sink: RecordSink) -> None:
+        started = time.monotonic()
+        backoff = TAIL_POLL_S
+        conn: sqlite3.Connection | None = None
+        try:
+            while not self._stop.is_set():
+                self._wake.clear()  # before looking, so a wake-up during the look is not lost
+                try:
+                    if conn is None:
+                        conn = self._file.connect(timeout_s=5.0)
+                    self._deliver_available(conn, sink, started)
+                    if self._claims_seen.due():
+                        self._claims_seen.refresh(conn)
+                    backoff = TAIL_POLL_S
+                except sqlite3.Error as e:
+                    if is_corruption(e):
+                        err = self._file.config_error("became unreadable while reading", e)
+                        log.error("%s; reader stopped", err.message)
+                        self._remember_error(err.message)
+                        with self._progress_cond:
+                            self._error = err
+                            self._progress_cond.notify_all()
+                        return
+                    log.warning("reading %s failed (%s); retrying in %.2f s", self.description, e, backoff)
+                    self._remember_error(f"reading failed: {e}")
+                    if conn is not None:
+                        conn.close()
+                        conn = None
+                    self._stop.wait(backoff)
+                    backoff = min(backoff * 2, 5.0)
+                    continue
+                self._wake.wait(TAIL_POLL_S)
+        finally:
+            if conn is not None:
+                conn.close()
+
+    def _deliver_available(self, conn: sqlite3.Connection, sink: RecordSink, started: float) -> None:
+        """Deliver every record below the current end offsets, partition by partition in offset order.
+
+        Rows are fetched with ``offset < end`` in short read transactions (no snapshot held across
+        sink calls, so checkpoints and compaction are never blocked by a slow view). A batch shorter
+        than the limit means the partition has nothing more below ``end`` — compaction gaps
+        included — so the position jumps to ``end``.
+        """
+        ends = end_offsets(conn)
+        with self._progress_cond:
+            self._latest_ends = ends
+            self._last_poll_at = time.time()
+        for p in sorted(ends):
+            end = ends[p]
+            with self._progress_cond:
+                pos = self._positions.get(p, 0)
+            while pos < end and not self._stop.is_set():
+                rows = conn.execute(_SELECT_RANGE, (p, pos, end, REPLAY_BATCH)).fetchall()
+                new_pos = end if len(rows) < REPLAY_BATCH else rows[-1][3] + 1
+                if rows:
+                    self._hand_over(sink, rows)
+                pos = new_pos
+                with self._progress_cond:
+                    self._positions[p] = pos
+                    self._records_read += len(rows)
+                    if rows:
+                        self._last_records_at = time.time()
+                    self._progress_cond.notify_all()
+                    if not self._caught_up and all(
+                        self._positions.get(q, 0) >= e for q, e in self._initial_ends.items()
+                    ):
+                        self._caught_up = True
+                        log.info(
+                            "%s: read to end, %d records in %.2f s",
+                            self.description,
+                            self._records_read,
+                            time.monotonic() - started,
+                        )
+
+    def _hand_over(self, sink: RecordSink, rows: list[tuple[bytes, bytes | None, int, int, int]]) -> None:
+        """One sink call. A sink that raises loses those records, logged and counted, as
+        ``KafkaBasedLog.poll`` skips a batch whose callback throws; the reader goes on."""
+        try:
+            sink(list(starmap(LogRecord, rows)))
+        except Exception as e:
+            log.exception(
+                "sink failed on %s partition %d offsets %d..%d; those %d records were skipped",
+                self.description,
+                rows[0][2],
+                rows[0][3],
+                rows[-1][3],
+                len(rows),
+            )
+            self._remember_error(f"sink failed; skipped {len(rows)} records: {e!r}")
+            with self._progress_cond:
+                self._sink_failures += 1
+                self._records_dropped += len(rows)
+
+
+def reread(file: LogFile, ranges: Mapping[int, tuple[int, int]], timeout_s: float) -> Iterator[list[LogRecord]]:
+    """The records of ``ranges`` (per partition ``[start, stop)``) once more, for the history archive's
+    read back: short read transactions on a connection of its own, as the reader's."""
+    try:
+        conn = file.connect(timeout_s=timeout_s)
+    except sqlite3.Error as e:
+        raise LogUnavailable(f"{file.description} cannot be read again: {e}") from e
+    try:
+        for p, (start, stop) in sorted(ranges.items()):
+            position = start
+            while position < stop:
+                try:
+                    rows = conn.execute(_SELECT_RANGE, (p, position, stop, REPLAY_BATCH)).fetchall()
+                except sqlite3.Error as e:
+                    raise LogUnavailable(f"{file.description} cannot be read again: {e}") from e
+                if not rows:
+                    break
+                yield list(starmap(LogRecord, rows))
+                position = rows[-1][3] + 1
+    finally:
+        conn.close()

@@ -1,0 +1,92 @@
+"""The embedded log's one writing connection, the lock every user of it holds, and how the storage
+answers a write it refuses.
+
+Appends (the group commit), claims, compaction steps and the storage probe all write through this one
+connection, one at a time: SQLite allows one writer per file anyway, and one connection lets a group
+commit's ``BEGIN IMMEDIATE`` wait for another *process* only, never for a sibling connection here.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from emulator.logs.embedded.storage import immediate, is_busy
+from emulator.logs.embedded.storage_faults import StorageFaults, storage_fault
+from emulator.model.errors import LogStorageRefused, LogTimeout, LogWriteError, OffsetsError
+
+
+class WritingConnection:
+    def __init__(self, description: str) -> None:
+        self.description = description
+        self.lock = threading.Lock()
+        """Held by whoever uses the connection: the commit leader, a claim, a compaction step."""
+        self.faults = StorageFaults(description, self._probe_write)
+        self._conn: sqlite3.Connection | None = None
+        self._busy_ms = 0  # the connection's busy_timeout, as last set by set_busy_timeout
+
+    @property
+    def is_open(self) -> bool:
+        return self._conn is not None
+
+    def attach(self, conn: sqlite3.Connection) -> None:
+        self._conn = conn
+
+    def close(self) -> None:
+        with self.lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+    def require(self) -> sqlite3.Connection:
+        """The connection; the caller holds ``lock``."""
+        if self._conn is None:
+            raise LogWriteError(f"{self.description} is not open")
+        return self._conn
+
+    @contextmanager
+    def held(self, deadline: float | None = None) -> Iterator[sqlite3.Connection]:
+        """The connection under ``lock``, waiting at most until ``deadline`` (monotonic) for another
+        process's write lock when one is given."""
+        with self.lock:
+            conn = self.require()
+            if deadline is not None:
+                self.set_busy_timeout(conn, deadline)
+            yield conn
+
+    def set_busy_timeout(self, conn: sqlite3.Connection, deadline: float) -> None:
+        """How long ``BEGIN IMMEDIATE`` may wait for another process's write: the time left, never
+        more, and at most a tenth less. Consecutive writes (whose deadlines differ by milliseconds)
+        find it already set instead of running a PRAGMA each time. The caller holds ``lock``."""
+        left_ms = max(1, int((deadline - time.monotonic()) * 1000))
+        if not left_ms * 0.9 <= self._busy_ms <= left_ms:
+            conn.execute(f"PRAGMA busy_timeout = {left_ms}")
+            self._busy_ms = left_ms
+
+    def refused(self, e: sqlite3.Error, what: str, size: int = 0) -> OffsetsError:
+        """The answer to a write transaction (of ``size`` bytes) SQLite refused: a timeout to retry when
+        it waited out its deadline for another process's write lock, a refusal by the storage (noted,
+        so ``/readyz`` says so until a write succeeds), or a failed write."""
+        if is_busy(e):  # the deadline, spent waiting: a timeout to retry, not a failed write
+            return LogTimeout(
+                f"{self.description}: {what} timed out waiting for another process's write (SQLite's "
+                "write lock); nothing was written"
+            )
+        reason = storage_fault(e)
+        if reason is not None:
+            self.faults.failed(reason, size)
+            return LogStorageRefused(f"{self.description} refused {what}: {reason}; nothing was written")
+        return LogWriteError(f"{self.description}: {what} failed ({e}); nothing was written")
+
+    def _probe_write(self, size: int) -> None:
+        """A durable write of ``size`` bytes (a metadata row nothing reads, removed again), to learn
+        that the storage takes writes again while no request brings one (``StorageFaults``)."""
+        for statement, args in (
+            ("INSERT OR REPLACE INTO meta (key, value) VALUES ('write_probe', zeroblob(?))", (size,)),
+            ("DELETE FROM meta WHERE key = 'write_probe'", ()),
+        ):
+            with self.held(time.monotonic() + 5.0) as conn, immediate(conn):
+                conn.execute(statement, args)
