@@ -102,10 +102,14 @@ class ConnectorChecks:
             )
         return registered
 
-    async def modifiable(self, connector: str, kind: str | None, create: bool = False) -> ConnectorKind:
-        """Connect's order for PATCH/DELETE: read to end → exists → STOPPED with 0 tasks."""
-        self.ensure_ready()
-        await self.refresh()
+    @property
+    def reads_a_registry(self) -> bool:
+        """Whether ``refresh`` waits (for a Connect cluster's config topic); without one it returns at once."""
+        return self._has_registry
+
+    def modifiable(self, connector: str, kind: str | None, create: bool = False) -> ConnectorKind:
+        """Connect's order for PATCH/DELETE: read to end → exists → STOPPED with 0 tasks. The caller
+        has checked ``ensure_ready`` and awaited ``refresh`` first (within its deadline)."""
         resolved = self.connector_type(connector, kind, create)
         if resolved == "source" and not create:
             self.require_known(connector)

@@ -96,10 +96,14 @@ class WriteGuard:
     async def release(self, connector: str, epoch: int) -> bool:
         return await asyncio.to_thread(self._log.release, Fence(connector, epoch))
 
+    def looks_up(self, connector: str, auth: WriteAuth) -> bool:
+        """Whether ``check_writer`` reads the connector's claim (a wait); not for a writer without a
+        claim epoch on a connector the log knows nobody holds (``may_be_claimed``)."""
+        return auth.claim_epoch is not None or self._log.may_be_claimed(connector)
+
     async def check_writer(self, connector: str, auth: WriteAuth, timeout_s: float | None = None) -> None:
-        """Fail fast before planning; the log re-checks atomically when it writes. A writer without a
-        claim epoch skips the lookup when the log knows nobody holds the connector (``may_be_claimed``)."""
-        if auth.claim_epoch is None and not self._log.may_be_claimed(connector):
+        """Fail fast before planning; the log re-checks atomically when it writes."""
+        if not self.looks_up(connector, auth):
             return
         current = await self.current(connector, timeout_s)
         if auth.claim_epoch is None:

@@ -22,7 +22,7 @@ dialog nor caches what is typed there; the console's sign-in form keeps credenti
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from urllib.parse import urlsplit
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -31,6 +31,7 @@ from emulator.model.errors import CrossOriginWrite
 from emulator.server.errors import error_response
 
 CONSOLE_HEADER = "X-Connect-Offsets-Console"
+_CONSOLE_KEY = CONSOLE_HEADER.lower().encode()
 WRITES = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 _PAGE_DESTINATIONS = frozenset({"document", "iframe", "frame", "embed", "object"})
 _DEFAULT_PORTS = {"http": 80, "https": 443}
@@ -51,11 +52,10 @@ def _netloc(scheme: str, host: str) -> str:
     return f"{(parts.hostname or '').lower()}:{port}"
 
 
-def refusal(scope: Scope, allowed_origins: Sequence[str]) -> str | None:
+def refusal(method: str, headers: Mapping[bytes, str], allowed_origins: Sequence[str]) -> str | None:
     """Why this request may not write, or None. Only browsers send the headers judged here."""
-    if scope["method"] not in WRITES:
+    if method not in WRITES:
         return None
-    headers = _headers(scope)
     origin = headers.get(b"origin")
     site = headers.get(b"sec-fetch-site")
     mode = headers.get(b"sec-fetch-mode")
@@ -72,7 +72,7 @@ def refusal(scope: Scope, allowed_origins: Sequence[str]) -> str | None:
             return f"a page of another origin ({origin[:100]}) may not write here (see --cors-origins)"
     elif site not in (None, "same-origin", "none"):
         return f"a {site} page may not write here"
-    if CONSOLE_HEADER.lower().encode() not in headers:
+    if _CONSOLE_KEY not in headers:
         return f"a write from a browser must carry the {CONSOLE_HEADER} header (the console sends it)"
     return None
 
@@ -88,11 +88,12 @@ class ConsoleGuard:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        why = refusal(scope, self.allowed)
+        headers = _headers(scope)  # once: this runs before every request
+        why = refusal(scope["method"], headers, self.allowed)
         if why is not None:
             await error_response(CrossOriginWrite(f"Refused: {why}"))(scope, receive, send)
             return
-        if CONSOLE_HEADER.lower().encode() not in _headers(scope):
+        if _CONSOLE_KEY not in headers:
             await self.app(scope, receive, send)
             return
 
