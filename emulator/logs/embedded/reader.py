@@ -3,8 +3,11 @@
 compaction are answered from.
 
 It reads in short transactions on a connection of its own (no snapshot held across sink calls, so a
-slow view never blocks checkpoints or compaction). Appends made through the same log object wake it;
-appends by another process on the same file are found by looking every ``TAIL_POLL_S``.
+slow view never blocks checkpoints or compaction). It looks for new records every ``TAIL_POLL_S``,
+and at once when someone waits for it (``wait_passed``). Appends do not wake it: the view applies
+this process's own appends when the log acknowledges them, so the reader takes them in batches at
+its next look instead of one wake-up per commit; another process's appends can only be found by
+looking.
 """
 
 from __future__ import annotations
@@ -29,8 +32,8 @@ REPLAY_BATCH = 10_000
 million-record restore, small enough that the view gets progress while a partition is still loading."""
 
 TAIL_POLL_S = 0.05
-"""How often the reader looks for records appended by *another* process. Appends made through this
-object wake the reader at once; other processes can only be noticed by looking."""
+"""How often the reader looks for new records: another process's appends, and this process's own,
+which the view has applied already (``wait_passed`` wakes it when someone needs them delivered)."""
 
 _SELECT_RANGE = (
     "SELECT key, value, partition, offset, timestamp_ms FROM records "
