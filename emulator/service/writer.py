@@ -23,8 +23,9 @@ Every modification of the offsets log (PATCH, DELETE, imports, rollbacks) goes t
 - **Read-your-writes.** Acknowledged records are applied to the view at once
   (``OffsetView.apply_acknowledged``), before the answer.
 
-Issue 12's group commit can gather the appends of many sections into one produce or transaction:
-the section already says which connector a write belongs to and when it must be answered.
+The appends of many sections meet in the log, which group-commits them (one SQLite transaction on
+the embedded log: ``emulator/logs/embedded/group_commit.py``; one producer's batches on Kafka), so
+sections of different connectors share a commit while each keeps its own order and deadline.
 """
 
 from __future__ import annotations
