@@ -15,7 +15,6 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -27,14 +26,8 @@ from emulator.logs.embedded.compaction import CompactionPolicy, CompactionReport
 from emulator.logs.embedded.offsets_log import EmbeddedOffsetLog
 from emulator.model.records import LogRecord
 from tests.fixtures.daemon import DaemonFactory
+from tests.fixtures.waits import until
 from tests.integration.scrape import parse
-
-
-def until(predicate: Callable[[], bool], what: str, timeout_s: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        assert time.monotonic() < deadline, f"{what} within {timeout_s} s"
-        time.sleep(0.02)
 
 
 def commits(connector: str, keys: int, rounds: int, start: int = 0) -> list[tuple[bytes, bytes | None]]:

@@ -20,6 +20,7 @@ from emulator.codec.keys import encode_key
 from emulator.logs.embedded.offsets_log import EmbeddedOffsetLog
 from emulator.model.errors import LogTimeout, LogWriteError, OffsetsError
 from emulator.model.records import Position
+from tests.fixtures.waits import until
 
 
 @pytest.fixture
@@ -40,13 +41,6 @@ def waiting(log: EmbeddedOffsetLog) -> int:
     """Writes queued for the next commit."""
     with log._commits._pending_lock:
         return len(log._commits._pending)
-
-
-def until(predicate: Callable[[], bool], what: str, timeout_s: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        assert time.monotonic() < deadline, f"{what} within {timeout_s} s"
-        time.sleep(0.005)
 
 
 def in_thread(call: Callable[[], list[Position]]) -> tuple[threading.Thread, dict[str, object]]:
@@ -74,7 +68,7 @@ def test_writes_that_wait_while_a_transaction_runs_share_the_next_one(log: Embed
     with log._writing.lock:  # a transaction in progress
         for i in range(8):
             writers.append(in_thread(lambda i=i: log.append([(key(f"w{i}"), b"%d" % i)], timeout_s=10)))
-        until(lambda: waiting(log) == 8, "eight writes queued")
+        until(lambda: waiting(log) == 8, "eight writes queued", timeout_s=5.0)
     for thread, _ in writers:
         thread.join(10)
     outcomes = [outcome for _, outcome in writers]
@@ -102,10 +96,10 @@ def test_a_write_still_waiting_at_its_deadline_is_withdrawn_and_never_written(lo
 def test_closing_fails_the_writes_no_commit_has_picked_up_and_refuses_later_ones(log: EmbeddedOffsetLog) -> None:
     with log._writing.lock:  # the transaction in progress, which close waits for
         thread, outcome = in_thread(lambda: log.append([(key("queued"), b"1")], timeout_s=30))
-        until(lambda: waiting(log) == 1, "the write queued")
+        until(lambda: waiting(log) == 1, "the write queued", timeout_s=5.0)
         closing = threading.Thread(target=log.close)
         closing.start()
-        until(lambda: waiting(log) == 0, "the queued write failed by close")
+        until(lambda: waiting(log) == 0, "the queued write failed by close", timeout_s=5.0)
     thread.join(5)
     closing.join(10)
     assert not thread.is_alive() and not closing.is_alive()

@@ -16,7 +16,6 @@ import base64
 import sqlite3
 import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -34,17 +33,11 @@ from emulator.server.settings import Settings
 from emulator.server.wiring import assemble_runtime, make_app, start_reading
 from emulator.view.offset_view import OffsetView
 from tests.fixtures.daemon import DaemonFactory
+from tests.fixtures.waits import until
 from tests.integration.auth_helpers import PASSWORDS, write_security_files
 from tests.integration.scrape import parse
 
 STALL_S = 0.3
-
-
-def until(predicate: Callable[[], bool], what: str, timeout_s: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        assert time.monotonic() < deadline, f"{what} within {timeout_s} s"
-        time.sleep(0.02)
 
 
 def test_a_stalled_commit_makes_readyz_answer_503_with_why_and_reads_go_on(tmp_path: Path) -> None:
