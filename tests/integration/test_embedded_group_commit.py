@@ -9,6 +9,7 @@ connection the way a long transaction holds it, so the waits are real, not simul
 
 from __future__ import annotations
 
+import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -113,3 +114,40 @@ def test_closing_fails_the_writes_no_commit_has_picked_up_and_refuses_later_ones
         assert reopened.end_offsets() == {0: 0, 1: 0, 2: 0}, "nothing was written"
     finally:
         reopened.close()
+
+
+def test_in_one_commit_each_write_waits_for_another_process_until_its_own_deadline(log: EmbeddedOffsetLog) -> None:
+    """Two writes with different deadlines share a commit that waits for another process's write
+    lock: the short one is answered "nothing was written" at its deadline, not at the other's; the
+    long one is not failed with it, and is written once the lock is free — whichever leads."""
+    answered: dict[str, float] = {}
+
+    def timed(name: str, timeout_s: float) -> Callable[[], list[Position]]:
+        def call() -> list[Position]:
+            try:
+                return log.append([(key(name), name.encode())], timeout_s=timeout_s)
+            finally:
+                answered[name] = time.monotonic()
+
+        return call
+
+    other_process = sqlite3.connect(log.path, isolation_level=None)
+    try:
+        other_process.execute("BEGIN IMMEDIATE")  # another process's write, holding SQLite's lock
+        with log._writing.lock:  # both queue, so the next commit takes both
+            started = time.monotonic()
+            short, short_outcome = in_thread(timed("short", 0.4))
+            long, long_outcome = in_thread(timed("long", 10))
+            until(lambda: waiting(log) == 2, "both writes queued", timeout_s=5.0)
+        short.join(1.5)
+        other_process.execute("ROLLBACK")
+    finally:
+        other_process.close()
+    short.join(5)
+    long.join(5)
+    assert not short.is_alive() and not long.is_alive()
+    error = short_outcome.get("error")
+    assert isinstance(error, LogTimeout) and "nothing was written" in str(error), short_outcome
+    assert answered["short"] - started < 1.0, f"answered {answered['short'] - started:.2f} s after a 0.4 s deadline"
+    assert "positions" in long_outcome, f"the write with 10 s left failed with the other: {long_outcome}"
+    assert keys_in(log) == [key("long")]

@@ -6,6 +6,11 @@ inside the ``BEGIN IMMEDIATE`` transaction from the stored ``partitions`` table,
 per-process cache, so two processes writing one file can never hand out the same offset. A request
 that times out before a commit picked it up is withdrawn and reported as not written; one already
 inside a commit waits for that commit's outcome, so the answer is always exact, never "maybe".
+
+A commit waits for another process's write lock only until the earliest deadline in its batch; when
+that wait runs out, the requests whose deadline has passed are answered "nothing was written" and the
+others go back to the queue for the next commit, so every request times out at its own deadline — not
+earlier because it shared a commit with a shorter one, nor later because a longer one led it.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ from dataclasses import dataclass, field
 
 from emulator.codec.murmur2 import partition_for
 from emulator.logs.embedded.claims import EmbeddedClaims
-from emulator.logs.embedded.storage import end_offsets
+from emulator.logs.embedded.storage import end_offsets, is_busy
 from emulator.logs.embedded.writing import WritingConnection
 from emulator.logs.own_writes import OwnWrites
 from emulator.logs.write_timings import WriteTimings
@@ -35,6 +40,8 @@ class _WriteRequest:
     """One ``append`` call waiting for a group commit; ``done`` is set with positions or an error."""
 
     entries: Prepared
+    deadline: float
+    """Monotonic time by which the request is answered, written or not."""
     fence: Fence | None = None
     done: threading.Event = field(default_factory=threading.Event)
     positions: list[Position] | None = None
@@ -87,8 +94,8 @@ class GroupCommit:
 
     def append(self, entries: Prepared, timeout_s: float, fence: Fence | None) -> list[Position]:
         """Write ``entries`` in the next group commit; their positions, in input order."""
-        req = _WriteRequest(entries, fence)
         deadline = time.monotonic() + timeout_s
+        req = _WriteRequest(entries, deadline, fence)
         with self._pending_lock:
             if self._closed or not self._writing.is_open:
                 raise LogWriteError(f"{self.description} is not open; nothing was written")
@@ -109,7 +116,7 @@ class GroupCommit:
             if lock.acquire(timeout=remaining):
                 try:
                     if not req.done.is_set():
-                        self._commit_pending(deadline)
+                        self._commit_pending()
                 finally:
                     lock.release()
         if req.error is not None:
@@ -126,7 +133,7 @@ class GroupCommit:
             req.error = LogWriteError(f"{self.description} was closed before this write was started")
             req.done.set()
 
-    def _commit_pending(self, deadline: float) -> None:
+    def _commit_pending(self) -> None:
         """Write every waiting request in one transaction. The caller holds the writing lock."""
         with self._pending_lock:
             batch, self._pending = self._pending, []
@@ -138,8 +145,10 @@ class GroupCommit:
             conn = self._writing.require()
             started = self.commit_started = time.monotonic()
             try:
-                results = self._write(conn, batch, deadline)
+                results = self._write(conn, batch, min(req.deadline for req in batch))
             except sqlite3.Error as e:
+                if is_busy(e):
+                    batch = self._requeue_unexpired(batch)
                 raise self._writing.refused(e, "the write", _size(batch)) from e
             except Exception as e:  # e.g. a damaged partitions table: still an answer, not a traceback
                 raise LogWriteError(f"{self.description}: write failed ({e!r}); nothing was written") from e
@@ -162,6 +171,15 @@ class GroupCommit:
                 if req.positions is None and req.error is None:
                     req.error = LogWriteError(f"{self.description}: write interrupted; nothing was written")
                 req.done.set()
+
+    def _requeue_unexpired(self, batch: list[_WriteRequest]) -> list[_WriteRequest]:
+        """After a wait for another process's lock ran out: put the requests with time left back at the
+        head of the queue, in order, for the next commit; the expired ones, returned, are answered."""
+        now = time.monotonic()
+        expired = [req for req in batch if req.deadline <= now]
+        with self._pending_lock:
+            self._pending[:0] = [req for req in batch if req.deadline > now]
+        return expired
 
     def _write(
         self, conn: sqlite3.Connection, batch: list[_WriteRequest], deadline: float
