@@ -17,7 +17,7 @@ from emulator.cli.common import (
     confirm,
     emit,
 )
-from emulator.client.http import Auth, OffsetsClient
+from emulator.client.http import Auth, NotFoundError, OffsetsClient
 
 
 def register(sub: Any) -> None:
@@ -79,14 +79,22 @@ def run_get(args: argparse.Namespace) -> int:
 def run_alter(args: argparse.Namespace) -> int:
     body = read_body(args.file)
     with OffsetsClient(args.settings.url) as client:
-        result = client.alter(
-            args.name,
-            body,
-            dry_run=args.dry_run,
-            create=args.create,
-            auth=Auth(claim_epoch=args.claim_epoch),
-            kind=args.kind,
-        )
+        try:
+            result = client.alter(
+                args.name,
+                body,
+                dry_run=args.dry_run,
+                create=args.create,
+                auth=Auth(claim_epoch=args.claim_epoch),
+                kind=args.kind,
+            )
+        except NotFoundError as exc:
+            # Connect's 404 for a connector without offsets is right for the API, but at a terminal the
+            # next question is how to give it its first ones; a sink's come from its consumer group.
+            if args.create or args.kind == "sink" or exc.kind != "connector_not_found":
+                raise
+            hint = f"{exc.message}; to give it its first offsets, add --create"
+            raise NotFoundError(exc.status, hint, exc.kind) from exc
     emit(args, result, lambda: modify_text(result))
     return EXIT_OK
 

@@ -62,6 +62,15 @@ def test_unknown_connector_is_a_clear_error_with_exit_1(embedded_daemon: DaemonP
     assert result.stderr.strip() == "error: Connector no-such-connector-xyz not found (HTTP 404)"
 
 
+def test_altering_a_connector_without_offsets_says_how_to_create_it(embedded_daemon: DaemonProcess) -> None:
+    body = json.dumps({"offsets": [{"partition": {"p": 1}, "offset": {"o": 2}}]})
+    result = cli("alter", "no-offsets-yet-xyz", "--file", "-", "--url", embedded_daemon.url, stdin=body)
+    assert result.returncode == 1
+    assert result.stderr.strip() == (
+        "error: Connector no-offsets-yet-xyz not found; to give it its first offsets, add --create (HTTP 404)"
+    )
+
+
 def test_daemon_down_is_a_clear_error_with_exit_3() -> None:
     result = cli("list", "--url", f"http://127.0.0.1:{free_port()}")
     assert result.returncode == 3
