@@ -245,7 +245,7 @@ def test_an_empty_log_is_caught_up_at_once(log: EmbeddedOffsetLog) -> None:
 def test_own_appends_reach_the_reader_at_its_next_look_or_at_once_when_asked(
     log: EmbeddedOffsetLog, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Appends do not wake the reader: the view has them already (write-through), and one wake-up
+    """Appends do not wake a busy reader: the view has them already (write-through), and one wake-up
     per commit cost a thread switch each. Whatever needs the reader's delivery of this process's
     writes (the history archive) asks for it and gets it without waiting for a poll."""
     sink = Collector()
@@ -261,6 +261,54 @@ def test_own_appends_reach_the_reader_at_its_next_look_or_at_once_when_asked(
         assert log.read_own_writes(5), f"record {i} was not delivered when asked"
         assert reader_passed(log, pos)(), "read_own_writes returned before the reader passed the write"
     assert [r.value for r in sink.snapshot()] == [b"polled"] + [b"%d" % i for i in range(20)]
+
+
+def looks_during(offsets_log: EmbeddedOffsetLog, seconds: float) -> int:
+    """How many times the reader looked at the file in the next ``seconds`` (its last-poll time changed)."""
+    looks, last = 0, offsets_log.progress().last_poll_at
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        time.sleep(0.01)
+        now = offsets_log.progress().last_poll_at
+        looks, last = looks + (now != last), now
+    return looks
+
+
+def test_an_idle_reader_rests_and_an_own_append_wakes_it(
+    log: EmbeddedOffsetLog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An idle daemon looked at its file 20 times a second (~1 % of a core here); it now doubles its
+    pause while it finds nothing, and this process's next append wakes it rather than waiting it out."""
+    monkeypatch.setattr(embedded_reader, "IDLE_POLL_MAX_S", 30.0)
+    sink = Collector()
+    log.start_reading(sink)
+    wait_until(lambda: log.progress().caught_up)
+    time.sleep(0.4)  # pauses of 0.05, 0.1, 0.2 s: the next is 0.4 s, then 0.8 s
+    assert looks_during(log, 1.2) <= 3, "an idle reader kept looking every TAIL_POLL_S"
+    time.sleep(0.3)  # into a pause of 1.6 s or longer
+    (pos,) = log.append([(connect_key("idle", 1), b"woken")])
+    appended = time.monotonic()
+    wait_until(reader_passed(log, pos), timeout_s=5, what="the resting reader to deliver an own append")
+    assert time.monotonic() - appended < 0.5, "the append waited out the reader's pause instead of waking it"
+    assert [r.value for r in sink.snapshot()] == [b"woken"]
+
+
+def test_an_idle_reader_finds_another_processs_append_within_its_longest_pause(data_dir: Path) -> None:
+    first, second = (EmbeddedOffsetLog(data_dir, partitions=25, synchronous="NORMAL") for _ in range(2))
+    first.open()
+    second.open()
+    try:
+        first.start_reading(Collector())
+        wait_until(lambda: first.progress().caught_up)
+        time.sleep(2.0)  # long enough to rest at its longest pause
+        assert looks_during(first, 2.0) <= 3, "an idle reader kept looking every TAIL_POLL_S"
+        (pos,) = second.append([(connect_key("other", 1), b"x")])  # nudges the second's reader, not the first's
+        appended = time.monotonic()
+        wait_until(reader_passed(first, pos), timeout_s=5, what="the other process's append to be found")
+        assert time.monotonic() - appended < embedded_reader.IDLE_POLL_MAX_S + 0.5
+    finally:
+        second.close()
+        first.close()
 
 
 def test_read_to_end_returns_only_once_an_append_made_before_it_is_applied(log: EmbeddedOffsetLog) -> None:

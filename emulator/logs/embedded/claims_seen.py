@@ -4,9 +4,10 @@ Every PATCH and DELETE checks claims twice: fail-fast before it plans (``WriteGu
 and atomically inside the transaction that writes. The fail-fast read costs a hop to a worker
 thread and back, about an eighth of a commit's CPU, and almost always answers "nobody". This set
 answers that without waiting: a connector not in it had no claim when the claims table was last
-read (at most ``TAIL_POLL_S`` ago, by the log's reader thread) and none was taken through this
-process since. A claim taken by another process on the same file is missed for at most that long,
-and even then only by the fail-fast check: the write's own transaction still refuses.
+read (at the reader thread's last look: at most ``TAIL_POLL_S`` ago while records arrive,
+``IDLE_POLL_MAX_S`` on an idle log) and none was taken through this process since. A claim taken
+by another process on the same file is missed for at most that long, and even then only by the
+fail-fast check: the write's own transaction still refuses.
 """
 
 from __future__ import annotations

@@ -275,10 +275,10 @@ class EmbeddedOffsetLog(OffsetLog):
         """Wait until the reader has delivered everything committed before this call.
 
         Wakes the reader, so this returns as soon as the sink has applied what is there. Appends do
-        not wake it: the view applies them at once (write-through), so the reader takes them in
-        batches at its next look, at most ``TAIL_POLL_S`` later, instead of one wake-up per commit;
-        whatever needs the reader's delivery of this process's writes waits for it
-        (``read_own_writes``, ``read_to_end``).
+        not wake a busy reader: the view applies them at once (write-through), so the reader takes
+        them in batches at its next look, at most ``TAIL_POLL_S`` later, instead of one wake-up per
+        commit (they do wake one resting after idle looks); whatever needs the reader's delivery of
+        this process's writes waits for it (``read_own_writes``, ``read_to_end``).
         """
         deadline = time.monotonic() + timeout_s
         if not self._reader.started:
@@ -304,7 +304,9 @@ class EmbeddedOffsetLog(OffsetLog):
         exact, never "maybe")."""
         if not entries:
             return []
-        return self._commits.append(prepare(entries, self._partitions), timeout_s, None)
+        positions = self._commits.append(prepare(entries, self._partitions), timeout_s, None)
+        self._reader.nudge()
+        return positions
 
     def append_fenced(
         self, fence: Fence, entries: Sequence[tuple[bytes, bytes | None]], timeout_s: float = 30.0
@@ -314,7 +316,9 @@ class EmbeddedOffsetLog(OffsetLog):
         very transaction that writes, so no claim can slip between the check and the write."""
         if not entries:
             return []
-        return self._commits.append(prepare(entries, self._partitions), timeout_s, fence)
+        positions = self._commits.append(prepare(entries, self._partitions), timeout_s, fence)
+        self._reader.nudge()
+        return positions
 
     def reachability(self) -> str | None:
         """Why writes cannot be made durable now: the storage refuses them (a full disk, until a write
