@@ -293,19 +293,22 @@ def test_an_idle_reader_rests_and_an_own_append_wakes_it(
     assert [r.value for r in sink.snapshot()] == [b"woken"]
 
 
-def test_an_idle_reader_finds_another_processs_append_within_its_longest_pause(data_dir: Path) -> None:
+def test_an_idle_reader_finds_another_processs_append_within_its_longest_pause(
+    data_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(embedded_reader, "IDLE_POLL_MAX_S", 0.4)  # the bound under test, reached sooner
     first, second = (EmbeddedOffsetLog(data_dir, partitions=25, synchronous="NORMAL") for _ in range(2))
     first.open()
     second.open()
     try:
         first.start_reading(Collector())
         wait_until(lambda: first.progress().caught_up)
-        time.sleep(2.0)  # long enough to rest at its longest pause
-        assert looks_during(first, 2.0) <= 3, "an idle reader kept looking every TAIL_POLL_S"
+        time.sleep(0.8)  # pauses of 0.1, 0.2, then 0.4 s: resting at the longest
+        assert looks_during(first, 1.2) <= 4, "an idle reader kept looking every TAIL_POLL_S"
         (pos,) = second.append([(connect_key("other", 1), b"x")])  # nudges the second's reader, not the first's
         appended = time.monotonic()
         wait_until(reader_passed(first, pos), timeout_s=5, what="the other process's append to be found")
-        assert time.monotonic() - appended < embedded_reader.IDLE_POLL_MAX_S + 0.5
+        assert time.monotonic() - appended < 0.4 + 0.5, "found later than the longest pause allows"
     finally:
         second.close()
         first.close()
