@@ -31,6 +31,10 @@ from emulator.model.claims import Fence
 from emulator.model.errors import InvalidRecord, LogTimeout, LogWriteError, OffsetsError
 from emulator.model.records import Position
 
+_WAITED_OUT = 0.8
+"""A busy answer after this share of the time left counts as the busy timeout run out (the timeout is
+set to the time left, or kept when within a tenth below it: ``WritingConnection.set_busy_timeout``)."""
+
 Prepared = list[tuple[bytes, bytes | None, int]]
 """``(key, value, partition)`` per record, checked and placed before any lock is taken."""
 
@@ -144,10 +148,15 @@ class GroupCommit:
                 raise LogWriteError(f"{self.description} was closed; nothing was written")
             conn = self._writing.require()
             started = self.commit_started = time.monotonic()
+            first_deadline = min(req.deadline for req in batch)
             try:
-                results = self._write(conn, batch, min(req.deadline for req in batch))
+                results = self._write(conn, batch, first_deadline)
             except sqlite3.Error as e:
-                if is_busy(e):
+                # Requeue only after a wait that ran out: a "busy" SQLite answers at once (it does
+                # when waiting could deadlock) would otherwise be retried in a tight loop until the
+                # deadlines pass; it is answered to everyone at once, as before.
+                waited_out = time.monotonic() - started >= _WAITED_OUT * (first_deadline - started)
+                if is_busy(e) and waited_out:
                     batch = self._requeue_unexpired(batch)
                 raise self._writing.refused(e, "the write", _size(batch)) from e
             except Exception as e:  # e.g. a damaged partitions table: still an answer, not a traceback
