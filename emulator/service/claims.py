@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Sequence
 
 from emulator.model.claims import Claim
-from emulator.model.errors import ClaimNotFound, ClaimsUnsupported
+from emulator.model.errors import ClaimNotFound, ClaimsUnsupported, OffsetsError
 from emulator.service.checks import ConnectorChecks
 from emulator.service.write_guard import WriteGuard
 from emulator.service.writer import Deadline
@@ -63,4 +63,17 @@ class ClaimsService:
     async def release(self, connector: str, epoch: int) -> None:
         deadline = Deadline(self._write_timeout_s)
         if not await deadline.within_unknown(self._guard.release(connector, epoch), f"Releasing {connector}'s claim"):
-            raise ClaimNotFound(f"Connector {connector} has no current claim with epoch {epoch}")
+            raise ClaimNotFound(await self._not_released(connector, epoch, deadline))
+
+    async def _not_released(self, connector: str, epoch: int, deadline: Deadline) -> str:
+        """Why nothing was released, naming the claim that is current instead: whoever sent a stale
+        epoch asks that next. Read in the time the request has left; without it, the plain answer
+        (the 404 stands either way, only its message is richer)."""
+        plain = f"Connector {connector} has no current claim with epoch {epoch}"
+        try:
+            current = await self._guard.current(connector, deadline.remaining())
+        except OffsetsError:
+            return plain
+        if current is None:
+            return f"Connector {connector} has no current claim, so none with epoch {epoch}"
+        return f"{plain}: its current claim is epoch {current.epoch}, held by {current.owner!r}"

@@ -87,7 +87,15 @@ def test_the_client_types_a_real_daemons_errors_by_kind(embedded_daemon: Any) ->
         with pytest.raises(NotFoundError) as no_claim:
             client.release(name, 7)
         assert no_claim.value.kind == "claim_not_found"
+        assert no_claim.value.message == f"Connector {name} has no current claim, so none with epoch 7"
         claim = client.claim(name, "run-1")
+        with pytest.raises(NotFoundError) as stale:
+            client.release(name, claim["epoch"] + 6)
+        assert stale.value.kind == "claim_not_found"
+        assert stale.value.message == (
+            f"Connector {name} has no current claim with epoch {claim['epoch'] + 6}: "
+            f"its current claim is epoch {claim['epoch']}, held by 'run-1'"
+        )
         with pytest.raises(NotStoppedError) as held:
             client.alter(name, body(2))
         assert held.value.kind == "claim_held" and held.value.status == 400
