@@ -27,6 +27,7 @@ COMMAND_GROUPS = [
     "emulator.cli.serve",
     "emulator.cli.offsets",
     "emulator.cli.claims",
+    "emulator.cli.status",
     "emulator.cli.history",
     "emulator.cli.transfer",
     "emulator.cli.compact",

@@ -71,6 +71,23 @@ def test_altering_a_connector_without_offsets_says_how_to_create_it(embedded_dae
     )
 
 
+def test_status_says_ready_and_what_the_daemon_holds(embedded_daemon: DaemonProcess) -> None:
+    name = f"cli-{uuid.uuid4().hex[:8]}"
+    body = json.dumps({"offsets": [{"partition": {"p": 1}, "offset": {"o": 2}}]})
+    assert cli("alter", name, "--file", "-", "--create", "--url", embedded_daemon.url, stdin=body).returncode == 0
+    result = cli("status", "--url", embedded_daemon.url)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0] == f"{embedded_daemon.url}: ready"
+    rows = {line.split()[0]: line.split(None, 1)[1] for line in lines[1:]}
+    assert rows["log"].startswith("embedded://")
+    assert rows["read"].endswith("partitions at their end; lag 0")
+    assert rows["reader"].startswith("alive; last look 20")
+    assert rows["history"].startswith("writing; ")
+    as_json = json.loads(cli("status", "--json", "--url", embedded_daemon.url).stdout)
+    assert as_json["ready"] is True and as_json["live_keys"] >= 1
+
+
 def test_daemon_down_is_a_clear_error_with_exit_3() -> None:
     result = cli("list", "--url", f"http://127.0.0.1:{free_port()}")
     assert result.returncode == 3

@@ -88,6 +88,16 @@ def test_refused_writes_answer_503_readyz_says_why_and_readiness_returns_by_itse
         assert ready.status_code == 503
         assert ready.json()["unreachable"].startswith("writes to embedded://")
         assert "have been refused for" in ready.json()["unreachable"]
+        status = subprocess.run(
+            [sys.executable, "-m", "emulator.cli", "status", "--url", daemon.url],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert status.returncode == 1, "`connect-offsets status` exits 1 while the daemon is not ready"
+        first, why = status.stdout.splitlines()[:2]
+        assert first == f"{daemon.url}: NOT READY"
+        assert why.startswith("  why: writes to embedded://") and "have been refused for" in why
         offsets = http.get(url)  # reads go on
         assert offsets.status_code == 200
         assert {"file": "a"} in [row["partition"] for row in offsets.json()["offsets"]]
