@@ -4,19 +4,17 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import uuid
 from pathlib import Path
 
 import pytest
 
+from tests.fixtures.cli import run_cli
 from tests.fixtures.daemon import DaemonProcess, free_port
 
 
 def cli(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "emulator.cli", *args], input=stdin, capture_output=True, text=True, timeout=60
-    )
+    return run_cli(*args, stdin=stdin)
 
 
 @pytest.mark.slow

@@ -20,6 +20,7 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.fixtures.cli import run_cli
 from tests.fixtures.daemon import DaemonProcess
 
 EXIT_REFUSED, EXIT_USAGE, EXIT_CLOSED_PIPE = 1, 2, 141
@@ -27,14 +28,7 @@ EXIT_REFUSED, EXIT_USAGE, EXIT_CLOSED_PIPE = 1, 2, 141
 
 def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     """Without a terminal: stdin is /dev/null, as in a script or CI."""
-    return subprocess.run(
-        [sys.executable, "-m", "emulator.cli", *args],
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={**os.environ, **(env or {})},
-    )
+    return run_cli(*args, env={**os.environ, **(env or {})})
 
 
 def cli_on_a_terminal(*args: str, answer: str) -> tuple[int, str]:

@@ -8,25 +8,19 @@ from __future__ import annotations
 import os
 import socket
 import subprocess
-import sys
 from collections.abc import Iterator
 from importlib import metadata
 from pathlib import Path
 
 import pytest
 
+from tests.fixtures.cli import run_cli
 from tests.fixtures.daemon import free_port
 
 
 def cli(*args: str, env: dict[str, str] | None = None, timeout_s: float = 60) -> subprocess.CompletedProcess[str]:
     clean = {k: v for k, v in os.environ.items() if not k.startswith("CONNECT_OFFSETS_")}
-    return subprocess.run(
-        [sys.executable, "-m", "emulator.cli", *args],
-        env={**clean, **(env or {})},
-        capture_output=True,
-        text=True,
-        timeout=timeout_s,
-    )
+    return run_cli(*args, env={**clean, **(env or {})}, timeout_s=timeout_s)
 
 
 @pytest.mark.parametrize("args", [["--help"], ["serve", "--help"], ["list", "--help"]])

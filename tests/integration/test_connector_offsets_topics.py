@@ -17,7 +17,6 @@ from __future__ import annotations
 import base64
 import json
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,6 +25,7 @@ from typing import Any
 import pytest
 
 from tests.fixtures.broker import TansuBroker, _resolve_tansu
+from tests.fixtures.cli import run_cli
 from tests.integration.kafka_wire import INIT_PRODUCER_ID, TappedTansu
 from tests.integration.kip618 import (
     Kip618Cluster,
@@ -529,9 +529,7 @@ def test_an_export_says_which_store_it_read(regular: Kip618Cluster, tmp_path: Pa
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "emulator.cli", *args, "--quiet"], capture_output=True, text=True, timeout=120
-    )
+    return run_cli(*args, "--quiet", timeout_s=120)
 
 
 def test_each_topic_has_its_own_history_and_as_of_merges_them_as_a_live_get(regular: Kip618Cluster) -> None:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import re
 import sqlite3
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -25,6 +24,7 @@ from emulator.codec.values import encode_offset
 from emulator.logs.embedded.compaction import CompactionPolicy, CompactionReport, Compactor
 from emulator.logs.embedded.offsets_log import EmbeddedOffsetLog
 from emulator.model.records import LogRecord
+from tests.fixtures.cli import run_cli
 from tests.fixtures.daemon import DaemonFactory
 from tests.fixtures.waits import until
 from tests.integration.scrape import parse
@@ -133,9 +133,7 @@ def test_connect_offsets_compact_compacts_a_log_no_daemon_serves_and_names_a_mis
     log.close()
 
     def cli(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "emulator.cli", "compact", *args], capture_output=True, text=True, timeout=60
-        )
+        return run_cli("compact", *args)
 
     done = cli("--data-dir", str(data), "--name", "backup")
     assert done.returncode == 0, done.stderr
@@ -163,12 +161,7 @@ def test_connect_offsets_compact_refuses_a_log_a_running_daemon_archives_unless_
     daemon_factory("--data-dir", str(data), "--offsets-partitions", "2", "--compaction-interval", "never")
 
     def cli(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "emulator.cli", "compact", "--data-dir", str(data), *args],
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+        return run_cli("compact", "--data-dir", str(data), *args)
 
     refused = cli()
     assert refused.returncode == 2, refused.stdout

@@ -38,6 +38,7 @@ from emulator.logs.embedded.storage_faults import StorageFaults, storage_fault
 from emulator.model.connectors import NoConnectCluster
 from emulator.server.wiring import assemble_runtime, make_app, start_reading
 from emulator.view.offset_view import OffsetView
+from tests.fixtures.cli import run_cli
 from tests.fixtures.daemon import DaemonFactory, DaemonProcess
 from tests.fixtures.disk_faults import fill, small_disk
 from tests.fixtures.processes import free_port
@@ -88,12 +89,7 @@ def test_refused_writes_answer_503_readyz_says_why_and_readiness_returns_by_itse
         assert ready.status_code == 503
         assert ready.json()["unreachable"].startswith("writes to embedded://")
         assert "have been refused for" in ready.json()["unreachable"]
-        status = subprocess.run(
-            [sys.executable, "-m", "emulator.cli", "status", "--url", daemon.url],
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+        status = run_cli("status", "--url", daemon.url)
         assert status.returncode == 1, "`connect-offsets status` exits 1 while the daemon is not ready"
         first, why = status.stdout.splitlines()[:2]
         assert first == f"{daemon.url}: NOT READY"

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +17,7 @@ import pytest
 
 from emulator.formats import cdc_state
 from tests.fixtures.broker import TansuBroker
+from tests.fixtures.cli import run_cli
 from tests.integration.connect_helpers import JAVA_ONE_RECORD_PER_BATCH, canon, from_java, unique
 from tests.oracle import JavaOracle
 from tests.oracle import typed as T
@@ -79,9 +79,7 @@ def java_state_bytes(oracle: JavaOracle, partition: Any, offset: Any, heartbeat:
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "emulator.cli", *args, "--quiet"], capture_output=True, text=True, timeout=180
-    )
+    return run_cli(*args, "--quiet", timeout_s=180)
 
 
 WRITES = [

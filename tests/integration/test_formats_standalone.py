@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import sqlite3
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +19,7 @@ import pytest
 from emulator.formats import standalone
 from emulator.formats.model import RawRecord
 from tests.fixtures.broker import TansuBroker
+from tests.fixtures.cli import run_cli
 from tests.integration.connect_helpers import canon, from_java, read_topic, unique
 from tests.oracle import JavaOracle
 from tests.oracle import typed as T
@@ -28,9 +28,7 @@ pytestmark = [pytest.mark.jvm]
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "emulator.cli", *args, "--quiet"], capture_output=True, text=True, timeout=180
-    )
+    return run_cli(*args, "--quiet", timeout_s=180)
 
 
 class JavaFile:

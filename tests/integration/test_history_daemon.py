@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import sqlite3
 import subprocess
-import sys
 import threading
 import time
 import uuid
@@ -24,6 +23,7 @@ from emulator.client.http import NotFoundError
 from emulator.history.files import scan_dir
 from emulator.logs.embedded.offsets_log import EmbeddedOffsetLog
 from emulator.model.times import parse_time_ms
+from tests.fixtures.cli import run_cli
 from tests.fixtures.daemon import DaemonFactory
 
 
@@ -44,12 +44,7 @@ def mark() -> int:
 
 
 def cli(url: str, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "emulator.cli", *args, "--url", url],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    return run_cli(*args, "--url", url)
 
 
 def history(url: str, connector: str, **params: Any) -> dict[str, Any]:

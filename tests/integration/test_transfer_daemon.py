@@ -10,7 +10,6 @@ from __future__ import annotations
 import base64
 import json
 import subprocess
-import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,6 +25,7 @@ from emulator.logs.embedded.offsets_log import EmbeddedOffsetLog
 from emulator.model.connectors import NoConnectCluster
 from emulator.server.wiring import assemble_runtime, make_app
 from emulator.view.offset_view import OffsetView
+from tests.fixtures.cli import run_cli
 from tests.fixtures.daemon import DaemonProcess
 
 
@@ -134,9 +134,7 @@ def test_bad_bodies_are_400s(app_client: TestClient, body: Any, message: str) ->
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "emulator.cli", *args, "--quiet"], capture_output=True, text=True, timeout=120
-    )
+    return run_cli(*args, "--quiet", timeout_s=120)
 
 
 @pytest.mark.slow

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import base64
 import subprocess
-import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,6 +37,7 @@ from emulator.transfer import (
 )
 from emulator.transfer.progress import Progress
 from tests.fixtures.broker import TansuBroker
+from tests.fixtures.cli import run_cli
 from tests.fixtures.daemon import DaemonProcess
 from tests.integration.connect_helpers import from_java, read_topic, unique
 from tests.oracle import JavaOracle
@@ -265,7 +265,7 @@ def test_values_that_are_not_offsets_or_beyond_the_limits_are_refused(
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "emulator.cli", *args], capture_output=True, text=True, timeout=120)
+    return run_cli(*args, timeout_s=120)
 
 
 @pytest.mark.slow
