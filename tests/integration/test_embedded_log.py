@@ -283,7 +283,7 @@ def test_an_idle_reader_rests_and_an_own_append_wakes_it(
     sink = Collector()
     log.start_reading(sink)
     wait_until(lambda: log.progress().caught_up)
-    time.sleep(0.4)  # pauses of 0.05, 0.1, 0.2 s: the next is 0.4 s, then 0.8 s
+    time.sleep(0.4)  # pauses of 0.1 and 0.2 s, then 0.4, 0.8 and 1.6 s
     assert looks_during(log, 1.2) <= 3, "an idle reader kept looking every TAIL_POLL_S"
     time.sleep(0.3)  # into a pause of 1.6 s or longer
     (pos,) = log.append([(connect_key("idle", 1), b"woken")])
