@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from emulator.client.credentials import ENV, Credentials, CredentialsError, use_default
-from emulator.client.http import DEFAULT_URL
+from emulator.client.http import DEFAULT_URL, ApiError
 from emulator.server.options import HTTP_URL, OPTIONAL_TEXT, SettingsError, add_options, option
 
 EXIT_OK, EXIT_REFUSED, EXIT_USAGE, EXIT_UNREACHABLE = 0, 1, 2, 3
@@ -105,6 +105,16 @@ def add_confirmation_option(parser: argparse.ArgumentParser) -> None:
 
 class Declined(Exception):
     """The person at the terminal answered no: nothing was changed."""
+
+
+class Hinted(Exception):
+    """The daemon refused, and the CLI knows which of its own flags or commands answer that: printed
+    as the daemon's error, then ``hint: …`` (the daemon speaks in API terms, ``claim_epoch=1``)."""
+
+    def __init__(self, error: ApiError, hint: str) -> None:
+        super().__init__(error.message)
+        self.error = error
+        self.hint = hint
 
 
 def confirm(args: argparse.Namespace, question: str, plan: Callable[[], tuple[str, int]]) -> None:

@@ -19,7 +19,15 @@ from collections.abc import Sequence
 from importlib import metadata
 from typing import Any
 
-from emulator.cli.common import EXIT_CLOSED_PIPE, EXIT_REFUSED, EXIT_UNREACHABLE, EXIT_USAGE, Declined, UsageError
+from emulator.cli.common import (
+    EXIT_CLOSED_PIPE,
+    EXIT_REFUSED,
+    EXIT_UNREACHABLE,
+    EXIT_USAGE,
+    Declined,
+    Hinted,
+    UsageError,
+)
 from emulator.client.http import ApiError, DaemonUnavailable
 from emulator.server.options import SettingsError, resolve
 
@@ -127,6 +135,9 @@ def _run(args: argparse.Namespace) -> int:
         return EXIT_UNREACHABLE
     except ApiError as exc:
         print(f"error: {exc.message} (HTTP {exc.status})", file=sys.stderr)
+        return EXIT_REFUSED
+    except Hinted as exc:
+        print(f"error: {exc.error.message} (HTTP {exc.error.status})\nhint: {exc.hint}", file=sys.stderr)
         return EXIT_REFUSED
     except UsageError as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -5,11 +5,14 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from emulator.cli.common import (
     EXIT_OK,
+    Hinted,
     UsageError,
     add_client_options,
     add_confirmation_option,
@@ -17,7 +20,7 @@ from emulator.cli.common import (
     confirm,
     emit,
 )
-from emulator.client.http import Auth, NotFoundError, OffsetsClient
+from emulator.client.http import Auth, ClientError, FencedError, NotFoundError, NotStoppedError, OffsetsClient
 
 
 def register(sub: Any) -> None:
@@ -76,9 +79,35 @@ def run_get(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+@contextmanager
+def claim_hints(client: OffsetsClient, name: str) -> Iterator[None]:
+    """A write refused for a claim, answered with the flags that resolve it, from the connector's
+    current claim (one more request, only after a refusal; none when that request fails too)."""
+    try:
+        yield
+    except (NotStoppedError, FencedError) as exc:
+        if exc.kind not in ("claim_held", "fenced"):
+            raise
+        try:
+            claim = client.current_claim(name)
+        except ClientError:
+            raise exc from None
+        if claim is None:
+            hint = (
+                f"{name} has no claim now: write without --claim-epoch, or take one with "
+                f"`connect-offsets claim {name} --owner …`"
+            )
+        else:
+            hint = (
+                f"its holder {claim['owner']!r} writes with --claim-epoch {claim['epoch']}; "
+                f"to end that claim: `connect-offsets release {name} --epoch {claim['epoch']}`"
+            )
+        raise Hinted(exc, hint) from exc
+
+
 def run_alter(args: argparse.Namespace) -> int:
     body = read_body(args.file)
-    with OffsetsClient(args.settings.url) as client:
+    with OffsetsClient(args.settings.url) as client, claim_hints(client, args.name):
         try:
             result = client.alter(
                 args.name,
@@ -101,7 +130,7 @@ def run_alter(args: argparse.Namespace) -> int:
 
 def run_reset(args: argparse.Namespace) -> int:
     auth = Auth(claim_epoch=args.claim_epoch)
-    with OffsetsClient(args.settings.url) as client:
+    with OffsetsClient(args.settings.url) as client, claim_hints(client, args.name):
         if not args.dry_run:
 
             def plan() -> tuple[str, int]:

@@ -86,6 +86,33 @@ def test_status_says_ready_and_what_the_daemon_holds(embedded_daemon: DaemonProc
     assert as_json["ready"] is True and as_json["live_keys"] >= 1
 
 
+def test_a_write_refused_for_a_claim_says_which_flags_answer_it(embedded_daemon: DaemonProcess) -> None:
+    name, url = f"cli-{uuid.uuid4().hex[:8]}", ("--url", embedded_daemon.url)
+    body = json.dumps({"offsets": [{"partition": {"p": 1}, "offset": {"o": 2}}]})
+    assert cli("alter", name, "--file", "-", "--create", *url, stdin=body).returncode == 0
+    assert cli("claim", name, "--owner", "ops", *url).returncode == 0
+    holder = (
+        f"hint: its holder 'ops' writes with --claim-epoch 1; to end that claim: "
+        f"`connect-offsets release {name} --epoch 1`"
+    )
+    for refused in (
+        cli("alter", name, "--file", "-", *url, stdin=body),
+        cli("alter", name, "--file", "-", "--claim-epoch", "4", *url, stdin=body),
+        cli("reset", name, "--yes", *url),
+    ):
+        assert refused.returncode == 1
+        error, hint = refused.stderr.splitlines()
+        assert error.startswith("error: ") and error.endswith(("(HTTP 400)", "(HTTP 409)")), error
+        assert hint == holder
+    assert cli("release", name, "--epoch", "1", *url).returncode == 0
+    fenced = cli("alter", name, "--file", "-", "--claim-epoch", "1", *url, stdin=body)
+    assert fenced.returncode == 1
+    assert fenced.stderr.splitlines()[1] == (
+        f"hint: {name} has no claim now: write without --claim-epoch, or take one with "
+        f"`connect-offsets claim {name} --owner …`"
+    )
+
+
 def test_daemon_down_is_a_clear_error_with_exit_3() -> None:
     result = cli("list", "--url", f"http://127.0.0.1:{free_port()}")
     assert result.returncode == 3
