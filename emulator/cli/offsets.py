@@ -122,8 +122,7 @@ def run_alter(args: argparse.Namespace) -> int:
             # next question is how to give it its first ones; a sink's come from its consumer group.
             if args.create or args.kind == "sink" or exc.kind != "connector_not_found":
                 raise
-            hint = f"{exc.message}; to give it its first offsets, add --create"
-            raise NotFoundError(exc.status, hint, exc.kind) from exc
+            raise Hinted(exc, "to give it its first offsets, add --create") from exc
     emit(args, result, lambda: modify_text(result))
     return EXIT_OK
 

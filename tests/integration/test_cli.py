@@ -64,9 +64,10 @@ def test_altering_a_connector_without_offsets_says_how_to_create_it(embedded_dae
     body = json.dumps({"offsets": [{"partition": {"p": 1}, "offset": {"o": 2}}]})
     result = cli("alter", "no-offsets-yet-xyz", "--file", "-", "--url", embedded_daemon.url, stdin=body)
     assert result.returncode == 1
-    assert result.stderr.strip() == (
-        "error: Connector no-offsets-yet-xyz not found; to give it its first offsets, add --create (HTTP 404)"
-    )
+    assert result.stderr.splitlines() == [
+        "error: Connector no-offsets-yet-xyz not found (HTTP 404)",
+        "hint: to give it its first offsets, add --create",
+    ]
 
 
 def test_status_says_ready_and_what_the_daemon_holds(embedded_daemon: DaemonProcess) -> None:
