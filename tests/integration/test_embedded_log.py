@@ -33,6 +33,7 @@ from emulator.model.errors import InvalidRecord, LogConfigError, LogTimeout, Log
 from emulator.model.records import LogRecord, Position
 from emulator.service.checks import ConnectorChecks
 from emulator.view.offset_view import OffsetView
+from tests.fixtures.waits import until
 from tests.integration.embedded_writer_proc import record
 
 WRITER = Path(__file__).with_name("embedded_writer_proc.py")
@@ -40,14 +41,6 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 # ---------------------------------------------------------------------------- helpers
-
-
-def wait_until(predicate: Callable[[], bool], timeout_s: float = 10.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
-        time.sleep(0.005)
 
 
 class Collector:
@@ -81,7 +74,7 @@ def replay_all(data_dir: Path, partitions: int = 25) -> list[LogRecord]:
     sink = Collector()
     try:
         log.start_reading(sink)
-        wait_until(lambda: log.progress().caught_up, what="replay to catch up")
+        until(lambda: log.progress().caught_up, "replay to catch up")
         return sink.snapshot()
     finally:
         log.close()
@@ -127,7 +120,7 @@ def test_replay_returns_every_record_per_partition_in_offset_order_with_exact_by
 
     sink = Collector()
     log.start_reading(sink)
-    wait_until(lambda: log.progress().caught_up)
+    until(lambda: log.progress().caught_up, "the replay to catch up")
 
     delivered = {(r.partition, r.offset): r for r in sink.snapshot()}
     assert len(delivered) == len(entries) == len(sink.snapshot())
@@ -188,7 +181,7 @@ def test_a_keyless_record_is_refused_and_nothing_of_its_batch_is_written(log: Em
         log.append([("text", b"{}")])  # type: ignore[list-item]
     sink = Collector()
     log.start_reading(sink)
-    wait_until(lambda: log.progress().caught_up)
+    until(lambda: log.progress().caught_up, "the replay to catch up")
     assert sink.snapshot() == []
     assert log.progress().end_offsets == dict.fromkeys(range(5), 0)
 
@@ -228,11 +221,11 @@ def test_progress_compares_positions_with_end_offsets_captured_at_start(log: Emb
     assert log.progress().end_offsets == expected_ends
 
     release.set()
-    wait_until(lambda: log.progress().caught_up)
+    until(lambda: log.progress().caught_up, "the replay to catch up")
     after = log.progress()
     assert after.partitions_done == 5
     assert all(after.positions[p] >= end for p, end in expected_ends.items())
-    wait_until(lambda: log.progress().records_read == 121, what="the late record to be tailed")
+    until(lambda: log.progress().records_read == 121, "the late record to be tailed")
 
 
 def test_an_empty_log_is_caught_up_at_once(log: EmbeddedOffsetLog) -> None:
@@ -250,9 +243,9 @@ def test_own_appends_reach_the_reader_at_its_next_look_or_at_once_when_asked(
     writes (the history archive) asks for it and gets it without waiting for a poll."""
     sink = Collector()
     log.start_reading(sink)
-    wait_until(lambda: log.progress().caught_up)
+    until(lambda: log.progress().caught_up, "the replay to catch up")
     (first,) = log.append([(connect_key("tail", -1), b"polled")])
-    wait_until(reader_passed(log, first), timeout_s=5, what="the next poll to deliver an append")
+    until(reader_passed(log, first), "the next poll to deliver an append", timeout_s=5, poll_s=0.005)
 
     monkeypatch.setattr(embedded_reader, "TAIL_POLL_S", 30.0)  # from the next look on, only a wake-up delivers in time
     time.sleep(0.2)
@@ -282,13 +275,13 @@ def test_an_idle_reader_rests_and_an_own_append_wakes_it(
     monkeypatch.setattr(embedded_reader, "IDLE_POLL_MAX_S", 30.0)
     sink = Collector()
     log.start_reading(sink)
-    wait_until(lambda: log.progress().caught_up)
+    until(lambda: log.progress().caught_up, "the replay to catch up")
     time.sleep(0.4)  # pauses of 0.1 and 0.2 s, then 0.4, 0.8 and 1.6 s
     assert looks_during(log, 1.2) <= 3, "an idle reader kept looking every TAIL_POLL_S"
     time.sleep(0.3)  # into a pause of 1.6 s or longer
     (pos,) = log.append([(connect_key("idle", 1), b"woken")])
     appended = time.monotonic()
-    wait_until(reader_passed(log, pos), timeout_s=5, what="the resting reader to deliver an own append")
+    until(reader_passed(log, pos), "the resting reader to deliver an own append", timeout_s=5, poll_s=0.005)
     assert time.monotonic() - appended < 0.5, "the append waited out the reader's pause instead of waking it"
     assert [r.value for r in sink.snapshot()] == [b"woken"]
 
@@ -302,12 +295,12 @@ def test_an_idle_reader_finds_another_processs_append_within_its_longest_pause(
     second.open()
     try:
         first.start_reading(Collector())
-        wait_until(lambda: first.progress().caught_up)
+        until(lambda: first.progress().caught_up, "the replay to catch up")
         time.sleep(0.8)  # pauses of 0.1, 0.2, then 0.4 s: resting at the longest
         assert looks_during(first, 1.2) <= 4, "an idle reader kept looking every TAIL_POLL_S"
         (pos,) = second.append([(connect_key("other", 1), b"x")])  # nudges the second's reader, not the first's
         appended = time.monotonic()
-        wait_until(reader_passed(first, pos), timeout_s=5, what="the other process's append to be found")
+        until(reader_passed(first, pos), "the other process's append to be found", timeout_s=5, poll_s=0.005)
         assert time.monotonic() - appended < 0.4 + 0.5, "found later than the longest pause allows"
     finally:
         second.close()
@@ -385,7 +378,7 @@ def test_another_process_shares_the_log_safely_and_its_appends_are_tailed(log: E
     theirs = [Position(int(p), int(o)) for _, p, o in (line.split() for line in out.splitlines())]
     assert len(theirs) == 400
 
-    wait_until(lambda: log.progress().records_read == 400 + len(ours), what="the other process's records")
+    until(lambda: log.progress().records_read == 400 + len(ours), "the other process's records")
     delivered = {(r.partition, r.offset): r for r in sink.snapshot()}
     assert len(delivered) == 400 + len(ours), "two processes handed out the same offset"
     for i, pos in enumerate(theirs):
@@ -480,9 +473,9 @@ def test_a_failing_sink_call_is_logged_and_counted_and_reading_goes_on(
 
     with caplog.at_level(logging.ERROR, logger="emulator.logs.embedded.reader"):
         log.start_reading(flaky_sink)
-        wait_until(lambda: log.progress().caught_up)
+        until(lambda: log.progress().caught_up, "the replay to catch up")
         log.append([(connect_key("sink", 2), b"second")])
-        wait_until(lambda: len(sink.snapshot()) == 1, what="the next record after the failure")
+        until(lambda: len(sink.snapshot()) == 1, "the next record after the failure")
     assert [r.value for r in sink.snapshot()] == [b"second"]
     assert log.sink_failures == 1
     assert "sink failed on" in caplog.text and "1 records were skipped" in caplog.text
@@ -505,7 +498,7 @@ def test_concurrent_appends_keep_per_key_order_and_unique_contiguous_offsets(log
 
     sink = Collector()
     log.start_reading(sink)
-    wait_until(lambda: log.progress().caught_up)
+    until(lambda: log.progress().caught_up, "the replay to catch up")
     seen: dict[bytes | None, list[int]] = defaultdict(list)
     for rec in sink.snapshot():
         assert rec.value is not None
@@ -634,7 +627,7 @@ def test_compaction_keeps_the_latest_record_per_key_with_its_offset_even_while_a
         compacted.wait(10)  # the first batch is delivered from the uncompacted log
 
     log.start_reading(held_sink)
-    wait_until(lambda: sink.calls == 1)
+    until(lambda: sink.calls == 1, "the sink's first call")
     outside = EmbeddedOffsetLog(log.path.parent, partitions=5)  # a compaction by hand, from outside
     outside.open()
     try:
@@ -643,7 +636,7 @@ def test_compaction_keeps_the_latest_record_per_key_with_its_offset_even_while_a
         outside.close()
     compacted.set()
     assert (report.records_before, report.records_after, report.removed) == (2000, 25, 1975)
-    wait_until(lambda: log.progress().caught_up)
+    until(lambda: log.progress().caught_up, "the replay to catch up")
 
     state: dict[bytes | None, bytes | None] = {}
     for rec in sink.snapshot():
@@ -673,7 +666,7 @@ def test_a_reading_log_compacts_only_what_its_reader_has_read(log: EmbeddedOffse
     report = log.compact()
     release.set()
     assert (report.records_before, report.removed) == (100, 0), "removed records the reader had not read"
-    wait_until(lambda: log.progress().caught_up)
+    until(lambda: log.progress().caught_up, "the replay to catch up")
     assert len(sink.snapshot()) == 100, "every record reached the reader"
     assert log.compact().removed == 95, "once read, the superseded records go"
 
@@ -683,7 +676,7 @@ def test_records_a_read_back_starts_to_need_during_a_compaction_are_kept(log: Em
     will read back are asked for after the compaction chose what to remove, so each step asks again."""
     log.append([(connect_key("busy", i % 10), b"%d" % i) for i in range(10_000)])
     log.start_reading(Collector())
-    wait_until(lambda: log.progress().caught_up)
+    until(lambda: log.progress().caught_up, "the replay to catch up")
     asked: set[int] = set()
 
     def floor(partition: int) -> int | None:
@@ -756,7 +749,7 @@ def test_damage_found_while_reading_stops_the_reader_and_progress_reports_it(dat
             f.write(random.Random(2).randbytes(40 * 4096))
         offsets_log.start_reading(Collector())
 
-        wait_until(lambda: offsets_log.progress().error is not None, what="the reader to report the damage")
+        until(lambda: offsets_log.progress().error is not None, "the reader to report the damage")
         progress = offsets_log.progress()
         assert progress.error is not None and "became unreadable while reading: it is corrupt" in progress.error
         assert not progress.caught_up, "a log that stopped on damage never reports ready"
@@ -780,7 +773,7 @@ def test_requests_are_answered_only_once_the_replay_reached_the_end(data_dir: Pa
         with pytest.raises(NotReady, match=r"has not been read to the end yet \(0 records read;"):
             checks.ensure_ready()
         offsets_log.start_reading(Collector())
-        wait_until(lambda: offsets_log.progress().caught_up, what="the replay to reach the end")
+        until(lambda: offsets_log.progress().caught_up, "the replay to reach the end")
         assert offsets_log.serving()
         checks.ensure_ready()
     finally:
