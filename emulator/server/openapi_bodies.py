@@ -64,6 +64,9 @@ class NotReadyBody(TypedDict):
     positions: dict[str, int]
     end_offsets: dict[str, int]
     connect_cluster: NotRequired[dict[str, Any]]
+    unreachable: NotRequired[str]
+    starting: NotRequired[bool]
+    """True while the log cannot be opened yet (``emulator.server.starting``): nothing read so far."""
 
 
 class HistoryPage(TypedDict):

@@ -2,6 +2,8 @@
 
 The HTTP server starts at once so orchestrators can probe ``/readyz`` (503 with progress) while
 the log is replayed; offset reads answer 503 until replay reached the end, never partial state.
+While the log itself cannot be opened yet (a cluster that does not answer), the port answers too,
+saying why (``emulator.server.starting``).
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import socket
 import ssl
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -42,6 +45,7 @@ from emulator.server.options import SettingsError
 from emulator.server.runtime import Runtime
 from emulator.server.settings import Settings
 from emulator.server.sink_lag import SinkLag, cluster_sinks
+from emulator.server.starting import StartingApp, Startup, open_answering
 from emulator.server.worker_config import exactly_once_source
 from emulator.service.checks import ConnectorChecks
 from emulator.service.claims import ClaimsService
@@ -66,9 +70,11 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-def build_log(settings: Settings, eos: ExactlyOnceSource = DISABLED) -> OffsetLog:
+def build_log(
+    settings: Settings, eos: ExactlyOnceSource = DISABLED, on_startup_wait: Callable[[str], None] | None = None
+) -> OffsetLog:
     """The worker's offsets topic (read ``read_committed`` with exactly-once source support, as Connect
-    forces it), or the embedded log."""
+    forces it), or the embedded log; ``on_startup_wait`` hears why its ``open`` waits."""
     if settings.embedded:
         from emulator.logs.embedded.offsets_log import EmbeddedOffsetLog
 
@@ -78,6 +84,7 @@ def build_log(settings: Settings, eos: ExactlyOnceSource = DISABLED) -> OffsetLo
             name=settings.offsets_topic,
             compaction_interval_s=settings.compaction_interval_s,
             startup_timeout_s=settings.startup_timeout_s,
+            on_startup_wait=on_startup_wait,
         )
     from emulator.logs.kafka.offsets_log import KafkaOffsetLog
 
@@ -92,15 +99,19 @@ def build_log(settings: Settings, eos: ExactlyOnceSource = DISABLED) -> OffsetLo
         claims_topic=settings.claims_topic,
         startup_timeout_s=settings.startup_timeout_s,
         tail_fetch_wait_ms=settings.tail_fetch_wait_ms,
+        on_startup_wait=on_startup_wait,
     )
 
 
-def build_runtime(settings: Settings, origins: OriginRegistry | None = None) -> Runtime:
+def build_runtime(settings: Settings, origins: OriginRegistry | None = None, startup: Startup | None = None) -> Runtime:
     """``origins`` (history on): the services append through ``TrackedLog`` so that the archive can
-    tell the daemon's own records from Connect's."""
+    tell the daemon's own records from Connect's. ``startup`` hears each step, and why one waits."""
+    startup = startup or Startup()
     eos = exactly_once_source(settings)
-    offset_log = build_log(settings, eos)
+    offset_log = build_log(settings, eos, startup.wait)
+    startup.begin(f"opening the offsets log {offset_log.description}")
     offset_log.open()
+    startup.begin("opening the Connect cluster's topics")
     cluster, sinks = build_cluster(settings, eos)
     topics = None
     if cluster is not None and settings.bootstrap_servers is not None:
@@ -382,6 +393,46 @@ def close_runtime(runtime: Runtime, history: HistoryArchive | None) -> None:
         history.close()
 
 
+def open_storage(
+    settings: Settings, origins: OriginRegistry | None, startup: Startup
+) -> tuple[Runtime, HistoryArchive | None]:
+    """The log, the Connect cluster's readers and the history archive, opened, and the replay
+    started (blocking for as long as the storage waits: ``serve`` runs it in a thread)."""
+    runtime = build_runtime(settings, origins, startup)
+    try:
+        startup.begin("opening the history archive")
+        history = build_history(settings, runtime, origins)
+        # The replay starts now, before the HTTP stack (FastAPI, pydantic, the routes: ~1 s of imports
+        # and app building on 2 cores) is imported and built, so that the two overlap: a restore's
+        # wall time is mostly waiting for the broker (benchmarks/RESULTS.md, "Issue 12 targets").
+        start_reading(runtime)
+    except BaseException:
+        close_runtime(runtime, None)
+        raise
+    return runtime, history
+
+
+def starting_config(
+    app: StartingApp, settings: Settings, tls: dict[str, Any], protocol: type[Any], connections: int
+) -> uvicorn.Config:
+    """The server that answers while the storage opens: the daemon's TLS and connection limits, no
+    lifespan, and uvicorn's own start and stop lines left out (``serve`` and ``open_answering`` say when the
+    port starts answering for the storage and when the daemon's app takes over)."""
+    from emulator.server.errors import raw_error_response  # the web framework, as in connection_guard
+
+    guard = ConnectionGuard(connections, settings.header_timeout_s, raw_error_response)
+    return uvicorn.Config(
+        app,
+        log_level="warning",
+        access_log=False,
+        lifespan="off",
+        log_config=None,
+        http=guarded_protocol(guard, protocol),
+        timeout_graceful_shutdown=2,
+        **tls,
+    )
+
+
 def serve(settings: Settings) -> None:
     """Open the storage, bind the port, then serve until stopped.
 
@@ -396,17 +447,29 @@ def serve(settings: Settings) -> None:
     clear_url_file(settings.url_file)
     security = build_security(settings)
     tls = tls_options(settings, security)
+    protocol = tls.pop("http", HttpToolsProtocol)  # h11's, with client certificates (auth.tls)
+    connections = fit_descriptor_limit(settings.max_connections)
     origins = OriginRegistry() if settings.history else None
-    runtime = build_runtime(settings, origins)
-    history: HistoryArchive | None = None
+    startup = Startup()
+
+    def listen_while_opening() -> socket.socket:
+        sock = listen(settings.host, settings.port)
+        scheme = "https" if security.tls else "http"
+        log.warning(
+            "listening on %s while the storage opens; not ready until then: %s", url_of(sock, scheme), startup.reason()
+        )
+        return sock
+
+    (runtime, history), bound = open_answering(
+        lambda: open_storage(settings, origins, startup),
+        listen_while_opening,
+        lambda app: starting_config(app, settings, tls, protocol, connections),
+        startup,
+        show_reason=not security.authenticator.mechanisms(),
+    )
     stop_metrics: Callable[[], None] | None = None
     try:
-        history = build_history(settings, runtime, origins)
-        # The replay starts now, before the HTTP stack (FastAPI, pydantic, the routes: ~1 s of imports
-        # and app building on 2 cores) is imported and built, so that the two overlap: a restore's
-        # wall time is mostly waiting for the broker (benchmarks/RESULTS.md, "Issue 12 targets").
-        start_reading(runtime)
-        sock = listen(settings.host, settings.port)
+        sock = bound or listen(settings.host, settings.port)
         observability = build_observability(settings, runtime)
         app = make_app(
             runtime, history, security, observability, settings.max_body_bytes, reading_started=True, freeze_heap=True
@@ -430,8 +493,7 @@ def serve(settings: Settings) -> None:
     if stop_metrics is not None:
         log.info("Prometheus metrics on http://%s:%d/metrics", settings.host, settings.metrics_port)
     # log_config=None: uvicorn's lines go through our handler (and --log-format) like every other log.
-    guard = connection_guard(settings, app.state.metrics)
-    protocol = tls.pop("http", HttpToolsProtocol)  # h11's, with client certificates (auth.tls)
+    guard = connection_guard(settings, app.state.metrics, connections)
     config = uvicorn.Config(
         app,
         log_level=settings.log_level.lower(),
@@ -453,12 +515,13 @@ def serve(settings: Settings) -> None:
             stop_metrics()
 
 
-def connection_guard(settings: Settings, metrics: Metrics) -> ConnectionGuard:
-    """The limits on connections (``emulator.server.connections``), counted in ``metrics``."""
+def connection_guard(settings: Settings, metrics: Metrics, max_connections: int) -> ConnectionGuard:
+    """The limits on connections (``emulator.server.connections``; ``max_connections`` as
+    ``fit_descriptor_limit`` fitted it), counted in ``metrics``."""
     from emulator.server.errors import raw_error_response  # the web framework: imported once the app is built
 
     guard = ConnectionGuard(
-        fit_descriptor_limit(settings.max_connections),
+        max_connections,
         settings.header_timeout_s,
         raw_error_response,
         lambda reason: metrics.connections_closed.labels(reason).inc(),

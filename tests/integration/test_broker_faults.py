@@ -32,6 +32,8 @@ from emulator.client.http import Auth, OffsetsClient
 from emulator.codec.keys import encode_key
 from tests.fixtures.broker import TansuBroker, _resolve_tansu
 from tests.fixtures.daemon import DaemonFactory, DaemonProcess, free_port
+from tests.fixtures.processes import kill_process, spawn_tansu, wait_ready
+from tests.fixtures.waits import until
 from tests.integration.raw_log import read_topic
 
 pytestmark = pytest.mark.kafka
@@ -308,10 +310,57 @@ def test_serve_names_an_unreachable_broker_at_once_and_gives_up_when_asked(tmp_p
     finally:
         keeps_trying.send_signal(signal.SIGTERM)
         try:
-            keeps_trying.wait(10)
+            ended = keeps_trying.wait(10)
         except subprocess.TimeoutExpired:
             keeps_trying.kill()
             keeps_trying.wait(10)
+            raise AssertionError("SIGTERM did not stop a daemon waiting for its broker within 10 s") from None
+    assert ended == -signal.SIGTERM, f"ended by {ended}, not by the SIGTERM it was sent"
+
+
+@pytest.mark.slow
+def test_the_port_answers_while_the_broker_is_unreachable_and_the_daemon_serves_once_it_comes(
+    tmp_path: Path, daemon_factory: DaemonFactory
+) -> None:
+    """Waiting for a cluster at start-up, the daemon is alive (``/healthz`` 200: a liveness probe must
+    not restart it for its broker's absence) and says why it is not ready; once the broker answers,
+    the daemon's own app takes over the port and serves, without a restart."""
+    bootstrap = f"127.0.0.1:{free_port()}"
+    topic = f"late-broker-{uuid.uuid4().hex[:8]}"
+    daemon = daemon_factory("--bootstrap-servers", bootstrap, "--offsets-topic", topic, wait_ready=False)
+    ready = httpx.get(f"{daemon.url}/readyz", timeout=5)
+    assert ready.status_code == 503, ready.text
+    assert ready.json()["starting"] is True and ready.json()["error_code"] == 503
+    assert f"opening the offsets log kafka://{bootstrap}/{topic}" in ready.json()["unreachable"]
+    # the first metadata request fails after 2 s; from then on the reason names what failed
+    until(
+        lambda: f"cannot reach the Kafka cluster at {bootstrap}" in httpx.get(f"{daemon.url}/readyz").json()["message"],
+        "/readyz named the unreachable cluster",
+    )
+    write = httpx.patch(f"{daemon.url}/connectors/late/offsets?create=true", json={"offsets": []}, timeout=5)
+    assert (write.status_code, write.headers["x-connect-offsets-error"], write.headers["retry-after"]) == (
+        503,
+        "not_ready",
+        "1",
+    )
+    assert "the daemon is starting" in write.json()["message"]
+
+    port = int(bootstrap.rsplit(":", 1)[1])
+    broker = spawn_tansu(_resolve_tansu(), tmp_path / "tansu.log", port, port)
+    try:
+        problem = wait_ready(broker, bootstrap)
+        if problem is not None:
+            pytest.skip(f"could not start a broker on the port the daemon waits for ({problem}); another took it")
+        daemon.wait_until("/readyz", 60)
+        body = {"offsets": [{"partition": PARTITION, "offset": {"position": 3}}]}
+        assert (
+            httpx.patch(f"{daemon.url}/connectors/late/offsets?create=true", json=body, timeout=10).status_code == 200
+        )
+        assert httpx.get(f"{daemon.url}/connectors/late/offsets", timeout=10).json() == body
+        assert "storage opened after" in daemon.log_tail(40)
+    finally:
+        daemon.stop()
+        kill_process(broker)
 
 
 @pytest.mark.slow

@@ -310,7 +310,7 @@ def test_a_full_disk_at_start_is_waited_for_as_a_cluster_that_does_not_answer(
         )
 
         waiting = DaemonProcess(["--data-dir", str(data), "--no-history"], free_port(), tmp_path / "waiting.log")
-        starter = threading.Thread(target=waiting.start, kwargs={"timeout_s": 60.0})  # it listens once opened
+        starter = threading.Thread(target=waiting.start, kwargs={"timeout_s": 60.0})  # returns once ready
         starter.start()
         try:
             until(
@@ -318,6 +318,11 @@ def test_a_full_disk_at_start_is_waited_for_as_a_cluster_that_does_not_answer(
                 "the wait said",
                 20,
             )
+            # Meanwhile the port answers: alive, and not ready with the reason (emulator.server.starting).
+            until(lambda: _answers(f"{waiting.url}/healthz") == 200, "/healthz answered while the log waits", 10)
+            waiting_ready = httpx.get(f"{waiting.url}/readyz", timeout=5)
+            assert waiting_ready.status_code == 503 and waiting_ready.json()["starting"] is True
+            assert "the file system holding it has no space left" in waiting_ready.json()["unreachable"]
             filler.unlink()
             starter.join(60)
             offsets = httpx.get(f"{waiting.url}/connectors/kept/offsets", timeout=10).json()["offsets"]
@@ -326,3 +331,11 @@ def test_a_full_disk_at_start_is_waited_for_as_a_cluster_that_does_not_answer(
         finally:
             starter.join(60)
             waiting.stop()
+
+
+def _answers(url: str) -> int | None:
+    """The status ``url`` answers with, or None while nothing listens."""
+    try:
+        return httpx.get(url, timeout=2).status_code
+    except httpx.TransportError:
+        return None

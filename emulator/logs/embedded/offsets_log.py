@@ -91,6 +91,7 @@ class EmbeddedOffsetLog(OffsetLog):
         compaction_interval_s: float | None = None,
         compaction_min_records: int = MIN_RECORDS,
         startup_timeout_s: float | None = None,
+        on_startup_wait: Callable[[str], None] | None = None,
     ) -> None:
         if not _TOPIC_NAME.fullmatch(name) or name in {".", ".."}:
             raise LogConfigError(
@@ -113,6 +114,7 @@ class EmbeddedOffsetLog(OffsetLog):
         )
         self._stalled_commit_s = stalled_commit_s
         self._startup_timeout_s = startup_timeout_s
+        self._on_startup_wait = on_startup_wait
         self._closed = False
         self._keep_floors: list[Callable[[int], int | None]] = []
         self._own_writes = OwnWrites()
@@ -188,6 +190,10 @@ class EmbeddedOffsetLog(OffsetLog):
         reported_at: float | None = None
         while (conn := self._open_once()) is None:
             waited = time.monotonic() - started
+            if self._on_startup_wait is not None:
+                self._on_startup_wait(
+                    f"{self._file.path} cannot be opened: the file system holding it has no space left"
+                )
             if self._startup_timeout_s is not None and waited >= self._startup_timeout_s:
                 raise LogConfigError(
                     f"embedded offsets log {self._file.path} cannot be opened within {self._startup_timeout_s:g} s "

@@ -12,7 +12,7 @@ import dataclasses
 import logging
 import threading
 import time
-from collections.abc import Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from concurrent.futures import Future
 
 from confluent_kafka.admin import AdminClient
@@ -62,9 +62,11 @@ class KafkaOffsetLog(OffsetLog):
         startup_timeout_s: float | None = None,
         claims: bool = True,
         tail_fetch_wait_ms: str = DEFAULT_TAIL_FETCH_WAIT_MS,
+        on_startup_wait: Callable[[str], None] | None = None,
     ) -> None:
         """``startup_timeout_s``: how long ``open`` waits for the cluster to answer at all (None: as
-        long as it takes, with a progress line every few seconds). ``claims=False``: no claims and no
+        long as it takes, with a progress line every few seconds); ``on_startup_wait`` hears why,
+        at every attempt. ``claims=False``: no claims and no
         broker watch (a connector's own offsets topic: claims live with the worker's topic).
         ``tail_fetch_wait_ms``: the tailing readers' fetch wait (``DEFAULT_TAIL_FETCH_WAIT_MS``)."""
         if not topic or not topic.strip():
@@ -85,6 +87,7 @@ class KafkaOffsetLog(OffsetLog):
         self._refresh_s = metadata_refresh_s
         self._consume_batch = consume_batch
         self._startup_timeout_s = startup_timeout_s
+        self._on_startup_wait = on_startup_wait
         self._errors = LastError(f"kafka://{bootstrap_servers}/{topic}", log)
         self._write_timings = WriteTimings(self._errors.description, "the broker's acknowledgement")
         self._writer = OffsetsWriter(
@@ -169,7 +172,9 @@ class KafkaOffsetLog(OffsetLog):
             if self._opened:
                 return
         admin = self._clients.create("admin", AdminClient, error_cb=self._client_error("admin"))
-        wait_for_cluster(admin, self._clients.bootstrap, self._spec.name, self._startup_timeout_s)
+        wait_for_cluster(
+            admin, self._clients.bootstrap, self._spec.name, self._startup_timeout_s, self._on_startup_wait
+        )
         ensure_topic(admin, self._spec, self._timeout_s)
         count = wait_for_partition_count(admin, self._spec.name, _METADATA_WAIT_S)
         with self._lock:

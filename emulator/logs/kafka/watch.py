@@ -134,7 +134,13 @@ class BrokerWatch:
 STARTUP_PROGRESS_S = 5.0
 
 
-def wait_for_cluster(admin: AdminClient, bootstrap: str, topic: str, timeout_s: float | None) -> None:
+def wait_for_cluster(
+    admin: AdminClient,
+    bootstrap: str,
+    topic: str,
+    timeout_s: float | None,
+    on_wait: Callable[[str], None] | None = None,
+) -> None:
     """Return once the cluster answers a metadata request; say so at once when it does not.
 
     Without this, a daemon pointed at a cluster that is down (or at a wrong address) said nothing
@@ -142,6 +148,8 @@ def wait_for_cluster(admin: AdminClient, bootstrap: str, topic: str, timeout_s: 
     line names the bootstrap servers within ``PROBE_TIMEOUT_S``, a progress line follows every
     ``STARTUP_PROGRESS_S``, and with ``timeout_s`` (``--startup-timeout``) it gives up with
     ``LogConfigError`` (the command line prints it and exits) instead of waiting for ever.
+    ``on_wait`` hears every failed attempt's reason, for the daemon's answers while it starts
+    (``emulator.server.starting``).
     """
     started = time.monotonic()
     reported_at: float | None = None
@@ -155,6 +163,8 @@ def wait_for_cluster(admin: AdminClient, bootstrap: str, topic: str, timeout_s: 
                 log.warning("reached the Kafka cluster at %s after %.1f s", bootstrap, time.monotonic() - started)
             return
         waited = time.monotonic() - started
+        if on_wait is not None:
+            on_wait(f"cannot reach the Kafka cluster at {bootstrap} (--bootstrap-servers): {why}")
         if timeout_s is not None and waited >= timeout_s:
             raise LogConfigError(
                 f"cannot reach the Kafka cluster at {bootstrap} (--bootstrap-servers) within {timeout_s:g} s "
