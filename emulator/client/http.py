@@ -34,6 +34,7 @@ from urllib.parse import quote
 import httpx
 
 from emulator.client.credentials import Credentials, default_credentials, redact
+from emulator.model.errors import ERROR_HEADER
 
 DEFAULT_URL = "http://127.0.0.1:8081"
 
@@ -44,10 +45,6 @@ class ClientError(Exception):
 
 class DaemonUnavailable(ClientError):
     """Nothing answered at the URL (daemon down, wrong URL, network)."""
-
-
-ERROR_HEADER = "X-Connect-Offsets-Error"
-"""Names what went wrong (``not_stopped``, ``fenced``, ...); Connect's body stays ``{error_code, message}``."""
 
 
 class ApiError(ClientError):

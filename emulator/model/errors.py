@@ -19,6 +19,10 @@ from typing import TYPE_CHECKING, ClassVar
 if TYPE_CHECKING:
     from emulator.model.records import Position
 
+ERROR_HEADER = "X-Connect-Offsets-Error"
+"""The response header that carries an error's ``kind`` (``not_stopped``, ``fenced``, ...), beside
+Connect's body ``{error_code, message}``: the daemon sends it, the clients read it."""
+
 
 class OffsetsError(Exception):
     """Root of every error the emulator reports: the daemon's API, the CLI and the log layer."""

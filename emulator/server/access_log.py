@@ -26,10 +26,10 @@ from urllib.parse import parse_qs
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from emulator.model.audit import AuditEvent, current_audit
+from emulator.model.errors import ERROR_HEADER
 from emulator.model.foreground import FOREGROUND
 from emulator.model.principal import Principal, current_principal
 from emulator.server.audit import READ_METHODS, Auditor, is_dry_run, operation_of
-from emulator.server.errors import ERROR_HEADER
 from emulator.server.log_format import fields
 from emulator.server.metrics import UNMATCHED_ROUTE, Metrics
 

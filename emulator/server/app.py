@@ -15,13 +15,14 @@ from fastapi import Depends, FastAPI
 from starlette.middleware.cors import CORSMiddleware
 
 from emulator import __version__
+from emulator.model.errors import ERROR_HEADER
 from emulator.server.auth.config import Security
 from emulator.server.auth.guards import Guard, HostGuard
 from emulator.server.auth.policy import enforce
 from emulator.server.deps import Runtime
 from emulator.server.deps import runtime as runtime_dep
 from emulator.server.docs_pages import install_docs
-from emulator.server.errors import ERROR_HEADER, install_error_handlers
+from emulator.server.errors import install_error_handlers
 from emulator.server.hot_routes import HotRoutes, hot_routes_of
 from emulator.server.observability import Observability, install_observability
 from emulator.server.openapi import install_openapi

@@ -67,13 +67,11 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from emulator.model import errors
 from emulator.model.claims import Fenced
-from emulator.model.errors import OffsetsError
+from emulator.model.errors import ERROR_HEADER, OffsetsError
 from emulator.server.openapi import parameter_errors_message
 from emulator.server.routes.params import unrouted_connector_problem
 
 log = logging.getLogger(__name__)
-
-ERROR_HEADER = "X-Connect-Offsets-Error"
 
 STATUS: Mapping[type, int] = {
     errors.OffsetsError: 500,

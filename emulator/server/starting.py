@@ -32,6 +32,7 @@ from typing import Any, Generic, TypeVar, cast
 
 import uvicorn
 
+from emulator.model.errors import ERROR_HEADER, NotReady
 from emulator.server.auth.status import HIDDEN
 
 log = logging.getLogger(__name__)
@@ -52,6 +53,8 @@ NOTHING_READ: dict[str, Any] = {
     "end_offsets": {},
 }
 """``/readyz``'s progress fields before the log is open, so the answer has the documented shape."""
+
+_ERROR_HEADER = ERROR_HEADER.lower().encode("latin-1")
 
 Scope = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
@@ -106,7 +109,7 @@ class StartingApp:
             }
         else:
             body = {"error_code": 503, "message": f"Not ready: {reason}; retry shortly"}
-        await _send(send, 503, body, [(b"x-connect-offsets-error", b"not_ready"), (b"retry-after", b"1")])
+        await _send(send, 503, body, [(_ERROR_HEADER, NotReady.kind.encode()), (b"retry-after", b"1")])
 
 
 async def _send(send: Send, status: int, body: dict[str, Any], headers: list[tuple[bytes, bytes]]) -> None:
@@ -172,9 +175,10 @@ def open_answering(
             served.close()
         if not opening.done.is_set():  # the server ended without a signal to re-raise: stop as asked
             raise KeyboardInterrupt
-        log.info("storage opened after %.1f s; the daemon's app takes over the port", time.monotonic() - startup.since)
     if opening.error is not None:
         if sock is not None:
             sock.close()
         raise opening.error
+    if sock is not None:
+        log.info("storage opened after %.1f s; the daemon's app takes over the port", time.monotonic() - startup.since)
     return cast(T, opening.result), sock

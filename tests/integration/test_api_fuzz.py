@@ -35,7 +35,7 @@ from hypothesis import strategies as st
 from hypothesis.errors import Unsatisfiable
 from schemathesis import GenerationMode
 
-from emulator.client.http import ERROR_HEADER
+from emulator.model.errors import ERROR_HEADER
 from tests.fixtures.broker import TansuBroker
 from tests.fixtures.daemon import DaemonFactory, DaemonProcess
 

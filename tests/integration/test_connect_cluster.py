@@ -17,11 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from emulator.client.http import ERROR_HEADER
 from emulator.codec.murmur2 import partition_for
 from emulator.connect_cluster import ConnectCluster
 from emulator.model.connectors import not_found_message, not_stopped_message
-from emulator.model.errors import NotReady
+from emulator.model.errors import ERROR_HEADER, NotReady
 from emulator.service.results import ALTERED, RESET
 from tests.fixtures.broker import TANSU_TAIL_FETCH_WAIT_MS, TansuBroker
 from tests.fixtures.connect_cluster import (

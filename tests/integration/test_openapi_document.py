@@ -20,7 +20,7 @@ import pytest
 import schemathesis
 from schemathesis.specs.openapi.schemas import OpenApiSchema
 
-from emulator.client.http import ERROR_HEADER
+from emulator.model.errors import ERROR_HEADER
 from tests.fixtures.daemon import DaemonProcess
 from tests.integration.connect_helpers import unique
 
