@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from emulator.cli.common import EXIT_OK, EXIT_REFUSED, add_client_options, emit
-from emulator.client.http import OffsetsClient
+from emulator.client.http import NotReadyError, OffsetsClient
 
 
 def register(sub: Any) -> None:
@@ -25,8 +25,11 @@ def register(sub: Any) -> None:
 
 def run_status(args: argparse.Namespace) -> int:
     with OffsetsClient(args.settings.url) as client:
-        body = client.status()
         url = client.url
+        try:
+            body = client.status()
+        except NotReadyError as exc:  # its storage is not open yet: it answers, but has no status to give
+            body = {"ready": False, "error_code": exc.status, "message": exc.message}
     emit(args, body, lambda: status_text(url, body))
     return EXIT_OK if body.get("ready") else EXIT_REFUSED
 
@@ -35,7 +38,7 @@ def status_text(url: str, status: Mapping[str, Any]) -> str:
     """The lines an operator reads; a part the daemon did not report (an older daemon, another
     backend) is left out rather than shown as zero."""
     lines = [f"{url}: {'ready' if status.get('ready') else 'NOT READY'}"]
-    why = status.get("unreachable") or status.get("error")
+    why = status.get("unreachable") or status.get("error") or str(status.get("message", "")).removeprefix("Not ready: ")
     if why:
         lines.append(f"  why: {why}")
     rows = [

@@ -31,6 +31,7 @@ import pytest
 from emulator.client.http import Auth, OffsetsClient
 from emulator.codec.keys import encode_key
 from tests.fixtures.broker import TansuBroker, _resolve_tansu
+from tests.fixtures.cli import run_cli
 from tests.fixtures.daemon import DaemonFactory, DaemonProcess, free_port
 from tests.fixtures.processes import kill_process, spawn_tansu, wait_ready
 from tests.fixtures.waits import until
@@ -344,6 +345,12 @@ def test_the_port_answers_while_the_broker_is_unreachable_and_the_daemon_serves_
         "1",
     )
     assert "the daemon is starting" in write.json()["message"]
+    status = run_cli("status", "--url", daemon.url)
+    assert status.returncode == 1, status.stderr
+    first, why = status.stdout.splitlines()[:2]
+    assert first == f"{daemon.url}: NOT READY", status.stdout
+    assert why.startswith("  why: the daemon is starting: opening the offsets log"), status.stdout
+    assert f"cannot reach the Kafka cluster at {bootstrap}" in why, status.stdout
 
     port = int(bootstrap.rsplit(":", 1)[1])
     broker = spawn_tansu(_resolve_tansu(), tmp_path / "tansu.log", port, port)
