@@ -11,6 +11,12 @@ explicitly (``checkpoints={name_or_id: dir}``, e.g. under Spark Connect). Withou
 checkpoint the listener falls back to the progress events' ``endOffset`` (also never ahead of a
 completed batch, but a driver crash can lose the last event). Events arrive asynchronously: use
 ``wait_for_termination(query)`` after ``query.stop()`` before handing over to Connect.
+
+The termination's publish is the handover itself, so it does not give up at the first refusal: a
+daemon that is restarting (nothing listens, or it is still reading its log) is asked again for
+``termination_retry_s``. If it still fails, ``wait_for_termination`` raises ``HandoffError`` naming
+the ``spark-handoff`` command that publishes the same batch from the checkpoint — a connector
+started after a silent failure would repeat what Spark already processed.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -25,12 +32,18 @@ from pyspark.sql import SparkSession
 from pyspark.sql.streaming.listener import StreamingQueryListener
 
 from emulator.client.credentials import Credentials
-from emulator.client.http import DEFAULT_URL, ClientError
+from emulator.client.http import DEFAULT_URL, ClientError, DaemonUnavailable, NotReadyError
 from emulator.spark.checkpoint import CheckpointError, latest_completed_batch
 from emulator.spark.committer import CommitOutcome, DaemonOffsets, SinkOffsetsUnsupported
 from emulator.spark.handoff import CommitTarget, HandoffError, publish
 
 log = logging.getLogger(__name__)
+
+_RETRY_PAUSE_S = 0.5
+
+TERMINATION_RETRY_S = 30.0
+"""How long the termination's publish keeps asking a daemon that cannot answer now (restarting,
+reading its log): long enough for a daemon restart, within ``wait_for_termination``'s 60 s."""
 
 
 class ListenerCommitter(StreamingQueryListener):
@@ -66,6 +79,9 @@ class ListenerCommitter(StreamingQueryListener):
         self._client: DaemonOffsets | None = None
         self.outcomes: list[CommitOutcome] = []
         self.errors: list[str] = []
+        self.termination_retry_s = TERMINATION_RETRY_S
+        self._unpublished: dict[str, str] = {}
+        """Per query: why its termination's batch was not published (``wait_for_termination`` raises it)."""
 
     # -- listener callbacks (listener bus thread; never raise) ---------------------------------
     def onQueryStarted(self, event: Any) -> None:
@@ -90,7 +106,10 @@ class ListenerCommitter(StreamingQueryListener):
     def onQueryTerminated(self, event: Any) -> None:
         query_id = str(event.id)
         try:
-            self._guarded(query_id, "termination")
+            failure = self._guarded(query_id, "termination", retry_for_s=self.termination_retry_s)
+            if failure is not None:
+                with self._lock:
+                    self._unpublished[query_id] = failure
         finally:
             with self._lock:
                 done = self._terminated.setdefault(query_id, threading.Event())
@@ -98,26 +117,50 @@ class ListenerCommitter(StreamingQueryListener):
 
     # -- public helpers ------------------------------------------------------------------------
     def wait_for_termination(self, query: Any, timeout_s: float = 60.0) -> bool:
-        """Block until the termination of ``query`` (a StreamingQuery or its id) has been published."""
+        """Block until the termination of ``query`` (a StreamingQuery or its id) has been published;
+        False if the termination event did not come within ``timeout_s``. Raises ``HandoffError``
+        when it came but its batch could not be published (the message says how to publish it)."""
         query_id = str(getattr(query, "id", query))
         with self._lock:
             done = self._terminated.setdefault(query_id, threading.Event())
-        return done.wait(timeout_s)
+        if not done.wait(timeout_s):
+            return False
+        with self._lock:
+            failure = self._unpublished.get(query_id)
+            checkpoint = self._checkpoint.get(query_id)
+        if failure is not None:
+            where = f"--checkpoint {checkpoint}" if checkpoint else "--checkpoint <the query's checkpointLocation>"
+            raise HandoffError(
+                f"{failure}. The connector would repeat what this query processed: before starting it, publish the "
+                f"last batch with `connect-offsets spark-handoff {where} --connector NAME` (per connector and "
+                "source index: docs/spark.md, spark-handoff)"
+            )
+        return True
 
     # -- internals -----------------------------------------------------------------------------
-    def _guarded(self, query_id: str, why: str) -> None:
-        try:
-            self._publish(query_id)
-        except (ClientError, CheckpointError, HandoffError, SinkOffsetsUnsupported, OSError) as exc:
-            message = f"query {query_id}: publishing offsets on {why} failed: {exc}"
-            log.warning(message)
+    def _guarded(self, query_id: str, why: str, retry_for_s: float = 0.0) -> str | None:
+        """Publish; None when done, else what failed (logged and kept in ``errors``). A daemon that
+        cannot answer now is asked again, 0.5 s apart, for ``retry_for_s``: the publish carries a
+        commit sequence, so a repeat is applied at most once."""
+        give_up_at = time.monotonic() + retry_for_s
+        while True:
+            try:
+                self._publish(query_id)
+                return None
+            except (ClientError, CheckpointError, HandoffError, SinkOffsetsUnsupported, OSError) as exc:
+                now_unable = isinstance(exc, (DaemonUnavailable, NotReadyError))
+                if now_unable and time.monotonic() + _RETRY_PAUSE_S < give_up_at:
+                    log.info("query %s: the daemon cannot take the offsets now (%s); asking again", query_id, exc)
+                    time.sleep(_RETRY_PAUSE_S)
+                    continue
+                message = f"query {query_id}: publishing offsets on {why} failed: {exc}"
+                log.warning(message)
+            except Exception as exc:  # a listener must not take the listener bus down
+                message = f"query {query_id}: unexpected error publishing offsets on {why}: {exc!r}"
+                log.exception(message)
             with self._lock:
                 self.errors.append(message)
-        except Exception as exc:  # a listener must not take the listener bus down
-            message = f"query {query_id}: unexpected error publishing offsets on {why}: {exc!r}"
-            log.exception(message)
-            with self._lock:
-                self.errors.append(message)
+            return message
 
     def _daemon(self) -> DaemonOffsets:
         """One keep-alive connection for the listener's lifetime (events arrive on one thread)."""

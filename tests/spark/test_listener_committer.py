@@ -10,6 +10,7 @@ consumer group on the broker.
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -18,8 +19,9 @@ from confluent_kafka import Consumer, TopicPartition
 
 from emulator.spark import CommitTarget, ListenerCommitter
 from emulator.spark.committer import DaemonOffsets, SinkOffsetsUnsupported
+from emulator.spark.handoff import HandoffError
 from tests.fixtures.broker import TansuBroker
-from tests.fixtures.daemon import DaemonProcess, KafkaDaemon
+from tests.fixtures.daemon import DaemonFactory, DaemonProcess, KafkaDaemon
 from tests.spark.helpers import unique
 from tests.spark.probe_source import KafkaShapedSource
 
@@ -104,3 +106,72 @@ def test_kind_sink_commits_to_the_connectors_consumer_group(
     finally:
         group.close()
     assert [(tp.partition, tp.offset) for tp in committed] == [(0, 4), (1, 2)]
+
+
+def _two_batches_the_second_while_the_daemon_is_down(
+    spark: SparkSession, daemon: DaemonProcess, committer: ListenerCommitter, folder: Path, checkpoint: Path
+) -> Any:
+    """Two batches; the daemon stops between them (the listener's events are asynchronous: batch 0's
+    progress may or may not have reached it), so only the termination can hand batch 1 over.
+    Returns the stopped query."""
+    (folder / "a.txt").write_text("x\n")
+    query = (
+        spark.readStream.format("text")
+        .load(str(folder))
+        .writeStream.format("noop")
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(processingTime="200 milliseconds")
+        .start()
+    )
+    query.processAllAvailable()
+    daemon.stop()
+    (folder / "b.txt").write_text("y\n")
+    query.processAllAvailable()
+    query.stop()
+    return query
+
+
+def test_a_termination_the_daemon_cannot_take_is_an_error_naming_spark_handoff(
+    spark: SparkSession, daemon_factory: DaemonFactory, tmp_path: Path
+) -> None:
+    folder, checkpoint = tmp_path / "in", tmp_path / "cp"
+    folder.mkdir()
+    daemon = daemon_factory()
+    connector = unique("spark-down")
+    committer = ListenerCommitter(spark, url=daemon.url, targets=[CommitTarget(0, connector)])
+    committer.termination_retry_s = 1.0  # the daemon stays down: no need to wait the default 30 s
+    spark.streams.addListener(committer)
+    try:
+        query = _two_batches_the_second_while_the_daemon_is_down(spark, daemon, committer, folder, checkpoint)
+        with pytest.raises(HandoffError) as raised:
+            committer.wait_for_termination(query, 60)
+    finally:
+        spark.streams.removeListener(committer)
+    message = str(raised.value)
+    assert "publishing offsets on termination failed: cannot reach the connect-offsets daemon" in message, message
+    assert "connect-offsets spark-handoff --checkpoint " in message and str(checkpoint) in message, message
+
+
+def test_a_daemon_restarting_at_the_termination_gets_the_last_batch(
+    spark: SparkSession, daemon_factory: DaemonFactory, tmp_path: Path
+) -> None:
+    folder, checkpoint, data = tmp_path / "in", tmp_path / "cp", tmp_path / "data"
+    folder.mkdir()
+    daemon = daemon_factory("--data-dir", str(data))
+    connector = unique("spark-restart")
+    committer = ListenerCommitter(spark, url=daemon.url, targets=[CommitTarget(0, connector)])
+    spark.streams.addListener(committer)
+    restarted: list[DaemonProcess] = []
+    try:
+        query = _two_batches_the_second_while_the_daemon_is_down(spark, daemon, committer, folder, checkpoint)
+        time.sleep(1.0)  # the termination's publish has met a closed port by now
+        restarted.append(daemon_factory("--data-dir", str(data), port=daemon.port))
+        assert committer.wait_for_termination(query, 60)
+    finally:
+        spark.streams.removeListener(committer)
+    last = json.loads((checkpoint / "offsets" / "1").read_text().splitlines()[-1])
+    assert restarted[0].client().offsets(connector) == [
+        {"partition": {"spark_source": 0}, "offset": {"logOffset": last["logOffset"]}}
+    ]
+    assert any("publishing offsets on progress failed" in e for e in committer.errors), committer.errors
+    assert not any("on termination" in e for e in committer.errors), committer.errors
