@@ -19,6 +19,8 @@ from emulator.server.options import HTTP_URL, OPTIONAL_TEXT, SettingsError, add_
 EXIT_OK, EXIT_REFUSED, EXIT_USAGE, EXIT_UNREACHABLE = 0, 1, 2, 3
 EXIT_CLOSED_PIPE = 141
 """128 + SIGPIPE: what a shell reports for a command whose reader went away (``… | head``)."""
+EXIT_INTERRUPTED = 130
+"""128 + SIGINT: Ctrl-C, reported as a shell reports it, without a Python traceback."""
 
 CONNECTION = "connection to the daemon"
 

@@ -21,6 +21,7 @@ from typing import Any
 
 from emulator.cli.common import (
     EXIT_CLOSED_PIPE,
+    EXIT_INTERRUPTED,
     EXIT_REFUSED,
     EXIT_UNREACHABLE,
     EXIT_USAGE,
@@ -99,6 +100,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _run(args)
     except BrokenPipeError:
         return _closed_pipe()
+    except KeyboardInterrupt:  # Ctrl-C: ``serve`` has shut down by then (uvicorn re-raises it after)
+        print("interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
 
 
 def chosen(parser: argparse.ArgumentParser, args: argparse.Namespace) -> argparse.ArgumentParser:

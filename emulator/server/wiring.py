@@ -438,10 +438,11 @@ def serve(settings: Settings) -> None:
 
     Storage first: its errors are the more telling ones (a damaged log matters more than a busy
     port) — unless opening it takes more than ``starting.GRACE_S``: then the port is bound and
-    answers for the storage meanwhile (``emulator.server.starting``). The port is bound here, not by uvicorn, so that a port in use is a ``ListenError``
-    the command line prints, rather than a log record followed by an exit. Once ready, the URL
-    (with the port the system picked for ``--port 0``) is printed on stdout and written to
-    ``--url-file`` (``emulator.server.announce``); a stale URL file is removed before anything else.
+    answers for the storage meanwhile (``emulator.server.starting``). The port is bound here, not
+    by uvicorn, so that a port in use is a ``ListenError`` the command line prints, rather than a
+    log record followed by an exit. Once ready, the URL (with the port the system picked for
+    ``--port 0``) is printed on stdout and written to ``--url-file`` (``emulator.server.announce``);
+    a stale URL file is removed before anything else.
     """
     configure_logging(settings.log_level, settings.log_format)
     collect_young_less_often()  # from the start: the replay allocates too
