@@ -37,7 +37,7 @@ log_config_error         500    the log's storage cannot be used as configured
 store_unavailable        500    a connector's own offsets topic cannot be served (another Kafka cluster)
 log_write_error          500    the log did not acknowledge a write
 internal_error           500    anything else (a bug: the message names the exception)
-not_ready                503    the log has not been read to its end yet (retry shortly)
+not_ready                503    the log is not read to its end yet, or not open yet (start-up); retry shortly
 log_timeout              503    the log did not answer within --write-timeout; nothing was written
 write_outcome_unknown    503    the write was not acknowledged within --write-timeout and may still land
 too_many_connections     503    ``--max-connections`` are open; this one is closed (retry shortly)
