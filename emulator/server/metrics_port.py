@@ -18,10 +18,9 @@ from socketserver import ThreadingMixIn
 from typing import Any
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
-from prometheus_client import make_wsgi_app
+from prometheus_client import CollectorRegistry, Gauge, make_wsgi_app
 
 from emulator.server.listen import ListenError
-from emulator.server.metrics import Metrics
 
 MAX_CONNECTIONS = 16
 
@@ -66,8 +65,11 @@ class _Server(ThreadingMixIn, WSGIServer):
             self.slots.release()
 
 
-def serve_metrics(metrics: Metrics, host: str, port: int, header_timeout_s: float = 10.0) -> Callable[[], None]:
-    """Serve ``metrics`` on ``host:port`` until the returned function is called.
+def serve_metrics(
+    registry: CollectorRegistry, host: str, port: int, header_timeout_s: float = 10.0
+) -> Callable[[], None]:
+    """Serve ``registry`` (the daemon's ``Metrics.registry``, or ``starting_registry()``) on
+    ``host:port`` until the returned function is called.
 
     Raises ``ListenError`` when the port cannot be bound, as the API's own port does."""
     handler = type("MetricsHandler", (_Handler,), {"timeout": header_timeout_s})
@@ -78,7 +80,7 @@ def serve_metrics(metrics: Metrics, host: str, port: int, header_timeout_s: floa
         {"address_family": family, "slots": threading.BoundedSemaphore(MAX_CONNECTIONS)},
     )
     try:
-        server: WSGIServer = make_server(host, port, make_wsgi_app(metrics.registry), server_class, handler)
+        server: WSGIServer = make_server(host, port, make_wsgi_app(registry), server_class, handler)
     except OSError as exc:
         raise ListenError(f"cannot serve metrics on {host}:{port} (--metrics-port): {exc.strerror or exc}") from exc
     thread = threading.Thread(target=server.serve_forever, name="metrics-port", daemon=True)
@@ -90,3 +92,15 @@ def serve_metrics(metrics: Metrics, host: str, port: int, header_timeout_s: floa
         thread.join(timeout=5.0)
 
     return stop
+
+
+def starting_registry() -> CollectorRegistry:
+    """What the metrics port says while the storage opens (``emulator.server.starting``): not ready.
+    A refused scrape would read as a daemon that is down; this one is up and says it cannot serve."""
+    registry = CollectorRegistry()
+    Gauge(
+        "connect_offsets_ready",
+        "1 when /readyz answers 200; 0 while the daemon starts: its offsets log cannot be opened yet",
+        registry=registry,
+    ).set(0)
+    return registry

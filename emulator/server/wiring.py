@@ -40,7 +40,7 @@ from emulator.server.connections import ConnectionGuard, fit_descriptor_limit, g
 from emulator.server.heap import CollectorPauses, collect_young_less_often, freeze_long_lived
 from emulator.server.listen import listen, url_of
 from emulator.server.log_format import configure_logging
-from emulator.server.metrics_port import serve_metrics
+from emulator.server.metrics_port import serve_metrics, starting_registry
 from emulator.server.options import SettingsError
 from emulator.server.runtime import Runtime
 from emulator.server.settings import Settings
@@ -454,22 +454,33 @@ def serve(settings: Settings) -> None:
     origins = OriginRegistry() if settings.history else None
     startup = Startup()
 
+    stop_metrics: Callable[[], None] | None = None
+
     def listen_while_opening() -> socket.socket:
+        nonlocal stop_metrics
         sock = listen(settings.host, settings.port)
         scheme = "https" if security.tls else "http"
         log.warning(
             "listening on %s while the storage opens; not ready until then: %s", url_of(sock, scheme), startup.reason()
         )
+        if settings.metrics_port is not None:
+            stop_metrics = serve_metrics(
+                starting_registry(), settings.host, settings.metrics_port, settings.header_timeout_s
+            )
         return sock
 
-    (runtime, history), bound = open_answering(
-        lambda: open_storage(settings, origins, startup),
-        listen_while_opening,
-        lambda app: starting_config(app, settings, tls, protocol, connections),
-        startup,
-        show_reason=not security.authenticator.mechanisms(),
-    )
-    stop_metrics: Callable[[], None] | None = None
+    try:
+        (runtime, history), bound = open_answering(
+            lambda: open_storage(settings, origins, startup),
+            listen_while_opening,
+            lambda app: starting_config(app, settings, tls, protocol, connections),
+            startup,
+            show_reason=not security.authenticator.mechanisms(),
+        )
+    finally:
+        if stop_metrics is not None:  # the starting one: the daemon's own takes the port below
+            stop_metrics()
+            stop_metrics = None
     try:
         sock = bound or listen(settings.host, settings.port)
         observability = build_observability(settings, runtime)
@@ -478,7 +489,7 @@ def serve(settings: Settings) -> None:
         )
         if settings.metrics_port is not None:
             stop_metrics = serve_metrics(
-                app.state.metrics, settings.host, settings.metrics_port, settings.header_timeout_s
+                app.state.metrics.registry, settings.host, settings.metrics_port, settings.header_timeout_s
             )
     except BaseException:
         close_runtime(runtime, history)

@@ -36,6 +36,7 @@ from tests.fixtures.daemon import DaemonFactory, DaemonProcess, free_port
 from tests.fixtures.processes import kill_process, spawn_tansu, wait_ready
 from tests.fixtures.waits import until
 from tests.integration.raw_log import read_topic
+from tests.integration.scrape import scrape, scrape_until
 
 pytestmark = pytest.mark.kafka
 
@@ -328,7 +329,17 @@ def test_the_port_answers_while_the_broker_is_unreachable_and_the_daemon_serves_
     the daemon's own app takes over the port and serves, without a restart."""
     bootstrap = f"127.0.0.1:{free_port()}"
     topic = f"late-broker-{uuid.uuid4().hex[:8]}"
-    daemon = daemon_factory("--bootstrap-servers", bootstrap, "--offsets-topic", topic, wait_ready=False)
+    metrics = f"http://127.0.0.1:{free_port()}"
+    daemon = daemon_factory(
+        "--bootstrap-servers",
+        bootstrap,
+        "--offsets-topic",
+        topic,
+        "--metrics-port",
+        metrics.rsplit(":", 1)[1],
+        wait_ready=False,
+    )
+    assert scrape(metrics).get("connect_offsets_ready") == 0, "the metrics port answers too: not ready"
     ready = httpx.get(f"{daemon.url}/readyz", timeout=5)
     assert ready.status_code == 503, ready.text
     assert ready.json()["starting"] is True and ready.json()["error_code"] == 503
@@ -359,6 +370,7 @@ def test_the_port_answers_while_the_broker_is_unreachable_and_the_daemon_serves_
         if problem is not None:
             pytest.skip(f"could not start a broker on the port the daemon waits for ({problem}); another took it")
         daemon.wait_until("/readyz", 60)
+        scrape_until(metrics, lambda samples: samples.get("connect_offsets_ready") == 1, "the daemon's own metrics")
         body = {"offsets": [{"partition": PARTITION, "offset": {"position": 3}}]}
         assert (
             httpx.patch(f"{daemon.url}/connectors/late/offsets?create=true", json=body, timeout=10).status_code == 200
