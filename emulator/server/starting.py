@@ -113,6 +113,8 @@ class StartingApp:
 
 
 async def _send(send: Send, status: int, body: dict[str, Any], headers: list[tuple[bytes, bytes]]) -> None:
+    """Raw ASGI rather than ``emulator.server.errors.error_response``: that module imports FastAPI, which
+    ``serve`` imports only once the storage is open (``tests/integration/test_serve_startup.py``)."""
     payload = json.dumps(body, separators=(",", ":")).encode()
     head = [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode()), *headers]
     await send({"type": "http.response.start", "status": status, "headers": head})
