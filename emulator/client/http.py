@@ -10,21 +10,27 @@ for people and is Connect's own. A daemon that does not send the header gets the
 implies (404, 409, 503), and a plain ``ApiError`` otherwise.
 
 Retries (``retry_for_s``, default 30 s; 0 turns them off): a 503 the daemon answered because the
-log did not answer in time is sent again after its ``Retry-After``, but only where sending it again
-cannot apply anything twice:
+log did not answer in time, or is not read yet, is sent again after its ``Retry-After``, but only
+where sending it again cannot apply anything twice:
 - ``log_timeout`` (nothing was written, or a fresh read did not get to the end),
   ``log_storage_refused`` (the embedded log's disk refused the write: nothing was written) and
-  ``too_many_connections`` (the daemon closed the connection before reading the request): any request;
+  ``too_many_connections`` (the daemon closed the connection before reading the request), and
+  ``not_ready`` when it carries ``Retry-After`` (the daemon is reading its log to its end, or opening
+  it; a ``not_ready`` without one, a log that cannot be read, is not retried): any request;
 - ``write_outcome_unknown`` (the write may still land): only reads and a PATCH carrying a commit
   sequence, which the daemon applies at most once; its answer then lists the partition under
   ``dropped`` ("N was already applied") if the first attempt landed. A DELETE, an import or an
   unsequenced PATCH is not retried: the caller gets ``NotReadyError`` with that ``kind`` and decides.
+
+A call that starts waiting logs one warning (logger ``emulator.client.http``) saying why and for how
+long. ``ready()`` asks ``/readyz``, which reports and never asks the client to wait.
 """
 
 from __future__ import annotations
 
 import asyncio
 import base64
+import logging
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -37,6 +43,8 @@ from emulator.client.credentials import Credentials, default_credentials, redact
 from emulator.model.errors import ERROR_HEADER
 
 DEFAULT_URL = "http://127.0.0.1:8081"
+
+log = logging.getLogger(__name__)
 
 
 class ClientError(Exception):
@@ -79,9 +87,10 @@ class NotStoppedError(ApiError):
 
 
 class NotReadyError(ApiError):
-    """503: the daemon cannot answer now: it has not read its log to the end yet (``not_ready``),
-    or the log did not answer within its write timeout (``log_timeout``: nothing was written;
-    ``write_outcome_unknown``: the write may still land). Try again later."""
+    """503: the daemon cannot answer now: it has not read its log to the end yet, or cannot read it
+    (``not_ready``), or the log did not answer within its write timeout (``log_timeout``: nothing was
+    written; ``write_outcome_unknown``: the write may still land). Raised once the client's retries
+    (``retry_for_s``) are spent, or at once where a retry is not safe or would not help."""
 
 
 class FencedError(ApiError):
@@ -146,20 +155,54 @@ def error_from_response(response: httpx.Response) -> ApiError:
 DEFAULT_RETRY_FOR_S = 30.0
 _NOTHING_DONE = frozenset({"log_timeout", "log_storage_refused", "too_many_connections"})
 _OUTCOME_UNKNOWN = "write_outcome_unknown"
+_NOT_READY = "not_ready"
 
 
-def _retry_after(request: _Request, response: httpx.Response, give_up_at: float) -> float | None:
-    """Seconds to wait before sending ``request`` again, or None: not retriable, or out of time."""
+def _retriable(request: _Request, response: httpx.Response) -> bool:
+    """Whether sending ``request`` again cannot apply anything twice and may get another answer."""
     if response.status_code != 503:
-        return None
+        return False
     kind = response.headers.get(ERROR_HEADER)
-    if kind not in _NOTHING_DONE and not (kind == _OUTCOME_UNKNOWN and request.replayable):
-        return None
-    try:
-        wait = max(float(response.headers.get("Retry-After", "1")), 0.0)
-    except ValueError:
-        wait = 1.0
-    return wait if time.monotonic() + wait < give_up_at else None
+    if kind == _NOT_READY:  # only while it passes by itself: the daemon then says when to ask again
+        return "Retry-After" in response.headers
+    return kind in _NOTHING_DONE or (kind == _OUTCOME_UNKNOWN and request.replayable)
+
+
+class _Retries:
+    """One call's retries: its deadline, and one warning when it starts waiting (a CLI command that
+    waits in silence looks hung; a library's caller sees why its call is slow in its log)."""
+
+    def __init__(self, url: str, retry_for_s: float) -> None:
+        self._url = url
+        self._retry_for_s = retry_for_s
+        self._give_up_at = time.monotonic() + retry_for_s
+        self._warned = False
+
+    def wait_s(self, request: _Request, response: httpx.Response) -> float | None:
+        """Seconds to wait before sending ``request`` again, or None: not retriable, or out of time."""
+        if not _retriable(request, response):
+            return None
+        try:
+            wait = max(float(response.headers.get("Retry-After", "1")), 0.0)
+        except ValueError:
+            wait = 1.0
+        if time.monotonic() + wait >= self._give_up_at:
+            return None
+        if not self._warned:
+            self._warned = True
+            error = error_from_response(response)
+            log.warning(
+                "the connect-offsets daemon at %s cannot answer %s %s now (%s: %s); asking again every %g s "
+                "for up to %g s",
+                self._url,
+                request.method,
+                request.path,
+                error.kind,
+                error.message,
+                wait,
+                self._retry_for_s,
+            )
+        return wait
 
 
 def _result(request: _Request, response: httpx.Response) -> Any:
@@ -318,7 +361,7 @@ class OffsetsClient:
         self._http.close()
 
     def _call(self, request: _Request) -> Any:
-        give_up_at = time.monotonic() + self._retry_for_s
+        retries = _Retries(self.url, self._retry_for_s)
         while True:
             try:
                 response = self._http.request(
@@ -326,7 +369,7 @@ class OffsetsClient:
                 )
             except httpx.TransportError as exc:
                 raise DaemonUnavailable(f"cannot reach the connect-offsets daemon at {self.url}: {exc}") from exc
-            wait = _retry_after(request, response, give_up_at)
+            wait = retries.wait_s(request, response)
             if wait is None:
                 return _result(request, response)
             time.sleep(wait)
@@ -428,7 +471,7 @@ class AsyncOffsetsClient:
         await self._http.aclose()
 
     async def _call(self, request: _Request) -> Any:
-        give_up_at = time.monotonic() + self._retry_for_s
+        retries = _Retries(self.url, self._retry_for_s)
         while True:
             try:
                 response = await self._http.request(
@@ -436,7 +479,7 @@ class AsyncOffsetsClient:
                 )
             except httpx.TransportError as exc:
                 raise DaemonUnavailable(f"cannot reach the connect-offsets daemon at {self.url}: {exc}") from exc
-            wait = _retry_after(request, response, give_up_at)
+            wait = retries.wait_s(request, response)
             if wait is None:
                 return _result(request, response)
             await asyncio.sleep(wait)

@@ -18,7 +18,7 @@ from emulator.connect_cluster.state import ClusterState, ConnectorSnapshot
 from emulator.logs.base import ReadProgress
 from emulator.logs.kafka.config import DEFAULT_TAIL_FETCH_WAIT_MS
 from emulator.model.connectors import ConnectorKind
-from emulator.model.errors import LogUnavailable, NotReady
+from emulator.model.errors import LogUnavailable, NotReadyYet
 from emulator.model.times import format_time_ms
 
 log = logging.getLogger(__name__)
@@ -124,7 +124,7 @@ class ConnectCluster:
         for reader in self._readers():
             progress = reader.progress()
             if not progress.caught_up:
-                raise NotReady(
+                raise NotReadyYet(
                     f"Connect's {reader.what} '{reader.topic}' has not been read to its end yet "
                     f"({progress.records_read} records read; {progress.partitions_done}/{len(progress.end_offsets)} "
                     "partitions at their end offsets); try again shortly"

@@ -27,7 +27,7 @@ from emulator.connect_cluster.offset_stores import WORKER_ONLY, ConnectorStores,
 from emulator.connect_cluster.state import ClusterState
 from emulator.history.archive import HistoryArchive
 from emulator.logs.base import OffsetLog
-from emulator.model.errors import ConnectorStoreUnavailable, NotReady
+from emulator.model.errors import ConnectorStoreUnavailable, NotReady, NotReadyYet
 from emulator.model.exactly_once import ExactlyOnceSource
 from emulator.model.times import format_time_ms
 from emulator.view.offset_view import OffsetView
@@ -261,12 +261,14 @@ class ConnectorTopics:
         if store is None:
             self._changed.set()
             why = f"; last attempt: {failure[0]}" if failure is not None else ""
-            raise NotReady(f"The connector's offsets topic '{stores.connector_topic}' is not open yet{why}; try again")
+            raise NotReadyYet(
+                f"The connector's offsets topic '{stores.connector_topic}' is not open yet{why}; try again"
+            )
         progress = store.log.progress()
         if progress.error is not None:
             raise NotReady(f"The connector's offsets topic '{store.topic}' cannot be read: {progress.error}")
         if not progress.caught_up:
-            raise NotReady(
+            raise NotReadyYet(
                 f"The connector's offsets topic '{store.topic}' has not been read to its end yet "
                 f"({progress.records_read} records read; {progress.partitions_done}/{len(progress.end_offsets)} "
                 "partitions at their end offsets); try again shortly"

@@ -121,9 +121,16 @@ class ClaimsUnsupported(Conflict):
 
 
 class NotReady(OffsetsError):
-    """The view has not read to the end of the log yet: answering would return partial state."""
+    """The daemon cannot answer from its log now: answering would return partial state. As such (no
+    ``Retry-After``) it may never pass, e.g. a reader that stopped for good; a caller should not wait."""
 
     kind = "not_ready"
+
+
+class NotReadyYet(NotReady):
+    """Not ready, and it passes by itself: the log (or a connector's own offsets topic) is being read
+    to its end, or opened. Same kind, but answered with ``Retry-After``, which is how clients tell it
+    from a ``NotReady`` that waiting would not mend."""
 
 
 class HistoryDisabled(OffsetsError):

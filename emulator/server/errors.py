@@ -37,18 +37,21 @@ log_config_error         500    the log's storage cannot be used as configured
 store_unavailable        500    a connector's own offsets topic cannot be served (another Kafka cluster)
 log_write_error          500    the log did not acknowledge a write
 internal_error           500    anything else (a bug: the message names the exception)
-not_ready                503    the log is not read to its end yet, or not open yet (start-up); retry shortly
+not_ready                503    the log is not read to its end yet, or not open yet (start-up): retry shortly;
+                                without ``Retry-After``: it cannot be read (waiting will not mend it)
 log_timeout              503    the log did not answer within --write-timeout; nothing was written
 write_outcome_unknown    503    the write was not acknowledged within --write-timeout and may still land
 too_many_connections     503    ``--max-connections`` are open; this one is closed (retry shortly)
 log_storage_refused      503    the embedded log's disk refused the write (full, I/O error, read-only)
 ======================== ====== ===========================================================
 
-``log_timeout``, ``write_outcome_unknown`` and ``log_storage_refused`` carry ``Retry-After`` (seconds). After
-``write_outcome_unknown`` the daemon holds the connector's next write until the log answered, so a
-retry with the same commit sequence (``sequence_source`` + ``sequence``) is applied at most once:
-its answer lists the partition under ``dropped`` ("N was already applied") if the first attempt
-landed, and applies it if it did not (docs/operations.md, "Faults").
+``log_timeout``, ``write_outcome_unknown``, ``log_storage_refused`` and a ``not_ready`` that passes by
+itself carry ``Retry-After`` (seconds); ``/readyz`` and ``/status`` never do (they report, and a probe
+asks again on its own schedule). After ``write_outcome_unknown`` the daemon holds the connector's next
+write until the log answered, so a retry with the same commit sequence (``sequence_source`` +
+``sequence``) is applied at most once: its answer lists the partition under ``dropped`` ("N was
+already applied") if the first attempt landed, and applies it if it did not (docs/operations.md,
+"Faults").
 
 Answers of the web framework itself (no such route: 404, method not allowed: 405) carry no kind;
 clients fall back on the status, as they must for daemons that predate the header.
@@ -102,9 +105,12 @@ STATUS: Mapping[type, int] = {
 """Status per class; a class not listed takes its nearest listed ancestor's."""
 
 
-CLIENT_MISTAKES: tuple[type[OffsetsError], ...] = (errors.InvalidOffsetFormat,)
-"""Errors answered with a 5xx (Connect's status) that the request caused: like every 4xx, they are the
-client's to fix, so they appear in the access log (INFO, with their kind) and never at ERROR."""
+NOT_FAULTS: tuple[type[OffsetsError], ...] = (errors.InvalidOffsetFormat, errors.NotReadyYet)
+"""Errors answered with a 5xx that are no fault of the daemon's: a map Connect's rules refuse with 500
+(the request caused it: like every 4xx, the client's to fix), and a log still being read (the state
+``/readyz`` reports while the daemon starts; clients ask again every second, which would fill the log
+with ERROR lines). Like every answer they appear in the access log (INFO, with their kind); never at
+ERROR."""
 
 
 def status_of(error: OffsetsError) -> int:
@@ -120,9 +126,11 @@ RETRY_AFTER_S: Mapping[type, int] = {
     errors.WriteOutcomeUnknown: 1,
     errors.TooManyConnections: 1,
     errors.LogStorageRefused: 5,
+    errors.NotReadyYet: 1,
 }
 """``Retry-After`` per class (exact class): the log was slow or its disk refused, not the request wrong
-(a disk is freed in minutes, not within a second, hence its longer pause)."""
+(a disk is freed in minutes, not within a second, hence its longer pause), or the log is still being
+read (``NotReadyYet``; a ``NotReady`` that may never pass has none)."""
 
 
 def error_response(error: OffsetsError, extra: Mapping[str, object] | None = None) -> JSONResponse:
@@ -158,7 +166,7 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(OffsetsError)
     async def _domain_error(_: Request, exc: OffsetsError) -> JSONResponse:
         response = error_response(exc)
-        if response.status_code >= 500 and not isinstance(exc, CLIENT_MISTAKES):
+        if response.status_code >= 500 and not isinstance(exc, NOT_FAULTS):
             log.error("request failed: %s", exc.message)
         return response
 

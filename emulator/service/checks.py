@@ -21,7 +21,14 @@ from emulator.model.connectors import (
     not_found_message,
     not_stopped_message,
 )
-from emulator.model.errors import ConnectorNotFound, InvalidRequest, NotReady, NotStopped, WrongConnectorType
+from emulator.model.errors import (
+    ConnectorNotFound,
+    InvalidRequest,
+    NotReady,
+    NotReadyYet,
+    NotStopped,
+    WrongConnectorType,
+)
 from emulator.view.offset_view import OffsetView
 
 
@@ -42,7 +49,7 @@ class ConnectorChecks:
         if progress.error is not None:
             raise NotReady(f"The offsets log cannot be read: {progress.error}")
         if not progress.caught_up:
-            raise NotReady(
+            raise NotReadyYet(
                 "The offsets log has not been read to the end yet "
                 f"({progress.records_read} records read; {progress.partitions_done}/"
                 f"{len(progress.end_offsets)} partitions at their end offsets); try again shortly"

@@ -29,7 +29,15 @@ from emulator.codec.murmur2 import partition_for
 from emulator.logs.embedded import reader as embedded_reader
 from emulator.logs.embedded.offsets_log import EmbeddedOffsetLog
 from emulator.model.connectors import NoConnectCluster
-from emulator.model.errors import InvalidRecord, LogConfigError, LogTimeout, LogUnavailable, LogWriteError, NotReady
+from emulator.model.errors import (
+    InvalidRecord,
+    LogConfigError,
+    LogTimeout,
+    LogUnavailable,
+    LogWriteError,
+    NotReady,
+    NotReadyYet,
+)
 from emulator.model.records import LogRecord, Position
 from emulator.service.checks import ConnectorChecks
 from emulator.view.offset_view import OffsetView
@@ -755,8 +763,9 @@ def test_damage_found_while_reading_stops_the_reader_and_progress_reports_it(dat
         assert not progress.caught_up, "a log that stopped on damage never reports ready"
         assert not offsets_log.serving()
         checks = ConnectorChecks(offsets_log, OffsetView(), NoConnectCluster(), 1.0)
-        with pytest.raises(NotReady, match=r"The offsets log cannot be read: .*became unreadable while reading"):
+        with pytest.raises(NotReady, match=r"The offsets log cannot be read: .*became unreadable while reading") as e:
             checks.ensure_ready()
+        assert type(e.value) is NotReady, "not NotReadyYet: waiting would not mend it (no Retry-After)"
     finally:
         offsets_log.close()
 
@@ -770,8 +779,8 @@ def test_requests_are_answered_only_once_the_replay_reached_the_end(data_dir: Pa
         offsets_log.append([(connect_key("startup", i), b"{}") for i in range(50)])
         checks = ConnectorChecks(offsets_log, OffsetView(), NoConnectCluster(), 1.0)
         assert not offsets_log.serving()
-        with pytest.raises(NotReady, match=r"has not been read to the end yet \(0 records read;"):
-            checks.ensure_ready()
+        with pytest.raises(NotReadyYet, match=r"has not been read to the end yet \(0 records read;"):
+            checks.ensure_ready()  # passes by itself: answered with Retry-After
         offsets_log.start_reading(Collector())
         until(lambda: offsets_log.progress().caught_up, "the replay to reach the end")
         assert offsets_log.serving()

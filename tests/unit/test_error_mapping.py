@@ -34,6 +34,7 @@ from emulator.model.errors import (
     InvalidOffsetFormat,
     InvalidRequest,
     NotReady,
+    NotReadyYet,
     NotStopped,
     OffsetsError,
 )
@@ -55,9 +56,16 @@ def documented_kinds() -> dict[str, int]:
     return {m[1]: int(m[2]) for m in re.finditer(r"^([a-z_]+)\s+(\d{3})\s", doc, re.MULTILINE)}
 
 
+SAME_KIND_AS_PARENT: dict[type[OffsetsError], type[OffsetsError]] = {NotReadyYet: NotReady}
+"""Subclasses that keep their parent's kind on purpose: one state to a client matching on kinds, told
+apart by ``Retry-After`` (a not-ready that passes by itself says when to ask again)."""
+
+
 def test_every_domain_error_has_its_own_kind_and_the_documented_status() -> None:
     classes = all_error_classes()
-    kinds = [cls.kind for cls in classes]
+    for cls, parent in SAME_KIND_AS_PARENT.items():
+        assert cls in classes and cls.__base__ is parent and cls.kind == parent.kind
+    kinds = [cls.kind for cls in classes if cls not in SAME_KIND_AS_PARENT]
     assert len(kinds) == len(set(kinds)), f"a subclass must name its own kind: {sorted(kinds)}"
     documented = documented_kinds()
     assert {cls.kind: status_of(cls("x")) for cls in classes} == documented
@@ -73,6 +81,7 @@ def test_every_domain_error_has_its_own_kind_and_the_documented_status() -> None
         (Fenced("fenced"), 409, "fenced"),
         (InvalidOffsetFormat("Offsets may only use String keys"), 500, "invalid_offset_format"),
         (NotReady("not yet"), 503, "not_ready"),
+        (NotReadyYet("still reading"), 503, "not_ready"),
     ],
 )
 def test_the_body_is_connects_and_the_kind_travels_in_a_header(error: OffsetsError, status: int, kind: str) -> None:
@@ -80,6 +89,11 @@ def test_the_body_is_connects_and_the_kind_travels_in_a_header(error: OffsetsErr
     assert response.status_code == status
     assert json.loads(response.body) == {"error_code": status, "message": error.message}
     assert response.headers[ERROR_HEADER] == kind
+
+
+def test_only_a_not_ready_that_passes_by_itself_says_when_to_ask_again() -> None:
+    assert error_response(NotReadyYet("The offsets log has not been read to the end yet")).headers["Retry-After"] == "1"
+    assert "Retry-After" not in error_response(NotReady("The offsets log cannot be read: corrupt")).headers
 
 
 def test_extra_fields_follow_connects_two() -> None:
