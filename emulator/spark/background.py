@@ -2,7 +2,7 @@
 
 ``reader.commit(end)`` runs inside Spark's planning of the next batch, so a synchronous GET + PATCH
 would lengthen every trigger. The reader only hands the newest end offset to one background thread
-per (daemon, connector) in its long-lived driver-side worker and returns; the thread commits the
+per (daemon, connector, kind) in its long-lived driver-side worker and returns; the thread commits the
 newest pending offset (older ones are superseded: commits are monotonic). If the worker is killed
 first, the pending commit is lost, which is no worse than ``commit`` arriving one batch late: the
 listener or ``spark-handoff`` publishes the last completed batch.
@@ -16,25 +16,40 @@ from collections.abc import Sequence
 
 from emulator.client.credentials import Credentials
 from emulator.client.http import ClientError
-from emulator.spark.committer import DaemonOffsets, Entry
+from emulator.spark.committer import DaemonOffsets, Entry, Kind, SinkOffsetsUnsupported
 from emulator.spark.newest_wins import NewestWinsCommitter
 
 log = logging.getLogger(__name__)
 
 
 class BackgroundCommitter(NewestWinsCommitter[Sequence[Entry]]):
-    expected_errors = (ClientError,)
+    """``source`` names the Spark source in the log (``connect-file``, ``connect-kafka``); ``kind``
+    says whose offsets the entries are: a source connector's, or a sink's consumer group."""
+
+    expected_errors = (ClientError, SinkOffsetsUnsupported)
+
+    def __init__(
+        self,
+        url: str,
+        connector: str,
+        credentials: Credentials | None = None,
+        kind: Kind = "source",
+        source: str = "connect-file",
+    ) -> None:
+        self.kind, self.source = kind, source  # before the thread starts
+        super().__init__(url, connector, credentials)
 
     def submit(self, entries: Sequence[Entry]) -> None:
         self._submit(entries)
 
     def _commit(self, daemon: DaemonOffsets, item: Sequence[Entry]) -> None:
-        daemon.commit(self.connector, item)
+        daemon.commit(self.connector, item, self.kind)
 
     def _failed(self, item: Sequence[Entry], exc: Exception) -> None:
         log.warning(
-            "connect-file %s: could not commit %s to the daemon at %s (a later commit, the listener or "
+            "%s %s: could not commit %s to the daemon at %s (a later commit, the listener or "
             "spark-handoff will publish it): %s",
+            self.source,
             self.connector,
             [offset for _, offset in item],
             self.url,
@@ -42,13 +57,20 @@ class BackgroundCommitter(NewestWinsCommitter[Sequence[Entry]]):
         )
 
 
-_committers: dict[tuple[str, str, Credentials | None], BackgroundCommitter] = {}
+_committers: dict[tuple[str, str, Credentials | None, Kind], BackgroundCommitter] = {}
 _guard = threading.Lock()
 
 
-def committer_for(url: str, connector: str, credentials: Credentials | None = None) -> BackgroundCommitter:
+def committer_for(
+    url: str,
+    connector: str,
+    credentials: Credentials | None = None,
+    kind: Kind = "source",
+    source: str = "connect-file",
+) -> BackgroundCommitter:
     with _guard:
-        found = _committers.get((url, connector, credentials))
+        key = (url, connector, credentials, kind)
+        found = _committers.get(key)
         if found is None:
-            found = _committers[(url, connector, credentials)] = BackgroundCommitter(url, connector, credentials)
+            found = _committers[key] = BackgroundCommitter(url, connector, credentials, kind, source)
         return found

@@ -37,6 +37,7 @@ from pyspark.sql.streaming.datasource import ReadLimit
 from pyspark.sql.types import StructType
 
 from emulator.client.http import ClientError
+from emulator.spark.background import committer_for
 from emulator.spark.committer import DaemonOffsets, SinkOffsetsUnsupported
 from emulator.spark.options import OptionError, bool_option, daemon_credentials, daemon_url
 from emulator.spark.shapes import kafka_entries, kafka_shaped
@@ -198,24 +199,17 @@ class ConnectKafkaStreamReader(DataSourceStreamReader):
         return ranges
 
     def commit(self, end: dict[str, Any]) -> None:
-        """Best effort (one batch late, may repeat): monotonic and idempotent; failures are logged."""
+        """Best effort (one batch late, may repeat): handed to a background thread (``background``)
+        so the next batch is not delayed, also not by a daemon that is restarting or waiting for its
+        broker; monotonic and idempotent; failures are logged."""
         if not self.commit_offsets:
             return
         shaped = kafka_shaped(dict(end))
         if shaped is None:
             log.warning("connect-kafka %s: not committing an unknown offset %r", self.connector, end)
             return
-        try:
-            with DaemonOffsets(self.url, credentials=self.credentials) as daemon:
-                daemon.commit(self.connector, kafka_entries(shaped), "sink")
-        except (ClientError, SinkOffsetsUnsupported) as exc:
-            log.warning(
-                "connect-kafka %s: could not commit %s to the daemon at %s (the listener or spark-handoff will): %s",
-                self.connector,
-                end,
-                self.url,
-                exc,
-            )
+        committer = committer_for(self.url, self.connector, self.credentials, kind="sink", source="connect-kafka")
+        committer.submit(kafka_entries(shaped))
 
     # -- data (executors) ---------------------------------------------------------------------
     def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:

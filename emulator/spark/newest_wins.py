@@ -1,6 +1,6 @@
 """One background thread that commits the newest pending item and drops the ones it superseded.
 
-Both Spark sources commit from ``reader.commit(end)``, inside Spark's planning of the next batch,
+Every Spark source of ours commits from ``reader.commit(end)``, inside Spark's planning of the next batch,
 so a synchronous round trip to the daemon would lengthen every trigger. Commits are monotonic, so
 only the newest pending end matters: an older one that has not started yet is simply replaced.
 ``flush`` exists for orderly shutdowns and tests; every other wait is the thread's own.

@@ -10,6 +10,7 @@ published by ``ListenerCommitter`` with a sink ``CommitTarget`` (it reads the ch
 
 from __future__ import annotations
 
+import socket
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -186,3 +187,48 @@ def test_sink_task_to_spark_and_back_with_no_gap_and_no_duplicate(
     # The "sink task" takes over again: exactly the records Spark did not process.
     produce(kafka_broker, topic, 13, 14)
     assert consume_and_commit(kafka_broker, topic, name, {0: 2, 1: 2}) == values(13, 14, 0) + values(13, 14, 1)
+
+
+def reader_for(url: str, kafka_broker: TansuBroker, setup: GroupHandoff) -> Any:
+    from emulator.spark.kafka_source import ConnectKafkaStreamReader
+
+    options = {
+        "url": url,
+        "connector": setup.name,
+        "topics": setup.topic,
+        "kafka.bootstrap.servers": kafka_broker.bootstrap,
+    }
+    return ConnectKafkaStreamReader(options)
+
+
+def test_the_sources_commit_reaches_the_group_from_a_background_thread(
+    kafka_broker: TansuBroker, setup: GroupHandoff
+) -> None:
+    from emulator.spark.background import committer_for
+
+    reader = reader_for(setup.daemon.url, kafka_broker, setup)
+    reader.commit({setup.topic: {"0": 3, "1": 1}})
+    reader.commit({setup.topic: {"0": 5, "1": 2}})  # newest wins; commits are monotonic anyway
+
+    committer = committer_for(setup.daemon.url, setup.name, reader.credentials, kind="sink")
+    assert committer.flush(30), "the background commit did not finish within 30 s"
+    status, body = sink_offsets(setup.daemon.url, setup.name)
+    assert status == 200 and rows_of(body) == shape(setup.topic, {0: 5, 1: 2}), body
+
+
+def test_a_daemon_that_does_not_answer_does_not_hold_up_the_next_batch(
+    kafka_broker: TansuBroker, setup: GroupHandoff
+) -> None:
+    """``reader.commit`` runs inside Spark's planning of the next batch: before, a daemon that
+    accepted the connection and did not answer (restarting, waiting for its broker) held every
+    trigger for the client's 30 s timeout."""
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(8)  # the kernel completes connections; nobody reads or answers them
+    try:
+        reader = reader_for(f"http://127.0.0.1:{silent.getsockname()[1]}", kafka_broker, setup)
+        started = time.monotonic()
+        reader.commit({setup.topic: {"0": 3, "1": 1}})
+        assert time.monotonic() - started < 1.0
+    finally:
+        silent.close()  # the commit's thread then fails, logs a warning, and waits for the next one
