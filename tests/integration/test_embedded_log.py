@@ -462,7 +462,8 @@ def test_each_transaction_is_timed_with_its_records_and_one_held_past_a_second_i
     assert held.slow - after.slow == 1 and held.last_slow_s is not None and held.last_slow_s >= 1.0
     assert held.last_slow_at is not None and abs(time.time() - held.last_slow_at) < 10
     [warning] = [r.getMessage() for r in caplog.records if r.name == "emulator.logs.write_timings"]
-    assert warning.startswith(f"{log.description}: a write took 1.")
+    # The write was held 1.2 s by the other connection; on a loaded machine it takes longer still.
+    assert warning.startswith(f"{log.description}: a write took {held.last_slow_s:.2f} s to become durable")
     assert "another process writing to this log" in warning
 
 
