@@ -29,6 +29,7 @@ from fastapi.openapi.utils import get_openapi
 from pydantic import BaseModel, ConfigDict
 
 from emulator.history.query import DEFAULT_LIMIT, MAX_LIMIT
+from emulator.model.errors import ERROR_HEADER
 from emulator.model.times import RELATIVE_TIME_PATTERN
 from emulator.server.auth.policy import rule_for
 
@@ -42,9 +43,26 @@ ERROR_STATUSES: Mapping[int, str] = {
     415: "The request body is not JSON",
     500: "Connect's own 500s (an offset that is not a map of primitives, a sink's consumer-group call), "
     "or the log did not take the write",
-    503: "The daemon has not read its log to the end yet (retry shortly), or the log cannot be read",
+    503: "The daemon cannot answer now: its log is not read to its end or not open yet, or did not answer "
+    "within --write-timeout, or its disk refused the write (each with Retry-After: ask again then); or the "
+    "log cannot be read at all (no Retry-After: waiting will not mend it)",
 }
 """What each error status means, as the document describes it where a route does not say more."""
+
+KIND_HEADER: Mapping[str, Any] = {
+    ERROR_HEADER: {
+        "description": "The error's kind (not_ready, fenced, ...: emulator/server/errors.py lists them), for "
+        "programs to match on instead of the message",
+        "schema": {"type": "string"},
+    }
+}
+RETRY_AFTER_HEADER: Mapping[str, Any] = {
+    "Retry-After": {
+        "description": "Seconds to wait before sending the request again; sent only with a 503 that passes "
+        "by itself (the Python clients retry those). Absent: asking again would not help",
+        "schema": {"type": "integer", "minimum": 0},
+    }
+}
 
 
 class ErrorBody(BaseModel):
@@ -72,7 +90,9 @@ def documented(ok: Any, *errors: ErrorSpec, description: str = "Success") -> dic
     responses: dict[int | str, dict[str, Any]] = {200: {"model": schema_type(ok), "description": description}}
     for spec in errors:
         status, text, body = _error_spec(spec)
-        responses[status] = {"model": schema_type(body), "description": text}
+        retry = status == 503 and body is ErrorBody  # /readyz's own 503 reports and never sends it
+        headers = {**KIND_HEADER, **(RETRY_AFTER_HEADER if retry else {})}
+        responses[status] = {"model": schema_type(body), "description": text, "headers": headers}
     return {"response_model": None, "responses": responses}
 
 
@@ -218,6 +238,7 @@ def _declare_guard_statuses(path: str, method: str, operation: dict[str, Any]) -
             str(status),
             {
                 "description": _GUARD_STATUSES[status],
+                "headers": dict(KIND_HEADER),
                 "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}},
             },
         )

@@ -65,10 +65,14 @@ def test_every_operation_declares_a_typed_200_and_connects_error_body(document: 
                 continue
             assert 400 <= int(status) <= 599, f"{where}: {status}"
             schema = response["content"]["application/json"]["schema"]
+            headers = response.get("headers", {})
+            assert ERROR_HEADER in headers, f"{where} {status}: the kind header is not declared"
             if (path, status) == ("/readyz", "503"):
                 assert schema == {"$ref": "#/components/schemas/NotReadyBody"}
+                assert "Retry-After" not in headers, "/readyz reports; it never asks to come back"
             else:
                 assert schema == {"$ref": ERROR_BODY}, f"{where} {status}: {schema}"
+                assert ("Retry-After" in headers) == (status == "503"), f"{where} {status}: {sorted(headers)}"
     error_body = document["components"]["schemas"]["ErrorBody"]
     assert error_body["required"] == ["error_code", "message"] and error_body["additionalProperties"] is False
 
