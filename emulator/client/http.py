@@ -106,6 +106,9 @@ class _Request:
     unwrap: str | None = None
     replayable: bool = False
     """Sending it again cannot apply anything twice (a read, or a PATCH with a commit sequence)."""
+    reports: bool = False
+    """``/readyz`` and ``/status``: a ``not_ready`` is their answer, never a reason to wait (a daemon of
+    an earlier version sent ``Retry-After`` with them while its storage opened)."""
 
 
 _BY_KIND: dict[str, type[ApiError]] = {
@@ -164,7 +167,7 @@ def _retriable(request: _Request, response: httpx.Response) -> bool:
         return False
     kind = response.headers.get(ERROR_HEADER)
     if kind == _NOT_READY:  # only while it passes by itself: the daemon then says when to ask again
-        return "Retry-After" in response.headers
+        return not request.reports and "Retry-After" in response.headers
     return kind in _NOTHING_DONE or (kind == _OUTCOME_UNKNOWN and request.replayable)
 
 
@@ -324,11 +327,11 @@ class _Routes:
 
     @staticmethod
     def status() -> _Request:
-        return _Request("GET", "/status")
+        return _Request("GET", "/status", reports=True)
 
     @staticmethod
     def ready() -> _Request:
-        return _Request("GET", "/readyz")
+        return _Request("GET", "/readyz", reports=True)
 
 
 class OffsetsClient:

@@ -90,6 +90,8 @@ class StartingApp:
     def __init__(self, startup: Startup, show_reason: bool) -> None:
         self._startup = startup
         self._show_reason = show_reason
+        self.asked_to_retry = 0
+        """Requests answered 503 with ``Retry-After`` (the clients that waited; probes not counted)."""
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":  # lifespan is off; websockets are not served
@@ -99,7 +101,8 @@ class StartingApp:
             await _send(send, 200, {"status": "ok"}, [])
             return
         reason = self._startup.reason() if self._show_reason else f"the daemon is starting (why: {HIDDEN})"
-        if path in ("/readyz", "/status"):
+        kind = (_ERROR_HEADER, NotReady.kind.encode())
+        if path in ("/readyz", "/status"):  # they report, as the daemon's own do: no Retry-After
             body: dict[str, Any] = {
                 "error_code": 503,
                 "message": f"Not ready: {reason}",
@@ -107,9 +110,11 @@ class StartingApp:
                 "starting": True,
                 "unreachable": reason,
             }
-        else:
-            body = {"error_code": 503, "message": f"Not ready: {reason}; retry shortly"}
-        await _send(send, 503, body, [(_ERROR_HEADER, NotReady.kind.encode()), (b"retry-after", b"1")])
+            await _send(send, 503, body, [kind])
+            return
+        body = {"error_code": 503, "message": f"Not ready: {reason}; retry shortly"}
+        self.asked_to_retry += 1  # one event loop: no lock
+        await _send(send, 503, body, [kind, (b"retry-after", b"1")])
 
 
 async def _send(send: Send, status: int, body: dict[str, Any], headers: list[tuple[bytes, bytes]]) -> None:
@@ -167,12 +172,13 @@ def open_answering(
 
     threading.Thread(target=run, name="open-storage", daemon=True).start()
     sock: socket.socket | None = None
+    app = StartingApp(startup, show_reason)
     if not opening.done.wait(grace_s):
         sock = listen()
         # A duplicate of the socket: uvicorn closes what it served on, and the daemon's app serves next on this one.
         served = sock.dup()
         try:
-            _StartingServer(starting_config(StartingApp(startup, show_reason)), opening).run(sockets=[served])
+            _StartingServer(starting_config(app), opening).run(sockets=[served])
         finally:
             served.close()
         if not opening.done.is_set():  # the server ended without a signal to re-raise: stop as asked
@@ -182,5 +188,10 @@ def open_answering(
             sock.close()
         raise opening.error
     if sock is not None:
-        log.info("storage opened after %.1f s; the daemon's app takes over the port", time.monotonic() - startup.since)
+        log.info(
+            "storage opened after %.1f s; the daemon's app takes over the port (%d request(s) were answered 503 "
+            "with Retry-After meanwhile)",
+            time.monotonic() - startup.since,
+            app.asked_to_retry,
+        )
     return cast(T, opening.result), sock

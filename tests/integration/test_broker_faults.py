@@ -30,7 +30,7 @@ import pytest
 
 from emulator.client.http import Auth, OffsetsClient
 from emulator.codec.keys import encode_key
-from tests.fixtures.broker import TansuBroker, _resolve_tansu
+from tests.fixtures.broker import TansuBroker, _resolve_tansu, own_tansu
 from tests.fixtures.cli import run_cli
 from tests.fixtures.daemon import DaemonFactory, DaemonProcess, free_port
 from tests.fixtures.processes import kill_process, spawn_tansu, wait_ready
@@ -48,12 +48,8 @@ WRITE_TIMEOUT_S = 10.0  # the default of --write-timeout: the test starts daemon
 @pytest.fixture(scope="module")
 def own_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TansuBroker]:
     """A Tansu for this module alone: pausing it stalls nobody else's test."""
-    broker = TansuBroker(_resolve_tansu(), tmp_path_factory.mktemp("tansu-faults") / "tansu.log")
-    broker.start()
-    try:
+    with own_tansu(tmp_path_factory.mktemp("tansu-faults")) as broker:
         yield broker
-    finally:
-        broker.stop()
 
 
 @dataclass
