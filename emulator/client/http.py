@@ -156,6 +156,9 @@ def error_from_response(response: httpx.Response) -> ApiError:
 
 
 DEFAULT_RETRY_FOR_S = 30.0
+MIN_RETRY_WAIT_S = 0.1
+"""The shortest pause between two tries, whatever ``Retry-After`` says (0 from a proxy would otherwise
+send the request again and again, as fast as the daemon answers, for ``retry_for_s``)."""
 _NOTHING_DONE = frozenset({"log_timeout", "log_storage_refused", "too_many_connections"})
 _OUTCOME_UNKNOWN = "write_outcome_unknown"
 _NOT_READY = "not_ready"
@@ -186,8 +189,8 @@ class _Retries:
         if not _retriable(request, response):
             return None
         try:
-            wait = max(float(response.headers.get("Retry-After", "1")), 0.0)
-        except ValueError:
+            wait = max(float(response.headers.get("Retry-After", "1")), MIN_RETRY_WAIT_S)
+        except ValueError:  # an HTTP date (a proxy's), or nonsense
             wait = 1.0
         if time.monotonic() + wait >= self._give_up_at:
             return None

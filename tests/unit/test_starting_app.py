@@ -7,20 +7,14 @@ The whole path — a daemon waiting for an unreachable broker, then serving once
 
 from __future__ import annotations
 
-import contextlib
 import socket
-import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from typing import Any
 
 import httpx
 import pytest
 import uvicorn
 from starlette.testclient import TestClient
 
-from emulator.client.http import NotReadyError, OffsetsClient
 from emulator.server.auth.status import HIDDEN
 from emulator.server.openapi_bodies import NotReadyBody
 from emulator.server.starting import StartingApp, Startup, open_answering
@@ -138,52 +132,3 @@ def _status(url: str) -> int | None:
         return httpx.get(url, timeout=2).status_code
     except httpx.TransportError:
         return None
-
-
-@contextmanager
-def _served(app: Any) -> Iterator[str]:
-    sock = _listen()
-    server = uvicorn.Server(uvicorn.Config(app, lifespan="off", log_config=None, log_level="warning"))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    try:
-        until(lambda: server.started, "uvicorn to start", 10)
-        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
-    finally:
-        server.should_exit = True
-        thread.join(10)
-        sock.close()
-
-
-def _seconds(call: Callable[[], object]) -> float:
-    started = time.monotonic()
-    with contextlib.suppress(NotReadyError):
-        call()
-    return time.monotonic() - started
-
-
-def test_the_client_reports_a_starting_daemon_at_once_and_waits_on_its_other_routes() -> None:
-    with _served(StartingApp(_startup(), show_reason=True)) as url, OffsetsClient(url, retry_for_s=2.5) as client:
-        assert _seconds(client.ready) < 1 and client.ready() is False
-        assert _seconds(client.status) < 1
-        with pytest.raises(NotReadyError, match="the daemon is starting"):
-            client.status()
-        assert _seconds(client.connectors) >= 2, "Retry-After 1: asked again until retry_for_s ran out"
-
-
-async def _earlier_starting_app(scope: dict[str, Any], receive: Any, send: Any) -> None:
-    """What a daemon of an earlier version answered on every route but /healthz while its storage
-    opened: Retry-After on /readyz and /status too."""
-    headers = [
-        (b"x-connect-offsets-error", b"not_ready"),
-        (b"retry-after", b"1"),
-        (b"content-type", b"application/json"),
-    ]
-    await send({"type": "http.response.start", "status": 503, "headers": headers})
-    await send({"type": "http.response.body", "body": b'{"error_code":503,"message":"Not ready: starting"}'})
-
-
-def test_the_client_never_waits_on_readyz_or_status_whatever_the_daemon_says() -> None:
-    with _served(_earlier_starting_app) as url, OffsetsClient(url, retry_for_s=5) as client:
-        assert _seconds(client.ready) < 1
-        assert _seconds(client.status) < 1

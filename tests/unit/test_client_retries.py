@@ -1,0 +1,101 @@
+"""The clients' retries against a daemon's answers: when they wait, when they report at once, how fast
+they ask again.
+
+Served by uvicorn on a loopback port: the daemon's own app for a starting daemon
+(``emulator.server.starting.StartingApp``), and small ASGI apps for what another daemon, or a proxy in
+front of one, may answer. The daemon's app over a log still being read is in
+``tests/integration/test_client_not_ready.py``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import pytest
+import uvicorn
+
+from emulator.client.http import NotReadyError, OffsetsClient
+from emulator.server.starting import StartingApp, Startup
+from tests.fixtures.waits import until
+
+
+def _startup() -> Startup:
+    startup = Startup()
+    startup.begin("opening the offsets log kafka://10.0.0.9:9092/connect-offsets")
+    startup.wait("cannot reach the Kafka cluster at 10.0.0.9:9092 (--bootstrap-servers): timed out")
+    return startup
+
+
+@contextmanager
+def _served(app: Any) -> Iterator[str]:
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    server = uvicorn.Server(uvicorn.Config(app, lifespan="off", log_config=None, log_level="warning"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    try:
+        until(lambda: server.started, "uvicorn to start", 10)
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
+    finally:
+        server.should_exit = True
+        thread.join(10)
+        sock.close()
+
+
+def _seconds(call: Callable[[], object]) -> float:
+    started = time.monotonic()
+    with contextlib.suppress(NotReadyError):
+        call()
+    return time.monotonic() - started
+
+
+def test_the_client_reports_a_starting_daemon_at_once_and_waits_on_its_other_routes() -> None:
+    with _served(StartingApp(_startup(), show_reason=True)) as url, OffsetsClient(url, retry_for_s=2.5) as client:
+        assert _seconds(client.ready) < 1 and client.ready() is False
+        assert _seconds(client.status) < 1
+        with pytest.raises(NotReadyError, match="the daemon is starting"):
+            client.status()
+        assert _seconds(client.connectors) >= 2, "Retry-After 1: asked again until retry_for_s ran out"
+
+
+async def _earlier_starting_app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    """What a daemon of an earlier version answered on every route but /healthz while its storage
+    opened: Retry-After on /readyz and /status too."""
+    headers = [
+        (b"x-connect-offsets-error", b"not_ready"),
+        (b"retry-after", b"1"),
+        (b"content-type", b"application/json"),
+    ]
+    await send({"type": "http.response.start", "status": 503, "headers": headers})
+    await send({"type": "http.response.body", "body": b'{"error_code":503,"message":"Not ready: starting"}'})
+
+
+def test_the_client_never_waits_on_readyz_or_status_whatever_the_daemon_says() -> None:
+    with _served(_earlier_starting_app) as url, OffsetsClient(url, retry_for_s=5) as client:
+        assert _seconds(client.ready) < 1
+        assert _seconds(client.status) < 1
+
+
+def test_a_retry_after_of_zero_still_paces_the_retries() -> None:
+    """A proxy in front of the daemon may say ``Retry-After: 0``: the client pauses anyway."""
+    asked: list[float] = []
+
+    async def answers_zero(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        asked.append(time.monotonic())
+        headers = [(b"x-connect-offsets-error", b"log_timeout"), (b"retry-after", b"0")]
+        await send({"type": "http.response.start", "status": 503, "headers": headers})
+        await send({"type": "http.response.body", "body": b'{"error_code":503,"message":"slow log"}'})
+
+    with (
+        _served(answers_zero) as url,
+        OffsetsClient(url, retry_for_s=1.0) as client,
+        pytest.raises(NotReadyError, match="slow log"),
+    ):
+        client.connectors()
+    assert 2 <= len(asked) <= 11, f"{len(asked)} tries in 1 s"
