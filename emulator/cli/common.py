@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from emulator.client.credentials import ENV, Credentials, CredentialsError, use_default
-from emulator.client.http import DEFAULT_URL, ApiError
+from emulator.client.errors import ApiError
+from emulator.client.http import DEFAULT_URL
 from emulator.server.options import HTTP_URL, OPTIONAL_TEXT, SettingsError, add_options, option
 
 EXIT_OK, EXIT_REFUSED, EXIT_USAGE, EXIT_UNREACHABLE = 0, 1, 2, 3

@@ -29,7 +29,7 @@ from emulator.cli.common import (
     Hinted,
     UsageError,
 )
-from emulator.client.http import ApiError, DaemonUnavailable
+from emulator.client.errors import ApiError, DaemonUnavailable
 from emulator.server.options import SettingsError, resolve
 
 COMMAND_GROUPS = [

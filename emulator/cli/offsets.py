@@ -20,7 +20,8 @@ from emulator.cli.common import (
     confirm,
     emit,
 )
-from emulator.client.http import Auth, ClientError, FencedError, NotFoundError, NotStoppedError, OffsetsClient
+from emulator.client.errors import ClientError, FencedError, NotFoundError, NotStoppedError
+from emulator.client.http import Auth, OffsetsClient
 
 
 def register(sub: Any) -> None:

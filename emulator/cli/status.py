@@ -12,7 +12,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from emulator.cli.common import EXIT_OK, EXIT_REFUSED, add_client_options, emit
-from emulator.client.http import NotReadyError, OffsetsClient
+from emulator.client.errors import NotReadyError
+from emulator.client.http import OffsetsClient
 
 
 def register(sub: Any) -> None:

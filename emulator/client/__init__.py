@@ -2,11 +2,8 @@
 ``OffsetBackingStore`` contract served by the daemon (for Python engines)."""
 
 from emulator.client.credentials import Credentials
-from emulator.client.http import (
-    DEFAULT_URL,
+from emulator.client.errors import (
     ApiError,
-    AsyncOffsetsClient,
-    Auth,
     AuthenticationError,
     ClientError,
     DaemonUnavailable,
@@ -15,8 +12,8 @@ from emulator.client.http import (
     NotFoundError,
     NotReadyError,
     NotStoppedError,
-    OffsetsClient,
 )
+from emulator.client.http import DEFAULT_URL, AsyncOffsetsClient, Auth, OffsetsClient
 
 __all__ = [
     "DEFAULT_URL",

@@ -2,12 +2,8 @@
 
 Both clients build requests from the same route table (``_Routes``) so they cannot drift; the
 CLI is built on the synchronous one so that anything an operator can do from the shell, a
-script can do with the same semantics and error texts.
-
-Errors are typed from the ``X-Connect-Offsets-Error`` header the daemon sends with Connect's error
-body (its values are listed in ``emulator.server.errors``), never from the message text, which is
-for people and is Connect's own. A daemon that does not send the header gets the type its status
-implies (404, 409, 503), and a plain ``ApiError`` otherwise.
+script can do with the same semantics and error texts. Errors are typed from the daemon's kind
+header, never from the message text (``emulator.client.errors``).
 
 Retries (``retry_for_s``, default 30 s; 0 turns them off): a 503 the daemon answered because the
 log did not answer in time, or is not read yet, is sent again after its ``Retry-After``, but only
@@ -40,61 +36,12 @@ from urllib.parse import quote
 import httpx
 
 from emulator.client.credentials import Credentials, default_credentials, redact
+from emulator.client.errors import DaemonUnavailable, NotFoundError, NotReadyError, error_from_response
 from emulator.model.errors import ERROR_HEADER
 
 DEFAULT_URL = "http://127.0.0.1:8081"
 
 log = logging.getLogger(__name__)
-
-
-class ClientError(Exception):
-    """Base of the client's errors."""
-
-
-class DaemonUnavailable(ClientError):
-    """Nothing answered at the URL (daemon down, wrong URL, network)."""
-
-
-class ApiError(ClientError):
-    """The daemon answered with Connect's error body ``{"error_code":…,"message":…}``.
-
-    ``kind`` is the daemon's name for what went wrong (the ``X-Connect-Offsets-Error`` header), or
-    None when the daemon did not send one.
-    """
-
-    def __init__(self, status: int, message: str, kind: str | None = None) -> None:
-        super().__init__(f"HTTP {status}: {message}")
-        self.status = status
-        self.message = message
-        self.kind = kind
-
-
-class AuthenticationError(ApiError):
-    """401: the daemon requires credentials, or refused the ones given (see ``Credentials``)."""
-
-
-class ForbiddenError(ApiError):
-    """403: authenticated, but the principal's scopes do not cover this operation."""
-
-
-class NotFoundError(ApiError):
-    """404: the connector (or its claim, or the history) is unknown."""
-
-
-class NotStoppedError(ApiError):
-    """400 because the connector is not STOPPED (Connect's rule for modifying offsets), or because
-    someone else holds its claim."""
-
-
-class NotReadyError(ApiError):
-    """503: the daemon cannot answer now: it has not read its log to the end yet, or cannot read it
-    (``not_ready``), or the log did not answer within its write timeout (``log_timeout``: nothing was
-    written; ``write_outcome_unknown``: the write may still land). Raised once the client's retries
-    (``retry_for_s``) are spent, or at once where a retry is not safe or would not help."""
-
-
-class FencedError(ApiError):
-    """409: a newer claim fenced this writer (or another conflict); nothing was written."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,50 +56,6 @@ class _Request:
     reports: bool = False
     """``/readyz`` and ``/status``: a ``not_ready`` is their answer, never a reason to wait (a daemon of
     an earlier version sent ``Retry-After`` with them while its storage opened)."""
-
-
-_BY_KIND: dict[str, type[ApiError]] = {
-    "connector_not_found": NotFoundError,
-    "claim_not_found": NotFoundError,
-    "history_disabled": NotFoundError,
-    "not_stopped": NotStoppedError,
-    "claim_held": NotStoppedError,
-    "not_ready": NotReadyError,
-    "fenced": FencedError,
-    "conflict": FencedError,
-    "connector_running": FencedError,
-    "claims_unsupported": FencedError,
-    "unauthenticated": AuthenticationError,
-    "forbidden": ForbiddenError,
-}
-_BY_STATUS: dict[int, type[ApiError]] = {
-    401: AuthenticationError,
-    403: ForbiddenError,
-    404: NotFoundError,
-    409: FencedError,
-    503: NotReadyError,
-}
-
-
-def api_error(status: int, message: str, kind: str | None = None) -> ApiError:
-    """The typed error for a daemon's answer: by ``kind`` when the daemon named one this client
-    knows, else by status alone (older daemons, the web framework's own 404/405)."""
-    cls = _BY_KIND.get(kind or "") or _BY_STATUS.get(status, ApiError)
-    return cls(status, message, kind)
-
-
-def error_from_response(response: httpx.Response) -> ApiError:
-    """An error answer (status >= 400) as a typed error carrying Connect's message."""
-    try:
-        body = response.json()
-    except ValueError:
-        body = None
-    message = body.get("message") if isinstance(body, dict) else None
-    return api_error(
-        response.status_code,
-        str(message or response.text or response.reason_phrase),
-        response.headers.get(ERROR_HEADER),
-    )
 
 
 DEFAULT_RETRY_FOR_S = 30.0

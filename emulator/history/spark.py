@@ -14,8 +14,8 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from emulator.client.credentials import Credentials
+from emulator.client.errors import NotFoundError
 from emulator.client.history import HistoryClient
-from emulator.client.http import NotFoundError
 
 SCHEMA = (
     "connector string, time_ms long, kafka_partition int, kafka_offset long, origin string, operation string, "

@@ -15,7 +15,7 @@ import threading
 from collections.abc import Sequence
 
 from emulator.client.credentials import Credentials
-from emulator.client.http import ClientError
+from emulator.client.errors import ClientError
 from emulator.spark.committer import DaemonOffsets, Entry, Kind, SinkOffsetsUnsupported
 from emulator.spark.newest_wins import NewestWinsCommitter
 

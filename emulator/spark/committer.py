@@ -27,7 +27,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from emulator.client.credentials import Credentials
-from emulator.client.http import ApiError, Auth, ClientError, OffsetsClient
+from emulator.client.errors import ApiError, ClientError
+from emulator.client.http import Auth, OffsetsClient
 from emulator.codec.readable import offset_problem
 
 log = logging.getLogger(__name__)

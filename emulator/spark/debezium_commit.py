@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from emulator.client.credentials import Credentials
-from emulator.client.http import ClientError
+from emulator.client.errors import ClientError
 from emulator.spark.committer import DaemonOffsets, UnreadableOffsets
 from emulator.spark.debezium_offsets import DebeziumOffset, debezium_backwards_reason
 from emulator.spark.debezium_process import EngineError

@@ -31,7 +31,7 @@ from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPart
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
 from pyspark.sql.types import StructType
 
-from emulator.client.http import ClientError
+from emulator.client.errors import ClientError
 from emulator.spark.committer import DaemonOffsets
 from emulator.spark.debezium_commit import DebeziumCommitter
 from emulator.spark.debezium_offsets import DebeziumOffset, daemon_position

@@ -32,7 +32,7 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from emulator.client.http import ClientError
+from emulator.client.errors import ClientError
 from emulator.spark.background import committer_for
 from emulator.spark.committer import DaemonOffsets
 from emulator.spark.filestream import Cursor, iter_chunks, scan, split_at_lines

@@ -36,7 +36,7 @@ from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPart
 from pyspark.sql.streaming.datasource import ReadLimit
 from pyspark.sql.types import StructType
 
-from emulator.client.http import ClientError
+from emulator.client.errors import ClientError
 from emulator.spark.background import committer_for
 from emulator.spark.committer import DaemonOffsets, SinkOffsetsUnsupported
 from emulator.spark.options import OptionError, bool_option, daemon_credentials, daemon_url

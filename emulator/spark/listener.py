@@ -32,7 +32,8 @@ from pyspark.sql import SparkSession
 from pyspark.sql.streaming.listener import StreamingQueryListener
 
 from emulator.client.credentials import Credentials
-from emulator.client.http import DEFAULT_URL, ClientError, DaemonUnavailable, NotReadyError
+from emulator.client.errors import ClientError, DaemonUnavailable, NotReadyError
+from emulator.client.http import DEFAULT_URL
 from emulator.spark.checkpoint import CheckpointError, latest_completed_batch
 from emulator.spark.committer import CommitOutcome, DaemonOffsets, SinkOffsetsUnsupported
 from emulator.spark.handoff import CommitTarget, HandoffError, publish

@@ -26,7 +26,8 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
 from emulator.client.credentials import Credentials
-from emulator.client.http import ApiError, OffsetsClient
+from emulator.client.errors import ApiError
+from emulator.client.http import OffsetsClient
 from emulator.spark.options import bool_option, daemon_credentials, daemon_url
 
 SCHEMA = "connector string, partition string, offset string, kafka_partition int, kafka_offset long, timestamp_ms long"

@@ -25,8 +25,9 @@ import uuid
 from collections.abc import Callable, Mapping
 from typing import Any, Self, TypeAlias
 
+from emulator.client.errors import ClientError, NotFoundError
 from emulator.client.history import HistoryClient
-from emulator.client.http import AsyncOffsetsClient, ClientError, NotFoundError
+from emulator.client.http import AsyncOffsetsClient
 from emulator.testing import report, snapshots
 from emulator.testing.shapes import Entry, OffsetsInput, Partition, by_partition, canonical, entries, shown
 from emulator.testing.snapshots import LogSnapshot

@@ -28,8 +28,9 @@ from pathlib import Path
 from types import TracebackType
 from typing import Self
 
+from emulator.client.errors import ClientError
 from emulator.client.history import HistoryClient
-from emulator.client.http import AsyncOffsetsClient, ClientError
+from emulator.client.http import AsyncOffsetsClient
 from emulator.server.options import ENV_PREFIX
 
 __all__ = ["DaemonProcess", "DaemonStartError", "EmbeddedDaemon", "KafkaDaemon", "wait_until_ready"]

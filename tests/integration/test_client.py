@@ -8,13 +8,8 @@ from typing import Any
 
 import pytest
 
-from emulator.client.http import (
-    ApiError,
-    AsyncOffsetsClient,
-    DaemonUnavailable,
-    NotFoundError,
-    OffsetsClient,
-)
+from emulator.client.errors import ApiError, DaemonUnavailable, NotFoundError
+from emulator.client.http import AsyncOffsetsClient, OffsetsClient
 from tests.fixtures.daemon import DaemonProcess, free_port
 
 

@@ -26,7 +26,8 @@ import httpx
 import pytest
 import uvicorn
 
-from emulator.client.http import AsyncOffsetsClient, NotReadyError, OffsetsClient
+from emulator.client.errors import NotReadyError
+from emulator.client.http import AsyncOffsetsClient, OffsetsClient
 from emulator.codec.keys import encode_key
 from emulator.codec.values import encode_offset
 from emulator.logs.embedded.offsets_log import EmbeddedOffsetLog

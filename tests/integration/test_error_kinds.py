@@ -13,7 +13,8 @@ from typing import Any
 import httpx
 import pytest
 
-from emulator.client.http import ApiError, Auth, NotFoundError, NotStoppedError, OffsetsClient
+from emulator.client.errors import ApiError, NotFoundError, NotStoppedError
+from emulator.client.http import Auth, OffsetsClient
 from emulator.model.errors import ERROR_HEADER
 
 PARTITION = {"filename": "/data/in.txt"}

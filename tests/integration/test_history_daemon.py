@@ -18,8 +18,8 @@ from typing import Any
 import httpx
 import pytest
 
+from emulator.client.errors import NotFoundError
 from emulator.client.history import HistoryClient
-from emulator.client.http import NotFoundError
 from emulator.history.files import scan_dir
 from emulator.logs.embedded.offsets_log import EmbeddedOffsetLog
 from emulator.model.times import parse_time_ms

@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
-from emulator.client.http import Auth, FencedError, NotStoppedError, OffsetsClient
+from emulator.client.errors import FencedError, NotStoppedError
+from emulator.client.http import Auth, OffsetsClient
 from tests.fixtures.broker import TansuBroker
 from tests.fixtures.daemon import DaemonFactory, DaemonProcess
 

@@ -11,7 +11,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from emulator.client.http import ApiError, OffsetsClient
+from emulator.client.errors import ApiError
+from emulator.client.http import OffsetsClient
 from tests.fixtures.broker import TansuBroker
 
 if TYPE_CHECKING:

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from emulator.client.http import NotFoundError
+from emulator.client.errors import NotFoundError
 from emulator.testing import LogSnapshot, OffsetsKit, unique_name
 from tests.fixtures.daemon import DaemonFactory, DaemonProcess
 

@@ -20,7 +20,8 @@ from typing import Any
 import pytest
 import uvicorn
 
-from emulator.client.http import NotReadyError, OffsetsClient
+from emulator.client.errors import NotReadyError
+from emulator.client.http import OffsetsClient
 from emulator.server.starting import StartingApp, Startup
 from tests.fixtures.waits import until
 

@@ -14,8 +14,7 @@ import httpx
 import pytest
 
 import emulator.server.errors as server_errors
-from emulator.client.http import (
-    ERROR_HEADER,
+from emulator.client.errors import (
     ApiError,
     AuthenticationError,
     FencedError,
@@ -26,6 +25,7 @@ from emulator.client.http import (
     api_error,
     error_from_response,
 )
+from emulator.client.http import ERROR_HEADER
 from emulator.history.query import HistoryUnavailable
 from emulator.model.claims import Fenced
 from emulator.model.errors import (

@@ -1,0 +1,106 @@
+"""The client's typed errors: what a caller can tell apart without reading message texts.
+
+A daemon's error answer is typed by its ``X-Connect-Offsets-Error`` header (the kinds are listed in
+``emulator.server.errors``), else by its status alone (daemons that predate the header, the web
+framework's own 404/405); the message is Connect's, for people.
+"""
+
+from __future__ import annotations
+
+import httpx
+
+from emulator.model.errors import ERROR_HEADER
+
+
+class ClientError(Exception):
+    """Base of the client's errors."""
+
+
+class DaemonUnavailable(ClientError):
+    """Nothing answered at the URL (daemon down, wrong URL, network)."""
+
+
+class ApiError(ClientError):
+    """The daemon answered with Connect's error body ``{"error_code":…,"message":…}``.
+
+    ``kind`` is the daemon's name for what went wrong (the ``X-Connect-Offsets-Error`` header), or
+    None when the daemon did not send one.
+    """
+
+    def __init__(self, status: int, message: str, kind: str | None = None) -> None:
+        super().__init__(f"HTTP {status}: {message}")
+        self.status = status
+        self.message = message
+        self.kind = kind
+
+
+class AuthenticationError(ApiError):
+    """401: the daemon requires credentials, or refused the ones given (see ``Credentials``)."""
+
+
+class ForbiddenError(ApiError):
+    """403: authenticated, but the principal's scopes do not cover this operation."""
+
+
+class NotFoundError(ApiError):
+    """404: the connector (or its claim, or the history) is unknown."""
+
+
+class NotStoppedError(ApiError):
+    """400 because the connector is not STOPPED (Connect's rule for modifying offsets), or because
+    someone else holds its claim."""
+
+
+class NotReadyError(ApiError):
+    """503: the daemon cannot answer now: it has not read its log to the end yet, or cannot read it
+    (``not_ready``), or the log did not answer within its write timeout (``log_timeout``: nothing was
+    written; ``write_outcome_unknown``: the write may still land). Raised once the client's retries
+    (``retry_for_s``) are spent, or at once where a retry is not safe or would not help."""
+
+
+class FencedError(ApiError):
+    """409: a newer claim fenced this writer (or another conflict); nothing was written."""
+
+
+_BY_KIND: dict[str, type[ApiError]] = {
+    "connector_not_found": NotFoundError,
+    "claim_not_found": NotFoundError,
+    "history_disabled": NotFoundError,
+    "not_stopped": NotStoppedError,
+    "claim_held": NotStoppedError,
+    "not_ready": NotReadyError,
+    "fenced": FencedError,
+    "conflict": FencedError,
+    "connector_running": FencedError,
+    "claims_unsupported": FencedError,
+    "unauthenticated": AuthenticationError,
+    "forbidden": ForbiddenError,
+}
+_BY_STATUS: dict[int, type[ApiError]] = {
+    401: AuthenticationError,
+    403: ForbiddenError,
+    404: NotFoundError,
+    409: FencedError,
+    503: NotReadyError,
+}
+
+
+def api_error(status: int, message: str, kind: str | None = None) -> ApiError:
+    """The typed error for a daemon's answer: by ``kind`` when the daemon named one this client
+    knows, else by status alone (older daemons, the web framework's own 404/405)."""
+    cls = _BY_KIND.get(kind or "") or _BY_STATUS.get(status, ApiError)
+    return cls(status, message, kind)
+
+
+def error_from_response(response: httpx.Response) -> ApiError:
+    """An error answer (status >= 400) as a typed error carrying Connect's message."""
+    try:
+        body = response.json()
+    except ValueError:
+        body = None
+    message = body.get("message") if isinstance(body, dict) else None
+    return api_error(
+        response.status_code,
+        str(message or response.text or response.reason_phrase),
+        response.headers.get(ERROR_HEADER),
+    )
