@@ -246,7 +246,7 @@ class OffsetsClient:
     ``credentials`` (token, Basic user, CA, client certificate): left out, the process default
     (``emulator.client.credentials``: the CLI's flags, else ``CONNECT_OFFSETS_*`` variables).
     ``retry_for_s``: how long to keep retrying a request the daemon answered 503 because its log was
-    slow, where that is safe (see the module's docstring); 0 never retries.
+    slow or is still being read, where that is safe (see the module's docstring); 0 never retries.
     """
 
     def __init__(
