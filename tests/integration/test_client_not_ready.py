@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-import socket
 import sqlite3
 import threading
 import time
@@ -24,7 +23,6 @@ from pathlib import Path
 
 import httpx
 import pytest
-import uvicorn
 
 from emulator.client.errors import NotReadyError
 from emulator.client.http import AsyncOffsetsClient, OffsetsClient
@@ -34,6 +32,7 @@ from emulator.logs.embedded.offsets_log import EmbeddedOffsetLog
 from emulator.model.connectors import NoConnectCluster
 from emulator.server.wiring import Runtime, assemble_runtime, close_runtime, make_app, start_reading
 from emulator.view.offset_view import OffsetView
+from tests.fixtures.asgi import served
 from tests.fixtures.cli import run_cli
 from tests.fixtures.waits import until
 
@@ -68,19 +67,10 @@ def daemon_app(data_dir: Path, connector: str, damage: bool = False) -> Iterator
             f.seek(20 * 4096)
             f.write(random.Random(2).randbytes(40 * 4096))
     runtime = assemble_runtime(log, OffsetView(), NoConnectCluster())
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    config = uvicorn.Config(make_app(runtime, reading_started=True), log_config=None, log_level="warning")
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
     try:
-        until(lambda: server.started, "uvicorn to start", 20)
-        yield Served(f"http://127.0.0.1:{sock.getsockname()[1]}", runtime, connector)
+        with served(make_app(runtime, reading_started=True), lifespan="on") as url:
+            yield Served(url, runtime, connector)
     finally:
-        server.should_exit = True
-        thread.join(20)
-        sock.close()
         close_runtime(runtime, None)
 
 

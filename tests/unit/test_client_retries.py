@@ -10,20 +10,16 @@ front of one, may answer. The daemon's app over a log still being read is in
 from __future__ import annotations
 
 import contextlib
-import socket
-import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from typing import Any
 
 import pytest
-import uvicorn
 
 from emulator.client.errors import NotReadyError
 from emulator.client.http import OffsetsClient
 from emulator.server.starting import StartingApp, Startup
-from tests.fixtures.waits import until
+from tests.fixtures.asgi import served
 
 
 def _startup() -> Startup:
@@ -31,22 +27,6 @@ def _startup() -> Startup:
     startup.begin("opening the offsets log kafka://10.0.0.9:9092/connect-offsets")
     startup.wait("cannot reach the Kafka cluster at 10.0.0.9:9092 (--bootstrap-servers): timed out")
     return startup
-
-
-@contextmanager
-def _served(app: Any) -> Iterator[str]:
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    server = uvicorn.Server(uvicorn.Config(app, lifespan="off", log_config=None, log_level="warning"))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    try:
-        until(lambda: server.started, "uvicorn to start", 10)
-        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
-    finally:
-        server.should_exit = True
-        thread.join(10)
-        sock.close()
 
 
 def _seconds(call: Callable[[], object]) -> float:
@@ -57,7 +37,7 @@ def _seconds(call: Callable[[], object]) -> float:
 
 
 def test_the_client_reports_a_starting_daemon_at_once_and_waits_on_its_other_routes() -> None:
-    with _served(StartingApp(_startup(), show_reason=True)) as url, OffsetsClient(url, retry_for_s=2.5) as client:
+    with served(StartingApp(_startup(), show_reason=True)) as url, OffsetsClient(url, retry_for_s=2.5) as client:
         assert _seconds(client.ready) < 1 and client.ready() is False
         assert _seconds(client.status) < 1
         with pytest.raises(NotReadyError, match="the daemon is starting"):
@@ -78,7 +58,7 @@ async def _earlier_starting_app(scope: dict[str, Any], receive: Any, send: Any) 
 
 
 def test_the_client_never_waits_on_readyz_or_status_whatever_the_daemon_says() -> None:
-    with _served(_earlier_starting_app) as url, OffsetsClient(url, retry_for_s=5) as client:
+    with served(_earlier_starting_app) as url, OffsetsClient(url, retry_for_s=5) as client:
         assert _seconds(client.ready) < 1
         assert _seconds(client.status) < 1
 
@@ -94,7 +74,7 @@ def test_a_retry_after_of_zero_still_paces_the_retries() -> None:
         await send({"type": "http.response.body", "body": b'{"error_code":503,"message":"slow log"}'})
 
     with (
-        _served(answers_zero) as url,
+        served(answers_zero) as url,
         OffsetsClient(url, retry_for_s=1.0) as client,
         pytest.raises(NotReadyError, match="slow log"),
     ):
