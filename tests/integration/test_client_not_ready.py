@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import random
-import sqlite3
 import threading
 import time
 from collections.abc import Iterator
@@ -34,6 +32,7 @@ from emulator.server.wiring import Runtime, assemble_runtime, close_runtime, mak
 from emulator.view.offset_view import OffsetView
 from tests.fixtures.asgi import served
 from tests.fixtures.cli import run_cli
+from tests.fixtures.disk_faults import damage_records
 from tests.fixtures.waits import until
 
 READ_AFTER_S = 1.5
@@ -56,16 +55,10 @@ def daemon_app(data_dir: Path, connector: str, damage: bool = False) -> Iterator
     filler = [(encode_key(f"{connector}-filler", {"n": n}), b"z" * 200) for n in range(3000)] if damage else []
     seeded.append([(encode_key(connector, {"file": "a"}), encode_offset({"position": 7})), *filler])
     seeded.close()
-    if damage:
-        path = data_dir / "connect-offsets.sqlite3"
-        with sqlite3.connect(path) as db:  # the records out of the WAL, into the main file
-            assert db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0] == 0
     log = EmbeddedOffsetLog(data_dir, partitions=2, synchronous="NORMAL")
     log.open()  # intact at open time
     if damage:
-        with path.open("r+b") as f:
-            f.seek(20 * 4096)
-            f.write(random.Random(2).randbytes(40 * 4096))
+        damage_records(data_dir / "connect-offsets.sqlite3")
     runtime = assemble_runtime(log, OffsetView(), NoConnectCluster())
     try:
         with served(make_app(runtime, reading_started=True), lifespan="on") as url:

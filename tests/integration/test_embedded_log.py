@@ -41,6 +41,7 @@ from emulator.model.errors import (
 from emulator.model.records import LogRecord, Position
 from emulator.service.checks import ConnectorChecks
 from emulator.view.offset_view import OffsetView
+from tests.fixtures.disk_faults import damage_records
 from tests.fixtures.waits import until
 from tests.integration.embedded_writer_proc import record
 
@@ -750,12 +751,7 @@ def test_damage_found_while_reading_stops_the_reader_and_progress_reports_it(dat
     offsets_log.open()  # intact at open time: quick_check passes
     try:
         offsets_log.append([(connect_key("late-damage", i), b"z" * 200) for i in range(3000)])
-        path = data_dir / "connect-offsets.sqlite3"
-        with sqlite3.connect(path) as db:  # move the records from the WAL into the main file
-            assert db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0] == 0
-        with path.open("r+b") as f:  # damage the records' pages behind the open log's back
-            f.seek(20 * 4096)
-            f.write(random.Random(2).randbytes(40 * 4096))
+        damage_records(data_dir / "connect-offsets.sqlite3")  # behind the open log's back
         offsets_log.start_reading(Collector())
 
         until(lambda: offsets_log.progress().error is not None, "the reader to report the damage")
