@@ -9,8 +9,11 @@ offsets of the latest batch that has ``commits/N``.
 The checkpoint location is asked from the JVM (classic PySpark) when the query starts, or given
 explicitly (``checkpoints={name_or_id: dir}``, e.g. under Spark Connect). Without a readable local
 checkpoint the listener falls back to the progress events' ``endOffset`` (also never ahead of a
-completed batch, but a driver crash can lose the last event). Events arrive asynchronously: use
-``wait_for_termination(query)`` after ``query.stop()`` before handing over to Connect.
+completed batch, but a driver crash can lose the last event). Events arrive asynchronously, and
+the publishes run on a thread per query, never on Spark's listener bus (``emulator.spark.query_worker``):
+use ``wait_for_termination(query)`` after ``query.stop()`` before handing over to Connect. It waits
+for that run's termination: a query restarted from the same checkpoint keeps its id, so a listener
+that saw the earlier run end must not answer for the new one.
 
 The termination's publish is the handover itself, so it does not give up at the first refusal: a
 daemon that is restarting (nothing listens, or it is still reading its log) is asked again for
@@ -37,6 +40,7 @@ from emulator.client.http import DEFAULT_URL
 from emulator.spark.checkpoint import CheckpointError, latest_completed_batch
 from emulator.spark.committer import CommitOutcome, DaemonOffsets, SinkOffsetsUnsupported
 from emulator.spark.handoff import CommitTarget, HandoffError, publish
+from emulator.spark.query_worker import QueryWorkers, Step
 
 log = logging.getLogger(__name__)
 
@@ -77,19 +81,23 @@ class ListenerCommitter(StreamingQueryListener):
         self._progress: dict[str, tuple[int, dict[str, Any]]] = {}
         self._published: dict[str, tuple[str, int]] = {}
         self._terminated: dict[str, threading.Event] = {}
-        self._client: DaemonOffsets | None = None
+        """Per run id, and per query id for callers that pass an id: set once the termination's publish ended."""
         self.outcomes: list[CommitOutcome] = []
         self.errors: list[str] = []
         self.termination_retry_s = TERMINATION_RETRY_S
         self._unpublished: dict[str, str] = {}
-        """Per query: why its termination's batch was not published (``wait_for_termination`` raises it)."""
+        """Keyed as ``_terminated``: why a termination's batch was not published (``wait_for_termination`` raises)."""
+        self._workers = QueryWorkers(self._step, self._new_client, DaemonOffsets.close)
 
-    # -- listener callbacks (listener bus thread; never raise) ---------------------------------
+    # -- listener callbacks (Spark's listener bus; never raise, never wait for the daemon) -----
     def onQueryStarted(self, event: Any) -> None:
         query_id = str(event.id)
         with self._lock:
             self._names[query_id] = event.name
-            self._terminated.setdefault(query_id, threading.Event())
+            self._terminated.setdefault(str(event.runId), threading.Event())
+            if self._terminated.setdefault(query_id, threading.Event()).is_set():  # a new run of the query
+                self._terminated[query_id] = threading.Event()
+                self._unpublished.pop(query_id, None)
         self._resolve_checkpoint(query_id, event.name)
 
     def onQueryProgress(self, event: Any) -> None:
@@ -99,35 +107,30 @@ class ListenerCommitter(StreamingQueryListener):
         with self._lock:
             self._names.setdefault(query_id, progress.name)
             self._progress[query_id] = (int(progress.batchId), ends)
-        self._guarded(query_id, "progress")
+        self._workers.progress(query_id)
 
     def onQueryIdle(self, event: Any) -> None:
         """Nothing new was completed."""
 
     def onQueryTerminated(self, event: Any) -> None:
-        query_id = str(event.id)
-        try:
-            failure = self._guarded(query_id, "termination", retry_for_s=self.termination_retry_s)
-            if failure is not None:
-                with self._lock:
-                    self._unpublished[query_id] = failure
-        finally:
-            with self._lock:
-                done = self._terminated.setdefault(query_id, threading.Event())
-            done.set()
+        self._workers.terminated(str(event.id), str(event.runId))
 
     # -- public helpers ------------------------------------------------------------------------
     def wait_for_termination(self, query: Any, timeout_s: float = 60.0) -> bool:
-        """Block until the termination of ``query`` (a StreamingQuery or its id) has been published;
-        False if the termination event did not come within ``timeout_s``. Raises ``HandoffError``
-        when it came but its batch could not be published (the message says how to publish it)."""
+        """Block until the termination of ``query`` has been published; False if it did not come
+        within ``timeout_s``. Raises ``HandoffError`` when it came but its batch could not be
+        published (the message says how to publish it). Pass the StreamingQuery: its run is waited
+        for. A bare query id waits for the termination of the query's latest run the listener saw
+        start."""
+        run_id = getattr(query, "runId", None)
         query_id = str(getattr(query, "id", query))
+        key = str(run_id) if run_id is not None else query_id
         with self._lock:
-            done = self._terminated.setdefault(query_id, threading.Event())
+            done = self._terminated.setdefault(key, threading.Event())
         if not done.wait(timeout_s):
             return False
         with self._lock:
-            failure = self._unpublished.get(query_id)
+            failure = self._unpublished.get(key)
             checkpoint = self._checkpoint.get(query_id)
         if failure is not None:
             where = f"--checkpoint {checkpoint}" if checkpoint else "--checkpoint <the query's checkpointLocation>"
@@ -138,15 +141,38 @@ class ListenerCommitter(StreamingQueryListener):
             )
         return True
 
-    # -- internals -----------------------------------------------------------------------------
-    def _guarded(self, query_id: str, why: str, retry_for_s: float = 0.0) -> str | None:
+    def idle(self, timeout_s: float = 30.0) -> bool:
+        """Wait until every publish the listener has been handed so far is done (tests, shutdowns)."""
+        return self._workers.idle(timeout_s)
+
+    # -- internals (on the query's own thread) --------------------------------------------------
+    def _new_client(self) -> DaemonOffsets:
+        """One keep-alive connection per query thread: the steps of one query run one at a time."""
+        return DaemonOffsets(self.url, credentials=self.credentials)
+
+    def _step(self, daemon: DaemonOffsets, query_id: str, step: Step) -> None:
+        if step.kind == "progress":
+            self._guarded(daemon, query_id, "progress")
+            return
+        failure: str | None = None
+        try:
+            failure = self._guarded(daemon, query_id, "termination", retry_for_s=self.termination_retry_s)
+        finally:
+            keys = [query_id] if step.run_id is None else [query_id, step.run_id]
+            with self._lock:
+                for key in keys:
+                    if failure is not None:
+                        self._unpublished[key] = failure
+                    self._terminated.setdefault(key, threading.Event()).set()
+
+    def _guarded(self, daemon: DaemonOffsets, query_id: str, why: str, retry_for_s: float = 0.0) -> str | None:
         """Publish; None when done, else what failed (logged and kept in ``errors``). A daemon that
         cannot answer now is asked again, 0.5 s apart, for ``retry_for_s``: the publish carries a
         commit sequence, so a repeat is applied at most once."""
         give_up_at = time.monotonic() + retry_for_s
         while True:
             try:
-                self._publish(query_id)
+                self._publish(daemon, query_id)
                 return None
             except (ClientError, CheckpointError, HandoffError, SinkOffsetsUnsupported, OSError) as exc:
                 now_unable = isinstance(exc, (DaemonUnavailable, NotReadyError))
@@ -162,13 +188,6 @@ class ListenerCommitter(StreamingQueryListener):
             with self._lock:
                 self.errors.append(message)
             return message
-
-    def _daemon(self) -> DaemonOffsets:
-        """One keep-alive connection for the listener's lifetime (events arrive on one thread)."""
-        with self._lock:
-            if self._client is None:
-                self._client = DaemonOffsets(self.url, credentials=self.credentials)
-            return self._client
 
     def _resolve_checkpoint(self, query_id: str, name: str | None) -> str | None:
         with self._lock:
@@ -186,7 +205,7 @@ class ListenerCommitter(StreamingQueryListener):
             self._checkpoint[query_id] = location
         return location
 
-    def _publish(self, query_id: str) -> None:
+    def _publish(self, daemon: DaemonOffsets, query_id: str) -> None:
         with self._lock:
             name = self._names.get(query_id)
             progress = self._progress.get(query_id)
@@ -215,7 +234,7 @@ class ListenerCommitter(StreamingQueryListener):
         # The query's id is stable across runs of one checkpoint and batch ids keep counting, so a
         # restarted run that republishes an old batch is dropped by the daemon as stale.
         sequence = (f"spark-query:{query_id}", marker[1])
-        outcomes = publish(self._daemon(), offsets, targets, self.own_sources, self.dry_run, sequence)
+        outcomes = publish(daemon, offsets, targets, self.own_sources, self.dry_run, sequence)
         with self._lock:
             self._published[query_id] = marker
             self.outcomes.extend(outcomes)

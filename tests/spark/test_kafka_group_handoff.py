@@ -10,7 +10,6 @@ published by ``ListenerCommitter`` with a sink ``CommitTarget`` (it reads the ch
 
 from __future__ import annotations
 
-import socket
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +21,7 @@ import pytest
 from emulator.spark import CommitTarget, ListenerCommitter
 from tests.fixtures.broker import TansuBroker
 from tests.fixtures.daemon import DaemonFactory, DaemonProcess
+from tests.fixtures.sockets import silent_port
 from tests.spark.helpers import eventually, unique
 
 if TYPE_CHECKING:
@@ -222,13 +222,8 @@ def test_a_daemon_that_does_not_answer_does_not_hold_up_the_next_batch(
     """``reader.commit`` runs inside Spark's planning of the next batch: before, a daemon that
     accepted the connection and did not answer (restarting, waiting for its broker) held every
     trigger for the client's 30 s timeout."""
-    silent = socket.socket()
-    silent.bind(("127.0.0.1", 0))
-    silent.listen(8)  # the kernel completes connections; nobody reads or answers them
-    try:
-        reader = reader_for(f"http://127.0.0.1:{silent.getsockname()[1]}", kafka_broker, setup)
+    with silent_port() as port:  # at its end the commit's thread fails, logs a warning, and waits for the next one
+        reader = reader_for(f"http://127.0.0.1:{port}", kafka_broker, setup)
         started = time.monotonic()
         reader.commit({setup.topic: {"0": 3, "1": 1}})
         assert time.monotonic() - started < 1.0
-    finally:
-        silent.close()  # the commit's thread then fails, logs a warning, and waits for the next one

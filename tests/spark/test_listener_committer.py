@@ -10,18 +10,21 @@ consumer group on the broker.
 from __future__ import annotations
 
 import json
+import threading
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
 from confluent_kafka import Consumer, TopicPartition
+from pyspark.sql.streaming.listener import StreamingQueryListener
 
 from emulator.spark import CommitTarget, ListenerCommitter
 from emulator.spark.committer import DaemonOffsets, SinkOffsetsUnsupported
 from emulator.spark.handoff import HandoffError
 from tests.fixtures.broker import TansuBroker
 from tests.fixtures.daemon import DaemonFactory, DaemonProcess, KafkaDaemon
+from tests.fixtures.sockets import silent_port
 from tests.spark.helpers import unique
 from tests.spark.probe_source import KafkaShapedSource
 
@@ -108,14 +111,8 @@ def test_kind_sink_commits_to_the_connectors_consumer_group(
     assert [(tp.partition, tp.offset) for tp in committed] == [(0, 4), (1, 2)]
 
 
-def _two_batches_the_second_while_the_daemon_is_down(
-    spark: SparkSession, daemon: DaemonProcess, committer: ListenerCommitter, folder: Path, checkpoint: Path
-) -> Any:
-    """Two batches; the daemon stops between them (the listener's events are asynchronous: batch 0's
-    progress may or may not have reached it), so only the termination can hand batch 1 over.
-    Returns the stopped query."""
-    (folder / "a.txt").write_text("x\n")
-    query = (
+def _text_query(spark: SparkSession, folder: Path, checkpoint: Path) -> Any:
+    return (
         spark.readStream.format("text")
         .load(str(folder))
         .writeStream.format("noop")
@@ -123,6 +120,16 @@ def _two_batches_the_second_while_the_daemon_is_down(
         .trigger(processingTime="200 milliseconds")
         .start()
     )
+
+
+def _two_batches_the_second_while_the_daemon_is_down(
+    spark: SparkSession, daemon: DaemonProcess, committer: ListenerCommitter, folder: Path, checkpoint: Path
+) -> Any:
+    """Two batches; the daemon stops between them (the listener's events are asynchronous: batch 0's
+    progress may or may not have reached it), so only the termination can hand batch 1 over.
+    Returns the stopped query."""
+    (folder / "a.txt").write_text("x\n")
+    query = _text_query(spark, folder, checkpoint)
     query.processAllAvailable()
     daemon.stop()
     (folder / "b.txt").write_text("y\n")
@@ -175,3 +182,83 @@ def test_a_daemon_restarting_at_the_termination_gets_the_last_batch(
     ]
     assert any("publishing offsets on progress failed" in e for e in committer.errors), committer.errors
     assert not any("on termination" in e for e in committer.errors), committer.errors
+
+
+class _Recorder(StreamingQueryListener):
+    """Another listener on the same session: Spark calls the listeners one after another."""
+
+    def __init__(self) -> None:
+        self.progress = 0
+        self.terminated = threading.Event()
+
+    def onQueryStarted(self, event: Any) -> None:
+        """Not needed here."""
+
+    def onQueryProgress(self, event: Any) -> None:
+        self.progress += 1
+
+    def onQueryIdle(self, event: Any) -> None:
+        """Not needed here."""
+
+    def onQueryTerminated(self, event: Any) -> None:
+        self.terminated.set()
+
+
+def test_a_daemon_that_does_not_answer_holds_up_no_other_listener(spark: SparkSession, tmp_path: Path) -> None:
+    """The publishes run on a thread of the query's, not in Spark's listener callbacks: before, each
+    progress event held Spark's listener bus (every listener of the session, Spark's UI included)
+    for the client's 30 s timeout while the daemon accepted the connection and did not answer."""
+    folder = tmp_path / "in"
+    folder.mkdir()
+    recorder = _Recorder()
+    with silent_port() as port:
+        committer = ListenerCommitter(spark, url=f"http://127.0.0.1:{port}", targets=[CommitTarget(0, unique("hung"))])
+        committer.termination_retry_s = 1.0
+        spark.streams.addListener(committer)
+        spark.streams.addListener(recorder)
+        try:
+            (folder / "a.txt").write_text("x\n")
+            query = _text_query(spark, folder, tmp_path / "cp")
+            query.processAllAvailable()
+            (folder / "b.txt").write_text("y\n")
+            query.processAllAvailable()
+            query.stop()
+            assert recorder.terminated.wait(15), "the other listener's events waited behind the daemon"
+            assert recorder.progress >= 2
+        finally:
+            spark.streams.removeListener(recorder)
+            spark.streams.removeListener(committer)
+    # The port is closed now: the waiting publishes fail, and the handover says so.
+    with pytest.raises(HandoffError, match="publishing offsets on termination failed"):
+        committer.wait_for_termination(query, 60)
+
+
+def test_a_query_restarted_from_its_checkpoint_is_waited_for_on_its_own(
+    spark: SparkSession, daemon_factory: DaemonFactory, tmp_path: Path
+) -> None:
+    """The restarted run keeps the query's id: before, the first run's finished termination answered
+    for the second at once — True, for a batch the connector never got."""
+    folder, checkpoint = tmp_path / "in", tmp_path / "cp"
+    folder.mkdir()
+    daemon = daemon_factory()
+    connector = unique("spark-rerun")
+    committer = ListenerCommitter(spark, url=daemon.url, targets=[CommitTarget(0, connector)])
+    committer.termination_retry_s = 1.0
+    spark.streams.addListener(committer)
+    try:
+        (folder / "a.txt").write_text("x\n")
+        first = _text_query(spark, folder, checkpoint)
+        first.processAllAvailable()
+        first.stop()
+        assert committer.wait_for_termination(first, 60)
+        assert daemon.client().offsets(connector) != []
+        daemon.stop()
+        (folder / "b.txt").write_text("y\n")
+        second = _text_query(spark, folder, checkpoint)
+        second.processAllAvailable()
+        second.stop()
+        assert (second.id, second.runId != first.runId) == (first.id, True)
+        with pytest.raises(HandoffError, match="publishing offsets on termination failed"):
+            committer.wait_for_termination(second, 60)
+    finally:
+        spark.streams.removeListener(committer)

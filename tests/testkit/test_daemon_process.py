@@ -10,7 +10,6 @@ a broker's offsets topic.
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -21,6 +20,7 @@ import pytest
 
 from emulator.testing import DaemonStartError, EmbeddedDaemon, KafkaDaemon, OffsetsKit
 from tests.fixtures.broker import TansuBroker
+from tests.fixtures.sockets import silent_port
 
 SCRIPT = """
 import sys
@@ -74,10 +74,8 @@ def test_a_daemon_that_exits_raises_with_its_log() -> None:
 @pytest.fixture
 def silent_broker() -> Iterator[str]:
     """A port that accepts connections and never answers: a broker that hangs."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        sock.listen(16)
-        yield f"127.0.0.1:{sock.getsockname()[1]}"
+    with silent_port() as port:
+        yield f"127.0.0.1:{port}"
 
 
 @pytest.mark.slow

@@ -1,0 +1,104 @@
+"""``QueryWorkers`` runs a listener's publishes off Spark's listener bus, per query, in event order."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from emulator.spark.query_worker import QueryWorkers, Step
+
+
+class _Publishes:
+    """Records the steps run, per thread; a step of a query in ``held`` waits until released."""
+
+    def __init__(self) -> None:
+        self.done: list[tuple[str, Step]] = []
+        self.threads: dict[str, set[str]] = {}
+        self.held: dict[str, threading.Event] = {}
+        self.opened = self.closed = 0
+
+    def run(self, state: object, query_id: str, step: Step) -> None:
+        gate = self.held.get(query_id)
+        if gate is not None:
+            gate.wait(10)
+        self.threads.setdefault(query_id, set()).add(threading.current_thread().name)
+        self.done.append((query_id, step))
+
+    def open(self) -> object:
+        self.opened += 1
+        return object()
+
+    def close(self, state: object) -> None:
+        self.closed += 1
+
+
+def _workers(publishes: _Publishes) -> QueryWorkers[object]:
+    return QueryWorkers(publishes.run, publishes.open, publishes.close)
+
+
+def test_a_querys_steps_run_in_event_order_and_its_thread_ends_after_the_termination() -> None:
+    publishes = _Publishes()
+    workers = _workers(publishes)
+    publishes.held["q1"] = gate = threading.Event()
+    workers.progress("q1")  # starts at once and waits at the gate
+    time.sleep(0.1)
+    workers.progress("q1")
+    workers.progress("q1")  # not queued twice: each progress publish reads the latest batch
+    workers.terminated("q1", "run-1")
+    gate.set()
+    assert workers.idle(10)
+    assert [step for _, step in publishes.done] == [Step("progress"), Step("progress"), Step("termination", "run-1")]
+    assert len(publishes.threads["q1"]) == 1
+    deadline = time.monotonic() + 5
+    while publishes.closed < 1 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert (publishes.opened, publishes.closed) == (1, 1)
+
+
+def test_a_query_waiting_for_the_daemon_holds_up_neither_the_caller_nor_another_query() -> None:
+    publishes = _Publishes()
+    workers = _workers(publishes)
+    publishes.held["slow"] = gate = threading.Event()
+    started = time.monotonic()
+    workers.terminated("slow", "run-s")
+    workers.progress("fast")
+    workers.terminated("fast", "run-f")
+    assert time.monotonic() - started < 0.1  # the listener's callbacks only queue
+    deadline = time.monotonic() + 5
+    while len(publishes.done) < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert [q for q, _ in publishes.done] == ["fast", "fast"]
+    assert not workers.idle(0.05)
+    gate.set()
+    assert workers.idle(10)
+    assert publishes.done[-1] == ("slow", Step("termination", "run-s"))
+
+
+def test_a_new_run_after_a_termination_gets_a_thread_of_its_own() -> None:
+    publishes = _Publishes()
+    workers = _workers(publishes)
+    workers.terminated("q", "run-1")
+    assert workers.idle(10)
+    workers.progress("q")
+    workers.terminated("q", "run-2")
+    assert workers.idle(10)
+    assert [step.run_id for _, step in publishes.done] == ["run-1", None, "run-2"]
+    assert publishes.opened == 2
+
+
+def test_a_step_that_raises_is_logged_and_the_next_one_still_runs(caplog: pytest.LogCaptureFixture) -> None:
+    ran: list[Step] = []
+
+    def run(state: object, query_id: str, step: Step) -> None:
+        ran.append(step)
+        if step.kind == "progress":
+            raise RuntimeError("a bug in a publish")
+
+    workers: QueryWorkers[None] = QueryWorkers(run, lambda: None, lambda state: None)
+    workers.progress("q")
+    workers.terminated("q", "run-1")
+    assert workers.idle(10)
+    assert ran == [Step("progress"), Step("termination", "run-1")]
+    assert "query q: unexpected error in the listener's progress step" in caplog.text
