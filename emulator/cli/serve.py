@@ -21,8 +21,13 @@ def register(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     """Startup failures that are the user's to fix (storage refused, a missing topic, a port in
     use) are one line on stderr and exit 2, whatever the log handlers do with the rest."""
+    from emulator.server.listen import ListenError, listen_early
+
+    settings: Settings = args.settings
+    # Listening before the heavy imports below: a client connecting during the start waits for its
+    # answer instead of being refused (emulator.server.listen.listen_early).
+    early = listen_early(settings.host, settings.port)
     from emulator.model.errors import OffsetsError
-    from emulator.server.listen import ListenError
     from emulator.server.wiring import serve
 
     # A native crash in one of our threads (SQLite, an extension module) would end the process
@@ -31,7 +36,7 @@ def run(args: argparse.Namespace) -> int:
     # still ends the process silently, with signal 11; docs/operations.md, "Faults".)
     faulthandler.enable(all_threads=True)
     try:
-        serve(args.settings)
+        serve(settings, early)
     except OffsetsError as exc:
         print(f"error: {exc.message}", file=sys.stderr)
         return EXIT_USAGE

@@ -47,6 +47,27 @@ def listen(host: str, port: int) -> socket.socket:
     return sock
 
 
+BACKLOG = 2048
+"""uvicorn's default; the server sets its own again when it starts serving on the socket."""
+
+
+def listen_early(host: str, port: int) -> socket.socket | ListenError:
+    """The socket bound and listening now, or why it cannot be (raised later, where it was).
+
+    ``serve`` calls this first, before the storage opens and the HTTP stack is imported (most of a
+    healthy start's second): the kernel then completes a client's connection and keeps its request
+    in the backlog until the server answers it, where before the client met a refused connection,
+    which clients rightly do not retry (a wrong URL is refused too). The error is handed back, not
+    raised, so that a storage error still comes before a port in use.
+    """
+    try:
+        sock = listen(host, port)
+    except ListenError as exc:
+        return exc
+    sock.listen(BACKLOG)
+    return sock
+
+
 _WILDCARDS = {"0.0.0.0": "127.0.0.1", "::": "::1"}
 
 

@@ -38,7 +38,7 @@ from emulator.server.auth.config import Security, build_security
 from emulator.server.auth.tls import PeerCertificateProtocol, TlsError, TlsFiles, server_context
 from emulator.server.connections import ConnectionGuard, fit_descriptor_limit, guarded_protocol
 from emulator.server.heap import CollectorPauses, collect_young_less_often, freeze_long_lived
-from emulator.server.listen import listen, url_of
+from emulator.server.listen import ListenError, listen_early, url_of
 from emulator.server.log_format import configure_logging
 from emulator.server.metrics_port import serve_metrics, starting_registry
 from emulator.server.options import SettingsError
@@ -433,20 +433,40 @@ def starting_config(
     )
 
 
-def serve(settings: Settings) -> None:
-    """Open the storage, bind the port, then serve until stopped.
+def serve(settings: Settings, early: socket.socket | ListenError | None = None) -> None:
+    """Bind the port, open the storage, then serve until stopped.
 
-    Storage first: its errors are the more telling ones (a damaged log matters more than a busy
-    port) — unless opening it takes more than ``starting.GRACE_S``: then the port is bound and
-    answers for the storage meanwhile (``emulator.server.starting``). The port is bound here, not
-    by uvicorn, so that a port in use is a ``ListenError`` the command line prints, rather than a
-    log record followed by an exit. Once ready, the URL (with the port the system picked for
-    ``--port 0``) is printed on stdout and written to ``--url-file`` (``emulator.server.announce``);
-    a stale URL file is removed before anything else.
+    The port is bound and listening first (``listen.listen_early``), so a client that connects
+    during the start waits in the backlog instead of being refused; but storage errors come first:
+    they are the more telling ones (a damaged log matters more than a busy port), so a port that
+    cannot be bound is reported once the storage is open — or once opening it takes more than
+    ``starting.GRACE_S``: then the port answers for the storage meanwhile
+    (``emulator.server.starting``). The port is bound here, not by uvicorn, so that a port in use is
+    a ``ListenError`` the command line prints, rather than a log record followed by an exit. Once
+    ready, the URL (with the port the system picked for ``--port 0``) is printed on stdout and
+    written to ``--url-file`` (``emulator.server.announce``); a stale URL file is removed before
+    anything else.
     """
     configure_logging(settings.log_level, settings.log_format)
     collect_young_less_often()  # from the start: the replay allocates too
     clear_url_file(settings.url_file)
+    if early is None:  # the command line binds it before importing this module
+        early = listen_early(settings.host, settings.port)
+    bound_early = early
+
+    def bound() -> socket.socket:
+        if isinstance(bound_early, ListenError):
+            raise bound_early
+        return bound_early
+
+    try:
+        _serve(settings, bound)
+    finally:
+        if not isinstance(bound_early, ListenError):
+            bound_early.close()
+
+
+def _serve(settings: Settings, bound_socket: Callable[[], socket.socket]) -> None:
     security = build_security(settings)
     tls = tls_options(settings, security)
     protocol = tls.pop("http", HttpToolsProtocol)  # h11's, with client certificates (auth.tls)
@@ -458,7 +478,7 @@ def serve(settings: Settings) -> None:
 
     def listen_while_opening() -> socket.socket:
         nonlocal stop_metrics
-        sock = listen(settings.host, settings.port)
+        sock = bound_socket()
         scheme = "https" if security.tls else "http"
         log.warning(
             "listening on %s while the storage opens; not ready until then: %s", url_of(sock, scheme), startup.reason()
@@ -482,7 +502,7 @@ def serve(settings: Settings) -> None:
             stop_metrics()
             stop_metrics = None
     try:
-        sock = bound or listen(settings.host, settings.port)
+        sock = bound or bound_socket()
         observability = build_observability(settings, runtime)
         app = make_app(
             runtime, history, security, observability, settings.max_body_bytes, reading_started=True, freeze_heap=True

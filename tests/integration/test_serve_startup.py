@@ -1,19 +1,25 @@
-"""``serve`` replays the log while the HTTP stack is still being imported and built.
+"""``serve`` listens first, and replays the log while the HTTP stack is still being imported and built.
 
 The replay is started by ``wiring.serve`` right after the log and the history archive are open, and
 FastAPI is imported only afterwards (``make_app``), so a restore's wait for the broker overlaps that
 second of startup (issue 12; benchmarks/RESULTS.md, "Round 5"). These pin both halves: the module
 ``serve`` lives in does not pull FastAPI in, and an app told that reading already started serves
 what was replayed without starting the reader a second time (which the log refuses).
+
+The port listens before all of that (``emulator.server.listen.listen_early``): a client connecting
+during the start waits for its answer in the backlog instead of meeting a refused connection.
 """
 
 from __future__ import annotations
 
+import os
+import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+import pytest
 from fastapi.testclient import TestClient
 
 from emulator.codec.keys import encode_key
@@ -22,6 +28,7 @@ from emulator.logs.embedded.offsets_log import EmbeddedOffsetLog
 from emulator.model.connectors import NoConnectCluster
 from emulator.server.wiring import assemble_runtime, make_app, start_reading
 from emulator.view.offset_view import OffsetView
+from tests.fixtures.daemon import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -54,3 +61,42 @@ def test_an_app_over_a_log_already_being_read_serves_the_replay_without_restarti
         response = client.get(f"/connectors/{connector}/offsets")
     assert response.status_code == 200
     assert response.json() == {"offsets": [{"partition": {"file": "a"}, "offset": {"position": 7}}]}
+
+
+def _first_connection(port: int, proc: subprocess.Popen[bytes], timeout_s: float = 30.0) -> socket.socket:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            return socket.create_connection(("127.0.0.1", port), timeout=30)
+        except ConnectionRefusedError:
+            assert proc.poll() is None, f"serve exited with {proc.returncode}"
+            assert time.monotonic() < deadline, f"nothing listened on {port} within {timeout_s} s"
+            time.sleep(0.005)
+
+
+@pytest.mark.slow
+def test_a_client_connecting_while_the_daemon_starts_is_answered_not_refused(tmp_path: Path) -> None:
+    """Before, the port listened only once the HTTP server ran, ~0.85 s after the process started
+    here: a script that started the daemon and asked it something at once met a refused connection."""
+    port, log_file = free_port(), tmp_path / "serve.log"
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("CONNECT_OFFSETS_")}
+    with log_file.open("wb") as log_out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "emulator.cli", "serve", "--port", str(port), "--data-dir", str(tmp_path / "d")],
+            stdout=subprocess.DEVNULL,
+            stderr=log_out,
+            env=clean,
+        )
+    try:
+        with _first_connection(port, proc) as connection:
+            log_at_connect = log_file.read_text()
+            connection.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+            answer = b""
+            while chunk := connection.recv(4096):
+                answer += chunk
+        assert "listening on" not in log_at_connect, "the connection was made only once the server ran"
+        assert answer.startswith(b"HTTP/1.1 200 "), answer
+        assert "listening on http://127.0.0.1:" in log_file.read_text()
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
