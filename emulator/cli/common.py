@@ -15,7 +15,8 @@ from typing import Any
 from emulator.client.credentials import ENV, Credentials, CredentialsError, use_default
 from emulator.client.errors import ApiError
 from emulator.client.http import DEFAULT_URL
-from emulator.server.options import HTTP_URL, OPTIONAL_TEXT, SettingsError, add_options, option
+from emulator.client.retry_window import EXPECTED, parse_retry_for_s, use_default_retry_for
+from emulator.server.options import HTTP_URL, OPTIONAL_TEXT, Kind, SettingsError, add_options, option
 
 EXIT_OK, EXIT_REFUSED, EXIT_USAGE, EXIT_UNREACHABLE = 0, 1, 2, 3
 EXIT_CLOSED_PIPE = 141
@@ -24,6 +25,7 @@ EXIT_INTERRUPTED = 130
 """128 + SIGINT: Ctrl-C, reported as a shell reports it, without a Python traceback."""
 
 CONNECTION = "connection to the daemon"
+RETRY_WINDOW = Kind("duration", EXPECTED, parse_retry_for_s, "DURATION")
 
 
 class UsageError(Exception):
@@ -61,9 +63,17 @@ class ClientSettings:
     client_key: str | None = option(
         None, OPTIONAL_TEXT, "PEM key of --client-cert (unset: inside the certificate file)", group=CONNECTION
     )
+    retry_for: float = option(
+        "30s",
+        RETRY_WINDOW,
+        "how long to keep asking a daemon that cannot answer now (still reading its log after a restart, "
+        "or its log slow), where asking again is safe; 0: answer with its error at once",
+        group=CONNECTION,
+    )
 
     def __post_init__(self) -> None:
         use_default(self.credentials())
+        use_default_retry_for(self.retry_for)
 
     def credentials(self) -> Credentials:
         """The credentials these settings name; a Basic password is asked for when not in the

@@ -5,9 +5,9 @@ CLI is built on the synchronous one so that anything an operator can do from the
 script can do with the same semantics and error texts. Errors are typed from the daemon's kind
 header, never from the message text (``emulator.client.errors``).
 
-Retries (``retry_for_s``, default 30 s; 0 turns them off): a 503 the daemon answered because the
-log did not answer in time, or is not read yet, is sent again after its ``Retry-After``, but only
-where sending it again cannot apply anything twice:
+Retries (``retry_for_s``: 30 s unless ``emulator.client.retry_window`` says otherwise; 0 turns them
+off): a 503 the daemon answered because the log did not answer in time, or is not read yet, is sent
+again after its ``Retry-After``, but only where sending it again cannot apply anything twice:
 - ``log_timeout`` (nothing was written, or a fresh read did not get to the end),
   ``log_storage_refused`` (the embedded log's disk refused the write: nothing was written) and
   ``too_many_connections`` (the daemon closed the connection before reading the request), and
@@ -37,6 +37,7 @@ import httpx
 
 from emulator.client.credentials import Credentials, default_credentials, redact
 from emulator.client.errors import DaemonUnavailable, NotFoundError, NotReadyError, error_from_response
+from emulator.client.retry_window import default_retry_for_s
 from emulator.model.errors import ERROR_HEADER
 
 DEFAULT_URL = "http://127.0.0.1:8081"
@@ -58,7 +59,6 @@ class _Request:
     an earlier version sent ``Retry-After`` with them while its storage opened)."""
 
 
-DEFAULT_RETRY_FOR_S = 30.0
 MIN_RETRY_WAIT_S = 0.1
 """The shortest pause between two tries, whatever ``Retry-After`` says (0 from a proxy would otherwise
 send the request again and again, as fast as the daemon answers, for ``retry_for_s``)."""
@@ -246,7 +246,9 @@ class OffsetsClient:
     ``credentials`` (token, Basic user, CA, client certificate): left out, the process default
     (``emulator.client.credentials``: the CLI's flags, else ``CONNECT_OFFSETS_*`` variables).
     ``retry_for_s``: how long to keep retrying a request the daemon answered 503 because its log was
-    slow or is still being read, where that is safe (see the module's docstring); 0 never retries.
+    slow or is still being read, where that is safe (see the module's docstring); 0 never retries;
+    left out, the process default (``emulator.client.retry_window``: the CLI's ``--retry-for``, else
+    ``CONNECT_OFFSETS_RETRY_FOR``, else 30 s).
     """
 
     def __init__(
@@ -254,11 +256,11 @@ class OffsetsClient:
         url: str = DEFAULT_URL,
         timeout_s: float = 90.0,
         credentials: Credentials | None = None,
-        retry_for_s: float = DEFAULT_RETRY_FOR_S,
+        retry_for_s: float | None = None,
     ) -> None:
         self._http = httpx.Client(**_http_options(url.rstrip("/"), timeout_s, credentials))
         self.url = redact(url.rstrip("/"))
-        self._retry_for_s = retry_for_s
+        self._retry_for_s = default_retry_for_s() if retry_for_s is None else retry_for_s
 
     def __enter__(self) -> OffsetsClient:
         return self
@@ -364,11 +366,11 @@ class AsyncOffsetsClient:
         url: str = DEFAULT_URL,
         timeout_s: float = 90.0,
         credentials: Credentials | None = None,
-        retry_for_s: float = DEFAULT_RETRY_FOR_S,
+        retry_for_s: float | None = None,
     ) -> None:
         self._http = httpx.AsyncClient(**_http_options(url.rstrip("/"), timeout_s, credentials))
         self.url = redact(url.rstrip("/"))
-        self._retry_for_s = retry_for_s
+        self._retry_for_s = default_retry_for_s() if retry_for_s is None else retry_for_s
 
     async def __aenter__(self) -> AsyncOffsetsClient:
         return self

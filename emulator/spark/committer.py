@@ -136,8 +136,16 @@ def _exclusive(url: str, connector: str, kind: str) -> Iterator[None]:
 class DaemonOffsets:
     """The daemon's offsets routes for one URL, as this package needs them."""
 
-    def __init__(self, url: str, timeout_s: float = 30.0, credentials: Credentials | None = None) -> None:
-        self._client = OffsetsClient(url.rstrip("/"), timeout_s=timeout_s, credentials=credentials)
+    def __init__(
+        self,
+        url: str,
+        timeout_s: float = 30.0,
+        credentials: Credentials | None = None,
+        retry_for_s: float | None = None,
+    ) -> None:
+        self._client = OffsetsClient(
+            url.rstrip("/"), timeout_s=timeout_s, credentials=credentials, retry_for_s=retry_for_s
+        )
         self.url = self._client.url
         self._sink_checked = False
 

@@ -16,7 +16,14 @@ from dataclasses import dataclass
 
 from emulator.client.credentials import Credentials
 from emulator.spark.debezium_stream import EngineSettings
-from emulator.spark.options import OptionError, bool_option, daemon_credentials, daemon_url, int_option
+from emulator.spark.options import (
+    OptionError,
+    bool_option,
+    daemon_credentials,
+    daemon_retry_for,
+    daemon_url,
+    int_option,
+)
 
 PREFIX = "debezium."
 BASE_COLUMNS = (
@@ -67,6 +74,8 @@ class DebeziumOptions:
     after: AfterColumns | None
     records_per_partition: int
     credentials: Credentials
+    retry_for_s: float | None = None
+    """Option ``retryFor`` (``emulator.spark.options.daemon_retry_for``)."""
 
     @property
     def schema(self) -> str:
@@ -156,4 +165,5 @@ def parse_options(options: Mapping[str, str]) -> DebeziumOptions:
         after=parse_after(options),
         records_per_partition=int_option(options, "recordsPerPartition", 10_000, 1) or 10_000,
         credentials=daemon_credentials(options),
+        retry_for_s=daemon_retry_for(options),
     )

@@ -85,7 +85,9 @@ class ConnectDebeziumStreamReader(DataSourceStreamReader):
         """Where the daemon's offsets for the connector say (none: the connector's first start,
         e.g. its initial snapshot). The engine starts here, seeded with the daemon's exact bytes."""
         try:
-            with DaemonOffsets(self.options.url, credentials=self.options.credentials) as daemon:
+            with DaemonOffsets(
+                self.options.url, credentials=self.options.credentials, retry_for_s=self.options.retry_for_s
+            ) as daemon:
                 records = daemon.records(self.connector)
         except ClientError as exc:
             raise ConnectDebeziumError(

@@ -36,7 +36,14 @@ from emulator.client.errors import ClientError
 from emulator.spark.background import committer_for
 from emulator.spark.committer import DaemonOffsets
 from emulator.spark.filestream import Cursor, iter_chunks, scan, split_at_lines
-from emulator.spark.options import OptionError, bool_option, daemon_credentials, daemon_url, int_option
+from emulator.spark.options import (
+    OptionError,
+    bool_option,
+    daemon_credentials,
+    daemon_retry_for,
+    daemon_url,
+    int_option,
+)
 from emulator.spark.shapes import FileOffset
 
 log = logging.getLogger(__name__)
@@ -77,6 +84,7 @@ class ConnectFileStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
     def __init__(self, options: Mapping[str, str]) -> None:
         self.url = daemon_url(options)
         self.credentials = daemon_credentials(options)
+        self.retry_for_s = daemon_retry_for(options)
         connector, path = options.get("connector"), options.get("file")
         if not connector:
             raise ConnectFileError("option 'connector' is required: the Connect connector whose offsets are shared")
@@ -92,7 +100,7 @@ class ConnectFileStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
     def initialOffset(self) -> dict[str, Any]:
         """The connector's committed position in the daemon, resumed as Connect resumes it (0 if none)."""
         try:
-            with DaemonOffsets(self.url, credentials=self.credentials) as daemon:
+            with DaemonOffsets(self.url, credentials=self.credentials, retry_for_s=self.retry_for_s) as daemon:
                 stored = daemon.find(self.connector, {"filename": self.file})
         except ClientError as exc:
             raise ConnectFileError(

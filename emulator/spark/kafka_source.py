@@ -39,7 +39,7 @@ from pyspark.sql.types import StructType
 from emulator.client.errors import ClientError
 from emulator.spark.background import committer_for
 from emulator.spark.committer import DaemonOffsets, SinkOffsetsUnsupported
-from emulator.spark.options import OptionError, bool_option, daemon_credentials, daemon_url
+from emulator.spark.options import OptionError, bool_option, daemon_credentials, daemon_retry_for, daemon_url
 from emulator.spark.shapes import kafka_entries, kafka_shaped
 
 log = logging.getLogger(__name__)
@@ -92,6 +92,7 @@ class ConnectKafkaStreamReader(DataSourceStreamReader):
     def __init__(self, options: Mapping[str, str]) -> None:
         self.url = daemon_url(options)
         self.credentials = daemon_credentials(options)
+        self.retry_for_s = daemon_retry_for(options)
         connector = options.get("connector")
         if not connector:
             raise ConnectKafkaError("option 'connector' is required: the group is connect-<connector>")
@@ -156,7 +157,7 @@ class ConnectKafkaStreamReader(DataSourceStreamReader):
     def initialOffset(self) -> SparkOffset:
         """The group's committed offsets; partitions without one start at the earliest offset."""
         try:
-            with DaemonOffsets(self.url, credentials=self.credentials) as daemon:
+            with DaemonOffsets(self.url, credentials=self.credentials, retry_for_s=self.retry_for_s) as daemon:
                 rows = daemon.offsets(self.connector, "sink") or []
         except (ClientError, SinkOffsetsUnsupported) as exc:
             raise ConnectKafkaError(

@@ -28,7 +28,7 @@ from pyspark.sql.types import StructType
 from emulator.client.credentials import Credentials
 from emulator.client.errors import ApiError
 from emulator.client.http import OffsetsClient
-from emulator.spark.options import bool_option, daemon_credentials, daemon_url
+from emulator.spark.options import bool_option, daemon_credentials, daemon_retry_for, daemon_url
 
 SCHEMA = "connector string, partition string, offset string, kafka_partition int, kafka_offset long, timestamp_ms long"
 HISTORY_MODULE = "emulator.history.spark"
@@ -87,8 +87,10 @@ def record_coordinates(client: OffsetsClient, connector: str) -> dict[str, Coord
     return {k: v for k, (_, v) in found.items()}
 
 
-def current_rows(url: str, connector: str | None, credentials: Credentials | None = None) -> Iterator[tuple[Any, ...]]:
-    with OffsetsClient(url, credentials=credentials) as client:
+def current_rows(
+    url: str, connector: str | None, credentials: Credentials | None = None, retry_for_s: float | None = None
+) -> Iterator[tuple[Any, ...]]:
+    with OffsetsClient(url, credentials=credentials, retry_for_s=retry_for_s) as client:
         names = [connector] if connector else client.connectors()
         for name in names:
             try:
@@ -109,6 +111,7 @@ class ConnectOffsetsReader(DataSourceReader):
         self.options = dict(options)
         self.url = daemon_url(options)
         self.credentials = daemon_credentials(options)
+        self.retry_for_s = daemon_retry_for(options)
         self.connector = options.get("connector") or None
         self.history = bool_option(options, "history", False)
 
@@ -119,7 +122,7 @@ class ConnectOffsetsReader(DataSourceReader):
         if self.history:
             yield from _history().rows(self.options)
             return
-        yield from current_rows(self.url, self.connector, self.credentials)
+        yield from current_rows(self.url, self.connector, self.credentials, self.retry_for_s)
 
 
 class ConnectOffsetsDataSource(DataSource):

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 
 from emulator.client.credentials import Credentials, CredentialsError
 from emulator.client.http import DEFAULT_URL
+from emulator.client.retry_window import EXPECTED, parse_retry_for_s
 
 
 class OptionError(ValueError):
@@ -24,6 +25,19 @@ def daemon_credentials(options: Mapping[str, str]) -> Credentials:
         return Credentials.from_options(options)
     except CredentialsError as exc:
         raise OptionError(str(exc)) from exc
+
+
+def daemon_retry_for(options: Mapping[str, str]) -> float | None:
+    """Option ``retryFor``: how long the query's start keeps asking a daemon that cannot answer now
+    (restoring a big log after a restart); None: the process default (``CONNECT_OFFSETS_RETRY_FOR``
+    in the driver's environment, else 30 s: ``emulator.client.retry_window``)."""
+    raw = options.get("retryFor")
+    if raw is None or raw == "":
+        return None
+    try:
+        return parse_retry_for_s(raw)
+    except ValueError:
+        raise OptionError(f"option retryFor must be {EXPECTED}, got {raw!r}") from None
 
 
 def int_option(options: Mapping[str, str], name: str, default: int | None, minimum: int) -> int | None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import threading
 import time
 from collections.abc import Iterator
@@ -172,3 +173,22 @@ def test_a_log_that_cannot_be_read_is_not_waited_for(tmp_path: Path, caplog: pyt
     assert "retry-after" not in answer.headers, "waiting would not mend a damaged log"
     assert refused.value.kind == "not_ready" and refused_after < 1
     assert wait_warnings(caplog) == []
+
+
+def test_the_cli_waits_as_long_as_retry_for_says(tmp_path: Path) -> None:
+    with daemon_app(tmp_path, "reading-cli-window") as served:
+        started = time.monotonic()
+        at_once = run_cli("get", served.connector, "--url", served.url, "--retry-for", "0")
+        at_once_s = time.monotonic() - started
+        started = time.monotonic()
+        briefly = run_cli(
+            "get", served.connector, "--url", served.url, env={**os.environ, "CONNECT_OFFSETS_RETRY_FOR": "2s"}
+        )
+        briefly_s = time.monotonic() - started
+
+    assert at_once.returncode == 1, at_once.stderr
+    assert at_once.stderr.startswith("error: The offsets log has not been read to the end yet"), at_once.stderr
+    assert "asking again" not in at_once.stderr
+    assert briefly.returncode == 1, briefly.stderr
+    assert "asking again every 1 s for up to 2 s" in briefly.stderr
+    assert briefly_s >= 1.0 and at_once_s < briefly_s

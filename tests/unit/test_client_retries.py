@@ -18,6 +18,7 @@ import pytest
 
 from emulator.client.errors import NotReadyError
 from emulator.client.http import OffsetsClient
+from emulator.client.retry_window import RetryWindowError
 from emulator.server.starting import StartingApp, Startup
 from tests.fixtures.asgi import served
 
@@ -80,3 +81,27 @@ def test_a_retry_after_of_zero_still_paces_the_retries() -> None:
     ):
         client.connectors()
     assert 2 <= len(asked) <= 11, f"{len(asked)} tries in 1 s"
+
+
+def test_the_window_comes_from_connect_offsets_retry_for_unless_the_client_names_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    with served(StartingApp(_startup(), show_reason=True)) as url:
+        monkeypatch.setenv("CONNECT_OFFSETS_RETRY_FOR", "0")
+        with OffsetsClient(url) as client:
+            assert _seconds(client.connectors) < 0.5, "0: the daemon's answer at once"
+        monkeypatch.setenv("CONNECT_OFFSETS_RETRY_FOR", "1500ms")
+        with OffsetsClient(url) as client:
+            assert 1 <= _seconds(client.connectors) < 3
+        monkeypatch.setenv("CONNECT_OFFSETS_RETRY_FOR", "10s")
+        with OffsetsClient(url, retry_for_s=0) as client:
+            assert _seconds(client.connectors) < 0.5, "the client's own window wins"
+
+
+def test_a_window_that_is_not_a_duration_names_the_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CONNECT_OFFSETS_RETRY_FOR", "soon")
+    with pytest.raises(RetryWindowError) as refused:
+        OffsetsClient("http://127.0.0.1:9")
+    assert str(refused.value) == (
+        "CONNECT_OFFSETS_RETRY_FOR: expected a duration such as 10m, 30s, 500ms, or 0 (never ask again), got 'soon'"
+    )

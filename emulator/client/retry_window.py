@@ -1,0 +1,51 @@
+"""How long a client keeps asking a daemon that cannot answer now, before it gives up.
+
+A daemon restarted beside its jobs answers ``not_ready`` with ``Retry-After`` until it has read its
+log to the end: well under a second for a small log, minutes for millions of records on a slow
+broker. The clients ask again for 30 s by default (``emulator.client.http``), which suits an
+interactive command and a daemon that restarts; a job that starts beside a big restore needs longer,
+and a health script wants an answer at once. So the window is a setting, per client
+(``retry_for_s``), for every client of a process (``CONNECT_OFFSETS_RETRY_FOR``, or the command
+line's ``--retry-for``), and per Spark source (option ``retryFor``).
+"""
+
+from __future__ import annotations
+
+import os
+
+from emulator.model.times import parse_duration_s
+
+ENV = "CONNECT_OFFSETS_RETRY_FOR"
+DEFAULT_RETRY_FOR_S = 30.0
+EXPECTED = "a duration such as 10m, 30s, 500ms, or 0 (never ask again)"
+
+_default: float | None = None
+
+
+class RetryWindowError(ValueError):
+    """A retry window that is not a duration; the message names where it came from."""
+
+
+def parse_retry_for_s(text: str) -> float:
+    """Seconds from ``10m`` / ``30s`` / ``500ms``; ``0`` (also ``never``, ``off``) asks only once."""
+    seconds = parse_duration_s(text)  # None for 0, never, off: "keep forever" there, "no retries" here
+    return 0.0 if seconds is None else seconds
+
+
+def use_default_retry_for(seconds: float | None) -> None:
+    """What clients built without a window of their own use (None: the environment again)."""
+    global _default
+    _default = seconds
+
+
+def default_retry_for_s() -> float:
+    """The command line's window, else ``CONNECT_OFFSETS_RETRY_FOR``, else 30 s."""
+    if _default is not None:
+        return _default
+    raw = os.environ.get(ENV, "")
+    if not raw.strip():
+        return DEFAULT_RETRY_FOR_S
+    try:
+        return parse_retry_for_s(raw)
+    except ValueError:
+        raise RetryWindowError(f"{ENV}: expected {EXPECTED}, got {raw!r}") from None

@@ -1,0 +1,55 @@
+"""Option ``retryFor``: how long a query's start waits for a daemon that cannot answer yet.
+
+A daemon restoring a big log after a restart answers ``not_ready`` with ``Retry-After`` for longer
+than the client's 30 s; a query started beside it fails unless told to wait longer
+(``emulator.client.retry_window``). The readers are built as Spark builds them, from the options,
+and asked for their start by the test; the daemon is the starting port's own app.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from emulator.server.starting import StartingApp, Startup
+from emulator.spark.file_source import ConnectFileError, ConnectFileStreamReader
+from emulator.spark.kafka_source import ConnectKafkaStreamReader
+from emulator.spark.options import OptionError
+from tests.fixtures.asgi import served
+
+pytestmark = [pytest.mark.spark]
+
+
+def _restoring() -> StartingApp:
+    startup = Startup()
+    startup.begin("opening the offsets log kafka://10.0.0.9:9092/connect-offsets")
+    return StartingApp(startup, show_reason=True)
+
+
+def _start_s(url: str, retry_for: str) -> tuple[float, str]:
+    reader = ConnectFileStreamReader({"url": url, "connector": "window", "file": "/tmp/x", "retryFor": retry_for})
+    started = time.monotonic()
+    with pytest.raises(ConnectFileError) as failed:
+        reader.initialOffset()
+    return time.monotonic() - started, str(failed.value)
+
+
+def test_a_querys_start_waits_as_long_as_retry_for_says() -> None:
+    with served(_restoring()) as url:
+        at_once, message = _start_s(url, "0")
+        waited, _ = _start_s(url, "1500ms")
+    assert at_once < 0.5
+    assert message.startswith(f"cannot read connector window's offsets from the daemon at {url}: ")
+    assert "the daemon is starting" in message
+    assert 1.0 <= waited < 3.0
+
+
+@pytest.mark.parametrize("reader", [ConnectFileStreamReader, ConnectKafkaStreamReader])
+def test_a_retry_for_that_is_not_a_duration_is_refused_naming_the_option(reader: type) -> None:
+    options = {"connector": "c", "file": "/tmp/x", "topics": "t", "retryFor": "soon"}
+    with pytest.raises(OptionError) as refused:
+        reader(options)
+    assert str(refused.value) == (
+        "option retryFor must be a duration such as 10m, 30s, 500ms, or 0 (never ask again), got 'soon'"
+    )
