@@ -444,8 +444,7 @@ def serve(settings: Settings, early: socket.socket | ListenError | None = None) 
     (``emulator.server.starting``). The port is bound here, not by uvicorn, so that a port in use is
     a ``ListenError`` the command line prints, rather than a log record followed by an exit. Once
     ready, the URL (with the port the system picked for ``--port 0``) is printed on stdout and
-    written to ``--url-file`` (``emulator.server.announce``); a stale URL file is removed before
-    anything else.
+    written to ``--url-file`` (``emulator.server.announce``); a stale URL file is removed at once.
     """
     configure_logging(settings.log_level, settings.log_format)
     collect_young_less_often()  # from the start: the replay allocates too

@@ -141,10 +141,6 @@ class ListenerCommitter(StreamingQueryListener):
             )
         return True
 
-    def idle(self, timeout_s: float = 30.0) -> bool:
-        """Wait until every publish the listener has been handed so far is done (tests, shutdowns)."""
-        return self._workers.idle(timeout_s)
-
     # -- internals (on the query's own thread) --------------------------------------------------
     def _new_client(self) -> DaemonOffsets:
         """One keep-alive connection per query thread: the steps of one query run one at a time."""
@@ -161,7 +157,9 @@ class ListenerCommitter(StreamingQueryListener):
             keys = [query_id] if step.run_id is None else [query_id, step.run_id]
             with self._lock:
                 for key in keys:
-                    if failure is not None:
+                    if failure is None:
+                        self._unpublished.pop(key, None)  # an earlier run's failure is not this run's
+                    else:
                         self._unpublished[key] = failure
                     self._terminated.setdefault(key, threading.Event()).set()
 
