@@ -2,7 +2,8 @@
 
 Read through the daemon's history route rather than the archive files, so executors on other
 machines see exactly what the daemon serves (and files the daemon's host alone can read stay its).
-Options: ``url`` and credentials (``token``, ``ca``, … as every source takes them),
+Options: ``url``, credentials (``token``, ``ca``, …) and ``retryFor``, resolved as every source
+resolves them (``emulator.spark.options``: ``CONNECT_OFFSETS_URL`` and the like when left out),
 ``connector`` (default: every connector the daemon lists), ``partition`` (JSON
 map), ``from`` / ``to`` (ISO-8601, epoch ms or ``now-1h``), ``limit`` (per connector). Rows oldest first.
 """
@@ -13,9 +14,9 @@ import json
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from emulator.client.credentials import Credentials
 from emulator.client.errors import NotFoundError
 from emulator.client.history import HistoryClient
+from emulator.spark.options import OptionError, daemon_credentials, daemon_retry_for, daemon_url, int_option
 
 SCHEMA = (
     "connector string, time_ms long, kafka_partition int, kafka_offset long, origin string, operation string, "
@@ -27,11 +28,26 @@ def _compact(value: Any) -> str | None:
     return None if value is None else json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
+def _partition(options: Mapping[str, str]) -> dict[str, Any] | None:
+    raw = options.get("partition")
+    if not raw:
+        return None
+    try:
+        partition = json.loads(raw)
+    except ValueError:
+        partition = None
+    if not isinstance(partition, dict):
+        raise OptionError(f'option partition must be a JSON object such as {{"filename":"/data/a.txt"}}, got {raw!r}')
+    return partition
+
+
 def rows(options: Mapping[str, str]) -> Iterator[tuple[Any, ...]]:
-    url = options.get("url") or "http://127.0.0.1:8081"
-    partition = json.loads(options["partition"]) if options.get("partition") else None
-    limit = int(options["limit"]) if options.get("limit") else None
-    with HistoryClient(url, credentials=Credentials.from_options(options)) as client:
+    partition = _partition(options)
+    limit = int_option(options, "limit", None, 1)
+    client = HistoryClient(
+        daemon_url(options), credentials=daemon_credentials(options), retry_for_s=daemon_retry_for(options)
+    )
+    with client:
         names = [options["connector"]] if options.get("connector") else client.connectors()
         for name in names:
             try:

@@ -24,7 +24,7 @@ from emulator.history.files import scan_dir
 from emulator.logs.embedded.offsets_log import EmbeddedOffsetLog
 from emulator.model.times import parse_time_ms
 from tests.fixtures.cli import run_cli
-from tests.fixtures.daemon import DaemonFactory
+from tests.fixtures.daemon import DaemonFactory, DaemonProcess
 
 
 def unique(prefix: str) -> str:
@@ -306,3 +306,22 @@ def test_relative_times_through_the_api_and_the_cli(daemon_factory: DaemonFactor
     assert "--from: invalid time 'now-1y'" in bad.stderr and "now-<duration> (e.g. now-1h" in bad.stderr
     refused = httpx.get(f"{daemon.url}/connectors/{name}/offsets/history", params={"from": "now-1y"})
     assert refused.status_code == 400 and "now-<duration>" in refused.json()["message"]
+
+
+def test_the_spark_history_rows_find_and_ask_the_daemon_as_every_source_does(
+    embedded_daemon: DaemonProcess, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before, the ``history=true`` rows ignored ``CONNECT_OFFSETS_URL`` (they asked 127.0.0.1:8081
+    while the current rows asked the variable's daemon), and a bad ``limit`` or ``partition`` was a
+    bare ``ValueError`` from inside the read."""
+    from emulator.history.spark import rows as history_rows
+    from emulator.spark.options import OptionError
+
+    name = unique("spark-history")
+    patch(embedded_daemon.url, name, [{"partition": {"f": "a"}, "offset": {"pos": 1}}])
+    monkeypatch.setenv("CONNECT_OFFSETS_URL", embedded_daemon.url)
+    assert [(r[0], r[7]) for r in history_rows({"connector": name})] == [(name, '{"pos":1}')]
+    with pytest.raises(OptionError, match=r"^option limit must be an integer, got 'ten'$"):
+        list(history_rows({"connector": name, "limit": "ten"}))
+    with pytest.raises(OptionError, match=r"^option partition must be a JSON object such as .*, got '\[1\]'$"):
+        list(history_rows({"connector": name, "partition": "[1]"}))
