@@ -34,9 +34,10 @@ from typing import Any
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming.listener import StreamingQueryListener
 
-from emulator.client.credentials import Credentials
+from emulator.client.credentials import Credentials, CredentialsError
 from emulator.client.errors import ClientError, DaemonUnavailable, NotReadyError
 from emulator.client.http import DEFAULT_URL
+from emulator.client.retry_window import RetryWindowError
 from emulator.spark.checkpoint import CheckpointError, latest_completed_batch
 from emulator.spark.committer import CommitOutcome, DaemonOffsets, SinkOffsetsUnsupported
 from emulator.spark.handoff import CommitTarget, HandoffError, publish
@@ -87,7 +88,9 @@ class ListenerCommitter(StreamingQueryListener):
         self.termination_retry_s = TERMINATION_RETRY_S
         self._unpublished: dict[str, str] = {}
         """Keyed as ``_terminated``: why a termination's batch was not published (``wait_for_termination`` raises)."""
-        self._workers = QueryWorkers(self._step, self._new_client, DaemonOffsets.close)
+        self._clients: dict[str, DaemonOffsets] = {}
+        """Per query, used by its publishing thread only: one keep-alive connection while it runs."""
+        self._workers = QueryWorkers(self._step)
 
     # -- listener callbacks (Spark's listener bus; never raise, never wait for the daemon) -----
     def onQueryStarted(self, event: Any) -> None:
@@ -143,17 +146,27 @@ class ListenerCommitter(StreamingQueryListener):
 
     # -- internals (on the query's own thread) --------------------------------------------------
     def _new_client(self) -> DaemonOffsets:
-        """One keep-alive connection per query thread: the steps of one query run one at a time."""
         return DaemonOffsets(self.url, credentials=self.credentials)
 
-    def _step(self, daemon: DaemonOffsets, query_id: str, step: Step) -> None:
+    def _client(self, query_id: str) -> DaemonOffsets:
+        """Made on first use, inside the publish, so that a client that cannot be made (a CA file
+        that cannot be read) is that publish's failure, reported as any other."""
+        client = self._clients.get(query_id)
+        if client is None:
+            client = self._clients[query_id] = self._new_client()
+        return client
+
+    def _step(self, query_id: str, step: Step) -> None:
         if step.kind == "progress":
-            self._guarded(daemon, query_id, "progress")
+            self._guarded(query_id, "progress")
             return
         failure: str | None = None
         try:
-            failure = self._guarded(daemon, query_id, "termination", retry_for_s=self.termination_retry_s)
+            failure = self._guarded(query_id, "termination", retry_for_s=self.termination_retry_s)
         finally:
+            client = self._clients.pop(query_id, None)
+            if client is not None:
+                client.close()
             keys = [query_id] if step.run_id is None else [query_id, step.run_id]
             with self._lock:
                 for key in keys:
@@ -163,16 +176,24 @@ class ListenerCommitter(StreamingQueryListener):
                         self._unpublished[key] = failure
                     self._terminated.setdefault(key, threading.Event()).set()
 
-    def _guarded(self, daemon: DaemonOffsets, query_id: str, why: str, retry_for_s: float = 0.0) -> str | None:
+    def _guarded(self, query_id: str, why: str, retry_for_s: float = 0.0) -> str | None:
         """Publish; None when done, else what failed (logged and kept in ``errors``). A daemon that
         cannot answer now is asked again, 0.5 s apart, for ``retry_for_s``: the publish carries a
         commit sequence, so a repeat is applied at most once."""
         give_up_at = time.monotonic() + retry_for_s
         while True:
             try:
-                self._publish(daemon, query_id)
+                self._publish(query_id)
                 return None
-            except (ClientError, CheckpointError, HandoffError, SinkOffsetsUnsupported, OSError) as exc:
+            except (
+                ClientError,
+                CheckpointError,
+                HandoffError,
+                SinkOffsetsUnsupported,
+                OSError,
+                CredentialsError,
+                RetryWindowError,
+            ) as exc:
                 now_unable = isinstance(exc, (DaemonUnavailable, NotReadyError))
                 if now_unable and time.monotonic() + _RETRY_PAUSE_S < give_up_at:
                     log.info("query %s: the daemon cannot take the offsets now (%s); asking again", query_id, exc)
@@ -203,7 +224,7 @@ class ListenerCommitter(StreamingQueryListener):
             self._checkpoint[query_id] = location
         return location
 
-    def _publish(self, daemon: DaemonOffsets, query_id: str) -> None:
+    def _publish(self, query_id: str) -> None:
         with self._lock:
             name = self._names.get(query_id)
             progress = self._progress.get(query_id)
@@ -232,7 +253,7 @@ class ListenerCommitter(StreamingQueryListener):
         # The query's id is stable across runs of one checkpoint and batch ids keep counting, so a
         # restarted run that republishes an old batch is dropped by the daemon as stale.
         sequence = (f"spark-query:{query_id}", marker[1])
-        outcomes = publish(daemon, offsets, targets, self.own_sources, self.dry_run, sequence)
+        outcomes = publish(self._client(query_id), offsets, targets, self.own_sources, self.dry_run, sequence)
         with self._lock:
             self._published[query_id] = marker
             self.outcomes.extend(outcomes)

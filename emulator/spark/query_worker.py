@@ -21,12 +21,8 @@ import threading
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Generic, TypeVar
 
 log = logging.getLogger(__name__)
-
-S = TypeVar("S")
-"""What a worker's thread keeps for its whole life (the listener's: one keep-alive client)."""
 
 
 @dataclass(frozen=True)
@@ -37,18 +33,13 @@ class Step:
     run_id: str | None = None
 
 
-class QueryWorkers(Generic[S]):
-    """``run(state, query_id, step)`` does the work on the query's thread; ``open``/``close`` make and
-    release the thread's state. ``run`` must not raise: the listener's catch everything themselves,
-    and anything that escapes is logged here so the thread still runs the query's next step."""
+class QueryWorkers:
+    """``run(query_id, step)`` does the work on the query's thread. It should not raise (the
+    listener's steps catch everything themselves); anything that escapes is logged here, so the
+    thread still runs the query's next step."""
 
-    def __init__(
-        self,
-        run: Callable[[S, str, Step], None],
-        open_state: Callable[[], S],
-        close_state: Callable[[S], None],
-    ) -> None:
-        self._run, self._open, self._close = run, open_state, close_state
+    def __init__(self, run: Callable[[str, Step], None]) -> None:
+        self._run = run
         self._guard = threading.Condition()
         self._queues: dict[str, deque[Step]] = {}
         self._busy: set[str] = set()
@@ -80,22 +71,18 @@ class QueryWorkers(Generic[S]):
         return queue
 
     def _serve(self, query_id: str) -> None:
-        state = self._open()
-        try:
-            while True:
-                with self._guard:
-                    self._guard.wait_for(lambda: bool(self._queues[query_id]))
-                    step = self._queues[query_id].popleft()
-                    self._busy.add(query_id)
-                try:
-                    self._run(state, query_id, step)
-                except Exception:  # the thread must survive to run the query's next step
-                    log.exception("query %s: unexpected error in the listener's %s step", query_id, step.kind)
-                with self._guard:
-                    self._busy.discard(query_id)
-                    self._guard.notify_all()
-                    if step.kind == "termination" and not self._queues[query_id]:
-                        del self._queues[query_id]
-                        return
-        finally:
-            self._close(state)
+        while True:
+            with self._guard:
+                self._guard.wait_for(lambda: bool(self._queues[query_id]))
+                step = self._queues[query_id].popleft()
+                self._busy.add(query_id)
+            try:
+                self._run(query_id, step)
+            except Exception:  # the thread must survive to run the query's next step
+                log.exception("query %s: unexpected error in the listener's %s step", query_id, step.kind)
+            with self._guard:
+                self._busy.discard(query_id)
+                self._guard.notify_all()
+                if step.kind == "termination" and not self._queues[query_id]:
+                    del self._queues[query_id]
+                    return

@@ -262,3 +262,27 @@ def test_a_query_restarted_from_its_checkpoint_is_waited_for_on_its_own(
             committer.wait_for_termination(second, 60)
     finally:
         spark.streams.removeListener(committer)
+
+
+def test_a_client_the_listener_cannot_make_fails_the_handover_with_the_reason(
+    spark: SparkSession, embedded_daemon: DaemonProcess, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The client is made inside the publish, so a setting it refuses is that publish's failure,
+    reported as any other: not a publishing thread that died and a handover that never comes."""
+    folder = tmp_path / "in"
+    folder.mkdir()
+    committer = ListenerCommitter(spark, url=embedded_daemon.url, targets=[CommitTarget(0, unique("bad-setting"))])
+    monkeypatch.setenv("CONNECT_OFFSETS_RETRY_FOR", "soon")
+    spark.streams.addListener(committer)
+    try:
+        (folder / "a.txt").write_text("x\n")
+        query = _text_query(spark, folder, tmp_path / "cp")
+        query.processAllAvailable()
+        query.stop()
+        with pytest.raises(HandoffError) as raised:
+            committer.wait_for_termination(query, 60)
+    finally:
+        spark.streams.removeListener(committer)
+    assert "publishing offsets on termination failed: CONNECT_OFFSETS_RETRY_FOR: expected a duration" in str(
+        raised.value
+    )

@@ -11,31 +11,24 @@ from emulator.spark.query_worker import QueryWorkers, Step
 
 
 class _Publishes:
-    """Records the steps run, per thread; a step of a query in ``held`` waits until released."""
+    """Records the steps run and the threads that ran them; a step of a query in ``held`` waits
+    until released."""
 
     def __init__(self) -> None:
         self.done: list[tuple[str, Step]] = []
-        self.threads: dict[str, set[str]] = {}
+        self.threads: dict[str, set[threading.Thread]] = {}
         self.held: dict[str, threading.Event] = {}
-        self.opened = self.closed = 0
 
-    def run(self, state: object, query_id: str, step: Step) -> None:
+    def run(self, query_id: str, step: Step) -> None:
         gate = self.held.get(query_id)
         if gate is not None:
             gate.wait(10)
-        self.threads.setdefault(query_id, set()).add(threading.current_thread().name)
+        self.threads.setdefault(query_id, set()).add(threading.current_thread())
         self.done.append((query_id, step))
 
-    def open(self) -> object:
-        self.opened += 1
-        return object()
 
-    def close(self, state: object) -> None:
-        self.closed += 1
-
-
-def _workers(publishes: _Publishes) -> QueryWorkers[object]:
-    return QueryWorkers(publishes.run, publishes.open, publishes.close)
+def _workers(publishes: _Publishes) -> QueryWorkers:
+    return QueryWorkers(publishes.run)
 
 
 def test_a_querys_steps_run_in_event_order_and_its_thread_ends_after_the_termination() -> None:
@@ -50,11 +43,9 @@ def test_a_querys_steps_run_in_event_order_and_its_thread_ends_after_the_termina
     gate.set()
     assert workers.idle(10)
     assert [step for _, step in publishes.done] == [Step("progress"), Step("progress"), Step("termination", "run-1")]
-    assert len(publishes.threads["q1"]) == 1
-    deadline = time.monotonic() + 5
-    while publishes.closed < 1 and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert (publishes.opened, publishes.closed) == (1, 1)
+    (thread,) = publishes.threads["q1"]
+    thread.join(5)
+    assert not thread.is_alive(), "the query's thread ends once its termination is published"
 
 
 def test_a_query_waiting_for_the_daemon_holds_up_neither_the_caller_nor_another_query() -> None:
@@ -85,18 +76,18 @@ def test_a_new_run_after_a_termination_gets_a_thread_of_its_own() -> None:
     workers.terminated("q", "run-2")
     assert workers.idle(10)
     assert [step.run_id for _, step in publishes.done] == ["run-1", None, "run-2"]
-    assert publishes.opened == 2
+    assert len(publishes.threads["q"]) == 2
 
 
 def test_a_step_that_raises_is_logged_and_the_next_one_still_runs(caplog: pytest.LogCaptureFixture) -> None:
     ran: list[Step] = []
 
-    def run(state: object, query_id: str, step: Step) -> None:
+    def run(query_id: str, step: Step) -> None:
         ran.append(step)
         if step.kind == "progress":
             raise RuntimeError("a bug in a publish")
 
-    workers: QueryWorkers[None] = QueryWorkers(run, lambda: None, lambda state: None)
+    workers = QueryWorkers(run)
     workers.progress("q")
     workers.terminated("q", "run-1")
     assert workers.idle(10)
