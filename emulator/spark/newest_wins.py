@@ -52,7 +52,7 @@ class NewestWinsCommitter(Generic[T]):
         raise NotImplementedError
 
     def _loop(self) -> None:
-        daemon = DaemonOffsets(self.url, credentials=self.credentials)
+        daemon: DaemonOffsets | None = None  # made in the first commit's try: a setting it refuses is logged there
         while True:
             with self._wake:
                 self._wake.wait_for(lambda: self._pending is not None)
@@ -60,6 +60,8 @@ class NewestWinsCommitter(Generic[T]):
                 self._pending, self._busy = None, True
             assert item is not None
             try:
+                if daemon is None:
+                    daemon = DaemonOffsets(self.url, credentials=self.credentials)
                 self._commit(daemon, item)
             except self.expected_errors as exc:
                 self._failed(item, exc)

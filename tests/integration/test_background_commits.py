@@ -10,6 +10,8 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+import pytest
+
 from emulator.spark.background import BackgroundCommitter
 from emulator.spark.debezium_commit import DebeziumCommitter
 from emulator.spark.debezium_offsets import DebeziumOffset
@@ -74,3 +76,20 @@ def test_a_daemon_out_of_reach_is_reported_and_the_change_stays_unacknowledged()
     assert committer.flush(timeout_s=60)
     assert acknowledged == []
     assert len(committer.errors) == 1 and "committing change 3 failed" in committer.errors[0]
+
+
+def test_a_client_that_cannot_be_made_is_logged_and_a_later_commit_makes_it(
+    embedded_daemon: DaemonProcess, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Before, the thread made its client when it started: a setting the client refuses ended the
+    thread, and every later commit of the connector waited in vain."""
+    connector = f"bg-{uuid.uuid4().hex[:10]}"
+    monkeypatch.setenv("CONNECT_OFFSETS_RETRY_FOR", "soon")
+    committer = BackgroundCommitter(embedded_daemon.url, connector)
+    committer.submit([({"file": "in.txt"}, {"position": 1})])
+    assert committer.flush(timeout_s=10)
+    assert "CONNECT_OFFSETS_RETRY_FOR: expected a duration such as 10m" in caplog.text
+    monkeypatch.delenv("CONNECT_OFFSETS_RETRY_FOR")
+    committer.submit([({"file": "in.txt"}, {"position": 2})])
+    assert committer.flush(timeout_s=10)
+    assert held(embedded_daemon, connector) == [({"file": "in.txt"}, {"position": 2})]
