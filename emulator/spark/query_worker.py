@@ -7,11 +7,12 @@ termination's publish retries for 30 s more) would hold every other listener's e
 UI included — for as long. So the callbacks only queue a step here and return.
 
 Steps of one query run in event order on its thread (a termination's publish after the progress
-publishes before it); a progress step that has not started yet is not queued twice, since each
-progress publish reads the latest completed batch anyway. Queries do not wait for each other: a
-termination retrying for a restarting daemon holds up only its own query's steps. A thread ends when
-its query's queue is empty after a termination; a run restarted from the same checkpoint (the same
-query id) gets a new one.
+publishes before it); a progress step queued right behind one that has not started yet is dropped,
+since each progress publish reads the latest completed batch anyway (one behind a termination is
+the next run's, and is kept). Queries do not wait for each other: a termination retrying for a
+restarting daemon holds up only its own query's steps. A thread ends when its query's queue is
+empty after a termination; a run restarted from the same checkpoint (the same query id) gets a new
+one.
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ class QueryWorkers:
     def progress(self, query_id: str) -> None:
         with self._guard:
             queue = self._queue(query_id)
-            if Step("progress") not in queue:
+            if not queue or queue[-1] != Step("progress"):  # one after a termination is the next run's
                 queue.append(Step("progress"))
                 self._guard.notify_all()
 

@@ -93,3 +93,22 @@ def test_a_step_that_raises_is_logged_and_the_next_one_still_runs(caplog: pytest
     assert workers.idle(10)
     assert ran == [Step("progress"), Step("termination", "run-1")]
     assert "query q: unexpected error in the listener's progress step" in caplog.text
+
+
+def test_a_progress_after_a_termination_is_the_next_runs_and_is_kept() -> None:
+    publishes = _Publishes()
+    workers = _workers(publishes)
+    publishes.held["q"] = gate = threading.Event()
+    workers.progress("q")  # starts at once and waits at the gate
+    time.sleep(0.1)
+    workers.progress("q")
+    workers.terminated("q", "run-1")
+    workers.progress("q")  # the query restarted from its checkpoint
+    gate.set()
+    assert workers.idle(10)
+    assert [step for _, step in publishes.done] == [
+        Step("progress"),
+        Step("progress"),
+        Step("termination", "run-1"),
+        Step("progress"),
+    ]
