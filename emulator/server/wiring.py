@@ -449,9 +449,8 @@ def serve(settings: Settings, early: socket.socket | ListenError | None = None) 
     configure_logging(settings.log_level, settings.log_format)
     collect_young_less_often()  # from the start: the replay allocates too
     clear_url_file(settings.url_file)
-    if early is None:  # the command line binds it before importing this module
-        early = listen_early(settings.host, settings.port)
-    bound_early = early
+    # The command line binds it before importing this module; other callers leave it to us.
+    bound_early = early if early is not None else listen_early(settings.host, settings.port)
 
     def bound() -> socket.socket:
         if isinstance(bound_early, ListenError):
