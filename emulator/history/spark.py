@@ -16,7 +16,7 @@ from typing import Any
 
 from emulator.client.errors import NotFoundError
 from emulator.client.history import HistoryClient
-from emulator.spark.options import OptionError, daemon_credentials, daemon_retry_for, daemon_url, int_option
+from emulator.spark.options import DaemonAccess, OptionError, int_option
 
 SCHEMA = (
     "connector string, time_ms long, kafka_partition int, kafka_offset long, origin string, operation string, "
@@ -44,10 +44,8 @@ def _partition(options: Mapping[str, str]) -> dict[str, Any] | None:
 def rows(options: Mapping[str, str]) -> Iterator[tuple[Any, ...]]:
     partition = _partition(options)
     limit = int_option(options, "limit", None, 1)
-    client = HistoryClient(
-        daemon_url(options), credentials=daemon_credentials(options), retry_for_s=daemon_retry_for(options)
-    )
-    with client:
+    access = DaemonAccess.of(options)
+    with HistoryClient(access.url, credentials=access.credentials, retry_for_s=access.retry_for_s) as client:
         names = [options["connector"]] if options.get("connector") else client.connectors()
         for name in names:
             try:

@@ -14,16 +14,8 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from emulator.client.credentials import Credentials
 from emulator.spark.debezium_stream import EngineSettings
-from emulator.spark.options import (
-    OptionError,
-    bool_option,
-    daemon_credentials,
-    daemon_retry_for,
-    daemon_url,
-    int_option,
-)
+from emulator.spark.options import DaemonAccess, OptionError, bool_option, int_option
 
 PREFIX = "debezium."
 BASE_COLUMNS = (
@@ -66,16 +58,13 @@ class AfterColumns:
 
 @dataclass(frozen=True, slots=True)
 class DebeziumOptions:
-    url: str
+    daemon: DaemonAccess
     connector: str
     engine: EngineSettings
     max_records: int | None
     commit_offsets: bool
     after: AfterColumns | None
     records_per_partition: int
-    credentials: Credentials
-    retry_for_s: float | None = None
-    """Option ``retryFor`` (``emulator.spark.options.daemon_retry_for``)."""
 
     @property
     def schema(self) -> str:
@@ -157,13 +146,11 @@ def parse_options(options: Mapping[str, str]) -> DebeziumOptions:
             f"option maxRecordsPerTrigger ({max_records}) exceeds maxBufferedRecords ({engine.max_buffered})"
         )
     return DebeziumOptions(
-        url=daemon_url(options),
+        daemon=DaemonAccess.of(options),
         connector=connector,
         engine=engine,
         max_records=max_records,
         commit_offsets=bool_option(options, "commitOffsets", True),
         after=parse_after(options),
         records_per_partition=int_option(options, "recordsPerPartition", 10_000, 1) or 10_000,
-        credentials=daemon_credentials(options),
-        retry_for_s=daemon_retry_for(options),
     )

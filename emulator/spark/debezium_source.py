@@ -32,7 +32,6 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMa
 from pyspark.sql.types import StructType
 
 from emulator.client.errors import ClientError
-from emulator.spark.committer import DaemonOffsets
 from emulator.spark.debezium_commit import DebeziumCommitter
 from emulator.spark.debezium_offsets import DebeziumOffset, daemon_position
 from emulator.spark.debezium_options import AfterColumns, ConnectDebeziumError, parse_options
@@ -85,13 +84,11 @@ class ConnectDebeziumStreamReader(DataSourceStreamReader):
         """Where the daemon's offsets for the connector say (none: the connector's first start,
         e.g. its initial snapshot). The engine starts here, seeded with the daemon's exact bytes."""
         try:
-            with DaemonOffsets(
-                self.options.url, credentials=self.options.credentials, retry_for_s=self.options.retry_for_s
-            ) as daemon:
+            with self.options.daemon.offsets() as daemon:
                 records = daemon.records(self.connector)
         except ClientError as exc:
             raise ConnectDebeziumError(
-                f"cannot read connector {self.connector}'s offsets from the daemon at {self.options.url}: {exc}"
+                f"cannot read connector {self.connector}'s offsets from the daemon at {self.options.daemon.url}: {exc}"
             ) from exc
         position = daemon_position(self.connector, records)
         stream = self._changes()
@@ -141,7 +138,8 @@ class ConnectDebeziumStreamReader(DataSourceStreamReader):
         # Also when this worker has not started an engine yet (a restart's first call repeats the
         # last completed batch): the daemon may not hold it; the acknowledgement is then skipped.
         if self._committer is None:
-            self._committer = DebeziumCommitter(self.options.url, self.connector, stream.ack, self.options.credentials)
+            daemon = self.options.daemon
+            self._committer = DebeziumCommitter(daemon.url, self.connector, stream.ack, daemon.credentials)
         self._committer.submit(position, stream.generation)
 
     def stop(self) -> None:

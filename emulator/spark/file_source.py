@@ -34,16 +34,8 @@ from pyspark.sql.types import StructType
 
 from emulator.client.errors import ClientError
 from emulator.spark.background import committer_for
-from emulator.spark.committer import DaemonOffsets
 from emulator.spark.filestream import Cursor, iter_chunks, scan, split_at_lines
-from emulator.spark.options import (
-    OptionError,
-    bool_option,
-    daemon_credentials,
-    daemon_retry_for,
-    daemon_url,
-    int_option,
-)
+from emulator.spark.options import DaemonAccess, OptionError, bool_option, int_option
 from emulator.spark.shapes import FileOffset
 
 log = logging.getLogger(__name__)
@@ -82,9 +74,7 @@ class FileRange(InputPartition):
 
 class ConnectFileStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def __init__(self, options: Mapping[str, str]) -> None:
-        self.url = daemon_url(options)
-        self.credentials = daemon_credentials(options)
-        self.retry_for_s = daemon_retry_for(options)
+        self.daemon = DaemonAccess.of(options)
         connector, path = options.get("connector"), options.get("file")
         if not connector:
             raise ConnectFileError("option 'connector' is required: the Connect connector whose offsets are shared")
@@ -100,11 +90,11 @@ class ConnectFileStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
     def initialOffset(self) -> dict[str, Any]:
         """The connector's committed position in the daemon, resumed as Connect resumes it (0 if none)."""
         try:
-            with DaemonOffsets(self.url, credentials=self.credentials, retry_for_s=self.retry_for_s) as daemon:
+            with self.daemon.offsets() as daemon:
                 stored = daemon.find(self.connector, {"filename": self.file})
         except ClientError as exc:
             raise ConnectFileError(
-                f"cannot read connector {self.connector}'s offsets from the daemon at {self.url}: {exc}"
+                f"cannot read connector {self.connector}'s offsets from the daemon at {self.daemon.url}: {exc}"
             ) from exc
         position = connect_position(stored)
         log.info("connect-file %s: starting at Connect position %d of %s", self.connector, position, self.file)
@@ -156,7 +146,7 @@ class ConnectFileStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
             log.warning("connect-file %s: not committing an unknown offset %r", self.connector, end)
             return
         entry = FileOffset(self.connector, parsed.filename, parsed.cursor).connect_entry()
-        committer_for(self.url, self.connector, self.credentials).submit([entry])
+        committer_for(self.daemon.url, self.connector, self.daemon.credentials).submit([entry])
 
     # -- data (executors) ---------------------------------------------------------------------
     def read(self, partition: InputPartition) -> Iterator[Any]:

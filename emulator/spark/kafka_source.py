@@ -38,8 +38,8 @@ from pyspark.sql.types import StructType
 
 from emulator.client.errors import ClientError
 from emulator.spark.background import committer_for
-from emulator.spark.committer import DaemonOffsets, SinkOffsetsUnsupported
-from emulator.spark.options import OptionError, bool_option, daemon_credentials, daemon_retry_for, daemon_url
+from emulator.spark.committer import SinkOffsetsUnsupported
+from emulator.spark.options import DaemonAccess, OptionError, bool_option
 from emulator.spark.shapes import kafka_entries, kafka_shaped
 
 log = logging.getLogger(__name__)
@@ -90,9 +90,7 @@ class TopicPartitionRange(InputPartition):
 
 class ConnectKafkaStreamReader(DataSourceStreamReader):
     def __init__(self, options: Mapping[str, str]) -> None:
-        self.url = daemon_url(options)
-        self.credentials = daemon_credentials(options)
-        self.retry_for_s = daemon_retry_for(options)
+        self.daemon = DaemonAccess.of(options)
         connector = options.get("connector")
         if not connector:
             raise ConnectKafkaError("option 'connector' is required: the group is connect-<connector>")
@@ -157,11 +155,12 @@ class ConnectKafkaStreamReader(DataSourceStreamReader):
     def initialOffset(self) -> SparkOffset:
         """The group's committed offsets; partitions without one start at the earliest offset."""
         try:
-            with DaemonOffsets(self.url, credentials=self.credentials, retry_for_s=self.retry_for_s) as daemon:
+            with self.daemon.offsets() as daemon:
                 rows = daemon.offsets(self.connector, "sink") or []
         except (ClientError, SinkOffsetsUnsupported) as exc:
             raise ConnectKafkaError(
-                f"cannot read consumer group connect-{self.connector}'s offsets from the daemon at {self.url}: {exc}"
+                f"cannot read consumer group connect-{self.connector}'s offsets from the daemon at "
+                f"{self.daemon.url}: {exc}"
             ) from exc
         committed: dict[tuple[str, int], int] = {}
         for row in rows:
@@ -209,7 +208,9 @@ class ConnectKafkaStreamReader(DataSourceStreamReader):
         if shaped is None:
             log.warning("connect-kafka %s: not committing an unknown offset %r", self.connector, end)
             return
-        committer = committer_for(self.url, self.connector, self.credentials, kind="sink", source="connect-kafka")
+        committer = committer_for(
+            self.daemon.url, self.connector, self.daemon.credentials, kind="sink", source="connect-kafka"
+        )
         committer.submit(kafka_entries(shaped))
 
     # -- data (executors) ---------------------------------------------------------------------

@@ -28,7 +28,7 @@ from pyspark.sql.types import StructType
 from emulator.client.credentials import Credentials
 from emulator.client.errors import ApiError
 from emulator.client.http import OffsetsClient
-from emulator.spark.options import bool_option, daemon_credentials, daemon_retry_for, daemon_url
+from emulator.spark.options import DaemonAccess, bool_option
 
 SCHEMA = "connector string, partition string, offset string, kafka_partition int, kafka_offset long, timestamp_ms long"
 HISTORY_MODULE = "emulator.history.spark"
@@ -109,9 +109,7 @@ def current_rows(
 class ConnectOffsetsReader(DataSourceReader):
     def __init__(self, options: Mapping[str, str]) -> None:
         self.options = dict(options)
-        self.url = daemon_url(options)
-        self.credentials = daemon_credentials(options)
-        self.retry_for_s = daemon_retry_for(options)
+        self.daemon = DaemonAccess.of(options)
         self.connector = options.get("connector") or None
         self.history = bool_option(options, "history", False)
 
@@ -122,7 +120,8 @@ class ConnectOffsetsReader(DataSourceReader):
         if self.history:
             yield from _history().rows(self.options)
             return
-        yield from current_rows(self.url, self.connector, self.credentials, self.retry_for_s)
+        access = self.daemon
+        yield from current_rows(access.url, self.connector, access.credentials, access.retry_for_s)
 
 
 class ConnectOffsetsDataSource(DataSource):

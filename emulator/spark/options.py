@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 from emulator.client.credentials import Credentials, CredentialsError
 from emulator.client.http import DEFAULT_URL
 from emulator.client.retry_window import EXPECTED, parse_retry_for_s
+from emulator.spark.committer import DaemonOffsets
 
 
 class OptionError(ValueError):
@@ -38,6 +40,24 @@ def daemon_retry_for(options: Mapping[str, str]) -> float | None:
         return parse_retry_for_s(raw)
     except ValueError:
         raise OptionError(f"option retryFor must be {EXPECTED}, got {raw!r}") from None
+
+
+@dataclass(frozen=True)
+class DaemonAccess:
+    """Where a source's daemon is and how to ask it, resolved once from its options (``url``,
+    credentials, ``retryFor``, each falling back to its ``CONNECT_OFFSETS_*`` variable) so that
+    every source, and the history rows, resolve them alike."""
+
+    url: str
+    credentials: Credentials
+    retry_for_s: float | None
+
+    @classmethod
+    def of(cls, options: Mapping[str, str]) -> DaemonAccess:
+        return cls(daemon_url(options), daemon_credentials(options), daemon_retry_for(options))
+
+    def offsets(self) -> DaemonOffsets:
+        return DaemonOffsets(self.url, credentials=self.credentials, retry_for_s=self.retry_for_s)
 
 
 def int_option(options: Mapping[str, str], name: str, default: int | None, minimum: int) -> int | None:

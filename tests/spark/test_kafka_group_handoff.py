@@ -210,7 +210,7 @@ def test_the_sources_commit_reaches_the_group_from_a_background_thread(
     reader.commit({setup.topic: {"0": 3, "1": 1}})
     reader.commit({setup.topic: {"0": 5, "1": 2}})  # newest wins; commits are monotonic anyway
 
-    committer = committer_for(setup.daemon.url, setup.name, reader.credentials, kind="sink")
+    committer = committer_for(setup.daemon.url, setup.name, reader.daemon.credentials, kind="sink")
     assert committer.flush(30), "the background commit did not finish within 30 s"
     status, body = sink_offsets(setup.daemon.url, setup.name)
     assert status == 200 and rows_of(body) == shape(setup.topic, {0: 5, 1: 2}), body
