@@ -14,27 +14,67 @@ import json
 import os
 import subprocess
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
 import pytest
 
-from tests.fixtures.doc_blocks import blocks, expected_lines, reader_directory, run_block
+from tests.fixtures.doc_blocks import (
+    assert_shows,
+    blocks,
+    expected_output,
+    expected_prints,
+    reader_directory,
+    run_block,
+)
 from tests.fixtures.processes import free_port
 from tests.fixtures.waits import until
 
 pytestmark = pytest.mark.slow
 
 
+@dataclass(frozen=True)
+class Reader:
+    """A reader at the repository root with the README's daemon running (on a free port)."""
+
+    cwd: Path
+    port: int
+
+    @property
+    def env(self) -> dict[str, str]:
+        return {**os.environ, "CONNECT_OFFSETS_URL": f"http://127.0.0.1:{self.port}"}
+
+    def shell(self, block: str, stop_at_failure: bool = True) -> str:
+        """Run a page's shell block; with ``stop_at_failure=False`` (a block that shows a refusal)
+        every command runs and stderr is interleaved with stdout, as a terminal shows them."""
+        block = block.replace("localhost:8081", f"localhost:{self.port}")
+        if stop_at_failure:
+            return run_block(block, self.cwd, self.env)
+        done = subprocess.run(
+            ["bash", "-c", block],
+            cwd=self.cwd,
+            env=self.env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            timeout=120,
+        )
+        return done.stdout
+
+    def quickstart(self) -> str:
+        (quickstart,) = blocks("README.md", "Embedded (no Kafka)", "sh")
+        return self.shell(quickstart)
+
+
 @pytest.fixture
-def readme_daemon(tmp_path: Path) -> Iterator[tuple[Path, int]]:
+def reader(tmp_path: Path) -> Iterator[Reader]:
     """The README's first command (`connect-offsets serve`, the embedded default) on a free port."""
-    cwd = reader_directory(tmp_path)
+    cwd = reader_directory(tmp_path / "repository")
     port = free_port()
     log = (tmp_path / "daemon.log").open("wb")
-    proc = subprocess.Popen(
-        [".venv/bin/connect-offsets", "serve", "--port", str(port)], cwd=cwd, stdout=log, stderr=log
-    )
+    command = [".venv/bin/connect-offsets", "serve", "--port", str(port)]
+    proc = subprocess.Popen(command, cwd=cwd, stdout=log, stderr=log)
 
     def ready() -> bool:
         assert proc.poll() is None, (tmp_path / "daemon.log").read_text()
@@ -45,47 +85,40 @@ def readme_daemon(tmp_path: Path) -> Iterator[tuple[Path, int]]:
 
     try:
         until(ready, "the README's daemon ready", timeout_s=60, poll_s=0.1)
-        yield cwd, port
+        yield Reader(cwd, port)
     finally:
         proc.terminate()
         proc.wait(20)
         log.close()
 
 
-def test_readme_embedded_quickstart_runs_as_written(readme_daemon: tuple[Path, int]) -> None:
-    cwd, port = readme_daemon
-    (quickstart,) = blocks("README.md", "Embedded (no Kafka)", "sh")
-    env = {**os.environ, "CONNECT_OFFSETS_URL": f"http://127.0.0.1:{port}"}
-
-    stdout = run_block(quickstart.replace("localhost:8081", f"localhost:{port}"), cwd, env)
+def test_readme_embedded_quickstart_runs_as_written(reader: Reader) -> None:
+    stdout = reader.quickstart()
 
     # curl prints no newline after a body: the two answers run into the CLI's first line, as on a terminal
     decoder = json.JSONDecoder()
     readiness, end = decoder.raw_decode(stdout)
     patched, end = decoder.raw_decode(stdout, end)
     assert readiness["ready"] is True
-    assert patched == {"message": connect_altered_message()}
+    assert patched == {"message": CONNECT_ALTERED}
     out = stdout[end:].splitlines()
     get_lines = [line.split() for line in out[0:2]]
     assert get_lines == [["PARTITION", "OFFSET"], ['{"filename":', '"/data/in.txt"}', '{"position":', "151}"]]
-    assert out[2] == connect_altered_message()
+    assert out[2] == CONNECT_ALTERED
     history = [line for line in out[3:] if "/data/in.txt" in line]
     assert [line.rsplit("->", 1)[1].strip() for line in history] == ['{"position": 200}', '{"position": 151}']
-    assert (cwd / "data").is_dir(), "the README says the embedded default keeps its offsets under ./data"
+    assert (reader.cwd / "data").is_dir(), "the README says the embedded default keeps its offsets under ./data"
 
 
-def test_api_python_client_example_prints_what_its_comments_say(readme_daemon: tuple[Path, int]) -> None:
+def test_api_python_client_example_prints_what_its_comments_say(reader: Reader) -> None:
     """docs/api.md's client example continues the README's quickstart (its connector `my-source`)."""
-    cwd, port = readme_daemon
-    (quickstart,) = blocks("README.md", "Embedded (no Kafka)", "sh")
-    env = {**os.environ, "CONNECT_OFFSETS_URL": f"http://127.0.0.1:{port}"}
-    run_block(quickstart.replace("localhost:8081", f"localhost:{port}"), cwd, env)
+    reader.quickstart()
     (example,) = blocks("docs/api.md", "Python clients", "python")
 
     done = subprocess.run(
         [".venv/bin/python", "-"],
-        input=example.replace("127.0.0.1:8081", f"127.0.0.1:{port}"),
-        cwd=cwd,
+        input=example.replace("127.0.0.1:8081", f"127.0.0.1:{reader.port}"),
+        cwd=reader.cwd,
         capture_output=True,
         text=True,
         timeout=60,
@@ -93,15 +126,28 @@ def test_api_python_client_example_prints_what_its_comments_say(readme_daemon: t
 
     assert done.returncode == 0, done.stderr
     printed = done.stdout.splitlines()
-    expected = expected_lines(example)
+    expected = expected_prints(example)
     assert len(printed) == len(expected) == 3, printed
     for line, pattern in zip(printed, expected, strict=True):
         assert pattern.fullmatch(line), f"printed {line!r}, the page says {pattern.pattern!r}"
 
 
-def connect_altered_message() -> str:
-    return (
-        "The Connect framework-managed offsets for this connector have been altered successfully. However, if this "
-        "connector manages offsets externally, they will need to be manually altered in the system that the "
-        "connector uses."
-    )
+def test_claims_and_sequences_page_runs_in_order_and_shows_its_answers(reader: Reader) -> None:
+    """docs/claims-and-sequences.md's shell blocks, in the page's order, after the README's quickstart:
+    a claim by curl, the same by the CLI (fencing the first), then a replayed commit sequence."""
+    reader.quickstart()
+    claim_by_curl, claim_by_cli = blocks("docs/claims-and-sequences.md", "Claims", "sh")
+    (sequences,) = blocks("docs/claims-and-sequences.md", "Commit sequences", "sh")
+
+    for block in (claim_by_curl, claim_by_cli, sequences):
+        output = reader.shell(block, stop_at_failure=block is not claim_by_cli)  # it shows a fenced writer
+        assert_shows(output, expected_output(block))
+    assert expected_output(claim_by_cli), "the CLI block shows its answers"
+    assert '"dropped"' in expected_output(sequences)[0].pattern
+
+
+CONNECT_ALTERED = (
+    "The Connect framework-managed offsets for this connector have been altered successfully. However, if this "
+    "connector manages offsets externally, they will need to be manually altered in the system that the "
+    "connector uses."
+)
