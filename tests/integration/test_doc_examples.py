@@ -46,21 +46,10 @@ class Reader:
         return {**os.environ, "CONNECT_OFFSETS_URL": f"http://127.0.0.1:{self.port}"}
 
     def shell(self, block: str, stop_at_failure: bool = True) -> str:
-        """Run a page's shell block; with ``stop_at_failure=False`` (a block that shows a refusal)
-        every command runs and stderr is interleaved with stdout, as a terminal shows them."""
-        block = block.replace("localhost:8081", f"localhost:{self.port}")
-        if stop_at_failure:
-            return run_block(block, self.cwd, self.env)
-        done = subprocess.run(
-            ["bash", "-c", block],
-            cwd=self.cwd,
-            env=self.env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            timeout=120,
-        )
-        return done.stdout
+        """Run a page's shell block (tests/fixtures/doc_blocks.py: ``run_block``); its stdout."""
+        return run_block(
+            block.replace("localhost:8081", f"localhost:{self.port}"), self.cwd, self.env, 120, stop_at_failure
+        ).stdout
 
     def quickstart(self) -> str:
         (quickstart,) = blocks("README.md", "Embedded (no Kafka)", "sh")
@@ -151,3 +140,15 @@ CONNECT_ALTERED = (
     "connector manages offsets externally, they will need to be manually altered in the system that the "
     "connector uses."
 )
+
+
+def test_serve_port_zero_example_announces_its_url(tmp_path: Path) -> None:
+    """docs/operations.md: a script learns the URL of a daemon on `--port 0` from `--url-file`."""
+    cwd = reader_directory(tmp_path / "repository")
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    (example,) = blocks("docs/operations.md", "Two modes", "sh")
+
+    output = run_block(example, cwd, env, timeout_s=120).stdout
+
+    assert expected_output(example), "the page shows what the daemon answers"
+    assert_shows(output, expected_output(example))

@@ -9,17 +9,13 @@ process, so this test does not use the session's Spark.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
-import signal
-import subprocess
 from pathlib import Path
 
-import httpx
 import pytest
 
-from tests.fixtures.doc_blocks import blocks, reader_directory
+from tests.fixtures.doc_blocks import blocks, reader_directory, run_block
 from tests.fixtures.processes import free_port
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
@@ -50,30 +46,8 @@ def test_round_trip_prints_what_the_page_shows(tmp_path: Path) -> None:
     env = {**os.environ, "TMPDIR": str(scratch)}
     env.pop("CONNECT_OFFSETS_URL", None)
 
-    shell = subprocess.Popen(
-        ["bash", "-eo", "pipefail", "-c", script.replace("8082", str(port))],
-        cwd=cwd,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,  # its daemon runs in the background: one group to stop if it fails
-    )
-    try:
-        stdout, stderr = shell.communicate(timeout=240)
-    finally:
-        with_group_stopped(shell)
+    ran = run_block(script.replace("8082", str(port)), cwd, env, timeout_s=240)
 
-    assert shell.returncode == 0, f"exit {shell.returncode}\nstdout:\n{stdout}\nstderr:\n{stderr[-4000:]}"
     (directory,) = scratch.glob("tmp.*")  # the example's `mktemp -d` (Spark keeps its own files there too)
-    actual = stdout.replace(str(directory), "/tmp/tmp.X").replace(str(port), "8082")
+    actual = ran.stdout.replace(str(directory), "/tmp/tmp.X").replace(str(port), "8082")
     assert comparable(actual) == comparable(printed)
-    with pytest.raises(httpx.TransportError):  # its last line stopped its daemon
-        httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2)
-
-
-def with_group_stopped(shell: subprocess.Popen[str]) -> None:
-    """Whatever the example left running (its background daemon when a command failed) is stopped."""
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(shell.pid, signal.SIGTERM)
-    shell.wait(20)
