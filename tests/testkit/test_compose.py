@@ -18,11 +18,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from emulator.testing.compose import compose_file_text
 from tests.docker.conftest import REPO_ROOT
+from tests.fixtures.broker import TansuBroker
 from tests.fixtures.daemon import free_port
+from tests.fixtures.service_daemon import service_daemon
 from tests.testkit.conftest import run_inner
 
 SHIPPED = REPO_ROOT / "emulator" / "testing" / "compose.yml"
@@ -174,3 +177,16 @@ def test_the_override_used_by_the_stack_test_renders(compose_command: list[str],
         "connect-offsets"
     ]["build"]
     assert build["context"] == str(REPO_ROOT) and "dockerfile_inline" not in build
+
+
+@pytest.mark.kafka
+@pytest.mark.slow
+def test_the_daemon_starts_with_the_services_own_settings(
+    config: dict[str, Any], kafka_broker: TansuBroker, tmp_path: Path
+) -> None:
+    """Compose accepts what the daemon refuses: the service's environment (listening on 0.0.0.0,
+    its authentication decision, its topics) must start a daemon that follows Connect's config
+    topic, here on Tansu instead of the stack's Kafka (tests/fixtures/service_daemon.py)."""
+    with service_daemon(config["services"]["connect-offsets"]["environment"], kafka_broker, tmp_path) as url:
+        answer = httpx.get(f"{url}/connectors/unknown-to-connect/offsets", timeout=10)
+    assert answer.status_code == 404, answer.text  # Connect's rule, from the config topic
