@@ -92,6 +92,7 @@ def command_first(argv: Sequence[str], commands: frozenset[str]) -> list[str]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    _print_lone_surrogates_escaped()
     parser = build_parser()
     args, unknown = parser.parse_known_args(command_first(sys.argv[1:] if argv is None else argv, parser.command_names))
     if unknown:  # said by the command's own parser, with its usage, not the top level's
@@ -103,6 +104,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:  # Ctrl-C: ``serve`` has shut down by then (uvicorn re-raises it after)
         print("interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
+
+
+def _print_lone_surrogates_escaped() -> None:
+    """A partition Connect wrote may hold half a surrogate pair (``emulator.codec.surrogates``),
+    which a UTF-8 terminal cannot show: printed as ``\\ud800`` instead of a traceback mid-table."""
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            reconfigure(errors="backslashreplace")
 
 
 def chosen(parser: argparse.ArgumentParser, args: argparse.Namespace) -> argparse.ArgumentParser:

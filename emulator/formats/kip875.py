@@ -22,6 +22,7 @@ from typing import Any
 
 from emulator.codec.keys import KeyProblem, encode_key, parse_key
 from emulator.codec.strict_json import JsonLimitExceeded, loads_strict
+from emulator.codec.surrogates import json_utf8
 from emulator.codec.values import CodecError, InvalidOffsets, encode_offset, loads_lenient, validate_format
 from emulator.formats.model import FormatError, Loaded, RawRecord
 
@@ -136,4 +137,4 @@ def dumps_file(records: Iterable[RawRecord]) -> tuple[bytes, list[str]]:
         text = json.dumps(bodies, indent=2, ensure_ascii=False, allow_nan=False)
     except ValueError as exc:  # an offset number beyond a double (Connect reads it as Infinity)
         raise FormatError(f"cannot be written as KIP-875 JSON: {exc}") from exc
-    return (text + "\n").encode("utf-8"), notes
+    return json_utf8(text + "\n"), notes

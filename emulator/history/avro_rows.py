@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from typing import IO
 
 from emulator.codec.keys import KeyProblem, parse_key
+from emulator.codec.surrogates import escape_in_json, printable
 from emulator.history.origins import EXTERNAL_ORIGIN, Origin, OriginRegistry
 from emulator.model.records import LogRecord
 
@@ -91,7 +92,7 @@ _SMALL = [bytes([z]) for z in range(0x80)]
 
 
 def _string(text: str) -> bytes:
-    data = text.encode("utf-8", "surrogatepass")
+    data = text.encode()  # every text here is valid: names through ``printable``, JSON through ``escape_in_json``
     return encode_long(len(data)) + data
 
 
@@ -108,20 +109,19 @@ class _OriginParts:
         operation = origin.operation
         if origin.uncertain and operation is not None:
             operation += " (unacknowledged)"
+        # a name from a request's path can hold a lone surrogate: stored as an escape, valid UTF-8
+        connector, principal, remote = (
+            None if text is None else printable(text) for text in (origin.connector, origin.principal, origin.remote)
+        )
         self.avro = (
             _string(origin.origin)
             + _optional_string(operation)
-            + _optional_string(origin.connector)
-            + _optional_string(origin.principal)
-            + _optional_string(origin.remote)
+            + _optional_string(connector)
+            + _optional_string(principal)
+            + _optional_string(remote)
         )
-        self.crc_middle = f"{origin.origin}\x1f{operation}\x1f{origin.connector}\x1f".encode("utf-8", "surrogatepass")
-        principal, remote = origin.principal, origin.remote
-        self.crc_tail = (
-            f"\x1e{principal}\x1f{remote}".encode("utf-8", "surrogatepass")
-            if principal is not None or remote is not None
-            else b""
-        )
+        self.crc_middle = f"{origin.origin}\x1f{operation}\x1f{connector}\x1f".encode()
+        self.crc_tail = f"\x1e{principal}\x1f{remote}".encode() if principal is not None or remote is not None else b""
 
 
 def key_fields(key: bytes | None) -> tuple[str | None, str | None, str | None]:
@@ -132,17 +132,17 @@ def key_fields(key: bytes | None) -> tuple[str | None, str | None, str | None]:
     if isinstance(parsed, KeyProblem):
         return None, None, parsed.value
     try:
-        text: str | None = _partition_text(parsed.partition)
+        text: str | None = escape_in_json(_partition_text(parsed.partition))
     except (TypeError, ValueError):
         text = None
-    return parsed.connector, text, None
+    return printable(parsed.connector), text, None
 
 
 class RowEncoder:
     """Log records → Avro row bytes for one log; owned by the archiver thread (no locking)."""
 
     def __init__(self, identity: str, origins: OriginRegistry) -> None:
-        self._identity = identity
+        self._identity = printable(identity)  # a path the file system decoded may hold lone surrogates
         self._origins = origins
         self._epoch = -1
         self._head = b""
@@ -162,7 +162,7 @@ class RowEncoder:
         if found is not None:
             return found
         connector, partition_json, problem = key_fields(key)
-        text = f"{connector}\x1f{partition_json}\x1f{problem}".encode("utf-8", "surrogatepass")
+        text = f"{connector}\x1f{partition_json}\x1f{problem}".encode()
         parts = (
             _optional_string(connector) + _optional_string(partition_json) + _optional_string(problem),
             text,
@@ -203,7 +203,7 @@ class RowEncoder:
         if epoch != self._epoch:
             self._epoch = epoch
             self._head = _string(self._identity) + encode_long(epoch)
-            self._head_crc = zlib.crc32(f"{self._identity}\x1f{epoch}\x1f".encode("utf-8", "surrogatepass"))
+            self._head_crc = zlib.crc32(f"{self._identity}\x1f{epoch}\x1f".encode())
         origin = self._origins.lookup(record) if self._origins.enabled else EXTERNAL_ORIGIN
         key, value = record.key, record.value
         key_avro, key_text, external_crc = self._key_parts(key)

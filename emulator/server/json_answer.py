@@ -12,7 +12,9 @@ request for seconds: an export of 200,000 records (52 MB) stalled a ``/healthz``
 A worker thread alone is not enough: the C encoder holds the interpreter lock for a whole call, so
 one ``json.dumps`` of 52 MB would still stop the event loop as long. ``encode`` therefore encodes
 lists longer than ``SLICE_ITEMS`` a slice per call; between two calls the loop gets its turn.
-Every function here sends exactly the bytes Starlette's ``JSONResponse`` would for the same body.
+Every function here sends exactly the bytes Starlette's ``JSONResponse`` would for the same body,
+except that a lone surrogate (which Starlette cannot send at all) is escaped as Jackson escapes it
+(``emulator.codec.surrogates``).
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ from typing import Any
 
 from fastapi import Response
 
+from emulator.codec.surrogates import json_utf8
+
 SLICE_ITEMS = 1000
 """Items of a long list per encoder call: a few milliseconds of holding the interpreter lock."""
 
@@ -33,7 +37,7 @@ _dumps = functools.partial(json.dumps, ensure_ascii=False, allow_nan=False, inde
 
 def render_json(content: Any) -> bytes:
     """Starlette's ``JSONResponse.render``: the same ``json.dumps`` arguments, so the same bytes."""
-    return _dumps(content).encode("utf-8")
+    return json_utf8(_dumps(content))
 
 
 def json_bytes(body: bytes, headers: Mapping[str, str] | None = None) -> Response:
@@ -59,7 +63,7 @@ def _encode_into(pieces: list[bytes], content: Any, slice_items: int) -> None:
     if isinstance(content, dict) and all(isinstance(key, str) for key in content):
         pieces.append(b"{")
         for i, (key, value) in enumerate(content.items()):
-            pieces.append(b"%s%s:" % (b"," if i else b"", _dumps(key).encode("utf-8")))
+            pieces.append(b"%s%s:" % (b"," if i else b"", json_utf8(_dumps(key))))
             _encode_into(pieces, value, slice_items)
         pieces.append(b"}")
     elif isinstance(content, list) and len(content) > slice_items:
@@ -67,10 +71,10 @@ def _encode_into(pieces: list[bytes], content: Any, slice_items: int) -> None:
         for start in range(0, len(content), slice_items):
             if start:
                 pieces.append(b",")
-            pieces.append(_dumps(content[start : start + slice_items])[1:-1].encode("utf-8"))
+            pieces.append(json_utf8(_dumps(content[start : start + slice_items])[1:-1]))
         pieces.append(b"]")
     else:
-        pieces.append(_dumps(content).encode("utf-8"))
+        pieces.append(json_utf8(_dumps(content)))
 
 
 async def json_answer(content: Any, headers: Mapping[str, str] | None = None) -> Response:

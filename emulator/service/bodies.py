@@ -20,6 +20,7 @@ from typing import Any
 from emulator.codec.keys import logical_id
 from emulator.codec.readable import offset_problem
 from emulator.codec.strict_json import JsonLimitExceeded, loads_strict
+from emulator.codec.surrogates import printable
 from emulator.codec.values import InvalidOffsets, validate_format
 from emulator.formats.model import RawRecord
 from emulator.model.errors import InvalidOffsetFormat, InvalidRequest
@@ -154,6 +155,10 @@ def parse_claim_body(raw: bytes) -> ClaimRequest:
         raise InvalidRequest(f"A claim needs 'owner' (who writes: the Spark query id, or the operator's name): {form}")
     if not isinstance(body["owner"], str):
         raise InvalidRequest(f"'owner' must be a string, got {type(body['owner']).__name__}: {form}")
+    if printable(body["owner"]) != body["owner"]:  # ours, not Connect's data: it need not hold what UTF-8 cannot
+        raise InvalidRequest(
+            f"'owner' holds half a UTF-16 surrogate pair ({printable(body['owner'])}): give a text UTF-8 can carry"
+        )
     force = body.get("force", False)
     if not isinstance(force, bool):
         raise InvalidRequest("'force' must be true or false")

@@ -6,7 +6,8 @@ only read, with the same access rules as the API (``emulator.server.auth.policy`
 page lists only connectors the principal may read, and says which ones it may change.
 
 They are left out of the OpenAPI document: they serve the console's pages and may change with them;
-the API is the contract for programs.
+the API is the contract for programs. Their bodies go through ``json_response`` (not FastAPI's
+serializer, which cannot send a partition holding half a surrogate pair: ``emulator.codec.surrogates``).
 
 While the log is replayed they answer 200 with the replay's progress (``ready: false``) instead of
 a 503, so the page can draw a progress bar; the history index reports its own first build the same
@@ -19,7 +20,7 @@ from __future__ import annotations
 import asyncio
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Query, Request
+from fastapi import APIRouter, Depends, Query, Request, Response
 
 from emulator.codec.keys import logical_id
 from emulator.history.archive import HistoryArchive
@@ -28,6 +29,7 @@ from emulator.model.principal import current_principal
 from emulator.server.auth.scopes import grants_of
 from emulator.server.auth.status import for_principal
 from emulator.server.deps import Runtime, RuntimeDep
+from emulator.server.json_answer import json_response
 from emulator.server.routes.history import partition_param
 from emulator.server.routes.params import check_connector_path
 from emulator.server.sink_lag import SinkLag
@@ -131,7 +133,7 @@ async def connectors(
     at: int = 0,
     limit: int | None = None,
     connector: str | None = None,
-) -> dict[str, Any]:
+) -> Response:
     """The connectors page: readable connectors with their kind, state, partitions, last change,
     claim and (sinks) lag, filtered (``q`` in the name, ``kind``, exactly ``connector``), sorted
     (``sort``, ``desc``) and, with ``limit``, one page from ``at``; or the replay's progress while
@@ -141,13 +143,13 @@ async def connectors(
     body = page_state(rt, index)
     if not body["serving"]:
         body["connectors"] = None
-        return body
+        return json_response(body)
     grants = grants_of(current_principal.get().scopes)
     lag_source: SinkLag | None = getattr(request.app.state, "sink_lag", None)
     names = await rt.offsets.connectors()
     body |= await connector_list(rt, names, grants, index, await sink_lag(lag_source), query)
     body["sink_lag"] = lag_source is not None
-    return body
+    return json_response(body)
 
 
 @router.get("/connectors/{connector}", dependencies=[Depends(check_connector_path)])
@@ -160,7 +162,7 @@ async def connector(
     desc: bool = False,
     at: int = 0,
     limit: int | None = None,
-) -> dict[str, Any]:
+) -> Response:
     """The connector page: its offsets (with where each sits in the log and how many changes the
     history holds; ``q`` in a partition's or offset's JSON, sorted by ``sort``, with ``limit`` one
     page from ``at``), kind, state and claim. 404 for a connector the API would not know."""
@@ -169,7 +171,7 @@ async def connector(
     index = await fresh_index(request)
     body = page_state(rt, index)
     if not body["serving"]:
-        return body
+        return json_response(body)
     kind = connector_kind(rt, connector)
     table = await offsets_table(rt, connector, kind, index, query, prepared_tables(request))
     grants = grants_of(current_principal.get().scopes)
@@ -181,7 +183,7 @@ async def connector(
         "can_write": grants.allows("write", connector),
         **table,
     }
-    return body
+    return json_response(body)
 
 
 def prepared_tables(request: Request) -> PreparedTables:
@@ -198,7 +200,7 @@ async def partition_history(
     request: Request,
     rt: RuntimeDep,
     partition: Annotated[str, Query(description="the partition as JSON")],
-) -> dict[str, Any]:
+) -> Response:
     """One partition's changes for the chart, oldest first: the newest ``PER_PARTITION`` of them."""
     parsed = partition_param(partition)
     if parsed is None:
@@ -206,11 +208,13 @@ async def partition_history(
     index = await fresh_index(request)
     state = history_state(index)
     if index is None or not state["ready"]:
-        return {"history": state, "changes": [], "total": 0}
+        return json_response({"history": state, "changes": [], "total": 0})
     changes, total = index.partition(connector, logical_id(parsed))
-    return {
-        "history": state,
-        "partition": parsed,
-        "total": total,
-        "changes": [change_dict(c) for c in changes],
-    }
+    return json_response(
+        {
+            "history": state,
+            "partition": parsed,
+            "total": total,
+            "changes": [change_dict(c) for c in changes],
+        }
+    )

@@ -1,0 +1,81 @@
+"""Half a surrogate pair in a partition or an offset: Connect's data, served and kept whole.
+
+Jackson reads ``"\\ud800"`` into a Java String holding a lone surrogate and ``JsonConverter`` writes
+it back as ``\\uD800`` (tests/compat/test_oracle_selfcheck.py), so a connector can commit such an
+offset and Connect reads it. Python's UTF-8 encoder refuses the character: before
+``emulator.codec.surrogates`` the GET answered 500, the history archive wrote bytes no Avro reader
+accepts (every later change of every connector unreadable, also after a restart), the console's
+reads answered 500 and the CLI's `get` and `export` ended in tracebacks.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import fastavro
+import httpx
+import pytest
+
+from tests.fixtures.cli import run_cli
+from tests.fixtures.daemon import DaemonFactory, DaemonProcess
+
+pytestmark = pytest.mark.slow
+
+BODY = b'{"offsets":[{"partition":{"file":"\\ud800"},"offset":{"pos":"x\\udc00"}}]}'
+WRITTEN = {"partition": {"file": "\ud800"}, "offset": {"pos": "x\udc00"}}
+
+
+def patch(url: str, connector: str, body: bytes) -> httpx.Response:
+    return httpx.patch(
+        f"{url}/connectors/{connector}/offsets?create=true",
+        content=body,
+        headers={"content-type": "application/json"},
+        timeout=30,
+    )
+
+
+def test_a_lone_surrogate_is_served_archived_exported_and_printed(
+    daemon_factory: DaemonFactory, tmp_path: Path
+) -> None:
+    data = tmp_path / "data"
+    daemon = daemon_factory("--data-dir", str(data))
+    assert patch(daemon.url, "odd", BODY).status_code == 200
+    assert patch(daemon.url, "after", b'{"offsets":[{"partition":{"f":"1"},"offset":{"p":1}}]}').status_code == 200
+
+    answer = httpx.get(f"{daemon.url}/connectors/odd/offsets", timeout=30)
+    assert answer.status_code == 200, answer.text
+    assert b'"\\uD800"' in answer.content, "escaped as Jackson escapes it"
+    assert answer.json() == {"offsets": [WRITTEN]}
+
+    for path in ("/ui/api/connectors", "/ui/api/connectors/odd"):
+        assert httpx.get(daemon.url + path, timeout=30).status_code == 200, path
+    changes = httpx.get(f"{daemon.url}/connectors/after/offsets/history", timeout=30).json()["changes"]
+    assert [c["offset"] for c in changes] == [{"p": 1}], "a later change of another connector is archived"
+
+    env_url = ("--url", daemon.url)
+    shown = run_cli("get", "odd", *env_url)
+    assert shown.returncode == 0, shown.stderr
+    assert '"\\ud800"' in shown.stdout and "Traceback" not in shown.stderr
+    for target in ("odd.json", "odd.avro", "odd.offsets", "odd.jsonl"):
+        exported = run_cli("export", "--to", str(tmp_path / target), *env_url)
+        assert exported.returncode == 0, f"{target}: {exported.stderr}"
+    back = run_cli("import", "--from", str(tmp_path / "odd.json"), "--dry-run", *env_url)
+    assert back.returncode == 0 and "connector odd: 0 added, 0 changed, 0 removed, 1 unchanged" in back.stdout
+
+    daemon.stop()
+    rows = [row for f in sorted((data / "history").rglob("history-*")) for row in fastavro.reader(f.open("rb"))]
+    partitions = [json.loads(row["partition_json"]) for row in rows if row["connector"] == "odd"]
+    assert partitions == [WRITTEN["partition"]], "every row valid UTF-8, readable by any Avro reader"
+    assert [row["connector"] for row in rows] == ["odd", "after"]
+
+
+def test_a_claim_owner_must_be_text_utf8_can_carry(embedded_daemon: DaemonProcess) -> None:
+    answer = httpx.post(
+        f"{embedded_daemon.url}/connectors/owner-odd/claim",
+        content=b'{"owner":"\\ud800"}',
+        headers={"content-type": "application/json"},
+        timeout=30,
+    )
+    assert answer.status_code == 400
+    assert "half a UTF-16 surrogate pair" in answer.json()["message"]
