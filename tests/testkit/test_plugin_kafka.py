@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.fixtures.broker import TANSU_TAIL_FETCH_WAIT, TansuBroker
+from tests.fixtures.daemon import DaemonFactory
 from tests.testkit.conftest import run_inner
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]  # each runs a pytest session of its own, with a daemon
@@ -125,3 +126,48 @@ def test_a_real_filestream_connector_resumes_from_the_seeded_offset_and_its_comm
     )
 
     result.assert_outcomes(passed=1)
+
+
+CLUSTER_USER_TESTS = """
+import pytest
+
+FILE = {"filename": "/data/in.txt"}
+
+
+def test_seeded_before_connect_knows_it(connect_offsets):
+    connector = connect_offsets.unique_name("early-src")
+    connect_offsets.seed(connector, [(FILE, {"position": 7})])
+    assert list(connect_offsets.client.records([connector]).values()) == [b'{"position":7}']
+    with pytest.raises(AssertionError) as failed:  # Connect lists only connectors in its config topic
+        connect_offsets.assert_offsets(connector, [(FILE, {"position": 7})])
+    assert "answered 404" in str(failed.value) and "config topic" in str(failed.value)
+"""
+
+
+def test_a_connector_seeded_before_connect_knows_it_is_deleted_after_the_test(
+    inner: pytest.Pytester, kafka_broker: TansuBroker, daemon_factory: DaemonFactory
+) -> None:
+    """With a Connect cluster, Connect's DELETE answers 404 for a connector its config topic lacks;
+    the kit's reset still removes what the test seeded, by its keys (it stayed in the shared topic)."""
+    offsets_topic, config_topic = kafka_broker.unique_topic("kit-offsets"), kafka_broker.unique_topic("kit-configs")
+    kafka_broker.create_topic(config_topic, 1, {"cleanup.policy": "compact"})
+    inner.makepyfile(test_cluster=CLUSTER_USER_TESTS)
+
+    result = run_inner(
+        inner,
+        f"--connect-offsets-bootstrap-servers={kafka_broker.bootstrap}",
+        f"--connect-offsets-offsets-topic={offsets_topic}",
+        f"--connect-offsets-config-topic={config_topic}",
+        f"--connect-offsets-serve-args=--offsets-partitions 5 --tail-fetch-wait {TANSU_TAIL_FETCH_WAIT}",
+    )
+
+    result.assert_outcomes(passed=1)
+    after = daemon_factory(
+        "--bootstrap-servers",
+        kafka_broker.bootstrap,
+        "--offsets-topic",
+        offsets_topic,
+        "--tail-fetch-wait",
+        TANSU_TAIL_FETCH_WAIT,
+    )
+    assert after.client().records() == {}, "the test's seed was left in the offsets topic"
