@@ -7,6 +7,7 @@ of precedence. Without any of them the kit starts a daemon on the embedded log.
 
 from __future__ import annotations
 
+import math
 import os
 import shlex
 from collections.abc import Mapping
@@ -25,6 +26,8 @@ class Setting:
     help: str
     default: str | None = None
     metavar: str = "TEXT"
+    ini_type: Literal["string", "args"] = "string"
+    """``args``: the ini key takes a TOML list or a shell-quoted string (``serve_args``)."""
 
     @property
     def flag(self) -> str:
@@ -57,8 +60,9 @@ SETTINGS = (
     ),
     Setting(
         "connect_offsets_serve_args",
-        "more `connect-offsets serve` arguments for the daemon (shell syntax)",
+        "more `connect-offsets serve` arguments for the daemon (shell syntax; in an ini file also a list)",
         metavar="ARGS",
+        ini_type="args",
     ),
     Setting("connect_offsets_start_timeout", "seconds the daemon may take to be ready", "60", "SECONDS"),
 )
@@ -97,24 +101,40 @@ def resolve(
 ) -> KitOptions:
     """Each setting from its option, else its variable, else its ini key, else its default
     (``flags`` and ``ini`` by setting name; None or empty: not given). Raises ``ValueError``
-    naming the setting whose value cannot be used."""
+    naming where the value that cannot be used came from (the option, the variable or the key)."""
     values: dict[str, str | None] = {}
+    origins: dict[str, str] = {}
     for setting in SETTINGS:
-        value = flags.get(setting.name) or environ.get(setting.env, "").strip() or ini.get(setting.name)
-        values[setting.name] = value or setting.default
-    timeout_text = values["connect_offsets_start_timeout"] or "60"
-    try:
-        timeout = float(timeout_text)
-    except ValueError:
-        raise ValueError(f"connect_offsets_start_timeout: expected seconds, got {timeout_text!r}") from None
+        given = (
+            (setting.flag, flags.get(setting.name)),
+            (setting.env, environ.get(setting.env, "").strip()),
+            (setting.name, ini.get(setting.name)),
+        )
+        origin, value = next(((where, v) for where, v in given if v), (f"{setting.name} (default)", setting.default))
+        values[setting.name], origins[setting.name] = value, origin
+    timeout = _seconds(values["connect_offsets_start_timeout"] or "60", origins["connect_offsets_start_timeout"])
     if values["connect_offsets_status_topic"] and not values["connect_offsets_config_topic"]:
         raise ValueError("connect_offsets_status_topic needs connect_offsets_config_topic")
+    try:
+        serve_args = shlex.split(values["connect_offsets_serve_args"] or "")
+    except ValueError as exc:  # "No closing quotation"
+        raise ValueError(f"{origins['connect_offsets_serve_args']}: {exc}") from None
     return KitOptions(
         url=values["connect_offsets_url"],
         bootstrap_servers=values["connect_offsets_bootstrap_servers"],
         offsets_topic=values["connect_offsets_offsets_topic"] or "connect-offsets",
         config_topic=values["connect_offsets_config_topic"],
         status_topic=values["connect_offsets_status_topic"],
-        serve_args=shlex.split(values["connect_offsets_serve_args"] or ""),
+        serve_args=serve_args,
         start_timeout_s=timeout,
     )
+
+
+def _seconds(text: str, origin: str) -> float:
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = math.nan
+    if not math.isfinite(seconds) or seconds <= 0:
+        raise ValueError(f"{origin}: expected a number of seconds above 0, got {text!r}")
+    return seconds

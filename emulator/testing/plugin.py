@@ -19,6 +19,7 @@ first test that uses it; that test waits only for the rest (measured in docs/tes
 
 from __future__ import annotations
 
+import shlex
 import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
@@ -48,12 +49,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
             metavar=setting.metavar,
             help=f"{setting.help} (env {setting.env}{default})",
         )
-        parser.addini(setting.name, setting.help, default=None)
+        parser.addini(setting.name, setting.help, type=setting.ini_type, default=None)
 
 
 def pytest_configure(config: pytest.Config) -> None:
     flags = {s.name: _text(config.getoption(s.name)) for s in SETTINGS}
-    ini = {s.name: _text(config.getini(s.name)) for s in SETTINGS}
+    ini = {s.name: _ini_text(config.getini(s.name)) for s in SETTINGS}
     try:
         config.stash[_OPTIONS] = resolve(flags, ini)
     except ValueError as exc:
@@ -62,6 +63,11 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def _text(value: object) -> str | None:
     return str(value).strip() or None if value else None
+
+
+def _ini_text(value: object) -> str | None:
+    """An ini value as the option's text: a list (``args`` keys, e.g. a TOML array) shell-quoted."""
+    return _text(shlex.join(value) if isinstance(value, list) else value)
 
 
 def _options(config: pytest.Config) -> KitOptions:

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from emulator.testing.options import SETTINGS, resolve
@@ -35,16 +37,36 @@ def test_defaults_modes_and_serve_arguments() -> None:
     assert resolve({}, {}, {"CONNECT_OFFSETS_TEST_URL": "http://h:1"}).mode == "url"
 
 
+TIMEOUT = "connect_offsets_start_timeout"
+SECONDS = "expected a number of seconds above 0, got"
+
+
 @pytest.mark.parametrize(
-    ("flags", "message"),
+    ("flags", "environ", "ini", "message"),
     [
-        ({"connect_offsets_start_timeout": "soon"}, "connect_offsets_start_timeout: expected seconds, got 'soon'"),
-        ({"connect_offsets_status_topic": "s"}, "connect_offsets_status_topic needs connect_offsets_config_topic"),
+        ({TIMEOUT: "soon"}, {}, {}, f"--connect-offsets-start-timeout: {SECONDS} 'soon'"),
+        ({}, {"CONNECT_OFFSETS_TEST_START_TIMEOUT": "-1"}, {}, f"CONNECT_OFFSETS_TEST_START_TIMEOUT: {SECONDS} '-1'"),
+        ({}, {}, {TIMEOUT: "nan"}, f"connect_offsets_start_timeout: {SECONDS} 'nan'"),
+        ({TIMEOUT: "0"}, {}, {}, f"--connect-offsets-start-timeout: {SECONDS} '0'"),
+        (
+            {"connect_offsets_serve_args": "--kafka-config 'a=b"},
+            {},
+            {},
+            "--connect-offsets-serve-args: No closing quotation",
+        ),
+        (
+            {"connect_offsets_status_topic": "s"},
+            {},
+            {},
+            "connect_offsets_status_topic needs connect_offsets_config_topic",
+        ),
     ],
 )
-def test_settings_that_cannot_be_used_are_refused_by_name(flags: dict[str, str], message: str) -> None:
-    with pytest.raises(ValueError, match=f"^{message}$"):
-        resolve(flags, {}, {})
+def test_settings_that_cannot_be_used_are_refused_naming_where_they_came_from(
+    flags: dict[str, str], environ: dict[str, str], ini: dict[str, str], message: str
+) -> None:
+    with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+        resolve(flags, ini, environ)
 
 
 def test_every_setting_has_an_option_a_variable_and_an_ini_key() -> None:

@@ -289,4 +289,22 @@ def test_a_bad_kit_setting_is_a_usage_error(inner: pytest.Pytester) -> None:
     result = run_inner(inner, "--connect-offsets-start-timeout=soon")
 
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["*connect-offsets: connect_offsets_start_timeout: expected seconds, got 'soon'"])
+    result.stderr.fnmatch_lines(
+        ["*connect-offsets: --connect-offsets-start-timeout: expected a number of seconds above 0, got 'soon'"]
+    )
+
+
+@pytest.mark.slow  # a pytest session of its own, with a daemon
+def test_serve_arguments_in_pyproject_may_be_a_toml_list(inner: pytest.Pytester) -> None:
+    inner.makepyprojecttoml('[tool.pytest.ini_options]\nconnect_offsets_serve_args = ["--offsets-partitions", "3"]\n')
+    inner.makepyfile(
+        test_list="""
+        def test_the_daemon_got_them(connect_offsets, connect_offsets_options):
+            assert connect_offsets_options.serve_args == ["--offsets-partitions", "3"]
+            assert connect_offsets.client.status()["partitions"] == 3
+        """
+    )
+
+    result = run_inner(inner, "-W", "error::pytest.PytestRemovedIn10Warning")
+
+    result.assert_outcomes(passed=1)
