@@ -166,6 +166,18 @@ def connect_offsets(connect_offsets_url: str, request: pytest.FixtureRequest) ->
     """The test kit for this test; connectors it named or seeded are reset afterwards."""
     from emulator.testing.kit import OffsetsKit
 
+    daemon = request.config.stash.get(_DAEMON, None)
+    if (
+        daemon is not None
+        and daemon.proc is not None
+        and daemon.proc.poll() is not None
+        and daemon.url == connect_offsets_url
+    ):
+        # without this every later test says only "cannot reach": the log is what explains it
+        pytest.fail(
+            f"connect-offsets: the session's daemon exited (code {daemon.proc.returncode})\n{daemon.log_tail()}",
+            pytrace=False,
+        )
     kit = OffsetsKit(connect_offsets_url, context=request.node.name)
     try:
         yield kit

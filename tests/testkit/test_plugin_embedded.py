@@ -308,3 +308,22 @@ def test_serve_arguments_in_pyproject_may_be_a_toml_list(inner: pytest.Pytester)
     result = run_inner(inner, "-W", "error::pytest.PytestRemovedIn10Warning")
 
     result.assert_outcomes(passed=1)
+
+
+@pytest.mark.slow  # a pytest session of its own, with a daemon
+def test_a_daemon_that_died_fails_the_next_test_with_its_log(inner: pytest.Pytester) -> None:
+    inner.makepyfile(
+        test_dies="""
+        def test_kills_the_daemon(connect_offsets, connect_offsets_daemon):
+            connect_offsets_daemon.proc.kill()
+            connect_offsets_daemon.proc.wait(10)
+
+        def test_after_it(connect_offsets):
+            pass
+        """
+    )
+
+    result = run_inner(inner)
+
+    result.assert_outcomes(passed=1, errors=1)  # the kit's fixture refuses, with the daemon's log
+    result.stdout.fnmatch_lines(["*connect-offsets: the session's daemon exited (code -9)", "*--- daemon log*"])
