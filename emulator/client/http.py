@@ -135,9 +135,33 @@ def _headers(request: _Request) -> dict[str, str] | None:
     return None
 
 
-def _http_options(url: str, timeout_s: float, credentials: Credentials | None) -> dict[str, Any]:
-    chosen = credentials if credentials is not None else default_credentials()
-    return {"base_url": url, "timeout": timeout_s, "headers": chosen.headers(), "verify": chosen.verify()}
+def _http_options(url: str, timeout_s: float, credentials: Credentials) -> dict[str, Any]:
+    return {"base_url": url, "timeout": timeout_s, "headers": credentials.headers(), "verify": credentials.verify()}
+
+
+def _unreachable(url: str, exc: httpx.TransportError, client_cert: bool) -> DaemonUnavailable:
+    """``DaemonUnavailable``, with the usual cause where the error tells it: TLS failures read as a
+    bare "Server disconnected" otherwise, as if the daemon were down."""
+    text = str(exc)
+    hint = ""
+    if "CERTIFICATE_VERIFY_FAILED" in text:
+        hint = (
+            "; the daemon's certificate is not signed by a CA this client trusts: give the CA that signed it "
+            "(--ca, CONNECT_OFFSETS_CA)"
+        )
+    elif any(
+        sign in text.lower() for sign in ("disconnected", "certificate_required", "certificate required", "reset")
+    ):
+        if url.startswith("https:") and not client_cert:
+            hint = (
+                "; a daemon that requires client certificates (--tls-client-ca) ends the connection of a client "
+                "without one: give --client-cert (CONNECT_OFFSETS_CLIENT_CERT)"
+            )
+        elif url.startswith("http:") and "disconnected" in text:
+            hint = "; a daemon that serves TLS (--tls-cert) ends plain HTTP connections: use its https:// URL"
+    return DaemonUnavailable(
+        f"cannot reach the connect-offsets daemon at {url}: {text.rstrip('.') if hint else text}{hint}"
+    )
 
 
 def _connector_path(connector: str) -> str:
@@ -258,7 +282,9 @@ class OffsetsClient:
         credentials: Credentials | None = None,
         retry_for_s: float | None = None,
     ) -> None:
-        self._http = httpx.Client(**_http_options(url.rstrip("/"), timeout_s, credentials))
+        chosen = credentials if credentials is not None else default_credentials()
+        self._http = httpx.Client(**_http_options(url.rstrip("/"), timeout_s, chosen))
+        self._client_cert = bool(chosen.client_cert)
         self.url = redact(url.rstrip("/"))
         self._retry_for_s = default_retry_for_s() if retry_for_s is None else retry_for_s
 
@@ -279,7 +305,7 @@ class OffsetsClient:
                     request.method, request.path, params=request.params, json=request.json, headers=_headers(request)
                 )
             except httpx.TransportError as exc:
-                raise DaemonUnavailable(f"cannot reach the connect-offsets daemon at {self.url}: {exc}") from exc
+                raise _unreachable(self.url, exc, self._client_cert) from exc
             wait = retries.wait_s(request, response)
             if wait is None:
                 return _result(request, response)
@@ -368,7 +394,9 @@ class AsyncOffsetsClient:
         credentials: Credentials | None = None,
         retry_for_s: float | None = None,
     ) -> None:
-        self._http = httpx.AsyncClient(**_http_options(url.rstrip("/"), timeout_s, credentials))
+        chosen = credentials if credentials is not None else default_credentials()
+        self._http = httpx.AsyncClient(**_http_options(url.rstrip("/"), timeout_s, chosen))
+        self._client_cert = bool(chosen.client_cert)
         self.url = redact(url.rstrip("/"))
         self._retry_for_s = default_retry_for_s() if retry_for_s is None else retry_for_s
 
@@ -389,7 +417,7 @@ class AsyncOffsetsClient:
                     request.method, request.path, params=request.params, json=request.json, headers=_headers(request)
                 )
             except httpx.TransportError as exc:
-                raise DaemonUnavailable(f"cannot reach the connect-offsets daemon at {self.url}: {exc}") from exc
+                raise _unreachable(self.url, exc, self._client_cert) from exc
             wait = retries.wait_s(request, response)
             if wait is None:
                 return _result(request, response)

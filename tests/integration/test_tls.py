@@ -104,6 +104,16 @@ def test_the_cli_carries_the_ca_and_the_client_certificate(mtls_daemon: TlsDaemo
     assert isinstance(json.loads(listed.stdout), list)
     without = cli("list", "--url", mtls_daemon.url, env=env)
     assert without.returncode == 3 and "cannot reach" in without.stderr
+    assert "requires client certificates (--tls-client-ca)" in without.stderr, "says what the handshake wanted"
+
+
+def test_a_cli_that_cannot_connect_over_tls_is_told_why(mtls_daemon: TlsDaemon, authority: Authority) -> None:
+    """A TLS failure reads as a daemon that is down unless the message says what to give."""
+    certificate = ("--client-cert", str(authority.directory / "client.pem"))
+    no_ca = cli("list", "--url", mtls_daemon.url, *certificate, "--retry-for", "0", env={})
+    assert no_ca.returncode == 3 and "not signed by a CA this client trusts: give the CA" in no_ca.stderr
+    plain = cli("list", "--url", mtls_daemon.url.replace("https:", "http:"), "--retry-for", "0", env={})
+    assert plain.returncode == 3 and "use its https:// URL" in plain.stderr, plain.stderr
 
 
 @pytest.mark.slow
