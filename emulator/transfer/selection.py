@@ -33,6 +33,7 @@ def select(loaded: Loaded, options: TransferOptions, keys: KeyIndex, source: str
     selected: list[tuple[int, RawRecord]] = []
     malformed: list[RawRecord] = []
     enveloped = reencoded = 0
+    named_seen: set[str] = set()
     for number, record in enumerate(loaded.records, start=1):
         if options.live_only and record.value is None:
             continue
@@ -52,9 +53,14 @@ def select(loaded: Loaded, options: TransferOptions, keys: KeyIndex, source: str
             malformed.append(record)
             if options.malformed == "skip":
                 continue
-        elif options.connectors and name not in options.connectors:
-            continue
+        elif options.connectors:
+            if name not in options.connectors:
+                continue
+            named_seen.add(name)
         selected.append((number, record))
+    notes.extend(
+        f"{source} has no record of {name!r} (--connector)" for name in _unnamed(options.connectors, named_seen, source)
+    )
     records, unreadable_keys = _judge_values(selected, keys, options, notes, len(loaded.records), source)
     if malformed:
         first = malformed[0].key[:200].decode("utf-8", "backslashreplace")
@@ -146,3 +152,14 @@ def prune(incoming: list[RawRecord], current: list[RawRecord], connectors: set[s
         for r in current
         if r.value is not None and r.key not in present and keys.connector(r.key) in connectors
     ]
+
+
+def _unnamed(named: frozenset[str], seen: set[str], source: str) -> list[str]:
+    """The ``--connector`` names the source has no record of: a typo more often than not. None found
+    at all is refused (the transfer would write an empty file over a backup); the caller notes the rest."""
+    missing = sorted(named - seen)
+    if named and len(missing) == len(named):
+        raise TransferError(
+            f"{source} has no record of {', '.join(repr(n) for n in missing)} (--connector); nothing was written"
+        )
+    return missing

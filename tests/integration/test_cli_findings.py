@@ -169,6 +169,26 @@ def test_migrate_warns_about_the_destination_it_was_given_partitions_for(tmp_pat
     assert "src/connect-offsets.sqlite3" not in again.stderr
 
 
+def test_a_connector_name_the_source_lacks_is_refused_or_named(tmp_path: Path) -> None:
+    """A mistyped --connector selected nothing and exited 0: an export could replace a backup with an
+    empty file. None of the names found: refused, nothing written; some: a note names the rest."""
+    body = tmp_path / "offsets.json"
+    body.write_text(json.dumps({"c": {"offsets": [{"partition": {"f": 1}, "offset": {"p": 1}}]}}))
+    backup = tmp_path / "backup.json"
+    backup.write_text("the backup")
+
+    typo = cli("migrate", "--from", f"kip875:{body}", "--to", f"kip875:{backup}", "--connector", "cc")
+    assert typo.returncode == 2, typo.stderr
+    assert "has no record of 'cc' (--connector); nothing was written" in typo.stderr
+    assert backup.read_text() == "the backup"
+    partly = cli(
+        "migrate", "--from", f"kip875:{body}", "--to", f"kip875:{backup}", "--connector", "c", "--connector", "cc"
+    )
+    assert partly.returncode == 0, partly.stderr
+    assert "note: kip875:" in partly.stderr and "has no record of 'cc' (--connector)" in partly.stderr
+    assert json.loads(backup.read_text())["c"]["offsets"] == [{"partition": {"f": 1}, "offset": {"p": 1}}]
+
+
 def test_a_closed_pipe_ends_the_command_quietly(embedded_daemon: DaemonProcess) -> None:
     name = unique("cli-pipe")
     seed(embedded_daemon, name, partitions=3000)  # ~200 KB of JSON: more than a pipe holds
