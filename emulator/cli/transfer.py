@@ -25,7 +25,7 @@ from emulator.cli.common import (
 )
 from emulator.formats.diff import render_text
 from emulator.formats.model import FormatError
-from emulator.model.errors import OffsetsError
+from emulator.model.errors import LogConfigError, OffsetsError
 from emulator.server.options import add_options
 from emulator.server.settings import parse_kafka_config
 from emulator.transfer import (
@@ -239,7 +239,10 @@ def _run(args: argparse.Namespace, source: Location, destination: Location) -> i
     except TransferError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    except OffsetsError as exc:  # the log refused (config, write, bad records)
+    except LogConfigError as exc:  # a log location that cannot be opened as given: bad input, before any write
+        print(f"error: {exc.message}; nothing was written", file=sys.stderr)
+        return EXIT_USAGE
+    except OffsetsError as exc:  # the log refused (a write, bad records)
         print(f"error: {exc.message}", file=sys.stderr)
         return EXIT_REFUSED
     _print(args, report)

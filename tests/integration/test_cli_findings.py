@@ -189,6 +189,19 @@ def test_a_connector_name_the_source_lacks_is_refused_or_named(tmp_path: Path) -
     assert json.loads(backup.read_text())["c"]["offsets"] == [{"partition": {"f": 1}, "offset": {"p": 1}}]
 
 
+def test_a_log_location_that_cannot_be_opened_is_bad_input(tmp_path: Path) -> None:
+    """Exit 2 and "nothing was written", as for a file that cannot be read (it was 1, "refused")."""
+    body = tmp_path / "offsets.json"
+    body.write_text(json.dumps({"c": {"offsets": [{"partition": {"f": 1}, "offset": {"p": 1}}]}}))
+    (tmp_path / "a-file").write_text("")
+    into_a_file = cli("import", "--from", f"kip875:{body}", "--to", f"embedded:{tmp_path / 'a-file'}")
+    assert into_a_file.returncode == 2 and "nothing was written" in into_a_file.stderr, into_a_file.stderr
+    (tmp_path / "damaged").mkdir()
+    (tmp_path / "damaged" / "connect-offsets.sqlite3").write_text("not a database")
+    damaged = cli("export", "--from", f"embedded:{tmp_path / 'damaged'}", "--to", str(tmp_path / "out.avro"))
+    assert damaged.returncode == 2 and "corrupt or not a SQLite database" in damaged.stderr, damaged.stderr
+
+
 def test_a_closed_pipe_ends_the_command_quietly(embedded_daemon: DaemonProcess) -> None:
     name = unique("cli-pipe")
     seed(embedded_daemon, name, partitions=3000)  # ~200 KB of JSON: more than a pipe holds
