@@ -144,6 +144,11 @@ def test_unusable_tls_files_stop_the_daemon_with_one_line(tmp_path: Path) -> Non
     result = cli("serve", "--port", str(free_port()), "--data-dir", str(tmp_path), "--tls-cert", str(missing))
     assert result.returncode == 2
     assert result.stderr.strip().splitlines()[-1].startswith(f"error: --tls-cert {missing}")
+    keyless = tmp_path / "keyless.pem"
+    (tmp_path / "ca").mkdir()
+    keyless.write_text(Authority(tmp_path / "ca").ca_file.read_text())  # a certificate, no key
+    no_key = cli("serve", "--port", str(free_port()), "--data-dir", str(tmp_path), "--tls-cert", str(keyless))
+    assert no_key.returncode == 2 and "the private key must be in the --tls-cert file" in no_key.stderr, no_key.stderr
     alone = cli("serve", "--port", str(free_port()), "--tls-client-ca", str(missing))
     assert alone.returncode == 2 and "--tls-client-ca needs --tls-cert" in alone.stderr
 

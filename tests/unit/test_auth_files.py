@@ -41,6 +41,11 @@ def test_a_minted_token_is_found_by_its_hash_only() -> None:
     assert find(stored, token + "x") is None and find(stored, "") is None
 
 
+def test_a_scope_with_a_space_is_refused_when_minting_not_as_line_1_of_a_file() -> None:
+    with pytest.raises(ScopeError, match=r"^scope 'write:x y' holds a space: give each scope its own --scope$"):
+        token_line("ab", mint(), ["write:x y"])
+
+
 @pytest.mark.parametrize(
     ("text", "why"),
     [

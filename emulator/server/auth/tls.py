@@ -54,7 +54,10 @@ def server_context(files: TlsFiles, certificate_required: bool) -> ssl.SSLContex
     try:
         context.load_cert_chain(files.cert, files.key)
     except (OSError, ssl.SSLError) as exc:
-        raise TlsError(f"--tls-cert {files.cert} / --tls-key {files.key}: cannot load the certificate: {exc}") from exc
+        hint = "; without --tls-key the private key must be in the --tls-cert file" if files.key is None else ""
+        raise TlsError(
+            f"--tls-cert {files.cert} / --tls-key {files.key}: cannot load the certificate: {exc}{hint}"
+        ) from exc
     if files.client_ca is not None:
         try:
             context.load_verify_locations(cafile=str(files.client_ca))

@@ -50,6 +50,9 @@ def digest(token: str) -> bytes:
 def token_line(name: str, token: str, scopes: Sequence[str]) -> str:
     """The tokens-file line for ``token`` (checked the way the daemon will read it)."""
     _check_name(name, "the token's name")
+    for scope in scopes:
+        if scope != "".join(scope.split()):  # the file separates scopes with spaces: "write:x y" is two
+            raise ScopeError(f"scope {scope!r} holds a space: give each scope its own --scope")
     line = f"{name}:{ALGORITHM}${digest(token).hex()}:{' '.join(parse_scopes(scopes))}"
     parse_tokens_file(line)
     return line
