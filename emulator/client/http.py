@@ -164,12 +164,20 @@ def _unreachable(url: str, exc: httpx.TransportError, client_cert: bool) -> Daem
     )
 
 
+def _segment(connector: str) -> str:
+    """The name as one path segment. ``.`` and ``..`` are valid connector names that a URL would
+    read as "this" and "the parent" directory (httpx drops them): percent-encoded, they stay names."""
+    if connector in (".", ".."):
+        return connector.replace(".", "%2E")
+    return quote(connector, safe="")
+
+
 def _connector_path(connector: str) -> str:
-    return f"/connectors/{quote(connector, safe='')}/offsets"
+    return f"/connectors/{_segment(connector)}/offsets"
 
 
 def _claim_path(connector: str) -> str:
-    return f"/connectors/{quote(connector, safe='')}/claim"
+    return f"/connectors/{_segment(connector)}/claim"
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,7 +21,7 @@ import httpx
 import pytest
 
 from tests.fixtures.cli import run_cli
-from tests.fixtures.daemon import DaemonProcess
+from tests.fixtures.daemon import DaemonFactory, DaemonProcess
 
 EXIT_REFUSED, EXIT_USAGE, EXIT_CLOSED_PIPE = 1, 2, 141
 
@@ -200,6 +200,20 @@ def test_a_log_location_that_cannot_be_opened_is_bad_input(tmp_path: Path) -> No
     (tmp_path / "damaged" / "connect-offsets.sqlite3").write_text("not a database")
     damaged = cli("export", "--from", f"embedded:{tmp_path / 'damaged'}", "--to", str(tmp_path / "out.avro"))
     assert damaged.returncode == 2 and "corrupt or not a SQLite database" in damaged.stderr, damaged.stderr
+
+
+@pytest.mark.slow
+def test_dot_and_dot_dot_are_connector_names_not_path_steps(daemon_factory: DaemonFactory) -> None:
+    """A URL reads /connectors/../offsets as /offsets: the client sent every request for connector
+    '..' to another route (a bare 404). Its own daemon: the names cannot be made unique per test."""
+    daemon = daemon_factory()
+    body = '{"offsets":[{"partition":{"f":"1"},"offset":{"p":1}}]}'
+    for name in (".", ".."):
+        written = run_cli("alter", name, "--file", "-", "--create", "--url", daemon.url, stdin=body)
+        assert written.returncode == 0, written.stderr
+        shown = run_cli("get", name, "--json", "--url", daemon.url)
+        assert shown.returncode == 0 and json.loads(shown.stdout) == json.loads(body), shown.stderr
+    assert json.loads(run_cli("list", "--json", "--url", daemon.url).stdout) == [".", ".."]
 
 
 def test_a_closed_pipe_ends_the_command_quietly(embedded_daemon: DaemonProcess) -> None:
