@@ -102,8 +102,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:
         return _closed_pipe()
     except KeyboardInterrupt:  # Ctrl-C: ``serve`` has shut down by then (uvicorn re-raises it after)
-        print("interrupted", file=sys.stderr)
+        print(_interrupted(args.command), file=sys.stderr)
         return EXIT_INTERRUPTED
+
+
+_WRITES = frozenset({"alter", "reset", "rollback", "import", "migrate", "claim", "release", "spark-handoff"})
+
+
+def _interrupted(command: str) -> str:
+    """A write interrupted after its request left is not undone by the interruption: say so, or a
+    user would take "interrupted" for "nothing happened" and run it again on a changed state."""
+    if command not in _WRITES:
+        return "interrupted"
+    return (
+        f"interrupted: what `{command}` had already sent may have been applied; "
+        "check the destination (`connect-offsets get`, or a dry run) before running it again"
+    )
 
 
 def _print_lone_surrogates_escaped() -> None:

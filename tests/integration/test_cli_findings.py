@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import pty
+import signal
 import subprocess
 import sys
 import time
@@ -214,6 +215,24 @@ def test_dot_and_dot_dot_are_connector_names_not_path_steps(daemon_factory: Daem
         shown = run_cli("get", name, "--json", "--url", daemon.url)
         assert shown.returncode == 0 and json.loads(shown.stdout) == json.loads(body), shown.stderr
     assert json.loads(run_cli("list", "--json", "--url", daemon.url).stdout) == [".", ".."]
+
+
+@pytest.mark.slow
+def test_ctrl_c_during_a_write_says_it_may_have_been_applied(embedded_daemon: DaemonProcess) -> None:
+    """ "interrupted" alone read as "nothing happened" after an import the daemon had applied in full."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "emulator.cli", "alter", unique("cli-int"), "--file", "-", "--url", embedded_daemon.url],
+        stdin=subprocess.PIPE,  # left open: the command waits for its body
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    time.sleep(2)  # the interpreter started and the command reads stdin
+    proc.send_signal(signal.SIGINT)
+    _, stderr = proc.communicate(timeout=30)
+    assert proc.returncode == 130, stderr
+    assert stderr.strip().endswith(
+        "may have been applied; check the destination (`connect-offsets get`, or a dry run) before running it again"
+    )
 
 
 def test_a_closed_pipe_ends_the_command_quietly(embedded_daemon: DaemonProcess) -> None:
