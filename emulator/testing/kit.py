@@ -260,6 +260,7 @@ class OffsetsKit:
             f"connector {connector!r} partition {shown(dict(partition))}: the offset did not {wanted} "
             f"within {timeout:g} s",
             f"  last seen: {seen}",
+            *([f"  {report.PYTHON_EQUAL}"] if _python_equal(expected, current) else []),
             f"recent history of this partition (oldest first, at most {_HISTORY_SHOWN}):",
         ]
         try:
@@ -270,3 +271,8 @@ class OffsetsKit:
 
     def __repr__(self) -> str:
         return f"OffsetsKit({self.url!r})"
+
+
+def _python_equal(expected: Expected, current: dict[str, Any] | None) -> bool:
+    """The offset Python calls equal to the one waited for, which Connect does not (``1`` vs ``1.0``)."""
+    return current is not None and not callable(expected) and expected is not None and dict(expected) == current

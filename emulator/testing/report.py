@@ -13,6 +13,8 @@ from typing import Any
 
 from emulator.testing.shapes import Entry, canonical, shown
 
+PYTHON_EQUAL = "(equal in Python, not in Connect: 1, 1.0 and true are a Long, a Double and a Boolean)"
+
 
 def offsets_diff(connector: str, expected: Mapping[str, Entry], actual: Mapping[str, Entry], exact: bool) -> str | None:
     """None when ``actual`` matches ``expected``, else the differences, one partition per block.
@@ -37,9 +39,7 @@ def offsets_diff(connector: str, expected: Mapping[str, Entry], actual: Mapping[
             lines.append(f"    expected {shown(want['offset'])}")
             lines.append(f"    actual   {shown(have['offset'])}")
             if have["offset"] == want["offset"]:
-                lines.append(
-                    "    (equal in Python, not in Connect: 1, 1.0 and true are a Long, a Double and a Boolean)"
-                )
+                lines.append(f"    {PYTHON_EQUAL}")
         differing += len(lines) > before
     if exact:
         for key, have in actual.items():

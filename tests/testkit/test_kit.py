@@ -164,6 +164,17 @@ def test_wait_for_offset_times_out_showing_the_last_offset_and_the_partitions_hi
     ]
 
 
+def test_wait_for_an_offset_python_calls_equal_says_why_it_is_not(kit: OffsetsKit) -> None:
+    connector = kit.unique_name()
+    kit.seed(connector, [(FILE, {"position": 1.0})])
+    with pytest.raises(AssertionError) as failure:
+        kit.wait_for_offset(connector, FILE, {"position": 1}, timeout=0.2)
+    assert str(failure.value).splitlines()[1:3] == [
+        '  last seen: {"position": 1.0}',
+        "  (equal in Python, not in Connect: 1, 1.0 and true are a Long, a Double and a Boolean)",
+    ]
+
+
 def test_wait_for_an_unknown_connector_says_the_daemon_does_not_know_it(kit: OffsetsKit) -> None:
     connector = kit.unique_name()
     with pytest.raises(AssertionError) as failure:
