@@ -14,11 +14,13 @@ from __future__ import annotations
 
 import os
 import socket
+import sqlite3
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+import httpx
 import pytest
 from fastapi.testclient import TestClient
 
@@ -28,7 +30,8 @@ from emulator.logs.embedded.offsets_log import EmbeddedOffsetLog
 from emulator.model.connectors import NoConnectCluster
 from emulator.server.wiring import assemble_runtime, make_app, start_reading
 from emulator.view.offset_view import OffsetView
-from tests.fixtures.daemon import free_port
+from tests.fixtures.daemon import DaemonFactory, free_port
+from tests.fixtures.waits import until
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -100,3 +103,25 @@ def test_a_client_connecting_while_the_daemon_starts_is_answered_not_refused(tmp
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+
+
+@pytest.mark.slow
+def test_a_start_held_by_another_processs_write_lock_says_so(daemon_factory: DaemonFactory, tmp_path: Path) -> None:
+    """SQLite waits for a lock without a word: /readyz said only "opening the offsets log (10 s so far)"."""
+    data = tmp_path / "data"
+    daemon_factory("--data-dir", str(data)).stop()  # the log exists
+    holder = sqlite3.connect(data / "connect-offsets.sqlite3", isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")  # another process's write transaction, open
+    try:
+        daemon = daemon_factory("--data-dir", str(data), wait_ready=False)
+
+        def reason() -> str:
+            answer = httpx.get(f"{daemon.url}/readyz", timeout=5)
+            return str(answer.json().get("message", "")) if answer.status_code == 503 else ""
+
+        until(lambda: "waiting for SQLite's write lock, which another process holds" in reason(), "/readyz names it")
+        assert "waiting for SQLite's write lock" in daemon.log_tail()
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    daemon.wait_until("/readyz", 30)

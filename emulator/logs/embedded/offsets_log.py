@@ -58,6 +58,8 @@ should send writes elsewhere, as when a Kafka cluster stops answering. Half the 
 
 _FULL_DISK_RETRY_S = 1.0
 _STARTUP_PROGRESS_S = 5.0
+_SLOW_OPEN_S = 2.0
+"""An open still running after this long is waiting for SQLite's write lock (or the disk): said then."""
 """While a full disk keeps the log from opening: how often ``open`` tries again, and says so."""
 
 _TOPIC_NAME = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
@@ -218,6 +220,9 @@ class EmbeddedOffsetLog(OffsetLog):
         writes (its write-ahead log and shared memory), and a disk that is full now will not always be;
         ``open`` waits for it as the Kafka backend waits for a cluster that does not answer."""
         conn: sqlite3.Connection | None = None
+        slow = threading.Timer(_SLOW_OPEN_S, self._report_slow_open)
+        slow.daemon = True
+        slow.start()
         try:
             conn = self._file.connect(timeout_s=30.0)
             self._partitions = self._file.initialise(conn)
@@ -232,7 +237,20 @@ class EmbeddedOffsetLog(OffsetLog):
             if conn is not None:
                 conn.close()
             raise
+        finally:
+            slow.cancel()
         return conn
+
+    def _report_slow_open(self) -> None:
+        """SQLite waits up to 30 s for a write lock without a word; /readyz and the log name it instead
+        of "opening … (10 s so far)"."""
+        why = (
+            f"{self._file.path} is waiting for SQLite's write lock, which another process holds (a second "
+            "daemon, `connect-offsets compact`, a tool with a transaction open), or for the disk"
+        )
+        if self._on_startup_wait is not None:
+            self._on_startup_wait(why)
+        log.warning("embedded offsets log: %s", why)
 
     def close(self) -> None:
         """Stop the reader, fail writes that were never started, and release the database. Idempotent."""
