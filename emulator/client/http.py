@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import json
 import logging
 import time
 from collections.abc import Mapping
@@ -38,6 +39,7 @@ import httpx
 from emulator.client.credentials import Credentials, default_credentials, redact
 from emulator.client.errors import DaemonUnavailable, NotFoundError, NotReadyError, error_from_response
 from emulator.client.retry_window import default_retry_for_s
+from emulator.codec.surrogates import json_utf8
 from emulator.model.errors import ERROR_HEADER
 
 DEFAULT_URL = "http://127.0.0.1:8081"
@@ -130,9 +132,17 @@ _BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
 def _headers(request: _Request) -> dict[str, str] | None:
     """Writes always say ``application/json``, even without a body: the daemon refuses any other
     (or none), so that a web page cannot write through a user's browser."""
-    if request.method in _BODY_METHODS and request.json is None:
+    if request.method in _BODY_METHODS or request.json is not None:
         return {"Content-Type": "application/json"}
     return None
+
+
+def _body(request: _Request) -> bytes | None:
+    """The JSON body as httpx would encode it, except that half a surrogate pair (Connect's data may
+    hold one: ``emulator.codec.surrogates``) is sent as its escape instead of failing to encode."""
+    if request.json is None:
+        return None
+    return json_utf8(json.dumps(request.json, ensure_ascii=False, separators=(",", ":"), allow_nan=False))
 
 
 def _http_options(url: str, timeout_s: float, credentials: Credentials) -> dict[str, Any]:
@@ -310,7 +320,11 @@ class OffsetsClient:
         while True:
             try:
                 response = self._http.request(
-                    request.method, request.path, params=request.params, json=request.json, headers=_headers(request)
+                    request.method,
+                    request.path,
+                    params=request.params,
+                    content=_body(request),
+                    headers=_headers(request),
                 )
             except httpx.TransportError as exc:
                 raise _unreachable(self.url, exc, self._client_cert) from exc
@@ -422,7 +436,11 @@ class AsyncOffsetsClient:
         while True:
             try:
                 response = await self._http.request(
-                    request.method, request.path, params=request.params, json=request.json, headers=_headers(request)
+                    request.method,
+                    request.path,
+                    params=request.params,
+                    content=_body(request),
+                    headers=_headers(request),
                 )
             except httpx.TransportError as exc:
                 raise _unreachable(self.url, exc, self._client_cert) from exc

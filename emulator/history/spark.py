@@ -16,6 +16,7 @@ from typing import Any
 
 from emulator.client.errors import NotFoundError
 from emulator.client.history import HistoryClient
+from emulator.codec.surrogates import escape_in_json
 from emulator.spark.options import DaemonAccess, OptionError, int_option
 
 SCHEMA = (
@@ -25,7 +26,8 @@ SCHEMA = (
 
 
 def _compact(value: Any) -> str | None:
-    return None if value is None else json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    """Compact JSON for a Spark string column, lone surrogates escaped (``emulator.codec.surrogates``)."""
+    return None if value is None else escape_in_json(json.dumps(value, ensure_ascii=False, separators=(",", ":")))
 
 
 def _partition(options: Mapping[str, str]) -> dict[str, Any] | None:

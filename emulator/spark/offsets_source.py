@@ -28,6 +28,7 @@ from pyspark.sql.types import StructType
 from emulator.client.credentials import Credentials
 from emulator.client.errors import ApiError
 from emulator.client.http import OffsetsClient
+from emulator.codec.surrogates import escape_in_json
 from emulator.spark.options import DaemonAccess, bool_option
 
 SCHEMA = "connector string, partition string, offset string, kafka_partition int, kafka_offset long, timestamp_ms long"
@@ -50,7 +51,9 @@ def _history() -> ModuleType:
 
 
 def _compact(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    """Compact JSON for a Spark string column; half a surrogate pair (which Arrow's UTF-8 refuses)
+    as Jackson's escape (``emulator.codec.surrogates``)."""
+    return escape_in_json(json.dumps(value, ensure_ascii=False, separators=(",", ":")))
 
 
 def _canonical(partition: Any) -> str:

@@ -11,6 +11,7 @@ reads answered 500 and the CLI's `get` and `export` ended in tracebacks.
 from __future__ import annotations
 
 import json
+import uuid
 from pathlib import Path
 
 import fastavro
@@ -79,3 +80,11 @@ def test_a_claim_owner_must_be_text_utf8_can_carry(embedded_daemon: DaemonProces
     )
     assert answer.status_code == 400
     assert "half a UTF-16 surrogate pair" in answer.json()["message"]
+
+
+def test_the_clients_send_what_a_file_holds(embedded_daemon: DaemonProcess) -> None:
+    """`alter --file` with a lone surrogate ended in a traceback: httpx could not encode the body."""
+    name = f"odd-cli-{uuid.uuid4().hex[:8]}"
+    written = run_cli("alter", name, "--file", "-", "--create", "--url", embedded_daemon.url, stdin=BODY.decode())
+    assert written.returncode == 0, written.stderr
+    assert embedded_daemon.client().offsets(name) == [WRITTEN]

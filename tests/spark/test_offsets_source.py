@@ -75,3 +75,19 @@ def test_history_rows_come_oldest_first_with_origins_and_tombstones(
     assert [r["operation"] for r in rows] == ["PATCH", "PATCH", "PATCH", "DELETE"]
     assert all(r["partition"] == '{"filename":"/data/h.txt"}' for r in rows)
     assert [r["time_ms"] for r in rows] == sorted(r["time_ms"] for r in rows)
+
+
+def test_half_a_surrogate_pair_reaches_spark_as_jacksons_escape(
+    spark: SparkSession, embedded_daemon: DaemonProcess
+) -> None:
+    """Arrow's strings are UTF-8, which cannot hold a lone surrogate (Connect's data may: it writes
+    and reads it as \\uD800); the row carries the escape, which any JSON reader turns back into it."""
+    name = unique("odd")
+    body = {"offsets": [{"partition": {"f": "\ud800"}, "offset": {"p": "x\udc00"}}]}
+    embedded_daemon.client().alter(name, body, create=True)
+
+    frame = spark.read.format("connect-offsets").option("url", embedded_daemon.url).option("connector", name).load()
+    (row,) = frame.collect()
+
+    assert (row.partition, row.offset) == ('{"f":"\\uD800"}', '{"p":"x\\uDC00"}')
+    assert json.loads(row.partition) == body["offsets"][0]["partition"]
