@@ -71,10 +71,14 @@ log = logging.getLogger(__name__)
 
 
 def build_log(
-    settings: Settings, eos: ExactlyOnceSource = DISABLED, on_startup_wait: Callable[[str], None] | None = None
+    settings: Settings,
+    eos: ExactlyOnceSource = DISABLED,
+    on_startup_wait: Callable[[str], None] | None = None,
+    before_create: Callable[[], None] | None = None,
 ) -> OffsetLog:
     """The worker's offsets topic (read ``read_committed`` with exactly-once source support, as Connect
-    forces it), or the embedded log; ``on_startup_wait`` hears why its ``open`` waits."""
+    forces it), or the embedded log; ``on_startup_wait`` hears why its ``open`` waits, and
+    ``before_create`` (Kafka) runs once the cluster answers, before the topic is created."""
     if settings.embedded:
         from emulator.logs.embedded.offsets_log import EmbeddedOffsetLog
 
@@ -100,6 +104,7 @@ def build_log(
         startup_timeout_s=settings.startup_timeout_s,
         tail_fetch_wait_ms=settings.tail_fetch_wait_ms,
         on_startup_wait=on_startup_wait,
+        before_create=before_create,
     )
 
 
@@ -108,11 +113,12 @@ def build_runtime(settings: Settings, origins: OriginRegistry | None = None, sta
     tell the daemon's own records from Connect's. ``startup`` hears each step, and why one waits."""
     startup = startup or Startup()
     eos = exactly_once_source(settings)
-    offset_log = build_log(settings, eos, startup.wait)
+    cluster, sinks = build_cluster(settings, eos)
+    # The Connect cluster's topics are checked once the broker answers and before the offsets topic
+    # is created: a daemon refused for a wrong --config-topic leaves no topic behind on the cluster.
+    offset_log = build_log(settings, eos, startup.wait, None if cluster is None else cluster.open)
     startup.begin(f"opening the offsets log {offset_log.description}")
     offset_log.open()
-    startup.begin("opening the Connect cluster's topics")
-    cluster, sinks = build_cluster(settings, eos)
     topics = None
     if cluster is not None and settings.bootstrap_servers is not None:
         topics = ConnectorTopics(
@@ -218,7 +224,8 @@ def build_cluster(
 ) -> tuple[ConnectCluster | None, SinkOffsets | None]:
     """The Connect cluster view (``--config-topic``) and sink offsets, both only on Kafka.
 
-    The cluster's topics are checked here, so a wrong name stops the daemon at startup with one
+    The cluster's topics are checked by ``open``, which the offsets log calls once the broker
+    answers (``build_log``'s ``before_create``), so a wrong name stops the daemon at startup with one
     line naming the setting, instead of a daemon that is never ready.
     """
     if settings.bootstrap_servers is None:
@@ -234,7 +241,6 @@ def build_cluster(
         read_committed=settings.read_committed or eos.enabled,
         tail_fetch_wait_ms=settings.tail_fetch_wait_ms,
     )
-    cluster.open()
     return cluster, sinks
 
 

@@ -205,7 +205,7 @@ def test_offset_reads_wait_until_the_config_topic_was_read(
 
 @pytest.mark.slow
 def test_a_missing_config_topic_stops_the_daemon_with_a_clear_error(kafka_broker: TansuBroker, tmp_path: Path) -> None:
-    missing = unique("no-such-configs")
+    missing, offsets_topic = unique("no-such-configs"), unique("offs")
     done = subprocess.run(
         [
             sys.executable,
@@ -214,7 +214,7 @@ def test_a_missing_config_topic_stops_the_daemon_with_a_clear_error(kafka_broker
             "serve",
             "--port",
             str(free_port()),
-            *connect_cluster_args(kafka_broker.bootstrap, unique("offs"), config_topic=missing),
+            *connect_cluster_args(kafka_broker.bootstrap, offsets_topic, config_topic=missing),
             "--data-dir",
             str(tmp_path),
         ],
@@ -225,6 +225,8 @@ def test_a_missing_config_topic_stops_the_daemon_with_a_clear_error(kafka_broker
     assert done.returncode == 2, done.stderr[-2000:]
     assert f"Connect's config topic '{missing}' does not exist" in done.stderr
     assert "--config-topic" in done.stderr
+    topics = kafka_broker.admin().list_topics(timeout=10).topics
+    assert offsets_topic not in topics, "a daemon refused at start-up created its offsets topic on the cluster"
 
 
 # --- our reading of the topics is Java's reading ---------------------------------------------------------

@@ -63,10 +63,13 @@ class KafkaOffsetLog(OffsetLog):
         claims: bool = True,
         tail_fetch_wait_ms: str = DEFAULT_TAIL_FETCH_WAIT_MS,
         on_startup_wait: Callable[[str], None] | None = None,
+        before_create: Callable[[], None] | None = None,
     ) -> None:
         """``startup_timeout_s``: how long ``open`` waits for the cluster to answer at all (None: as
         long as it takes, with a progress line every few seconds); ``on_startup_wait`` hears why,
-        at every attempt. ``claims=False``: no claims and no
+        at every attempt. ``before_create``: called once the cluster answers and before the topic
+        is created if missing; what it raises stops ``open`` with nothing created (the daemon checks
+        the Connect cluster's topics there). ``claims=False``: no claims and no
         broker watch (a connector's own offsets topic: claims live with the worker's topic).
         ``tail_fetch_wait_ms``: the tailing readers' fetch wait (``DEFAULT_TAIL_FETCH_WAIT_MS``)."""
         if not topic or not topic.strip():
@@ -88,6 +91,7 @@ class KafkaOffsetLog(OffsetLog):
         self._consume_batch = consume_batch
         self._startup_timeout_s = startup_timeout_s
         self._on_startup_wait = on_startup_wait
+        self._before_create = before_create
         self._errors = LastError(f"kafka://{bootstrap_servers}/{topic}", log)
         self._write_timings = WriteTimings(self._errors.description, "the broker's acknowledgement")
         self._writer = OffsetsWriter(
@@ -175,6 +179,8 @@ class KafkaOffsetLog(OffsetLog):
         wait_for_cluster(
             admin, self._clients.bootstrap, self._spec.name, self._startup_timeout_s, self._on_startup_wait
         )
+        if self._before_create is not None:
+            self._before_create()
         ensure_topic(admin, self._spec, self._timeout_s)
         count = wait_for_partition_count(admin, self._spec.name, _METADATA_WAIT_S)
         with self._lock:
