@@ -63,11 +63,12 @@ class ClientSettings:
     client_key: str | None = option(
         None, OPTIONAL_TEXT, "PEM key of --client-cert (unset: inside the certificate file)", group=CONNECTION
     )
-    retry_for: float = option(
-        "30s",
+    retry_for: float | None = option(
+        None,
         RETRY_WINDOW,
         "how long to keep asking a daemon that cannot answer now (still reading its log after a restart, "
-        "or its log slow), where asking again is safe; 0: answer with its error at once",
+        "or its log slow), where asking again is safe; 0: answer with its error at once; unset: 30s. Given, "
+        "a port nobody listens on yet (a daemon restarting) is asked again too",
         group=CONNECTION,
     )
 

@@ -38,7 +38,7 @@ import httpx
 
 from emulator.client.credentials import Credentials, default_credentials, redact
 from emulator.client.errors import DaemonUnavailable, NotFoundError, NotReadyError, error_from_response
-from emulator.client.retry_window import default_retry_for_s
+from emulator.client.retry_window import chosen_retry_for_s, default_retry_for_s
 from emulator.codec.surrogates import json_utf8
 from emulator.model.errors import ERROR_HEADER
 
@@ -61,6 +61,8 @@ class _Request:
     an earlier version sent ``Retry-After`` with them while its storage opened)."""
 
 
+REFUSED_WAIT_S = 0.25
+"""The pause before connecting again to a port nobody listens on (a restart takes about a second)."""
 MIN_RETRY_WAIT_S = 0.1
 """The shortest pause between two tries, whatever ``Retry-After`` says (0 from a proxy would otherwise
 send the request again and again, as fast as the daemon answers, for ``retry_for_s``)."""
@@ -83,11 +85,35 @@ class _Retries:
     """One call's retries: its deadline, and one warning when it starts waiting (a CLI command that
     waits in silence looks hung; a library's caller sees why its call is slow in its log)."""
 
-    def __init__(self, url: str, retry_for_s: float) -> None:
+    def __init__(self, url: str, retry_for_s: float, refused_for_s: float) -> None:
         self._url = url
         self._retry_for_s = retry_for_s
-        self._give_up_at = time.monotonic() + retry_for_s
+        self._started = time.monotonic()
+        self._give_up_at = self._started + retry_for_s
+        self._refused_for_s = refused_for_s
         self._warned = False
+
+    def refused_wait_s(self, request: _Request, exc: httpx.TransportError) -> float | None:
+        """Seconds to wait before connecting again after ``exc``, or None. Only a refused connection
+        is asked again (the request never reached anyone, so any request may be sent again), only
+        within a window the caller chose (``emulator.client.retry_window``), and never for
+        ``/readyz`` or ``/status``."""
+        if request.reports or not isinstance(exc, httpx.ConnectError) or "refused" not in str(exc).lower():
+            return None  # a probe's answer is that nothing listens
+        if time.monotonic() + REFUSED_WAIT_S >= self._started + self._refused_for_s:
+            return None
+        if not self._warned:
+            self._warned = True
+            log.warning(
+                "nothing listens at %s yet (%s %s: connection refused; a daemon restarting?); asking again "
+                "every %g s for up to %g s",
+                self._url,
+                request.method,
+                request.path,
+                REFUSED_WAIT_S,
+                self._refused_for_s,
+            )
+        return REFUSED_WAIT_S
 
     def wait_s(self, request: _Request, response: httpx.Response) -> float | None:
         """Seconds to wait before sending ``request`` again, or None: not retriable, or out of time."""
@@ -305,6 +331,7 @@ class OffsetsClient:
         self._client_cert = bool(chosen.client_cert)
         self.url = redact(url.rstrip("/"))
         self._retry_for_s = default_retry_for_s() if retry_for_s is None else retry_for_s
+        self._refused_for_s = (chosen_retry_for_s() or 0.0) if retry_for_s is None else retry_for_s
 
     def __enter__(self) -> OffsetsClient:
         return self
@@ -316,7 +343,7 @@ class OffsetsClient:
         self._http.close()
 
     def _call(self, request: _Request) -> Any:
-        retries = _Retries(self.url, self._retry_for_s)
+        retries = _Retries(self.url, self._retry_for_s, self._refused_for_s)
         while True:
             try:
                 response = self._http.request(
@@ -327,7 +354,11 @@ class OffsetsClient:
                     headers=_headers(request),
                 )
             except httpx.TransportError as exc:
-                raise _unreachable(self.url, exc, self._client_cert) from exc
+                refused = retries.refused_wait_s(request, exc)
+                if refused is None:
+                    raise _unreachable(self.url, exc, self._client_cert) from exc
+                time.sleep(refused)
+                continue
             wait = retries.wait_s(request, response)
             if wait is None:
                 return _result(request, response)
@@ -421,6 +452,7 @@ class AsyncOffsetsClient:
         self._client_cert = bool(chosen.client_cert)
         self.url = redact(url.rstrip("/"))
         self._retry_for_s = default_retry_for_s() if retry_for_s is None else retry_for_s
+        self._refused_for_s = (chosen_retry_for_s() or 0.0) if retry_for_s is None else retry_for_s
 
     async def __aenter__(self) -> AsyncOffsetsClient:
         return self
@@ -432,7 +464,7 @@ class AsyncOffsetsClient:
         await self._http.aclose()
 
     async def _call(self, request: _Request) -> Any:
-        retries = _Retries(self.url, self._retry_for_s)
+        retries = _Retries(self.url, self._retry_for_s, self._refused_for_s)
         while True:
             try:
                 response = await self._http.request(
@@ -443,7 +475,11 @@ class AsyncOffsetsClient:
                     headers=_headers(request),
                 )
             except httpx.TransportError as exc:
-                raise _unreachable(self.url, exc, self._client_cert) from exc
+                refused = retries.refused_wait_s(request, exc)
+                if refused is None:
+                    raise _unreachable(self.url, exc, self._client_cert) from exc
+                await asyncio.sleep(refused)
+                continue
             wait = retries.wait_s(request, response)
             if wait is None:
                 return _result(request, response)

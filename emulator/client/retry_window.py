@@ -7,6 +7,10 @@ interactive command and a daemon that restarts; a job that starts beside a big r
 and a health script wants an answer at once. So the window is a setting, per client
 (``retry_for_s``), for every client of a process (``CONNECT_OFFSETS_RETRY_FOR``, or the command
 line's ``--retry-for``), and per Spark source (option ``retryFor``).
+
+A refused connection is asked again only within a window someone chose (any of those three, not
+the 30 s default): nothing listens while a daemon restarts, which a job given ``retryFor=10m`` must
+ride out, but a mistyped URL is refused too, and an interactive command should say so at once.
 """
 
 from __future__ import annotations
@@ -49,3 +53,11 @@ def default_retry_for_s() -> float:
         return parse_retry_for_s(raw)
     except ValueError:
         raise RetryWindowError(f"{ENV}: expected {EXPECTED}, got {raw!r}") from None
+
+
+def chosen_retry_for_s() -> float | None:
+    """The window someone chose for every client of the process (the command line's, else
+    ``CONNECT_OFFSETS_RETRY_FOR``); None when it is only the default."""
+    if _default is not None:
+        return _default
+    return default_retry_for_s() if os.environ.get(ENV, "").strip() else None

@@ -23,7 +23,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from emulator.client.errors import NotReadyError
+from emulator.client.errors import DaemonUnavailable, NotReadyError
 from emulator.client.http import AsyncOffsetsClient, OffsetsClient
 from emulator.codec.keys import encode_key
 from emulator.codec.values import encode_offset
@@ -33,6 +33,7 @@ from emulator.server.wiring import Runtime, assemble_runtime, close_runtime, mak
 from emulator.view.offset_view import OffsetView
 from tests.fixtures.asgi import served
 from tests.fixtures.cli import run_cli
+from tests.fixtures.daemon import daemon_starting_later, free_port
 from tests.fixtures.disk_faults import damage_records
 from tests.fixtures.waits import until
 
@@ -192,3 +193,30 @@ def test_the_cli_waits_as_long_as_retry_for_says(tmp_path: Path) -> None:
     assert briefly.returncode == 1, briefly.stderr
     assert "asking again every 1 s for up to 2 s" in briefly.stderr
     assert briefly_s >= 1.0 and at_once_s < briefly_s
+
+
+# --- a port nobody listens on yet ---------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_a_chosen_window_rides_out_a_daemon_that_is_not_listening_yet(tmp_path: Path) -> None:
+    """Nothing listens while a daemon restarts; a client given a window connects once it does."""
+    with daemon_starting_later(tmp_path, after_s=1.0) as url:
+        started = time.monotonic()
+        with OffsetsClient(url, retry_for_s=30) as client:
+            assert client.connectors() == []
+    assert 1.0 <= time.monotonic() - started < 20
+
+
+def test_without_a_chosen_window_a_refused_connection_is_reported_at_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A mistyped URL is refused too: the 30 s default does not make a command wait for it."""
+    monkeypatch.delenv("CONNECT_OFFSETS_RETRY_FOR", raising=False)
+    url = f"http://127.0.0.1:{free_port()}"
+    started = time.monotonic()
+    with OffsetsClient(url) as client, pytest.raises(DaemonUnavailable, match="Connection refused"):
+        client.connectors()
+    with OffsetsClient(url, retry_for_s=30) as client, pytest.raises(DaemonUnavailable):
+        client.status()  # a probe's answer is that nothing listens, even with a window
+    assert time.monotonic() - started < 5

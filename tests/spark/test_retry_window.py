@@ -9,6 +9,7 @@ and asked for their start by the test; the daemon is the starting port's own app
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import pytest
 
@@ -17,6 +18,7 @@ from emulator.spark.file_source import ConnectFileError, ConnectFileStreamReader
 from emulator.spark.kafka_source import ConnectKafkaStreamReader
 from emulator.spark.options import OptionError
 from tests.fixtures.asgi import served
+from tests.fixtures.daemon import daemon_starting_later
 
 pytestmark = [pytest.mark.spark]
 
@@ -53,3 +55,13 @@ def test_a_retry_for_that_is_not_a_duration_is_refused_naming_the_option(reader:
     assert str(refused.value) == (
         "option retryFor must be a duration such as 10m, 30s, 500ms, or 0 (never ask again), got 'soon'"
     )
+
+
+@pytest.mark.slow
+def test_a_query_started_while_its_daemon_restarts_starts_once_it_listens(tmp_path: Path) -> None:
+    """Between a daemon's stop and its start nothing listens: with retryFor the query waits for it."""
+    with daemon_starting_later(tmp_path, after_s=1.0) as url:
+        reader = ConnectFileStreamReader({"url": url, "connector": "restarting", "file": "/tmp/x", "retryFor": "30s"})
+        started = time.monotonic()
+        start = reader.initialOffset()
+    assert start is not None and time.monotonic() - started >= 1.0
