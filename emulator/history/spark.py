@@ -5,7 +5,8 @@ machines see exactly what the daemon serves (and files the daemon's host alone c
 Options: ``url``, credentials (``token``, ``ca``, …) and ``retryFor``, resolved as every source
 resolves them (``emulator.spark.options``: ``CONNECT_OFFSETS_URL`` and the like when left out),
 ``connector`` (default: every connector the daemon lists), ``partition`` (JSON
-map), ``from`` / ``to`` (ISO-8601, epoch ms or ``now-1h``), ``limit`` (per connector). Rows oldest first.
+map), ``from`` / ``to`` (ISO-8601, epoch ms or ``now-1h``), ``limit`` (per connector: its newest changes;
+left out, every change, read a page at a time). Rows oldest first.
 """
 
 from __future__ import annotations
@@ -43,24 +44,65 @@ def _partition(options: Mapping[str, str]) -> dict[str, Any] | None:
     return partition
 
 
-def rows(options: Mapping[str, str]) -> Iterator[tuple[Any, ...]]:
-    partition = _partition(options)
+PAGE = 100_000
+"""Changes per request when no ``limit`` is given: the route's largest page."""
+
+
+def _changes(
+    client: HistoryClient, name: str, partition: dict[str, Any] | None, options: Mapping[str, str], limit: int | None
+) -> list[dict[str, Any]]:
+    """The connector's changes, oldest first: the newest ``limit`` of them, or without a limit all of
+    them, a page at a time (the route answers the newest 1,000 by default, and a Spark user reading
+    "the history" expects all of it, not a silent cut). Each next page ends at the oldest time of
+    the one before, inclusive; changes seen already (same coordinates) are left out."""
+    to_time = options.get("to")
+    seen: set[tuple[Any, ...]] = set()
+    newest_first: list[dict[str, Any]] = []
+    while True:
+        page = client.history(
+            name, partition=partition, from_time=options.get("from"), to_time=to_time, limit=limit or PAGE
+        )
+        fresh = [c for c in page["changes"] if _coordinates(c) not in seen]
+        seen.update(_coordinates(c) for c in fresh)
+        newest_first.extend(fresh)
+        if limit is not None or not page.get("truncated") or not page["changes"]:
+            break
+        if not fresh:
+            raise OptionError(
+                f"connector {name} has more than {PAGE} changes within one millisecond "
+                f"({page['changes'][-1]['time']}); read it in parts with options from and to"
+            )
+        to_time = str(page["changes"][-1]["time_ms"])
+    if page.get("order", "newest_first") == "newest_first":
+        newest_first.reverse()
+    return newest_first
+
+
+def _coordinates(change: Mapping[str, Any]) -> tuple[Any, ...]:
+    return (change.get("epoch"), change["kafka_partition"], change["kafka_offset"], change["time_ms"])
+
+
+def check(options: Mapping[str, str]) -> tuple[dict[str, Any] | None, int | None]:
+    """The options' partition and limit, or ``OptionError``: called where the reader is built (the
+    driver), so a bad option fails the query there, not in an executor's stack trace."""
     limit = int_option(options, "limit", None, 1)
+    if limit is not None and limit > PAGE:  # the route's bound
+        raise OptionError(f"option limit must be at most {PAGE} (leave it out to read every change), got {limit}")
+    return _partition(options), limit
+
+
+def rows(options: Mapping[str, str]) -> Iterator[tuple[Any, ...]]:
+    partition, limit = check(options)
     access = DaemonAccess.of(options)
     with HistoryClient(access.url, credentials=access.credentials, retry_for_s=access.retry_for_s) as client:
         names = [options["connector"]] if options.get("connector") else client.connectors()
         for name in names:
             try:
-                page = client.history(
-                    name, partition=partition, from_time=options.get("from"), to_time=options.get("to"), limit=limit
-                )
+                changes = _changes(client, name, partition, options, limit)
             except NotFoundError:
                 if options.get("connector"):
                     raise
                 continue  # listed by a Connect cluster without any history yet
-            changes = page["changes"]
-            if page.get("order") == "newest_first":
-                changes = list(reversed(changes))
             for change in changes:
                 yield (
                     name,

@@ -44,8 +44,8 @@ def _history() -> ModuleType:
         module = importlib.import_module(HISTORY_MODULE)
     except ModuleNotFoundError as exc:
         raise HistoryUnavailable(
-            f"option history needs {HISTORY_MODULE} (SCHEMA, rows(options)), which is not installed in this "
-            "version; without the option this source returns the current offsets"
+            f"option history needs {HISTORY_MODULE} (SCHEMA, check(options), rows(options)), which is not "
+            "installed in this version; without the option this source returns the current offsets"
         ) from exc
     return module
 
@@ -115,6 +115,8 @@ class ConnectOffsetsReader(DataSourceReader):
         self.daemon = DaemonAccess.of(options)
         self.connector = options.get("connector") or None
         self.history = bool_option(options, "history", False)
+        if self.history:
+            _history().check(self.options)
 
     def partitions(self) -> Sequence[InputPartition]:
         return [InputPartition(0)]

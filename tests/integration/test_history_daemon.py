@@ -25,6 +25,7 @@ from emulator.logs.embedded.offsets_log import EmbeddedOffsetLog
 from emulator.model.times import parse_time_ms
 from tests.fixtures.cli import run_cli
 from tests.fixtures.daemon import DaemonFactory, DaemonProcess
+from tests.fixtures.waits import until
 
 
 def unique(prefix: str) -> str:
@@ -325,3 +326,33 @@ def test_the_spark_history_rows_find_and_ask_the_daemon_as_every_source_does(
         list(history_rows({"connector": name, "limit": "ten"}))
     with pytest.raises(OptionError, match=r"^option partition must be a JSON object such as .*, got '\[1\]'$"):
         list(history_rows({"connector": name, "partition": "[1]"}))
+
+
+@pytest.mark.slow
+def test_the_spark_history_rows_are_every_change_unless_a_limit_is_given(
+    embedded_daemon: DaemonProcess, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The route answers the newest 1,000 changes unless told otherwise: the rows were silently cut
+    there. Without ``limit`` they are all of them, read a page at a time (pages of 300 here)."""
+    import emulator.history.spark as history_spark
+    from emulator.spark.options import OptionError
+
+    name = unique("spark-history-all")
+    with HistoryClient(embedded_daemon.url) as client:
+        for position in range(1, 1201):
+            client.alter(name, {"offsets": [{"partition": {"f": "a"}, "offset": {"pos": position}}]}, create=True)
+    monkeypatch.setattr(history_spark, "PAGE", 300)
+    options = {"connector": name, "url": embedded_daemon.url}
+
+    def latest() -> list[tuple[Any, ...]]:
+        return list(history_spark.rows({**options, "limit": "1"}))
+
+    until(lambda: [row[7] for row in latest()] == ['{"pos":1200}'], "archived to the last change")
+
+    every = [json.loads(row[7])["pos"] for row in history_spark.rows(options)]
+    newest = [json.loads(row[7])["pos"] for row in history_spark.rows({**options, "limit": "5"})]
+
+    assert every == list(range(1, 1201)), "oldest first, none missing, none twice"
+    assert newest == [1196, 1197, 1198, 1199, 1200]
+    with pytest.raises(OptionError, match=r"^option limit must be at most 300 \(leave it out"):
+        history_spark.check({**options, "limit": "301"})
