@@ -48,6 +48,14 @@ class CommitTarget:
     kind: Kind = "source"
     query: str | None = None
 
+    def __post_init__(self) -> None:
+        if self.source_index < 0:
+            raise ValueError(f"CommitTarget: source_index must be 0 or more, got {self.source_index}")
+        if not self.connector:
+            raise ValueError("CommitTarget: connector must be a connector's name, got ''")
+        if self.kind not in ("source", "sink"):
+            raise ValueError(f"CommitTarget: kind must be 'source' or 'sink', got {self.kind!r}")
+
     def applies_to(self, name: str | None, query_id: str | None) -> bool:
         return self.query is None or self.query in (name, query_id)
 
@@ -112,6 +120,14 @@ def publish(
     connector their offset names (when ``own_sources``), other sources as ``targets`` say.
     ``sequence`` = (query id, batch id) makes the daemon drop a batch that was already published
     (reordering detection)."""
+    indices = {int(source_id) for source_id in offsets if str(source_id).isdigit()}
+    missing = [t for t in targets if t.source_index not in indices]
+    if missing:  # publishing the rest and answering "done" would hide that this one never lands
+        names = ", ".join(f"source {t.source_index} -> {t.connector}" for t in missing)
+        raise HandoffError(
+            f"no source with that index in this query ({names}); its sources are "
+            f"{', '.join(str(i) for i in sorted(indices)) or 'none'}, in the order the query reads them"
+        )
     outcomes: list[CommitOutcome] = []
     for source_id, raw in offsets.items():
         value = parse_offset(raw)

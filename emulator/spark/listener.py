@@ -34,7 +34,7 @@ from typing import Any
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming.listener import StreamingQueryListener
 
-from emulator.client.credentials import Credentials, CredentialsError
+from emulator.client.credentials import Credentials, CredentialsError, redact
 from emulator.client.errors import ClientError, DaemonUnavailable, NotReadyError
 from emulator.client.http import DEFAULT_URL
 from emulator.client.retry_window import RetryWindowError
@@ -135,14 +135,26 @@ class ListenerCommitter(StreamingQueryListener):
         with self._lock:
             failure = self._unpublished.get(key)
             checkpoint = self._checkpoint.get(query_id)
+            name = self._names.get(query_id)
         if failure is not None:
-            where = f"--checkpoint {checkpoint}" if checkpoint else "--checkpoint <the query's checkpointLocation>"
             raise HandoffError(
                 f"{failure}. The connector would repeat what this query processed: before starting it, publish the "
-                f"last batch with `connect-offsets spark-handoff {where} --connector NAME` (per connector and "
-                "source index: docs/spark.md, spark-handoff)"
+                f"last batch with {self._handoff_commands(checkpoint, name, query_id)} (docs/spark.md, spark-handoff)"
             )
         return True
+
+    def _handoff_commands(self, checkpoint: str | None, name: str | None, query_id: str) -> str:
+        """The ``spark-handoff`` command per target of the query, with this listener's daemon."""
+        where = f"--checkpoint {checkpoint}" if checkpoint else "--checkpoint <the query's checkpointLocation>"
+        base = f"connect-offsets spark-handoff --url {redact(self.url)} {where}"  # no password of a URL's
+        targets = [t for t in self.targets if t.applies_to(name, query_id)]
+        if not targets:  # its own sources: the connector is in each source's offset
+            return f"`{base} --connector NAME` per connector and source index"
+        return ", ".join(
+            f"`{base} --connector {t.connector} --source-index {t.source_index}"
+            f"{' --kind sink' if t.kind == 'sink' else ''}`"
+            for t in targets
+        )
 
     # -- internals (on the query's own thread) --------------------------------------------------
     def _new_client(self) -> DaemonOffsets:

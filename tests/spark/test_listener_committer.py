@@ -156,7 +156,29 @@ def test_a_termination_the_daemon_cannot_take_is_an_error_naming_spark_handoff(
         spark.streams.removeListener(committer)
     message = str(raised.value)
     assert "publishing offsets on termination failed: cannot reach the connect-offsets daemon" in message, message
-    assert "connect-offsets spark-handoff --checkpoint " in message and str(checkpoint) in message, message
+    command = f"connect-offsets spark-handoff --url {daemon.url} --checkpoint "
+    assert command in message and str(checkpoint) in message, message
+    assert f"--connector {connector} --source-index 0`" in message, message
+
+
+def test_a_target_naming_a_source_the_query_lacks_fails_the_handover(
+    spark: SparkSession, embedded_daemon: DaemonProcess, tmp_path: Path
+) -> None:
+    """It returned True with nothing published (the query has one source: index 0)."""
+    folder = tmp_path / "in"
+    folder.mkdir()
+    (folder / "a.txt").write_text("x\n")
+    committer = ListenerCommitter(spark, url=embedded_daemon.url, targets=[CommitTarget(3, unique("no-such-source"))])
+    committer.termination_retry_s = 1.0
+    spark.streams.addListener(committer)
+    try:
+        query = _text_query(spark, folder, tmp_path / "cp")
+        query.processAllAvailable()
+        query.stop()
+        with pytest.raises(HandoffError, match=r"no source with that index in this query \(source 3 -> "):
+            committer.wait_for_termination(query, 60)
+    finally:
+        spark.streams.removeListener(committer)
 
 
 def test_a_daemon_restarting_at_the_termination_gets_the_last_batch(
