@@ -85,6 +85,8 @@ class ConnectFileStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
         self.partition_bytes = int_option(options, "partitionBytes", DEFAULT_PARTITION_BYTES, 1) or 1
         self.commit_offsets = bool_option(options, "commitOffsets", True)
         self._target: int | None = None
+        self._resume_checked = False  # initialOffset (a new checkpoint) sets it: nothing to compare
+        self._shorter_than: int | None = None  # the file size last warned about (-1: missing)
 
     # -- offsets (driver) ---------------------------------------------------------------------
     def initialOffset(self) -> dict[str, Any]:
@@ -98,7 +100,60 @@ class ConnectFileStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
             ) from exc
         position = connect_position(stored)
         log.info("connect-file %s: starting at Connect position %d of %s", self.connector, position, self.file)
+        self._resume_checked = True
         return FileOffset(self.connector, self.file, Cursor.from_connect(position)).spark()
+
+    def _check_resume(self, cursor: Cursor) -> None:
+        """A query resumed from its checkpoint starts there, as Spark resumes every source; when
+        Connect has moved the connector on since, the lines in between are read again: said once,
+        with what to do, instead of duplicates without a word."""
+        self._resume_checked = True
+        try:
+            with self.daemon.offsets() as daemon:
+                stored = daemon.find(self.connector, {"filename": self.file})
+        except ClientError as exc:
+            log.info(
+                "connect-file %s: could not compare the checkpoint with the connector's offset: %s", self.connector, exc
+            )
+            return
+        position = connect_position(stored)
+        if position > cursor.position:
+            log.warning(
+                "connect-file %s: the connector's offset is at position %d, ahead of this checkpoint's %d: Connect "
+                "processed lines since, and this query reads them again (Spark resumes from its checkpoint). To "
+                "continue where Connect stopped instead, start the query with a new checkpoint location",
+                self.connector,
+                position,
+                cursor.position,
+            )
+
+    def _check_length(self, cursor: Cursor) -> None:
+        """A file shorter than where the query is (truncated, or replaced by a shorter one) yields
+        nothing until it grows past that point, as Connect's FileStreamSourceTask, which seeks there:
+        said once per size, since the lines written meanwhile are never read."""
+        try:
+            size = os.path.getsize(self.file)
+        except OSError as exc:
+            if self._shorter_than != -1:
+                self._shorter_than = -1
+                log.warning(
+                    "connect-file %s: cannot read %s (%s); nothing is read until it can be (as Connect's "
+                    "FileStreamSource waits for it)",
+                    self.connector,
+                    self.file,
+                    exc.strerror or exc,
+                )
+            return
+        if size < cursor.byte_offset and size != self._shorter_than:
+            self._shorter_than = size
+            log.warning(
+                "connect-file %s: %s has %d bytes, fewer than the %d this query has read: truncated or replaced? "
+                "Nothing is read until it grows past that point (as Connect's FileStreamSource does)",
+                self.connector,
+                self.file,
+                size,
+                cursor.byte_offset,
+            )
 
     def _cursor(self, offset: Mapping[str, Any]) -> Cursor:
         parsed = FileOffset.parse(dict(offset))
@@ -122,6 +177,9 @@ class ConnectFileStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
 
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
         cursor = self._cursor(start)
+        if not self._resume_checked:
+            self._check_resume(cursor)
+        self._check_length(cursor)
         max_lines = limit.max_rows if isinstance(limit, ReadMaxRows) else None
         min_rows = limit.min_rows if isinstance(limit, ReadMinRows) else None
         found = scan(self.file, cursor, max_lines, self._target, count_lines=min_rows is not None)

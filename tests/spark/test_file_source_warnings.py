@@ -1,0 +1,81 @@
+"""``connect-file`` says what a Spark user cannot see in the rows: lines read again, lines never read.
+
+Built as Spark builds the reader, from its options, and asked for offsets by the test (no Spark
+session: these are the driver's calls). Each case was silent before: a query resumed from a
+checkpoint behind Connect re-read what Connect had processed, a truncated file lost what was
+written into it meanwhile, and a missing file gave zero rows forever.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import pytest
+from pyspark.sql.streaming.datasource import ReadAllAvailable
+
+from emulator.spark.file_source import ConnectFileStreamReader
+from emulator.spark.filestream import Cursor
+from emulator.spark.shapes import FileOffset
+from tests.fixtures.daemon import DaemonProcess
+from tests.spark.helpers import unique
+
+pytestmark = [pytest.mark.spark]
+
+
+def reader(url: str, connector: str, file: Path) -> ConnectFileStreamReader:
+    return ConnectFileStreamReader({"url": url, "connector": connector, "file": str(file)})
+
+
+def at(connector: str, file: Path, position: int) -> dict[str, object]:
+    return FileOffset(connector, str(file), Cursor(position, position)).spark()
+
+
+def test_a_checkpoint_behind_the_connector_warns_that_lines_are_read_again(
+    embedded_daemon: DaemonProcess, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    file, connector = tmp_path / "in.txt", unique("behind")
+    file.write_text("".join(f"line{i}\n" for i in range(10)))
+    partition = {"filename": str(file)}
+    embedded_daemon.client().alter(
+        connector, {"offsets": [{"partition": partition, "offset": {"position": 36}}]}, create=True
+    )
+
+    with caplog.at_level(logging.WARNING, logger="emulator.spark.file_source"):
+        reader(embedded_daemon.url, connector, file).latestOffset(at(connector, file, 12), ReadAllAvailable())
+
+    (warning,) = [r.getMessage() for r in caplog.records]
+    assert "the connector's offset is at position 36, ahead of this checkpoint's 12" in warning
+    assert "start the query with a new checkpoint location" in warning
+
+
+def test_a_new_checkpoint_or_one_level_with_the_connector_says_nothing(
+    embedded_daemon: DaemonProcess, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    file, connector = tmp_path / "in.txt", unique("level")
+    file.write_text("a\nb\n")
+    with caplog.at_level(logging.WARNING, logger="emulator.spark.file_source"):
+        fresh = reader(embedded_daemon.url, connector, file)
+        fresh.latestOffset(fresh.initialOffset(), ReadAllAvailable())
+        reader(embedded_daemon.url, connector, file).latestOffset(at(connector, file, 2), ReadAllAvailable())
+    assert caplog.records == []
+
+
+def test_a_truncated_or_missing_file_is_said_once(
+    embedded_daemon: DaemonProcess, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    file, connector = tmp_path / "in.txt", unique("short")
+    file.write_text("x\n")
+    source = reader(embedded_daemon.url, connector, file)
+    source.initialOffset()
+    with caplog.at_level(logging.WARNING, logger="emulator.spark.file_source"):
+        for _ in range(3):
+            source.latestOffset(at(connector, file, 40), ReadAllAvailable())
+        file.unlink()
+        for _ in range(3):
+            source.latestOffset(at(connector, file, 40), ReadAllAvailable())
+
+    messages = [r.getMessage() for r in caplog.records]
+    assert len(messages) == 2, messages
+    assert "has 2 bytes, fewer than the 40 this query has read: truncated or replaced?" in messages[0]
+    assert "cannot read" in messages[1] and "No such file or directory" in messages[1]
