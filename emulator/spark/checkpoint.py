@@ -96,6 +96,14 @@ def latest_completed_batch(checkpoint: str | os.PathLike[str]) -> CompletedBatch
     root = local_path(checkpoint)
     if not root.is_dir():
         raise CheckpointError(f"checkpoint directory {root} does not exist")
+    if not (root / "metadata").is_file() and not (root / "offsets").is_dir():
+        # "no completed batch yet" here would let a mistyped path pass for a query that did nothing
+        inside = sorted(str(d) for d in root.iterdir() if d.is_dir() and (d / "metadata").is_file())
+        hint = f"; the checkpoints in it: {', '.join(inside[:5])}" if inside else ""
+        raise CheckpointError(
+            f"{root} is not a Spark checkpoint: it has no metadata file and no offsets/ directory (the query's "
+            f"checkpointLocation is the directory holding them){hint}"
+        )
     offsets = set(_batch_ids(root / "offsets"))
     for batch_id in reversed(_batch_ids(root / "commits")):
         if batch_id not in offsets:

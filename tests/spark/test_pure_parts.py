@@ -170,7 +170,17 @@ def test_checkpoints_elsewhere_than_local_disk_are_refused(tmp_path: Path) -> No
         latest_completed_batch("s3a://bucket/cp")
     with pytest.raises(CheckpointError, match="does not exist"):
         latest_completed_batch(tmp_path / "nope")
-    assert latest_completed_batch(tmp_path) is None  # a fresh checkpoint: nothing completed
+    (tmp_path / "cp").mkdir()
+    with pytest.raises(CheckpointError) as not_one:  # a mistyped path must not read as "nothing to hand off"
+        latest_completed_batch(tmp_path)
+    assert str(not_one.value) == (
+        f"{tmp_path} is not a Spark checkpoint: it has no metadata file and no offsets/ directory (the query's "
+        "checkpointLocation is the directory holding them)"
+    )
+    (tmp_path / "cp" / "metadata").write_text('{"id":"3f1c"}\n')  # what Spark writes when a query starts
+    assert latest_completed_batch(tmp_path / "cp") is None  # a fresh checkpoint: nothing completed
+    with pytest.raises(CheckpointError, match=f"; the checkpoints in it: {tmp_path / 'cp'}$"):
+        latest_completed_batch(tmp_path)
 
 
 @pytest.mark.parametrize(
@@ -240,6 +250,9 @@ def _cli(*args: str) -> subprocess.CompletedProcess[str]:
 def test_spark_handoff_reports_bad_checkpoints_clearly(tmp_path: Path) -> None:
     missing = _cli("--checkpoint", str(tmp_path / "nope"), "--connector", "c", "--url", "http://127.0.0.1:9")
     assert missing.returncode == 2 and "does not exist" in missing.stderr
+    not_one = _cli("--checkpoint", str(tmp_path), "--connector", "c", "--url", "http://127.0.0.1:9")
+    assert not_one.returncode == 2 and "is not a Spark checkpoint" in not_one.stderr
+    _write(tmp_path, "metadata", '{"id":"3f1c"}')
     fresh = _cli("--checkpoint", str(tmp_path), "--connector", "c", "--url", "http://127.0.0.1:9")
     assert fresh.returncode == 0 and "no completed batch" in fresh.stdout
     _write(tmp_path, "offsets/0", 'v1\n{}\n{"n": 1}')
