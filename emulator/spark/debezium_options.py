@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from emulator.spark.debezium_stream import EngineSettings
-from emulator.spark.options import DaemonAccess, OptionError, bool_option, int_option
+from emulator.spark.options import DaemonAccess, OptionError, bool_option, int_option, only_known
 
 PREFIX = "debezium."
 BASE_COLUMNS = (
@@ -116,7 +116,29 @@ def connector_properties(options: Mapping[str, str], connector: str) -> dict[str
     return props
 
 
+OWN_OPTIONS = (
+    "connector",
+    "startTimeoutMs",
+    "replayTimeoutMs",
+    "pollTimeoutMs",
+    "classpath",
+    "jsonSchemas",
+    "engineQueueSize",
+    "maxBufferedRecords",
+    "javaHome",
+    "jvmOptions",
+    "engineLogLevel",
+    "engineDir",
+    "maxRecordsPerTrigger",
+    "commitOffsets",
+    "recordsPerPartition",
+    "afterTable",
+    "afterColumns",
+)
+
+
 def parse_options(options: Mapping[str, str]) -> DebeziumOptions:
+    only_known(options, "connect-debezium", OWN_OPTIONS, prefix=PREFIX)
     connector = options.get("connector")
     if not connector:
         raise ConnectDebeziumError("option 'connector' is required: the connector's name, whose offsets are shared")

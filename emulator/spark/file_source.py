@@ -35,7 +35,7 @@ from pyspark.sql.types import StructType
 from emulator.client.errors import ClientError
 from emulator.spark.background import committer_for
 from emulator.spark.filestream import Cursor, iter_chunks, scan, split_at_lines
-from emulator.spark.options import DaemonAccess, OptionError, bool_option, int_option
+from emulator.spark.options import DaemonAccess, OptionError, bool_option, int_option, only_known
 from emulator.spark.shapes import FileOffset
 
 log = logging.getLogger(__name__)
@@ -74,6 +74,9 @@ class FileRange(InputPartition):
 
 class ConnectFileStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def __init__(self, options: Mapping[str, str]) -> None:
+        only_known(
+            options, "connect-file", ("connector", "file", "maxLinesPerTrigger", "partitionBytes", "commitOffsets")
+        )
         self.daemon = DaemonAccess.of(options)
         connector, path = options.get("connector"), options.get("file")
         if not connector:

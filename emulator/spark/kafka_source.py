@@ -39,7 +39,7 @@ from pyspark.sql.types import StructType
 from emulator.client.errors import ClientError
 from emulator.spark.background import committer_for
 from emulator.spark.committer import SinkOffsetsUnsupported
-from emulator.spark.options import DaemonAccess, OptionError, bool_option
+from emulator.spark.options import DaemonAccess, OptionError, bool_option, only_known
 from emulator.spark.shapes import kafka_entries, kafka_shaped
 
 log = logging.getLogger(__name__)
@@ -90,6 +90,7 @@ class TopicPartitionRange(InputPartition):
 
 class ConnectKafkaStreamReader(DataSourceStreamReader):
     def __init__(self, options: Mapping[str, str]) -> None:
+        only_known(options, "connect-kafka", ("connector", "topics", "commitOffsets"), prefix="kafka.")
         self.daemon = DaemonAccess.of(options)
         connector = options.get("connector")
         if not connector:

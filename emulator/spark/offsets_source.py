@@ -29,7 +29,7 @@ from emulator.client.credentials import Credentials
 from emulator.client.errors import ApiError
 from emulator.client.http import OffsetsClient
 from emulator.codec.surrogates import escape_in_json
-from emulator.spark.options import DaemonAccess, bool_option
+from emulator.spark.options import DaemonAccess, bool_option, only_known
 
 SCHEMA = "connector string, partition string, offset string, kafka_partition int, kafka_offset long, timestamp_ms long"
 HISTORY_MODULE = "emulator.history.spark"
@@ -111,6 +111,7 @@ def current_rows(
 
 class ConnectOffsetsReader(DataSourceReader):
     def __init__(self, options: Mapping[str, str]) -> None:
+        only_known(options, "connect-offsets", ("connector", "history", "partition", "from", "to", "limit"))
         self.options = dict(options)
         self.daemon = DaemonAccess.of(options)
         self.connector = options.get("connector") or None

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import difflib
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from emulator.client.credentials import Credentials, CredentialsError
@@ -82,3 +83,23 @@ def bool_option(options: Mapping[str, str], name: str, default: bool) -> bool:
     if raw.lower() in ("false", "0", "no"):
         return False
     raise OptionError(f"option {name} must be true or false, got {raw!r}")
+
+
+ACCESS_OPTIONS = ("url", "token", "user", "password", "ca", "clientCert", "clientKey", "retryFor")
+"""What every source takes to find and ask the daemon (``DaemonAccess``)."""
+
+
+def only_known(options: Mapping[str, str], source: str, known: Iterable[str], prefix: str | None = None) -> None:
+    """Refuse an option the source does not read: Spark passes options through without a word, so
+    ``maxLinesPerTriger`` would silently read everything at once. Spark lower-cases option names;
+    the message suggests the closest known one as documented."""
+    names = {name.lower(): name for name in (*ACCESS_OPTIONS, *known)}
+    for given in options:
+        if given.lower() in names or (prefix is not None and given.lower().startswith(prefix)):
+            continue
+        close = difflib.get_close_matches(given.lower(), list(names), n=1)
+        hint = f"; did you mean {names[close[0]]}?" if close else ""
+        extra = f", and {prefix}* options" if prefix else ""
+        raise OptionError(
+            f"{source} has no option {given!r}{hint} (it takes {', '.join(sorted(names.values()))}{extra})"
+        )

@@ -207,3 +207,9 @@ def test_a_partition_is_read_as_one_arrow_batch_holding_the_same_rows() -> None:
     names = [name for name, _ in BASE_COLUMNS] + ["id", "name"]
     assert batch.schema.names == names
     assert batch.to_pylist() == [dict(zip(names, RowBuilder(options.after).row(c), strict=True)) for c in changes]
+
+
+def test_an_option_neither_ours_nor_the_connectors_is_refused() -> None:
+    """The connector's own properties come as ``debezium.*``; anything else must be one of ours."""
+    with pytest.raises(OptionError, match=r"^connect-debezium has no option 'maxrecordspertriger'; did you mean "):
+        parse_options({**BASE, "maxrecordspertriger": "5"})

@@ -47,9 +47,12 @@ def test_a_querys_start_waits_as_long_as_retry_for_says() -> None:
     assert 1.0 <= waited < 3.0
 
 
-@pytest.mark.parametrize("reader", [ConnectFileStreamReader, ConnectKafkaStreamReader])
-def test_a_retry_for_that_is_not_a_duration_is_refused_naming_the_option(reader: type) -> None:
-    options = {"connector": "c", "file": "/tmp/x", "topics": "t", "retryFor": "soon"}
+@pytest.mark.parametrize(
+    ("reader", "own"),
+    [(ConnectFileStreamReader, {"file": "/tmp/x"}), (ConnectKafkaStreamReader, {"topics": "t"})],
+)
+def test_a_retry_for_that_is_not_a_duration_is_refused_naming_the_option(reader: type, own: dict[str, str]) -> None:
+    options = {"connector": "c", **own, "retryFor": "soon"}
     with pytest.raises(OptionError) as refused:
         reader(options)
     assert str(refused.value) == (
@@ -65,3 +68,14 @@ def test_a_query_started_while_its_daemon_restarts_starts_once_it_listens(tmp_pa
         started = time.monotonic()
         start = reader.initialOffset()
     assert start is not None and time.monotonic() - started >= 1.0
+
+
+def test_an_option_a_source_does_not_take_is_refused_with_the_closest_one() -> None:
+    """Spark passes options through without a word: a misspelt limit read the whole file at once."""
+    with pytest.raises(OptionError) as refused:
+        ConnectFileStreamReader({"connector": "c", "file": "/tmp/x", "maxlinespertriger": "5"})  # Spark lower-cases
+    assert str(refused.value).startswith(
+        "connect-file has no option 'maxlinespertriger'; did you mean maxLinesPerTrigger? (it takes ca, clientCert,"
+    )
+    kafka = {"connector": "c", "topics": "t", "kafka.bootstrap.servers": "h:9092", "kafka.security.protocol": "SSL"}
+    assert ConnectKafkaStreamReader(kafka).config["security.protocol"] == "SSL"  # kafka.* passes
