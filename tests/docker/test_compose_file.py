@@ -15,12 +15,11 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
 from tests.docker.conftest import COMPOSE_FILE, REPO_ROOT
 from tests.fixtures.broker import TansuBroker
-from tests.fixtures.service_daemon import service_daemon
+from tests.fixtures.service_daemon import check_service_follows_connect
 
 # Variables the compose file reads; cleared so the file's own defaults are what gets checked.
 _STACK_VARIABLES = ("KAFKA_IMAGE", "KAFKA_HOST_PORT", "CONNECT_HOST_PORT", "DAEMON_HOST_PORT")
@@ -251,6 +250,4 @@ def test_the_daemon_starts_with_the_services_own_settings(
     """Compose accepts what the daemon refuses: the service's environment (listening on 0.0.0.0,
     its authentication decision, its topics) must start a daemon that follows Connect's config
     topic, here on Tansu instead of the stack's Kafka (tests/fixtures/service_daemon.py)."""
-    with service_daemon(config["services"][DAEMON]["environment"], kafka_broker, tmp_path) as url:
-        answer = httpx.get(f"{url}/connectors/unknown-to-connect/offsets", timeout=10)
-    assert answer.status_code == 404, answer.text  # Connect's rule, from the config topic
+    check_service_follows_connect(config["services"][DAEMON]["environment"], kafka_broker, tmp_path)

@@ -18,14 +18,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
 from emulator.testing.compose import compose_file_text
 from tests.docker.conftest import REPO_ROOT
 from tests.fixtures.broker import TansuBroker
 from tests.fixtures.daemon import free_port
-from tests.fixtures.service_daemon import service_daemon
+from tests.fixtures.service_daemon import check_service_follows_connect
 from tests.testkit.conftest import run_inner
 
 SHIPPED = REPO_ROOT / "emulator" / "testing" / "compose.yml"
@@ -187,6 +186,4 @@ def test_the_daemon_starts_with_the_services_own_settings(
     """Compose accepts what the daemon refuses: the service's environment (listening on 0.0.0.0,
     its authentication decision, its topics) must start a daemon that follows Connect's config
     topic, here on Tansu instead of the stack's Kafka (tests/fixtures/service_daemon.py)."""
-    with service_daemon(config["services"]["connect-offsets"]["environment"], kafka_broker, tmp_path) as url:
-        answer = httpx.get(f"{url}/connectors/unknown-to-connect/offsets", timeout=10)
-    assert answer.status_code == 404, answer.text  # Connect's rule, from the config topic
+    check_service_follows_connect(config["services"]["connect-offsets"]["environment"], kafka_broker, tmp_path)
