@@ -18,6 +18,7 @@ from typing import Any
 from emulator.client.errors import NotFoundError
 from emulator.client.history import HistoryClient
 from emulator.codec.surrogates import escape_in_json
+from emulator.model.times import parse_time_ms
 from emulator.spark.options import DaemonAccess, OptionError, int_option
 
 SCHEMA = (
@@ -88,6 +89,12 @@ def check(options: Mapping[str, str]) -> tuple[dict[str, Any] | None, int | None
     limit = int_option(options, "limit", None, 1)
     if limit is not None and limit > PAGE:  # the route's bound
         raise OptionError(f"option limit must be at most {PAGE} (leave it out to read every change), got {limit}")
+    for name in ("from", "to"):  # the daemon resolves them; checked here so the error names the option
+        if options.get(name):
+            try:
+                parse_time_ms(options[name])
+            except ValueError as exc:
+                raise OptionError(f"option {name}: {exc}") from None
     return _partition(options), limit
 
 

@@ -356,3 +356,5 @@ def test_the_spark_history_rows_are_every_change_unless_a_limit_is_given(
     assert newest == [1196, 1197, 1198, 1199, 1200]
     with pytest.raises(OptionError, match=r"^option limit must be at most 300 \(leave it out"):
         history_spark.check({**options, "limit": "301"})
+    with pytest.raises(OptionError, match=r"^option from: invalid time 'yesterday': expected "):
+        history_spark.check({**options, "from": "yesterday"})
