@@ -93,7 +93,10 @@ class Announcement:
             except OSError as exc:
                 log.error("ready, but cannot write --url-file %s: %s", self.url_file, exc)
         try:
-            print(self.url, file=sys.stdout, flush=True)
+            # One write: print() sends the URL and its newline apart, and with an unbuffered stdout
+            # shared with the log (``> log 2>&1``) a log line from the event loop landed in between.
+            sys.stdout.write(f"{self.url}\n")
+            sys.stdout.flush()
         except (OSError, ValueError) as exc:  # stdout closed or gone: the log line below still says it
             log.warning("cannot print the URL on stdout: %s", exc)
         log.info("ready, serving at %s", self.url)
