@@ -22,7 +22,7 @@ import httpx
 import pytest
 
 from tests.fixtures.cli import run_cli
-from tests.fixtures.daemon import DaemonFactory, DaemonProcess
+from tests.fixtures.daemon import DaemonFactory, DaemonProcess, free_port
 
 EXIT_REFUSED, EXIT_USAGE, EXIT_CLOSED_PIPE = 1, 2, 141
 
@@ -233,6 +233,19 @@ def test_ctrl_c_during_a_write_says_it_may_have_been_applied(embedded_daemon: Da
     assert stderr.strip().endswith(
         "may have been applied; check the destination (`connect-offsets get`, or a dry run) before running it again"
     )
+
+
+@pytest.mark.slow
+def test_a_kafka_destination_nobody_answers_ends_the_transfer_at_its_timeout(tmp_path: Path) -> None:
+    """It waited for ever (the daemon's way at start-up), ignoring --timeout, naming --bootstrap-servers."""
+    body = tmp_path / "offsets.json"
+    body.write_text(json.dumps({"c": {"offsets": [{"partition": {"f": 1}, "offset": {"p": 1}}]}}))
+    nobody = f"kafka://127.0.0.1:{free_port()}/offsets"
+    started = time.monotonic()
+    done = cli("migrate", "--from", f"kip875:{body}", "--to", nobody, "--timeout", "3")
+    assert done.returncode == 2, done.stderr
+    assert time.monotonic() - started < 30
+    assert "(--to) within 3 s (--timeout)" in done.stderr and "nothing was written" in done.stderr, done.stderr
 
 
 def test_a_closed_pipe_ends_the_command_quietly(embedded_daemon: DaemonProcess) -> None:

@@ -64,6 +64,7 @@ class KafkaOffsetLog(OffsetLog):
         tail_fetch_wait_ms: str = DEFAULT_TAIL_FETCH_WAIT_MS,
         on_startup_wait: Callable[[str], None] | None = None,
         before_create: Callable[[], None] | None = None,
+        settings: tuple[str, str] = ("--bootstrap-servers", "--startup-timeout"),
     ) -> None:
         """``startup_timeout_s``: how long ``open`` waits for the cluster to answer at all (None: as
         long as it takes, with a progress line every few seconds); ``on_startup_wait`` hears why,
@@ -92,6 +93,7 @@ class KafkaOffsetLog(OffsetLog):
         self._startup_timeout_s = startup_timeout_s
         self._on_startup_wait = on_startup_wait
         self._before_create = before_create
+        self._settings = settings  # named in "cannot reach the Kafka cluster" (``wait_for_cluster``)
         self._errors = LastError(f"kafka://{bootstrap_servers}/{topic}", log)
         self._write_timings = WriteTimings(self._errors.description, "the broker's acknowledgement")
         self._writer = OffsetsWriter(
@@ -177,7 +179,12 @@ class KafkaOffsetLog(OffsetLog):
                 return
         admin = self._clients.create("admin", AdminClient, error_cb=self._client_error("admin"))
         wait_for_cluster(
-            admin, self._clients.bootstrap, self._spec.name, self._startup_timeout_s, self._on_startup_wait
+            admin,
+            self._clients.bootstrap,
+            self._spec.name,
+            self._startup_timeout_s,
+            self._on_startup_wait,
+            self._settings,
         )
         if self._before_create is not None:
             self._before_create()

@@ -140,6 +140,7 @@ def wait_for_cluster(
     topic: str,
     timeout_s: float | None,
     on_wait: Callable[[str], None] | None = None,
+    settings: tuple[str, str] = ("--bootstrap-servers", "--startup-timeout"),
 ) -> None:
     """Return once the cluster answers a metadata request; say so at once when it does not.
 
@@ -149,8 +150,10 @@ def wait_for_cluster(
     ``STARTUP_PROGRESS_S``, and with ``timeout_s`` (``--startup-timeout``) it gives up with
     ``LogConfigError`` (the command line prints it and exits) instead of waiting for ever.
     ``on_wait`` hears every failed attempt's reason, for the daemon's answers while it starts
-    (``emulator.server.starting``).
+    (``emulator.server.starting``). ``settings`` names where the address and the deadline came from
+    (a transfer's are ``--to``/``--from`` and ``--timeout``).
     """
+    address, deadline = settings
     started = time.monotonic()
     reported_at: float | None = None
     while True:
@@ -164,17 +167,17 @@ def wait_for_cluster(
             return
         waited = time.monotonic() - started
         if on_wait is not None:
-            on_wait(f"cannot reach the Kafka cluster at {bootstrap} (--bootstrap-servers): {why}")
+            on_wait(f"cannot reach the Kafka cluster at {bootstrap} ({address}): {why}")
         if timeout_s is not None and waited >= timeout_s:
             raise LogConfigError(
-                f"cannot reach the Kafka cluster at {bootstrap} (--bootstrap-servers) within {timeout_s:g} s "
-                f"(--startup-timeout): {why}"
+                f"cannot reach the Kafka cluster at {bootstrap} ({address}) within {timeout_s:g} s ({deadline}): {why}"
             )
         if reported_at is None or time.monotonic() - reported_at >= STARTUP_PROGRESS_S:
-            limit = "" if timeout_s is None else f" of {timeout_s:g} s (--startup-timeout)"
+            limit = "" if timeout_s is None else f" of {timeout_s:g} s ({deadline})"
             log.warning(
-                "cannot reach the Kafka cluster at %s (--bootstrap-servers): %s; still trying, %.0f s so far%s",
+                "cannot reach the Kafka cluster at %s (%s): %s; still trying, %.0f s so far%s",
                 bootstrap,
+                address,
                 why,
                 waited,
                 limit,

@@ -124,6 +124,8 @@ class KafkaLocation(LogLocation):
             partitions=ctx.options.partitions,
             replication_factor=ctx.options.replication_factor,
             client_config=ctx.kafka_config,
+            startup_timeout_s=ctx.options.timeout_s,  # a destination that never answers ends the transfer
+            settings=(f"--{ctx.role}", "--timeout"),
         )
 
 
