@@ -56,6 +56,7 @@ class ConnectCluster:
             read_committed=read_committed,
             timeout_s=timeout_s,
             tail_fetch_wait_ms=tail_fetch_wait_ms,
+            single_partition=True,
         )
         self._status = (
             None

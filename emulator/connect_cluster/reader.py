@@ -44,9 +44,13 @@ class InternalTopicReader:
         read_committed: bool = False,
         timeout_s: float = 30.0,
         tail_fetch_wait_ms: str = DEFAULT_TAIL_FETCH_WAIT_MS,
+        single_partition: bool = False,
     ) -> None:
+        """``single_partition``: the topic must have one partition (Connect's config topic: a worker
+        refuses to start on more, since only one partition orders every connector's configuration)."""
         if not topic or not topic.strip():
             raise LogConfigError(f"{setting} must name a topic")
+        self._single_partition = single_partition
         self._clients = KafkaClientConfig(
             bootstrap, dict(client_config or {}), f"Connect's {what}", tail_fetch_wait_ms=tail_fetch_wait_ms
         )
@@ -77,6 +81,12 @@ class InternalTopicReader:
         """Verify the topic exists; raises ``LogConfigError`` with what to check if it does not."""
         admin = self._clients.create("admin", AdminClient)
         partitions = self._partition_count(admin)
+        if self._single_partition and partitions != 1:
+            raise LogConfigError(
+                f"Connect's {self._what} '{self.topic}' has {partitions} partitions; a Connect worker refuses to start "
+                f"on more than one (they would not order the configurations), so this is not its {self._what}: "
+                f"check {self._setting}"
+            )
         self._reader = TopicReader(
             self._clients,
             self.topic,

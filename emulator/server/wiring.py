@@ -233,6 +233,9 @@ def build_cluster(
     sinks = SinkOffsets(settings.bootstrap_servers, settings.kafka_config)
     if settings.config_topic is None:
         return None, sinks
+    for flag, topic in (("--config-topic", settings.config_topic), ("--status-topic", settings.status_topic)):
+        if topic == settings.offsets_topic:  # the daemon would write offsets into Connect's own topic
+            raise LogConfigError(f"--offsets-topic and {flag} name the same topic '{topic}': Connect keeps them apart")
     cluster = ConnectCluster(
         settings.bootstrap_servers,
         settings.config_topic,

@@ -229,6 +229,43 @@ def test_a_missing_config_topic_stops_the_daemon_with_a_clear_error(kafka_broker
     assert offsets_topic not in topics, "a daemon refused at start-up created its offsets topic on the cluster"
 
 
+@pytest.mark.slow
+def test_a_topic_that_cannot_be_connects_config_topic_stops_the_daemon(
+    kafka_broker: TansuBroker, tmp_path: Path
+) -> None:
+    """A worker refuses a config topic of several partitions; the daemon started on one without a word
+    (a data topic named by mistake), and on --offsets-topic equal to --config-topic it would have
+    written offsets into Connect's configurations."""
+    several = unique("configs-3")
+    kafka_broker.create_topic(several, 3, {"cleanup.policy": "compact"})
+
+    def serve(offsets_topic: str, config_topic: str) -> subprocess.CompletedProcess[str]:
+        args = [*connect_cluster_args(kafka_broker.bootstrap, offsets_topic, config_topic=config_topic)]
+        return subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "emulator.cli",
+                "serve",
+                "--port",
+                str(free_port()),
+                *args,
+                "--data-dir",
+                str(tmp_path),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+
+    wide = serve(unique("offs"), several)
+    assert wide.returncode == 2, wide.stderr[-2000:]
+    assert f"Connect's config topic '{several}' has 3 partitions" in wide.stderr and "--config-topic" in wide.stderr
+    same = serve(several, several)
+    assert same.returncode == 2, same.stderr[-2000:]
+    assert f"--offsets-topic and --config-topic name the same topic '{several}'" in same.stderr
+
+
 # --- our reading of the topics is Java's reading ---------------------------------------------------------
 
 
