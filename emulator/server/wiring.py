@@ -230,7 +230,7 @@ def build_cluster(
     """
     if settings.bootstrap_servers is None:
         return None, None
-    sinks = SinkOffsets(settings.bootstrap_servers, settings.kafka_config)
+    sinks = SinkOffsets(settings.bootstrap_servers, settings.kafka_config, timeout_s=settings.write_timeout_s)
     if settings.config_topic is None:
         return None, sinks
     for flag, topic in (("--config-topic", settings.config_topic), ("--status-topic", settings.status_topic)):

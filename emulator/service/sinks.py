@@ -24,7 +24,7 @@ from typing import Any
 from emulator.connect_cluster.java_text import parse_int, string_value_of
 from emulator.logs.kafka.config import KafkaClientConfig
 from emulator.logs.kafka.groups import ConsumerGroups, GroupAdminError, GroupFailure
-from emulator.model.errors import InvalidRequest, SinkOffsetsFailed
+from emulator.model.errors import InvalidRequest, LogTimeout, SinkOffsetsFailed
 from emulator.model.offsets import ConnectorOffset
 from emulator.service.bodies import OffsetChange
 from emulator.service.results import PlannedGroupChangeBody
@@ -47,6 +47,8 @@ _ZOMBIE_HINT = (
 _ALTER_BLOCKED = {"UNKNOWN_MEMBER_ID", "GROUP_SUBSCRIBED_TO_TOPIC"}
 _RESET_BLOCKED = {"NON_EMPTY_GROUP"}
 _GROUP_GONE = {"GROUP_ID_NOT_FOUND"}
+_UNREACHABLE = {"_TIMED_OUT", "_TRANSPORT", "_ALL_BROKERS_DOWN", "REQUEST_TIMED_OUT", "COORDINATOR_NOT_AVAILABLE"}
+"""The cluster gave no answer (in time): a sink read is then a 503 to retry, not Connect's 500."""
 
 
 def alter_blocked_message(connector: str) -> str:
@@ -182,6 +184,7 @@ class SinkOffsets:
         self._groups = ConsumerGroups(
             KafkaClientConfig(bootstrap_servers, dict(client_config or {}), "sink offsets"), timeout_s
         )
+        self._timeout_s = timeout_s
 
     # ------------------------------------------------------------------ reads
 
@@ -195,6 +198,11 @@ class SinkOffsets:
             committed = await asyncio.to_thread(self._groups.committed, group)
         except GroupAdminError as exc:
             log.error("Failed to retrieve consumer group offsets for sink connector %s: %r", connector, exc)
+            if exc.error in _UNREACHABLE or exc.error is None:  # no answer in time: a 503 to retry, with why
+                raise LogTimeout(
+                    f"{retrieve_failed_message(connector)}: the Kafka cluster did not answer within "
+                    f"{self._timeout_s:g} s (--write-timeout; {exc.error or 'no answer'}); try again"
+                ) from exc
             raise SinkOffsetsFailed(retrieve_failed_message(connector)) from exc
         return [
             ConnectorOffset(

@@ -463,3 +463,35 @@ def test_reads_from_the_log_end_during_a_stall_answer_503_within_the_write_timeo
     row = next(r for r in shown["connectors"] if r["name"] == connector)
     assert row["partitions"] == 1 and "not read to its end within 2 s" in row["claim"]["error"], row
     assert after.status_code == 200 and after.json()["owner"] == "stall-test", after.text
+
+
+@pytest.mark.slow
+def test_a_sink_read_during_a_stall_answers_503_with_why_within_the_write_timeout(
+    own_broker: TansuBroker, daemon_factory: DaemonFactory
+) -> None:
+    """A sink connector's offsets are its consumer group's: asked of a stalled broker, the read waited
+    30 s and answered Connect's 500 with no reason; now a 503 to retry, within --write-timeout."""
+    topic, connector = own_broker.unique_topic("stall-sink"), f"stall-sink-{uuid.uuid4().hex[:8]}"
+    own_broker.create_topic(topic, 1)
+    daemon = daemon_factory(
+        "--bootstrap-servers",
+        own_broker.bootstrap,
+        "--offsets-topic",
+        own_broker.unique_topic("o"),
+        "--write-timeout",
+        "3s",
+    )
+    path = f"/connectors/{connector}/offsets"
+    body = {"offsets": [{"partition": {"kafka_topic": topic, "kafka_partition": 0}, "offset": {"kafka_offset": 4}}]}
+    with httpx.Client(base_url=daemon.url, timeout=60) as http:
+        assert http.patch(path, params={"kind": "sink"}, json=body).status_code == 200
+        with own_broker.paused():
+            sent = time.monotonic()
+            answer = http.get(path, params={"kind": "sink"})
+            took = time.monotonic() - sent
+        after = http.get(path, params={"kind": "sink"})
+    assert answer.status_code == 503, answer.text
+    assert answer.headers["X-Connect-Offsets-Error"] == "log_timeout"
+    assert "the Kafka cluster did not answer within 3 s (--write-timeout" in answer.json()["message"]
+    assert took < 3 + 4, f"the sink read took {took:.1f} s with --write-timeout 3s"
+    assert after.status_code == 200 and after.json()["offsets"][0]["offset"] == {"kafka_offset": 4}, after.text
