@@ -203,10 +203,11 @@ def test_offset_reads_wait_until_the_config_topic_was_read(
         view.close()
 
 
-@pytest.mark.slow
-def test_a_missing_config_topic_stops_the_daemon_with_a_clear_error(kafka_broker: TansuBroker, tmp_path: Path) -> None:
-    missing, offsets_topic = unique("no-such-configs"), unique("offs")
-    done = subprocess.run(
+def serve_on(
+    broker: TansuBroker, offsets_topic: str, config_topic: str, data_dir: Path
+) -> subprocess.CompletedProcess[str]:
+    """``serve`` on a Connect cluster's topics, run to its end: for start-ups the daemon refuses."""
+    return subprocess.run(
         [
             sys.executable,
             "-m",
@@ -214,14 +215,20 @@ def test_a_missing_config_topic_stops_the_daemon_with_a_clear_error(kafka_broker
             "serve",
             "--port",
             str(free_port()),
-            *connect_cluster_args(kafka_broker.bootstrap, offsets_topic, config_topic=missing),
+            *connect_cluster_args(broker.bootstrap, offsets_topic, config_topic=config_topic),
             "--data-dir",
-            str(tmp_path),
+            str(data_dir),
         ],
         capture_output=True,
         text=True,
         timeout=60,
     )
+
+
+@pytest.mark.slow
+def test_a_missing_config_topic_stops_the_daemon_with_a_clear_error(kafka_broker: TansuBroker, tmp_path: Path) -> None:
+    missing, offsets_topic = unique("no-such-configs"), unique("offs")
+    done = serve_on(kafka_broker, offsets_topic, missing, tmp_path)
     assert done.returncode == 2, done.stderr[-2000:]
     assert f"Connect's config topic '{missing}' does not exist" in done.stderr
     assert "--config-topic" in done.stderr
@@ -239,29 +246,10 @@ def test_a_topic_that_cannot_be_connects_config_topic_stops_the_daemon(
     several = unique("configs-3")
     kafka_broker.create_topic(several, 3, {"cleanup.policy": "compact"})
 
-    def serve(offsets_topic: str, config_topic: str) -> subprocess.CompletedProcess[str]:
-        args = [*connect_cluster_args(kafka_broker.bootstrap, offsets_topic, config_topic=config_topic)]
-        return subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "emulator.cli",
-                "serve",
-                "--port",
-                str(free_port()),
-                *args,
-                "--data-dir",
-                str(tmp_path),
-            ],
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
-
-    wide = serve(unique("offs"), several)
+    wide = serve_on(kafka_broker, unique("offs"), several, tmp_path)
     assert wide.returncode == 2, wide.stderr[-2000:]
     assert f"Connect's config topic '{several}' has 3 partitions" in wide.stderr and "--config-topic" in wide.stderr
-    same = serve(several, several)
+    same = serve_on(kafka_broker, several, several, tmp_path)
     assert same.returncode == 2, same.stderr[-2000:]
     assert f"--offsets-topic and --config-topic name the same topic '{several}'" in same.stderr
 
