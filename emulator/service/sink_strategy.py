@@ -13,7 +13,13 @@ from emulator.model.errors import SinksUnsupported
 from emulator.model.offsets import ConnectorOffset
 from emulator.service.bodies import OffsetChange
 from emulator.service.results import ALTERED, RESET, ModifyResult
-from emulator.service.sinks import SinkOffsets, consumer_group_id, parse_sink_offsets, plan_alter
+from emulator.service.sinks import (
+    SinkOffsets,
+    consumer_group_id,
+    parse_sink_offsets,
+    plan_alter,
+    refuse_negative_offsets,
+)
 from emulator.service.write_guard import WriteAuth
 from emulator.service.writer import WriteSection
 
@@ -40,6 +46,7 @@ class SinkStrategy:
         itself); commit sequences apply to source records only."""
         sinks = self._require_sinks()
         parsed = parse_sink_offsets(changes)
+        refuse_negative_offsets(connector, parsed)  # a dry run answers what the write would
         group = self._group(connector)
         if not dry_run:
             await section.deadline.within_unknown(sinks.alter(connector, group, parsed), f"altering group {group}")

@@ -164,6 +164,16 @@ def parse_sink_offsets(changes: Sequence[OffsetChange]) -> list[SinkChange]:
     return list(parsed.values())
 
 
+def refuse_negative_offsets(connector: str, changes: Sequence[SinkChange]) -> None:
+    """Connect's 500 for a negative offset, before any admin call, so a dry run predicts it too.
+
+    ``new OffsetAndMetadata(-1)`` throws ``IllegalArgumentException`` inside the worker, which
+    ``maybeWrap`` turns into this ``ConnectException``; the format checks before it pass.
+    """
+    if any(c.offset is not None and c.offset < 0 for c in changes):
+        raise SinkOffsetsFailed(modify_failed_message(connector))
+
+
 def plan_alter(group: str, changes: Sequence[SinkChange]) -> list[PlannedGroupChange]:
     return [
         PlannedGroupChange(group, "commit" if c.offset is not None else "delete_offset", c.topic, c.partition, c.offset)
@@ -216,10 +226,7 @@ class SinkOffsets:
 
     async def alter(self, connector: str, group: str, changes: Sequence[SinkChange]) -> None:
         """PATCH: commit the given offsets and delete the offsets of partitions given ``null``."""
-        if any(c.offset is not None and c.offset < 0 for c in changes):
-            # new OffsetAndMetadata(-1) throws IllegalArgumentException inside the worker, which
-            # maybeWrap turns into this ConnectException.
-            raise SinkOffsetsFailed(modify_failed_message(connector))
+        refuse_negative_offsets(connector, changes)
         commits = [(c.topic, c.partition, c.offset) for c in changes if c.offset is not None]
         deletions = [(c.topic, c.partition) for c in changes if c.offset is None]
         failures: list[GroupFailure] = []

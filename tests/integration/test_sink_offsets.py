@@ -162,6 +162,10 @@ def test_a_negative_offset_fails_inside_the_worker_as_in_connect(cluster: Connec
     assert java["error"].java_class == "java.lang.IllegalArgumentException"  # new OffsetAndMetadata(-1)
     response = cluster.patch(name, [entry(topic, 0, -1)])
     assert (response.status_code, response.json()["message"]) == (500, modify_failed_message(name))
+    dry = cluster.http.patch(
+        f"/connectors/{name}/offsets", params={"dry_run": "true"}, json={"offsets": [entry(topic, 0, -1)]}
+    )
+    assert (dry.status_code, dry.json()["message"]) == (500, modify_failed_message(name)), "a dry run predicts it"
 
 
 BODIES = [
