@@ -192,7 +192,7 @@ class SinkOffsets:
         self, bootstrap_servers: str, client_config: Mapping[str, str] | None = None, timeout_s: float = 30.0
     ) -> None:
         self._groups = ConsumerGroups(
-            KafkaClientConfig(bootstrap_servers, dict(client_config or {}), "sink offsets"), timeout_s
+            KafkaClientConfig(bootstrap_servers, dict(client_config or {}), "sink connectors' offsets"), timeout_s
         )
         self._timeout_s = timeout_s
 

@@ -60,9 +60,13 @@ def test_an_overridden_user_setting_is_named_in_a_warning_and_a_chosen_fetch_wai
     assert len(messages) == 2  # settings that agree (case-insensitively) are not reported
 
 
-def test_a_refused_setting_is_a_configuration_error_naming_the_client() -> None:
+def test_a_refused_setting_is_a_configuration_error_naming_the_flag_then_the_client() -> None:
     clients = KafkaClientConfig("b:1", {"no.such.setting": "1"}, "the offsets log")
-    with pytest.raises(LogConfigError, match=r"for the offsets log consumer: .*No such configuration property"):
+    with pytest.raises(
+        LogConfigError,
+        match=r"^Invalid Kafka client configuration \(the --kafka-config KEY=VALUE settings\): .*No such configuration "
+        r"property: \"no\.such\.setting\".* \(refused when creating the consumer for the offsets log\)$",
+    ):
         clients.create("consumer", Consumer)
 
 

@@ -147,7 +147,12 @@ class KafkaClientConfig:
         try:
             return factory(config)
         except (KafkaException, ValueError, TypeError) as exc:
-            raise LogConfigError(f"Invalid Kafka client configuration for {self.purpose} {role}: {exc}") from exc
+            # The refused setting is the user's (ours are librdkafka's own): say where it came from
+            # first; which client met it first (the sink admin, the log's producer) is a detail.
+            raise LogConfigError(
+                f"Invalid Kafka client configuration (the --kafka-config KEY=VALUE settings): {exc} "
+                f"(refused when creating the {role} for {self.purpose})"
+            ) from exc
 
     def plain(self, role: Role) -> dict[str, str]:
         """``build(role)`` without the Python objects (logger), for a client in another process."""
