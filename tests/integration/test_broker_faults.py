@@ -495,3 +495,39 @@ def test_a_sink_read_during_a_stall_answers_503_with_why_within_the_write_timeou
     assert "the Kafka cluster did not answer within 3 s (--write-timeout" in answer.json()["message"]
     assert took < 3 + 4, f"the sink read took {took:.1f} s with --write-timeout 3s"
     assert after.status_code == 200 and after.json()["offsets"][0]["offset"] == {"kafka_offset": 4}, after.text
+
+
+@pytest.mark.slow
+def test_a_write_checked_against_a_stalled_config_topic_answers_503_naming_that_read(
+    own_broker: TansuBroker, daemon_factory: DaemonFactory
+) -> None:
+    """With a Connect cluster, a PATCH first reads the config topic to its end (a ``PUT /stop`` a
+    moment earlier must be seen). With the broker stalled that read ends at ``--write-timeout`` in a
+    503 that says which read it was and that nothing was written (it said "Checking the connector
+    took longer", naming neither the topic nor the cluster)."""
+    config_topic = own_broker.unique_topic("stall-config")
+    own_broker.create_topic(config_topic, 1, {"cleanup.policy": "compact"})
+    daemon = daemon_factory(
+        "--bootstrap-servers",
+        own_broker.bootstrap,
+        "--offsets-topic",
+        own_broker.unique_topic("o"),
+        "--config-topic",
+        config_topic,
+        "--write-timeout",
+        "3s",
+    )
+    path = f"/connectors/stall-config-{uuid.uuid4().hex[:8]}/offsets"
+    with httpx.Client(base_url=daemon.url, timeout=60) as http:
+        with own_broker.paused():
+            sent = time.monotonic()
+            answer = http.patch(path, json=body(1))
+            took = time.monotonic() - sent
+        after = http.patch(path, json=body(1))
+    assert answer.status_code == 503, answer.text
+    assert answer.headers["X-Connect-Offsets-Error"] == "log_timeout"
+    message = answer.json()["message"]
+    assert message.startswith("Reading Connect's config topic to its end"), message
+    assert "took longer than 3 s (--write-timeout); nothing was written" in message, message
+    assert took < 3 + 2, f"the PATCH took {took:.1f} s with --write-timeout 3s"
+    assert after.status_code == 404, "answered again once the broker is back (Connect's: no such connector)"
