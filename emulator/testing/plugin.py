@@ -19,9 +19,11 @@ first test that uses it; that test waits only for the rest (measured in docs/tes
 
 from __future__ import annotations
 
+import inspect
 import shlex
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
@@ -97,10 +99,32 @@ def _new_daemon(options: KitOptions) -> DaemonProcess:
 def pytest_collection_finish(session: pytest.Session) -> None:
     """Launch the daemon early when a collected test will need it (see the module docstring)."""
     config = session.config
+    _say_where_an_overridden_url_comes_from(session)
     if config.option.collectonly or _options(config).mode == "url" or _DAEMON in config.stash:
         return
     if any(_DAEMON_FIXTURE in getattr(item, "fixturenames", ()) for item in session.items):
         config.stash[_DAEMON] = _new_daemon(_options(config)).launch()
+
+
+def _say_where_an_overridden_url_comes_from(session: pytest.Session) -> None:
+    """The header named the configured daemon; a conftest's ``connect_offsets_url`` (a compose
+    stack's, say) replaces it, and then no daemon is launched: the run says so, and where from."""
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    for item in session.items:
+        info = getattr(item, "_fixtureinfo", None)
+        definitions = info.name2fixturedefs.get("connect_offsets_url") if info is not None else None
+        if reporter is None or not definitions or definitions[-1].func.__module__ == __name__:
+            continue
+        source = Path(inspect.getsourcefile(definitions[-1].func) or definitions[-1].func.__module__)
+        where = (
+            source.relative_to(session.config.rootpath) if source.is_relative_to(session.config.rootpath) else source
+        )
+        launched = any(_DAEMON_FIXTURE in getattr(i, "fixturenames", ()) for i in session.items)
+        reporter.write_line(
+            f"connect-offsets: connect_offsets_url is overridden ({where.as_posix()}): the kit uses that daemon"
+            + ("" if launched else " and launches none")
+        )
+        return
 
 
 @pytest.hookimpl(trylast=True)

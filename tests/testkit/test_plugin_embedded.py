@@ -327,3 +327,34 @@ def test_a_daemon_that_died_fails_the_next_test_with_its_log(inner: pytest.Pytes
 
     result.assert_outcomes(passed=1, errors=1)  # the kit's fixture refuses, with the daemon's log
     result.stdout.fnmatch_lines(["*connect-offsets: the session's daemon exited (code -9)", "*--- daemon log*"])
+
+
+@pytest.mark.slow  # a pytest session of its own, with a daemon
+def test_a_conftest_that_overrides_the_url_is_named_and_no_daemon_is_launched(inner: pytest.Pytester) -> None:
+    """docs/testing.md: override ``connect_offsets_url`` to bring your own daemon (a compose stack's).
+    The header can only name the configured daemon; the run then says whose URL the kit uses."""
+    with EmbeddedDaemon() as daemon:
+        inner.makeconftest(
+            f"""
+            import pytest
+
+            @pytest.fixture(scope="session")
+            def connect_offsets_url():
+                return {daemon.url!r}
+            """
+        )
+        inner.makepyfile(
+            test_own="""
+            def test_uses_it(connect_offsets):
+                connector = connect_offsets.unique_name("own")
+                connect_offsets.seed(connector, [({"f": 1}, {"p": 1})])
+                assert connect_offsets.offsets(connector) == [{"partition": {"f": 1}, "offset": {"p": 1}}]
+            """
+        )
+        result = run_inner(inner, "-v")
+
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(
+        ["connect-offsets: connect_offsets_url is overridden (conftest.py): the kit uses that daemon and launches none"]
+    )
+    result.stdout.no_fnmatch_line("connect-offsets: daemon ready*")
