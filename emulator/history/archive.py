@@ -36,6 +36,7 @@ from typing import IO, Any
 
 from emulator.history.archiver import DEFAULT_RETRY_MAX_S, Archiver, Reread
 from emulator.history.batch_queue import DEFAULT_QUEUE_RECORDS, ArchiveQueue
+from emulator.history.coverage import holds
 from emulator.history.directory import HistoryError, WriterLock, log_slug
 from emulator.history.files import ArchiveFile, scan_dir
 from emulator.history.origins import OriginRegistry
@@ -63,6 +64,11 @@ serving it to the reader: then the query answers from the archive with a warning
 waiting out the broker."""
 
 
+_ELSEWHERE_POLL_S = 0.05
+"""How often a read-only archive's files are looked at while waiting for another process to archive
+this one's writes (it archives them as its reader delivers them: usually within a poll or two)."""
+
+
 class HistoryArchive:
     """One log's archive under ``root``: opened once, fed by the view, closed at shutdown."""
 
@@ -74,6 +80,7 @@ class HistoryArchive:
         origins: OriginRegistry | None = None,
         progress: Callable[[], ReadProgress] | None = None,
         read_own_writes: Callable[[float], bool] | None = None,
+        own_write_ends: Callable[[], dict[int, int]] | None = None,
         reread: Reread | None = None,
         retention_s: float | None = DEFAULT_RETENTION_S,
         rotate_bytes: int = DEFAULT_ROTATE_BYTES,
@@ -95,8 +102,11 @@ class HistoryArchive:
         self.rotate_interval_s = rotate_interval_s
         self.stats = ArchiveStats()
         self.writable = False
+        self.read_only = False
+        """Another live process writes this directory; queries here read its files."""
         self._progress = progress
         self._read_own_writes = read_own_writes
+        self._own_write_ends = own_write_ends
         self._reread = reread
         self._codec = codec
         self._fsync_interval_s = fsync_interval_s
@@ -133,6 +143,7 @@ class HistoryArchive:
             return
         if not acquired:
             self._opened = True
+            self.read_only = True
             log.warning(
                 "history archive %s is being written by another process; this daemon serves history "
                 "read-only and archives nothing itself",
@@ -292,8 +303,13 @@ class HistoryArchive:
         Makes history read-your-writes: a PATCH answers once the view applied its records
         (write-through), but they reach ``listener`` only when the log's reader delivers them, so
         first the reader must pass this process's own writes (``read_own_writes``, a local wait),
-        then the queue must drain. False on timeout, failure or a read-only archive.
+        then the queue must drain. False on timeout or failure.
+
+        A read-only archive (another process writes it) holds this process's writes once that
+        process's reader delivered them: wait (at most ``OWN_WRITES_WAIT_S``) until its files do.
         """
+        if self.read_only:
+            return self._archived_elsewhere(min(timeout_s, OWN_WRITES_WAIT_S))
         if not self.writable:
             return False
         deadline = time.monotonic() + timeout_s
@@ -301,11 +317,25 @@ class HistoryArchive:
             return False
         return self._queue.wait_done(max(deadline - time.monotonic(), 0.0))
 
+    def _archived_elsewhere(self, timeout_s: float) -> bool:
+        ends = self._own_write_ends() if self._own_write_ends is not None else {}
+        deadline = time.monotonic() + timeout_s
+        while ends and not holds(self.directory, ends):
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(_ELSEWHERE_POLL_S)
+        return True
+
     # ------------------------------------------------------------------ queries' side
 
     def behind_because(self) -> str | None:
         """Why the archive cannot catch up now, for a query's warning; None when it is only slow. The
         failure itself names server paths, so it is left to ``/history/status`` (admin only)."""
+        if self.read_only:
+            return (
+                "another daemon on this log and data directory writes the archive (this one reads it "
+                f"read-only), and it did not archive this daemon's latest writes within {OWN_WRITES_WAIT_S:g} s"
+            )
         queue = self._queue.state()
         if queue.failure is None:
             if queue.gap_offsets:

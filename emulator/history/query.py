@@ -105,11 +105,11 @@ class HistoryReader:
                     yield row
 
     def _open(self) -> list[tuple[ArchiveFile, IO[bytes]]]:
-        if self.archive is not None and self.archive.writable:
+        if self.archive is not None and (self.archive.writable or self.archive.read_only):
             self.synced = self.archive.sync(self.sync_timeout_s)
             if not self.synced:
                 self.unsynced_because = self.archive.behind_because()
-            opened = self.archive.snapshot_files()
+            opened = self.archive.snapshot_files() if self.archive.writable else _open_files(self.directory)
         else:
             opened = _open_files(self.directory)
         kept = []
@@ -255,6 +255,15 @@ def change_view(row: HistoryRow) -> Change:
     return out
 
 
+def behind_warning(synced: bool | None, because: str | None) -> str | None:
+    """What an answer from an archive that may lag this daemon's writes says (``HistoryReader.synced``)."""
+    if synced is not False:
+        return None
+    return "the archive may lack this daemon's latest writes: " + (
+        because or "the log's reader or the archiver did not confirm them in time"
+    )
+
+
 @dataclass
 class HistoryPage:
     changes: list[Change]
@@ -266,10 +275,9 @@ class HistoryPage:
     def as_dict(self) -> dict[str, Any]:
         body: dict[str, Any] = {"order": "newest_first", "changes": self.changes, "truncated": self.truncated}
         body["damaged_files"] = self.report.damaged
-        if self.synced is False:
-            body["warning"] = "the archive may lack this daemon's latest writes: " + (
-                self.unsynced_because or "the log's reader or the archiver did not confirm them in time"
-            )
+        warning = behind_warning(self.synced, self.unsynced_because)
+        if warning is not None:
+            body["warning"] = warning
         return body
 
 
@@ -324,6 +332,12 @@ class PastState:
     rows: dict[bytes, HistoryRow]
     known: bool
     report: ReadReport
+    synced: bool | None = None
+    """False: the archive may lack this daemon's latest writes (``HistoryReader.synced``)."""
+    unsynced_because: str | None = None
+
+    def warning(self) -> str | None:
+        return behind_warning(self.synced, self.unsynced_because)
 
     def offsets(self) -> list[ConnectorOffset]:
         """Connect's GET shape; where several keys denote one partition, the newest write wins (as
@@ -366,4 +380,5 @@ def state_as_of(reader: HistoryReader, connector: str, at_ms: int) -> PastState:
             f"{format_time_ms(at_ms)}"
         )
     epoch = max(states) if states else None
-    return PastState(at_ms, epoch, states.get(epoch, {}) if epoch is not None else {}, known, reader.report)
+    rows = states.get(epoch, {}) if epoch is not None else {}
+    return PastState(at_ms, epoch, rows, known, reader.report, reader.synced, reader.unsynced_because)

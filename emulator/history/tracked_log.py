@@ -154,6 +154,9 @@ class TrackedLog(OffsetLog):
     def may_be_claimed(self, connector: str) -> bool:
         return self.inner.may_be_claimed(connector)
 
+    def own_write_ends(self) -> dict[int, int]:
+        return self.inner.own_write_ends()
+
     def read_own_writes(self, timeout_s: float) -> bool:
         return self.inner.read_own_writes(timeout_s)
 

@@ -238,6 +238,12 @@ class OffsetLog(abc.ABC):
         """End the claim if ``fence`` is still current; ``False`` if it was already fenced."""
         raise ClaimsUnsupported(f"{self.description} does not support claims")
 
+    def own_write_ends(self) -> dict[int, int]:
+        """Partition → the offset after the latest record appended through this object (none yet:
+        absent). What a history archive written by another process must hold before a query here
+        can count on seeing this process's writes."""
+        return {}
+
     def read_own_writes(self, timeout_s: float) -> bool:
         """Wait until the reader has delivered every record appended through this object so far.
 

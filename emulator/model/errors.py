@@ -139,6 +139,14 @@ class HistoryDisabled(OffsetsError):
     kind = "history_disabled"
 
 
+class HistoryBehind(OffsetsError):
+    """The archive may lack this daemon's latest writes (its archiver is behind, stalled, or another
+    process writes it and has not archived them yet), and the request would act on its past state: a
+    rollback from it could undo an acknowledged write. Retry later."""
+
+    kind = "history_behind"
+
+
 class SinksUnsupported(OffsetsError):
     """Sink offsets live in consumer groups, which only a Kafka backend has."""
 

@@ -43,10 +43,11 @@ log_timeout              503    the log did not answer within --write-timeout; n
 write_outcome_unknown    503    the write was not acknowledged within --write-timeout and may still land
 too_many_connections     503    ``--max-connections`` are open; this one is closed (retry shortly)
 log_storage_refused      503    the embedded log's disk refused the write (full, I/O error, read-only)
+history_behind           503    a rollback from an archive that may lack this daemon's writes is refused
 ======================== ====== ===========================================================
 
-``log_timeout``, ``write_outcome_unknown``, ``log_storage_refused`` and a ``not_ready`` that passes by
-itself carry ``Retry-After`` (seconds); ``/readyz`` and ``/status`` never do (they report, and a probe
+``log_timeout``, ``write_outcome_unknown``, ``log_storage_refused``, ``history_behind`` and a ``not_ready``
+that passes by itself carry ``Retry-After`` (seconds); ``/readyz`` and ``/status`` never do (they report, and a probe
 asks again on its own schedule). After ``write_outcome_unknown`` the daemon holds the connector's next
 write until the log answered, so a retry with the same commit sequence (``sequence_source`` +
 ``sequence``) is applied at most once: its answer lists the partition under ``dropped`` ("N was
@@ -88,6 +89,7 @@ STATUS: Mapping[type, int] = {
     Fenced: 409,
     errors.NotReady: 503,
     errors.HistoryDisabled: 404,
+    errors.HistoryBehind: 503,
     errors.SinksUnsupported: 400,
     errors.SinkOffsetsFailed: 500,
     errors.LogUnavailable: 500,
@@ -127,6 +129,7 @@ RETRY_AFTER_S: Mapping[type, int] = {
     errors.TooManyConnections: 1,
     errors.LogStorageRefused: 5,
     errors.NotReadyYet: 1,
+    errors.HistoryBehind: 1,
 }
 """``Retry-After`` per class (exact class): the log was slow or its disk refused, not the request wrong
 (a disk is freed in minutes, not within a second, hence its longer pause), or the log is still being

@@ -256,6 +256,7 @@ def history_archive(settings: Settings, log_: OffsetLog, origins: OriginRegistry
         origins=origins,
         progress=log_.progress,
         read_own_writes=log_.read_own_writes,
+        own_write_ends=log_.own_write_ends,
         reread=log_.reread,
         retention_s=settings.history_retention_s,
         rotate_bytes=settings.history_rotate_bytes,

@@ -26,7 +26,7 @@ from emulator.history.files import Damage
 from emulator.history.origins import write_origin
 from emulator.history.rollback import RollbackChange, current_state, plan_rollback
 from emulator.model.connectors import not_stopped_message
-from emulator.model.errors import ConnectorNotFound, InvalidRequest, NotStopped
+from emulator.model.errors import ConnectorNotFound, HistoryBehind, InvalidRequest, NotStopped
 from emulator.service.bulk import bulk_pass
 from emulator.service.checks import ConnectorChecks
 from emulator.service.connector_stores import SourceOffsets, checked_store
@@ -333,6 +333,8 @@ class RecordsService:
         past = await read_past(archive, connector, at_ms)
         if not past.known and not view.knows(connector):
             raise ConnectorNotFound(f"Connector {connector} not found")
+        if past.synced is False:  # a past state missing a write of ours would undo it
+            raise HistoryBehind(f"Rolling back {connector} is refused for now: {past.warning()}; nothing was written")
 
         def planned() -> tuple[list[RollbackChange], list[RawRecord], dict[int, ValueProblem]]:
             changes = plan_rollback(past, current_state(view, connector))

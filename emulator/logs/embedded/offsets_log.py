@@ -292,6 +292,9 @@ class EmbeddedOffsetLog(OffsetLog):
     def progress(self) -> ReadProgress:
         return self._reader.progress()
 
+    def own_write_ends(self) -> dict[int, int]:
+        return self._own_writes.ends()
+
     def read_own_writes(self, timeout_s: float) -> bool:
         return self._reader.wait_passed(self._own_writes.ends(), timeout_s)
 

@@ -273,6 +273,9 @@ class KafkaOffsetLog(OffsetLog):
         self._own_writes.note(positions)
         return positions
 
+    def own_write_ends(self) -> dict[int, int]:
+        return self._own_writes.ends()
+
     def read_own_writes(self, timeout_s: float) -> bool:
         reader = self._reader
         return reader is not None and reader.wait_passed(self._own_writes.ends(), timeout_s)

@@ -108,6 +108,9 @@ async def offsets_as_of(
         "X-Offsets-As-Of": format_time_ms(at_ms),
         "X-Offsets-History-Damaged-Files": str(sum(len(p.report.damaged) for p in pasts)),
     }
+    warnings = [w for w in (p.warning() for p in pasts) if w is not None]
+    if warnings:  # the body is Connect's GET body: the warning a history page carries goes in a header
+        headers["X-Offsets-History-Warning"] = warnings[0]  # ASCII: it names no connector
     if len(pasts) == 1:
         return {"offsets": pasts[0].offsets()}, headers
     connector_past, worker_past = pasts
