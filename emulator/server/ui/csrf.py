@@ -18,12 +18,19 @@ And the console never creates remembered credentials: answers to its requests (t
 header) lose their ``WWW-Authenticate`` challenges, so the browser never pops up its own login
 dialog nor caches what is typed there; the console's sign-in form keeps credentials in the tab's
 ``sessionStorage`` and sends them explicitly on each call.
+
+One more thing for the console's requests only: the connectors named ``.`` and ``..``. A program
+sends them as ``%2E`` and ``%2E%2E``, but a browser's URL parser collapses those spellings too (the
+URL standard treats ``%2e`` as a dot segment) before the request leaves, so the console spells the
+name's segment ``%00%2E`` / ``%00%2E%2E`` (no connector name holds a NUL: Connect refuses control
+characters), and this guard turns it back into ``%2E`` / ``%2E%2E`` before anything else reads the
+path. The path keeps its shape (same segments, same route), so no rule judged on it changes.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -32,6 +39,8 @@ from emulator.server.errors import error_response
 
 CONSOLE_HEADER = "X-Connect-Offsets-Console"
 _CONSOLE_KEY = CONSOLE_HEADER.lower().encode()
+_DOT_SEGMENTS = {b"%00%2E": b"%2E", b"%00%2E%2E": b"%2E%2E"}
+"""The console's spellings of the ``{connector}`` segment of ``.`` and ``..`` (``static/api.js``, ``enc``)."""
 WRITES = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 _PAGE_DESTINATIONS = frozenset({"document", "iframe", "frame", "embed", "object"})
 _DEFAULT_PORTS = {"http": 80, "https": 443}
@@ -50,6 +59,32 @@ def _netloc(scheme: str, host: str) -> str:
     except ValueError:
         return host.lower()
     return f"{(parts.hostname or '').lower()}:{port}"
+
+
+def undotted(scope: Scope) -> Scope:
+    """The scope with the console's spelling of a ``.`` or ``..`` connector segment (the one after
+    ``connectors``) turned into the percent-encoded one; the same scope when there is none."""
+    raw_path = scope.get("raw_path")
+    if not isinstance(raw_path, bytes) or b"%00%2" not in raw_path.upper():
+        return scope
+    parts = raw_path.split(b"/")
+    try:
+        at = parts.index(b"connectors") + 1
+    except ValueError:
+        return scope
+    if at >= len(parts) or parts[at].upper() not in _DOT_SEGMENTS:
+        return scope
+    path = scope["path"].split("/")
+    dotted = unquote(_DOT_SEGMENTS[parts[at].upper()].decode("ascii"))
+    try:
+        at_path = path.index("connectors") + 1
+    except ValueError:
+        return scope
+    if at_path >= len(path) or path[at_path] != "\x00" + dotted:
+        return scope
+    parts[at] = _DOT_SEGMENTS[parts[at].upper()]
+    path[at_path] = dotted
+    return {**scope, "raw_path": b"/".join(parts), "path": "/".join(path)}
 
 
 def refusal(method: str, headers: Mapping[bytes, str], allowed_origins: Sequence[str]) -> str | None:
@@ -96,6 +131,7 @@ class ConsoleGuard:
         if _CONSOLE_KEY not in headers:
             await self.app(scope, receive, send)
             return
+        scope = undotted(scope)
 
         async def without_challenges(message: Message) -> None:
             if message["type"] == "http.response.start":

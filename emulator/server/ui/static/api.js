@@ -46,16 +46,22 @@ export function parseJson(text) {
   });
 }
 
+// JSON text of a value whose integers may be BigInts (parseJson's), every digit kept. JSON.rawJSON
+// where the browser has it (the same proposal as the reviver's context.source); else a marker the
+// replacer leaves (NUL, "big", its number, NUL), which JSON.stringify writes as the escaped text
+// "\u0000big0\u0000": that text is what is replaced by the digits.
+const RAW_JSON = typeof JSON.rawJSON === "function";
+
 export function jsonText(value, indent) {
   const marks = [];
   const text = JSON.stringify(value, (key, v) => {
-    if (typeof v === "bigint") {
-      marks.push(v.toString());
-      return `\u0000big${marks.length - 1}\u0000`;
-    }
-    return v;
+    if (typeof v !== "bigint") return v;
+    if (RAW_JSON) return JSON.rawJSON(v.toString());
+    marks.push(v.toString());
+    return `\u0000big${marks.length - 1}\u0000`;
   }, indent);
-  return text === undefined ? "undefined" : text.replace(/"\u0000big(\d+)\u0000"/g, (m, i) => marks[Number(i)]);
+  if (text === undefined) return "undefined";
+  return marks.length ? text.replace(/"\\u0000big(\d+)\\u0000"/g, (m, i) => marks[Number(i)]) : text;
 }
 
 export function base(path) {
@@ -94,4 +100,12 @@ export async function call(method, path, { body, query } = {}) {
   return parsed;
 }
 
-export const enc = encodeURIComponent;
+// A connector name as one path segment of a request URL. "." and ".." are valid names, but a URL
+// reads them as "this" and "the parent" directory, and a browser's URL parser also collapses their
+// percent-encoded spellings (%2E, %2E%2E) before the request leaves: the console spells them
+// %00%2E and %00%2E%2E (a NUL is in no connector's name), which the daemon turns back into %2E and
+// %2E%2E for requests carrying the console header (emulator/server/ui/csrf.py, ConsoleGuard).
+export function enc(name) {
+  if (name === "." || name === "..") return `%00${name.replaceAll(".", "%2E")}`;
+  return encodeURIComponent(name);
+}

@@ -15,7 +15,12 @@ const main = () => document.getElementById("main");
 
 function route() {
   const m = location.hash.match(/^#\/connector\/(.+)$/);
-  return m ? { page: "connector", name: decodeURIComponent(m[1]) } : { page: "connectors" };
+  if (!m) return { page: "connectors" };
+  try {
+    return { page: "connector", name: decodeURIComponent(m[1]) };
+  } catch {
+    return { page: "bad", address: m[1] }; // a malformed percent-encoding (#/connector/100%)
+  }
 }
 
 async function start() {
@@ -34,6 +39,7 @@ async function start() {
 }
 
 function load(r) {
+  if (r.page === "bad") return Promise.resolve(null);
   return r.page === "connector" ? loadConnector(r.name) : loadConnectors();
 }
 
@@ -49,12 +55,12 @@ function showWho() {
 
 function showSignIn(problem) {
   document.getElementById("who").replaceChildren();
-  const user = h("input", { id: "user", autocomplete: "username", required: true });
+  const user = h("input", { id: "user", autocomplete: "username" });
   const password = h("input", { id: "password", type: "password", autocomplete: "current-password" });
   const token = h("input", { id: "token", type: "password", autocomplete: "off" });
   const form = h("form", { class: "signin", id: "signin" },
     h("h2", {}, "Sign in"),
-    problem ? h("p", { class: "error", role: "alert" }, problem) : null,
+    h("div", { id: "signin-problem" }, problem ? h("p", { class: "error", role: "alert" }, problem) : null),
     h("p", {}, "Use the daemon's credentials: a user of its credentials file, or a token."),
     h("fieldset", {}, h("legend", {}, "User and password"),
       h("label", { for: "user" }, "User"), user, h("label", { for: "password" }, "Password"), password),
@@ -62,8 +68,14 @@ function showSignIn(problem) {
     h("button", { type: "submit" }, "Sign in"));
   form.addEventListener("submit", (event) => {
     event.preventDefault();
-    if (token.value) signIn("token", token.value.trim());
-    else signIn("basic", user.value, password.value);
+    // A token alone, or a user (and its password): the two fieldsets are alternatives.
+    if (token.value.trim()) signIn("token", token.value.trim());
+    else if (user.value) signIn("basic", user.value, password.value);
+    else {
+      form.querySelector("#signin-problem").replaceChildren(h("p", { class: "error", role: "alert", id: "signin-missing" },
+        "Type a user and its password, or a token."));
+      return user.focus();
+    }
     start();
   });
   main().replaceChildren(form);
@@ -107,8 +119,18 @@ function showProgress(data) {
   area.replaceChildren(...bars);
 }
 
+function showBadAddress(r) {
+  leaveConnector();
+  main().replaceChildren(h("h2", {}, "Not a connector address"),
+    h("p", { class: "error", role: "alert", id: "bad-address" },
+      `#/connector/${r.address} is not a valid connector address: its name is not validly percent-encoded ` +
+      "(a % must be followed by two hexadecimal digits, as in %25 for % itself)."),
+    h("p", {}, h("a", { href: "#/" }, "← All connectors")));
+}
+
 async function show(prefetched) {
   const r = route();
+  if (r.page === "bad") return showBadAddress(r);
   try {
     const data = await (prefetched || load(r));
     showProgress(data);
@@ -146,13 +168,32 @@ function schedulePoll() {
   pollTimer = setTimeout(poll, POLL_MS);
 }
 
+// A poll the daemon refused (a revoked token, a scope taken away, a 5xx): said where the replay's
+// progress and network failures are, until a poll succeeds again (showProgress replaces it).
+function showPollFailure(error) {
+  const shown = new Date().toLocaleTimeString();
+  const why = error instanceof ApiError
+    ? `The daemon refused the refresh (${error.status}: ${error.message}); the page shows what it read before ${shown}.`
+    : `The daemon does not answer (${error.message}); the page shows what it read before ${shown}.`;
+  const signInAgain = error instanceof ApiError && error.status === 401
+    ? h("button", { type: "button", class: "secondary", onclick: () => { signOut(); location.reload(); } }, "Sign in again")
+    : null;
+  document.getElementById("progress").replaceChildren(
+    h("p", { class: "error", role: "status", id: "poll-failure" }, why, " Retrying every 2 s. ", signInAgain));
+}
+
 async function poll() {
   if (document.visibilityState === "hidden" || document.getElementById("dialog").open) return schedulePoll();
   try {
     const r = route();
+    if (r.page === "bad") return schedulePoll();
     const data = await (r.page === "connector" ? loadConnectors(r.name) : loadConnectors());
     showProgress(data);
+    // A connector page opened by its address has no row to compare with yet: what changed between
+    // its load and this first poll would go unseen, so the first poll reloads it.
+    const unseen = r.page === "connector" && !lastSeen.has(r.name);
     const changed = remember(data);
+    if (unseen) changed.add(r.name);
     if (!data.serving) {
       // still replaying: the bar moves
     } else if (!main().querySelector("h2")) {
@@ -163,11 +204,15 @@ async function poll() {
       await refresh();
     }
   } catch (error) {
-    if (!(error instanceof ApiError)) document.getElementById("progress").replaceChildren(
-      h("p", { class: "error" }, `The daemon does not answer (${error.message}); retrying.`));
+    showPollFailure(error);
   }
   schedulePoll();
 }
 
 window.addEventListener("hashchange", () => { if (session) show().then(() => main().focus()); });
+// The skip link moves the focus to the content; following its href (#main) would change the route.
+document.querySelector("a.skip").addEventListener("click", (event) => {
+  event.preventDefault();
+  main().focus();
+});
 start();

@@ -10,6 +10,9 @@ import { h, toast } from "./dom.js";
 
 const dialog = () => document.getElementById("dialog");
 
+// A connector's name as typed: spaces kept (leading, trailing, repeated; console.css .name), quoted.
+const nameOf = (connector) => ["“", h("code", { class: "name" }, connector), "”"];
+
 export function explain(error, connector) {
   const box = h("div", { class: "error", role: "alert" }, h("p", { class: "error-message" }, error.message));
   const advice = {
@@ -96,7 +99,7 @@ function openChange({ title, intro, editor, preview, renderPlan, destructive, co
       const typed = h("input", { id: "confirm-name", type: "text", autocomplete: "off", spellcheck: "false" });
       applyButton.disabled = true;
       typed.addEventListener("input", () => { applyButton.disabled = typed.value !== connector; });
-      confirmBox.append(h("label", { for: "confirm-name" }, `Type the connector's name (${connector}) to confirm`), typed);
+      confirmBox.append(h("label", { for: "confirm-name" }, "Type the connector's name, ", nameOf(connector), ", to confirm"), typed);
     }
     applyButton.addEventListener("click", async () => {
       applyButton.disabled = true;
@@ -122,6 +125,18 @@ function query(kind) {
   return kind === "sink" ? { kind: "sink" } : {};
 }
 
+// Where a number of the typed JSON became ±Infinity (1e400): its field's path, else null. Browsers,
+// Python and Java would each read it differently (Infinity, an error), so it is not sent.
+function nonFinite(value, path = "") {
+  if (typeof value === "number") return Number.isFinite(value) ? null : `"${path || "the offset"}"`;
+  if (value === null || typeof value !== "object") return null;
+  for (const [k, v] of Object.entries(value)) {
+    const found = nonFinite(v, Array.isArray(value) ? `${path}[${k}]` : path ? `${path}.${k}` : k);
+    if (found) return found;
+  }
+  return null;
+}
+
 export function alterPartition(connector, kind, row, done) {
   const area = h("textarea", { id: "offset-editor", rows: 6, spellcheck: "false" });
   area.value = jsonText(row.offset, 2);
@@ -140,6 +155,11 @@ export function alterPartition(connector, kind, row, done) {
       if (parsed !== null && (typeof parsed !== "object" || Array.isArray(parsed))) {
         throw new Error("The offset must be a JSON object (or null).");
       }
+      const huge = nonFinite(parsed);
+      if (huge) {
+        throw new Error(`The number of ${huge} is beyond what a JSON number holds (it would be read as Infinity): ` +
+          "write a smaller one; an integer written in digits (no exponent) keeps every digit however long.");
+      }
       // Sent as typed (not re-serialized), so integers beyond 2^53 keep every digit.
       return `{"offsets":[{"partition":${jsonText(row.partition)},"offset":${area.value.trim()}}]}`;
     },
@@ -147,7 +167,7 @@ export function alterPartition(connector, kind, row, done) {
   const path = `/connectors/${enc(connector)}/offsets`;
   openChange({
     title: "Alter offset",
-    intro: `Change one partition of ${connector}. The daemon checks the new offset as the API does; nothing is written before you apply.`,
+    intro: ["Change one partition of ", nameOf(connector), ". The daemon checks the new offset as the API does; nothing is written before you apply."],
     editor,
     connector,
     destructive: false,
@@ -166,7 +186,7 @@ export function resetConnector(connector, kind, done) {
   const path = `/connectors/${enc(connector)}/offsets`;
   openChange({
     title: "Reset offsets",
-    intro: `Delete every offset of ${connector}: its tasks start from scratch next time.`,
+    intro: ["Delete every offset of ", nameOf(connector), ": its tasks start from scratch next time."],
     connector,
     destructive: true,
     preview: () => call("DELETE", path, { query: { dry_run: true, ...query(kind) } }),
@@ -180,7 +200,7 @@ export function rollbackConnector(connector, change, done) {
   const path = `/connectors/${enc(connector)}/offsets/rollback`;
   openChange({
     title: "Roll back",
-    intro: `Put every offset of ${connector} back as it was at ${change.time}, right after the change you picked.`,
+    intro: ["Put every offset of ", nameOf(connector), ` back as it was at ${change.time}, right after the change you picked.`],
     connector,
     destructive: true,
     preview: () => call("POST", path, { query: { to: change.time_ms, dry_run: true } }),

@@ -45,7 +45,6 @@ export function drawChart(container, changes, { field, selected, onPick, tooltip
   const width = Math.max(280, container.clientWidth || 600);
   const height = 260;
   const margin = { top: 12, right: 16, bottom: 36, left: 72 };
-  const w = width - margin.left - margin.right;
   const h = height - margin.top - margin.bottom;
   const labels = [...new Set(changes.map(originLabel))].sort((a, b) =>
     (a.startsWith("Connect") ? -1 : b.startsWith("Connect") ? 1 : a.localeCompare(b)));
@@ -56,7 +55,6 @@ export function drawChart(container, changes, { field, selected, onPick, tooltip
   if (t0 === t1) { t0 -= 1000; t1 += 1000; }
   let v0 = values.length ? d3.min(values) : 0, v1 = values.length ? d3.max(values) : 1;
   if (v0 === v1) { v0 -= 1; v1 += 1; }
-  const x = d3.time.scale.utc().domain([new Date(t0), new Date(t1)]).range([0, w]).nice();
   const y = d3.scale.linear().domain([v0, v1]).range([h, 0]).nice();
 
   const svg = d3.select(container).append("svg")
@@ -64,13 +62,19 @@ export function drawChart(container, changes, { field, selected, onPick, tooltip
     .attr("role", "img")
     .attr("aria-label", `${field || "offset"} over time: ${changes.length} changes`)
     .attr("data-points", changes.length);
-  const plot = svg.append("g").attr("transform", `translate(${margin.left},${margin.top})`);
+  const plot = svg.append("g");
+  // The y axis first: its widest label (1,795,460,055,001,000) sets the left margin, so none is cut.
+  const yAxis = plot.append("g").attr("class", "axis")
+    .call(d3.svg.axis().scale(y).orient("left").ticks(6).tickFormat(d3.format(",g")));
+  const labelWidth = d3.max(yAxis.selectAll("text")[0], (t) => t.getBBox().width) || 0;
+  margin.left = Math.max(margin.left, Math.ceil(labelWidth) + 16); // + the tick and its padding
+  plot.attr("transform", `translate(${margin.left},${margin.top})`);
+  const w = Math.max(40, width - margin.left - margin.right);
+  const x = d3.time.scale.utc().domain([new Date(t0), new Date(t1)]).range([0, w]).nice();
   const span = t1 - t0;
   const timeFormat = d3.time.format.utc(span < 10e3 ? "%H:%M:%S.%L" : span < 864e5 ? "%H:%M:%S" : "%Y-%m-%d %H:%M");
   plot.append("g").attr("class", "axis").attr("transform", `translate(0,${h})`)
     .call(d3.svg.axis().scale(x).orient("bottom").ticks(Math.max(2, Math.floor(w / 120))).tickFormat(timeFormat));
-  plot.append("g").attr("class", "axis")
-    .call(d3.svg.axis().scale(y).orient("left").ticks(6).tickFormat(d3.format(",g")));
 
   const drawn = changes.map((c, i) => ({ c, i, v: valueOf(c, field) }));
   const line = d3.svg.line().interpolate("step-after")

@@ -4,7 +4,7 @@
 import { call, enc, jsonText } from "./api.js";
 import { alterPartition, resetConnector, rollbackConnector } from "./changes.js";
 import { drawChart, numericFields, originLabel } from "./chart.js";
-import { copyText, h, pagerButtons, sortHeader, toast, when } from "./dom.js";
+import { copyText, h, keepingFocus, pagerButtons, sortHeader, toast, when } from "./dom.js";
 
 const PAGE = 100;
 const TYPING_MS = 150; // a filter is asked for once typing pauses, not at every key
@@ -48,6 +48,7 @@ export function renderConnector(main, data, session) {
   page = {
     name: data.name, data, session, filter: "", sort: { key: "partition", dir: 1 }, offset: 0,
     selected: null, history: null, field: null, picks: [], first: true,
+    changesOpen: null, // the changes table's <details>, as the user left it (null: not touched)
   };
   const readOnly = !data.can_write;
   const stoppedNote = data.stopped === false
@@ -69,7 +70,7 @@ export function renderConnector(main, data, session) {
   });
   main.replaceChildren(...[
     h("p", {}, h("a", { href: "#/" }, "← All connectors")),
-    h("h2", {}, data.name, " ", h("span", { class: "badge" }, data.kind), " ",
+    h("h2", {}, h("span", { class: "name", id: "connector-name" }, data.name), " ", h("span", { class: "badge" }, data.kind), " ",
       h("span", { class: `badge state-${String(data.state).toLowerCase()}`, id: "state" }, data.state)),
     h("p", { id: "claim-line", class: "muted" }, claimText(data.claim)),
     stoppedNote, actions,
@@ -107,6 +108,10 @@ function mark(what) {
 }
 
 function drawTable() {
+  keepingFocus(drawTableNow);
+}
+
+function drawTableNow() {
   const shown = page.data.offsets.map((r) => {
     r.partitionText ??= jsonText(r.partition);
     r.offsetText ??= jsonText(r.offset);
@@ -132,11 +137,11 @@ function drawTable() {
       h("td", { class: "num" }, r.changes ?? "—"),
       h("td", { class: "num", title: r.timestamp_ms >= 0 ? when(r.timestamp_ms) : "" }, r.kafka_partition === undefined ? "—" : `${r.kafka_partition}@${r.log_offset}`),
       h("td", { class: "row-actions" },
-        h("button", { type: "button", class: "link", "aria-label": `History of ${r.partitionText}`, onclick: () => selectPartition(r) }, "History"),
-        h("button", { type: "button", class: "link", "aria-label": `Copy ${r.partitionText} as JSON`,
+        h("button", { type: "button", class: "link", "data-focus": `history:${r.lid}`, "aria-label": `History of ${r.partitionText}`, onclick: () => selectPartition(r) }, "History"),
+        h("button", { type: "button", class: "link", "data-focus": `copy:${r.lid}`, "aria-label": `Copy ${r.partitionText} as JSON`,
           onclick: async () => toast(await copyText(jsonText({ partition: r.partition, offset: r.offset }))
             ? "Copied the partition's JSON." : "Copying failed: select and copy the text instead.") }, "Copy"),
-        writable ? h("button", { type: "button", class: "link", "aria-label": `Edit ${r.partitionText}`,
+        writable ? h("button", { type: "button", class: "link", "data-focus": `edit:${r.lid}`, "aria-label": `Edit ${r.partitionText}`,
           onclick: () => alterPartition(page.name, page.data.kind, r, refresh) }, "Edit") : null)))));
   document.getElementById("offsets").replaceChildren(h("div", { class: "table-wrap" }, table));
   document.getElementById("pager").replaceChildren(
@@ -182,6 +187,10 @@ async function loadAndDrawHistory() {
 }
 
 function drawHistory() {
+  keepingFocus(drawHistoryNow);
+}
+
+function drawHistoryNow() {
   const box = document.getElementById("history");
   const { changes, total } = page.history;
   const row = page.selectedRow;
@@ -224,8 +233,11 @@ function pick(change) {
 function changesTable(changes) {
   const writable = page.data.can_write;
   const newest = changes.slice().reverse().slice(0, 200);
-  return h("details", { class: "changes", open: changes.length <= 20 },
-    h("summary", {}, `Changes of this partition, newest first${changes.length > 200 ? " (200 newest)" : ""}`),
+  const open = page.changesOpen ?? changes.length <= 20;
+  return h("details", { class: "changes", id: "changes", open, ontoggle: (event) => {
+    if (event.target.open !== open) page.changesOpen = event.target.open; // the user's, not the drawing's
+  } },
+    h("summary", { id: "changes-summary" }, `Changes of this partition, newest first${changes.length > 200 ? " (200 newest)" : ""}`),
     h("div", { class: "table-wrap" }, h("table", { class: "history-table" },
       h("thead", {}, h("tr", {}, ["Time", "Who", "Offset", "Compare", ""].map((t) => h("th", { scope: "col" }, t)))),
       h("tbody", {}, newest.map((c) => {
@@ -235,10 +247,10 @@ function changesTable(changes) {
           h("td", {}, c.time),
           h("td", {}, originLabel(c)),
           h("td", {}, h("code", {}, c.tombstone ? "deleted" : jsonText(c.offset))),
-          h("td", {}, h("button", { type: "button", class: "link", "aria-pressed": String(picked),
+          h("td", {}, h("button", { type: "button", class: "link", "data-focus": `pick:${key}`, "aria-pressed": String(picked),
             "aria-label": `${picked ? "Unpick" : "Pick"} the change of ${c.time} for comparison`, onclick: () => pick(c) },
             picked ? "Picked" : "Pick")),
-          h("td", {}, writable ? h("button", { type: "button", class: "link",
+          h("td", {}, writable ? h("button", { type: "button", class: "link", "data-focus": `rollback:${key}`,
             "aria-label": `Roll back the connector to ${c.time}`,
             onclick: () => rollbackConnector(page.name, c, refresh) }, "Roll back to here") : null));
       })))));
@@ -262,14 +274,25 @@ function drawCompare() {
     h("tbody", {}, keys.map((k) => {
       const va = fa[k], vb = fb[k];
       const same = jsonText(va) === jsonText(vb);
-      const delta = typeof va !== "object" && typeof vb !== "object" && !same &&
-        (typeof va === "number" || typeof va === "bigint") && typeof va === typeof vb ? `${vb - va > 0 ? "+" : ""}${vb - va}` : same ? "" : "changed";
+      const delta = same ? "" : difference(va, vb);
       return h("tr", { class: same ? "" : "changed" }, h("th", { scope: "row" }, k),
         h("td", {}, h("code", {}, va === undefined ? "—" : jsonText(va))),
         h("td", {}, h("code", {}, vb === undefined ? "—" : jsonText(vb))), h("td", {}, delta));
     })))),
-  writable ? h("p", {}, h("button", { type: "button", class: "secondary", onclick: () => rollbackConnector(page.name, a, refresh) },
+  writable ? h("p", {}, h("button", { type: "button", class: "secondary", id: "rollback-to-a", onclick: () => rollbackConnector(page.name, a, refresh) },
     `Roll back the connector to A (${when(a.time_ms)})…`)) : null);
+}
+
+// B − A of two numbers, exact for integers beyond 2^53 (BigInt, from parseJson) and for a number
+// beside a BigInt; "changed" for anything else.
+function difference(va, vb) {
+  const numeric = (v) => typeof v === "bigint" || (typeof v === "number" && Number.isFinite(v));
+  if (!numeric(va) || !numeric(vb)) return "changed";
+  let d;
+  if (typeof va === "number" && typeof vb === "number") d = vb - va;
+  else if (Number.isInteger(Number(va)) && Number.isInteger(Number(vb))) d = BigInt(vb) - BigInt(va);
+  else return "changed";
+  return `${d > 0 ? "+" : ""}${d}`;
 }
 
 // After a change, and when the connectors poll says this connector moved: table and chart again.

@@ -3,7 +3,7 @@
 // with every row in each answer, 10,000 connectors were 4.2 MB at every refresh.
 
 import { call } from "./api.js";
-import { ago, h, pagerButtons, sortHeader, when } from "./dom.js";
+import { ago, h, keepingFocus, pagerButtons, sortHeader, when } from "./dom.js";
 
 const PAGE = 100;
 const TYPING_MS = 150; // a filter is asked for once typing pauses, not at every key
@@ -70,6 +70,10 @@ async function reload(list) {
 }
 
 function draw(list) {
+  keepingFocus(() => drawNow(list));
+}
+
+function drawNow(list) {
   const count = document.getElementById("count");
   if (count) count.textContent = `${state.matching} of ${state.total}`;
   const onSort = (sort) => { state.sort = sort; state.at = 0; reload(list); };
@@ -82,7 +86,7 @@ function draw(list) {
     sortHeader("Claim", "claim", state.sort, onSort),
     sortHeader("Lag", "lag", state.sort, onSort));
   const body = state.rows.map((r) => h("tr", { "data-connector": r.name },
-    h("th", { scope: "row" }, h("a", { href: `#/connector/${encodeURIComponent(r.name)}` }, r.name)),
+    h("th", { scope: "row" }, h("a", { href: `#/connector/${encodeURIComponent(r.name)}`, class: "name", "data-focus": `open:${r.name}` }, r.name)),
     h("td", {}, r.kind),
     h("td", {}, stateBadge(r)),
     h("td", { class: "num" }, r.partitions ?? "—"),

@@ -38,6 +38,7 @@ export function sortHeader(label, key, sort, onSort) {
   th.append(h("button", {
     type: "button",
     class: "sort",
+    "data-focus": `sort:${key}`,
     onclick: () => onSort(active ? { key, dir: -sort.dir } : { key, dir: 1 }),
   }, label, h("span", { class: "arrow", "aria-hidden": "true" }, active ? (sort.dir > 0 ? " ▲" : " ▼") : "")));
   return th;
@@ -74,8 +75,36 @@ export function pagerButtons(total, at, size, go) {
   if (total <= size) return [];
   const last = Math.floor((total - 1) / size) * size;
   return [
-    h("button", { type: "button", disabled: at === 0, onclick: () => go(at - size) }, "Previous"),
+    h("button", { type: "button", "data-focus": "pager:previous", disabled: at === 0, onclick: () => go(at - size) }, "Previous"),
     h("span", {}, `${at + 1}–${Math.min(at + size, total)} of ${total}`),
-    h("button", { type: "button", disabled: at >= last, onclick: () => go(at + size) }, "Next"),
+    h("button", { type: "button", "data-focus": "pager:next", disabled: at >= last, onclick: () => go(at + size) }, "Next"),
   ];
+}
+
+// Keyboard focus across a re-render (a sort, a page, a live update): the focused control's stable
+// identifier (its data-focus, else its id) before, the control with that identifier after. A
+// control that came back disabled (Next on the last page) hands the focus to an enabled sibling.
+export function focusKey() {
+  const el = document.activeElement;
+  if (!el || el === document.body) return null;
+  if (el.dataset && el.dataset.focus) return { attr: "data-focus", value: el.dataset.focus };
+  return el.id ? { attr: "id", value: el.id } : null;
+}
+
+export function restoreFocus(key) {
+  if (!key) return;
+  const now = document.activeElement;
+  if (now && now !== document.body && now.isConnected) return; // the focus survived, or moved on
+  const el = document.querySelector(`[${key.attr}="${CSS.escape(key.value)}"]`);
+  if (!el) return;
+  const target = el.disabled ? [...el.parentElement.querySelectorAll("button")].find((b) => !b.disabled) : el;
+  if (target) target.focus();
+}
+
+// Draw: fn() replaces part of the page; the focus stays on the control it was on.
+export function keepingFocus(fn) {
+  const key = focusKey();
+  const result = fn();
+  restoreFocus(key);
+  return result;
 }
