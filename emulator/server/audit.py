@@ -127,7 +127,7 @@ class Auditor:
             if error_kind == "fenced":
                 metrics.fenced.labels(connector).inc()
         dropped = event.details.get("dropped_sequences")
-        if isinstance(dropped, int) and dropped > 0:
+        if isinstance(dropped, int) and dropped > 0 and not event.dry_run:  # a dry run drops nothing
             metrics.dropped_sequences.labels(labels[0]).inc(dropped)
 
     def _label(self, connector: str, status: int) -> str:

@@ -36,11 +36,13 @@ class Modified(TypedDict):
 
 class DryRun(TypedDict):
     """``?dry_run=true`` (ours): what would be written, nothing written. Source connectors list log
-    records (key and value as text, with their Kafka partition); sinks list consumer-group changes."""
+    records (key and value as text, with their Kafka partition); sinks list consumer-group changes.
+    ``dropped``: the partitions the write would drop for a stale commit sequence, as ``Modified``."""
 
     message: str
     dry_run: Literal[True]
     records: list[PlannedRecordBody | PlannedGroupChangeBody]
+    dropped: NotRequired[list[DroppedCommit]]
 
 
 class Message(TypedDict):

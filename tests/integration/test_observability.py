@@ -305,13 +305,19 @@ def test_fenced_writes_dropped_sequences_and_claims_are_counted_per_connector(ob
     assert patch(observed, name, offsets(3, "a", "b"), **sequence, sequence="5").status_code == 200
     stale = patch(observed, name, offsets(2, "a", "b"), **sequence, sequence="4")
     assert stale.status_code == 200 and len(stale.json()["dropped"]) == 2
+    dry = patch(observed, name, offsets(2, "a", "b"), **sequence, sequence="4", dry_run="true").json()
+    assert dry["dropped"] == stale.json()["dropped"], "a dry run answers what the write would drop, and why"
+    assert dry["message"].endswith("2 partition(s) would be dropped: the commit sequence is stale (see 'dropped')."), (
+        dry
+    )
 
     samples = scrape(observed.url)
     assert samples.value("connect_offsets_fenced_writes_total", connector=name) == 1
     assert writes(samples, name, "PATCH", "fenced") == 1
-    assert samples.value("connect_offsets_dropped_sequences_total", connector=name) == 2
+    assert samples.value("connect_offsets_dropped_sequences_total", connector=name) == 2, "a dry run drops nothing"
     assert samples.value("connect_offsets_claims_total", connector=name, operation="claim", result="ok") == 2
-    (line,) = [a for a in lines_about(observed, "emulator.audit", name, 5) if a.get("dropped_sequences")]
+    audited = lines_about(observed, "emulator.audit", name, 6)
+    (line,) = [a for a in audited if a.get("dropped_sequences") and not a["dry_run"]]
     assert line["dropped_sequences"] == 2 and line["claim_epoch"] == str(second)
 
 

@@ -225,8 +225,12 @@ def _body(result: ModifyResult) -> dict[str, Any]:
         if result.dropped:
             body["dropped"] = result.dropped
         return body
-    return {
-        "message": f"Dry run: nothing was written. {len(result.records)} record(s) would be written.",
-        "dry_run": True,
-        "records": [r.as_dict() for r in result.records],
-    }
+    message = f"Dry run: nothing was written. {len(result.records)} record(s) would be written."
+    if result.dropped:  # what the write would answer: a stale commit is dropped, not written
+        message += (
+            f" {len(result.dropped)} partition(s) would be dropped: the commit sequence is stale (see 'dropped')."
+        )
+    body = {"message": message, "dry_run": True, "records": [r.as_dict() for r in result.records]}
+    if result.dropped:
+        body["dropped"] = result.dropped
+    return body
