@@ -62,17 +62,30 @@ class Fenced(Conflict):
 def fenced_message(connector: str, epoch: int, current: Claim | None) -> str:
     if current is None:
         return f"Connector {connector} has no current claim; the writer with epoch {epoch} was fenced or released"
+    if epoch > current.epoch:  # epochs only grow: nobody was ever given this one
+        return (
+            f"Connector {connector} is claimed by {current.owner!r} with epoch {current.epoch}; epoch {epoch} was "
+            "never issued (a claim's epoch comes from POST /connectors/{c}/claim), and nothing was written"
+        )
     return (
         f"Connector {connector} is claimed by {current.owner!r} with epoch {current.epoch}; "
         f"the writer with epoch {epoch} has been fenced and nothing was written"
     )
 
 
-def held_message(connector: str, claim: Claim) -> str:
+def held_message(connector: str, claim: Claim, takes_epoch: bool = True) -> str:
     """Not Connect's not-STOPPED text: that one sends the user to ``PUT /connectors/{c}/stop``, which
-    this daemon does not serve, while what blocks this write is a claim, lifted by its holder."""
+    this daemon does not serve, while what blocks this write is a claim, lifted by its holder. A
+    request that takes no claim epoch (a rollback) is told only the way that works for it."""
+    release = f"(DELETE /connectors/{connector}/claim?epoch={claim.epoch})"
+    held = f"The offsets of connector {connector} are claimed by {claim.owner!r} (epoch {claim.epoch}), so only that "
+    if not takes_epoch:
+        return (
+            held
+            + "claim's holder may modify them, and this request takes no claim epoch: release the claim "
+            + f"first {release}"
+        )
     return (
-        f"The offsets of connector {connector} are claimed by {claim.owner!r} (epoch {claim.epoch}), so only that "
-        f"claim's holder may modify them: write with claim_epoch={claim.epoch}, or release the claim first "
-        f"(DELETE /connectors/{connector}/claim?epoch={claim.epoch})"
+        held
+        + f"claim's holder may modify them: write with claim_epoch={claim.epoch}, or release the claim first {release}"
     )

@@ -346,7 +346,7 @@ class RecordsService:
         await self._checks.refresh()
         self._checks.ensure_ready()
         self._checks.require_stopped(connector)
-        await self._guard.check_writer(connector, NO_AUTH)
+        await self._guard.check_writer(connector, NO_AUTH, takes_epoch=False)
         if problems:
             # A past value no task can read (a bad producer wrote it then) is not written back.
             raise InvalidRequest(

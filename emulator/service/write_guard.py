@@ -101,14 +101,17 @@ class WriteGuard:
         claim epoch on a connector the log knows nobody holds (``may_be_claimed``)."""
         return auth.claim_epoch is not None or self._log.may_be_claimed(connector)
 
-    async def check_writer(self, connector: str, auth: WriteAuth, timeout_s: float | None = None) -> None:
-        """Fail fast before planning; the log re-checks atomically when it writes."""
+    async def check_writer(
+        self, connector: str, auth: WriteAuth, timeout_s: float | None = None, takes_epoch: bool = True
+    ) -> None:
+        """Fail fast before planning; the log re-checks atomically when it writes. ``takes_epoch``: the
+        request could present a claim epoch (a rollback cannot: its refusal says to release)."""
         if not self.looks_up(connector, auth):
             return
         current = await self.current(connector, timeout_s)
         if auth.claim_epoch is None:
             if current is not None:
-                raise ClaimHeld(held_message(connector, current))
+                raise ClaimHeld(held_message(connector, current, takes_epoch))
             return
         if current is None or current.epoch != auth.claim_epoch:
             raise Fenced(fenced_message(connector, auth.claim_epoch, current))

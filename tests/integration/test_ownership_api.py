@@ -11,6 +11,7 @@ import time
 import uuid
 from typing import Any
 
+import httpx
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
@@ -54,6 +55,17 @@ def test_a_claim_fences_older_writers_and_holds_off_unclaimed_ones(embedded_daem
             client.alter(name, body(4), auth=Auth(claim_epoch=first["epoch"]))
         assert fenced.value.status == 409
         assert position(client, name) == 3, "the fenced commit wrote nothing"
+
+        with pytest.raises(FencedError, match=f"epoch {second['epoch'] + 5} was never issued"):
+            client.alter(name, body(5), auth=Auth(claim_epoch=second["epoch"] + 5))  # not a fenced writer
+        rollback = httpx.post(
+            f"{embedded_daemon.url}/connectors/{name}/offsets/rollback",
+            params={"to": "now"},
+            headers={"Content-Type": "application/json"},
+        )
+        assert (rollback.status_code, rollback.headers["X-Connect-Offsets-Error"]) == (400, "claim_held")
+        assert "this request takes no claim epoch: release the claim first" in rollback.json()["message"]
+        assert "write with claim_epoch" not in rollback.json()["message"], "a rollback cannot present one"
 
         client.alter(name, body(5), auth=Auth(claim_epoch=second["epoch"]))
         client.release(name, second["epoch"])
