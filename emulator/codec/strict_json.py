@@ -42,8 +42,25 @@ from emulator.codec.limits import (
 __all__ = ["JsonLimitExceeded", "exceeds_depth", "loads_strict"]
 
 
+def json_type(value: Any) -> str:
+    """A parsed value's JSON type, for messages ("got null", not Python's "got NoneType")."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    return "an array" if isinstance(value, list) else "an object"
+
+
 class JsonLimitExceeded(ValueError):
     """The document is JSON-shaped but exceeds one of Jackson's read limits; the message names it."""
+
+
+class TooDeepHere(ValueError):
+    """A document Jackson would read (within its nesting limit) that Python's recursion cannot."""
 
 
 def _parse_int(literal: str) -> int:
@@ -87,9 +104,10 @@ def loads_strict(data: bytes | str) -> Any:
     except RecursionError:
         if exceeds_depth(text):
             raise JsonLimitExceeded(depth_exceeded(MAX_NESTING_DEPTH + 1)) from None
-        raise JsonLimitExceeded(
-            f"Document nesting depth is within Jackson's limit ({MAX_NESTING_DEPTH}) but deeper than this daemon "
-            "parses; no request body, parameter or offsets file is nested more than a few levels"
+        raise TooDeepHere(
+            f"nested deeper than this program parses, though within the limit of Connect's JSON reader "
+            f"(Jackson: {MAX_NESTING_DEPTH} levels); no request body, parameter or offsets file is nested more "
+            "than a few levels"
         ) from None
     # Where the recursion limit is high (a host process may raise it), json parses deeper than Jackson
     # would: only a document with more brackets than the limit can be too deep, so only it is measured.

@@ -68,6 +68,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import BaseRoute, Match
 
 from emulator.model import errors
 from emulator.model.claims import Fenced
@@ -113,6 +114,23 @@ NOT_FAULTS: tuple[type[OffsetsError], ...] = (errors.InvalidOffsetFormat, errors
 ``/readyz`` reports while the daemon starts; clients ask again every second, which would fill the log
 with ERROR lines). Like every answer they appear in the access log (INFO, with their kind); never at
 ERROR."""
+
+
+def allowed_methods(request: Request) -> list[str]:
+    """Every method some route serves on this path (HTTP's ``Allow`` of a 405): asked method by method,
+    since routes included from routers answer a path match with another method as no match at all."""
+    router = request.scope.get("router") or request.app.router
+    return [
+        method
+        for method in _METHODS
+        if any(
+            isinstance(route, BaseRoute) and route.matches({**request.scope, "method": method})[0] is Match.FULL
+            for route in router.routes
+        )
+    ]
+
+
+_METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE")
 
 
 def status_of(error: OffsetsError) -> int:
@@ -178,7 +196,12 @@ def install_error_handlers(app: FastAPI) -> None:
         if exc.status_code == 404 and (problem := unrouted_connector_problem(request)) is not None:
             return error_response(errors.InvalidRequest(problem))  # a name with %2F: say so, not "Not Found"
         message = exc.detail if isinstance(exc.detail, str) else str(exc.detail)
-        return JSONResponse({"error_code": exc.status_code, "message": message}, status_code=exc.status_code)
+        headers = dict(exc.headers or {})
+        if exc.status_code == 405:  # the router names the first route's methods only: GET, PATCH, DELETE are three
+            headers["Allow"] = ", ".join(allowed_methods(request))
+        return JSONResponse(
+            {"error_code": exc.status_code, "message": message}, status_code=exc.status_code, headers=headers
+        )
 
     @app.exception_handler(RequestValidationError)
     async def _validation_error(_: Request, exc: RequestValidationError) -> JSONResponse:

@@ -19,7 +19,7 @@ from typing import Any
 
 from emulator.codec.keys import logical_id
 from emulator.codec.readable import offset_problem
-from emulator.codec.strict_json import JsonLimitExceeded, loads_strict
+from emulator.codec.strict_json import JsonLimitExceeded, TooDeepHere, json_type, loads_strict
 from emulator.codec.surrogates import printable
 from emulator.codec.values import InvalidOffsets, validate_format
 from emulator.formats.model import RawRecord
@@ -45,7 +45,7 @@ def parse_alter_body(raw: bytes) -> list[OffsetChange]:
     if body is None:
         raise InvalidRequest(NO_OFFSETS_MESSAGE)
     if not isinstance(body, dict):
-        raise InvalidRequest(f"Request body must be a JSON object with an 'offsets' array, got {type(body).__name__}")
+        raise InvalidRequest(f"Request body must be a JSON object with an 'offsets' array, got {json_type(body)}")
     unknown = sorted(set(body) - {"offsets"})
     if unknown:
         raise InvalidRequest(f"Unrecognized field(s) {unknown} in the request body; expected only 'offsets'")
@@ -71,6 +71,8 @@ def load_json(raw: bytes | str, what: str) -> Any:
         return loads_strict(raw)
     except JsonLimitExceeded as exc:
         raise InvalidRequest(f"{what} exceeds a limit of Connect's JSON reader (Jackson): {exc}") from exc
+    except TooDeepHere as exc:
+        raise InvalidRequest(f"{what} is {exc}") from exc
     except ValueError as exc:  # json.JSONDecodeError, UnicodeDecodeError
         raise InvalidRequest(f"{what} is not valid JSON: {exc}") from exc
 
@@ -87,9 +89,9 @@ def _parse_item(index: int, item: object) -> OffsetChange:
         # Connect would write a key ["<name>",null] that no task can ever read; refuse instead.
         raise InvalidRequest(f"offsets[{index}].partition must be provided (a JSON object)")
     if not isinstance(partition, dict):
-        raise InvalidRequest(f"offsets[{index}].partition must be a JSON object, got {type(partition).__name__}")
+        raise InvalidRequest(f"offsets[{index}].partition must be a JSON object, got {json_type(partition)}")
     if offset is not None and not isinstance(offset, dict):
-        raise InvalidRequest(f"offsets[{index}].offset must be a JSON object or null, got {type(offset).__name__}")
+        raise InvalidRequest(f"offsets[{index}].offset must be a JSON object or null, got {json_type(offset)}")
     return OffsetChange(partition, offset)
 
 
@@ -150,11 +152,12 @@ def parse_claim_body(raw: bytes) -> ClaimRequest:
     body = load_json(raw, "Request body")
     form = '{"owner": "<who writes>", "force": false}'
     if not isinstance(body, dict):
-        raise InvalidRequest(f"A claim body is a JSON object, {form}; got {type(body).__name__}")
+        got = json_type(body) if raw.strip() else "no body"
+        raise InvalidRequest(f"A claim body is a JSON object, {form}; got {got}")
     if "owner" not in body:
         raise InvalidRequest(f"A claim needs 'owner' (who writes: the Spark query id, or the operator's name): {form}")
     if not isinstance(body["owner"], str):
-        raise InvalidRequest(f"'owner' must be a string, got {type(body['owner']).__name__}: {form}")
+        raise InvalidRequest(f"'owner' must be a string, got {json_type(body['owner'])}: {form}")
     if printable(body["owner"]) != body["owner"]:  # ours, not Connect's data: it need not hold what UTF-8 cannot
         raise InvalidRequest(
             f"'owner' holds half a UTF-16 surrogate pair ({printable(body['owner'])}): give a text UTF-8 can carry"

@@ -73,6 +73,18 @@ def test_sink_offsets_on_the_embedded_log_are_refused_by_kind(embedded_daemon: A
 
 def test_the_web_frameworks_own_answers_carry_no_kind(embedded_daemon: Any) -> None:
     assert_error(httpx.get(f"{embedded_daemon.url}/no/such/route"), 404, None, "Not Found")
+    wrong_method = httpx.put(f"{embedded_daemon.url}/connectors/any/offsets", json={})
+    assert_error(wrong_method, 405, None, "Method Not Allowed")
+    allowed = set(wrong_method.headers["Allow"].split(", "))
+    assert allowed == {"GET", "PATCH", "DELETE"}, "HTTP: a 405 names every method the path serves"
+
+
+def test_a_delete_is_refused_for_its_content_type_only_with_a_body(embedded_daemon: Any) -> None:
+    url = f"{embedded_daemon.url}/connectors/{unique('delete-ct')}/offsets"
+    with_body = httpx.request("DELETE", url, content=b"{}", headers={"Content-Type": "text/plain"})
+    says = "DELETE with a body needs Content-Type: application/json (got text/plain)"
+    assert_error(with_body, 415, "unsupported_media_type", says)
+    assert httpx.delete(url).status_code != 415, "a DELETE without a body needs no Content-Type"
 
 
 @pytest.mark.slow
@@ -112,14 +124,21 @@ def test_the_client_types_a_real_daemons_errors_by_kind(embedded_daemon: Any) ->
     ("claim_body", "says"),
     [
         ({}, "A claim needs 'owner' (who writes: the Spark query id, or the operator's name)"),
-        ({"owner": 7}, "'owner' must be a string, got int"),
+        ({"owner": 7}, "'owner' must be a string, got a number"),
         (["me"], "A claim body is a JSON object"),
+        (b"", 'A claim body is a JSON object, {"owner": "<who writes>", "force": false}; got no body'),
+        (b"null", 'A claim body is a JSON object, {"owner": "<who writes>", "force": false}; got null'),
         ({"owner": "me", "force": "yes"}, "'force' must be true or false"),
     ],
 )
 def test_a_bad_claim_body_says_what_is_wrong_with_it(embedded_daemon: Any, claim_body: Any, says: str) -> None:
     name = unique("claim-body")
     with httpx.Client(base_url=embedded_daemon.url, timeout=60) as http:
-        answer = http.post(f"/connectors/{name}/claim", json=claim_body)
+        if isinstance(claim_body, bytes):  # sent as it is
+            answer = http.post(
+                f"/connectors/{name}/claim", content=claim_body, headers={"Content-Type": "application/json"}
+            )
+        else:
+            answer = http.post(f"/connectors/{name}/claim", json=claim_body)
     assert_error(answer, 400, "invalid_request")
     assert answer.json()["message"].startswith(says)

@@ -92,7 +92,11 @@ def test_json_within_the_depth_limit_but_too_deep_for_any_body_is_a_400_too(
         headers={"content-type": "application/json"},
     )
     # Connect would parse it and refuse the nested offset; here the parser says why it stopped.
-    assert_400(response, "Document nesting depth is within Jackson's limit (1000)")
+    assert_400(
+        response,
+        "Request body is nested deeper than this program parses, though within the limit of Connect's JSON reader "
+        "(Jackson: 1000 levels)",
+    )
     assert offsets(embedded_daemon, name)["offsets"][0]["offset"] == {"o": 1}
 
 

@@ -154,4 +154,6 @@ def _media_type_refusal(scope: Scope) -> UnsupportedMediaType | None:
     if not _served(scope):
         return None  # no route takes this method here: the router's 404 or 405 is the honest answer
     shown = content_type or "none"
+    if method == "DELETE":  # refused only with a body: one without needs no Content-Type
+        return UnsupportedMediaType(f"DELETE with a body needs Content-Type: {JSON} (got {shown})")
     return UnsupportedMediaType(f"{method} needs Content-Type: {JSON} (got {shown}), even without a body")

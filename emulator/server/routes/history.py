@@ -18,6 +18,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Request, Response
 
+from emulator.codec.strict_json import json_type
 from emulator.history.archive import HistoryArchive
 from emulator.history.query import DEFAULT_LIMIT
 from emulator.model.errors import ConnectorNotFound, HistoryDisabled, InvalidRequest
@@ -59,7 +60,7 @@ def partition_param(value: str | None) -> dict[str, Any] | None:
         return None
     partition = load_json(value, "query parameter 'partition'")
     if not isinstance(partition, dict):
-        raise InvalidRequest(f"query parameter 'partition' must be a JSON object, got {type(partition).__name__}")
+        raise InvalidRequest(f"query parameter 'partition' must be a JSON object, got {json_type(partition)}")
     return partition
 
 
