@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from emulator.cli.common import EXIT_OK, add_client_options, emit
+from emulator.cli.common import EXIT_OK, add_client_options, connector_name, emit
 from emulator.client.http import OffsetsClient
 
 
@@ -34,6 +34,7 @@ def _text(claim: dict[str, Any]) -> str:
 
 
 def run_claim(args: argparse.Namespace) -> int:
+    connector_name(args.name)
     with OffsetsClient(args.settings.url) as client:
         claim = client.claim(args.name, args.owner, force=args.force)
     emit(args, claim, lambda: _text(claim) + f"\nwrite with: --claim-epoch {claim['epoch']}")
@@ -41,6 +42,7 @@ def run_claim(args: argparse.Namespace) -> int:
 
 
 def run_show(args: argparse.Namespace) -> int:
+    connector_name(args.name)
     with OffsetsClient(args.settings.url) as client:
         claim = client.current_claim(args.name)
     emit(args, claim, lambda: _text(claim) if claim else f"{args.name}: not claimed")
@@ -48,6 +50,7 @@ def run_show(args: argparse.Namespace) -> int:
 
 
 def run_release(args: argparse.Namespace) -> int:
+    connector_name(args.name)
     with OffsetsClient(args.settings.url) as client:
         client.release(args.name, args.epoch)
     emit(args, {"released": True}, lambda: f"{args.name}: claim with epoch {args.epoch} released")

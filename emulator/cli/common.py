@@ -16,6 +16,7 @@ from emulator.client.credentials import ENV, Credentials, CredentialsError, use_
 from emulator.client.errors import ApiError
 from emulator.client.http import DEFAULT_URL
 from emulator.client.retry_window import EXPECTED, parse_retry_for_s, use_default_retry_for
+from emulator.codec.surrogates import printable
 from emulator.server.options import HTTP_URL, OPTIONAL_TEXT, Kind, SettingsError, add_options, option
 
 EXIT_OK, EXIT_REFUSED, EXIT_USAGE, EXIT_UNREACHABLE = 0, 1, 2, 3
@@ -94,6 +95,32 @@ def _prompt(user: str) -> str:
     if not sys.stdin.isatty():
         raise SettingsError(f"--user {user}: no password (set {ENV['password']}, or run in a terminal to be asked)")
     return getpass.getpass(f"password for {user}: ")
+
+
+def connector_name(text: str) -> str:
+    """A connector name from the command line, or ``UsageError`` when it is not text a URL can carry.
+
+    Python hands over command-line bytes that are not UTF-8 as lone surrogates (``surrogateescape``,
+    ``emulator.codec.surrogates``), which no URL and no UTF-8 JSON can hold: say which bytes, once,
+    instead of a traceback from the HTTP client."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        if _only_escaped(text):  # the bytes as given, and where the first bad one is
+            shown = text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+            where = f"byte {len(text[: exc.start].encode('utf-8', 'surrogateescape'))}"
+        else:
+            shown, where = printable(text), f"character {exc.start}"
+        raise UsageError(
+            f"the connector name '{shown}' is not valid UTF-8 (at {where}); connector names are UTF-8 text: check the "
+            "shell's quoting and the terminal's encoding"
+        ) from None
+    return text
+
+
+def _only_escaped(text: str) -> bool:
+    """True when every surrogate in ``text`` stands for a raw byte (``surrogateescape``'s U+DC80–U+DCFF)."""
+    return all(not "\ud800" <= c <= "\udfff" or "\udc80" <= c <= "\udcff" for c in text)
 
 
 def add_client_options(parser: argparse.ArgumentParser) -> None:

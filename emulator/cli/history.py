@@ -15,7 +15,16 @@ import json
 import sys
 from typing import Any
 
-from emulator.cli.common import EXIT_OK, UsageError, add_client_options, add_confirmation_option, compact, confirm, emit
+from emulator.cli.common import (
+    EXIT_OK,
+    UsageError,
+    add_client_options,
+    add_confirmation_option,
+    compact,
+    confirm,
+    connector_name,
+    emit,
+)
 from emulator.cli.offsets import offsets_table
 from emulator.client.history import HistoryClient
 from emulator.model.times import format_time_ms, is_relative_time, parse_time_ms
@@ -68,6 +77,7 @@ def _partition(value: str | None) -> dict[str, Any] | None:
 
 
 def run_history(args: argparse.Namespace) -> int:
+    connector_name(args.name)
     with HistoryClient(args.settings.url) as client:
         if args.as_of is not None:
             rows = client.offsets_as_of(args.name, _time("--as-of", args.as_of) or 0)
@@ -85,6 +95,7 @@ def run_history(args: argparse.Namespace) -> int:
 
 
 def run_rollback(args: argparse.Namespace) -> int:
+    connector_name(args.name)
     to_ms = _time("--to", args.to_time)
     target = to_ms if to_ms is not None else 0
     with HistoryClient(args.settings.url) as client:

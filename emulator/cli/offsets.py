@@ -18,6 +18,7 @@ from emulator.cli.common import (
     add_confirmation_option,
     compact,
     confirm,
+    connector_name,
     emit,
 )
 from emulator.client.errors import ClientError, FencedError, NotFoundError, NotStoppedError
@@ -75,7 +76,7 @@ def run_list(args: argparse.Namespace) -> int:
 
 def run_get(args: argparse.Namespace) -> int:
     with OffsetsClient(args.settings.url) as client:
-        rows = client.offsets(args.name, kind=args.kind)
+        rows = client.offsets(connector_name(args.name), kind=args.kind)
     emit(args, {"offsets": rows}, lambda: offsets_table(rows))
     return EXIT_OK
 
@@ -107,6 +108,7 @@ def claim_hints(client: OffsetsClient, name: str) -> Iterator[None]:
 
 
 def run_alter(args: argparse.Namespace) -> int:
+    connector_name(args.name)
     body = read_body(args.file)
     with OffsetsClient(args.settings.url) as client, claim_hints(client, args.name):
         try:
@@ -129,6 +131,7 @@ def run_alter(args: argparse.Namespace) -> int:
 
 
 def run_reset(args: argparse.Namespace) -> int:
+    connector_name(args.name)
     auth = Auth(claim_epoch=args.claim_epoch)
     with OffsetsClient(args.settings.url) as client, claim_hints(client, args.name):
         if not args.dry_run:

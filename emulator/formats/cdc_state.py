@@ -31,13 +31,14 @@ from typing import Any
 
 from emulator.codec.jackson_writer import dumps as jackson_dumps
 from emulator.codec.keys import KeyProblem, encode_key, parse_key
-from emulator.codec.strict_json import JsonLimitExceeded, loads_strict
+from emulator.codec.strict_json import JsonLimitExceeded, TooDeepHere, loads_strict
 from emulator.codec.values import CodecError, InvalidOffsets, encode_offset, loads_lenient, validate_format
-from emulator.formats.model import FormatError, Loaded, RawRecord
+from emulator.formats.model import TICK_EVERY, Encoded, FormatError, Loaded, RawRecord, Tick
 
 __all__ = [
     "CdcState",
     "dumps_file",
+    "encode_file",
     "entry_to_state",
     "loads_file",
     "parse_state",
@@ -74,6 +75,8 @@ def _json(text: str | bytes, what: str) -> Any:
         return loads_strict(text)
     except JsonLimitExceeded as exc:
         raise FormatError(f"{what} is beyond what Connect's JSON reader (Jackson) accepts: {exc}") from exc
+    except TooDeepHere as exc:
+        raise FormatError(f"{what} is {exc}") from exc
     except ValueError as exc:  # json.JSONDecodeError, UnicodeDecodeError
         raise FormatError(f"{what} is not valid JSON: {exc}") from exc
 
@@ -207,15 +210,57 @@ def entry_to_state(key: bytes, value: bytes | None) -> tuple[str, CdcState, list
 # --- the cdc: file (JSON lines) ----------------------------------------------------------------------
 
 
-def loads_file(data: bytes, default_connector: str | None = None, source: str | None = None) -> Loaded:
-    """Parse a JSON-lines CDC state file into Connect records (in line order)."""
+_BOM = "\ufeff"
+"""A UTF-8 byte order mark: Jackson skips one at the start of a document, so a reader here does too."""
+
+_LINE_BREAKS_IN_STRINGS = ((b"\xe2\x80\xa8", b"\\u2028"), (b"\xe2\x80\xa9", b"\\u2029"), (b"\xc2\x85", b"\\u0085"))
+"""U+2028, U+2029 and U+0085 as raw UTF-8, and their JSON escapes. JSON allows them raw inside a
+string, but line-oriented tools (Python's ``str.splitlines``, many JSON-lines readers) break a line
+there; escaped, every JSON reader (Jackson, serde_json, Python's) reads the same string. In UTF-8
+these byte sequences can only be those characters, and in JSON text they can only stand inside a
+string, so replacing the bytes changes no value."""
+
+
+def _lines(text: str) -> list[str]:
+    """JSON lines split as the format defines them: at ``\n`` (a ``\r`` before it belongs to the
+    break), never at the other characters ``str.splitlines`` treats as breaks (U+2028, U+0085, …),
+    which may stand raw inside a JSON string."""
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return [line[:-1] if line.endswith("\r") else line for line in lines]
+
+
+def _json_kind(value: object) -> str:
+    """What a JSON value is, in JSON's words (for messages about a document of the wrong shape)."""
+    if isinstance(value, list):
+        return "a JSON array"
+    if isinstance(value, str):
+        return "a JSON string"
+    if isinstance(value, bool):
+        return f"JSON {str(value).lower()}"
+    if isinstance(value, int | float):
+        return "a JSON number"
+    return "JSON null" if value is None else "a JSON object"
+
+
+def loads_file(
+    data: bytes, default_connector: str | None = None, source: str | None = None, progress: Tick | None = None
+) -> Loaded:
+    """Parse a JSON-lines CDC state file into Connect records (in line order).
+
+    ``progress`` (if given) is told every ``TICK_EVERY`` lines how many were read, of how many."""
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise FormatError(f"not UTF-8 text: {exc}", source=source, where=f"byte offset {exc.start}") from None
+    text = text.removeprefix(_BOM)
     records: list[RawRecord] = []
-    for number, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
+    lines = _lines(text)
+    for number, line in enumerate(lines, start=1):
+        if progress is not None and number % TICK_EVERY == 0:
+            progress(number, len(lines))
+        if not line.strip(" \t"):
             continue
         where = f"line {number}"
         try:
@@ -228,6 +273,11 @@ def loads_file(data: bytes, default_connector: str | None = None, source: str | 
                 if not isinstance(connector, str) or not connector:
                     raise FormatError(f"{where}: 'connector' must be a non-empty string")
                 state = parse_state(document["state"], f"{where}.state")
+            elif not isinstance(document, dict):
+                raise FormatError(
+                    f'{where} is {_json_kind(document)} where a state object is expected: {{"connector":…,"state":…}}, '
+                    'or with a connector (engine) name a bare {"sourcePartition":…,"sourceOffset":…}'
+                )
             else:
                 if default_connector is None:
                     raise FormatError(
@@ -243,19 +293,36 @@ def loads_file(data: bytes, default_connector: str | None = None, source: str | 
     return Loaded(records)
 
 
-def dumps_file(records: Iterable[RawRecord], *, risingwave: bool = False) -> tuple[bytes, list[str]]:
-    """Records as a JSON-lines CDC state file; tombstones are left out (a state has no deletion)."""
+def encode_file(records: Iterable[RawRecord], *, risingwave: bool = False, progress: Tick | None = None) -> Encoded:
+    """Records as a JSON-lines CDC state file, and the records it holds: tombstones are left out (a
+    state has no deletion). ``FormatError`` for a record no state can express (a key Connect
+    ignores, a value that is not an offset map)."""
     lines: list[bytes] = []
+    held: list[RawRecord] = []
     notes: list[str] = []
     tombstones = 0
-    for record in records:
+    for number, record in enumerate(records, start=1):
+        if progress is not None and number % TICK_EVERY == 0:
+            progress(number, None)
         if record.value is None:
             tombstones += 1
             continue
         connector, state, record_notes = entry_to_state(record.key, record.value)
         notes.extend(record_notes)
-        line = b'{"connector":' + jackson_dumps(connector) + b',"state":'
-        lines.append(line + state_bytes(state, with_heartbeat=risingwave) + b"}\n")
+        line = (
+            b'{"connector":' + jackson_dumps(connector) + b',"state":' + state_bytes(state, with_heartbeat=risingwave)
+        )
+        for raw, escaped in _LINE_BREAKS_IN_STRINGS:
+            if raw in line:
+                line = line.replace(raw, escaped)
+        lines.append(line + b"}\n")
+        held.append(record)
     if tombstones:
         notes.append(f"{tombstones} tombstone(s) left out: a CDC state has no way to say 'deleted'")
-    return b"".join(lines), notes
+    return Encoded(b"".join(lines), held, notes)
+
+
+def dumps_file(records: Iterable[RawRecord], *, risingwave: bool = False) -> tuple[bytes, list[str]]:
+    """Records as a JSON-lines CDC state file (``encode_file``), and the notes."""
+    encoded = encode_file(records, risingwave=risingwave)
+    return encoded.data, encoded.notes

@@ -17,20 +17,23 @@ so ``jq '."<connector>"'`` gives a body ``PATCH`` accepts. A file holding a sing
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from emulator.codec.keys import KeyProblem, encode_key, parse_key
-from emulator.codec.strict_json import JsonLimitExceeded, loads_strict
+from emulator.codec.strict_json import JsonLimitExceeded, TooDeepHere, loads_strict
 from emulator.codec.surrogates import json_utf8
 from emulator.codec.values import CodecError, InvalidOffsets, encode_offset, loads_lenient, validate_format
-from emulator.formats.model import FormatError, Loaded, RawRecord
+from emulator.formats.model import TICK_EVERY, Encoded, FormatError, Loaded, RawRecord, Tick
 
-__all__ = ["body_records", "dumps_file", "loads_file", "records_to_bodies"]
+__all__ = ["body_records", "dumps_file", "encode_file", "loads_file", "records_to_bodies"]
 
 
-def body_records(connector: str, body: Any, where: str = "body") -> list[RawRecord]:
-    """One connector's ``{"offsets":[…]}`` body as records, validated as Connect validates PATCH."""
+def body_records(
+    connector: str, body: Any, where: str = "body", progress: Callable[[int], None] | None = None
+) -> list[RawRecord]:
+    """One connector's ``{"offsets":[…]}`` body as records, validated as Connect validates PATCH
+    (``progress``, if given, is told every ``TICK_EVERY`` entries how many this body has done)."""
     if not isinstance(body, dict):
         raise FormatError(f'{where} must be an object {{"offsets":[…]}}, got {type(body).__name__}')
     unknown = sorted(set(body) - {"offsets"})
@@ -41,6 +44,8 @@ def body_records(connector: str, body: Any, where: str = "body") -> list[RawReco
         raise FormatError(f"{where}.offsets must be an array")
     records: list[RawRecord] = []
     for index, item in enumerate(offsets):
+        if progress is not None and index % TICK_EVERY == 0 and index:
+            progress(index)
         at = f"{where}.offsets[{index}]"
         if not isinstance(item, dict):
             raise FormatError(f"{at} must be an object with 'partition' and 'offset'")
@@ -62,11 +67,17 @@ def body_records(connector: str, body: Any, where: str = "body") -> list[RawReco
     return records
 
 
-def loads_file(data: bytes, default_connector: str | None = None, source: str | None = None) -> Loaded:
+def loads_file(
+    data: bytes, default_connector: str | None = None, source: str | None = None, progress: Tick | None = None
+) -> Loaded:
+    """A ``kip875:`` file's records, body by body (``progress``: told how many entries were read, of
+    how many, every ``TICK_EVERY``)."""
     try:
         document = loads_strict(data)
     except JsonLimitExceeded as exc:
         raise FormatError(f"beyond what Connect's JSON reader (Jackson) accepts: {exc}", source=source) from exc
+    except TooDeepHere as exc:
+        raise FormatError(str(exc), source=source) from exc
     except ValueError as exc:  # json.JSONDecodeError, UnicodeDecodeError
         raise FormatError(f"not valid JSON: {exc}", source=source) from exc
     try:
@@ -76,28 +87,57 @@ def loads_file(data: bytes, default_connector: str | None = None, source: str | 
                     'a bare {"offsets":[…]} body names no connector; give the connector name, or write the file as '
                     '{"<connector>": {"offsets": […]}}'
                 )
-            return Loaded(body_records(default_connector, document))
+            return Loaded(body_records(default_connector, document, progress=_ticks(progress, 0, _entries(document))))
         if not isinstance(document, dict):
             raise FormatError(f'expected {{"<connector>": {{"offsets": […]}}, …}}, got {type(document).__name__}')
         records: list[RawRecord] = []
+        total = sum(_entries(body) for body in document.values())
         for connector, body in document.items():
-            records.extend(body_records(connector, body, where=json.dumps(connector, ensure_ascii=False)))
+            where = json.dumps(connector, ensure_ascii=False)
+            records.extend(body_records(connector, body, where, _ticks(progress, len(records), total)))
     except FormatError as exc:
         raise FormatError(exc.detail, source=source, where=exc.where) from None
     return Loaded(records)
 
 
-def records_to_bodies(records: Iterable[RawRecord]) -> tuple[dict[str, dict[str, list[dict[str, Any]]]], list[str]]:
-    """Records as KIP-875 bodies per connector (in first-seen order), and notes on what was lost.
+def _entries(body: Any) -> int:
+    """How many entries a body holds, for progress (0 for a body of the wrong shape: refused later)."""
+    offsets = body.get("offsets") if isinstance(body, dict) else None
+    return len(offsets) if isinstance(offsets, list) else 0
 
-    Keys Connect ignores cannot be expressed and are counted; so are keys and values whose bytes
-    differ from what importing the body would write.
+
+def _ticks(progress: Tick | None, before: int, total: int) -> Callable[[int], None] | None:
+    """A body's progress as the file's: ``before`` entries of earlier bodies, of ``total``."""
+    if progress is None:
+        return None
+    return lambda done: progress(before + done, total)
+
+
+Bodies = dict[str, dict[str, list[dict[str, Any]]]]
+
+
+def records_to_bodies(records: Iterable[RawRecord]) -> tuple[Bodies, list[str]]:
+    """Records as KIP-875 bodies per connector (in first-seen order), and notes on what was lost
+    (``encode_file`` also answers which records the bodies hold)."""
+    bodies, _, notes = _bodies(records, None)
+    return bodies, notes
+
+
+def _bodies(records: Iterable[RawRecord], progress: Tick | None) -> tuple[Bodies, list[RawRecord], list[str]]:
+    """Records as KIP-875 bodies per connector (in first-seen order), the records they hold, and
+    notes on what was lost.
+
+    Keys Connect ignores and values that are no offset map cannot be expressed: they are left out
+    and counted; so are keys and values whose bytes differ from what importing the body would write.
     """
-    bodies: dict[str, dict[str, list[dict[str, Any]]]] = {}
+    bodies: Bodies = {}
+    held: list[RawRecord] = []
     skipped = 0
     inexact = 0
     unreadable = 0
-    for record in records:
+    for number, record in enumerate(records, start=1):
+        if progress is not None and number % TICK_EVERY == 0:
+            progress(number, None)
         parsed = parse_key(record.key)
         if isinstance(parsed, KeyProblem):
             skipped += 1
@@ -118,23 +158,36 @@ def records_to_bodies(records: Iterable[RawRecord]) -> tuple[dict[str, dict[str,
             inexact += 1
         body = bodies.setdefault(parsed.connector, {"offsets": []})
         body["offsets"].append({"partition": parsed.partition, "offset": offset})
+        held.append(record)
     notes: list[str] = []
     if skipped:
-        notes.append(f"{skipped} record(s) with keys Connect ignores (not [name, {{…}}]) cannot be written as KIP-875")
+        notes.append(
+            f"{skipped} record(s) with keys Connect ignores (not [name, {{…}}]) cannot be written as KIP-875 JSON "
+            "and were left out"
+        )
     if unreadable:
-        notes.append(f"{unreadable} record(s) whose value is not an offset map Connect can read were left out")
+        notes.append(
+            f"{unreadable} record(s) whose value is not an offset map Connect can read cannot be written as KIP-875 "
+            "JSON and were left out"
+        )
     if inexact:
         notes.append(
             f"{inexact} record(s) are not in Jackson's canonical form: importing this KIP-875 JSON would write "
             "different key/value bytes; use standalone: or snapshot: for a byte-exact copy"
         )
-    return bodies, notes
+    return bodies, held, notes
 
 
-def dumps_file(records: Iterable[RawRecord]) -> tuple[bytes, list[str]]:
-    bodies, notes = records_to_bodies(records)
+def encode_file(records: Iterable[RawRecord], progress: Tick | None = None) -> Encoded:
+    """Records as a ``kip875:`` file, and the records it holds (``_bodies`` says which cannot be)."""
+    bodies, held, notes = _bodies(records, progress)
     try:
         text = json.dumps(bodies, indent=2, ensure_ascii=False, allow_nan=False)
     except ValueError as exc:  # an offset number beyond a double (Connect reads it as Infinity)
         raise FormatError(f"cannot be written as KIP-875 JSON: {exc}") from exc
-    return json_utf8(text + "\n"), notes
+    return Encoded(json_utf8(text + "\n"), held, notes)
+
+
+def dumps_file(records: Iterable[RawRecord]) -> tuple[bytes, list[str]]:
+    encoded = encode_file(records)
+    return encoded.data, encoded.notes

@@ -8,7 +8,7 @@ can only carry parsed JSON (KIP-875 bodies, CDC state) say so when the bytes the
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from emulator.codec.keys import KeyProblem, ParsedKey, parse_key
@@ -40,6 +40,25 @@ class Loaded:
 
     records: list[RawRecord]
     notes: list[str] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class Encoded:
+    """What a writer produced for a document file: its bytes, the records it really holds (a format
+    may be unable to hold some: tombstones in a CDC state, keys Connect ignores in KIP-875 JSON), and
+    what the operator should know."""
+
+    data: bytes
+    records: list[RawRecord]
+    notes: list[str] = field(default_factory=list)
+
+
+Tick = Callable[[int, int | None], None]
+"""Told how far a long read or write got: records done, and of how many (None: not known yet).
+Readers and writers call it every ``TICK_EVERY`` records; the caller decides what to print
+(``emulator.transfer.progress.Progress``)."""
+
+TICK_EVERY = 1000
 
 
 class FormatError(ValueError):

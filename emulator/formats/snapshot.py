@@ -24,7 +24,7 @@ import fastavro
 
 from emulator.formats.atomic import atomic_write
 from emulator.formats.avro_schemas import schema_text as avro_schema_text
-from emulator.formats.model import FormatError, Loaded, RawRecord, connector_of
+from emulator.formats.model import TICK_EVERY, FormatError, Loaded, RawRecord, Tick, connector_of
 
 __all__ = ["FORMAT", "SnapshotInfo", "dumps", "load_file", "loads", "schema_text", "snapshot_schema", "write_file"]
 
@@ -68,8 +68,15 @@ def _to_avro(record: RawRecord) -> dict[str, Any]:
     }
 
 
-def dumps(records: Iterable[RawRecord], source: str, taken_at_ms: int | None = None) -> bytes:
-    rows = [_to_avro(r) for r in records]
+def dumps(
+    records: Iterable[RawRecord], source: str, taken_at_ms: int | None = None, progress: Tick | None = None
+) -> bytes:
+    """A snapshot of ``records`` (``progress``: told every ``TICK_EVERY`` records how many were encoded)."""
+    rows = []
+    for number, record in enumerate(records, start=1):
+        if progress is not None and number % TICK_EVERY == 0:
+            progress(number, None)
+        rows.append(_to_avro(record))
     metadata = {
         META_FORMAT: FORMAT,
         META_SOURCE: source,
@@ -81,7 +88,9 @@ def dumps(records: Iterable[RawRecord], source: str, taken_at_ms: int | None = N
     return out.getvalue()
 
 
-def loads(data: bytes, source: str | None = None) -> tuple[Loaded, SnapshotInfo]:
+def loads(data: bytes, source: str | None = None, progress: Tick | None = None) -> tuple[Loaded, SnapshotInfo]:
+    """A snapshot's records, checked completely (``progress``: told every ``TICK_EVERY`` records how
+    many were read, of how many the file declares)."""
     if not data:
         raise FormatError("the file is empty (0 bytes): not a snapshot", source=source)
     stream = io.BytesIO(data)
@@ -89,7 +98,11 @@ def loads(data: bytes, source: str | None = None) -> tuple[Loaded, SnapshotInfo]
     try:
         reader = fastavro.reader(stream, reader_schema=snapshot_schema())
         meta = {k: v.decode("utf-8", "replace") if isinstance(v, bytes) else str(v) for k, v in reader.metadata.items()}
+        declared_count = meta.get(META_RECORDS, "")
+        expected = int(declared_count) if declared_count.isdigit() else None
         for item in reader:
+            if progress is not None and len(rows) % TICK_EVERY == 0 and rows:
+                progress(len(rows), expected)
             row: dict[str, Any] = item  # type: ignore[assignment]  # a record schema yields dicts
             rows.append(
                 RawRecord(row["key"], row["value"], row["kafka_partition"], row["log_offset"], row["timestamp_ms"])

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Final
 
 from emulator.formats.atomic import atomic_write
-from emulator.formats.model import FormatError, Loaded, RawRecord
+from emulator.formats.model import TICK_EVERY, FormatError, Loaded, RawRecord, Tick
 
 __all__ = ["dumps", "load_file", "loads", "write_file"]
 
@@ -222,7 +222,7 @@ class _Reader:
             )
         return desc
 
-    def map_object(self) -> list[tuple[bytes | None, bytes | None, int | None]]:
+    def map_object(self, progress: Tick | None = None) -> list[tuple[bytes | None, bytes | None, int | None]]:
         at = self.pos
         code = self.u8("the top-level object")
         if code != TC_OBJECT:
@@ -266,6 +266,8 @@ class _Reader:
             )
         entries = []
         for index in range(size):
+            if progress is not None and index % TICK_EVERY == 0 and index:
+                progress(index, size)
             key = self.byte_array_or_null("key", index, size)
             value = self.byte_array_or_null("value", index, size)
             entries.append((key, value, self.last_array_at))
@@ -352,10 +354,11 @@ class _Reader:
         return array.data
 
 
-def loads(data: bytes, source: str | None = None) -> Loaded:
+def loads(data: bytes, source: str | None = None, progress: Tick | None = None) -> Loaded:
     """Parse a standalone offsets file's bytes into records, in file order (tombstones kept).
 
     Raises ``FormatError`` for any truncation, damage or unexpected class; returns nothing partial.
+    ``progress`` is told every ``TICK_EVERY`` entries how many were read, of how many.
     """
     reader = _Reader(data, source)
     if not data:
@@ -372,7 +375,7 @@ def loads(data: bytes, source: str | None = None) -> Loaded:
     version = reader.u16("the stream version")
     if version != STREAM_VERSION:
         raise reader.fail(f"Java serialization stream version {version}, expected 5", at=2)
-    entries = reader.map_object()
+    entries = reader.map_object(progress)
     if reader.pos != len(data):
         raise reader.fail(
             f"{len(data) - reader.pos} unexpected byte(s) after the HashMap (Connect would ignore them; they "
@@ -434,7 +437,7 @@ def _capacity_after_puts(n: int) -> tuple[int, int]:
     return capacity, capacity * 3 // 4
 
 
-def dumps(records: Iterable[RawRecord]) -> bytes:
+def dumps(records: Iterable[RawRecord], progress: Tick | None = None) -> bytes:
     """Serialize records as Java's ``ObjectOutputStream.writeObject(HashMap<byte[],byte[]>)`` does.
 
     Later records win over earlier ones with the same key (a map holds one value per key); entries
@@ -470,7 +473,9 @@ def dumps(records: Iterable[RawRecord]) -> bytes:
         out.extend(struct.pack(">i", len(data)))
         out.extend(data)
 
-    for key, value in latest.items():
+    for number, (key, value) in enumerate(latest.items(), start=1):
+        if progress is not None and number % TICK_EVERY == 0:
+            progress(number, len(latest))
         array(key)
         if value is None:
             out.append(TC_NULL)
@@ -480,10 +485,10 @@ def dumps(records: Iterable[RawRecord]) -> bytes:
     return bytes(out)
 
 
-def write_file(path: str | Path, records: Iterable[RawRecord]) -> int:
+def write_file(path: str | Path, records: Iterable[RawRecord], progress: Tick | None = None) -> int:
     """Atomically replace ``path`` with a standalone offsets file holding ``records``.
 
     Temp file, fsync, rename (Connect truncates and rewrites in place): a crash at any point leaves
     the previous file or the complete new one. Returns the number of bytes written.
     """
-    return atomic_write(path, dumps(records))
+    return atomic_write(path, dumps(records, progress))

@@ -26,7 +26,7 @@ def transfer(
     progress = progress or Progress()
     ctx = TransferContext(options, progress, "from")
     loaded = source.read(ctx)
-    selection = select(loaded, options, ctx.keys, source.description)
+    selection = select(loaded, options, ctx.keys, source.description, progress)
     incoming = selection.records
     ctx.unreadable_keys = selection.unreadable_keys
     notes = [*loaded.notes, *selection.notes]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Callable
 from typing import TextIO
 
 PROGRESS_THRESHOLD = 10_000
@@ -32,6 +33,10 @@ class Progress:
         self._last = now
         suffix = f"/{total}" if total is not None else ""
         print(f"{what}: {done}{suffix} records", file=self._stream, flush=True)
+
+    def ticker(self, what: str) -> Callable[[int, int | None], None]:
+        """``report(what, …)`` as the readers and writers of ``emulator.formats`` call it (their ``Tick``)."""
+        return lambda done, total: self.report(what, done, total)
 
     def note(self, text: str) -> None:
         """A line the operator must see whatever the size (warnings), even with ``--quiet``."""

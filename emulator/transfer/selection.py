@@ -14,9 +14,10 @@ from dataclasses import dataclass, field
 
 from emulator.codec.readable import ValueProblem, value_problem
 from emulator.formats import cdc_state
-from emulator.formats.model import KeyIndex, Loaded, RawRecord
+from emulator.formats.model import TICK_EVERY, KeyIndex, Loaded, RawRecord
 from emulator.transfer.errors import TransferError
 from emulator.transfer.options import TransferOptions
+from emulator.transfer.progress import Progress
 
 
 @dataclass(slots=True)
@@ -27,22 +28,37 @@ class Selection:
     """Keys whose last selected record has a value Connect cannot read back (``--malformed keep``)."""
 
 
-def select(loaded: Loaded, options: TransferOptions, keys: KeyIndex, source: str = "the source") -> Selection:
-    """The records to offer the destination, in source order; ``TransferError`` when refused."""
+def select(
+    loaded: Loaded,
+    options: TransferOptions,
+    keys: KeyIndex,
+    source: str = "the source",
+    progress: Progress | None = None,
+) -> Selection:
+    """The records to offer the destination, in source order; ``TransferError`` when refused.
+    ``progress`` hears how far the selection and the value checks got (a long source)."""
+    progress = progress or Progress(enabled=False)
+    total = len(loaded.records)
     notes: list[str] = []
     selected: list[tuple[int, RawRecord]] = []
     malformed: list[RawRecord] = []
     enveloped = reencoded = 0
+    # Per Connect key an envelope was unwrapped into: the last selected record of each envelope spelling.
+    unwrapped_from: dict[bytes, dict[bytes, tuple[int, bytes | None]]] = {}
     named_seen: set[str] = set()
     for number, record in enumerate(loaded.records, start=1):
+        if number % TICK_EVERY == 0:
+            progress.report(f"selecting from {source}", number, total)
         if options.live_only and record.value is None:
             continue
         name = keys.connector(record.key)
+        spelling = None
         if name is None and (unwrapped := cdc_state.connect_key(record.key)) is not None:
             enveloped += 1
             if options.unwrap_envelopes:
                 key, exact = unwrapped
                 reencoded += not exact
+                spelling = record.key
                 record = RawRecord(
                     key, record.value, record.kafka_partition, record.log_offset, record.timestamp_ms, record.value_at
                 )
@@ -58,18 +74,24 @@ def select(loaded: Loaded, options: TransferOptions, keys: KeyIndex, source: str
                 continue
             named_seen.add(name)
         selected.append((number, record))
+        if spelling is not None:
+            unwrapped_from.setdefault(record.key, {})[spelling] = (number, record.value)
     notes.extend(
         f"{source} has no record of {name!r} (--connector)" for name in _unnamed(options.connectors, named_seen, source)
     )
-    records, unreadable_keys = _judge_values(selected, keys, options, notes, len(loaded.records), source)
+    if unwrapped_from:
+        notes.extend(_collisions(unwrapped_from, selected, total, source))
+    records, unreadable_keys = _judge_values(selected, keys, options, notes, total, source, progress)
     if malformed:
-        first = malformed[0].key[:200].decode("utf-8", "backslashreplace")
+        first = _shown(malformed[0].key)
         if options.malformed == "refuse":
+            wrapped = "" if options.unwrap_envelopes else _envelope_hint(malformed)
             raise TransferError(
                 f'{len(malformed)} record(s) have keys Connect ignores (not ["<connector>",{{…}}]; first: {first}); '
                 "nothing was written. Use --malformed skip to leave them out or --malformed keep to copy them as-is"
+                + wrapped
             )
-        verb = "left out" if options.malformed == "skip" else "copied as-is"
+        verb = "left out" if options.malformed == "skip" else "kept as-is (--malformed keep)"
         notes.append(f"{len(malformed)} record(s) with keys Connect ignores {verb} (first: {first})")
     if enveloped and options.unwrap_envelopes:
         notes.append(
@@ -84,6 +106,61 @@ def select(loaded: Loaded, options: TransferOptions, keys: KeyIndex, source: str
     return Selection(records, notes, unreadable_keys)
 
 
+def _shown(raw: bytes | None, limit: int = 200) -> str:
+    """Key or value bytes for a message (``null`` for a tombstone's value)."""
+    if raw is None:
+        return "null"
+    return raw[:limit].decode("utf-8", "backslashreplace") + ("…" if len(raw) > limit else "")
+
+
+def _envelope_hint(malformed: list[RawRecord]) -> str:
+    """For a refusal of keys Connect ignores: how many of them wear a schema envelope, which
+    ``--unwrap-envelopes`` turns into Connect keys."""
+    wrapped = sum(1 for r in malformed if cdc_state.connect_key(r.key) is not None)
+    if not wrapped:
+        return ""
+    return (
+        f"; {wrapped} of them have a schema envelope (Flink CDC / Debezium 1.x, schemas.enable=true): "
+        "--unwrap-envelopes turns those into Connect keys"
+    )
+
+
+_COLLISIONS_NAMED = 5
+
+
+def _collisions(
+    unwrapped_from: dict[bytes, dict[bytes, tuple[int, bytes | None]]],
+    selected: list[tuple[int, RawRecord]],
+    total: int,
+    source: str,
+) -> list[str]:
+    """Notes for Connect keys that two records of different spellings (an envelope and the plain
+    key, or two envelopes) both become, with different values. A destination keeps the later one in
+    the source's order, as a log's compaction keeps the last record per key: say which, and what
+    the other held, so that a stale offset does not replace a newer one unseen."""
+    unwrapped = {n for origins in unwrapped_from.values() for n, _ in origins.values()}
+    for number, record in selected:  # the plain spelling's last record, where there is one
+        if number not in unwrapped and (origins := unwrapped_from.get(record.key)) is not None:
+            origins[record.key] = (number, record.value)
+    found: list[str] = []
+    for key, origins in unwrapped_from.items():
+        if len(origins) < 2 or len({value for _, value in origins.values()}) < 2:
+            continue
+        spellings = sorted(origins.items(), key=lambda item: item[1][0])
+        kept_key, (kept_number, kept_value) = spellings[-1]
+        others = "; ".join(f"record {n} of {total}, key {_shown(k)}, value {_shown(v)}" for k, (n, v) in spellings[:-1])
+        found.append(
+            f"key {_shown(key)} is given twice with different values once schema envelopes are unwrapped ({others}; "
+            f"record {kept_number} of {total}, key {_shown(kept_key)}, value {_shown(kept_value)}): the later one in "
+            f"{source}'s order, value {_shown(kept_value)}, was kept, as a log's compaction keeps the last record "
+            "of a key"
+        )
+    if len(found) > _COLLISIONS_NAMED:
+        rest = len(found) - _COLLISIONS_NAMED
+        found = [*found[:_COLLISIONS_NAMED], f"{rest} more key(s) given twice with different values once unwrapped"]
+    return found
+
+
 def _judge_values(
     selected: list[tuple[int, RawRecord]],
     keys: KeyIndex,
@@ -91,6 +168,7 @@ def _judge_values(
     notes: list[str],
     total: int,
     source: str,
+    progress: Progress,
 ) -> tuple[list[RawRecord], set[bytes]]:
     """The selected records after the value rule, and the keys whose unreadable value is kept.
 
@@ -103,7 +181,9 @@ def _judge_values(
     for number, record in selected:
         latest[record.key] = (number, record)
     found: list[tuple[int, RawRecord, ValueProblem]] = []
-    for number, record in latest.values():
+    for checked, (number, record) in enumerate(latest.values(), start=1):
+        if checked % TICK_EVERY == 0:
+            progress.report(f"checking the values of {source}", checked, len(latest))
         if keys.connector(record.key) is not None and (problem := value_problem(record.value)) is not None:
             found.append((number, record, problem))
     records = [record for _, record in selected]
@@ -140,7 +220,7 @@ def _unreadable_values(
             "would get no offset for them. Nothing was written. Use --malformed skip to leave them out (the "
             "destination keeps its value for those keys) or --malformed keep to copy them as-is"
         )
-    verb = "left out" if options.malformed == "skip" else "copied as-is"
+    verb = "left out" if options.malformed == "skip" else "kept as-is (--malformed keep)"
     return [f"{len(found)} record(s) with values Connect cannot read back {verb} (first: {first})"]
 
 

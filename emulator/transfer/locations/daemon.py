@@ -73,6 +73,8 @@ class DaemonLocation(Location):
                 f"{self.description} does not know offsets stores (store={store} asked); it is older than this "
                 "client and exports the worker's log only"
             )
+        # The daemon answers in one response: the count is known, and reported, once it has arrived.
+        ctx.progress.report(f"read {self.description}/offsets/records", len(records), len(records), force=True)
         return Loaded(records, _store_notes(which, own_topics, masked))
 
     def read(self, ctx: TransferContext) -> Loaded:

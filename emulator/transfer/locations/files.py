@@ -11,7 +11,7 @@ from pathlib import Path
 from emulator.formats import cdc_state, kip875, snapshot, standalone
 from emulator.formats.atomic import atomic_write
 from emulator.formats.diff import compute_diff
-from emulator.formats.model import FormatError, Loaded, RawRecord, latest_per_key
+from emulator.formats.model import Encoded, FormatError, Loaded, RawRecord, Tick, latest_per_key
 from emulator.transfer.errors import LocationError
 from emulator.transfer.locations.base import Location
 from emulator.transfer.options import TransferContext
@@ -33,6 +33,17 @@ class FileLocation(Location):
             raise LocationError(f"{self.description}: no such file") from None
         except OSError as exc:
             raise LocationError(f"{self.description}: cannot read: {exc.strerror or exc}") from exc
+
+    def read(self, ctx: TransferContext) -> Loaded:
+        """The file's records, with progress on stderr for a long read (as a log's read reports it)."""
+        what = f"reading {self.description}"
+        loaded = self.load(ctx, ctx.progress.ticker(what))
+        ctx.progress.report(f"read {self.description}", len(loaded.records), len(loaded.records), force=True)
+        return loaded
+
+    @abc.abstractmethod
+    def load(self, ctx: TransferContext, progress: Tick) -> Loaded:
+        """Every record of the file (``progress`` told how far the format's reader got)."""
 
     def _existing(self, ctx: TransferContext) -> Loaded | None:
         return self.read(ctx) if self.path.exists() else None
@@ -59,6 +70,9 @@ class DocumentLocation(FileLocation):
     """A file an export replaces: the diff shows old content → new content."""
 
     def apply(self, incoming: list[RawRecord], ctx: TransferContext) -> ApplyResult:
+        """Encode first, dry run too: a record the format cannot express is refused (or left out,
+        with a note) the same way in both, and the diff, the count written and the count of values
+        Connect cannot read back are those of the records the file really holds."""
         self._check_writable()
         replaced: list[str] = []
         try:
@@ -68,25 +82,34 @@ class DocumentLocation(FileLocation):
             replaced.append(f"the existing {self.description} is unreadable and is replaced ({exc.detail})")
         old = {r.key: r.value for r in latest_per_key(existing.records).values()} if existing else {}
         latest = latest_per_key(incoming)
-        dropped = [RawRecord(k, None) for k, v in old.items() if v is not None and k not in latest]
-        diff = compute_diff(old.get, [*latest.values(), *dropped], ctx.keys)
-        unreadable = ctx.count_unreadable(latest.values())
+        encoded = self.encode(list(latest.values()), ctx)
+        held = latest_per_key(encoded.records)
+        if encoded.data:  # a snapshot's dry run encodes nothing
+            ctx.progress.report(f"encoded {self.description}", len(latest), len(latest), force=True)
+        dropped = [RawRecord(k, None) for k, v in old.items() if v is not None and k not in held]
+        diff = compute_diff(old.get, [*held.values(), *dropped], ctx.keys)
+        unreadable = ctx.count_unreadable(held.values())
         if ctx.options.dry_run:
-            return ApplyResult(diff.as_dict(ctx.options.diff_limit), 0, replaced, unreadable)
-        data, notes = self.encode(list(latest.values()), ctx)
-        self._replace(lambda: atomic_write(self.path, data))
-        return ApplyResult(diff.as_dict(ctx.options.diff_limit), len(latest), [*replaced, *notes], unreadable)
+            return ApplyResult(diff.as_dict(ctx.options.diff_limit), 0, [*replaced, *encoded.notes], unreadable)
+        self._replace(lambda: atomic_write(self.path, encoded.data))
+        return ApplyResult(diff.as_dict(ctx.options.diff_limit), len(held), [*replaced, *encoded.notes], unreadable)
 
     @abc.abstractmethod
-    def encode(self, records: list[RawRecord], ctx: TransferContext) -> tuple[bytes, list[str]]: ...
+    def encode(self, records: list[RawRecord], ctx: TransferContext) -> Encoded:
+        """The file's bytes for ``records`` (one per key), and the records it holds."""
+
+    def _encoding(self, ctx: TransferContext, records: list[RawRecord]) -> Tick:
+        """Progress of ``encode``: the format's writer counts records, the total is known here."""
+        what, total = f"encoding {self.description}", len(records)
+        return lambda done, _total: ctx.progress.report(what, done, total)
 
 
 class StandaloneLocation(FileLocation):
     kind = "standalone"
     store = True
 
-    def read(self, ctx: TransferContext) -> Loaded:
-        return standalone.loads(self._data(), source=str(self.path))
+    def load(self, ctx: TransferContext, progress: Tick) -> Loaded:
+        return standalone.loads(self._data(), source=str(self.path), progress=progress)
 
     def apply(self, incoming: list[RawRecord], ctx: TransferContext) -> ApplyResult:
         self._check_writable()
@@ -99,7 +122,8 @@ class StandaloneLocation(FileLocation):
             return ApplyResult(diff.as_dict(ctx.options.diff_limit), 0, unreadable_values=unreadable)
         for record in to_write:
             merged[record.key] = record
-        self._replace(lambda: standalone.write_file(self.path, merged.values()))
+        writing = ctx.progress.ticker(f"writing {self.description}")
+        self._replace(lambda: standalone.write_file(self.path, merged.values(), writing))
         notes = ["a standalone worker must be stopped while its offsets file is replaced"]
         return ApplyResult(diff.as_dict(ctx.options.diff_limit), len(to_write), notes, unreadable)
 
@@ -107,21 +131,23 @@ class StandaloneLocation(FileLocation):
 class CdcLocation(DocumentLocation):
     kind = "cdc"
 
-    def read(self, ctx: TransferContext) -> Loaded:
-        return cdc_state.loads_file(self._data(), default_connector=ctx.options.name, source=str(self.path))
+    def load(self, ctx: TransferContext, progress: Tick) -> Loaded:
+        data = self._data()
+        return cdc_state.loads_file(data, default_connector=ctx.options.name, source=str(self.path), progress=progress)
 
-    def encode(self, records: list[RawRecord], ctx: TransferContext) -> tuple[bytes, list[str]]:
-        return cdc_state.dumps_file(records, risingwave=ctx.options.risingwave)
+    def encode(self, records: list[RawRecord], ctx: TransferContext) -> Encoded:
+        return cdc_state.encode_file(records, risingwave=ctx.options.risingwave, progress=self._encoding(ctx, records))
 
 
 class Kip875Location(DocumentLocation):
     kind = "kip875"
 
-    def read(self, ctx: TransferContext) -> Loaded:
-        return kip875.loads_file(self._data(), default_connector=ctx.options.name, source=str(self.path))
+    def load(self, ctx: TransferContext, progress: Tick) -> Loaded:
+        data = self._data()
+        return kip875.loads_file(data, default_connector=ctx.options.name, source=str(self.path), progress=progress)
 
-    def encode(self, records: list[RawRecord], ctx: TransferContext) -> tuple[bytes, list[str]]:
-        return kip875.dumps_file(records)
+    def encode(self, records: list[RawRecord], ctx: TransferContext) -> Encoded:
+        return kip875.encode_file(records, progress=self._encoding(ctx, records))
 
 
 class SnapshotLocation(DocumentLocation):
@@ -132,8 +158,8 @@ class SnapshotLocation(DocumentLocation):
         self.source_description = "unknown"
         """What the snapshot's header names as its source; the pipeline sets it before writing."""
 
-    def read(self, ctx: TransferContext) -> Loaded:
-        loaded, info = snapshot.loads(self._data(), source=str(self.path))
+    def load(self, ctx: TransferContext, progress: Tick) -> Loaded:
+        loaded, info = snapshot.loads(self._data(), source=str(self.path), progress=progress)
         if info.source:
             taken = (
                 time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(info.taken_at_ms / 1000))
@@ -143,5 +169,9 @@ class SnapshotLocation(DocumentLocation):
             loaded.notes.append(f"snapshot of {info.source} taken at {taken}, {info.records} record(s)")
         return loaded
 
-    def encode(self, records: list[RawRecord], ctx: TransferContext) -> tuple[bytes, list[str]]:
-        return snapshot.dumps(records, source=self.source_description), []
+    def encode(self, records: list[RawRecord], ctx: TransferContext) -> Encoded:
+        if ctx.options.dry_run:  # a snapshot holds every record as it is: nothing to find out by encoding
+            return Encoded(b"", records)
+        return Encoded(
+            snapshot.dumps(records, source=self.source_description, progress=self._encoding(ctx, records)), records
+        )

@@ -14,11 +14,16 @@
 =============================  ===================================================================
 
 A bare path is accepted by extension: ``.avro`` snapshot, ``.jsonl`` cdc, ``.json`` kip875,
-``.offsets`` standalone.
+``.offsets`` standalone. A path whose text before its first ``:`` looks like a scheme (a letter, then
+letters or digits; one letter alone is a Windows drive) is refused unless the scheme is one of the
+above: ``risingwave:rw.jsonl`` is a mistyped format far more often than a file name, and
+``./risingwave:rw.jsonl`` names such a file.
 """
 
 from __future__ import annotations
 
+import difflib
+import re
 from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -48,6 +53,9 @@ _FILE_KINDS: dict[str, Callable[[Path], Location]] = {
     "snapshot": SnapshotLocation,
 }
 FILE_KINDS = frozenset(_FILE_KINDS)
+_SCHEMES = ("kafka", "embedded", "http", "https", *_FILE_KINDS)
+_SCHEME_LIKE = re.compile(r"[A-Za-z][A-Za-z0-9]+")
+"""Text before a location's first ':' that reads as a scheme: ``C:`` (a drive) and ``./x:y`` do not."""
 
 
 def parse_location(text: str) -> Location:
@@ -72,6 +80,8 @@ def parse_location(text: str) -> Location:
         if not rest:
             raise LocationError(f"{kind}: needs a file path")
         return _FILE_KINDS[kind](Path(rest))
+    if sep and _SCHEME_LIKE.fullmatch(kind):
+        raise LocationError(_unknown_scheme(text, kind))
     path = Path(text)
     factory = _EXTENSIONS.get(path.suffix)
     if factory is None:
@@ -81,6 +91,39 @@ def parse_location(text: str) -> Location:
             ".json or .avro are recognised)"
         )
     return factory(path)
+
+
+_ALIASES = {
+    "risingwave": "cdc",
+    "flink": "cdc",
+    "flinkcdc": "cdc",
+    "jsonl": "cdc",
+    "avro": "snapshot",
+    "json": "kip875",
+}
+"""Names a user may reach for, and the kind that reads or writes that format."""
+
+
+def _unknown_scheme(text: str, kind: str) -> str:
+    """Why ``kind:…`` is refused: a known scheme written without its ``//``, or an unknown one."""
+    lowered = kind.lower()
+    if lowered == "kafka":
+        return f"{text!r}: expected kafka://HOST:PORT[,HOST:PORT…]/TOPIC"
+    if lowered in ("http", "https"):
+        return f"{text!r}: expected {lowered}://HOST:PORT (a daemon)"
+    known = [*sorted(("embedded", *_FILE_KINDS)), "kafka", "http", "https"]
+    close = _ALIASES.get(lowered) or next(iter(difflib.get_close_matches(lowered, known, n=1, cutoff=0.5)), None)
+    hint = ""
+    if close in ("kafka", "http", "https"):
+        hint = f" (did you mean {close}://?)"
+    elif close is not None:
+        flag = " with --risingwave" if lowered == "risingwave" else ""
+        hint = f" (did you mean {close}:{text[len(kind) + 1 :]}{flag}?)"
+    listed = ", ".join(f"{k}://" if k in ("kafka", "http", "https") else f"{k}:" for k in known)
+    return (
+        f"{text!r}: {kind!r} is not a location kind{hint}; known: {listed}. For a file whose name holds a ':', "
+        f"write it as a path: ./{text}"
+    )
 
 
 def is_file_location(location: Location) -> bool:

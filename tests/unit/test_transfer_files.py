@@ -1,0 +1,284 @@
+"""Transfers between files, without a daemon or a JVM: what a document destination reports it holds,
+dry runs that refuse as the real run does, CDC lines and their line breaks, envelope keys that
+collide, progress on long transfers, mistyped location kinds, and the CLI's one-line refusals
+(docs/transfers.md).
+
+The CLI runs in this process (``emulator.cli.main.main``): these are file behaviours, and a
+subprocess per case would cost more than the cases themselves.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import pytest
+
+from emulator.cli.main import main
+from emulator.formats import cdc_state, kip875, snapshot, standalone
+from emulator.formats.model import FormatError, RawRecord
+from emulator.transfer import (
+    CdcLocation,
+    DaemonLocation,
+    Kip875Location,
+    LocationError,
+    SnapshotLocation,
+    StandaloneLocation,
+    TransferError,
+    TransferOptions,
+    parse_location,
+    transfer,
+)
+from emulator.transfer.locations.base import Location
+from emulator.transfer.progress import Progress
+
+A = RawRecord(b'["pg",{"server":"a"}]', b'{"lsn":1}')
+NOT_AN_OFFSET = RawRecord(b'["pg",{"server":"b"}]', b"42")
+JUNK = RawRecord(b"junk", b'{"lsn":3}')
+
+
+def quiet() -> Progress:
+    return Progress(enabled=False)
+
+
+def cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = main([*args, "--quiet"] if args[0] in ("export", "import", "migrate") else list(args))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def mixed_standalone(tmp_path: Path) -> Path:
+    """A standalone file holding a good record, a value that is no offset map, and a key Connect ignores."""
+    path = tmp_path / "mk.offsets"
+    standalone.write_file(path, [A, NOT_AN_OFFSET, JUNK])
+    return path
+
+
+# --- what a document destination holds ----------------------------------------------------------------
+
+
+def test_a_kip875_export_reports_the_records_the_file_holds_not_those_offered(tmp_path: Path) -> None:
+    out = Kip875Location(tmp_path / "mk.json")
+    report = transfer(StandaloneLocation(mixed_standalone(tmp_path)), out, TransferOptions(malformed="keep"), quiet())
+    held = kip875.loads_file(out.path.read_bytes()).records
+    assert held == [A]
+    assert (report.written, report.unreadable_values) == (1, 0), "written counts what the file holds"
+    assert report.diff["summary"] == {"added": 1, "changed": 0, "removed": 0, "unchanged": 0}
+    assert report.as_dict()["written"] == 1
+    assert not any("written as-is" in n or "copied as-is" in n for n in report.notes), report.notes
+    assert any("cannot be written as KIP-875 JSON and were left out" in n for n in report.notes)
+    dry = transfer(
+        StandaloneLocation(mixed_standalone(tmp_path)),
+        Kip875Location(tmp_path / "dry.json"),
+        TransferOptions(malformed="keep", dry_run=True),
+        quiet(),
+    )
+    assert dry.diff["summary"]["added"] == 1 and dry.unreadable_values == 0, "a dry run plans what the file would hold"
+
+
+def test_the_cli_summary_of_a_kip875_export_counts_what_was_written(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    source = mixed_standalone(tmp_path)
+    code, out, _ = cli(
+        capsys, "migrate", "--from", str(source), "--to", f"kip875:{tmp_path / 'mk.json'}", "--malformed", "keep"
+    )
+    assert code == 0
+    assert "wrote 1 change(s) (1 record(s) written)" in out.splitlines()[0]
+
+
+def test_a_cdc_dry_run_refuses_what_the_real_run_refuses(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    source = str(mixed_standalone(tmp_path))
+    destination = f"cdc:{tmp_path / 'mk.jsonl'}"
+    dry = cli(capsys, "migrate", "--from", source, "--to", destination, "--malformed", "keep", "--dry-run")
+    real = cli(capsys, "migrate", "--from", source, "--to", destination, "--malformed", "keep")
+    error = 'error: the value of key ["pg",{"server":"b"}] is a int, not an offset map; nothing was written'
+    assert real[0] == 2 and error in real[2].splitlines()
+    assert dry[0] == 2 and error in dry[2].splitlines(), dry
+    assert dry[1] == real[1] == "" and not (tmp_path / "mk.jsonl").exists()
+
+
+# --- CDC lines -------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("char", ["\u2028", "\u2029", "\u0085"], ids=["U+2028", "U+2029", "U+0085"])
+def test_a_cdc_state_with_a_unicode_line_break_in_a_string_round_trips(tmp_path: Path, char: str) -> None:
+    state = {"sourcePartition": {"server": f"db{char}1"}, "sourceOffset": {"file": f"bin{char}log", "pos": 4}}
+    line = json.dumps({"connector": "pg", "state": state}, ensure_ascii=False) + "\n"
+    first = tmp_path / "first.jsonl"
+    first.write_text(line, encoding="utf-8")  # raw, as Jackson writes it
+    store = StandaloneLocation(tmp_path / "store.offsets")
+    imported = transfer(CdcLocation(first), store, TransferOptions(), quiet())
+    assert imported.written == 1
+    exported = CdcLocation(tmp_path / "exported.jsonl")
+    transfer(store, exported, TransferOptions(), quiet())
+    assert len(exported.path.read_bytes().split(b"\n")) == 2, "one state, one line"
+    again = transfer(exported, store, TransferOptions(), quiet())
+    assert again.diff["summary"]["unchanged"] == 1 and again.written == 0, "the same key and value bytes"
+    ((key, value),) = [(r.key, r.value) for r in standalone.load_file(store.path).records]
+    assert json.loads(key) == ["pg", state["sourcePartition"]] and json.loads(value or b"") == state["sourceOffset"]
+
+
+def test_a_cdc_file_may_start_with_a_byte_order_mark_and_end_lines_with_crlf() -> None:
+    line = b'{"connector":"c","state":{"sourcePartition":{"p":1},"sourceOffset":{"o":1}}}'
+    (record,) = cdc_state.loads_file(b"\xef\xbb\xbf" + line + b"\r\n").records
+    assert record == RawRecord(b'["c",{"p":1}]', b'{"o":1}')
+
+
+def test_a_cdc_line_holding_an_array_is_called_an_array() -> None:
+    with pytest.raises(FormatError) as info:
+        cdc_state.loads_file(b"[1,2]\n", default_connector="engine")
+    assert "line 1 is a JSON array where a state object is expected" in str(info.value)
+    assert "bare state" not in str(info.value)
+
+
+# --- schema-envelope keys ---------------------------------------------------------------------------------
+
+ENVELOPE = b'{"schema":null,"payload":["engine",{"server":"flink1"}]}'
+PLAIN = b'["engine",{"server":"flink1"}]'
+
+
+def test_an_unwrapped_envelope_colliding_with_its_plain_key_is_named_with_both_values(tmp_path: Path) -> None:
+    source = tmp_path / "env.offsets"
+    standalone.write_file(source, [RawRecord(ENVELOPE, b'{"lsn":777}'), RawRecord(PLAIN, b'{"lsn":888}')])
+    out = StandaloneLocation(tmp_path / "out.offsets")
+    report = transfer(StandaloneLocation(source), out, TransferOptions(unwrap_envelopes=True), quiet())
+    named = [n for n in report.notes if "given twice" in n]
+    assert len(named) == 1, report.notes
+    note = named[0]
+    assert note.startswith(f"key {PLAIN.decode()} is given twice with different values")
+    assert '{"lsn":777}' in note and '{"lsn":888}' in note and ENVELOPE.decode() in note
+    assert 'value {"lsn":888}, was kept' in note, "the later record in the source's order, as compaction keeps"
+    assert [(r.key, r.value) for r in standalone.load_file(out.path).records] == [(PLAIN, b'{"lsn":888}')]
+    same = tmp_path / "same.offsets"
+    standalone.write_file(same, [RawRecord(ENVELOPE, b'{"lsn":1}'), RawRecord(PLAIN, b'{"lsn":1}')])
+    quiet_report = transfer(
+        StandaloneLocation(same), StandaloneLocation(tmp_path / "o2.offsets"), TransferOptions(unwrap_envelopes=True)
+    )
+    assert not any("given twice" in n for n in quiet_report.notes), "equal values lose nothing"
+
+
+def test_refusing_an_envelope_key_points_at_unwrap_envelopes(tmp_path: Path) -> None:
+    source = tmp_path / "env.offsets"
+    standalone.write_file(source, [RawRecord(ENVELOPE, b'{"lsn":777}')])
+    with pytest.raises(TransferError) as info:
+        transfer(StandaloneLocation(source), StandaloneLocation(tmp_path / "o.offsets"), TransferOptions(), quiet())
+    assert "--malformed skip" in str(info.value) and "--unwrap-envelopes" in str(info.value)
+
+
+# --- progress ---------------------------------------------------------------------------------------------
+
+COUNT = 2_100
+
+
+def progress_lines(source: Location, destination: Location, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    monkeypatch.setattr("emulator.transfer.progress.PROGRESS_THRESHOLD", 2_000)
+    stream = io.StringIO()
+    transfer(source, destination, TransferOptions(), Progress(stream, every_s=0))
+    return stream.getvalue().splitlines()
+
+
+def many() -> list[RawRecord]:
+    return [RawRecord(f'["c",{{"p":{i}}}]'.encode(), f'{{"o":{i}}}'.encode()) for i in range(COUNT)]
+
+
+@pytest.mark.parametrize("kind", ["standalone", "cdc", "kip875", "snapshot"])
+def test_every_file_source_and_document_destination_reports_progress(
+    tmp_path: Path, kind: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / f"many.{kind}"
+    if kind == "standalone":
+        standalone.write_file(path, many())
+    else:
+        path.write_bytes(
+            snapshot.dumps(many(), source="t")
+            if kind == "snapshot"
+            else kip875.dumps_file(many())[0]
+            if kind == "kip875"
+            else cdc_state.dumps_file(many())[0]
+        )
+    source = parse_location(f"{kind}:{path}")
+    destination = CdcLocation(tmp_path / "out.jsonl") if kind != "cdc" else SnapshotLocation(tmp_path / "o.avro")
+    lines = progress_lines(source, destination, monkeypatch)
+    assert f"reading {source.description}: 1000/{COUNT} records" in lines
+    assert f"read {source.description}: {COUNT}/{COUNT} records" in lines
+    assert f"checking the values of {source.description}: 1000/{COUNT} records" in lines
+    assert f"encoding {destination.description}: 1000/{COUNT} records" in lines
+
+
+def test_a_standalone_destination_reports_its_write(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    source = tmp_path / "many.jsonl"
+    source.write_bytes(cdc_state.dumps_file(many())[0])
+    destination = StandaloneLocation(tmp_path / "out.offsets")
+    lines = progress_lines(CdcLocation(source), destination, monkeypatch)
+    assert f"writing {destination.description}: 1000/{COUNT} records" in lines
+
+
+def test_a_daemon_source_reports_once_its_answer_has_arrived(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The daemon answers in one response: its count is reported when it arrives (docs/transfers.md)."""
+    body = {"records": [{"key": "WyJjIix7InAiOjF9XQ==", "value": None}] * COUNT, "store": "effective"}
+    monkeypatch.setattr(DaemonLocation, "_call", lambda *_args, **_kwargs: body)
+    source = DaemonLocation("http://127.0.0.1:9")
+    lines = progress_lines(source, SnapshotLocation(tmp_path / "o.avro"), monkeypatch)
+    assert f"read http://127.0.0.1:9/offsets/records: {COUNT}/{COUNT} records" in lines
+
+
+# --- location strings -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "closest"),
+    [("risingwave:rw.jsonl", "did you mean cdc:rw.jsonl with --risingwave?"), ("snapshto:bk.avro", "snapshot:bk.avro")],
+)
+def test_a_mistyped_location_kind_is_refused_naming_the_kinds_and_the_closest(text: str, closest: str) -> None:
+    with pytest.raises(LocationError) as info:
+        parse_location(text)
+    message = str(info.value)
+    assert closest in message
+    assert "cdc:, embedded:, kip875:, snapshot:, standalone:, kafka://, http://, https://" in message
+    assert f"./{text}" in message, "how to name such a file"
+
+
+def test_a_path_or_a_drive_letter_before_the_colon_is_a_file_name() -> None:
+    assert isinstance(parse_location("./risingwave:rw.jsonl"), CdcLocation)
+    assert isinstance(parse_location("C:backup.avro"), SnapshotLocation)
+    assert isinstance(parse_location("kip875:a:b.json"), Kip875Location)
+
+
+def test_the_cli_writes_no_file_named_after_a_mistyped_kind(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    standalone.write_file(tmp_path / "s.offsets", [A])
+    code, _, err = cli(capsys, "migrate", "--from", "s.offsets", "--to", "snapshto:bk.avro")
+    assert code == 2 and "did you mean snapshot:bk.avro?" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["s.offsets"]
+
+
+# --- connector names --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["get"],
+        ["reset", "--yes"],
+        ["alter", "--file", "-"],
+        ["claim", "--owner", "me"],
+        ["claims"],
+        ["release", "--epoch", "1"],
+        ["history"],
+        ["rollback", "--to", "now", "--yes"],
+    ],
+)
+def test_a_connector_name_that_is_not_utf8_is_one_line_and_exit_2(
+    command: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    name = b"c\xed\xb0\x80".decode("utf-8", "surrogateescape")  # what Python makes of such argv bytes
+    code, out, err = cli(capsys, command[0], name, *command[1:], "--url", "http://127.0.0.1:9")
+    assert (code, out) == (2, "")
+    assert err == (
+        "error: the connector name 'c\\xed\\xb0\\x80' is not valid UTF-8 (at byte 1); connector names are UTF-8 "
+        "text: check the shell's quoting and the terminal's encoding\n"
+    )
