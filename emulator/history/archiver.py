@@ -138,8 +138,14 @@ class Archiver:
         for record in batch.records:
             tick()
             decision = guard.decide(record)
+            if guard.released:  # held while a check was open, which has passed: before this record
+                for held in guard.take_released():
+                    ts = held.timestamp_ms
+                    append((encode(held, epoch, received_ms), held, ts if ts >= 0 else received_ms))
             if decision.verdict is Verdict.SKIP:
                 self._origins.forget(record)
+                continue
+            if decision.verdict is Verdict.HOLD:
                 continue
             if decision.verdict is Verdict.NEW_EPOCH:
                 self._write(rows)
@@ -213,6 +219,8 @@ class Archiver:
         records of the new log while it was still checking) archive those first."""
         guard = self._guard
         held = guard.take_held()
+        if not decision.archive_held:  # the old log's: its records above the watermark end its epoch
+            self._write([self._row(record, received_ms) for record, fresh in held if fresh])
         self._file.close()
         self._state.new_epoch(decision.reason)
         guard.reset_for_epoch()
@@ -235,13 +243,14 @@ class Archiver:
         if not decision.archive_held:
             return []
         rows: Rows = []
-        for record in held:
+        for record, _ in held:
             guard.delivered(record)
-            ts = record.timestamp_ms
-            rows.append(
-                (self._rows.encode(record, self._state.epoch, received_ms), record, ts if ts >= 0 else received_ms)
-            )
+            rows.append(self._row(record, received_ms))
         return rows
+
+    def _row(self, record: LogRecord, received_ms: int) -> EncodedRow:
+        ts = record.timestamp_ms
+        return (self._rows.encode(record, self._state.epoch, received_ms), record, ts if ts >= 0 else received_ms)
 
     # ------------------------------------------------------------------ between batches
 

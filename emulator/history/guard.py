@@ -7,6 +7,14 @@ re-created under the same name: offsets start again at 0 and the new records wou
 (the record at ``watermark - 1`` came back with the same bytes), and until every partition passed,
 skipped records are held back (bounded) so that a failed check can still archive them.
 
+Records *above* the watermark are held back too while any partition's check is open: a log
+re-created while the daemon was down delivers its new records at once, in partitions the archive
+never held (nothing to check there), while the partitions that would reveal it are still being
+read; archived at once, those records would land in the old epoch, and a past state read from it
+would mix the wiped offsets back in. Once every check passed they are archived (``take_released``,
+in delivery order), in a new epoch otherwise. If the hold-back buffer fills, they are archived as
+they come (a warning says the check could not hold them).
+
 A new epoch is declared when:
 - the record at ``watermark - 1`` comes back with other bytes;
 - the log, read to its end, stops short of the watermark (fewer records than archived);
@@ -30,6 +38,8 @@ log = logging.getLogger(__name__)
 class Verdict(Enum):
     ARCHIVE = "archive"
     SKIP = "skip"
+    HOLD = "hold"
+    """Not archived yet: a record above the watermark while a check is open (``take_released``)."""
     NEW_EPOCH = "new-epoch"
 
 
@@ -44,6 +54,7 @@ class Decision:
 
 _ARCHIVE = Decision(Verdict.ARCHIVE)
 _SKIP = Decision(Verdict.SKIP)
+_HOLD = Decision(Verdict.HOLD)
 
 
 class ReplayGuard:
@@ -54,7 +65,12 @@ class ReplayGuard:
         self._hold_limit = hold_limit
         self._last: dict[int, int] = {}
         self._pending: set[int] = set(state.tails)
-        self._held: deque[LogRecord] = deque()
+        self._held: deque[tuple[LogRecord, bool]] = deque()
+        """Records held while a check is open, in delivery order: (record, above the watermark)."""
+        self._released: list[LogRecord] = []
+        self.released = False
+        """True when ``take_released`` has records to archive before the record just decided."""
+        self._hold_fresh = True
         self.held_dropped = 0
         self.skipped = 0
         self.unverifiable: list[int] = []
@@ -71,6 +87,8 @@ class ReplayGuard:
         self._pending.clear()
         self._held.clear()
         self._last.clear()
+        self._released.clear()
+        self.released = False
 
     def delivered(self, record: LogRecord) -> None:
         """Note a record archived without a decision (held records archived in a new epoch)."""
@@ -100,6 +118,8 @@ class ReplayGuard:
                     watermark - 1,
                 )
                 self._release_if_verified()
+            if self._pending and self._hold_fresh:
+                return self._hold_fresh_record(record)
             return _ARCHIVE
         tail = self._state.tails.get(p)
         if tail is not None and o == tail[0] and p in self._pending:
@@ -113,11 +133,47 @@ class ReplayGuard:
             self._release_if_verified()
         self.skipped += 1
         if self._pending:
-            self._held.append(record)
+            self._held.append((record, False))
             if len(self._held) > self._hold_limit:
-                self._held.popleft()
-                self.held_dropped += 1
+                self._drop_oldest_skipped()
         return _SKIP
+
+    def _hold_fresh_record(self, record: LogRecord) -> Decision:
+        self._held.append((record, True))
+        if len(self._held) > self._hold_limit and not self._drop_oldest_skipped():
+            # Only records to archive are held: archive them now, as before the check existed.
+            self._hold_fresh = False
+            self._release(reason="the hold-back buffer is full")
+        return _HOLD
+
+    def _drop_oldest_skipped(self) -> bool:
+        """Make room by forgetting the oldest skipped record (lost only if the check then fails)."""
+        for i, (_, fresh) in enumerate(self._held):
+            if not fresh:
+                del self._held[i]
+                self.held_dropped += 1
+                return True
+        return False
+
+    def _release(self, reason: str | None = None) -> None:
+        fresh = [record for record, is_fresh in self._held if is_fresh]
+        self._held.clear()
+        if reason is not None and fresh:
+            log.warning(
+                "history: %d new records are archived before every partition was checked against the archive (%s); "
+                "if the log turns out re-created, they are in the earlier epoch",
+                len(fresh),
+                reason,
+            )
+        if fresh:
+            self._released.extend(fresh)
+            self.released = True
+
+    def take_released(self) -> list[LogRecord]:
+        """Held records above the watermark to archive now (every check passed), in delivery order."""
+        released, self._released = self._released, []
+        self.released = False
+        return released
 
     def check_positions(self, positions: dict[int, int], caught_up: bool, now: float | None = None) -> Decision:
         """Called when every delivered record was processed: a log read to its end that stops short
@@ -144,19 +200,20 @@ class ReplayGuard:
                 return _ARCHIVE
             return Decision(
                 Verdict.NEW_EPOCH,
-                f"partition {p} ends at offset {position} but the archive holds offsets up to {tail_offset}: "
-                "the log was re-created",
+                f"partition {p} ends at offset {position} (where its next record would go), but the archive "
+                f"holds a record of it at offset {tail_offset}: the log was re-created",
                 archive_held=True,
             )
         self._suspect = None
         return _ARCHIVE
 
-    def take_held(self) -> list[LogRecord]:
-        """The records skipped while unverified, in delivery order (to archive in a new epoch)."""
+    def take_held(self) -> list[tuple[LogRecord, bool]]:
+        """The records held while unverified, in delivery order, each with whether it lay above the
+        watermark (to archive in a new epoch, or the fresh ones in the old one: ``Decision.archive_held``)."""
         held = list(self._held)
         self._held.clear()
         return held
 
     def _release_if_verified(self) -> None:
         if not self._pending:
-            self._held.clear()
+            self._release()

@@ -360,11 +360,19 @@ class PastState:
 
 
 def state_as_of(reader: HistoryReader, connector: str, at_ms: int) -> PastState:
-    """Rebuild the connector's raw state at ``at_ms`` from the archive."""
+    """Rebuild the connector's raw state at ``at_ms`` from the archive.
+
+    The epoch is the log's newest with records at or before ``at_ms``, whoever wrote them: a
+    connector without a record in it was wiped by the re-creation, even if it had some before."""
     states: dict[int, dict[bytes, HistoryRow]] = {}
     known = False
+    log_epoch: int | None = None
     for row in reader.rows():
-        if row["connector"] != connector or row["time_ms"] > at_ms:
+        if row["time_ms"] > at_ms:
+            continue
+        if log_epoch is None or row["epoch"] > log_epoch:
+            log_epoch = row["epoch"]
+        if row["connector"] != connector:
             continue
         known = True
         state = states.setdefault(row["epoch"], {})
@@ -379,6 +387,6 @@ def state_as_of(reader: HistoryReader, connector: str, at_ms: int) -> PastState:
             f"(--history-retention): only times from then on can be reconstructed exactly, not "
             f"{format_time_ms(at_ms)}"
         )
-    epoch = max(states) if states else None
+    epoch = log_epoch if states else None
     rows = states.get(epoch, {}) if epoch is not None else {}
     return PastState(at_ms, epoch, rows, known, reader.report, reader.synced, reader.unsynced_because)

@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from emulator.codec.murmur2 import partition_for
 from emulator.history import archive as archive_module
 from emulator.history.archive import HistoryArchive
 from emulator.history.files import ReadReport, scan_dir
@@ -311,6 +312,38 @@ def test_a_log_recreated_with_fewer_records_starts_a_new_epoch(tmp_path: Path, s
     reader = HistoryReader(again.archive.directory, again.archive)
     now = time.time_ns() // 1_000_000
     assert state_as_of(reader, "c", now).offsets() == [{"partition": {"file": "f1"}, "offset": {"pos": 100}}]
+
+
+@pytest.mark.slow
+def test_a_new_record_in_a_partition_the_archive_never_held_goes_to_the_new_epoch(
+    tmp_path: Path, stacks: list[Stack]
+) -> None:
+    """A log re-created while the daemon was down: its one record lands in a partition with nothing
+    archived (nothing to check there). It used to be archived at once in the old epoch, while the
+    partitions that reveal the re-creation were still being read, so "now" read from the archive held
+    the wiped offsets too. It is held until the check decides, and lands in the new epoch."""
+    old = [n for n in range(40) if partition_for(key(n), 3) != 0][:6]
+    gone = next(n for n in range(40) if partition_for(key(n, "gone"), 3) != 0)  # a connector only the old log had
+    new = next(n for n in range(100, 200) if partition_for(key(n), 3) == 0)
+    stack = open_stack(tmp_path)
+    stack.append([(key(n), value(n)) for n in old] + [(key(gone, "gone"), value(gone))])
+    stack.close()
+    _recreate_log(tmp_path, [(key(new), value(new))])
+
+    again = open_stack(tmp_path)
+    stacks.append(again)
+    deadline = time.monotonic() + 15  # the short log is believed once positions settled (2 s)
+    rows = again.rows()
+    while not any(r["epoch"] == 1 for r in rows) and time.monotonic() < deadline:
+        time.sleep(0.05)
+        rows = again.rows()
+    assert [(r["epoch"], r["key"]) for r in rows if r["key"] == key(new)] == [(1, key(new))], "not in epoch 0"
+    assert sorted(r["key"] for r in rows if r["epoch"] == 0) == sorted([key(n) for n in old] + [key(gone, "gone")])
+    now = time.time_ns() // 1_000_000
+    past = state_as_of(HistoryReader(again.archive.directory, again.archive), "c", now).offsets()
+    assert past == [{"partition": {"file": f"f{new}"}, "offset": {"pos": new}}], "only the new log's offsets"
+    wiped = state_as_of(HistoryReader(again.archive.directory, again.archive), "gone", now)
+    assert wiped.known and wiped.offsets() == [], "a connector the new log lacks was wiped, not kept"
 
 
 def test_a_log_recreated_with_more_records_is_caught_by_the_tail_check(tmp_path: Path, stacks: list[Stack]) -> None:

@@ -34,7 +34,7 @@ def test_other_bytes_at_the_tail_offset_mean_another_log_and_the_held_records_be
     assert decide(guard, rec(0, 0, b"new")) is Verdict.SKIP  # cannot tell yet: held
     decision = guard.decide(rec(0, 1, b"new"))
     assert decision.verdict is Verdict.NEW_EPOCH and decision.archive_held
-    assert [r.offset for r in guard.take_held()] == [0]
+    assert [(r.offset, fresh) for r, fresh in guard.take_held()] == [(0, False)]
 
 
 def test_offsets_going_back_within_a_run_mean_the_log_was_recreated_under_us() -> None:
@@ -73,4 +73,31 @@ def test_the_hold_back_buffer_is_bounded_and_counts_what_it_drops() -> None:
     guard = ReplayGuard(archived(*[rec(0, o) for o in range(10)]), hold_limit=3)
     for o in range(9):
         assert decide(guard, rec(0, o, b"other")) is Verdict.SKIP
-    assert guard.held_dropped == 6 and [r.offset for r in guard.take_held()] == [6, 7, 8]
+    assert guard.held_dropped == 6 and [r.offset for r, _ in guard.take_held()] == [6, 7, 8]
+
+
+def test_a_record_above_the_watermark_waits_for_the_open_checks_then_is_released_in_order() -> None:
+    guard = ReplayGuard(archived(rec(0, 0), rec(0, 1)))
+    assert decide(guard, rec(2, 0)) is Verdict.HOLD, "partition 0 is not checked yet: the log may be another"
+    assert decide(guard, rec(2, 1)) is Verdict.HOLD
+    assert decide(guard, rec(0, 0)) is Verdict.SKIP and not guard.released
+    assert decide(guard, rec(0, 1)) is Verdict.SKIP and guard.released, "the tail matched: the same log"
+    assert [(r.partition, r.offset) for r in guard.take_released()] == [(2, 0), (2, 1)]
+    assert not guard.released and decide(guard, rec(2, 2)) is Verdict.ARCHIVE
+
+
+def test_records_held_above_the_watermark_belong_to_the_new_log_when_the_check_fails() -> None:
+    guard = ReplayGuard(archived(rec(0, 0), rec(0, 1)))
+    assert decide(guard, rec(1, 0)) is Verdict.HOLD
+    assert decide(guard, rec(0, 0, b"new")) is Verdict.SKIP
+    decision = guard.decide(rec(0, 1, b"new"))
+    assert decision.verdict is Verdict.NEW_EPOCH and decision.archive_held
+    assert [(r.partition, r.offset, fresh) for r, fresh in guard.take_held()] == [(1, 0, True), (0, 0, False)]
+
+
+def test_a_full_hold_back_buffer_of_new_records_archives_them_rather_than_losing_them() -> None:
+    guard = ReplayGuard(archived(rec(0, 0), rec(0, 1)), hold_limit=2)
+    assert [decide(guard, rec(1, o)) for o in range(3)] == [Verdict.HOLD] * 3
+    assert guard.released and [r.offset for r in guard.take_released()] == [0, 1, 2]
+    assert decide(guard, rec(1, 3)) is Verdict.ARCHIVE, "held no more this run: archived as they come"
+    assert guard.held_dropped == 0
