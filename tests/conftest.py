@@ -24,3 +24,12 @@ def _client_defaults_of_the_environment() -> Iterator[None]:
     yield
     use_default(None)
     use_default_retry_for(None)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """With pytest-xdist (``-n``, ``--dist loadgroup``): a module's tests run in one worker, so its
+    module fixtures (a private broker, a Connect cluster) start once; every test that needs Spark
+    runs in one worker, so one Spark session serves them all."""
+    for item in items:
+        group = "spark" if item.get_closest_marker("spark") else item.nodeid.split("::")[0]
+        item.add_marker(pytest.mark.xdist_group(group))
