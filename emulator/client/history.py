@@ -25,8 +25,10 @@ class HistoryClient(OffsetsClient):
         from_time: str | int | None = None,
         to_time: str | int | None = None,
         limit: int | None = None,
+        before: str | None = None,
     ) -> dict[str, Any]:
-        """``GET /connectors/{c}/offsets/history``: ``{"changes": [...], "order": "newest_first", ...}``."""
+        """``GET /connectors/{c}/offsets/history``: ``{"changes": [...], "order": "newest_first", ...}``;
+        ``before``: a page's ``next``, for the page after it."""
         params: dict[str, str] = {}
         if partition is not None:
             params["partition"] = json.dumps(partition, separators=(",", ":"), ensure_ascii=False)
@@ -36,6 +38,8 @@ class HistoryClient(OffsetsClient):
             params["to"] = str(to_time)
         if limit is not None:
             params["limit"] = str(limit)
+        if before is not None:
+            params["before"] = before
         result: dict[str, Any] = self._call(_Request("GET", _connector_path(connector) + "/history", params))
         return result
 

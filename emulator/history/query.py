@@ -264,6 +264,29 @@ def behind_warning(synced: bool | None, because: str | None) -> str | None:
     )
 
 
+Place = tuple[int, int, int, int]
+"""Where a change sorts, newest last: its time, then its epoch, Kafka partition and offset (unique
+in one log's archive, and log order within a partition at equal times)."""
+
+
+def _place(row: HistoryRow) -> Place:
+    return (row["time_ms"], row["epoch"], row["kafka_partition"], row["kafka_offset"])
+
+
+def cursor(place: Place) -> str:
+    """The ``before`` of the page after one ending at ``place``."""
+    return ".".join(str(n) for n in place)
+
+
+def parse_cursor(text: str) -> Place:
+    """A page's ``next`` given back as ``before``; ``InvalidRequest`` for anything else."""
+    parts = text.split(".")
+    if len(parts) != 4 or not all(p.isdigit() and p.isascii() for p in parts):
+        raise InvalidRequest(f"before must be the 'next' of a history page (four numbers joined by '.'), got {text!r}")
+    time_ms, epoch, partition, offset = (int(p) for p in parts)
+    return (time_ms, epoch, partition, offset)
+
+
 @dataclass
 class HistoryPage:
     changes: list[Change]
@@ -271,9 +294,13 @@ class HistoryPage:
     report: ReadReport
     synced: bool | None
     unsynced_because: str | None = None
+    next: str | None = None
+    """With ``truncated``: the ``before`` that asks for the next (older) page."""
 
     def as_dict(self) -> dict[str, Any]:
         body: dict[str, Any] = {"order": "newest_first", "changes": self.changes, "truncated": self.truncated}
+        if self.next is not None:
+            body["next"] = self.next
         body["damaged_files"] = self.report.damaged
         warning = behind_warning(self.synced, self.unsynced_because)
         if warning is not None:
@@ -289,14 +316,17 @@ def connector_history(
     from_ms: int | None = None,
     to_ms: int | None = None,
     limit: int = DEFAULT_LIMIT,
+    before: Place | None = None,
 ) -> HistoryPage:
     """A connector's changes, **newest first** by time (the question is usually "what changed
-    lately"; equal times keep the reverse of log order), at most ``limit`` of them; ``truncated``
-    says older ones exist."""
+    lately"; equal times: newest epoch, then Kafka partition and offset, highest first, so the
+    reverse of log order within a partition), at most ``limit`` of them; ``truncated`` says older
+    ones exist, and ``next`` is the ``before`` of the page after: the changes sorting below it. A
+    PATCH's records share one time, so times alone cannot page past a large one."""
     if not 1 <= limit <= MAX_LIMIT:
         raise InvalidRequest(f"limit must be between 1 and {MAX_LIMIT}, got {limit}")
     lid = logical_id(partition) if partition is not None else None
-    newest: list[tuple[int, int, HistoryRow]] = []  # a min-heap of (time, archive order, row)
+    newest: list[tuple[Place, HistoryRow]] = []  # a min-heap by place (unique: rows never compared)
     seen = 0
     known = False
     for row in reader.rows():
@@ -304,18 +334,26 @@ def connector_history(
             continue
         known = True
         if _matches(row, None, lid, from_ms, to_ms):
+            place = _place(row)
+            if before is not None and place >= before:
+                continue
             seen += 1
-            item = (row["time_ms"], seen, row)
             if len(newest) < limit:
-                heapq.heappush(newest, item)
-            elif item[:2] > newest[0][:2]:
-                heapq.heapreplace(newest, item)
+                heapq.heappush(newest, (place, row))
+            elif place > newest[0][0]:
+                heapq.heapreplace(newest, (place, row))
     if not known and from_ms is None and to_ms is None:
         # With a time range, files outside it are not read, so "no rows" cannot mean "unknown".
         raise ConnectorNotFound(f"Connector {connector} not found in the offsets history")
-    ordered = sorted(newest, key=lambda item: item[:2], reverse=True)
+    ordered = sorted(newest, key=lambda item: item[0], reverse=True)
+    truncated = seen > limit
     return HistoryPage(
-        [change_view(row) for _, _, row in ordered], seen > limit, reader.report, reader.synced, reader.unsynced_because
+        [change_view(row) for _, row in ordered],
+        truncated,
+        reader.report,
+        reader.synced,
+        reader.unsynced_because,
+        cursor(ordered[-1][0]) if truncated and ordered else None,
     )
 
 

@@ -54,20 +54,30 @@ def _changes(
 ) -> list[dict[str, Any]]:
     """The connector's changes, oldest first: the newest ``limit`` of them, or without a limit all of
     them, a page at a time (the route answers the newest 1,000 by default, and a Spark user reading
-    "the history" expects all of it, not a silent cut). Each next page ends at the oldest time of
-    the one before, inclusive; changes seen already (same coordinates) are left out."""
+    "the history" expects all of it, not a silent cut). Each next page is the one the page before
+    names (``next``); from a daemon that names none, it ends at the oldest time of the one before,
+    inclusive, and changes seen already (same coordinates) are left out."""
     to_time = options.get("to")
+    before: str | None = None
     seen: set[tuple[Any, ...]] = set()
     newest_first: list[dict[str, Any]] = []
     while True:
         page = client.history(
-            name, partition=partition, from_time=options.get("from"), to_time=to_time, limit=limit or PAGE
+            name,
+            partition=partition,
+            from_time=options.get("from"),
+            to_time=to_time,
+            limit=limit or PAGE,
+            before=before,
         )
         fresh = [c for c in page["changes"] if _coordinates(c) not in seen]
         seen.update(_coordinates(c) for c in fresh)
         newest_first.extend(fresh)
         if limit is not None or not page.get("truncated") or not page["changes"]:
             break
+        if page.get("next"):
+            before = page["next"]
+            continue
         if not fresh:
             raise OptionError(
                 f"connector {name} has more than {PAGE} changes within one millisecond "

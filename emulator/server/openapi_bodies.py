@@ -77,6 +77,8 @@ class HistoryPage(TypedDict):
     order: Literal["newest_first"]
     changes: list[Change]
     truncated: bool
+    next: NotRequired[str]
+    """With ``truncated``: give it as ``before`` for the next (older) page."""
     damaged_files: list[Damage]
     warning: NotRequired[str]
     """Present when the archive may lack this daemon's latest writes (the log's reader or the

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from emulator.history.archive import HistoryArchive
-from emulator.history.query import HistoryPage, HistoryReader, PastState, connector_history, state_as_of
+from emulator.history.query import HistoryPage, HistoryReader, PastState, Place, connector_history, state_as_of
 from emulator.model.errors import ConnectorNotFound
 from emulator.model.times import format_time_ms
 from emulator.service.checks import ConnectorChecks
@@ -37,12 +37,20 @@ class HistoryQueries:
         from_ms: int | None,
         to_ms: int | None,
         limit: int,
+        before: Place | None = None,
     ) -> HistoryPage:
         """A connector's changes, newest first (see ``emulator.history.query.connector_history``)."""
         self._checks.ensure_ready()
         reader = HistoryReader(archive.directory, archive, min_ms=from_ms, max_ms=to_ms)
         return await asyncio.to_thread(
-            connector_history, reader, connector, partition=partition, from_ms=from_ms, to_ms=to_ms, limit=limit
+            connector_history,
+            reader,
+            connector,
+            partition=partition,
+            from_ms=from_ms,
+            to_ms=to_ms,
+            limit=limit,
+            before=before,
         )
 
     async def as_of(self, archive: HistoryArchive, connector: str, at_ms: int, must_know: bool = True) -> PastState:

@@ -358,3 +358,32 @@ def test_the_spark_history_rows_are_every_change_unless_a_limit_is_given(
         history_spark.check({**options, "limit": "301"})
     with pytest.raises(OptionError, match=r"^option from: invalid time 'yesterday': expected "):
         history_spark.check({**options, "from": "yesterday"})
+
+
+def test_a_patch_larger_than_a_page_is_paged_through_by_next(
+    embedded_daemon: DaemonProcess, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One PATCH of 50 partitions: 50 changes in one millisecond. Paging with ``to`` could not get past
+    them (``to=T`` repeated the page, ``to=T-1`` skipped the other 40); ``next`` reaches every one, and
+    so do the Spark history rows, a page at a time."""
+    import emulator.history.spark as history_spark
+
+    name = unique("paged")
+    patch(embedded_daemon.url, name, [{"partition": {"p": n}, "offset": {"n": n}} for n in range(50)])
+    with HistoryClient(embedded_daemon.url) as client:
+        until(lambda: len(client.history(name, limit=100)["changes"]) == 50, "archived")
+        pages, before = [], None
+        while True:
+            page = client.history(name, limit=10, before=before)
+            pages.append(page)
+            if not page["truncated"]:
+                break
+            before = page["next"]
+    seen = [c["partition"]["p"] for page in pages for c in page["changes"]]
+    assert len(pages) == 5 and sorted(seen) == list(range(50)), "every change once, in five pages"
+    assert "next" not in pages[-1]
+    monkeypatch.setattr(history_spark, "PAGE", 10)
+    rows = list(history_spark.rows({"connector": name, "url": embedded_daemon.url}))
+    assert sorted(json.loads(row[7])["n"] for row in rows) == list(range(50))
+    bad = httpx.get(f"{embedded_daemon.url}/connectors/{name}/offsets/history", params={"before": "yesterday"})
+    assert bad.status_code == 400 and "before must be the 'next' of a history page" in bad.json()["message"]

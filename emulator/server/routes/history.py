@@ -20,7 +20,7 @@ from fastapi import APIRouter, Depends, Query, Request, Response
 
 from emulator.codec.strict_json import json_type
 from emulator.history.archive import HistoryArchive
-from emulator.history.query import DEFAULT_LIMIT
+from emulator.history.query import DEFAULT_LIMIT, parse_cursor
 from emulator.model.errors import ConnectorNotFound, HistoryDisabled, InvalidRequest
 from emulator.model.times import format_time_ms, parse_time_ms
 from emulator.server.audit import note_rollback
@@ -77,6 +77,9 @@ async def offsets_history(
     from_: Annotated[str | None, Query(alias="from", description=f"{_TIME}, inclusive")] = None,
     to: Annotated[str | None, Query(description=f"{_TIME}, inclusive")] = None,
     limit: int = DEFAULT_LIMIT,
+    before: Annotated[
+        str | None, Query(description="the `next` of the page before: its older changes (a page past `truncated`)")
+    ] = None,
     store: str | None = None,
 ) -> Response:
     """``store`` (a connector with its own offsets topic): the changes of its own topic (``connector``,
@@ -90,6 +93,7 @@ async def offsets_history(
         to_ms=time_param("to", to),
         partition=partition_param(partition),
         limit=limit,
+        before=None if before is None else parse_cursor(before),
     )
     return await json_answer(page.as_dict())
 
