@@ -17,7 +17,8 @@ checkpoint alone, as they do for ``connect-file``::
 Commits must never move a connector backwards, but Debezium offsets are not ordered field by field
 (a transaction that began earlier can commit later, so ``txId`` goes down while the log position
 goes up; a MySQL binlog rotation resets ``pos``). ``debezium_backwards_reason`` compares positions
-the way each connector family orders them; ``DaemonOffsets.commit`` takes it as its ``order``.
+the way each connector family orders them; ``DaemonOffsets.commit`` takes it as its ``order``, and
+``behind_daemon`` uses it to tell a query resumed from a checkpoint that Connect has moved on since.
 """
 
 from __future__ import annotations
@@ -156,3 +157,18 @@ def debezium_backwards_reason(current: Mapping[str, Any] | None, new: Mapping[st
     if old_position is not None and new_position is not None and new_position < old_position:
         return f"would move backwards (position {list(old_position)} -> {list(new_position)})"
     return None
+
+
+def behind_daemon(checkpoint: DebeziumOffset, daemon: DebeziumOffset) -> list[tuple[Entry, dict[str, Any] | None]]:
+    """The daemon's entries that ``checkpoint`` is behind, each with the checkpoint's offset for that
+    partition: where committing the checkpoint would move the connector backwards (the order of
+    ``debezium_backwards_reason``, as ``spark-handoff`` decides it), or where the checkpoint has no
+    offset for a partition the daemon has (the engine would start that partition from scratch).
+    Equal or ahead, or offsets this module cannot order: not listed."""
+    mine = {_text(partition): offset for partition, offset in checkpoint.entries}
+    behind: list[tuple[Entry, dict[str, Any] | None]] = []
+    for partition, offset in daemon.entries:
+        own = mine.get(_text(partition))
+        if own is None or debezium_backwards_reason(offset, own) not in (None, "unchanged"):
+            behind.append(((partition, offset), own))
+    return behind

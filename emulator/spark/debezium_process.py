@@ -99,15 +99,15 @@ class EngineProcess:
         self._lock = threading.RLock()
         self._responses: queue.Queue[Any] = queue.Queue()
         self._next_id = 0
+        classpath = engine_classpath(extra_classpath)  # both checked before the log file exists
+        library = jvm_library(java_home)
         self._own_log = log_path is None
         if log_path is None:
             fd, log_path = tempfile.mkstemp(prefix="connect-debezium-engine-", suffix=".log")
             os.close(fd)
         self.log_path = log_path
         self._log: IO[bytes] = open(log_path, "ab")  # noqa: SIM115 - the child writes to it for its whole life
-        classpath = engine_classpath(extra_classpath)
         cmd = [sys.executable, "-m", "emulator.spark.debezium_jvm", "--classpath", os.pathsep.join(classpath)]
-        library = jvm_library(java_home)
         if library:
             cmd += ["--jvm", library]
         for option in (

@@ -22,6 +22,7 @@ credentials (``token``, ``user``/``password``, ``ca``, ``clientCert``/``clientKe
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -33,7 +34,7 @@ from pyspark.sql.types import StructType
 
 from emulator.client.errors import ClientError
 from emulator.spark.debezium_commit import DebeziumCommitter
-from emulator.spark.debezium_offsets import DebeziumOffset, daemon_position
+from emulator.spark.debezium_offsets import DebeziumOffset, behind_daemon, daemon_position
 from emulator.spark.debezium_options import AfterColumns, ConnectDebeziumError, parse_options
 from emulator.spark.debezium_rows import ChangeColumns, RowBuilder
 from emulator.spark.debezium_stream import ChangeStream
@@ -55,6 +56,7 @@ class ConnectDebeziumStreamReader(DataSourceStreamReader):
         self.after: AfterColumns | None = self.options.after
         self._stream: ChangeStream | None = None
         self._committer: DebeziumCommitter | None = None
+        self._resume_checked = False  # initialOffset (a new checkpoint) sets it: nothing to compare
 
     def __getstate__(self) -> dict[str, Any]:
         """The engine and the commit thread stay in the driver's worker (executors only ``read``)."""
@@ -83,6 +85,7 @@ class ConnectDebeziumStreamReader(DataSourceStreamReader):
     def initialOffset(self) -> dict[str, Any]:
         """Where the daemon's offsets for the connector say (none: the connector's first start,
         e.g. its initial snapshot). The engine starts here, seeded with the daemon's exact bytes."""
+        self._resume_checked = True  # no checkpoint yet: it starts at the daemon's offsets
         try:
             with self.options.daemon.offsets() as daemon:
                 records = daemon.records(self.connector)
@@ -97,11 +100,46 @@ class ConnectDebeziumStreamReader(DataSourceStreamReader):
         log.info("connect-debezium %s: starting after the daemon's offsets %s", self.connector, position.spark())
         return position.spark()
 
+    def check_resume(self, start: DebeziumOffset) -> None:
+        """A query resumed from its checkpoint starts there, as Spark resumes every source; when
+        Connect (or anything else) has moved the connector's offsets on since, the changes in between
+        are emitted again: said once, with what to do, instead of duplicates without a word. Called
+        with the checkpoint's committed offset (the first ``latestOffset``/``partitions`` of a reader
+        that ``initialOffset`` did not start), before the engine starts from it."""
+        self._resume_checked = True
+        try:
+            with self.options.daemon.offsets() as daemon:
+                records = daemon.records(self.connector)
+        except ClientError as exc:
+            log.info(
+                "connect-debezium %s: could not compare the checkpoint with the connector's offsets: %s",
+                self.connector,
+                exc,
+            )
+            return
+        behind = behind_daemon(start, daemon_position(self.connector, records))
+        if not behind:
+            return
+        log.warning(
+            "connect-debezium %s: the daemon's offsets for the connector are ahead of this checkpoint's (%s): Connect "
+            "processed the changes between them, and this query emits them again (Spark resumes from its "
+            "checkpoint). To continue where Connect stopped instead, stop the query and start it with a new "
+            "checkpoint location: it then starts after the daemon's offsets",
+            self.connector,
+            "; ".join(
+                f"partition {_json(partition)}: checkpoint {_json(own) if own is not None else 'none'}, "
+                f"daemon {_json(offset)}"
+                for (partition, offset), own in behind
+            ),
+        )
+
     def getDefaultReadLimit(self) -> ReadLimit:
         return ReadMaxRows(self.options.max_records) if self.options.max_records else ReadAllAvailable()
 
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
         position = self._position(start)
+        if not self._resume_checked:
+            self.check_resume(position)
         stream = self._changes()
         stream.ensure(position)
         if stream.last_seq <= position.seq:
@@ -117,6 +155,8 @@ class ConnectDebeziumStreamReader(DataSourceStreamReader):
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
         first, last = self._position(start), self._position(end)
+        if not self._resume_checked:  # a restart replaying its unfinished batch starts here
+            self.check_resume(first)
         if last.seq <= first.seq:
             return []
         changes = self._changes().between(first, last)
@@ -164,6 +204,10 @@ class ConnectDebeziumStreamReader(DataSourceStreamReader):
                 builder.mismatched,
                 self.after.table if self.after else "?",
             )
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
 class ConnectDebeziumDataSource(DataSource):
