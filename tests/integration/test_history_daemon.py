@@ -202,6 +202,7 @@ def test_time_filters_bad_input_and_unknown_connectors(daemon_factory: DaemonFac
         (base + "/history", {"from": "last tuesday"}, 400, "ISO-8601"),
         (base + "/history", {"partition": "[1]"}, 400, "JSON object"),
         (base, {"as_of": "soon"}, 400, "ISO-8601"),
+        (base, {"as_of": "now", "kind": "sink"}, 400, "as_of reads the history archive of source offsets"),
         (f"{daemon.url}/connectors/nobody-{uuid.uuid4().hex}/offsets/history", {}, 404, "not found"),
         (base + "/rollback", {}, 400, "to"),
     ]:

@@ -17,6 +17,7 @@ from typing import Any
 from fastapi import APIRouter, Depends, Request, Response
 
 from emulator.model import audit
+from emulator.model.errors import InvalidRequest
 from emulator.model.principal import current_principal
 from emulator.server.audit import note_modification
 from emulator.server.auth.scopes import grants_of
@@ -134,6 +135,11 @@ async def get_offsets(connector: str, rt: RuntimeDep, request: Request) -> Respo
     query = _GET.read(request)
     store = query.store
     if query.as_of is not None:
+        if query.kind == "sink":  # the archive holds the offsets log's records: a sink's are its group's
+            raise InvalidRequest(
+                "as_of reads the history archive of source offsets; a sink connector's offsets are its consumer "
+                "group's committed offsets, which have no history here (leave out as_of, or kind=sink)"
+            )
         past, headers = await offsets_as_of(request, connector, query.as_of, rt, store)
         return await json_answer(past, headers)
     resolved = await rt.offsets.prepare_get(connector, query.kind, query.fresh, store)
