@@ -38,6 +38,12 @@ def transfer(
         if not destination.store:
             raise TransferError("--prune applies to stores (topics, embedded logs, standalone files, daemons) only")
         incoming = incoming + prune(incoming, destination.current(ctx, sorted(touched)), touched, ctx.keys)
+        if options.connectors and not incoming:
+            names = ", ".join(repr(n) for n in sorted(options.connectors))
+            raise TransferError(
+                f"{source.description} has no record of {names} (--connector), and {destination.description} has "
+                "none to delete (--prune); nothing was written"
+            )
     applied = destination.apply(incoming, ctx)
     if applied.unreadable_values:
         verb = "would be written" if options.dry_run else "were written"

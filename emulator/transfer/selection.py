@@ -77,7 +77,8 @@ def select(
         if spelling is not None:
             unwrapped_from.setdefault(record.key, {})[spelling] = (number, record.value)
     notes.extend(
-        f"{source} has no record of {name!r} (--connector)" for name in _unnamed(options.connectors, named_seen, source)
+        f"{source} has no record of {name!r} (--connector)"
+        for name in _unnamed(options.connectors, named_seen, source, refuse=not options.prune)
     )
     if unwrapped_from:
         notes.extend(_collisions(unwrapped_from, selected, total, source))
@@ -234,11 +235,13 @@ def prune(incoming: list[RawRecord], current: list[RawRecord], connectors: set[s
     ]
 
 
-def _unnamed(named: frozenset[str], seen: set[str], source: str) -> list[str]:
+def _unnamed(named: frozenset[str], seen: set[str], source: str, refuse: bool = True) -> list[str]:
     """The ``--connector`` names the source has no record of: a typo more often than not. None found
-    at all is refused (the transfer would write an empty file over a backup); the caller notes the rest."""
+    at all is refused (the transfer would write an empty file over a backup); the caller notes the rest.
+    With ``--prune`` a name the source lacks is how a reset is carried over (its records at the
+    destination are deleted): the pipeline refuses only when the destination has none either."""
     missing = sorted(named - seen)
-    if named and len(missing) == len(named):
+    if refuse and named and len(missing) == len(named):
         raise TransferError(
             f"{source} has no record of {', '.join(repr(n) for n in missing)} (--connector); nothing was written"
         )

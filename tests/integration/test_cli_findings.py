@@ -190,6 +190,51 @@ def test_a_connector_name_the_source_lacks_is_refused_or_named(tmp_path: Path) -
     assert json.loads(backup.read_text())["c"]["offsets"] == [{"partition": {"f": 1}, "offset": {"p": 1}}]
 
 
+def test_a_connector_reset_at_the_source_is_carried_over_by_naming_it_with_prune(tmp_path: Path) -> None:
+    """A reset connector has no records at the source, so --connector refused it as a typo and a whole
+    export did not touch its records: a standalone worker resumed from the offsets reset elsewhere.
+    Named with --prune, its records at the destination are deleted; a name neither side has is refused."""
+    both, after_reset = tmp_path / "both.json", tmp_path / "after-reset.json"
+    row = {"offsets": [{"partition": {"server": "mysql1"}, "offset": {"file": "mysql-bin.000003", "pos": 154}}]}
+    both.write_text(json.dumps({"mysql-cdc": row, "other": row}))
+    after_reset.write_text(json.dumps({"other": row}))
+    worker = tmp_path / "worker.offsets"
+    assert cli("migrate", "--from", f"kip875:{both}", "--to", f"standalone:{worker}", "--quiet").returncode == 0
+
+    carried = cli(
+        "migrate",
+        "--from",
+        f"kip875:{after_reset}",
+        "--to",
+        f"standalone:{worker}",
+        "--connector",
+        "mysql-cdc",
+        "--prune",
+        "--yes",
+    )
+    assert carried.returncode == 0, carried.stderr
+    listed = cli("migrate", "--from", f"standalone:{worker}", "--to", f"kip875:{tmp_path / 'now.json'}", "--quiet")
+    assert listed.returncode == 0, listed.stderr
+    now = json.loads((tmp_path / "now.json").read_text())
+    reset = [{"partition": {"server": "mysql1"}, "offset": None}]  # a tombstone, as Connect's file store keeps it
+    assert now == {"mysql-cdc": {"offsets": reset}, "other": row}, "the reset reached the worker's file"
+
+    nobody = cli(
+        "migrate",
+        "--from",
+        f"kip875:{after_reset}",
+        "--to",
+        f"standalone:{worker}",
+        "--connector",
+        "mysql-cdc",
+        "--prune",
+        "--yes",
+    )
+    assert nobody.returncode == 2, nobody.stderr
+    assert "has no record of 'mysql-cdc' (--connector), and" in nobody.stderr
+    assert "has none to delete (--prune); nothing was written" in nobody.stderr
+
+
 def test_a_log_location_that_cannot_be_opened_is_bad_input(tmp_path: Path) -> None:
     """Exit 2 and "nothing was written", as for a file that cannot be read (it was 1, "refused")."""
     body = tmp_path / "offsets.json"
