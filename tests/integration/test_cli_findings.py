@@ -291,6 +291,12 @@ def test_a_kafka_destination_nobody_answers_ends_the_transfer_at_its_timeout(tmp
     assert done.returncode == 2, done.stderr
     assert time.monotonic() - started < 30
     assert "(--to) within 3 s (--timeout)" in done.stderr and "nothing was written" in done.stderr, done.stderr
+    source_down = cli("migrate", "--from", nobody, "--to", f"kip875:{tmp_path / 'out.json'}", "--timeout", "2")
+    dry_run_down = cli("migrate", "--from", f"kip875:{body}", "--to", nobody, "--dry-run", "--timeout", "2")
+    for said, role in ((source_down, "--from"), (dry_run_down, "--to")):  # they said "cannot reach the brokers"
+        assert said.returncode == 2, said.stderr
+        assert "cannot reach the Kafka cluster at 127.0.0.1:" in said.stderr, said.stderr
+        assert f"({role}) within 2 s (--timeout)" in said.stderr and "nothing was written" in said.stderr
 
 
 def test_a_closed_pipe_ends_the_command_quietly(embedded_daemon: DaemonProcess) -> None:

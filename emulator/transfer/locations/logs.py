@@ -103,9 +103,14 @@ class KafkaLocation(LogLocation):
             # All topics, not ``topic=``: a metadata request naming a missing topic auto-creates it on
             # brokers that ignore the request's allow-auto-create flag (Tansu does), and a dry run or a
             # read must never create anything.
-            metadata = admin.list_topics(timeout=min(ctx.options.timeout_s, 30.0))
-        except KafkaException as exc:
-            raise LocationError(f"{self.description}: cannot reach the brokers: {exc}") from exc
+            waited = min(ctx.options.timeout_s, 30.0)
+            metadata = admin.list_topics(timeout=waited)
+        except KafkaException as exc:  # worded as a destination that never answers (``wait_for_cluster``)
+            why = exc.args[0] if exc.args else exc
+            raise LocationError(
+                f"cannot reach the Kafka cluster at {self.bootstrap} (--{ctx.role}) within {waited:g} s (--timeout): "
+                f"{why}"  # the command adds "nothing was written"
+            ) from exc
         found = metadata.topics.get(self.topic)
         if found is None:
             return False
