@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -247,6 +248,27 @@ def _http_url(text: str) -> str:
 BOOLEAN = Kind("boolean", "true or false (also 1/0, yes/no, on/off)", _boolean)
 TEXT = Kind("text", "text", str, "TEXT")
 OPTIONAL_TEXT = Kind("text", "text", _optional_text, "TEXT")
+
+
+_TOPIC_NAME = re.compile(r"[A-Za-z0-9._-]{1,249}")
+
+
+def _topic(text: str) -> str:
+    """Kafka's rule for a topic name (``Topic.validate``): checked here so a name a real broker
+    refuses (a space, a slash) stops the start-up naming the flag, also on brokers that accept it."""
+    if not _TOPIC_NAME.fullmatch(text) or text in (".", ".."):
+        raise ValueError(text)
+    return text
+
+
+def _optional_topic(text: str) -> str | None:
+    stripped = text.strip()
+    return _topic(stripped) if stripped else None
+
+
+_TOPIC_RULE = "a Kafka topic name (1 to 249 of the letters, digits, '.', '_' and '-'; not '.' or '..')"
+TOPIC = Kind("topic name", _TOPIC_RULE, _topic, "TOPIC")
+OPTIONAL_TOPIC = Kind("topic name", _TOPIC_RULE, _optional_topic, "TOPIC")
 PATH = Kind("path", "a path", Path, "PATH")
 DURATION_OR_NEVER = Kind(
     "duration or never", "a duration such as 30d, 12h, 90m, 500ms, or 'never'", parse_duration_s, "DURATION"

@@ -19,10 +19,12 @@ from emulator.server.options import (
     DURATION_OR_NEVER,
     KEY_VALUE,
     OPTIONAL_TEXT,
+    OPTIONAL_TOPIC,
     PATH,
     POSITIVE_DURATION,
     SIZE,
     TEXT,
+    TOPIC,
     Kind,
     SettingsError,
     choice,
@@ -58,7 +60,7 @@ class Settings:
     bootstrap_servers: str | None = option(
         None, OPTIONAL_TEXT, "Kafka bootstrap servers; absent = the embedded log under --data-dir", group=DAEMON
     )
-    offsets_topic: str = option("connect-offsets", TEXT, "Connect's offset.storage.topic", group=DAEMON)
+    offsets_topic: str = option("connect-offsets", TOPIC, "Connect's offset.storage.topic", group=DAEMON)
     offsets_partitions: int = option(
         "25", integer(1), "partitions when creating the topic or embedded log (25 is Connect's default)", group=DAEMON
     )
@@ -161,13 +163,13 @@ class Settings:
 
     config_topic: str | None = option(
         None,
-        OPTIONAL_TEXT,
+        OPTIONAL_TOPIC,
         "the Connect workers' config.storage.topic: unknown connectors get 404, and offsets may be modified "
         "only while STOPPED with 0 tasks, as in Connect; sinks use their consumer group",
         group=CLUSTER,
     )
     status_topic: str | None = option(
-        None, OPTIONAL_TEXT, "the Connect workers' status.storage.topic (connector states)", group=CLUSTER
+        None, OPTIONAL_TOPIC, "the Connect workers' status.storage.topic (connector states)", group=CLUSTER
     )
     exactly_once_source: str | None = option(
         None,

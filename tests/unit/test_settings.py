@@ -84,6 +84,31 @@ def test_values_are_parsed_the_way_operators_type_them() -> None:
 
 
 @pytest.mark.parametrize(
+    ("flags", "env", "said"),
+    [
+        (("--offsets-topic", "my offsets"), {}, "--offsets-topic: expected a Kafka topic name"),
+        ((), {"CONNECT_OFFSETS_CONFIG_TOPIC": "connect/configs"}, "CONNECT_OFFSETS_CONFIG_TOPIC: expected a Kafka"),
+        (("--status-topic", ".."), {}, "--status-topic: expected a Kafka topic name"),
+        (("--offsets-topic", "x" * 250), {}, "(1 to 249 of the letters, digits, '.', '_' and '-'; not '.' or '..')"),
+    ],
+)
+def test_a_topic_name_kafka_refuses_stops_the_start_naming_the_flag(
+    flags: tuple[str, ...], env: dict[str, str], said: str
+) -> None:
+    """Tansu takes "my offsets"; Apache Kafka refuses it when the topic is created, long after the flag."""
+    with pytest.raises(SettingsError) as refused:
+        settings(*flags, env=env)
+    assert said in str(refused.value)
+
+
+def test_topic_names_kafka_takes_are_taken() -> None:
+    s = settings(
+        "--bootstrap-servers", "b:9092", "--offsets-topic", "connect-offsets.v2_EU", "--config-topic", "connect-configs"
+    )
+    assert (s.offsets_topic, s.config_topic) == ("connect-offsets.v2_EU", "connect-configs")
+
+
+@pytest.mark.parametrize(
     ("flags", "env", "history", "read_committed"),
     [
         ((), {}, True, False),
