@@ -34,7 +34,7 @@ from typing import Any, TypeVar
 from uvicorn.protocols.http.h11_impl import H11Protocol
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-from emulator.model.errors import OffsetsError, RequestHeadTimeout, TooManyConnections
+from emulator.model.errors import InvalidRequest, OffsetsError, RequestHeadTimeout, TooManyConnections
 
 log = logging.getLogger(__name__)
 
@@ -160,6 +160,20 @@ def guarded_protocol(guard: ConnectionGuard, base: type[P]) -> type[P]:
             super().data_received(data)
             if self.cycle is not None and not self.cycle.response_complete:
                 self.head_since = None  # a request's head arrived: it is being served
+
+        def send_400_response(self, msg: str) -> None:
+            """uvicorn answers a request it cannot parse (a request line or a header beyond its
+            parser's limits, bytes that are not HTTP/1.1) in plain text; every error of the daemon's
+            has Connect's body (docs/api.md). The connection is closed, as uvicorn does."""
+            transport = self.transport
+            if transport is None or transport.is_closing():
+                return
+            refused = InvalidRequest(
+                f"{msg.rstrip('.')}: the request could not be parsed (a request line or a header too long, or "
+                "not HTTP/1.1); nothing was done"
+            )
+            transport.write(guard.answer(refused))
+            transport.close()
 
     Guarded.__name__ = Guarded.__qualname__ = f"Guarded{base.__name__}"
     return Guarded

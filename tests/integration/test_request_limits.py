@@ -10,6 +10,8 @@ real process (uvicorn decodes the path; the raw path is what these checks read).
 from __future__ import annotations
 
 import base64
+import json
+import socket
 import time
 import uuid
 from collections.abc import Iterator
@@ -149,6 +151,31 @@ def test_a_name_with_control_characters_is_refused_with_connects_rule(
 )
 def test_an_encoded_slash_in_a_name_is_a_400_as_in_connect(embedded_daemon: DaemonProcess, path: str) -> None:
     assert_400(request(embedded_daemon, "GET", path), "cannot contain an encoded '/' (%2F)")
+
+
+@pytest.mark.parametrize(
+    "request_bytes",
+    [
+        b"GET /connectors/" + b"x" * 100_000 + b"/offsets HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n",  # past the parser
+        b"NOT HTTP AT ALL\r\n\r\n",
+    ],
+    ids=["a-100k-path", "not-http"],
+)
+def test_a_request_the_http_parser_refuses_gets_connects_error_body(
+    embedded_daemon: DaemonProcess, request_bytes: bytes
+) -> None:
+    """uvicorn answered these in plain text ("Invalid HTTP request received."); docs/api.md: every error
+    has Connect's body."""
+    with socket.create_connection(("127.0.0.1", embedded_daemon.port), timeout=10) as conn:
+        conn.sendall(request_bytes)
+        answer = b""
+        while chunk := conn.recv(65536):
+            answer += chunk
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 400 "), answer[:200]
+    assert b"content-type: application/json" in head.lower() and b"x-connect-offsets-error: invalid_request" in head
+    error = json.loads(body)
+    assert error["error_code"] == 400 and "the request could not be parsed" in error["message"], error
 
 
 def test_names_that_are_valid_utf8_are_served(embedded_daemon: DaemonProcess) -> None:
