@@ -31,6 +31,7 @@ from typing import Any
 
 from emulator.codec.jackson_reader import CodecError, loads_lenient
 from emulator.codec.keys import ParsedKey, parse_key
+from emulator.spark.gtid_sets import contained_within, parse_gtid_set
 
 Entry = tuple[dict[str, Any], dict[str, Any]]
 KEYS = ("connector", "seq", "source_offsets")
@@ -142,6 +143,24 @@ def position(offset: Mapping[str, Any]) -> tuple[int, ...] | None:
     return _postgres(offset) or _binlog(offset)
 
 
+def _gtid_order(current: Mapping[str, Any], new: Mapping[str, Any]) -> str | None:
+    """``forward``: ``new``'s GTID set holds ``current``'s and more; ``backward``: the reverse;
+    ``unordered``: neither holds the other; None: no GTID sets to compare, or the same set (the
+    binlog coordinates decide)."""
+    old_text, new_text = current.get("gtids"), new.get("gtids")
+    if not isinstance(old_text, str) or not isinstance(new_text, str):
+        return None
+    old_set, new_set = parse_gtid_set(old_text), parse_gtid_set(new_text)
+    if old_set is None or new_set is None:
+        return None
+    forward, backward = contained_within(old_set, new_set), contained_within(new_set, old_set)
+    if forward and backward:
+        return None
+    if forward or backward:
+        return "forward" if forward else "backward"
+    return "unordered"
+
+
 def debezium_backwards_reason(current: Mapping[str, Any] | None, new: Mapping[str, Any]) -> str | None:
     """Why writing ``new`` over ``current`` must not happen (``DaemonOffsets.commit``'s ``order``).
 
@@ -153,6 +172,11 @@ def debezium_backwards_reason(current: Mapping[str, Any] | None, new: Mapping[st
         return None
     if dict(current) == dict(new):
         return "unchanged"
+    applied = _gtid_order(current, new)  # MySQL with GTIDs: what was applied decides, not coordinates
+    if applied == "backward":
+        return "would move backwards (its GTID set lacks transactions the current one has)"
+    if applied in ("forward", "unordered"):  # a failover restarts coordinates; sets neither holds: written
+        return None
     old_position, new_position = position(current), position(new)
     if old_position is not None and new_position is not None and new_position < old_position:
         return f"would move backwards (position {list(old_position)} -> {list(new_position)})"

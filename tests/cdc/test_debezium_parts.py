@@ -213,3 +213,31 @@ def test_an_option_neither_ours_nor_the_connectors_is_refused() -> None:
     """The connector's own properties come as ``debezium.*``; anything else must be one of ours."""
     with pytest.raises(OptionError, match=r"^connect-debezium has no option 'maxrecordspertriger'; did you mean "):
         parse_options({**BASE, "maxrecordspertriger": "5"})
+
+
+PRIMARY = "3e11fa47-71ca-11e1-9e33-c80aa9429562"
+REPLICA = "4f22ab58-82db-22f2-af44-d91bb0530673"
+
+
+def test_a_failover_with_a_gtid_superset_moves_forward_although_the_binlog_restarts() -> None:
+    """The new primary's binlog starts again (file 2 after 120): coordinates call the newer offset
+    older; the GTID set, Debezium's own test (GtidSet.isContainedWithin), says it applied more."""
+    old = {"file": "mysql-bin.000120", "pos": 500, "gtids": f"{PRIMARY}:1-1000", "server_id": 1}
+    new = {"file": "mysql-bin.000002", "pos": 154, "gtids": f"{PRIMARY}:1-1000,\n{REPLICA}:1-5", "server_id": 2}
+    assert debezium_backwards_reason(old, new) is None
+    assert "GTID set lacks transactions" in str(debezium_backwards_reason(new, old))
+
+
+def test_gtid_sets_neither_holding_the_other_cannot_be_ordered_and_are_written() -> None:
+    one = {"file": "mysql-bin.000120", "pos": 500, "gtids": f"{PRIMARY}:1-1000"}
+    other = {"file": "mysql-bin.000002", "pos": 154, "gtids": f"{PRIMARY}:1-900:950-1000,{REPLICA}:1-5"}
+    assert debezium_backwards_reason(one, other) is None and debezium_backwards_reason(other, one) is None
+
+
+def test_equal_or_unreadable_gtid_sets_leave_it_to_the_binlog_coordinates() -> None:
+    same = f"{PRIMARY}:1-3:4-1000"  # the same transactions, spelled in two intervals
+    earlier = {"file": "mysql-bin.000120", "pos": 500, "gtids": f"{PRIMARY}:1-1000"}
+    later_same_set = {"file": "mysql-bin.000120", "pos": 400, "gtids": same}
+    assert "backwards" in str(debezium_backwards_reason(earlier, later_same_set))
+    mariadb = {"file": "mysql-bin.000120", "pos": 400, "gtids": "0-1-100"}
+    assert "backwards" in str(debezium_backwards_reason({**earlier, "gtids": "0-1-90"}, mariadb))
