@@ -201,17 +201,8 @@ def test_a_connector_reset_at_the_source_is_carried_over_by_naming_it_with_prune
     worker = tmp_path / "worker.offsets"
     assert cli("migrate", "--from", f"kip875:{both}", "--to", f"standalone:{worker}", "--quiet").returncode == 0
 
-    carried = cli(
-        "migrate",
-        "--from",
-        f"kip875:{after_reset}",
-        "--to",
-        f"standalone:{worker}",
-        "--connector",
-        "mysql-cdc",
-        "--prune",
-        "--yes",
-    )
+    carry_reset = ("migrate", "--from", f"kip875:{after_reset}", "--to", f"standalone:{worker}")
+    carried = cli(*carry_reset, "--connector", "mysql-cdc", "--prune", "--yes")
     assert carried.returncode == 0, carried.stderr
     listed = cli("migrate", "--from", f"standalone:{worker}", "--to", f"kip875:{tmp_path / 'now.json'}", "--quiet")
     assert listed.returncode == 0, listed.stderr
@@ -219,17 +210,7 @@ def test_a_connector_reset_at_the_source_is_carried_over_by_naming_it_with_prune
     reset = [{"partition": {"server": "mysql1"}, "offset": None}]  # a tombstone, as Connect's file store keeps it
     assert now == {"mysql-cdc": {"offsets": reset}, "other": row}, "the reset reached the worker's file"
 
-    nobody = cli(
-        "migrate",
-        "--from",
-        f"kip875:{after_reset}",
-        "--to",
-        f"standalone:{worker}",
-        "--connector",
-        "mysql-cdc",
-        "--prune",
-        "--yes",
-    )
+    nobody = cli(*carry_reset, "--connector", "mysql-cdc", "--prune", "--yes")  # done: nothing left
     assert nobody.returncode == 2, nobody.stderr
     assert "has no record of 'mysql-cdc' (--connector), and" in nobody.stderr
     assert "has none to delete (--prune); nothing was written" in nobody.stderr

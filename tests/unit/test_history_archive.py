@@ -293,6 +293,19 @@ def _recreate_log(tmp: Path, records: list[tuple[bytes, bytes | None]]) -> None:
     fresh.close()
 
 
+def reopened_into_epoch_1(tmp_path: Path, stacks: list[Stack]) -> tuple[Stack, list[dict[str, Any]]]:
+    """Open the archive again over a re-created log, and its rows once epoch 1 began (a short log is
+    believed once the reader's positions settled: 2 s), or after 15 s."""
+    again = open_stack(tmp_path)
+    stacks.append(again)
+    deadline = time.monotonic() + 15
+    rows = again.rows()
+    while not any(r["epoch"] == 1 for r in rows) and time.monotonic() < deadline:
+        time.sleep(0.05)
+        rows = again.rows()
+    return again, rows
+
+
 @pytest.mark.slow
 def test_a_log_recreated_with_fewer_records_starts_a_new_epoch(tmp_path: Path, stacks: list[Stack]) -> None:
     stack = open_stack(tmp_path)
@@ -300,13 +313,7 @@ def test_a_log_recreated_with_fewer_records_starts_a_new_epoch(tmp_path: Path, s
     stack.close()
     _recreate_log(tmp_path, [(key(1), value(100))])
 
-    again = open_stack(tmp_path)
-    stacks.append(again)
-    deadline = time.monotonic() + 15  # the short log is believed once positions settled (2 s)
-    rows = again.rows()
-    while not any(r["epoch"] == 1 for r in rows) and time.monotonic() < deadline:
-        time.sleep(0.05)
-        rows = again.rows()
+    again, rows = reopened_into_epoch_1(tmp_path, stacks)
     assert [r["epoch"] for r in rows].count(0) == 12
     assert [(r["epoch"], r["key"], r["value"]) for r in rows if r["epoch"] == 1] == [(1, key(1), value(100))]
     reader = HistoryReader(again.archive.directory, again.archive)
@@ -330,13 +337,7 @@ def test_a_new_record_in_a_partition_the_archive_never_held_goes_to_the_new_epoc
     stack.close()
     _recreate_log(tmp_path, [(key(new), value(new))])
 
-    again = open_stack(tmp_path)
-    stacks.append(again)
-    deadline = time.monotonic() + 15  # the short log is believed once positions settled (2 s)
-    rows = again.rows()
-    while not any(r["epoch"] == 1 for r in rows) and time.monotonic() < deadline:
-        time.sleep(0.05)
-        rows = again.rows()
+    again, rows = reopened_into_epoch_1(tmp_path, stacks)
     assert [(r["epoch"], r["key"]) for r in rows if r["key"] == key(new)] == [(1, key(new))], "not in epoch 0"
     assert sorted(r["key"] for r in rows if r["epoch"] == 0) == sorted([key(n) for n in old] + [key(gone, "gone")])
     now = time.time_ns() // 1_000_000
