@@ -289,8 +289,8 @@ class OffsetsWriter:
             await self._locks.acquire(connector, deadline.remaining())
         except TimeoutError:
             raise LogTimeout(
-                f"connector {connector}'s previous write was still waiting for {self.description} after "
-                f"{deadline.seconds:g} s (--write-timeout); nothing was written"
+                f"connector {connector}'s previous write still held it after {deadline.seconds:g} s "
+                "(--write-timeout): its log has not answered that write yet; nothing was written"
             ) from None
         section = WriteSection(self, connector, deadline)
         try:

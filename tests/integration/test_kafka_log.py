@@ -6,12 +6,13 @@ under-reports end offsets after multi-record batches, and these tests compare ex
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Protocol
+from typing import Any, Protocol
 
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
@@ -21,7 +22,14 @@ import emulator.logs.kafka.reader as kafka_reader
 from emulator.codec.murmur2 import partition_for
 from emulator.logs.base import ReadProgress
 from emulator.logs.kafka.offsets_log import KafkaOffsetLog
-from emulator.model.errors import InvalidRecord, LogConfigError, LogTimeout, LogWriteError, WriteOutcomeUnknown
+from emulator.model.errors import (
+    Conflict,
+    InvalidRecord,
+    LogConfigError,
+    LogTimeout,
+    LogWriteError,
+    WriteOutcomeUnknown,
+)
 from emulator.model.records import LogRecord, Position
 from tests.fixtures.broker import TANSU_TAIL_FETCH_WAIT_MS, TansuBroker
 
@@ -616,3 +624,48 @@ def test_end_offsets_the_broker_did_not_answer_are_an_error_not_an_end(
         assert time.monotonic() - started < 1.0 * 2 + 4
     log.read_to_end(WAIT_S)
     assert sum(log.end_offsets(timeout_s=WAIT_S).values()) == 1
+
+
+@pytest.mark.slow
+@pytest.mark.filterwarnings("ignore:Producer abort_transaction failed during close")  # the fenced one's close
+def test_two_writers_racing_for_one_transactional_id_each_get_an_outcome_and_never_hang(
+    make_log: LogFactory, topic_name: str
+) -> None:
+    """Two daemons writing one KIP-618 connector take task 0's transactional id from each other. Each
+    write must end: committed, a Conflict (fenced), or a 503 whose outcome settles. Fenced in the
+    middle of a transaction, a write answered 500 with a SystemError (a delivery report met the
+    fenced error still pending), and the producer's close() never returned, so the write's outcome,
+    and the connector's next write, waited for good."""
+    logs = [make_log(topic_name, partitions=3) for _ in range(2)]
+    for log in logs:
+        log.open()
+    transactional_id = f"tx-race-{topic_name}"
+    outcomes: list[str] = []
+    unsettled: list[Any] = []
+    lock = threading.Lock()
+
+    def writer(log: Any, n: int) -> None:
+        for i in range(12):
+            try:
+                log.append_transactional(transactional_id, [(b"k%d" % (i % 3), b"w%d-%d" % (n, i))], timeout_s=5.0)
+                outcome = "committed"
+            except WriteOutcomeUnknown as exc:
+                outcome = "unknown"
+                with lock:
+                    unsettled.append(exc.outcome)
+            except (Conflict, LogWriteError, LogTimeout) as exc:
+                outcome = type(exc).__name__
+            with lock:
+                outcomes.append(outcome)
+
+    threads = [threading.Thread(target=writer, args=(log, n)) for n, log in enumerate(logs)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    assert not any(thread.is_alive() for thread in threads), f"a write never returned: {outcomes}"
+    assert len(outcomes) == 24 and "committed" in outcomes, outcomes
+    for outcome in unsettled:  # the background commit settles it, one way or the other
+        with contextlib.suppress(Exception):
+            outcome.result(timeout=30)
+        assert outcome.done()

@@ -17,10 +17,12 @@ settles by committing on until the broker answers.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import threading
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 
@@ -52,9 +54,18 @@ class _Batch:
         self._closed = False
 
     def close(self) -> None:
-        if not self._closed:
-            self._closed = True
-            self.producer.close()
+        """Close the producer off the caller's thread. ``Producer.close()`` aborts an open transaction
+        and flushes with no deadline: on a producer fenced in the middle of a transaction it did not
+        return, and the write's outcome (and so the connector's next write) waited on it for good."""
+        if self._closed:
+            return
+        self._closed = True
+        producer = self.producer
+        with contextlib.suppress(KafkaException, RuntimeError):
+            producer.purge()  # nothing left to flush
+        threading.Thread(
+            target=_close_quietly, args=(producer, self.transactional_id), name="txn-close", daemon=True
+        ).start()
 
     def delivered(self, index: int, err: KafkaError | None, msg: Message) -> None:
         if err is not None:
@@ -66,7 +77,14 @@ class _Batch:
 
     def flushed(self, deadline: float) -> bool:
         """True once every record has its report (errors raise: fenced, or refused)."""
-        unflushed = self.producer.flush(max(deadline - time.monotonic(), 0.0))
+        try:
+            unflushed = self.producer.flush(max(deadline - time.monotonic(), 0.0))
+        except SystemError as exc:
+            # confluent-kafka ran a delivery report with the fenced producer's error still pending
+            # (the SystemError names list.append); that error is the outcome.
+            if isinstance(exc.__cause__, KafkaException):
+                raise exc.__cause__ from None
+            raise
         if self.errors:
             first = self.errors[0]
             if first.fatal() or first.code() in (KafkaError._FENCED, KafkaError.PRODUCER_FENCED):
@@ -76,6 +94,18 @@ class _Batch:
 
     def committed(self) -> list[Position]:
         return [p for p in self.positions if p is not None]
+
+
+# close() of a producer fenced mid-transaction warns that its abort failed: the expected end of a
+# producer another holder of the id took over (the write's outcome says so already).
+warnings.filterwarnings("ignore", "Producer abort_transaction failed during close", RuntimeWarning)
+
+
+def _close_quietly(producer: Producer, transactional_id: str) -> None:
+    try:
+        producer.close()
+    except Exception as exc:  # closing is housekeeping: the write's outcome is already known
+        log.info("closing the transactional producer of %s: %s", transactional_id, exc)
 
 
 class TransactionalAppender:
