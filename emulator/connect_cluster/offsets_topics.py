@@ -27,7 +27,7 @@ from emulator.connect_cluster.offset_stores import WORKER_ONLY, ConnectorStores,
 from emulator.connect_cluster.state import ClusterState
 from emulator.history.archive import HistoryArchive
 from emulator.logs.base import OffsetLog
-from emulator.model.errors import ConnectorStoreUnavailable, NotReady, NotReadyYet
+from emulator.model.errors import ConnectorStoreUnavailable, NotReady, NotReadyYet, TopicMisconfigured
 from emulator.model.exactly_once import ExactlyOnceSource
 from emulator.model.times import format_time_ms
 from emulator.view.offset_view import OffsetView
@@ -118,6 +118,8 @@ class ConnectorTopics:
         self._lock = threading.Lock()
         self._stores: dict[StoreKey, TopicStore] = {}
         self._failures: dict[StoreKey, tuple[str, float]] = {}
+        self._refused: dict[StoreKey, str] = {}
+        """Stores whose topic cannot be used as it is (``TopicMisconfigured``): their connectors fail alone."""
         self._changed = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -233,6 +235,8 @@ class ConnectorTopics:
             )
             with self._lock:
                 self._failures[key] = (message, time.time())
+                if isinstance(exc, TopicMisconfigured):  # the topic as it is (not compacted): not a wait
+                    self._refused[key] = message
             return
         log.info(
             "reading the offsets topic %s (%s) of connector(s) %s",
@@ -246,6 +250,7 @@ class ConnectorTopics:
                 return
             self._stores[key] = store
             self._failures.pop(key, None)
+            self._refused.pop(key, None)
 
     # -- for requests ---------------------------------------------------------------------
     def store(self, stores: ConnectorStores) -> TopicStore:
@@ -258,6 +263,11 @@ class ConnectorTopics:
         with self._lock:
             store = self._stores.get(key)
             failure = self._failures.get(key)
+            refused = self._refused.get(key)
+        if store is None and refused is not None:
+            # Connect fails this connector alone (its store cannot start): a 500 with the reason, at once;
+            # retried in the background, so fixing the topic needs no restart.
+            raise ConnectorStoreUnavailable(f"The connector's offsets topic '{stores.connector_topic}': {refused}")
         if store is None:
             self._changed.set()
             why = f"; last attempt: {failure[0]}" if failure is not None else ""
@@ -285,6 +295,7 @@ class ConnectorTopics:
         with self._lock:
             stores = dict(self._stores)
             failures = dict(self._failures)
+            refused = set(self._refused)
         topics: list[dict[str, Any]] = []
         for key in sorted(set(wanted) | set(stores)):
             topic, read_committed = key
@@ -313,10 +324,12 @@ class ConnectorTopics:
                     ready=False,
                     error=None if failure is None else failure[0],
                     error_at=None if failure is None else format_time_ms(int(failure[1] * 1000)),
+                    refused=key in refused,
                 )
             topics.append(entry)
         return {
-            "ready": all(t["ready"] for t in topics if t["connectors"]),
+            # A topic refused as configured fails its connectors (500), as in Connect; the daemon serves the rest.
+            "ready": all(t["ready"] or t.get("refused") for t in topics if t["connectors"]),
             "exactly_once_source": self.eos.support,
             "group_id": self.eos.group_id,
             "topics": topics,

@@ -171,6 +171,13 @@ class LogConfigError(OffsetsError):
     kind = "log_config_error"
 
 
+class TopicMisconfigured(LogConfigError):
+    """A topic exists but cannot be used as it is configured (an offsets topic that is not compacted,
+    Connect's own check): waiting does not mend it, changing the topic does."""
+
+    kind = "topic_misconfigured"
+
+
 class ConnectorStoreUnavailable(LogConfigError):
     """A connector's own offsets topic (KIP-618) cannot be served by this daemon, e.g. because the
     connector keeps it on another Kafka cluster."""

@@ -34,6 +34,7 @@ invalid_offset_format    500    Connect's ``validateFormat`` refused a map (500,
 sink_offsets_failed      500    the consumer-group call behind a sink's offsets failed
 log_unavailable          500    a log could not be read to its end in time
 log_config_error         500    the log's storage cannot be used as configured
+topic_misconfigured      500    a topic exists but is configured so Connect would refuse it (not compacted)
 store_unavailable        500    a connector's own offsets topic cannot be served (another Kafka cluster)
 log_write_error          500    the log did not acknowledge a write
 internal_error           500    anything else (a bug: the message names the exception)

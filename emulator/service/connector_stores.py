@@ -167,7 +167,7 @@ class SourceOffsets:
         stores = self.stores_of(connector)
         if not self._special(stores):
             return await self._plain.alter(connector, changes, dry_run, auth, section)
-        self._refuse_claimed(connector, auth)
+        self.refuse_claimed(connector, auth)
         validate_changes(changes)
         sequenced = self._guard.filter_sequence(connector, changes, auth)
         own = self._own_store(stores)
@@ -191,7 +191,7 @@ class SourceOffsets:
         stores = self.stores_of(connector)
         if not self._special(stores):
             return await self._plain.reset(connector, dry_run, auth, section)
-        self._refuse_claimed(connector, auth)
+        self.refuse_claimed(connector, auth)
         own = self._own_store(stores)
         rows = self._worker_view.offsets(connector) + ([] if own is None else own.view.offsets(connector))
         keys = list(dict.fromkeys(key for row in rows for key in row.keys))
@@ -204,7 +204,7 @@ class SourceOffsets:
         return ModifyResult(RESET, plan.all(), dry_run)
 
     @staticmethod
-    def _refuse_claimed(connector: str, auth: WriteAuth) -> None:
+    def refuse_claimed(connector: str, auth: WriteAuth) -> None:
         if auth.claim_epoch is not None:
             raise ClaimsUnsupported(
                 f"Connector {connector}'s offsets are written the way Connect writes them for its own offsets "

@@ -164,7 +164,7 @@ class OffsetsService:
         deadline = Deadline(self._write_timeout_s)
         resolved = await self._modifiable(deadline, connector, kind, create)
         async with self._writer.section(connector, deadline) as section:
-            await self._check_writer(deadline, connector, auth)
+            await self._check_writer(deadline, connector, auth, resolved)
             return await self._strategy(resolved).alter(connector, changes, dry_run, auth, section)
 
     async def reset(
@@ -173,7 +173,7 @@ class OffsetsService:
         deadline = Deadline(self._write_timeout_s)
         resolved = await self._modifiable(deadline, connector, kind)
         async with self._writer.section(connector, deadline) as section:
-            await self._check_writer(deadline, connector, auth)
+            await self._check_writer(deadline, connector, auth, resolved)
             return await self._strategy(resolved).reset(connector, dry_run, auth, section)
 
     # A check waits within the request's deadline only where it can wait at all: an ``asyncio.timeout``
@@ -191,6 +191,8 @@ class OffsetsService:
             )
         return self._checks.modifiable(connector, kind, create)
 
-    async def _check_writer(self, deadline: Deadline, connector: str, auth: WriteAuth) -> None:
+    async def _check_writer(self, deadline: Deadline, connector: str, auth: WriteAuth, kind: ConnectorKind) -> None:
+        if kind == "source" and self._source.special(connector):
+            self._source.refuse_claimed(connector, auth)  # before the claim lookup: no claim can exist there
         if self._guard.looks_up(connector, auth):
             await deadline.within(self._guard.check_writer(connector, auth, deadline.remaining()), "Checking claims")

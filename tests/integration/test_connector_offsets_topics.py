@@ -22,10 +22,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from tests.fixtures.broker import TansuBroker, _resolve_tansu
 from tests.fixtures.cli import run_cli
+from tests.fixtures.waits import until
 from tests.integration.kafka_wire import INIT_PRODUCER_ID, TappedTansu
 from tests.integration.kip618 import (
     Kip618Cluster,
@@ -415,6 +417,11 @@ def test_the_store_parameter_and_claims_say_what_does_not_apply(regular: Kip618C
     claimed = regular.http.post(f"/connectors/{own_name}/claim", json={"owner": "spark"})
     assert error(claimed) == (409, "claims_unsupported")
     assert own_name in claimed.json()["message"]
+    body = {"offsets": [{"partition": {"f": 1}, "offset": {"p": 1}}]}
+    with_epoch = regular.http.patch(f"/connectors/{own_name}/offsets", params={"claim_epoch": "1"}, json=body)
+    assert error(with_epoch) == (409, "claims_unsupported"), "not 'fenced': no claim can exist there (api.md)"
+    reset_with_epoch = regular.http.delete(f"/connectors/{own_name}/offsets", params={"claim_epoch": "1"})
+    assert error(reset_with_epoch) == (409, "claims_unsupported")
 
 
 def test_a_cached_get_follows_changes_to_either_store(regular: Kip618Cluster) -> None:
@@ -573,3 +580,30 @@ def test_each_topic_has_its_own_history_and_as_of_merges_them_as_a_live_get(regu
     # Connect's write puts non-tombstones in the worker topic too (the secondary store).
     assert changes("worker") == [({"f": "h"}, {"pos": 2}), ({"f": "w"}, {"pos": 1})]
     assert as_of("worker") == [{"partition": {"f": "w"}, "offset": {"pos": 1}}]
+
+
+def test_a_connector_whose_own_topic_is_not_compacted_fails_alone(regular: Kip618Cluster) -> None:
+    """Connect refuses an offsets topic whose cleanup policy is not compact and fails that connector; the
+    daemon kept retrying it as "not open yet" (503, Retry-After: clients waited 30 s) and /readyz said
+    it was still reading, so the whole daemon never became ready. Now that connector answers 500 with
+    Connect's reason, and the daemon is ready for the others."""
+    topic = own_topic("deleting")
+    regular.broker.create_topic(topic, 1, {"cleanup.policy": "delete"})
+    name = regular.source(unique("not-compacted"), topic)
+    other = regular.source(unique("fine"))
+
+    answers: list[httpx.Response] = []
+
+    def refused() -> bool:
+        answers.append(regular.http.get(f"/connectors/{name}/offsets"))
+        return answers[-1].status_code == 500
+
+    until(refused, "the connector's store refused", timeout_s=20)
+    answer = answers[-1]
+    assert answer.headers["X-Connect-Offsets-Error"] == "store_unavailable" and "Retry-After" not in answer.headers
+    assert "cleanup.policy" in answer.json()["message"] and topic in answer.json()["message"], answer.text
+    assert regular.http.get("/readyz").status_code == 200, "the others are served"
+    assert regular.http.get(f"/connectors/{other}/offsets").status_code == 200
+    topics = regular.http.get("/status").json()["connector_offsets_topics"]["topics"]
+    (entry,) = [t for t in topics if t["topic"] == topic]
+    assert entry["refused"] is True and "cleanup.policy" in entry["error"], entry

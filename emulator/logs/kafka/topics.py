@@ -19,7 +19,7 @@ from confluent_kafka import IsolationLevel, KafkaError, KafkaException, TopicPar
 # confluent-kafka documents these under ``confluent_kafka.admin`` but its stubs do not re-export them.
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, OffsetSpec, ResourceType  # type: ignore[attr-defined]
 
-from emulator.model.errors import LogConfigError
+from emulator.model.errors import LogConfigError, TopicMisconfigured
 
 log = logging.getLogger(__name__)
 
@@ -175,7 +175,7 @@ def verify_cleanup_policy(admin: AdminClient, topic: str, timeout_s: float) -> b
         )
         return False
     if set(policies) != {COMPACT}:
-        raise LogConfigError(cleanup_policy_error(topic, policies))
+        raise TopicMisconfigured(cleanup_policy_error(topic, policies))
     return True
 
 
