@@ -218,9 +218,10 @@ def run_migrate(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace, source: Location, destination: Location) -> int:
     options = _options(args)
     if options.store is not None and source.kind != "daemon":
+        hint = " (a kafka:// location reads exactly the topic it names)" if source.kind == "kafka" else ""
         raise UsageError(
-            f"--store names a daemon's store; {source.description} is not a daemon (a kafka:// location reads "
-            "exactly the topic it names)"
+            f"--store picks which of a daemon's stores is read, so it needs a daemon to read from (--from "
+            f"http://…); {source.description} is not a daemon{hint}"
         )
     progress = Progress(enabled=not args.quiet)
     try:

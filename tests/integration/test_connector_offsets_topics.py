@@ -532,7 +532,10 @@ def test_an_export_says_which_store_it_read(regular: Kip618Cluster, tmp_path: Pa
     refused = cli(
         "export", "--from", f"kafka://{regular.broker.bootstrap}/{topic}", "--to", "x.json", "--store", "worker"
     )
-    assert refused.returncode == 2 and "--store names a daemon's store" in refused.stderr
+    assert refused.returncode == 2 and "--store picks which of a daemon's stores is read" in refused.stderr
+    assert "(a kafka:// location reads exactly the topic it names)" in refused.stderr
+    from_file = cli("import", "--from", "kip875:x.json", "--store", "worker", "--dry-run")
+    assert from_file.returncode == 2 and "kip875:x.json is not a daemon\n" in from_file.stderr, "no kafka:// hint"
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
