@@ -339,6 +339,22 @@ def test_an_exactly_once_connector_without_its_own_topic_is_written_in_task_0s_t
     assert f"{eos.group_id}-{name}-0" in inits
 
 
+@pytest.mark.slow
+def test_a_connector_with_many_tasks_is_fenced_within_the_write_timeout(eos: Kip618Cluster) -> None:
+    """Connect's leader fences every task id of the last generation in one Admin.fenceProducers call;
+    one id after another (a broker round trip each) 60 tasks took longer than --write-timeout (10 s),
+    and the 503 blamed the broker. Now several at a time."""
+    name = eos.source(unique("many-tasks"), own_topic("many"), fencing=60)
+    started = time.monotonic()
+    patched = eos.http.patch(
+        f"/connectors/{name}/offsets", json={"offsets": [{"partition": {"f": "p"}, "offset": {"pos": 7}}]}
+    )
+    took = time.monotonic() - started
+    assert patched.status_code == 200, patched.text
+    assert took < 10, f"60 task ids fenced and the offsets written in {took:.1f} s"
+    assert eos.get(name) == [{"partition": {"f": "p"}, "offset": {"pos": 7}}]
+
+
 # --- visible: status, fencing records, the store parameter ---------------------------------------------
 
 

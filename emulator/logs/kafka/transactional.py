@@ -24,7 +24,7 @@ import threading
 import time
 import warnings
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future
+from concurrent.futures import Future, ThreadPoolExecutor
 
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
@@ -41,6 +41,8 @@ _RESOLVE_S = 300.0
 """How long a commit that timed out keeps being retried in the background (librdkafka's default
 ``message.timeout.ms``); the connector's next write waits for it (its write section stays taken)."""
 _RESOLVE_STEP_S = 5.0
+_FENCE_AT_ONCE = 16
+"""Transactional ids fenced at the same time (each a producer of its own, one broker round trip)."""
 
 
 class _Batch:
@@ -135,17 +137,27 @@ class TransactionalAppender:
         )
 
     def fence(self, transactional_ids: Sequence[str], deadline: float) -> None:
-        """``initTransactions`` for each id, as ``Admin.fenceProducers`` does for the leader: every earlier
-        holder of these ids (zombie tasks) is fenced and its open transaction aborted."""
-        for transactional_id in transactional_ids:
-            producer = self._producer(transactional_id)
-            try:
-                producer.init_transactions(max(deadline - time.monotonic(), 0.1))
-            except KafkaException as exc:
-                raise self._before_write(transactional_id, exc, "fencing it") from exc
-            finally:
-                producer.flush(0)
-                producer.close()
+        """``initTransactions`` for each id, as ``Admin.fenceProducers`` does for the leader in one call:
+        every earlier holder of these ids (zombie tasks) is fenced and its open transaction aborted.
+        Up to ``_FENCE_AT_ONCE`` ids at a time: one after another, a connector of 200 tasks took 200
+        broker round trips and could not be written within ``--write-timeout``."""
+        if not transactional_ids:
+            return
+        with ThreadPoolExecutor(min(_FENCE_AT_ONCE, len(transactional_ids)), thread_name_prefix="fence") as pool:
+            for failure in pool.map(lambda tid: self._fence_one(tid, deadline), transactional_ids):
+                if failure is not None:  # the first is the answer; the others end by the deadline
+                    raise failure
+
+    def _fence_one(self, transactional_id: str, deadline: float) -> LogTimeout | Conflict | None:
+        producer = self._producer(transactional_id)
+        try:
+            producer.init_transactions(max(deadline - time.monotonic(), 0.1))
+        except KafkaException as exc:
+            return self._before_write(transactional_id, exc, "fencing it")
+        finally:
+            producer.flush(0)
+            producer.close()
+        return None
 
     def append(
         self,
