@@ -36,7 +36,7 @@ from typing import IO, Any
 
 from emulator.history.archiver import DEFAULT_RETRY_MAX_S, Archiver, Reread
 from emulator.history.batch_queue import DEFAULT_QUEUE_RECORDS, ArchiveQueue
-from emulator.history.coverage import holds
+from emulator.history.coverage import ArchiveCoverage
 from emulator.history.directory import HistoryError, WriterLock, log_slug
 from emulator.history.files import ArchiveFile, scan_dir
 from emulator.history.origins import OriginRegistry
@@ -107,6 +107,7 @@ class HistoryArchive:
         self._progress = progress
         self._read_own_writes = read_own_writes
         self._own_write_ends = own_write_ends
+        self._coverage = ArchiveCoverage(self.directory)
         self._reread = reread
         self._codec = codec
         self._fsync_interval_s = fsync_interval_s
@@ -320,7 +321,7 @@ class HistoryArchive:
     def _archived_elsewhere(self, timeout_s: float) -> bool:
         ends = self._own_write_ends() if self._own_write_ends is not None else {}
         deadline = time.monotonic() + timeout_s
-        while ends and not holds(self.directory, ends):
+        while ends and not self._coverage.holds(ends):
             if time.monotonic() >= deadline:
                 return False
             time.sleep(_ELSEWHERE_POLL_S)
