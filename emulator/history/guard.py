@@ -23,6 +23,7 @@ A new epoch is declared when:
 
 from __future__ import annotations
 
+import heapq
 import logging
 import time
 from collections import deque
@@ -65,8 +66,12 @@ class ReplayGuard:
         self._hold_limit = hold_limit
         self._last: dict[int, int] = {}
         self._pending: set[int] = set(state.tails)
-        self._held: deque[tuple[LogRecord, bool]] = deque()
-        """Records held while a check is open, in delivery order: (record, above the watermark)."""
+        self._held: deque[tuple[int, LogRecord]] = deque()
+        """Records skipped while a check is open, with their delivery number (archived in a new epoch
+        if the check fails: the new log delivered them)."""
+        self._fresh: deque[tuple[int, LogRecord]] = deque()
+        """Records above the watermark held while a check is open, with their delivery number."""
+        self._delivered = 0
         self._released: list[LogRecord] = []
         self.released = False
         """True when ``take_released`` has records to archive before the record just decided."""
@@ -86,6 +91,7 @@ class ReplayGuard:
         """After a new epoch: nothing is archived in it yet, so nothing is skipped or held."""
         self._pending.clear()
         self._held.clear()
+        self._fresh.clear()
         self._last.clear()
         self._released.clear()
         self.released = False
@@ -133,14 +139,16 @@ class ReplayGuard:
             self._release_if_verified()
         self.skipped += 1
         if self._pending:
-            self._held.append((record, False))
-            if len(self._held) > self._hold_limit:
+            self._delivered += 1
+            self._held.append((self._delivered, record))
+            if len(self._held) + len(self._fresh) > self._hold_limit:
                 self._drop_oldest_skipped()
         return _SKIP
 
     def _hold_fresh_record(self, record: LogRecord) -> Decision:
-        self._held.append((record, True))
-        if len(self._held) > self._hold_limit and not self._drop_oldest_skipped():
+        self._delivered += 1
+        self._fresh.append((self._delivered, record))
+        if len(self._held) + len(self._fresh) > self._hold_limit and not self._drop_oldest_skipped():
             # Only records to archive are held: archive them now, as before the check existed.
             self._hold_fresh = False
             self._release(reason="the hold-back buffer is full")
@@ -148,15 +156,15 @@ class ReplayGuard:
 
     def _drop_oldest_skipped(self) -> bool:
         """Make room by forgetting the oldest skipped record (lost only if the check then fails)."""
-        for i, (_, fresh) in enumerate(self._held):
-            if not fresh:
-                del self._held[i]
-                self.held_dropped += 1
-                return True
-        return False
+        if not self._held:
+            return False
+        self._held.popleft()
+        self.held_dropped += 1
+        return True
 
     def _release(self, reason: str | None = None) -> None:
-        fresh = [record for record, is_fresh in self._held if is_fresh]
+        fresh = [record for _, record in self._fresh]
+        self._fresh.clear()
         self._held.clear()
         if reason is not None and fresh:
             log.warning(
@@ -210,8 +218,11 @@ class ReplayGuard:
     def take_held(self) -> list[tuple[LogRecord, bool]]:
         """The records held while unverified, in delivery order, each with whether it lay above the
         watermark (to archive in a new epoch, or the fresh ones in the old one: ``Decision.archive_held``)."""
-        held = list(self._held)
+        skipped = ((n, record, False) for n, record in self._held)
+        fresh = ((n, record, True) for n, record in self._fresh)
+        held = [(record, is_fresh) for _, record, is_fresh in heapq.merge(skipped, fresh, key=lambda item: item[0])]
         self._held.clear()
+        self._fresh.clear()
         return held
 
     def _release_if_verified(self) -> None:
