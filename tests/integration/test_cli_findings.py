@@ -190,6 +190,7 @@ def test_a_connector_name_the_source_lacks_is_refused_or_named(tmp_path: Path) -
     assert json.loads(backup.read_text())["c"]["offsets"] == [{"partition": {"f": 1}, "offset": {"p": 1}}]
 
 
+@pytest.mark.slow  # four CLI processes
 def test_a_connector_reset_at_the_source_is_carried_over_by_naming_it_with_prune(tmp_path: Path) -> None:
     """A reset connector has no records at the source, so --connector refused it as a typo and a whole
     export did not touch its records: a standalone worker resumed from the offsets reset elsewhere.

@@ -361,6 +361,7 @@ def test_the_spark_history_rows_are_every_change_unless_a_limit_is_given(
         history_spark.check({**options, "from": "yesterday"})
 
 
+@pytest.mark.slow  # waits for the archive, then reads it in pages
 def test_a_patch_larger_than_a_page_is_paged_through_by_next(
     embedded_daemon: DaemonProcess, monkeypatch: pytest.MonkeyPatch
 ) -> None:
