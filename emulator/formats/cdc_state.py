@@ -33,7 +33,7 @@ from emulator.codec.jackson_writer import dumps as jackson_dumps
 from emulator.codec.keys import KeyProblem, encode_key, parse_key
 from emulator.codec.strict_json import JsonLimitExceeded, TooDeepHere, loads_strict
 from emulator.codec.values import CodecError, InvalidOffsets, encode_offset, loads_lenient, validate_format
-from emulator.formats.model import TICK_EVERY, Encoded, FormatError, Loaded, RawRecord, Tick
+from emulator.formats.model import Encoded, FormatError, Loaded, RawRecord, Tick, tick
 
 __all__ = [
     "CdcState",
@@ -258,8 +258,7 @@ def loads_file(
     records: list[RawRecord] = []
     lines = _lines(text)
     for number, line in enumerate(lines, start=1):
-        if progress is not None and number % TICK_EVERY == 0:
-            progress(number, len(lines))
+        tick(progress, number, len(lines))
         if not line.strip(" \t"):
             continue
         where = f"line {number}"
@@ -302,8 +301,7 @@ def encode_file(records: Iterable[RawRecord], *, risingwave: bool = False, progr
     notes: list[str] = []
     tombstones = 0
     for number, record in enumerate(records, start=1):
-        if progress is not None and number % TICK_EVERY == 0:
-            progress(number, None)
+        tick(progress, number, None)
         if record.value is None:
             tombstones += 1
             continue

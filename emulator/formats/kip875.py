@@ -17,21 +17,19 @@ so ``jq '."<connector>"'`` gives a body ``PATCH`` accepts. A file holding a sing
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Any
 
 from emulator.codec.keys import KeyProblem, encode_key, parse_key
 from emulator.codec.strict_json import JsonLimitExceeded, TooDeepHere, loads_strict
 from emulator.codec.surrogates import json_utf8
 from emulator.codec.values import CodecError, InvalidOffsets, encode_offset, loads_lenient, validate_format
-from emulator.formats.model import TICK_EVERY, Encoded, FormatError, Loaded, RawRecord, Tick
+from emulator.formats.model import Encoded, FormatError, Loaded, RawRecord, Tick, tick
 
 __all__ = ["body_records", "dumps_file", "encode_file", "loads_file", "records_to_bodies"]
 
 
-def body_records(
-    connector: str, body: Any, where: str = "body", progress: Callable[[int], None] | None = None
-) -> list[RawRecord]:
+def body_records(connector: str, body: Any, where: str = "body", progress: Tick | None = None) -> list[RawRecord]:
     """One connector's ``{"offsets":[…]}`` body as records, validated as Connect validates PATCH
     (``progress``, if given, is told every ``TICK_EVERY`` entries how many this body has done)."""
     if not isinstance(body, dict):
@@ -44,8 +42,7 @@ def body_records(
         raise FormatError(f"{where}.offsets must be an array")
     records: list[RawRecord] = []
     for index, item in enumerate(offsets):
-        if progress is not None and index % TICK_EVERY == 0 and index:
-            progress(index)
+        tick(progress, index, None)
         at = f"{where}.offsets[{index}]"
         if not isinstance(item, dict):
             raise FormatError(f"{at} must be an object with 'partition' and 'offset'")
@@ -106,11 +103,11 @@ def _entries(body: Any) -> int:
     return len(offsets) if isinstance(offsets, list) else 0
 
 
-def _ticks(progress: Tick | None, before: int, total: int) -> Callable[[int], None] | None:
+def _ticks(progress: Tick | None, before: int, total: int) -> Tick | None:
     """A body's progress as the file's: ``before`` entries of earlier bodies, of ``total``."""
     if progress is None:
         return None
-    return lambda done: progress(before + done, total)
+    return lambda done, _of_body: progress(before + done, total)
 
 
 Bodies = dict[str, dict[str, list[dict[str, Any]]]]
@@ -136,8 +133,7 @@ def _bodies(records: Iterable[RawRecord], progress: Tick | None) -> tuple[Bodies
     inexact = 0
     unreadable = 0
     for number, record in enumerate(records, start=1):
-        if progress is not None and number % TICK_EVERY == 0:
-            progress(number, None)
+        tick(progress, number, None)
         parsed = parse_key(record.key)
         if isinstance(parsed, KeyProblem):
             skipped += 1

@@ -61,6 +61,13 @@ Readers and writers call it every ``TICK_EVERY`` records; the caller decides wha
 TICK_EVERY = 1000
 
 
+def tick(progress: Callable[[int, int | None], None] | None, done: int, total: int | None) -> None:
+    """Tell ``progress`` how far ``done`` got, every ``TICK_EVERY`` records only: printing each
+    record would cost more than reading it, and a caller with no progress passes None."""
+    if progress is not None and done and done % TICK_EVERY == 0:
+        progress(done, total)
+
+
 class FormatError(ValueError):
     """Input that does not have the shape its format promises; nothing from it may be imported.
 

@@ -24,7 +24,7 @@ import fastavro
 
 from emulator.formats.atomic import atomic_write
 from emulator.formats.avro_schemas import schema_text as avro_schema_text
-from emulator.formats.model import TICK_EVERY, FormatError, Loaded, RawRecord, Tick, connector_of
+from emulator.formats.model import FormatError, Loaded, RawRecord, Tick, connector_of, tick
 
 __all__ = ["FORMAT", "SnapshotInfo", "dumps", "load_file", "loads", "schema_text", "snapshot_schema", "write_file"]
 
@@ -74,8 +74,7 @@ def dumps(
     """A snapshot of ``records`` (``progress``: told every ``TICK_EVERY`` records how many were encoded)."""
     rows = []
     for number, record in enumerate(records, start=1):
-        if progress is not None and number % TICK_EVERY == 0:
-            progress(number, None)
+        tick(progress, number, None)
         rows.append(_to_avro(record))
     metadata = {
         META_FORMAT: FORMAT,
@@ -101,8 +100,7 @@ def loads(data: bytes, source: str | None = None, progress: Tick | None = None) 
         declared_count = meta.get(META_RECORDS, "")
         expected = int(declared_count) if declared_count.isdigit() else None
         for item in reader:
-            if progress is not None and len(rows) % TICK_EVERY == 0 and rows:
-                progress(len(rows), expected)
+            tick(progress, len(rows), expected)
             row: dict[str, Any] = item  # type: ignore[assignment]  # a record schema yields dicts
             rows.append(
                 RawRecord(row["key"], row["value"], row["kafka_partition"], row["log_offset"], row["timestamp_ms"])

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Final
 
 from emulator.formats.atomic import atomic_write
-from emulator.formats.model import TICK_EVERY, FormatError, Loaded, RawRecord, Tick
+from emulator.formats.model import FormatError, Loaded, RawRecord, Tick, tick
 
 __all__ = ["dumps", "load_file", "loads", "write_file"]
 
@@ -266,8 +266,7 @@ class _Reader:
             )
         entries = []
         for index in range(size):
-            if progress is not None and index % TICK_EVERY == 0 and index:
-                progress(index, size)
+            tick(progress, index, size)
             key = self.byte_array_or_null("key", index, size)
             value = self.byte_array_or_null("value", index, size)
             entries.append((key, value, self.last_array_at))
@@ -474,8 +473,7 @@ def dumps(records: Iterable[RawRecord], progress: Tick | None = None) -> bytes:
         out.extend(data)
 
     for number, (key, value) in enumerate(latest.items(), start=1):
-        if progress is not None and number % TICK_EVERY == 0:
-            progress(number, len(latest))
+        tick(progress, number, len(latest))
         array(key)
         if value is None:
             out.append(TC_NULL)

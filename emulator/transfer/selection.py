@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from emulator.codec.readable import ValueProblem, value_problem
 from emulator.formats import cdc_state
-from emulator.formats.model import TICK_EVERY, KeyIndex, Loaded, RawRecord
+from emulator.formats.model import KeyIndex, Loaded, RawRecord, tick
 from emulator.transfer.errors import TransferError
 from emulator.transfer.options import TransferOptions
 from emulator.transfer.progress import Progress
@@ -46,9 +46,9 @@ def select(
     # Per Connect key an envelope was unwrapped into: the last selected record of each envelope spelling.
     unwrapped_from: dict[bytes, dict[bytes, tuple[int, bytes | None]]] = {}
     named_seen: set[str] = set()
+    selecting = progress.ticker(f"selecting from {source}")
     for number, record in enumerate(loaded.records, start=1):
-        if number % TICK_EVERY == 0:
-            progress.report(f"selecting from {source}", number, total)
+        tick(selecting, number, total)
         if options.live_only and record.value is None:
             continue
         name = keys.connector(record.key)
@@ -182,9 +182,9 @@ def _judge_values(
     for number, record in selected:
         latest[record.key] = (number, record)
     found: list[tuple[int, RawRecord, ValueProblem]] = []
+    checking = progress.ticker(f"checking the values of {source}")
     for checked, (number, record) in enumerate(latest.values(), start=1):
-        if checked % TICK_EVERY == 0:
-            progress.report(f"checking the values of {source}", checked, len(latest))
+        tick(checking, checked, len(latest))
         if keys.connector(record.key) is not None and (problem := value_problem(record.value)) is not None:
             found.append((number, record, problem))
     records = [record for _, record in selected]
