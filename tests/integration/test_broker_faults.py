@@ -531,3 +531,30 @@ def test_a_write_checked_against_a_stalled_config_topic_answers_503_naming_that_
     assert "took longer than 3 s (--write-timeout); nothing was written" in message, message
     assert took < 3 + 2, f"the PATCH took {took:.1f} s with --write-timeout 3s"
     assert after.status_code == 404, "answered again once the broker is back (Connect's: no such connector)"
+
+
+@pytest.mark.slow
+def test_a_broker_that_is_gone_is_logged_once_per_client_and_kind_not_on_every_retry(
+    tmp_path: Path, daemon_factory: DaemonFactory
+) -> None:
+    """librdkafka retries a gone broker every few hundred milliseconds in every client, and each try
+    reached the log twice (its FAIL line and the error callback): ~45 lines a second, half of them
+    ERROR, burying the line that says what is wrong. Each kind is now one line per client per 30 s
+    (docs/operations.md, "Logs"), and the error is still what ``/status`` shows."""
+    with own_tansu(tmp_path) as broker:
+        daemon = daemon_factory(
+            "--bootstrap-servers", broker.bootstrap, "--offsets-topic", f"gone-{uuid.uuid4().hex[:8]}"
+        )
+        body = {"offsets": [{"partition": PARTITION, "offset": {"position": 1}}]}
+        assert (
+            httpx.patch(f"{daemon.url}/connectors/gone/offsets?create=true", json=body, timeout=10).status_code == 200
+        )
+        before = len(daemon.log_path.read_text(errors="replace").splitlines())
+        broker.stop()
+        time.sleep(12)
+    lines = daemon.log_path.read_text(errors="replace").splitlines()[before:]
+    refused = [line for line in lines if "Connection refused" in line or "_TRANSPORT" in line]
+    assert refused, "the gone broker is logged at all:\n" + "\n".join(lines[-20:])
+    assert len(refused) <= 12, f"{len(refused)} lines in 12 s:\n" + "\n".join(refused[:40])
+    assert "Connection refused" in str(httpx.get(f"{daemon.url}/status", timeout=5).json()["reader"]["last_error"])
+    daemon.stop()

@@ -17,6 +17,7 @@ from typing import Any, Literal, TypeVar
 
 from confluent_kafka import KafkaError, KafkaException
 
+from emulator.logs.kafka.log_throttle import LibrdkafkaFilter
 from emulator.model.errors import LogConfigError
 
 LIBRDKAFKA_MAX_MESSAGE_BYTES = 1_000_000
@@ -25,6 +26,7 @@ log = logging.getLogger(__name__)
 
 LIBRDKAFKA_LOG = logging.getLogger("emulator.logs.kafka.librdkafka")
 """Where every client's librdkafka log lines go (``debug=...`` output included)."""
+LIBRDKAFKA_LOG.addFilter(LibrdkafkaFilter())  # a gone broker: one line per client and kind per 30 s
 
 DEFAULT_CLIENT_ID = "connect-offsets-emulator"
 """Used as ``client.id`` and consumer ``group.id`` unless the user's settings name them.

@@ -13,6 +13,8 @@ import time
 
 from confluent_kafka import KafkaError
 
+from emulator.logs.kafka.log_throttle import Throttle, held_note
+
 log = logging.getLogger(__name__)
 
 
@@ -25,16 +27,25 @@ class LastError:
         self._lock = threading.Lock()
         self._message: str | None = None
         self._at: float | None = None
+        self._throttle = Throttle()
 
     def record(self, message: str, level: int = logging.WARNING) -> None:
         self._log.log(level, "%s: %s", self.description, message)
+        self._remember(message)
+
+    def _remember(self, message: str) -> None:
         with self._lock:
             self._message = message
             self._at = time.time()
 
     def client_error(self, role: str, err: KafkaError) -> None:
-        """For librdkafka's ``error_cb`` (connection loss and the like): clients retry by themselves."""
-        self.record(f"Kafka {role} error: {err}")
+        """For librdkafka's ``error_cb`` (connection loss and the like): clients retry by themselves,
+        so each kind of error is logged at most once per ``log_throttle.WINDOW_S`` (always remembered)."""
+        message = f"Kafka {role} error: {err}"
+        self._remember(message)
+        held = self._throttle.admit((role, err.code()))
+        if held is not None:
+            self._log.warning("%s: %s%s", self.description, message, held_note(held, self._throttle.window_s))
 
     @property
     def message(self) -> str | None:
