@@ -14,6 +14,7 @@ audit line stays one readable line.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -21,6 +22,10 @@ from typing import Any
 
 MAX_LISTED = 20
 """Partitions listed by name in one audit line; the rest are counted."""
+
+MAX_LISTED_CHARS = 400
+"""A listed partition longer than this (as compact JSON) is listed by its start and its length: one
+partition of 2 MB made a 4 MB audit line, which log shippers cut or drop — and the line with it."""
 
 
 @dataclass(slots=True)
@@ -41,10 +46,19 @@ class AuditEvent:
         for partition in partitions:
             self.partition_count += 1
             if len(self.partitions) < MAX_LISTED:
-                self.partitions.append(partition)
+                self.partitions.append(listed(partition))
 
     def note(self, details: Mapping[str, Any]) -> None:
         self.details.update(details)
+
+
+def listed(value: Any) -> Any:
+    """``value`` as an audit line lists it: itself, or the start of its JSON text when too long."""
+    compact = (",", ":")
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, separators=compact, default=str)
+    if len(text) <= MAX_LISTED_CHARS:
+        return value
+    return f"{text[: MAX_LISTED_CHARS // 2]}… ({len(text):,} characters)"
 
 
 current_audit: ContextVar[AuditEvent | None] = ContextVar("connect_offsets_audit", default=None)

@@ -27,7 +27,7 @@ from emulator.formats.diff import Change as DiffChange
 from emulator.formats.diff import Diff
 from emulator.history.rollback import RollbackChange
 from emulator.model import audit
-from emulator.model.audit import AuditEvent
+from emulator.model.audit import MAX_LISTED, AuditEvent, listed
 from emulator.model.principal import Principal
 from emulator.server.log_format import fields
 from emulator.server.metrics import Metrics
@@ -109,7 +109,7 @@ class Auditor:
             "partition_count": event.partition_count,
             "partitions": event.partitions,
             "duration_ms": round(seconds * 1000, 3),
-            **event.details,
+            **_logged_details(event.details),
         }
         log.info(_text(event, principal, status, result), extra=fields(**body))
 
@@ -147,9 +147,24 @@ def _text(event: AuditEvent, principal: Principal, status: int, result: str) -> 
     partitions = f"{event.partition_count} partition(s)" + (
         f" [{listed}{f', +{more} more' if more else ''}]" if listed else ""
     )
-    details = "".join(f" {k}={json.dumps(v, default=str)}" for k, v in sorted(event.details.items()))
+    details = "".join(f" {k}={json.dumps(v, default=str)}" for k, v in sorted(_logged_details(event.details).items()))
     dry = " (dry run)" if event.dry_run else ""
     return f"{event.operation}{target}{dry} by {who}: {status} {result}, {partitions}{details}"
+
+
+def _logged_details(details: dict[str, Any]) -> dict[str, Any]:
+    """The details as the line shows them: a list (an import's connectors) by its first
+    ``MAX_LISTED`` entries and a count, every value bounded (the metrics count from the whole)."""
+    shown: dict[str, Any] = {}
+    for key, value in details.items():
+        if isinstance(value, (list, tuple)) and len(value) > MAX_LISTED:
+            shown[key] = [listed(v) for v in value[:MAX_LISTED]]
+            shown[f"{key}_count"] = len(value)
+        elif isinstance(value, (list, tuple)):
+            shown[key] = [listed(v) for v in value]
+        else:
+            shown[key] = listed(value) if isinstance(value, str) else value
+    return shown
 
 
 # ---- what the routes note (see emulator.model.audit) ------------------------------------------------

@@ -226,6 +226,39 @@ def test_rollbacks_and_imports_are_audited_too(observed: DaemonProcess) -> None:
     assert imported_line["principal"] == "anonymous" and imported_line["status"] == 200
 
 
+def test_an_audit_line_stays_small_whatever_the_request_names(observed: DaemonProcess) -> None:
+    """One 1 MB partition made a 2 MB audit line (the partition twice: in the text and the fields),
+    which log shippers cut or drop, audit record and all. A long partition is listed by its start
+    and its length, and an import's connectors by the first 20 and a count."""
+    name = unique("huge")
+    huge = {"file": "z" * 1_000_000}
+    assert (
+        patch(observed, name, [{"partition": huge, "offset": {"pos": 1}}], create="true", dry_run="true").status_code
+        == 200
+    )
+    (line,) = lines_about(observed, "emulator.audit", name, 1)
+    assert len(json.dumps(line)) < 4_000, len(json.dumps(line))
+    (listed,) = line["partitions"]
+    assert listed.startswith('{"file":"zzz') and listed.endswith("(1,000,011 characters)"), listed[-60:]
+    assert "(1,000,011 characters)" in line["message"]
+
+    names = [f"{name}-{i:02}" for i in range(25)]
+    value = base64.b64encode(b'{"pos":3}').decode()
+    records = [{"key": base64.b64encode(f'["{n}",{{"file":"c"}}]'.encode()).decode(), "value": value} for n in names]
+    assert httpx.post(f"{observed.url}/offsets/records", json={"records": records}).status_code == 200
+    deadline = time.monotonic() + 10
+    while not (
+        found := [
+            x for x in log_lines(observed) if x.get("operation") == "import" and names[0] in x.get("connectors", [])
+        ]
+    ):
+        assert time.monotonic() < deadline, "no audit line for the import"
+        time.sleep(0.05)
+    (imported,) = found
+    assert (len(imported["connectors"]), imported["connectors_count"], imported["partition_count"]) == (20, 25, 25)
+    assert writes(scrape(observed.url), names[24], "import", "ok") == 1, "the metrics count every connector"
+
+
 def test_the_access_log_names_route_templates_and_client_mistakes_are_not_errors(observed: DaemonProcess) -> None:
     name = unique("mistaken")
     assert patch(observed, name, offsets(1, "a"), create="true").status_code == 200
