@@ -721,8 +721,38 @@ def test_damaged_pages_are_a_clear_config_error(data_dir: Path) -> None:
     assert len(raw) > 40 * 4096
     raw[20 * 4096 : 30 * 4096] = random.Random(1).randbytes(10 * 4096)  # past the header and schema
     path.write_bytes(bytes(raw))
-    with pytest.raises(LogConfigError, match="corrupt"):
+    with pytest.raises(LogConfigError, match="corrupt") as refused:
         EmbeddedOffsetLog(data_dir).open()
+    assert "\n" not in str(refused.value), "a start-up refusal is one line (SQLite's check answers in several)"
+
+
+def test_a_log_file_this_process_may_not_write_stops_the_start_naming_owner_and_mode(data_dir: Path) -> None:
+    """SQLite opens a file it may not write read-only without a word: the daemon answered ready and
+    only its first write met "attempt to write a readonly database". The start is refused instead,
+    in one line that says whose the file is and what to do. As root the test drops the capability
+    that lets root write any file (``setpriv``), as a daemon run by another user is."""
+    offsets_log = EmbeddedOffsetLog(data_dir)
+    offsets_log.open()
+    offsets_log.append([(connect_key("owned", 0), b"{}")])
+    offsets_log.close()
+    path = data_dir / "connect-offsets.sqlite3"
+    prefix: list[str] = []
+    if os.geteuid() == 0:
+        os.chown(path, 4242, 4242)
+        prefix = ["setpriv", "--bounding-set", "-dac_override,-dac_read_search,-fowner"]
+    path.chmod(0o644 if prefix else 0o444)
+    started = subprocess.run(
+        [*prefix, sys.executable, "-m", "emulator.cli", "serve", "--data-dir", str(data_dir), "--port", "0"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
+    assert started.returncode == 2, started.stderr
+    (line,) = started.stderr.strip().splitlines()
+    assert f"{path} cannot be written by this process (uid {os.geteuid()}; the file is owned by uid" in line, line
+    assert "mode 0644" in line if prefix else "mode 0444" in line, line
+    assert "run the daemon as the data directory's owner" in line, line
 
 
 def test_a_truncated_file_is_a_clear_config_error(data_dir: Path) -> None:

@@ -120,7 +120,7 @@ class EmbeddedOffsetLog(OffsetLog):
         self._closed = False
         self._keep_floors: list[Callable[[int], int | None]] = []
         self._own_writes = OwnWrites()
-        self._writing = WritingConnection(self._file.description)
+        self._writing = WritingConnection(self._file.description, self._file.path)
         seen = ClaimsSeen(TAIL_POLL_S)
         self._claims = EmbeddedClaims(self._file, self._writing, seen)
         self._commits = GroupCommit(self._writing, self._claims, self._own_writes, self._write_timings)
@@ -224,6 +224,7 @@ class EmbeddedOffsetLog(OffsetLog):
         slow.daemon = True
         slow.start()
         try:
+            self._file.require_writable()
             conn = self._file.connect(timeout_s=30.0)
             self._partitions = self._file.initialise(conn)
             self._file.check_integrity(conn)

@@ -24,6 +24,7 @@ from collections.abc import Collection, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from emulator.logs.embedded.storage_faults import why_unwritable
 from emulator.model.errors import LogConfigError
 
 log = logging.getLogger(__name__)
@@ -162,8 +163,8 @@ class LogFile:
         return stored
 
     def check_integrity(self, conn: sqlite3.Connection) -> None:
-        problems = [r[0] for r in conn.execute("PRAGMA quick_check(5)").fetchall()]
-        if problems != ["ok"]:
+        problems = [" ".join(str(r[0]).split()) for r in conn.execute("PRAGMA quick_check(5)").fetchall()]
+        if problems != ["ok"]:  # SQLite's lines may hold newlines: the refusal stays one line
             raise LogConfigError(
                 f"embedded offsets log {self.path} is corrupt ({'; '.join(problems)}). Move it aside and "
                 "restore it from a backup or an export; the emulator will not read a damaged log"
@@ -175,7 +176,16 @@ class LogFile:
                 f"embedded offsets log {self.path} {what}: it is corrupt or not a SQLite database ({e}). "
                 "Move it aside and restore it from a backup or an export"
             )
-        return LogConfigError(f"embedded offsets log {self.path} {what}: {e}")
+        why = why_unwritable(self.path)
+        cause = f"{why} (SQLite: {e})" if why else str(e)
+        return LogConfigError(f"embedded offsets log {self.path} {what}: {cause}")
+
+    def require_writable(self) -> None:
+        """Refuse at start a log this process cannot write: SQLite opens such a file read-only
+        without a word, the daemon then answered ready, and only its first write learned otherwise."""
+        why = why_unwritable(self.path)
+        if why is not None:
+            raise LogConfigError(f"embedded offsets log {self.path} cannot be opened for writing: {why}")
 
 
 _MAX_LISTED_PARTITIONS = 256

@@ -45,13 +45,56 @@ _FAULTS = {
 }
 
 
-def storage_fault(e: sqlite3.Error) -> str | None:
-    """What the storage refused, in an operator's words, or None when ``e`` is not such a refusal."""
+def storage_fault(e: sqlite3.Error, path: Path | None = None) -> str | None:
+    """What the storage refused, in an operator's words, or None when ``e`` is not such a refusal.
+    With the log's ``path``, a refusal the file's permissions or mount explain says so: SQLite
+    reports a file made immutable as an I/O error, and a file of another owner as a read-only one."""
     name = getattr(e, "sqlite_errorname", "") or ""
     for prefix, meaning in _FAULTS.items():
         if name.startswith(prefix):
-            return f"{meaning} (SQLite: {e})"
+            why = why_unwritable(path) if path is not None and prefix != "SQLITE_FULL" else None
+            return f"{why} (SQLite: {e})" if why else f"{meaning} (SQLite: {e})"
     return None
+
+
+def why_unwritable(path: Path) -> str | None:
+    """Why this process cannot write the log at ``path`` (its file, its write-ahead log and shared
+    memory files, its directory), in an operator's words; None when nothing here stands in the way.
+
+    Asked by trying what SQLite does (opening each existing file for writing), so root without
+    ``CAP_DAC_OVERRIDE``, ACLs and ``chattr +i`` are judged as the kernel judges them."""
+    directory = path.parent
+    try:
+        if os.statvfs(directory).f_flag & os.ST_RDONLY:
+            return f"the file system holding {directory} is mounted read-only"
+    except OSError:
+        return None
+    for file in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
+        try:
+            os.close(os.open(file, os.O_RDWR))
+        except FileNotFoundError:
+            continue
+        except PermissionError as e:
+            return _refused(file, e)
+        except OSError:
+            return None
+    if not os.access(directory, os.W_OK | os.X_OK, effective_ids=os.access in os.supports_effective_ids):
+        return _refused(directory, PermissionError(13, "Permission denied"))
+    return None
+
+
+def _refused(file: Path, e: PermissionError) -> str:
+    try:
+        stat = file.stat()
+        owner = f"owned by uid {stat.st_uid}, mode {stat.st_mode & 0o7777:04o}"
+    except OSError:
+        owner = "owner unknown"
+    if e.errno == 1:  # EPERM: not the permission bits (an immutable or append-only file)
+        return f"{file} cannot be written: the system refuses it ({e.strerror}; {owner}; chattr +i?)"
+    return (
+        f"{file} cannot be written by this process (uid {os.geteuid()}; the file is {owner}): run the "
+        "daemon as the data directory's owner, or give that user write access"
+    )
 
 
 def no_space_left(directory: Path) -> bool:

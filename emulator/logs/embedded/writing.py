@@ -13,6 +13,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 from emulator.logs.embedded.storage import immediate, is_busy
 from emulator.logs.embedded.storage_faults import StorageFaults, storage_fault
@@ -20,8 +21,10 @@ from emulator.model.errors import LogStorageRefused, LogTimeout, LogWriteError, 
 
 
 class WritingConnection:
-    def __init__(self, description: str) -> None:
+    def __init__(self, description: str, path: Path | None = None) -> None:
         self.description = description
+        self.path = path
+        """The log's file, to say why the storage refuses a write (its owner, its mount)."""
         self.lock = threading.Lock()
         """Held by whoever uses the connection: the commit leader, a claim, a compaction step."""
         self.faults = StorageFaults(description, self._probe_write)
@@ -75,7 +78,7 @@ class WritingConnection:
                 f"{self.description}: {what} timed out waiting for another process's write (SQLite's "
                 "write lock); nothing was written"
             )
-        reason = storage_fault(e)
+        reason = storage_fault(e, self.path)
         if reason is not None:
             self.faults.failed(reason, size)
             return LogStorageRefused(f"{self.description} refused {what}: {reason}; nothing was written")
