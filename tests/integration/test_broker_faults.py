@@ -27,9 +27,12 @@ from typing import Any
 
 import httpx
 import pytest
+from confluent_kafka.admin import AdminClient
 
 from emulator.client.http import Auth, OffsetsClient
 from emulator.codec.keys import encode_key
+from emulator.logs.kafka.topics import wait_for_partition_count
+from emulator.model.errors import LogConfigError
 from tests.fixtures.broker import TansuBroker, _resolve_tansu, own_tansu
 from tests.fixtures.cli import run_cli
 from tests.fixtures.daemon import DaemonFactory, DaemonProcess, free_port
@@ -558,3 +561,14 @@ def test_a_broker_that_is_gone_is_logged_once_per_client_and_kind_not_on_every_r
     assert len(refused) <= 12, f"{len(refused)} lines in 12 s:\n" + "\n".join(refused[:40])
     assert "Connection refused" in str(httpx.get(f"{daemon.url}/status", timeout=5).json()["reader"]["last_error"])
     daemon.stop()
+
+
+def test_a_metadata_wait_the_cluster_never_answers_says_so_not_that_the_topic_lacks_partitions() -> None:
+    """After a stall, the Connect topics' readers reported "Offsets topic 'connect-configs' has no
+    partitions in metadata" — a config topic, and partitions it had: the broker had not answered."""
+    admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{free_port()}", "log_level": 0})
+    with pytest.raises(LogConfigError) as refused:
+        wait_for_partition_count(admin, "connect-configs", 1.0)
+    assert str(refused.value).startswith(
+        "the Kafka cluster did not answer a metadata request for topic 'connect-configs' within 1 s"
+    ), str(refused.value)

@@ -179,6 +179,10 @@ def verify_cleanup_policy(admin: AdminClient, topic: str, timeout_s: float) -> b
     return True
 
 
+_NO_ANSWER = frozenset({KafkaError._TIMED_OUT, KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN})
+"""Errors of a metadata request that mean the cluster did not answer, not that the topic lacks partitions."""
+
+
 def wait_for_partition_count(admin: AdminClient, topic: str, timeout_s: float) -> int:
     """Poll metadata until the topic has partitions, as ``KafkaBasedLog.start()`` does (30 s there).
 
@@ -197,7 +201,15 @@ def wait_for_partition_count(admin: AdminClient, topic: str, timeout_s: float) -
         except KafkaException as exc:
             last = exc
         if time.monotonic() >= deadline:
-            raise LogConfigError(f"Offsets topic '{topic}' has no partitions in metadata after {timeout_s:g}s: {last}")
+            if isinstance(last, KafkaException) and last.args[0].code() in _NO_ANSWER:
+                # A stalled broker, not a missing topic: the reader retries once the cluster answers.
+                raise LogConfigError(
+                    f"the Kafka cluster did not answer a metadata request for topic '{topic}' within "
+                    f"{timeout_s:g} s: {last}"
+                )
+            raise LogConfigError(
+                f"topic '{topic}' has no partitions in the cluster's metadata after {timeout_s:g} s: {last}"
+            )
         time.sleep(0.2)
 
 
