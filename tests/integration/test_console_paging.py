@@ -169,3 +169,18 @@ def test_a_kept_table_is_never_served_once_its_connector_changed(
     assert after["partitions"] == COUNT - 1 and "f4" not in files(after)
     assert {row["partition"]["file"]: row["offset"] for row in after["offsets"]}["f3"] == {"position": 7}
     assert files(table(embedded_daemon, partitioned, q='"position":7}'))[0] == "f3"
+
+
+def test_a_partition_history_asked_with_a_number_beyond_a_double_is_a_400(
+    embedded_daemon: DaemonProcess, partitioned: str
+) -> None:
+    """``1e999999`` reads as an infinity, which the answer echoed: a 500 and two tracebacks in the
+    log for anyone with read on one connector."""
+    answer = httpx.get(
+        f"{embedded_daemon.url}/ui/api/connectors/{partitioned}/history",
+        params={"partition": '{"file":1e999999}'},
+        timeout=30,
+    )
+    assert answer.status_code == 400, answer.text
+    assert "beyond a double's range" in answer.json()["message"]
+    assert "Traceback" not in embedded_daemon.log_tail(20)

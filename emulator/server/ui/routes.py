@@ -18,6 +18,7 @@ way (``history.building``). While the broker is away after the replay (``ready: 
 from __future__ import annotations
 
 import asyncio
+import math
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Request, Response
@@ -205,6 +206,8 @@ async def partition_history(
     parsed = partition_param(partition)
     if parsed is None:
         raise InvalidRequest("query parameter 'partition' is required")
+    if not _finite(parsed):  # echoed below, and JSON has no infinity: it was a 500 and a traceback
+        raise InvalidRequest("query parameter 'partition' holds a number beyond a double's range (e.g. 1e999)")
     index = await fresh_index(request)
     state = history_state(index)
     if index is None or not state["ready"]:
@@ -218,3 +221,14 @@ async def partition_history(
             "changes": [change_dict(c) for c in changes],
         }
     )
+
+
+def _finite(value: Any) -> bool:
+    """Whether ``value`` holds no float JSON cannot write (an infinity: ``1e999`` reads as one)."""
+    if isinstance(value, float):
+        return math.isfinite(value)
+    if isinstance(value, dict):
+        return all(_finite(v) for v in value.values())
+    if isinstance(value, list):
+        return all(_finite(v) for v in value)
+    return True
