@@ -227,6 +227,10 @@ def test_status_shows_file_paths_to_admin_only(daemon: DaemonProcess, files: Sec
     assert str(Path(as_admin["log"].removeprefix("embedded://")).parent) not in json.dumps(as_reader)
     assert as_reader["security"]["authentication"] == ["basic", "token"]
     assert as_reader["security"]["warnings"] == []
+    # The raw records' export named the log's path to a reader too (on Kafka: the brokers).
+    exported = httpx.get(daemon.url + "/offsets/records", params={"connector": ORDERS}, auth=basic("bob")).json()
+    assert exported["source"] == "(shown to the admin scope only)"
+    assert httpx.get(daemon.url + "/offsets/records", auth=basic("alice")).json()["source"] == as_admin["log"]
 
 
 def test_the_connector_list_names_only_what_the_principal_may_read(daemon: DaemonProcess, files: SecurityFiles) -> None:

@@ -12,7 +12,10 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request, Response
 
+from emulator.model.principal import current_principal
 from emulator.server.audit import note_import
+from emulator.server.auth.scopes import grants_of
+from emulator.server.auth.status import HIDDEN
 from emulator.server.deps import RuntimeDep
 from emulator.server.json_answer import json_answer
 from emulator.server.openapi import documented
@@ -68,7 +71,10 @@ async def get_records(
     ] = None,
 ) -> Response:
     # A large view is copied, then encoded: both off the event loop (emulator.server.json_answer).
-    return await json_answer(await asyncio.to_thread(rt.records.export, connector, store))
+    exported = await asyncio.to_thread(rt.records.export, connector, store)
+    if not grants_of(current_principal.get().scopes).admin:  # a server path or the brokers, as /status hides them
+        exported["source"] = HIDDEN
+    return await json_answer(exported)
 
 
 @router.post(
