@@ -6,6 +6,8 @@ daemon serves: a ``migrate`` destination, a copy, a log whose daemon runs with
 SQLite transaction) but not for that daemon's history: it may remove a change the daemon has not
 read or archived yet, which a daemon's own compaction never does. So it refuses while a daemon
 writes the log's history archive (under --history-dir, default <data-dir>/history), unless --force.
+With no daemon running, it keeps what that archive has not archived yet (a daemon stopped by a crash
+before its archiver caught up): the next daemon archives those records when it reads the log.
 """
 
 from __future__ import annotations
@@ -65,9 +67,10 @@ def run(args: argparse.Namespace) -> int:
             "itself, behind what it has archived. Compacting now could remove changes it has not read yet "
             "(--force to compact anyway)"
         )
+    archived = None if args.force else _archived_below(history, log.description)
     try:
         log.open()
-        report = log.compact()
+        report = log.compact(below=None if archived is None else lambda p: archived.get(p, 0))
     except OffsetsError as exc:
         print(f"error: {exc.message}", file=sys.stderr)
         return EXIT_REFUSED
@@ -77,4 +80,26 @@ def run(args: argparse.Namespace) -> int:
         f"{log.description}: {report.records_before:,} -> {report.records_after:,} records "
         f"({report.removed:,} removed) in {report.duration_s:.2f} s"
     )
+    if archived is not None:
+        print(
+            f"kept every record its history archive ({history}) has not archived yet: the next daemon "
+            "archives them, then compacts them itself (--force removes them unarchived)"
+        )
     return EXIT_OK
+
+
+def _archived_below(history: Path, identity: str) -> dict[int, int] | None:
+    """Per partition, the offset from which the archive has archived nothing yet (as its state file
+    last recorded it: the archive may hold more, never less); None when the log has no archive."""
+    from emulator.history.state import load_state
+
+    if not history.is_dir():
+        return None
+    try:
+        state = load_state(history, identity)
+    except (OSError, ValueError) as exc:
+        raise UsageError(
+            f"cannot tell what the history archive at {history} holds ({exc}): start a daemon on the log once "
+            "(it rebuilds the archive's state), or --force to compact without regard to the history"
+        ) from exc
+    return {} if state is None else dict(state.next_offsets)

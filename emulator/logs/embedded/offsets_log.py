@@ -385,10 +385,20 @@ class EmbeddedOffsetLog(OffsetLog):
 
     # ------------------------------------------------------------------ compaction
 
-    def compact(self, stop: threading.Event | None = None) -> CompactionReport:
+    def compact(
+        self, stop: threading.Event | None = None, below: Callable[[int], int | None] | None = None
+    ) -> CompactionReport:
         """``compaction.compact``, bounded while this object reads the log by its reader's position
-        and by what a read back still needs (``keep_records``)."""
-        return compaction.compact(self._file, self._writing, self._partitions, self._compaction_bound, stop)
+        and by what a read back still needs (``keep_records``), and by ``below`` when given (the
+        offset per partition from which nothing may be removed; None: no bound)."""
+        if below is None:
+            return compaction.compact(self._file, self._writing, self._partitions, self._compaction_bound, stop)
+
+        def bound(partition: int) -> int | None:
+            bounds = [b for b in (self._compaction_bound(partition), below(partition)) if b is not None]
+            return min(bounds, default=None)
+
+        return compaction.compact(self._file, self._writing, self._partitions, bound, stop)
 
     def _compaction_bound(self, partition: int) -> int | None:
         """Where compaction must stop in ``partition``: the reader's position, or an earlier offset
