@@ -120,6 +120,13 @@ class ClaimsUnsupported(Conflict):
 # -- the daemon and its storage ---------------------------------------------------------------
 
 
+class BusyWithLargeRequests(OffsetsError):
+    """Other large request bodies use the memory the daemon allows them (``--max-body-bytes`` at once,
+    ``emulator.server.body_budget``) and this one waited its turn in vain; nothing was read or written."""
+
+    kind = "busy"
+
+
 class NotReady(OffsetsError):
     """The daemon cannot answer from its log now: answering would return partial state. As such (no
     ``Retry-After``) it may never pass, e.g. a reader that stopped for good; a caller should not wait."""

@@ -19,6 +19,7 @@ from emulator.model.errors import ERROR_HEADER
 from emulator.server.auth.config import Security
 from emulator.server.auth.guards import Guard, HostGuard
 from emulator.server.auth.policy import enforce
+from emulator.server.body_budget import LargeBodies
 from emulator.server.deps import Runtime
 from emulator.server.deps import runtime as runtime_dep
 from emulator.server.docs_pages import install_docs
@@ -73,6 +74,7 @@ def create_app(
     healthz = [r for r in routes_health.router.routes if getattr(r, "endpoint", None) is routes_health.healthz]
     hot = hot_routes_of([*routes_offsets.router.routes, *healthz], app.router.dependencies, runtime_dep)
     app.add_middleware(HotRoutes, routes=hot, exception_handlers=app.exception_handlers)
+    app.add_middleware(LargeBodies)  # after authentication: no share of the budget without credentials
     app.add_middleware(Guard, authenticator=security.authenticator)
     app.add_middleware(ConsoleGuard, allowed_origins=security.cors_origins)  # outside Guard: sees its 401s
     if security.cors_origins:

@@ -105,6 +105,7 @@ STATUS: Mapping[type, int] = {
     errors.WriteOutcomeUnknown: 503,
     errors.RequestHeadTimeout: 408,
     errors.TooManyConnections: 503,
+    errors.BusyWithLargeRequests: 503,
 }
 """Status per class; a class not listed takes its nearest listed ancestor's."""
 
@@ -146,6 +147,7 @@ RETRY_AFTER_S: Mapping[type, int] = {
     errors.LogTimeout: 1,
     errors.WriteOutcomeUnknown: 1,
     errors.TooManyConnections: 1,
+    errors.BusyWithLargeRequests: 5,
     errors.LogStorageRefused: 5,
     errors.NotReadyYet: 1,
     errors.HistoryBehind: 1,

@@ -515,6 +515,7 @@ def _serve(settings: Settings, bound_socket: Callable[[], socket.socket]) -> Non
         app = make_app(
             runtime, history, security, observability, settings.max_body_bytes, reading_started=True, freeze_heap=True
         )
+        app.state.write_timeout_s = settings.write_timeout_s  # how long a large body waits its turn
         if settings.metrics_port is not None:
             stop_metrics = serve_metrics(
                 app.state.metrics.registry, settings.host, settings.metrics_port, settings.header_timeout_s
