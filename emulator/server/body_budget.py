@@ -32,6 +32,9 @@ WAIT_S = 10.0
 """How long a large body waits for its share: ``--write-timeout`` (``app.state.write_timeout_s``,
 set by ``serve``), this without it."""
 
+DRAIN_S = 10.0
+"""How long a refused body is read and dropped so that its client gets the answer."""
+
 _NO_BODY = frozenset({b"GET", b"HEAD", b"OPTIONS"})
 
 
@@ -90,6 +93,7 @@ class LargeBodies:
                 f"{size:,}-byte request waited {self.wait_s:g} s for its turn; nothing was written. Send it again "
                 "later, or in smaller parts"
             )
+            await _drain(receive, DRAIN_S)
             await error_response(busy)(scope, receive, send)
             return
         try:
@@ -103,6 +107,20 @@ class LargeBodies:
             self._budget = BodyBudget(int(getattr(state, "max_body_bytes", DEFAULT_MAX_BODY_BYTES)))
             self.wait_s = float(getattr(state, "write_timeout_s", WAIT_S))
         return self._budget
+
+
+async def _drain(receive: Receive, within_s: float) -> None:
+    """Read the refused body and drop it, for at most ``within_s``: a client sends its whole body
+    before it reads an answer, and one closed under a body it is still sending gets a connection
+    reset instead of the 503 that says why. Dropped as it comes, nothing of it is kept."""
+    try:
+        async with asyncio.timeout(within_s):
+            while True:
+                message = await receive()
+                if message["type"] != "http.request" or not message.get("more_body", False):
+                    return
+    except TimeoutError:
+        return
 
 
 def _declared_size(scope: Scope, capacity: int) -> int:
