@@ -143,7 +143,7 @@ def test_an_empty_credentials_file_refuses_to_start_where_connect_would_let_ever
 
 
 @pytest.mark.slow
-def test_credentials_reload_on_change_and_on_sighup_and_a_bad_file_keeps_the_old_ones(
+def test_credentials_reload_on_change_and_on_sighup_and_an_emptied_file_revokes_every_user(
     daemon_factory: DaemonFactory, tmp_path: Path
 ) -> None:
     files = write_security_files(tmp_path / "security")
@@ -155,18 +155,26 @@ def test_credentials_reload_on_change_and_on_sighup_and_a_bad_file_keeps_the_old
         f.write("dave=dave-pw\n")
     assert wait_for_status(daemon, newcomer, 200), "a changed file is picked up without a restart"
 
-    files.credentials.write_text("\n")  # emptied by mistake: refused, the previous users stay
+    # dave and bob removed while another line has a typo: the typo is skipped, the removals apply
+    files.credentials.write_text(f"alice={PASSWORDS['alice']}\nmallory=\\uZZZZ\n")
     assert daemon.proc is not None
     daemon.proc.send_signal(signal.SIGHUP)
     deadline = time.monotonic() + 10
-    while "credentials not reloaded" not in daemon.log_tail() and time.monotonic() < deadline:
+    while "credentials reloaded without" not in daemon.log_tail() and time.monotonic() < deadline:
         time.sleep(0.1)
     assert "SIGHUP: reloading credentials" in daemon.log_tail()
-    assert httpx.get(f"{daemon.url}/status", auth=newcomer).status_code == 200
-    status = httpx.get(f"{daemon.url}/status", auth=basic("alice")).json()
-    assert "lists no user" in status["security"]["credentials"]["last_error"]
-    hidden = httpx.get(f"{daemon.url}/status", auth=basic("bob")).json()["security"]["credentials"]["last_error"]
+    assert re.search(rf"ERROR .*{re.escape(str(files.credentials))}:2: malformed", daemon.log_tail())
+    assert httpx.get(f"{daemon.url}/status", auth=newcomer).status_code == 401, "what the file lists is in force"
+    assert httpx.get(f"{daemon.url}/status", auth=basic("bob")).status_code == 401
+    credentials = httpx.get(f"{daemon.url}/status", auth=basic("alice")).json()["security"]["credentials"]
+    assert credentials["skipped"] == 1 and ":2: malformed" in credentials["last_error"]
+    token = {"Authorization": f"Bearer {files.tokens['writer']}"}
+    hidden = httpx.get(f"{daemon.url}/status", headers=token).json()["security"]["credentials"]["last_error"]
     assert hidden == "(shown to the admin scope only)", "the error names a file"
+
+    files.credentials.write_text("\n")  # emptied: no Basic user at all (the tokens still work)
+    assert wait_for_status(daemon, basic("alice"), 401), "an emptied file revokes every user"
+    assert httpx.get(f"{daemon.url}/status", headers=token).status_code == 200
 
 
 def wait_for_status(daemon: DaemonProcess, auth: httpx.BasicAuth, status: int, timeout_s: float = 15) -> bool:

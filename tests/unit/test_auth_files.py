@@ -3,8 +3,11 @@ a clear refusal (naming the line) for what the daemon cannot use."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
+from emulator.server.auth.credentials import CredentialFiles, CredentialsError, CredentialStore
 from emulator.server.auth.scopes import ScopeError, grants_of, parse_scopes
 from emulator.server.auth.tokens import TokensFileError, digest, find, mint, parse_tokens_file, token_line
 
@@ -60,3 +63,87 @@ def test_a_scope_with_a_space_is_refused_when_minting_not_as_line_1_of_a_file() 
 def test_a_bad_tokens_file_line_is_refused_by_number(text: str, why: str) -> None:
     with pytest.raises(TokensFileError, match=why.replace("$", r"\$")):
         parse_tokens_file(text)
+
+
+def _store(tmp_path: Path, **lines: list[str]) -> tuple[CredentialStore, dict[str, Path]]:
+    paths = {}
+    for kind, content in lines.items():
+        paths[kind] = tmp_path / kind
+        paths[kind].write_text("".join(f"{line}\n" for line in content))
+    return CredentialStore(CredentialFiles(**paths)), paths
+
+
+def test_a_reload_revokes_a_removed_token_even_while_another_line_has_a_typo(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    (kept, kept_line), (revoked, revoked_line) = _minted("kept"), _minted("revoked")
+    store, paths = _store(tmp_path, tokens=[kept_line, revoked_line])
+    assert find(store.current.tokens, revoked) is not None
+    paths["tokens"].write_text(f"{kept_line}\ntypo:sha256$not-hex:read\n")
+    assert store.reload() is False, "a line was skipped"
+    assert find(store.current.tokens, revoked) is None, "the removed line is revoked"
+    assert find(store.current.tokens, kept) is not None, "the valid line still applies"
+    assert f"tokens file {paths['tokens']}:2: the hash is not hexadecimal; line skipped" in caplog.text
+    assert store.skipped == 1 and store.last_error is not None and f"{paths['tokens']}:2" in store.last_error
+
+
+def test_a_reload_of_an_emptied_or_deleted_file_grants_nothing_until_it_is_back(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    token, line = _minted("only")
+    store, paths = _store(tmp_path, tokens=[line], credentials=["alice=pw"])
+    paths["tokens"].write_text("# every token revoked\n")
+    paths["credentials"].write_text("")
+    store.reload()
+    assert store.current.tokens == () and store.current.users == {}, "an empty file is an empty list"
+    assert "lists no token" in caplog.text and "no user and no token is in force" in caplog.text
+
+    paths["tokens"].write_text(line + "\n")
+    assert store.reload_if_changed() and find(store.current.tokens, token) is not None
+    paths["tokens"].unlink()
+    caplog.clear()
+    assert store.reload_if_changed() is False
+    assert store.current.tokens == (), "a deleted file grants nothing"
+    assert any(r.levelname == "ERROR" and "cannot read the tokens file" in r.message for r in caplog.records)
+    assert store.reload_if_changed() is False, "nothing changed since: not read again every poll"
+    paths["tokens"].write_text(line + "\n")
+    assert store.reload_if_changed() is True, "watched for: read once it is back"
+    assert find(store.current.tokens, token) is not None and store.last_error is None
+
+
+def test_a_reload_of_a_broken_or_deleted_scopes_file_grants_no_scope_never_admin(tmp_path: Path) -> None:
+    store, paths = _store(
+        tmp_path, credentials=["alice=pw", "bob=pw"], scopes=["[scopes]", 'alice = ["admin"]', 'bob = ["read"]']
+    )
+    paths["scopes"].write_text('[scopes]\nalice = ["admin"]\nbob = ["delete:*"]\n')
+    store.reload()
+    assert store.current.scopes_of("alice") == ("admin",) and store.current.scopes_of("bob") == ()
+    paths["scopes"].write_text("[scopes\n")
+    store.reload()
+    assert store.current.scopes_of("alice") == ()
+    paths["scopes"].unlink()
+    store.reload()
+    assert store.current.scopes == {} and store.current.scopes_of("alice") == (), "absent would mean admin"
+
+
+def test_a_reload_skips_a_malformed_credentials_line_and_keeps_the_others(tmp_path: Path) -> None:
+    store, paths = _store(tmp_path, credentials=["alice=pw", "bob=pw"])
+    paths["credentials"].write_text("alice=pw\nmallory=\\uZZZZ\n")
+    store.reload()
+    assert store.current.users == {"alice": "pw"} and store.last_error is not None
+    assert f"{paths['credentials']}:2: malformed" in store.last_error
+
+
+@pytest.mark.parametrize(
+    ("kind", "content", "why"),
+    [("tokens", "", "lists no token"), ("tokens", "x:sha256$00:read\n", "line 1"), ("credentials", "\n", "no user")],
+)
+def test_at_start_an_unusable_file_is_still_refused(tmp_path: Path, kind: str, content: str, why: str) -> None:
+    (tmp_path / kind).write_text(content)
+    with pytest.raises(CredentialsError, match=why):
+        CredentialStore(CredentialFiles(**{kind: tmp_path / kind}))
+
+
+def _minted(name: str) -> tuple[str, str]:
+    token = mint()
+    return token, token_line(name, token, ["read"])

@@ -47,7 +47,11 @@ class Security:
         }
         store = self.authenticator.store
         if store is not None:
-            described["credentials"] = {"reloads": store.reloads, "last_error": store.last_error}
+            described["credentials"] = {
+                "reloads": store.reloads,
+                "skipped": store.skipped,
+                "last_error": store.last_error,
+            }
         return described
 
 

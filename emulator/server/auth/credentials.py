@@ -15,8 +15,11 @@
   a name it does not list is authenticated but may do nothing.
 
 A file that changed (size, modification time or inode) is reloaded within seconds, and SIGHUP
-reloads at once (``emulator.server.auth.reload``). A reload that fails keeps the credentials
-already in force and logs why; at startup the same failure stops the daemon.
+reloads at once (``emulator.server.auth.reload``). At startup a file that cannot be used stops the
+daemon. A reload fails closed instead: what the files now list is in force, so a removed line is
+revoked whatever else the file holds. A bad line is left out (logged with file:line), an emptied
+file grants nothing, and a deleted or unreadable one grants nothing until it is back (its path is
+still watched); an unusable scopes file grants no scope (never "everyone is admin").
 """
 
 from __future__ import annotations
@@ -66,32 +69,61 @@ class KnownPrincipals:
         return ADMIN_WITHOUT_SCOPES_FILE if self.scopes is None else self.scopes.get(name, ())
 
 
-def load(files: CredentialFiles) -> KnownPrincipals:
+@dataclass(slots=True)
+class Report:
+    """What a lenient reading (a reload) left out or found missing, each naming its file and line."""
+
+    errors: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+
+def load(files: CredentialFiles, report: Report | None = None) -> KnownPrincipals:
+    """Read every file. Strict without ``report`` (the start: any problem raises ``CredentialsError``,
+    an operator is there to fix it). With one (a reload), fail closed: what each file now lists is
+    in force, a bad line or entry is left out, an empty file grants nothing, and a missing or
+    unreadable one grants nothing until it can be read; each is described in ``report``."""
     users: dict[str, str] = {}
     tokens: list[StoredToken] = []
     scopes: dict[str, tuple[str, ...]] | None = None
     if files.credentials is not None:
-        users = _load_users(files.credentials)
+        users = _load_users(files.credentials, report)
     if files.tokens is not None:
-        tokens = _load_tokens(files.tokens)
+        tokens = _load_tokens(files.tokens, report)
     if files.scopes is not None:
-        scopes = _load_scopes(files.scopes)
+        scopes = _load_scopes(files.scopes, report)
     return KnownPrincipals(users, tuple(tokens), scopes)
 
 
-def _read(path: Path, what: str) -> bytes:
+def _read(path: Path, what: str, report: Report | None, grants: str) -> bytes | None:
+    """The file's bytes; None (reported) when a reload cannot read it: then it grants nothing."""
     try:
         return path.read_bytes()
     except OSError as exc:
-        raise CredentialsError(f"cannot read the {what} {path}: {exc.strerror or exc}") from exc
+        why = exc.strerror or str(exc)
+        if report is None:
+            raise CredentialsError(f"cannot read the {what} {path}: {why}") from exc
+        report.errors.append(f"cannot read the {what} {path}: {why}; {grants} until it can be read (it is watched for)")
+        return None
 
 
-def _load_users(path: Path) -> dict[str, str]:
+def _skipped(report: Report, what: str, path: Path, skipped: list[tuple[int, str]]) -> None:
+    report.errors.extend(f"{what} {path}:{number}: {why}; line skipped" for number, why in skipped)
+
+
+def _load_users(path: Path, report: Report | None = None) -> dict[str, str]:
+    data = _read(path, "credentials file (--credentials-file)", report, "no Basic user is accepted")
+    if data is None:
+        return {}
+    skipped: list[tuple[int, str]] = []
     try:
-        users = parse_properties(_read(path, "credentials file (--credentials-file)"))
+        users = parse_properties(data, None if report is None else skipped)
     except PropertiesError as exc:
         raise CredentialsError(f"credentials file {path}: {exc}") from exc
-    if not users:
+    if report is not None:
+        _skipped(report, "credentials file", path, skipped)
+        if not users:
+            report.warnings.append(f"credentials file {path} lists no user: no Basic user is accepted")
+    elif not users:
         raise CredentialsError(
             f"credentials file {path} lists no user: Connect would then let every request in, the daemon refuses "
             "to. Add user=password lines, or leave --credentials-file out"
@@ -99,13 +131,20 @@ def _load_users(path: Path) -> dict[str, str]:
     return users
 
 
-def _load_tokens(path: Path) -> list[StoredToken]:
-    text = _read(path, "tokens file (--tokens-file)").decode("utf-8", "replace")
+def _load_tokens(path: Path, report: Report | None = None) -> list[StoredToken]:
+    data = _read(path, "tokens file (--tokens-file)", report, "no token is accepted")
+    if data is None:
+        return []
+    skipped: list[tuple[int, str]] = []
     try:
-        tokens = parse_tokens_file(text)
+        tokens = parse_tokens_file(data.decode("utf-8", "replace"), None if report is None else skipped)
     except TokensFileError as exc:
         raise CredentialsError(f"tokens file {path}: {exc}") from exc
-    if not tokens:
+    if report is not None:
+        _skipped(report, "tokens file", path, skipped)
+        if not tokens:
+            report.warnings.append(f"tokens file {path} lists no token: no token is accepted")
+    elif not tokens:
         raise CredentialsError(
             f"tokens file {path} lists no token: add lines from `connect-offsets token mint`, "
             "or leave --tokens-file out"
@@ -113,23 +152,40 @@ def _load_tokens(path: Path) -> list[StoredToken]:
     return tokens
 
 
-def _load_scopes(path: Path) -> dict[str, tuple[str, ...]]:
+def _load_scopes(path: Path, report: Report | None = None) -> dict[str, tuple[str, ...]]:
+    """On a reload, a scopes file that cannot be read or parsed grants no scope to anyone: without
+    it everyone would be admin, so it never counts as absent."""
+    data = _read(path, "scopes file (--scopes-file)", report, "no Basic user or certificate subject has a scope")
+    if data is None:
+        return {}
+
+    def refuse(message: str) -> dict[str, tuple[str, ...]]:
+        if report is None:
+            raise CredentialsError(message)
+        report.errors.append(f"{message}; no Basic user or certificate subject has a scope until it is fixed")
+        return {}
+
     try:
-        document = tomllib.loads(_read(path, "scopes file (--scopes-file)").decode("utf-8"))
+        document = tomllib.loads(data.decode("utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise CredentialsError(f"scopes file {path} is not TOML: {exc}") from exc
+        return refuse(f"scopes file {path} is not TOML: {exc}")
     unknown = set(document) - {"scopes"}
     table = document.get("scopes", {})
     if unknown or not isinstance(table, dict):
-        raise CredentialsError(f'scopes file {path}: expected one [scopes] table of name = ["scope", ...]')
+        return refuse(f'scopes file {path}: expected one [scopes] table of name = ["scope", ...]')
     scopes: dict[str, tuple[str, ...]] = {}
     for name, listed in table.items():
-        if not isinstance(listed, list) or not all(isinstance(s, str) for s in listed):
-            raise CredentialsError(f'scopes file {path}: {name!r} must be a list of scopes, e.g. ["read:orders-*"]')
         try:
-            scopes[name] = parse_scopes(listed)
-        except ScopeError as exc:
-            raise CredentialsError(f"scopes file {path}, {name!r}: {exc}") from exc
+            if not isinstance(listed, list) or not all(isinstance(s, str) for s in listed):
+                raise CredentialsError(f'scopes file {path}: {name!r} must be a list of scopes, e.g. ["read:orders-*"]')
+            try:
+                scopes[name] = parse_scopes(listed)
+            except ScopeError as exc:
+                raise CredentialsError(f"scopes file {path}, {name!r}: {exc}") from exc
+        except CredentialsError as exc:
+            if report is None:
+                raise
+            report.errors.append(f"{exc}; {name!r} has no scope")
     return scopes
 
 
@@ -156,31 +212,38 @@ class CredentialStore:
         self._current = load(files)
         self.last_error: str | None = None
         self.reloads = 0
+        self.skipped = 0
+        """Problems of the last reload (lines or entries left out, files that could not be read)."""
 
     @property
     def current(self) -> KnownPrincipals:
         return self._current
 
     def reload(self) -> bool:
-        """Read every file again; True if the new reading is in force."""
+        """Read every file again and put what they now list in force, failing closed (``load``
+        with a report): a revoked token or user never outlives a reload. True if every line
+        was read; else the problems are logged as errors and kept in ``last_error``."""
         with self._lock:
             signature = _signature(self.files.paths())
-            try:
-                loaded = load(self.files)
-            except CredentialsError as exc:
-                self._signature = signature  # do not retry the same broken file every poll
-                self.last_error = str(exc)
-                log.error("credentials not reloaded, the previous ones stay in force: %s", exc)
-                return False
-            self._current, self._signature, self.last_error = loaded, signature, None
+            report = Report()
+            loaded = load(self.files, report)
+            self._current, self._signature = loaded, signature
+            self.last_error = "; ".join(report.errors) or None
+            self.skipped = len(report.errors)
             self.reloads += 1
+        for error in report.errors:
+            log.error("credentials reloaded without: %s", error)
+        for warning in report.warnings:
+            log.warning("credentials reloaded: %s", warning)
         log.info(
             "credentials reloaded: %d user(s), %d token(s), %s",
             len(loaded.users),
             len(loaded.tokens),
             "no scopes file" if loaded.scopes is None else f"{len(loaded.scopes)} scoped name(s)",
         )
-        return True
+        if (self.files.credentials or self.files.tokens) and not loaded.users and not loaded.tokens:
+            log.error("credentials reloaded: no user and no token is in force; only client certificates (if any) are")
+        return not report.errors
 
     def reload_if_changed(self) -> bool:
         if _signature(self.files.paths()) == self._signature:

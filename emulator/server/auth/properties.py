@@ -25,8 +25,11 @@ class PropertiesError(ValueError):
     """Text Java's ``Properties.load`` refuses (a malformed ``\\uXXXX`` escape)."""
 
 
-def parse_properties(data: bytes) -> dict[str, str]:
-    """The key → value pairs of a properties file's bytes, in file order (later duplicates win)."""
+def parse_properties(data: bytes, skipped: list[tuple[int, str]] | None = None) -> dict[str, str]:
+    """The key → value pairs of a properties file's bytes, in file order (later duplicates win).
+
+    A line Java refuses raises ``PropertiesError``; with ``skipped`` given, it is left out instead
+    and (line number, why) appended there (the daemon's reload: the other users apply)."""
     text = data.decode("iso-8859-1")
     entries: dict[str, str] = {}
     for number, line in _logical_lines(text):
@@ -34,7 +37,9 @@ def parse_properties(data: bytes) -> dict[str, str]:
         try:
             entries[_unescape(key)] = _unescape(value)
         except PropertiesError as exc:
-            raise PropertiesError(f"line {number}: {exc}") from None
+            if skipped is None:
+                raise PropertiesError(f"line {number}: {exc}") from None
+            skipped.append((number, str(exc)))
     return entries
 
 

@@ -1,7 +1,8 @@
 """Credentials reload without a restart: on SIGHUP at once, and when a file changes (polled).
 
 Both run the reading in a worker thread: the files are small, but the event loop never waits on
-a disk. A reload that fails keeps the credentials in force (``CredentialStore.reload``).
+a disk. A reload fails closed: what the files now list is in force, bad lines left out
+(``CredentialStore.reload``).
 """
 
 from __future__ import annotations

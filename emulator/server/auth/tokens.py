@@ -58,7 +58,11 @@ def token_line(name: str, token: str, scopes: Sequence[str]) -> str:
     return line
 
 
-def parse_tokens_file(text: str) -> list[StoredToken]:
+def parse_tokens_file(text: str, skipped: list[tuple[int, str]] | None = None) -> list[StoredToken]:
+    """The tokens of a file's text. A bad line raises ``TokensFileError``; with ``skipped`` given,
+    it is left out instead and (line number, why) appended there (the daemon's reload: the good
+    lines apply, so removing a line revokes its token even while another line has a typo). A
+    second line with a name already seen is bad: the first stays."""
     tokens: list[StoredToken] = []
     names: set[str] = set()
     for number, raw in enumerate(text.splitlines(), 1):
@@ -67,10 +71,13 @@ def parse_tokens_file(text: str) -> list[StoredToken]:
             continue
         try:
             stored = _parse_line(line)
+            if stored.name in names:
+                raise TokensFileError(f"a second token named {stored.name!r}")
         except (TokensFileError, ScopeError) as exc:
-            raise TokensFileError(f"line {number}: {exc}") from None
-        if stored.name in names:
-            raise TokensFileError(f"line {number}: a second token named {stored.name!r}")
+            if skipped is None:
+                raise TokensFileError(f"line {number}: {exc}") from None
+            skipped.append((number, str(exc)))
+            continue
         names.add(stored.name)
         tokens.append(stored)
     return tokens
