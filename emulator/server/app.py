@@ -86,7 +86,7 @@ def create_app(
             expose_headers=[ERROR_HEADER, "WWW-Authenticate"],
         )
     if security.allowed_hosts is not None:
-        app.add_middleware(HostGuard, allowed=security.allowed_hosts)
+        app.add_middleware(HostGuard, allowed=security.allowed_hosts, ip_literals=security.ip_literal_hosts)
     # Access log, audit line and metrics: added after every other middleware, so outermost, so
     # that it times and records every answer, refusals by authentication included.
     observability = observability or Observability()

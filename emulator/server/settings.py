@@ -300,7 +300,8 @@ class Settings:
         None,
         NAMES,
         "Host header values served, globs allowed (against DNS rebinding; unset: the loopback names when "
-        "listening on loopback, else any)",
+        "listening on loopback; beyond it, any with authentication, else only IP addresses and this machine's "
+        "own names)",
         group=SECURITY,
     )
     cors_origins: tuple[str, ...] | None = option(

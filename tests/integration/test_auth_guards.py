@@ -129,8 +129,9 @@ def test_insecure_no_auth_starts_with_a_warning_in_the_log_and_in_status(daemon_
     assert status["security"]["insecure_no_auth"] is True
     assert status["security"]["warnings"] and "without authentication" in status["security"]["warnings"][0]
     assert re.search(r"WARNING .*--insecure-no-auth", daemon.log_tail())
+    assert re.search(r"WARNING .*DNS rebinding.*--allowed-hosts", daemon.log_tail())
     other_host = httpx.get(f"{daemon.url}/connectors", headers={"Host": "daemon.internal"})
-    assert other_host.status_code == 200, "beyond loopback, any host name unless --allowed-hosts says otherwise"
+    assert other_host.status_code == 400, "without authentication, only addresses and this machine's names"
 
 
 def test_an_empty_credentials_file_refuses_to_start_where_connect_would_let_everyone_in(tmp_path: Path) -> None:

@@ -229,3 +229,12 @@ def test_insecure_no_auth_warns_only_where_it_opens_the_port(host: str, warned: 
     security = build_security(settings("--host", host, "--insecure-no-auth"))
     assert security.insecure_no_auth is True
     assert bool(security.warnings()) is warned
+
+
+def test_without_authentication_beyond_loopback_the_warnings_name_dns_rebinding_and_allowed_hosts() -> None:
+    own = build_security(settings("--host", "0.0.0.0", "--insecure-no-auth")).warnings()
+    assert any("DNS rebinding" in w and "--allowed-hosts" in w for w in own), own
+    listed = build_security(settings("--host", "0.0.0.0", "--insecure-no-auth", "--allowed-hosts", "a.internal"))
+    assert len(listed.warnings()) == 1, "names listed: the Host check stands, only the open port is worth a word"
+    anything = build_security(settings("--host", "0.0.0.0", "--insecure-no-auth", "--allowed-hosts", "*"))
+    assert any("DNS rebinding" in w and "any Host" in w for w in anything.warnings())

@@ -7,10 +7,12 @@ credentials file or an unreadable certificate stops the daemon with one line bef
 
 from __future__ import annotations
 
+import socket
 from dataclasses import dataclass, field
 
 from emulator.server.auth.authenticate import Authenticator
 from emulator.server.auth.credentials import CredentialFiles, CredentialsError, CredentialStore
+from emulator.server.auth.guards import is_ip_literal
 from emulator.server.options import SettingsError
 from emulator.server.settings import Settings, is_loopback
 
@@ -29,13 +31,28 @@ class Security:
     """Listening on a non-loopback address: there ``--insecure-no-auth`` opens the port to others (on
     loopback it changes nothing, so it warns of nothing)."""
 
+    ip_literal_hosts: bool = False
+    """``Host`` may also be any IP address (``ip_literal_hosts``)."""
+
     def warnings(self) -> list[str]:
-        if self.insecure_no_auth and self.beyond_loopback:
-            return [
-                "--insecure-no-auth: the daemon listens beyond loopback without authentication; anyone who "
-                "reaches its port can rewrite the offsets every Connect task resumes from"
-            ]
-        return []
+        if not (self.insecure_no_auth and self.beyond_loopback):
+            return []
+        found = [
+            "--insecure-no-auth: the daemon listens beyond loopback without authentication; anyone who "
+            "reaches its port can rewrite the offsets every Connect task resumes from"
+        ]
+        if "*" in (self.allowed_hosts or ("*",)):
+            found.append(
+                "--allowed-hosts accepts any Host header without authentication: through DNS rebinding, any web "
+                "page a browser that reaches this port opens can rewrite offsets; list the names clients use"
+            )
+        elif self.ip_literal_hosts:
+            found.append(
+                "the Host header must be an IP address or one of this machine's names "
+                f"({', '.join(self.allowed_hosts or ())}), against DNS rebinding (a web page rewriting offsets "
+                "through a browser); give --allowed-hosts with the names clients use to reach the daemon"
+            )
+        return found
 
     def describe(self) -> dict[str, object]:
         """The ``security`` section of ``/status``."""
@@ -56,12 +73,26 @@ class Security:
 
 
 def allowed_hosts(settings: Settings) -> tuple[str, ...]:
-    """``--allowed-hosts``, else the loopback names when bound to loopback, else any host."""
+    """``--allowed-hosts``; else the loopback names when bound to loopback; else, beyond loopback
+    with authentication, any host (a rebound page has no credentials); else (``--insecure-no-auth``)
+    the loopback names and this machine's own names, and IP addresses (``ip_literal_hosts``): a
+    rebound page's requests are same-origin, and would otherwise write offsets unauthenticated."""
     if settings.allowed_hosts:
         return settings.allowed_hosts
     if is_loopback(settings.host):
         return tuple(dict.fromkeys((*LOOPBACK_NAMES, settings.host.strip("[]").lower())))
-    return ("*",)
+    if settings.authenticates:
+        return ("*",)
+    own = [socket.gethostname(), socket.getfqdn()]
+    if not is_ip_literal(settings.host.strip("[]")):
+        own.append(settings.host)
+    return tuple(dict.fromkeys(n.strip().lower() for n in (*LOOPBACK_NAMES, *own) if n.strip()))
+
+
+def ip_literal_hosts(settings: Settings) -> bool:
+    """Are IP addresses accepted as ``Host`` beside ``allowed_hosts``? When the names are this
+    machine's own (no ``--allowed-hosts``, no authentication, beyond loopback)."""
+    return not settings.allowed_hosts and not is_loopback(settings.host) and not settings.authenticates
 
 
 def build_security(settings: Settings) -> Security:
@@ -79,4 +110,5 @@ def build_security(settings: Settings) -> Security:
         settings.insecure_no_auth,
         settings.tls_cert is not None,
         not is_loopback(settings.host),
+        ip_literal_hosts(settings),
     )

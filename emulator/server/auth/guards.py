@@ -2,8 +2,11 @@
 so ``current_principal`` set here is the one the routes, audit and access log see).
 
 ``HostGuard`` (outermost): the ``Host`` header must name a host of ``--allowed-hosts``. A web page
-can make a browser send requests to ``127.0.0.1`` through a host name it controls (DNS rebinding);
-the browser then sends that name, not the daemon's, so checking it closes the gap.
+can make a browser send requests to ``127.0.0.1`` (or any address the browser reaches) through a
+host name it controls (DNS rebinding); the browser then sends that name, not the daemon's, so
+checking it closes the gap. Without ``--allowed-hosts``, a daemon without authentication that
+listens beyond loopback accepts IP addresses and this machine's own names only
+(``emulator.server.auth.config.allowed_hosts``).
 
 ``Guard``: authentication (``Authenticator``; credentials that do not hold are a 401 here) and
 ``Content-Type``. POST, PUT and PATCH, and a DELETE with a body, must say ``application/json``:
@@ -18,6 +21,7 @@ is answered before authentication, as browsers require.
 from __future__ import annotations
 
 import fnmatch
+import ipaddress
 from collections.abc import Sequence
 
 from starlette.routing import BaseRoute, Match
@@ -79,20 +83,35 @@ def host_of(header: str) -> str:
     return header.rsplit(":", 1)[0] if header.count(":") == 1 else header
 
 
-class HostGuard:
-    """``allowed``: host names or globs (``*.example.com``); ``*`` allows any."""
+def is_ip_literal(host: str) -> bool:
+    """An IPv4 or IPv6 address (``host_of``'s result), not a name: no DNS answer can rebind it."""
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True
 
-    def __init__(self, app: ASGIApp, allowed: Sequence[str]) -> None:
+
+class HostGuard:
+    """``allowed``: host names or globs (``*.example.com``); ``*`` allows any. ``ip_literals``: also
+    any IP address (a web page can only rebind a name it controls, never an address)."""
+
+    def __init__(self, app: ASGIApp, allowed: Sequence[str], ip_literals: bool = False) -> None:
         self.app = app
         self.allowed = tuple(a.strip().lower().strip("[]") for a in allowed if a.strip())
+        self.ip_literals = ip_literals
+
+    def serves(self, header: str) -> bool:
+        host = host_of(header)
+        return any(fnmatch.fnmatchcase(host, a) for a in self.allowed) or (self.ip_literals and is_ip_literal(host))
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
             header = _header(scope, b"host")
-            if header is not None and not any(fnmatch.fnmatchcase(host_of(header), a) for a in self.allowed):
+            if header is not None and not self.serves(header):
+                shown = ", ".join((*(("IP addresses",) if self.ip_literals else ()), *self.allowed))
                 refusal = HostNotAllowed(
-                    f"Host {header[:100]!r} is not served here "
-                    f"(allowed: {', '.join(self.allowed)}; see --allowed-hosts)"
+                    f"Host {header[:100]!r} is not served here (allowed: {shown}; see --allowed-hosts)"
                 )
                 await _refuse(refusal, scope, receive, send)
                 return
