@@ -1,5 +1,7 @@
 """``--metrics-port``: the metrics on a second port, without authentication, for a Prometheus that
-cannot present credentials; served apart from the API's event loop, by threads.
+cannot present credentials; served apart from the API's event loop, by threads. It listens on
+``--metrics-host`` (loopback unless told otherwise) and checks ``Host`` as the API does
+(``emulator.server.auth.hosts``): the metrics name every connector.
 
 prometheus_client's own server (``start_http_server``) gives every connection a thread that waits
 for the request without a deadline: 300 connections that sent nothing held 300 threads for good.
@@ -13,14 +15,18 @@ from __future__ import annotations
 import contextlib
 import socket
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from socketserver import ThreadingMixIn
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from prometheus_client import CollectorRegistry, Gauge, make_wsgi_app
 
+from emulator.server.auth.hosts import HostRule
 from emulator.server.listen import ListenError
+
+if TYPE_CHECKING:
+    from _typeshed.wsgi import StartResponse, WSGIApplication, WSGIEnvironment
 
 MAX_CONNECTIONS = 16
 
@@ -65,13 +71,39 @@ class _Server(ThreadingMixIn, WSGIServer):
             self.slots.release()
 
 
+def host_checked(app: WSGIApplication, rule: HostRule) -> WSGIApplication:
+    """``app`` behind the ``Host`` check (400 for a host ``rule`` does not serve): the metrics name
+    every connector, and a web page must not read them through DNS rebinding."""
+
+    def checked(environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
+        version = str(environ.get("SERVER_PROTOCOL", "HTTP/1.1")).removeprefix("HTTP/")
+        why = rule.refusal(environ.get("HTTP_HOST"), version)
+        if why is None:
+            return app(environ, start_response)
+        body = f"{why}\n".encode()
+        start_response(
+            "400 Bad Request", [("Content-Type", "text/plain; charset=utf-8"), ("Content-Length", str(len(body)))]
+        )
+        return [body]
+
+    return checked
+
+
 def serve_metrics(
-    registry: CollectorRegistry, host: str, port: int, header_timeout_s: float = 10.0
+    registry: CollectorRegistry,
+    host: str,
+    port: int,
+    header_timeout_s: float = 10.0,
+    hosts: HostRule | None = None,
 ) -> Callable[[], None]:
     """Serve ``registry`` (the daemon's ``Metrics.registry``, or ``starting_registry()``) on
-    ``host:port`` until the returned function is called.
+    ``host:port`` until the returned function is called; ``hosts``: the ``Host`` headers served
+    (None: any).
 
     Raises ``ListenError`` when the port cannot be bound, as the API's own port does."""
+    app = make_wsgi_app(registry)
+    if hosts is not None:
+        app = host_checked(app, hosts)
     handler = type("MetricsHandler", (_Handler,), {"timeout": header_timeout_s})
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     server_class = type(
@@ -80,7 +112,7 @@ def serve_metrics(
         {"address_family": family, "slots": threading.BoundedSemaphore(MAX_CONNECTIONS)},
     )
     try:
-        server: WSGIServer = make_server(host, port, make_wsgi_app(registry), server_class, handler)
+        server: WSGIServer = make_server(host, port, app, server_class, handler)
     except OSError as exc:
         raise ListenError(f"cannot serve metrics on {host}:{port} (--metrics-port): {exc.strerror or exc}") from exc
     thread = threading.Thread(target=server.serve_forever, name="metrics-port", daemon=True)

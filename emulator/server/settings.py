@@ -255,8 +255,15 @@ class Settings:
     metrics_port: int | None = option(
         None,
         OPTIONAL_PORT,
-        "also serve the Prometheus metrics on this port of --host, without authentication (the main port "
-        "serves /metrics to the admin scope)",
+        "also serve the Prometheus metrics on this port of --metrics-host, without authentication (the main "
+        "port serves /metrics to the admin scope)",
+        group=OBSERVE,
+    )
+    metrics_host: str = option(
+        "127.0.0.1",
+        TEXT,
+        "listen address of --metrics-port (beyond loopback, anyone who reaches it reads metrics naming every "
+        "connector: a WARNING says so); its Host header is checked as the API's without authentication",
         group=OBSERVE,
     )
     credentials_file: Path | None = option(

@@ -34,7 +34,7 @@ from emulator.model.exactly_once import DISABLED, ExactlyOnceSource
 from emulator.model.sequences import SequenceTracker
 from emulator.server.announce import Announcement, AnnouncingServer, clear_url_file, remove_url_file
 from emulator.server.auth import reload as credentials_reload
-from emulator.server.auth.config import Security, build_security
+from emulator.server.auth.config import Security, build_security, metrics_host_rule
 from emulator.server.auth.tls import PeerCertificateProtocol, TlsError, TlsFiles, server_context
 from emulator.server.connections import ConnectionGuard, fit_descriptor_limit, guarded_protocol
 from emulator.server.heap import CollectorPauses, collect_young_less_often, freeze_long_lived
@@ -493,7 +493,11 @@ def _serve(settings: Settings, bound_socket: Callable[[], socket.socket]) -> Non
         )
         if settings.metrics_port is not None:
             stop_metrics = serve_metrics(
-                starting_registry(), settings.host, settings.metrics_port, settings.header_timeout_s
+                starting_registry(),
+                settings.metrics_host,
+                settings.metrics_port,
+                settings.header_timeout_s,
+                metrics_host_rule(settings),
             )
         return sock
 
@@ -518,7 +522,11 @@ def _serve(settings: Settings, bound_socket: Callable[[], socket.socket]) -> Non
         app.state.write_timeout_s = settings.write_timeout_s  # how long a large body waits its turn
         if settings.metrics_port is not None:
             stop_metrics = serve_metrics(
-                app.state.metrics.registry, settings.host, settings.metrics_port, settings.header_timeout_s
+                app.state.metrics.registry,
+                settings.metrics_host,
+                settings.metrics_port,
+                settings.header_timeout_s,
+                metrics_host_rule(settings),
             )
     except BaseException:
         close_runtime(runtime, history)
@@ -533,7 +541,7 @@ def _serve(settings: Settings, bound_socket: Callable[[], socket.socket]) -> Non
     for warning in security.warnings():
         log.warning(warning)
     if stop_metrics is not None:
-        log.info("Prometheus metrics on http://%s:%d/metrics", settings.host, settings.metrics_port)
+        log.info("Prometheus metrics on http://%s:%d/metrics", settings.metrics_host, settings.metrics_port)
     # log_config=None: uvicorn's lines go through our handler (and --log-format) like every other log.
     guard = connection_guard(settings, app.state.metrics, connections)
     config = uvicorn.Config(

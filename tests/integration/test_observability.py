@@ -362,6 +362,16 @@ def test_the_metrics_port_serves_the_same_registry(observed: DaemonProcess) -> N
     assert separate.value("connect_offsets_http_requests_total", method="GET", route="/metrics", status="200") >= 1
 
 
+@pytest.mark.parametrize("host", ["attacker.example", "attacker.example:9464", "127.0.0.1.nip.io"])
+def test_the_metrics_port_refuses_a_foreign_host_header(observed: DaemonProcess, host: str) -> None:
+    """A web page rebinding its own name to 127.0.0.1 must not read metrics that name every connector."""
+    metrics_url: str = observed.metrics_url  # type: ignore[attr-defined]
+    refused = httpx.get(f"{metrics_url}/metrics", headers={"Host": host})
+    assert refused.status_code == 400 and "--allowed-hosts" in refused.text
+    assert "connect_offsets" not in refused.text
+    assert httpx.get(f"{metrics_url}/metrics", headers={"Host": "localhost"}).status_code == 200
+
+
 def test_the_startup_heap_is_exempt_from_collection_and_collections_are_timed(observed: DaemonProcess) -> None:
     """A full collection over the startup heap (imports, FastAPI's and pydantic's objects) held every
     request in flight for 35–45 ms; the daemon exempts what it holds at startup and once the log is

@@ -10,6 +10,7 @@ import pytest
 
 from emulator.cli.main import build_parser
 from emulator.model.principal import Principal
+from emulator.server.auth.config import build_security, metrics_host_rule
 from emulator.server.auth.status import HIDDEN, for_principal
 from emulator.server.log_format import JsonFormatter, fields, formatter
 from emulator.server.options import SettingsError, resolve
@@ -93,3 +94,24 @@ def test_status_hides_server_paths_from_a_principal_without_admin() -> None:
     }
     assert for_principal(status, Principal("root", "token", ("admin",))) == status
     assert status["history"]["directory"] == "/srv/data/history/x"  # the original is left alone
+
+
+def test_the_metrics_port_listens_on_loopback_unless_metrics_host_says_otherwise_and_then_warns() -> None:
+    beyond = settings("--host", "0.0.0.0", "--insecure-no-auth", "--metrics-port", "9464")
+    assert beyond.metrics_host == "127.0.0.1", "not --host: the metrics name every connector"
+    assert not any("--metrics-host" in w for w in build_security(beyond).warnings())
+    assert metrics_host_rule(beyond).allowed[:3] == ("localhost", "127.0.0.1", "::1")
+    assert metrics_host_rule(beyond).ip_literals is False
+
+    open_metrics = settings("--metrics-port", "9464", "--metrics-host", "0.0.0.0")
+    assert any(
+        w.startswith("--metrics-host 0.0.0.0") and "every connector" in w
+        for w in build_security(open_metrics).warnings()
+    )
+    rule = metrics_host_rule(open_metrics)
+    assert rule.refusal("192.0.2.7:9464", "1.1") is None, "an address cannot be rebound"
+    assert rule.refusal("attacker.example:9464", "1.1") is not None, "an unauthenticated port: no foreign name"
+    listed = settings("--metrics-port", "9464", "--metrics-host", "0.0.0.0", "--allowed-hosts", "prometheus-target")
+    assert metrics_host_rule(listed).refusal("prometheus-target:9464", "1.1") is None
+    unused = settings("--metrics-host", "0.0.0.0")
+    assert build_security(unused).warnings() == [], "no metrics port, nothing listens there"

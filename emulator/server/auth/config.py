@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from emulator.server.auth.authenticate import Authenticator
 from emulator.server.auth.credentials import CredentialFiles, CredentialsError, CredentialStore
-from emulator.server.auth.guards import is_ip_literal
+from emulator.server.auth.hosts import HostRule, is_ip_literal
 from emulator.server.options import SettingsError
 from emulator.server.settings import Settings, is_loopback
 
@@ -33,11 +33,20 @@ class Security:
 
     ip_literal_hosts: bool = False
     """``Host`` may also be any IP address (``ip_literal_hosts``)."""
+    metrics_host: str | None = None
+    """``--metrics-host`` when ``--metrics-port`` is given."""
 
     def warnings(self) -> list[str]:
+        found = []
+        if self.metrics_host is not None and not is_loopback(self.metrics_host):
+            found.append(
+                f"--metrics-host {self.metrics_host}: the metrics port listens beyond loopback without "
+                "authentication; anyone who reaches it reads metrics naming every connector, topic and consumer "
+                "group"
+            )
         if not (self.insecure_no_auth and self.beyond_loopback):
-            return []
-        found = [
+            return found
+        found += [
             "--insecure-no-auth: the daemon listens beyond loopback without authentication; anyone who "
             "reaches its port can rewrite the offsets every Connect task resumes from"
         ]
@@ -72,27 +81,40 @@ class Security:
         return described
 
 
-def allowed_hosts(settings: Settings) -> tuple[str, ...]:
+def allowed_hosts(settings: Settings, host: str | None = None, authenticates: bool | None = None) -> tuple[str, ...]:
     """``--allowed-hosts``; else the loopback names when bound to loopback; else, beyond loopback
     with authentication, any host (a rebound page has no credentials); else (``--insecure-no-auth``)
     the loopback names and this machine's own names, and IP addresses (``ip_literal_hosts``): a
-    rebound page's requests are same-origin, and would otherwise write offsets unauthenticated."""
+    rebound page's requests are same-origin, and would otherwise write offsets unauthenticated.
+
+    ``host`` and ``authenticates``: of another port than the API's (the metrics port: its
+    ``--metrics-host``, never authenticated)."""
+    host = settings.host if host is None else host
+    authenticates = settings.authenticates if authenticates is None else authenticates
     if settings.allowed_hosts:
         return settings.allowed_hosts
-    if is_loopback(settings.host):
-        return tuple(dict.fromkeys((*LOOPBACK_NAMES, settings.host.strip("[]").lower())))
-    if settings.authenticates:
+    if is_loopback(host):
+        return tuple(dict.fromkeys((*LOOPBACK_NAMES, host.strip("[]").lower())))
+    if authenticates:
         return ("*",)
     own = [socket.gethostname(), socket.getfqdn()]
-    if not is_ip_literal(settings.host.strip("[]")):
-        own.append(settings.host)
+    if not is_ip_literal(host.strip("[]")):
+        own.append(host)
     return tuple(dict.fromkeys(n.strip().lower() for n in (*LOOPBACK_NAMES, *own) if n.strip()))
 
 
-def ip_literal_hosts(settings: Settings) -> bool:
+def ip_literal_hosts(settings: Settings, host: str | None = None, authenticates: bool | None = None) -> bool:
     """Are IP addresses accepted as ``Host`` beside ``allowed_hosts``? When the names are this
     machine's own (no ``--allowed-hosts``, no authentication, beyond loopback)."""
-    return not settings.allowed_hosts and not is_loopback(settings.host) and not settings.authenticates
+    host = settings.host if host is None else host
+    authenticates = settings.authenticates if authenticates is None else authenticates
+    return not settings.allowed_hosts and not is_loopback(host) and not authenticates
+
+
+def metrics_host_rule(settings: Settings) -> HostRule:
+    """The metrics port's ``Host`` check: the API's rule for an unauthenticated port on ``--metrics-host``."""
+    host = settings.metrics_host
+    return HostRule.of(allowed_hosts(settings, host, False), ip_literal_hosts(settings, host, False))
 
 
 def build_security(settings: Settings) -> Security:
@@ -111,4 +133,5 @@ def build_security(settings: Settings) -> Security:
         settings.tls_cert is not None,
         not is_loopback(settings.host),
         ip_literal_hosts(settings),
+        settings.metrics_host if settings.metrics_port is not None else None,
     )

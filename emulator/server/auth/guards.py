@@ -20,8 +20,6 @@ is answered before authentication, as browsers require.
 
 from __future__ import annotations
 
-import fnmatch
-import ipaddress
 from collections.abc import Sequence
 
 from starlette.routing import BaseRoute, Match
@@ -30,6 +28,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from emulator.model.errors import HostNotAllowed, OffsetsError, UnsupportedMediaType
 from emulator.model.principal import current_principal
 from emulator.server.auth.authenticate import Authenticator
+from emulator.server.auth.hosts import HostRule
 from emulator.server.errors import error_response
 
 WRITE_METHODS = frozenset({"POST", "PUT", "PATCH"})
@@ -75,45 +74,19 @@ def _matching(routes: Sequence[BaseRoute], scope: Scope) -> tuple[Match, BaseRou
     return partial
 
 
-def host_of(header: str) -> str:
-    """``Host`` without its port; IPv6 literals lose their brackets."""
-    header = header.strip().lower()
-    if header.startswith("["):
-        return header[1 : header.find("]")] if "]" in header else header
-    return header.rsplit(":", 1)[0] if header.count(":") == 1 else header
-
-
-def is_ip_literal(host: str) -> bool:
-    """An IPv4 or IPv6 address (``host_of``'s result), not a name: no DNS answer can rebind it."""
-    try:
-        ipaddress.ip_address(host)
-    except ValueError:
-        return False
-    return True
-
-
 class HostGuard:
-    """``allowed``: host names or globs (``*.example.com``); ``*`` allows any. ``ip_literals``: also
-    any IP address (a web page can only rebind a name it controls, never an address)."""
+    """Serves only the ``Host`` headers of ``allowed`` (``hosts.HostRule``); ``*`` allows any.
+    ``ip_literals``: also any IP address (a web page can only rebind a name it controls)."""
 
     def __init__(self, app: ASGIApp, allowed: Sequence[str], ip_literals: bool = False) -> None:
         self.app = app
-        self.allowed = tuple(a.strip().lower().strip("[]") for a in allowed if a.strip())
-        self.ip_literals = ip_literals
-
-    def serves(self, header: str) -> bool:
-        host = host_of(header)
-        return any(fnmatch.fnmatchcase(host, a) for a in self.allowed) or (self.ip_literals and is_ip_literal(host))
+        self.rule = HostRule.of(allowed, ip_literals)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
-            header = _header(scope, b"host")
-            if header is not None and not self.serves(header):
-                shown = ", ".join((*(("IP addresses",) if self.ip_literals else ()), *self.allowed))
-                refusal = HostNotAllowed(
-                    f"Host {header[:100]!r} is not served here (allowed: {shown}; see --allowed-hosts)"
-                )
-                await _refuse(refusal, scope, receive, send)
+            why = self.rule.refusal(_header(scope, b"host"), scope.get("http_version", "1.1"))
+            if why is not None:
+                await _refuse(HostNotAllowed(why), scope, receive, send)
                 return
         await self.app(scope, receive, send)
 

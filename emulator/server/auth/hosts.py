@@ -1,0 +1,60 @@
+"""Which ``Host`` headers a port serves (against DNS rebinding), for the API (``guards.HostGuard``)
+and the metrics port alike; no web framework, so the metrics port's thread server uses it too.
+
+A web page can make a browser send requests to the daemon's address through a host name the
+page's author controls (DNS rebinding); the browser then sends that name as ``Host``. An IP
+address cannot be rebound, so ``ip_literals`` accepts any.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import ipaddress
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+
+def host_of(header: str) -> str:
+    """``Host`` without its port; IPv6 literals lose their brackets."""
+    header = header.strip().lower()
+    if header.startswith("["):
+        return header[1 : header.find("]")] if "]" in header else header
+    return header.rsplit(":", 1)[0] if header.count(":") == 1 else header
+
+
+def is_ip_literal(host: str) -> bool:
+    """An IPv4 or IPv6 address (``host_of``'s result), not a name: no DNS answer can rebind it."""
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True
+
+
+@dataclass(frozen=True, slots=True)
+class HostRule:
+    """``allowed``: host names or globs (``*.example.com``); ``*`` allows any. ``ip_literals``: also
+    any IP address."""
+
+    allowed: tuple[str, ...]
+    ip_literals: bool = False
+
+    @classmethod
+    def of(cls, allowed: Sequence[str], ip_literals: bool = False) -> HostRule:
+        return cls(tuple(a.strip().lower().strip("[]") for a in allowed if a.strip()), ip_literals)
+
+    @property
+    def any_host(self) -> bool:
+        return "*" in self.allowed
+
+    def refusal(self, header: str | None, http_version: str) -> str | None:
+        """None when a request with this ``Host`` (None: without one) is served; else why not."""
+        if header is None:
+            return None
+        host = host_of(header)
+        if any(fnmatch.fnmatchcase(host, a) for a in self.allowed) or (self.ip_literals and is_ip_literal(host)):
+            return None
+        return f"Host {header[:100]!r} is not served here (allowed: {self.describe()}; see --allowed-hosts)"
+
+    def describe(self) -> str:
+        return ", ".join((*(("IP addresses",) if self.ip_literals else ()), *self.allowed))
