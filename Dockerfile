@@ -12,10 +12,12 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 COPY . /src
 RUN pip install /src && rm -rf /src
 
-# An unprivileged user owning the data directory; a named volume mounted there inherits this owner.
+# An unprivileged user owning the data directory, mode 0700 (the daemon warns of a data directory
+# others can read); a named volume mounted there inherits this owner and mode when it is created.
 RUN useradd --system --uid 10001 --home-dir /var/lib/connect-offsets --shell /usr/sbin/nologin connect-offsets \
     && mkdir -p /var/lib/connect-offsets \
-    && chown connect-offsets /var/lib/connect-offsets
+    && chown connect-offsets /var/lib/connect-offsets \
+    && chmod 700 /var/lib/connect-offsets
 USER connect-offsets
 WORKDIR /var/lib/connect-offsets
 

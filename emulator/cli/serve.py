@@ -9,6 +9,7 @@ from typing import Any
 
 from emulator.cli.common import EXIT_OK, EXIT_USAGE
 from emulator.server.options import add_options
+from emulator.server.permissions import restrict_umask
 from emulator.server.settings import Settings
 
 
@@ -24,6 +25,9 @@ def run(args: argparse.Namespace) -> int:
     from emulator.server.listen import ListenError, listen_early
 
     settings: Settings = args.settings
+    # Before anything is created: the daemon's data and files are its user's alone (0700, 0600).
+    # Nothing the daemon writes is meant for other users; exports are other commands' processes.
+    restrict_umask()
     # Listening before the heavy imports below: a client connecting during the start waits for its
     # answer instead of being refused (emulator.server.listen.listen_early).
     early = listen_early(settings.host, settings.port)

@@ -8,32 +8,29 @@ from __future__ import annotations
 
 import contextlib
 import os
-import tempfile
+import secrets
 from pathlib import Path
-
-
-def _umask() -> int:
-    current = os.umask(0)
-    os.umask(current)
-    return current
 
 
 def atomic_write(path: str | Path, data: bytes) -> int:
     """Temp file in the same directory, fsync, rename over ``path``, fsync of the directory.
 
-    Keeps the old file's permissions (``mkstemp`` would leave 0600). Returns the bytes written.
+    Keeps the old file's permissions; a new file gets 0666 less the umask, as ``open`` would give it
+    (``mkstemp`` would leave 0600). The temp file is created with that mode, so the umask is never
+    read by setting it: ``os.umask`` is process-wide, and another thread creating a file meanwhile
+    would get the momentary one. Returns the bytes written.
     """
     path = Path(path)
     directory = path.parent if str(path.parent) else Path(".")
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
+    fd, tmp_name = _create_temp(directory, path.name)
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
-        mode = path.stat().st_mode & 0o7777 if path.exists() else 0o666 & ~_umask()
-        with contextlib.suppress(OSError):
-            os.chmod(tmp_name, mode)
+        if path.exists():
+            with contextlib.suppress(OSError):
+                os.chmod(tmp_name, path.stat().st_mode & 0o7777)
         os.replace(tmp_name, path)
     except BaseException:
         with contextlib.suppress(OSError):
@@ -46,3 +43,16 @@ def atomic_write(path: str | Path, data: bytes) -> int:
         finally:
             os.close(dir_fd)
     return len(data)
+
+
+def _create_temp(directory: Path, name: str) -> tuple[int, str]:
+    """A new file ``.NAME.XXXXXXXX.tmp`` in ``directory``, mode 0666 less the umask, opened for writing."""
+    for _ in range(100):
+        candidate = os.path.join(directory, f".{name}.{secrets.token_hex(4)}.tmp")
+        try:
+            return os.open(
+                candidate, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o666
+            ), candidate
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"no free temporary file name for {name} in {directory}")

@@ -42,6 +42,7 @@ from emulator.server.listen import ListenError, listen_early, url_of
 from emulator.server.log_format import configure_logging
 from emulator.server.metrics_port import serve_metrics, starting_registry
 from emulator.server.options import SettingsError
+from emulator.server.permissions import exposed
 from emulator.server.runtime import Runtime
 from emulator.server.settings import Settings
 from emulator.server.sink_lag import SinkLag, cluster_sinks
@@ -475,6 +476,8 @@ def serve(settings: Settings, early: socket.socket | ListenError | None = None) 
 
 
 def _serve(settings: Settings, bound_socket: Callable[[], socket.socket]) -> None:
+    for warning in exposed(settings):  # before the storage opens: what exists already, as found
+        log.warning(warning)
     security = build_security(settings)
     tls = tls_options(settings, security)
     protocol = tls.pop("http", HttpToolsProtocol)  # h11's, with client certificates (auth.tls)
