@@ -12,6 +12,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import tempfile
 import time
@@ -93,6 +94,28 @@ def test_a_foreign_host_header_is_refused_on_loopback(embedded_daemon: DaemonPro
 @pytest.mark.parametrize("host", ["localhost", "127.0.0.1", "LOCALHOST:8081", "[::1]:8081"])
 def test_loopback_host_headers_are_served_on_loopback(embedded_daemon: DaemonProcess, host: str) -> None:
     assert httpx.get(f"{embedded_daemon.url}/connectors", headers={"Host": host}).status_code == 200
+
+
+def raw_get(url: str, request: bytes) -> tuple[str, bytes]:
+    """The status line and body of one request sent as given (httpx always adds a Host header)."""
+    parsed = httpx.URL(url)
+    with socket.create_connection((parsed.host, parsed.port), timeout=10) as sock:
+        sock.sendall(request)
+        answer = b""
+        while chunk := sock.recv(65536):
+            answer += chunk
+    head, _, body = answer.partition(b"\r\n\r\n")
+    return head.split(b"\r\n", 1)[0].decode(), body
+
+
+@pytest.mark.parametrize("version", ["1.1", "1.0"])
+def test_a_request_without_a_host_header_is_refused(embedded_daemon: DaemonProcess, version: str) -> None:
+    """HTTP/1.1 requires Host (RFC 9112); HTTP/1.0 may omit it, but leaving it out must not skip the check."""
+    status, body = raw_get(embedded_daemon.url, f"GET /connectors HTTP/{version}\r\nConnection: close\r\n\r\n".encode())
+    assert status.split()[1] == "400", (status, body)
+    assert b"Host header" in body
+    with_host = f"GET /connectors HTTP/{version}\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n".encode()
+    assert raw_get(embedded_daemon.url, with_host)[0].split()[1] == "200"
 
 
 @pytest.mark.slow

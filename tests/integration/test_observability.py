@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import json
+import socket
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -370,6 +371,19 @@ def test_the_metrics_port_refuses_a_foreign_host_header(observed: DaemonProcess,
     assert refused.status_code == 400 and "--allowed-hosts" in refused.text
     assert "connect_offsets" not in refused.text
     assert httpx.get(f"{metrics_url}/metrics", headers={"Host": "localhost"}).status_code == 200
+
+
+@pytest.mark.parametrize("version", ["1.1", "1.0"])
+def test_the_metrics_port_refuses_a_request_without_a_host_header(observed: DaemonProcess, version: str) -> None:
+    metrics_url: str = observed.metrics_url  # type: ignore[attr-defined]
+    parsed = httpx.URL(metrics_url)
+    with socket.create_connection((parsed.host, parsed.port), timeout=10) as sock:
+        sock.sendall(f"GET /metrics HTTP/{version}\r\n\r\n".encode())
+        answer = b""
+        while chunk := sock.recv(65536):
+            answer += chunk
+    assert answer.split(b"\r\n", 1)[0].split()[1] == b"400", answer[:200]
+    assert b"connect_offsets" not in answer
 
 
 def test_the_startup_heap_is_exempt_from_collection_and_collections_are_timed(observed: DaemonProcess) -> None:

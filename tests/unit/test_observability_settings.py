@@ -11,6 +11,7 @@ import pytest
 from emulator.cli.main import build_parser
 from emulator.model.principal import Principal
 from emulator.server.auth.config import build_security, metrics_host_rule
+from emulator.server.auth.hosts import HostRule
 from emulator.server.auth.status import HIDDEN, for_principal
 from emulator.server.log_format import JsonFormatter, fields, formatter
 from emulator.server.options import SettingsError, resolve
@@ -115,3 +116,10 @@ def test_the_metrics_port_listens_on_loopback_unless_metrics_host_says_otherwise
     assert metrics_host_rule(listed).refusal("prometheus-target:9464", "1.1") is None
     unused = settings("--metrics-host", "0.0.0.0")
     assert build_security(unused).warnings() == [], "no metrics port, nothing listens there"
+
+
+def test_a_request_without_host_is_served_only_over_http_1_0_where_any_host_is() -> None:
+    anything, named = HostRule.of(["*"]), HostRule.of(["localhost"], ip_literals=True)
+    assert anything.refusal(None, "1.1") is not None and named.refusal(None, "1.1") is not None, "RFC 9112"
+    assert anything.refusal(None, "1.0") is None
+    assert named.refusal(None, "1.0") is not None, "leaving Host out must not skip the check"

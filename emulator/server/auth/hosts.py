@@ -4,6 +4,10 @@ and the metrics port alike; no web framework, so the metrics port's thread serve
 A web page can make a browser send requests to the daemon's address through a host name the
 page's author controls (DNS rebinding); the browser then sends that name as ``Host``. An IP
 address cannot be rebound, so ``ip_literals`` accepts any.
+
+HTTP/1.1 requires ``Host`` (RFC 9112, section 3.2: a request without one is answered 400); an
+HTTP/1.0 request may lack it, and is served without one only where any host is (``*``): otherwise
+leaving the header out would skip the check.
 """
 
 from __future__ import annotations
@@ -50,7 +54,11 @@ class HostRule:
     def refusal(self, header: str | None, http_version: str) -> str | None:
         """None when a request with this ``Host`` (None: without one) is served; else why not."""
         if header is None:
-            return None
+            if http_version not in ("1.0", "0.9"):
+                return f"HTTP/{http_version} requires a Host header (RFC 9112)"
+            if self.any_host:
+                return None
+            return f"a request without a Host header is not served here (allowed: {self.describe()})"
         host = host_of(header)
         if any(fnmatch.fnmatchcase(host, a) for a in self.allowed) or (self.ip_literals and is_ip_literal(host)):
             return None
