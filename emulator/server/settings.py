@@ -314,6 +314,14 @@ class Settings:
     cors_origins: tuple[str, ...] | None = option(
         None, NAMES, "browser origins allowed to call the API (CORS); unset: none", group=SECURITY
     )
+    forwarded_allow_ips: tuple[str, ...] | None = option(
+        None,
+        NAMES,
+        "addresses or networks (CIDR) of the reverse proxies whose X-Forwarded-For and X-Forwarded-Proto are "
+        "believed: the client address of the access log, audit line and history ('*': any peer; unset: none, "
+        "the peer's own address is recorded; uvicorn's FORWARDED_ALLOW_IPS is not read)",
+        group=SECURITY,
+    )
 
     def __post_init__(self) -> None:
         """The checks that span settings; Connect's topics exist only on a Connect cluster's Kafka."""
@@ -345,6 +353,12 @@ class Settings:
                 raise SettingsError(f"{flag} needs --tls-cert (the daemon's own certificate)")
         if self.scopes_file is not None and not self.authenticates:
             raise SettingsError("--scopes-file needs a way to authenticate: --credentials-file or --tls-client-ca")
+        for proxy in self.forwarded_allow_ips or ():
+            if proxy != "*" and not _is_network(proxy):
+                raise SettingsError(
+                    f"--forwarded-allow-ips: {proxy!r} is not an IP address or network "
+                    "(e.g. 10.0.0.7, 10.0.0.0/24, '*')"
+                )
         if self.insecure_no_auth and self.authenticates:
             raise SettingsError("--insecure-no-auth contradicts the credentials given; leave one out")
         if not self.authenticates and not self.insecure_no_auth and not is_loopback(self.host):
@@ -382,6 +396,14 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host.strip().strip("[]")).is_loopback
     except ValueError:
         return False
+
+
+def _is_network(text: str) -> bool:
+    try:
+        ipaddress.ip_network(text.strip("[]"), strict=False)
+    except ValueError:
+        return False
+    return True
 
 
 def parse_kafka_config(pairs: Sequence[str]) -> dict[str, str]:

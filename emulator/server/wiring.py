@@ -11,9 +11,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import socket
 import ssl
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -440,7 +441,27 @@ def starting_config(
         log_config=None,
         http=guarded_protocol(guard, protocol),
         timeout_graceful_shutdown=2,
+        **proxy_options(settings),
         **tls,
+    )
+
+
+def proxy_options(settings: Settings) -> dict[str, Any]:
+    """uvicorn's forwarded-header settings: ``X-Forwarded-For``/``-Proto`` believed only from the
+    peers ``--forwarded-allow-ips`` names. uvicorn's own default believes them from 127.0.0.1 (or
+    from its ``FORWARDED_ALLOW_IPS`` variable): any local client could then put any address in the
+    audit line and, for good, in the history."""
+    proxies = [p.strip("[]") for p in settings.forwarded_allow_ips or ()]
+    return {"proxy_headers": bool(proxies), "forwarded_allow_ips": proxies}
+
+
+def ignored_proxy_variable(environ: Mapping[str, str]) -> str | None:
+    """A warning when uvicorn's ``FORWARDED_ALLOW_IPS`` is set: the daemon no longer reads it."""
+    if "FORWARDED_ALLOW_IPS" not in environ:
+        return None
+    return (
+        "FORWARDED_ALLOW_IPS is set but not read: forwarded headers are believed only from the proxies "
+        "--forwarded-allow-ips (CONNECT_OFFSETS_FORWARDED_ALLOW_IPS) names"
     )
 
 
@@ -478,6 +499,9 @@ def serve(settings: Settings, early: socket.socket | ListenError | None = None) 
 def _serve(settings: Settings, bound_socket: Callable[[], socket.socket]) -> None:
     for warning in exposed(settings):  # before the storage opens: what exists already, as found
         log.warning(warning)
+    proxy_warning = ignored_proxy_variable(os.environ)
+    if proxy_warning is not None:
+        log.warning(proxy_warning)
     security = build_security(settings)
     tls = tls_options(settings, security)
     protocol = tls.pop("http", HttpToolsProtocol)  # h11's, with client certificates (auth.tls)
@@ -554,6 +578,7 @@ def _serve(settings: Settings, bound_socket: Callable[[], socket.socket]) -> Non
         lifespan="on",
         log_config=None,
         http=guarded_protocol(guard, protocol),
+        **proxy_options(settings),
         **tls,
     )
     stop_gc_metrics = CollectorPauses(app.state.metrics.registry).install()

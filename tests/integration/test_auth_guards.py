@@ -118,6 +118,41 @@ def test_a_request_without_a_host_header_is_refused(embedded_daemon: DaemonProce
     assert raw_get(embedded_daemon.url, with_host)[0].split()[1] == "200"
 
 
+def audit_line_of(daemon: DaemonProcess, connector: str) -> str:
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        lines = [line for line in daemon.log_tail().splitlines() if "emulator.audit" in line and connector in line]
+        if lines:
+            return lines[-1]
+        time.sleep(0.05)
+    raise AssertionError(f"no audit line for {connector}")
+
+
+def write_from(daemon: DaemonProcess, claimed_address: str) -> str:
+    name = f"xff-{uuid.uuid4().hex[:8]}"
+    response = httpx.patch(
+        f"{daemon.url}/connectors/{name}/offsets?create=true",
+        json={"offsets": [{"partition": {"f": "x"}, "offset": {"pos": 1}}]},
+        headers={"X-Forwarded-For": claimed_address},
+    )
+    assert response.status_code == 200, response.text
+    return audit_line_of(daemon, name)
+
+
+def test_a_local_client_cannot_put_another_address_in_the_audit_line(embedded_daemon: DaemonProcess) -> None:
+    """No forwarded header is believed unless --forwarded-allow-ips names the proxy (uvicorn's
+    default believed it from 127.0.0.1: any local client wrote any address, kept in the history)."""
+    line = write_from(embedded_daemon, "203.0.113.66")
+    assert "from 127.0.0.1:" in line and "203.0.113.66" not in line, line
+
+
+@pytest.mark.slow
+def test_forwarded_for_is_believed_from_the_proxies_named(daemon_factory: DaemonFactory) -> None:
+    daemon = daemon_factory("--forwarded-allow-ips", "127.0.0.1")
+    line = write_from(daemon, "203.0.113.66")
+    assert "from 203.0.113.66:" in line, line
+
+
 @pytest.mark.slow
 def test_no_cors_unless_origins_are_given(embedded_daemon: DaemonProcess, daemon_factory: DaemonFactory) -> None:
     preflight = {"Origin": "https://ui.example", "Access-Control-Request-Method": "PATCH"}

@@ -14,6 +14,7 @@ from emulator.cli.main import build_parser
 from emulator.server.auth.config import build_security
 from emulator.server.options import SettingsError, options, resolve
 from emulator.server.settings import Settings
+from emulator.server.wiring import ignored_proxy_variable, proxy_options
 
 
 def settings(*flags: str, env: Mapping[str, str] | None = None) -> Settings:
@@ -238,3 +239,13 @@ def test_without_authentication_beyond_loopback_the_warnings_name_dns_rebinding_
     assert len(listed.warnings()) == 1, "names listed: the Host check stands, only the open port is worth a word"
     anything = build_security(settings("--host", "0.0.0.0", "--insecure-no-auth", "--allowed-hosts", "*"))
     assert any("DNS rebinding" in w and "any Host" in w for w in anything.warnings())
+
+
+def test_forwarded_headers_are_believed_from_no_proxy_unless_named() -> None:
+    assert proxy_options(settings()) == {"proxy_headers": False, "forwarded_allow_ips": []}
+    named = settings("--forwarded-allow-ips", "10.0.0.7,[::1],10.1.0.0/16")
+    assert proxy_options(named) == {"proxy_headers": True, "forwarded_allow_ips": ["10.0.0.7", "::1", "10.1.0.0/16"]}
+    with pytest.raises(SettingsError, match=r"'proxy\.internal' is not an IP address or network"):
+        settings("--forwarded-allow-ips", "proxy.internal")
+    assert ignored_proxy_variable({"FORWARDED_ALLOW_IPS": "*"}) is not None
+    assert ignored_proxy_variable({}) is None
