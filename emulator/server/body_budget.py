@@ -22,7 +22,7 @@ import time
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from emulator.model.errors import BusyWithLargeRequests
-from emulator.server.errors import error_response
+from emulator.server.auth.guards import refuse_before_routing
 from emulator.server.routes.params import DEFAULT_MAX_BODY_BYTES
 
 LARGE_BODY_BYTES = 1 << 20
@@ -94,7 +94,7 @@ class LargeBodies:
                 "later, or in smaller parts"
             )
             await _drain(receive, DRAIN_S)
-            await error_response(busy)(scope, receive, send)
+            await refuse_before_routing(busy, scope, receive, send)
             return
         try:
             await self.app(scope, receive, send)

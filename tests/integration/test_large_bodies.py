@@ -70,6 +70,7 @@ def test_a_large_body_waits_its_turn_and_is_answered_503_busy_when_none_comes(
     assert (busy.headers["x-connect-offsets-error"], busy.headers["retry-after"]) == ("busy", "5")
     assert "waited 2 s for its turn; nothing was written" in busy.json()["message"]
     assert 1.8 < waited < 10, waited
+    assert "PATCH /connectors/{connector}/offsets 503 busy" in daemon.log_tail(40), "logged under its route"
 
     small = httpx.patch(
         f"{daemon.url}/connectors/{name}/offsets",

@@ -42,7 +42,8 @@ def _header(scope: Scope, name: bytes) -> str | None:
     return None
 
 
-async def _refuse(error: OffsetsError, scope: Scope, receive: Receive, send: Send) -> None:
+async def refuse_before_routing(error: OffsetsError, scope: Scope, receive: Receive, send: Send) -> None:
+    """Answer ``error`` from a middleware, the request's route named first (access log, metrics, audit)."""
     _name_route(scope)
     await error_response(error)(scope, receive, send)
 
@@ -86,7 +87,7 @@ class HostGuard:
         if scope["type"] == "http":
             why = self.rule.refusal(_header(scope, b"host"), scope.get("http_version", "1.1"))
             if why is not None:
-                await _refuse(HostNotAllowed(why), scope, receive, send)
+                await refuse_before_routing(HostNotAllowed(why), scope, receive, send)
                 return
         await self.app(scope, receive, send)
 
@@ -108,14 +109,14 @@ class Guard:
                 _header(scope, b"authorization"), tls.get("client_cert_name"), remote
             )
         except OffsetsError as error:
-            await _refuse(error, scope, receive, send)
+            await refuse_before_routing(error, scope, receive, send)
             return
         scope.setdefault("state", {})["principal"] = principal  # for middleware outside this one
         token = current_principal.set(principal)
         try:
             refusal = _media_type_refusal(scope)
             if refusal is not None:
-                await _refuse(refusal, scope, receive, send)
+                await refuse_before_routing(refusal, scope, receive, send)
             else:
                 await self.app(scope, receive, send)
         finally:
