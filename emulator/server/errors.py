@@ -71,6 +71,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import BaseRoute, Match
 
+from emulator.log_throttle import Throttle, held_note
 from emulator.model import errors
 from emulator.model.claims import Fenced
 from emulator.model.errors import ERROR_HEADER, OffsetsError
@@ -110,12 +111,31 @@ STATUS: Mapping[type, int] = {
 """Status per class; a class not listed takes its nearest listed ancestor's."""
 
 
-NOT_FAULTS: tuple[type[OffsetsError], ...] = (errors.InvalidOffsetFormat, errors.NotReadyYet)
+NOT_FAULTS: tuple[type[OffsetsError], ...] = (
+    errors.InvalidOffsetFormat,
+    errors.NotReadyYet,
+    errors.BusyWithLargeRequests,
+)
 """Errors answered with a 5xx that are no fault of the daemon's: a map Connect's rules refuse with 500
 (the request caused it: like every 4xx, the client's to fix), and a log still being read (the state
 ``/readyz`` reports while the daemon starts; clients ask again every second, which would fill the log
 with ERROR lines). Like every answer they appear in the access log (INFO, with their kind); never at
 ERROR."""
+
+
+_UNAVAILABLE = Throttle()
+"""503s: a stalled broker or disk answers every request so; the fault has a line of its own, and
+each kind of refusal is logged once per window with the count of the rest (each one is still in the
+access log and the metrics). A 500 is logged every time."""
+
+
+def _log_failure(exc: OffsetsError, status: int) -> None:
+    if status != 503:
+        log.error("request failed: %s", exc.message)
+        return
+    held = _UNAVAILABLE.admit(exc.kind)
+    if held is not None:
+        log.error("request failed: %s%s", exc.message, held_note(held, _UNAVAILABLE.window_s))
 
 
 def allowed_methods(request: Request) -> list[str]:
@@ -191,7 +211,7 @@ def install_error_handlers(app: FastAPI) -> None:
     async def _domain_error(_: Request, exc: OffsetsError) -> JSONResponse:
         response = error_response(exc)
         if response.status_code >= 500 and not isinstance(exc, NOT_FAULTS):
-            log.error("request failed: %s", exc.message)
+            _log_failure(exc, response.status_code)
         return response
 
     @app.exception_handler(StarletteHTTPException)

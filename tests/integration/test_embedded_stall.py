@@ -115,9 +115,12 @@ def test_a_write_held_by_another_processs_write_lock_answers_503_log_timeout(
         started = time.monotonic()
         held = patch(2)
         took = time.monotonic() - started
+        assert [patch(2).status_code for _ in range(3)] == [503] * 3
         other.execute("COMMIT")
     finally:
         other.close()
+    failed = [line for line in daemon.log_tail(200).splitlines() if "request failed" in line]
+    assert len(failed) == 1, "one ERROR line per kind of 503 in 30 s, not one per request:\n" + "\n".join(failed)
     assert held.status_code == 503, held.text
     assert held.headers["X-Connect-Offsets-Error"] == "log_timeout" and held.headers["Retry-After"] == "1"
     assert "waiting for another process's write (SQLite's write lock); nothing was written" in held.json()["message"]

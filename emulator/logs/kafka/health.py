@@ -13,7 +13,7 @@ import time
 
 from confluent_kafka import KafkaError
 
-from emulator.logs.kafka.log_throttle import Throttle, held_note
+from emulator.log_throttle import Throttle, held_note
 
 log = logging.getLogger(__name__)
 
