@@ -27,8 +27,10 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import errno
 import json
 import logging
+import os
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -99,7 +101,7 @@ class _Retries:
         is asked again (the request never reached anyone, so any request may be sent again), only
         within a window the caller chose (``emulator.client.retry_window``), and never for
         ``/readyz`` or ``/status``."""
-        if request.reports or not isinstance(exc, httpx.ConnectError) or "refused" not in str(exc).lower():
+        if request.reports or not _refused(exc):
             return None  # a probe's answer is that nothing listens
         if time.monotonic() + REFUSED_WAIT_S >= self._started + self._refused_for_s:
             return None
@@ -143,6 +145,31 @@ class _Retries:
         return wait
 
 
+def _causes(exc: BaseException) -> list[BaseException]:
+    """``exc`` and what it was raised from or while handling, groups included (asyncio's transport
+    raises "All connection attempts failed" from the refusal of each address it tried)."""
+    found: list[BaseException] = []
+    stack: list[BaseException | None] = [exc]
+    while stack:
+        current = stack.pop()
+        if current is None or any(current is seen for seen in found):
+            continue
+        found.append(current)
+        stack += [current.__cause__, current.__context__]
+        if isinstance(current, BaseExceptionGroup):
+            stack += current.exceptions
+    return found
+
+
+def _refused(exc: httpx.TransportError) -> bool:
+    """Whether nothing listens where ``exc`` tried to connect: a ``ConnectionRefusedError`` behind a
+    connect error, whatever the transport's own text says ("[Errno 111] Connection refused" from the
+    synchronous one, "All connection attempts failed" from asyncio's)."""
+    return isinstance(exc, httpx.ConnectError) and any(
+        isinstance(cause, ConnectionRefusedError) for cause in _causes(exc)
+    )
+
+
 def _result(request: _Request, response: httpx.Response) -> Any:
     if response.status_code >= 400:
         raise error_from_response(response)
@@ -180,6 +207,8 @@ def _unreachable(url: str, exc: httpx.TransportError, client_cert: bool) -> Daem
     """``DaemonUnavailable``, with the usual cause where the error tells it: TLS failures read as a
     bare "Server disconnected" otherwise, as if the daemon were down."""
     text = str(exc)
+    if _refused(exc) and "refused" not in text.lower():  # asyncio's transport says only that it failed
+        text = f"{text.rstrip('.')}: [Errno {errno.ECONNREFUSED}] {os.strerror(errno.ECONNREFUSED)}"
     hint = ""
     if "CERTIFICATE_VERIFY_FAILED" in text:
         hint = (

@@ -208,6 +208,21 @@ def test_a_chosen_window_rides_out_a_daemon_that_is_not_listening_yet(tmp_path: 
     assert 1.0 <= time.monotonic() - started < 20
 
 
+@pytest.mark.slow
+def test_the_async_client_rides_out_a_daemon_that_is_not_listening_yet_too(tmp_path: Path) -> None:
+    """It gave up at once: it looked for "refused" in the text of asyncio's transport, which says "All
+    connection attempts failed" and leaves the refusal to the exception's causes."""
+
+    async def connectors(url: str) -> list[str]:
+        async with AsyncOffsetsClient(url, retry_for_s=30) as client:
+            return await client.connectors()
+
+    with daemon_starting_later(tmp_path, after_s=1.5) as url:
+        started = time.monotonic()
+        assert asyncio.run(connectors(url)) == []
+    assert 1.5 <= time.monotonic() - started < 20
+
+
 def test_without_a_chosen_window_a_refused_connection_is_reported_at_once(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -219,4 +234,11 @@ def test_without_a_chosen_window_a_refused_connection_is_reported_at_once(
         client.connectors()
     with OffsetsClient(url, retry_for_s=30) as client, pytest.raises(DaemonUnavailable):
         client.status()  # a probe's answer is that nothing listens, even with a window
+
+    async def connectors() -> None:
+        async with AsyncOffsetsClient(url) as client:
+            await client.connectors()
+
+    with pytest.raises(DaemonUnavailable, match=r"All connection attempts failed: \[Errno 111\] Connection refused"):
+        asyncio.run(connectors())  # the asyncio transport's text alone does not say why
     assert time.monotonic() - started < 5
