@@ -20,6 +20,9 @@ from emulator.codec.surrogates import printable
 from emulator.server.options import HTTP_URL, OPTIONAL_TEXT, Kind, SettingsError, add_options, option
 
 EXIT_OK, EXIT_REFUSED, EXIT_USAGE, EXIT_UNREACHABLE = 0, 1, 2, 3
+EXIT_ANSWER_LOST = 4
+"""A write reached the daemon and its answer was lost: it may have been applied (not 3, which a script
+may take for "nothing happened" and send again)."""
 EXIT_CLOSED_PIPE = 141
 """128 + SIGPIPE: what a shell reports for a command whose reader went away (``… | head``)."""
 EXIT_INTERRUPTED = 130

@@ -1,7 +1,8 @@
 """``connect-offsets``: run the daemon, or operate on offsets through a running daemon.
 
 Human-readable tables by default, ``--json`` for scripts; errors are one clear line on stderr
-with a non-zero exit code (1 = the daemon refused, 2 = bad usage or input, 3 = daemon unreachable).
+with a non-zero exit code (1 = the daemon refused, 2 = bad usage or input, 3 = daemon unreachable,
+4 = a write reached the daemon and its answer was lost: it may have been applied).
 Command groups are the other modules of ``emulator.cli``; add one and list it in ``COMMAND_GROUPS``.
 
 A command's settings (flags backed by ``CONNECT_OFFSETS_*`` variables, see
@@ -20,6 +21,7 @@ from importlib import metadata
 from typing import Any
 
 from emulator.cli.common import (
+    EXIT_ANSWER_LOST,
     EXIT_CLOSED_PIPE,
     EXIT_INTERRUPTED,
     EXIT_REFUSED,
@@ -29,7 +31,7 @@ from emulator.cli.common import (
     Hinted,
     UsageError,
 )
-from emulator.client.errors import ApiError, DaemonUnavailable
+from emulator.client.errors import AnswerLost, ApiError, DaemonUnavailable
 from emulator.server.options import SettingsError, resolve
 
 COMMAND_GROUPS = [
@@ -161,6 +163,9 @@ def _run(args: argparse.Namespace) -> int:
     except DaemonUnavailable as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_UNREACHABLE
+    except AnswerLost as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_ANSWER_LOST
     except ApiError as exc:
         print(f"error: {exc.message} (HTTP {exc.status})", file=sys.stderr)
         return EXIT_REFUSED

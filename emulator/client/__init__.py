@@ -3,6 +3,7 @@
 
 from emulator.client.credentials import Credentials
 from emulator.client.errors import (
+    AnswerLost,
     ApiError,
     AuthenticationError,
     ClientError,
@@ -17,6 +18,7 @@ from emulator.client.http import DEFAULT_URL, AsyncOffsetsClient, Auth, OffsetsC
 
 __all__ = [
     "DEFAULT_URL",
+    "AnswerLost",
     "ApiError",
     "AsyncOffsetsClient",
     "Auth",

@@ -17,7 +17,20 @@ class ClientError(Exception):
 
 
 class DaemonUnavailable(ClientError):
-    """Nothing answered at the URL (daemon down, wrong URL, network)."""
+    """Nothing answered at the URL (daemon down, wrong URL, network), or a read got no answer: nothing
+    was changed, so sending the request again is safe."""
+
+
+class AnswerLost(ClientError):
+    """A request that may change something reached the daemon, and its answer did not come back (the
+    connection dropped or timed out after the request was sent: a daemon that crashed, a proxy that
+    failed). It may have been applied: read the state before sending it again. Deliberately not a
+    ``DaemonUnavailable``, which callers may take as "nothing happened, try again"."""
+
+    def __init__(self, message: str, method: str, path: str) -> None:
+        super().__init__(message)
+        self.method = method
+        self.path = path
 
 
 class ApiError(ClientError):

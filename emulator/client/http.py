@@ -19,6 +19,10 @@ again after its ``Retry-After``, but only where sending it again cannot apply an
   ``dropped`` ("N was already applied") if the first attempt landed. A DELETE, an import or an
   unsequenced PATCH is not retried: the caller gets ``NotReadyError`` with that ``kind`` and decides.
 
+A connection that drops or times out after a request went out is ``DaemonUnavailable`` for a read or a
+dry run (nothing changed) and ``AnswerLost`` for anything else: it may have been applied, and is never
+sent again by the client.
+
 A call that starts waiting logs one warning (logger ``emulator.client.http``) saying why and for how
 long. ``ready()`` asks ``/readyz``, which reports and never asks the client to wait.
 """
@@ -31,6 +35,7 @@ import errno
 import json
 import logging
 import os
+import ssl
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -40,7 +45,7 @@ from urllib.parse import quote
 import httpx
 
 from emulator.client.credentials import Credentials, default_credentials, redact
-from emulator.client.errors import DaemonUnavailable, NotFoundError, NotReadyError, error_from_response
+from emulator.client.errors import AnswerLost, DaemonUnavailable, NotFoundError, NotReadyError, error_from_response
 from emulator.client.retry_window import chosen_retry_for_s, default_retry_for_s
 from emulator.codec.surrogates import json_utf8
 from emulator.model.errors import ERROR_HEADER
@@ -62,6 +67,14 @@ class _Request:
     reports: bool = False
     """``/readyz`` and ``/status``: a ``not_ready`` is their answer, never a reason to wait (a daemon of
     an earlier version sent ``Retry-After`` with them while its storage opened)."""
+
+    @property
+    def may_change(self) -> bool:
+        """Whether the daemon may change something for it: any method but a read's, unless a dry run."""
+        return self.method not in _READ_METHODS and self.params.get("dry_run") != "true"
+
+
+_READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 
 
 REFUSED_WAIT_S = 0.25
@@ -203,31 +216,67 @@ def _http_options(url: str, timeout_s: float, credentials: Credentials) -> dict[
     return {"base_url": url, "timeout": timeout_s, "headers": credentials.headers(), "verify": credentials.verify()}
 
 
-def _unreachable(url: str, exc: httpx.TransportError, client_cert: bool) -> DaemonUnavailable:
-    """``DaemonUnavailable``, with the usual cause where the error tells it: TLS failures read as a
-    bare "Server disconnected" otherwise, as if the daemon were down."""
-    text = str(exc)
+_SENT = (httpx.ReadError, httpx.WriteError, httpx.ReadTimeout, httpx.WriteTimeout, httpx.RemoteProtocolError)
+"""Raised once the connection was made and the request (or part of it) went out: the daemon may have
+it. A connect error or timeout, a pool timeout, a request httpx could not form: nothing was sent."""
+_NO_BYTES_BACK = "without sending a response"
+"""httpx's words for a connection closed after the request with not one byte of an answer."""
+
+
+def _transport_error(
+    url: str, request: _Request, exc: httpx.TransportError, client_cert: bool, timeout_s: float
+) -> DaemonUnavailable | AnswerLost:
+    """What a transport error means for the caller. ``DaemonUnavailable`` when nothing can have been
+    changed (nothing was sent, a read, a dry run, or a TLS layer that refused before the daemon saw the
+    request), with the usual cause where the error tells it: TLS failures read as a bare "Server
+    disconnected" otherwise, as if the daemon were down. ``AnswerLost`` when a request that may change
+    something went out and no answer came back: it may have been applied."""
+    text = str(exc) or type(exc).__name__
     if _refused(exc) and "refused" not in text.lower():  # asyncio's transport says only that it failed
         text = f"{text.rstrip('.')}: [Errno {errno.ECONNREFUSED}] {os.strerror(errno.ECONNREFUSED)}"
-    hint = ""
-    if "CERTIFICATE_VERIFY_FAILED" in text:
-        hint = (
-            "; the daemon's certificate is not signed by a CA this client trusts: give the CA that signed it "
-            "(--ca, CONNECT_OFFSETS_CA)"
+    tls_refused = any(isinstance(cause, ssl.SSLError) for cause in _causes(exc))
+    hint = _hint(url, text, client_cert)
+    if isinstance(exc, _SENT) and request.may_change and not tls_refused:
+        if isinstance(exc, httpx.TimeoutException):
+            what, hint = f"no answer within {timeout_s:g} s", ""
+        else:
+            what = text.rstrip(".")
+        if hint and _NO_BYTES_BACK not in text and "reset" not in text.lower():
+            hint = ""  # bytes of an answer came back: no TLS handshake failed
+        also = f". Or nothing was applied, if this is the cause: {hint.removeprefix('; ')}" if hint else ""
+        return AnswerLost(
+            f"the connect-offsets daemon at {url} got {request.method} {request.path}, but its answer was lost "
+            f"({what}): the request may have been applied; read the current state (e.g. `connect-offsets get`, "
+            f"`claims`) before sending it again{also}",
+            request.method,
+            request.path,
         )
-    elif any(
-        sign in text.lower() for sign in ("disconnected", "certificate_required", "certificate required", "reset")
-    ):
-        if url.startswith("https:") and not client_cert:
-            hint = (
-                "; a daemon that requires client certificates (--tls-client-ca) ends the connection of a client "
-                "without one: give --client-cert (CONNECT_OFFSETS_CLIENT_CERT)"
-            )
-        elif url.startswith("http:") and "disconnected" in text:
-            hint = "; a daemon that serves TLS (--tls-cert) ends plain HTTP connections: use its https:// URL"
+    if isinstance(exc, httpx.ReadTimeout):
+        return DaemonUnavailable(
+            f"the connect-offsets daemon at {url} accepted the connection but did not answer {request.method} "
+            f"{request.path} within {timeout_s:g} s"
+        )
     return DaemonUnavailable(
         f"cannot reach the connect-offsets daemon at {url}: {text.rstrip('.') if hint else text}{hint}"
     )
+
+
+def _hint(url: str, text: str, client_cert: bool) -> str:
+    """The likely cause of a TLS failure, from the error's text ("" when none is likely)."""
+    if "CERTIFICATE_VERIFY_FAILED" in text:
+        return (
+            "; the daemon's certificate is not signed by a CA this client trusts: give the CA that signed it "
+            "(--ca, CONNECT_OFFSETS_CA)"
+        )
+    if any(sign in text.lower() for sign in ("disconnected", "certificate_required", "certificate required", "reset")):
+        if url.startswith("https:") and not client_cert:
+            return (
+                "; a daemon that requires client certificates (--tls-client-ca) ends the connection of a client "
+                "without one: give --client-cert (CONNECT_OFFSETS_CLIENT_CERT)"
+            )
+        if url.startswith("http:") and _NO_BYTES_BACK in text:
+            return "; a daemon that serves TLS (--tls-cert) ends plain HTTP connections: use its https:// URL"
+    return ""
 
 
 def _segment(connector: str) -> str:
@@ -359,6 +408,7 @@ class OffsetsClient:
         chosen = credentials if credentials is not None else default_credentials()
         self._http = httpx.Client(**_http_options(url.rstrip("/"), timeout_s, chosen))
         self._client_cert = bool(chosen.client_cert)
+        self._timeout_s = timeout_s
         self.url = redact(url.rstrip("/"))
         self._retry_for_s = default_retry_for_s() if retry_for_s is None else retry_for_s
         self._refused_for_s = (chosen_retry_for_s() or 0.0) if retry_for_s is None else retry_for_s
@@ -386,7 +436,7 @@ class OffsetsClient:
             except httpx.TransportError as exc:
                 refused = retries.refused_wait_s(request, exc)
                 if refused is None:
-                    raise _unreachable(self.url, exc, self._client_cert) from exc
+                    raise _transport_error(self.url, request, exc, self._client_cert, self._timeout_s) from exc
                 time.sleep(refused)
                 continue
             wait = retries.wait_s(request, response)
@@ -480,6 +530,7 @@ class AsyncOffsetsClient:
         chosen = credentials if credentials is not None else default_credentials()
         self._http = httpx.AsyncClient(**_http_options(url.rstrip("/"), timeout_s, chosen))
         self._client_cert = bool(chosen.client_cert)
+        self._timeout_s = timeout_s
         self.url = redact(url.rstrip("/"))
         self._retry_for_s = default_retry_for_s() if retry_for_s is None else retry_for_s
         self._refused_for_s = (chosen_retry_for_s() or 0.0) if retry_for_s is None else retry_for_s
@@ -507,7 +558,7 @@ class AsyncOffsetsClient:
             except httpx.TransportError as exc:
                 refused = retries.refused_wait_s(request, exc)
                 if refused is None:
-                    raise _unreachable(self.url, exc, self._client_cert) from exc
+                    raise _transport_error(self.url, request, exc, self._client_cert, self._timeout_s) from exc
                 await asyncio.sleep(refused)
                 continue
             wait = retries.wait_s(request, response)

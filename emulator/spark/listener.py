@@ -35,7 +35,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql.streaming.listener import StreamingQueryListener
 
 from emulator.client.credentials import Credentials, CredentialsError, redact
-from emulator.client.errors import ClientError, DaemonUnavailable, NotReadyError
+from emulator.client.errors import AnswerLost, ClientError, DaemonUnavailable, NotReadyError
 from emulator.client.http import DEFAULT_URL
 from emulator.client.retry_window import RetryWindowError
 from emulator.spark.checkpoint import CheckpointError, latest_completed_batch
@@ -206,7 +206,7 @@ class ListenerCommitter(StreamingQueryListener):
                 CredentialsError,
                 RetryWindowError,
             ) as exc:
-                now_unable = isinstance(exc, (DaemonUnavailable, NotReadyError))
+                now_unable = isinstance(exc, (DaemonUnavailable, AnswerLost, NotReadyError))  # sequenced: safe
                 if now_unable and time.monotonic() + _RETRY_PAUSE_S < give_up_at:
                     log.info("query %s: the daemon cannot take the offsets now (%s); asking again", query_id, exc)
                     time.sleep(_RETRY_PAUSE_S)

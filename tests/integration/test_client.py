@@ -8,9 +8,11 @@ from typing import Any
 
 import pytest
 
-from emulator.client.errors import ApiError, DaemonUnavailable, NotFoundError
+from emulator.client.errors import AnswerLost, ApiError, DaemonUnavailable, NotFoundError
 from emulator.client.http import AsyncOffsetsClient, OffsetsClient
+from tests.fixtures.cli import run_cli
 from tests.fixtures.daemon import DaemonProcess, free_port
+from tests.fixtures.sockets import answer_dropping_proxy, silent_port
 
 
 def body(position: int) -> dict[str, Any]:
@@ -88,3 +90,62 @@ def test_kind_sink_reaches_the_daemon(embedded_daemon: DaemonProcess) -> None:
     with OffsetsClient(embedded_daemon.url) as client, pytest.raises(ApiError) as refused:
         client.offsets("any-sink", kind="sink")
     assert refused.value.status == 400 and "consumer group" in refused.value.message
+
+
+# --- a request sent, its answer lost ------------------------------------------------------------------
+
+LOST = "but its answer was lost"
+MAY_HAVE = "the request may have been applied; read the current state"
+TLS_HINT = "use its https:// URL"
+
+
+@pytest.mark.parametrize("reset", [False, True], ids=["closed", "reset"])
+def test_a_write_whose_answer_is_lost_is_answer_lost_not_daemon_unavailable(
+    embedded_daemon: DaemonProcess, reset: bool
+) -> None:
+    """It was ``DaemonUnavailable`` ("cannot reach", plus "use its https:// URL"), which callers take for
+    "nothing happened": a claim sent again bumped the epoch and fenced the first one it had taken."""
+    name = f"lost-{uuid.uuid4().hex[:8]}"
+    with answer_dropping_proxy(embedded_daemon.port, reset=reset) as url:
+        with OffsetsClient(url) as client, pytest.raises(AnswerLost) as lost:
+            client.claim(name, owner="job")
+
+        async def claim_again() -> None:
+            async with AsyncOffsetsClient(url) as client:
+                await client.claim(name, owner="job")
+
+        with pytest.raises(AnswerLost) as lost_async:
+            asyncio.run(claim_again())
+        with OffsetsClient(url) as client, pytest.raises(DaemonUnavailable):
+            client.connectors()  # a read changes nothing: asking again is safe
+    for error in (lost.value, lost_async.value):
+        assert not isinstance(error, DaemonUnavailable)
+        assert f"got POST /connectors/{name}/claim, {LOST}" in str(error) and MAY_HAVE in str(error)
+        # a TLS daemon also closes a plain connection without a byte; a reset is not its way
+        assert (TLS_HINT in str(error)) is not reset, str(error)
+    with OffsetsClient(embedded_daemon.url) as client:
+        assert (client.current_claim(name) or {}).get("epoch") == 2, "both claims were applied"
+
+
+def test_a_daemon_that_never_answers_is_named_so_and_a_write_to_it_may_have_landed() -> None:
+    with silent_port() as port, OffsetsClient(f"http://127.0.0.1:{port}", timeout_s=0.5) as client:
+        with pytest.raises(DaemonUnavailable) as read:
+            client.connectors()
+        with pytest.raises(AnswerLost) as write:
+            client.reset("c")
+        with pytest.raises(DaemonUnavailable):
+            client.reset("c", dry_run=True)  # a dry run changes nothing
+    assert "accepted the connection but did not answer GET /connectors within 0.5 s" in str(read.value)
+    assert "(no answer within 0.5 s)" in str(write.value) and MAY_HAVE in str(write.value)
+    assert TLS_HINT not in str(read.value) + str(write.value)
+
+
+def test_the_cli_exits_4_when_a_writes_answer_is_lost(embedded_daemon: DaemonProcess) -> None:
+    """Exit 3 (unreachable) told a script "nothing happened, run it again"."""
+    name = f"lost-cli-{uuid.uuid4().hex[:8]}"
+    with answer_dropping_proxy(embedded_daemon.port, reset=True) as url:
+        claimed = run_cli("claim", name, "--owner", "job", "--url", url)
+    assert claimed.returncode == 4, claimed.stderr
+    assert claimed.stderr.startswith("error: the connect-offsets daemon at ") and MAY_HAVE in claimed.stderr
+    with OffsetsClient(embedded_daemon.url) as client:
+        assert (client.current_claim(name) or {}).get("epoch") == 1, "the claim was applied"
