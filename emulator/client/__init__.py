@@ -13,6 +13,7 @@ from emulator.client.errors import (
     NotFoundError,
     NotReadyError,
     NotStoppedError,
+    UnknownRouteError,
 )
 from emulator.client.http import DEFAULT_URL, AsyncOffsetsClient, Auth, OffsetsClient
 
@@ -32,4 +33,5 @@ __all__ = [
     "NotReadyError",
     "NotStoppedError",
     "OffsetsClient",
+    "UnknownRouteError",
 ]

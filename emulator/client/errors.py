@@ -2,13 +2,16 @@
 
 A daemon's error answer is typed by its ``X-Connect-Offsets-Error`` header (the kinds are listed in
 ``emulator.server.errors``), else by its status alone (daemons that predate the header, the web
-framework's own 404/405); the message is Connect's, for people.
+framework's own 405); the message is Connect's, for people. A 404 without a kind is no daemon's
+"unknown connector" or "no claim" (every 404 of the daemon's routes names its kind): the URL is not a
+route of a connect-offsets daemon (``UnknownRouteError``).
 """
 
 from __future__ import annotations
 
 import httpx
 
+from emulator.client.credentials import redact
 from emulator.model.errors import ERROR_HEADER
 
 
@@ -59,6 +62,12 @@ class NotFoundError(ApiError):
     """404: the connector (or its claim, or the history) is unknown."""
 
 
+class UnknownRouteError(ApiError):
+    """404 without the daemon's kind: something answered at the URL, but not one of a connect-offsets
+    daemon's routes (a wrong base path in the URL, another service, a route this daemon's version
+    lacks). Not a ``NotFoundError``: it says nothing about the connector or its claim."""
+
+
 class NotStoppedError(ApiError):
     """400 because the connector is not STOPPED (Connect's rule for modifying offsets), or because
     someone else holds its claim."""
@@ -92,15 +101,23 @@ _BY_KIND: dict[str, type[ApiError]] = {
 _BY_STATUS: dict[int, type[ApiError]] = {
     401: AuthenticationError,
     403: ForbiddenError,
-    404: NotFoundError,
+    404: NotFoundError,  # a kind this client does not know: a newer daemon's "not found"
     409: FencedError,
     503: NotReadyError,
 }
 
 
-def api_error(status: int, message: str, kind: str | None = None) -> ApiError:
+def api_error(status: int, message: str, kind: str | None = None, url: str | None = None) -> ApiError:
     """The typed error for a daemon's answer: by ``kind`` when the daemon named one this client
-    knows, else by status alone (older daemons, the web framework's own 404/405)."""
+    knows, else by status alone (older daemons, the web framework's own 405); a 404 without any kind
+    is ``UnknownRouteError``, its message saying so (naming ``url``, the one asked, when given)."""
+    if status == 404 and not kind:
+        where = f"{url} answered" if url else "the URL answered"
+        return UnknownRouteError(
+            status,
+            f"{where} 404 without being a connect-offsets daemon route: a wrong base path in the URL, or "
+            f"another service there? (its answer: {message})",
+        )
     cls = _BY_KIND.get(kind or "") or _BY_STATUS.get(status, ApiError)
     return cls(status, message, kind)
 
@@ -112,8 +129,13 @@ def error_from_response(response: httpx.Response) -> ApiError:
     except ValueError:
         body = None
     message = body.get("message") if isinstance(body, dict) else None
+    try:
+        url: str | None = redact(str(response.request.url.copy_with(query=None)))
+    except RuntimeError:  # a response built without its request
+        url = None
     return api_error(
         response.status_code,
         str(message or response.text or response.reason_phrase),
         response.headers.get(ERROR_HEADER),
+        url,
     )

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from emulator.client.errors import AnswerLost, ApiError, DaemonUnavailable, NotFoundError
+from emulator.client.errors import AnswerLost, ApiError, DaemonUnavailable, NotFoundError, UnknownRouteError
 from emulator.client.http import AsyncOffsetsClient, OffsetsClient
 from tests.fixtures.cli import run_cli
 from tests.fixtures.daemon import DaemonProcess, free_port
@@ -70,6 +70,35 @@ def test_errors_are_typed_and_carry_connects_message(embedded_daemon: DaemonProc
 
     with pytest.raises(NotFoundError):
         asyncio.run(async_missing())
+
+
+def test_a_404_without_the_daemons_kind_is_no_unknown_connector_and_no_missing_claim(
+    embedded_daemon: DaemonProcess,
+) -> None:
+    """Every 404 was ``NotFoundError``: a wrong base path answered "not claimed", exit 0."""
+    name = f"route-{uuid.uuid4().hex[:8]}"
+    wrong = embedded_daemon.url + "/api"
+    with OffsetsClient(embedded_daemon.url) as client:
+        assert client.current_claim(name) is None, "the daemon's claim_not_found: no claim"
+    with OffsetsClient(wrong) as client:
+        with pytest.raises(UnknownRouteError) as claim:
+            client.current_claim(name)
+        with pytest.raises(UnknownRouteError):
+            client.offsets(name)
+
+    async def async_claim() -> None:
+        async with AsyncOffsetsClient(wrong) as client:
+            await client.current_claim(name)
+
+    with pytest.raises(UnknownRouteError):
+        asyncio.run(async_claim())
+    assert not isinstance(claim.value, NotFoundError) and claim.value.status == 404
+    assert claim.value.message.startswith(
+        f"{wrong}/connectors/{name}/claim answered 404 without being a connect-offsets daemon route: a wrong base path"
+    )
+    shown = run_cli("claims", name, "--url", wrong)
+    assert shown.returncode == 1 and "not claimed" not in shown.stdout, shown.stdout
+    assert "without being a connect-offsets daemon route" in shown.stderr, shown.stderr
 
 
 def test_unreachable_daemon_is_daemon_unavailable() -> None:

@@ -22,6 +22,7 @@ from emulator.client.errors import (
     NotFoundError,
     NotReadyError,
     NotStoppedError,
+    UnknownRouteError,
     api_error,
     error_from_response,
 )
@@ -124,7 +125,7 @@ def test_a_message_mentioning_stopped_is_not_a_kind() -> None:
 
 @pytest.mark.parametrize(
     ("status", "expected"),
-    [(400, ApiError), (404, NotFoundError), (409, FencedError), (500, ApiError), (503, NotReadyError)],
+    [(400, ApiError), (404, UnknownRouteError), (409, FencedError), (500, ApiError), (503, NotReadyError)],
 )
 def test_without_the_header_the_status_alone_decides(status: int, expected: type[ApiError]) -> None:
     error = error_from_response(answer(status, "Connectors must be in the STOPPED state"))
