@@ -566,6 +566,12 @@ class AsyncOffsetsClient:
                 return _result(request, response)
             await asyncio.sleep(wait)
 
+    async def request(
+        self, method: str, path: str, *, params: Mapping[str, str | list[str]] | None = None, json: Any = None
+    ) -> Any:
+        """Any route, with this client's error handling (for routes without a method of their own)."""
+        return await self._call(_Request(method, path, params or {}, json))
+
     async def connectors(self, fresh: bool = False) -> list[str]:
         """``fresh``: as of every write any daemon on the same log acknowledged before the call."""
         result: list[str] = await self._call(_Routes.connectors(fresh))

@@ -52,6 +52,25 @@ def test_async_client_round_trip(embedded_daemon: DaemonProcess) -> None:
     assert sorted(o["offset"]["o"] for o in offsets if "n" in o["partition"]) == list(range(10))
 
 
+def test_both_clients_take_any_route_through_request(embedded_daemon: DaemonProcess) -> None:
+    """docs/api.md promised ``request`` on both clients; the asyncio one had none."""
+    name = f"request-{uuid.uuid4().hex[:8]}"
+    with OffsetsClient(embedded_daemon.url) as client:
+        client.alter(name, body(4), create=True)
+        expected = client.request("GET", f"/connectors/{name}/offsets")
+
+    async def scenario() -> tuple[Any, Any]:
+        async with AsyncOffsetsClient(embedded_daemon.url) as client:
+            got = await client.request("GET", f"/connectors/{name}/offsets", params={"fresh": "true"})
+            claimed = await client.request("POST", f"/connectors/{name}/claim", json={"owner": "a"})
+            with pytest.raises(NotFoundError):
+                await client.request("GET", "/connectors/never-seen-connector/offsets")
+            return got, claimed
+
+    got, claimed = asyncio.run(scenario())
+    assert got == expected == body(4) and claimed["epoch"] == 1
+
+
 def test_errors_are_typed_and_carry_connects_message(embedded_daemon: DaemonProcess) -> None:
     with OffsetsClient(embedded_daemon.url) as client:
         with pytest.raises(NotFoundError) as missing:
