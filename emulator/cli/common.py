@@ -15,7 +15,14 @@ from typing import Any
 from emulator.client.credentials import ENV, Credentials, CredentialsError, use_default
 from emulator.client.errors import ApiError
 from emulator.client.http import DEFAULT_URL
-from emulator.client.retry_window import EXPECTED, parse_retry_for_s, use_default_retry_for
+from emulator.client.retry_window import (
+    EXPECTED,
+    TIMEOUT_EXPECTED,
+    parse_retry_for_s,
+    parse_timeout_s,
+    use_default_retry_for,
+    use_default_timeout,
+)
 from emulator.codec.surrogates import printable
 from emulator.server.options import HTTP_URL, OPTIONAL_TEXT, Kind, SettingsError, add_options, option
 
@@ -30,6 +37,7 @@ EXIT_INTERRUPTED = 130
 
 CONNECTION = "connection to the daemon"
 RETRY_WINDOW = Kind("duration", EXPECTED, parse_retry_for_s, "DURATION")
+TIMEOUT = Kind("duration", TIMEOUT_EXPECTED, parse_timeout_s, "DURATION")
 
 
 class UsageError(Exception):
@@ -75,10 +83,19 @@ class ClientSettings:
         "a port nobody listens on yet (a daemon restarting) is asked again too",
         group=CONNECTION,
     )
+    timeout: float | None = option(
+        None,
+        TIMEOUT,
+        "how long to wait for each answer of a daemon that accepted the connection (one that hangs: exit 3 for a "
+        "read; 4 for a write, which may have been applied); unset: 90s, for `status` 10s, for export, import and "
+        "migrate 300s (there it also bounds reading a log to its end, and each write)",
+        group=CONNECTION,
+    )
 
     def __post_init__(self) -> None:
         use_default(self.credentials())
         use_default_retry_for(self.retry_for)
+        use_default_timeout(self.timeout)
 
     def credentials(self) -> Credentials:
         """The credentials these settings name; a Basic password is asked for when not in the

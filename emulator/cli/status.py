@@ -24,8 +24,14 @@ def register(sub: Any) -> None:
     p.set_defaults(handler=run_status)
 
 
+STATUS_TIMEOUT_S = 10.0
+"""``status``'s wait for the answer unless ``--timeout`` says otherwise: the daemon answers it from
+what it holds in memory (no log or broker round trip), in milliseconds; one that takes 10 s has a
+blocked event loop, which is the answer a health check wants, not after 90 s."""
+
+
 def run_status(args: argparse.Namespace) -> int:
-    with OffsetsClient(args.settings.url) as client:
+    with OffsetsClient(args.settings.url, timeout_s=args.settings.timeout or STATUS_TIMEOUT_S) as client:
         url = client.url
         try:
             body = client.status()

@@ -46,6 +46,10 @@ LOCATIONS_HELP = (
     "(JSON lines), kip875:PATH, snapshot:PATH (Avro); bare paths ending in .offsets/.jsonl/.json/.avro also work"
 )
 
+TRANSFER_TIMEOUT_S = 300.0
+"""A transfer's ``--timeout`` when unset: reading a whole log to its end, and each write, take longer
+than one answer of a daemon."""
+
 
 def register(sub: Any) -> None:
     p = sub.add_parser(
@@ -134,9 +138,6 @@ def _common(p: argparse.ArgumentParser) -> None:
         "--risingwave", action="store_true", help='CDC export: write RisingWave\'s shape (adds "isHeartbeat":false)'
     )
     p.add_argument(
-        "--timeout", type=float, default=300.0, help="seconds allowed to read a log to its end, and per write"
-    )
-    p.add_argument(
         "--diff-limit",
         type=int,
         default=None,
@@ -176,7 +177,7 @@ def _options(args: argparse.Namespace) -> TransferOptions:
         kafka_config_to=to_config,
         name=args.name,
         risingwave=args.risingwave,
-        timeout_s=args.timeout,
+        timeout_s=args.settings.timeout or TRANSFER_TIMEOUT_S,
         diff_limit=_diff_limit(args),
         store=args.store,
     )

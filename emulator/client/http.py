@@ -46,7 +46,7 @@ import httpx
 
 from emulator.client.credentials import Credentials, default_credentials, redact
 from emulator.client.errors import AnswerLost, DaemonUnavailable, NotFoundError, NotReadyError, error_from_response
-from emulator.client.retry_window import chosen_retry_for_s, default_retry_for_s
+from emulator.client.retry_window import chosen_retry_for_s, default_retry_for_s, default_timeout_s
 from emulator.codec.surrogates import json_utf8
 from emulator.model.errors import ERROR_HEADER
 
@@ -395,17 +395,19 @@ class OffsetsClient:
     ``retry_for_s``: how long to keep retrying a request the daemon answered 503 because its log was
     slow or is still being read, where that is safe (see the module's docstring); 0 never retries;
     left out, the process default (``emulator.client.retry_window``: the CLI's ``--retry-for``, else
-    ``CONNECT_OFFSETS_RETRY_FOR``, else 30 s).
+    ``CONNECT_OFFSETS_RETRY_FOR``, else 30 s). ``timeout_s``: how long to wait for each answer; left
+    out, the CLI's ``--timeout``, else ``CONNECT_OFFSETS_TIMEOUT``, else 90 s.
     """
 
     def __init__(
         self,
         url: str = DEFAULT_URL,
-        timeout_s: float = 90.0,
+        timeout_s: float | None = None,
         credentials: Credentials | None = None,
         retry_for_s: float | None = None,
     ) -> None:
         chosen = credentials if credentials is not None else default_credentials()
+        timeout_s = default_timeout_s() if timeout_s is None else timeout_s
         self._http = httpx.Client(**_http_options(url.rstrip("/"), timeout_s, chosen))
         self._client_cert = bool(chosen.client_cert)
         self._timeout_s = timeout_s
@@ -523,11 +525,12 @@ class AsyncOffsetsClient:
     def __init__(
         self,
         url: str = DEFAULT_URL,
-        timeout_s: float = 90.0,
+        timeout_s: float | None = None,
         credentials: Credentials | None = None,
         retry_for_s: float | None = None,
     ) -> None:
         chosen = credentials if credentials is not None else default_credentials()
+        timeout_s = default_timeout_s() if timeout_s is None else timeout_s
         self._http = httpx.AsyncClient(**_http_options(url.rstrip("/"), timeout_s, chosen))
         self._client_cert = bool(chosen.client_cert)
         self._timeout_s = timeout_s

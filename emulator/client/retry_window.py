@@ -8,6 +8,10 @@ and a health script wants an answer at once. So the window is a setting, per cli
 (``retry_for_s``), for every client of a process (``CONNECT_OFFSETS_RETRY_FOR``, or the command
 line's ``--retry-for``), and per Spark source (option ``retryFor``).
 
+The wait for one answer (``timeout_s``, 90 s) is a setting the same way: per client, or for every
+client of a process (``CONNECT_OFFSETS_TIMEOUT``, or the command line's ``--timeout``), so that a
+health script meets a daemon that accepts connections and never answers within seconds.
+
 A refused connection is asked again only within a window someone chose (any of those three, not
 the 30 s default): nothing listens while a daemon restarts, which a job given ``retryFor=10m`` must
 ride out, but a mistyped URL is refused too, and an interactive command should say so at once.
@@ -26,8 +30,15 @@ EXPECTED = "a duration such as 10m, 30s, 500ms, or 0 (never ask again)"
 _default: float | None = None
 
 
+TIMEOUT_ENV = "CONNECT_OFFSETS_TIMEOUT"
+DEFAULT_TIMEOUT_S = 90.0
+TIMEOUT_EXPECTED = "a positive duration such as 10s, 2m, 500ms"
+
+_default_timeout: float | None = None
+
+
 class RetryWindowError(ValueError):
-    """A retry window that is not a duration; the message names where it came from."""
+    """A retry window (or a timeout) that is not a duration; the message names where it came from."""
 
 
 def parse_retry_for_s(text: str) -> float:
@@ -61,3 +72,31 @@ def chosen_retry_for_s() -> float | None:
     if _default is not None:
         return _default
     return default_retry_for_s() if os.environ.get(ENV, "").strip() else None
+
+
+def parse_timeout_s(text: str) -> float:
+    """Seconds from ``10s`` / ``2m`` / ``500ms`` (a bare number is seconds); 0 and never are refused:
+    a client waits for an answer for some time, not for ever, and never not at all."""
+    seconds = parse_duration_s(text)
+    if seconds is None:
+        raise ValueError(f"invalid timeout {text!r}: expected {TIMEOUT_EXPECTED}")
+    return seconds
+
+
+def use_default_timeout(seconds: float | None) -> None:
+    """What clients built without a timeout of their own wait for an answer (None: the environment)."""
+    global _default_timeout
+    _default_timeout = seconds
+
+
+def default_timeout_s() -> float:
+    """The command line's ``--timeout``, else ``CONNECT_OFFSETS_TIMEOUT``, else 90 s."""
+    if _default_timeout is not None:
+        return _default_timeout
+    raw = os.environ.get(TIMEOUT_ENV, "")
+    if not raw.strip():
+        return DEFAULT_TIMEOUT_S
+    try:
+        return parse_timeout_s(raw)
+    except ValueError:
+        raise RetryWindowError(f"{TIMEOUT_ENV}: expected {TIMEOUT_EXPECTED}, got {raw!r}") from None

@@ -8,14 +8,18 @@ from __future__ import annotations
 import os
 import socket
 import subprocess
+import time
 from collections.abc import Iterator
 from importlib import metadata
 from pathlib import Path
 
 import pytest
 
+from emulator.client.errors import DaemonUnavailable
+from emulator.client.http import OffsetsClient
 from tests.fixtures.cli import run_cli
 from tests.fixtures.daemon import free_port
+from tests.fixtures.sockets import silent_port
 
 
 def cli(*args: str, env: dict[str, str] | None = None, timeout_s: float = 60) -> subprocess.CompletedProcess[str]:
@@ -51,6 +55,32 @@ def test_a_bad_url_variable_stops_a_client_command_with_one_line_and_exit_2() ->
     result = cli("get", "some-connector", env={"CONNECT_OFFSETS_URL": "127.0.0.1:8081"})
     assert result.returncode == 2
     assert result.stderr == "error: CONNECT_OFFSETS_URL: expected an http:// or https:// URL, got '127.0.0.1:8081'\n"
+
+
+def test_timeout_bounds_the_wait_for_a_daemon_that_accepts_and_never_answers(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every client command waited 90 s there, and ``--retry-for 0`` did not shorten it."""
+    with silent_port() as port:
+        url = f"http://127.0.0.1:{port}"
+        for args, env in (
+            (("get", "c", "--timeout", "1s"), {}),
+            (("list", "--retry-for", "0"), {"CONNECT_OFFSETS_TIMEOUT": "1500ms"}),
+            (("status", "--timeout", "1"), {}),
+        ):
+            started = time.monotonic()
+            done = cli(*args, "--url", url, env=env, timeout_s=30)
+            assert done.returncode == 3, done.stderr
+            assert time.monotonic() - started < 15, args
+            assert "accepted the connection but did not answer" in done.stderr and " within 1" in done.stderr, args
+        monkeypatch.setenv("CONNECT_OFFSETS_TIMEOUT", "1s")
+        started = time.monotonic()
+        with OffsetsClient(url) as client, pytest.raises(DaemonUnavailable, match="within 1 s"):
+            client.connectors()  # a library client built without timeout_s reads the variable too
+        assert time.monotonic() - started < 10
+    refused = cli("list", "--timeout", "0")
+    assert refused.returncode == 2
+    assert refused.stderr == "error: --timeout: expected a positive duration such as 10s, 2m, 500ms, got '0'\n"
+    bad_env = cli("list", env={"CONNECT_OFFSETS_TIMEOUT": "soon"})
+    assert bad_env.returncode == 2 and bad_env.stderr.startswith("error: CONNECT_OFFSETS_TIMEOUT: expected")
 
 
 def test_version_prints_the_installed_package_version() -> None:
