@@ -168,6 +168,10 @@ class Declined(Exception):
     """The person at the terminal answered no: nothing was changed."""
 
 
+class InterruptedBeforeWrite(KeyboardInterrupt):
+    """Ctrl-C while a command only planned (its dry run) or asked ``[y/N]``: nothing was changed."""
+
+
 class Hinted(Exception):
     """The daemon refused, and the CLI knows which of its own flags or commands answer that: printed
     as the daemon's error, then ``hint: …`` (the daemon speaks in API terms, ``claim_epoch=1``)."""
@@ -190,11 +194,15 @@ def confirm(args: argparse.Namespace, question: str, plan: Callable[[], tuple[st
             f"{question}? This changes offsets and there is no terminal to confirm on (stdin is not a terminal): "
             "pass --yes to go ahead, or --dry-run to see the change"
         )
-    text, changes = plan()
-    print(text, file=sys.stderr)
-    if changes == 0:
-        return
-    sys.stderr.write(f"{question}? [y/N] ")
-    sys.stderr.flush()
-    if sys.stdin.readline().strip().lower() not in ("y", "yes"):
+    try:
+        text, changes = plan()
+        print(text, file=sys.stderr)
+        if changes == 0:
+            return
+        sys.stderr.write(f"{question}? [y/N] ")
+        sys.stderr.flush()
+        answer = sys.stdin.readline()
+    except KeyboardInterrupt:  # only the dry run was sent
+        raise InterruptedBeforeWrite from None
+    if answer.strip().lower() not in ("y", "yes"):
         raise Declined("nothing was changed")

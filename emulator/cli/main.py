@@ -29,6 +29,7 @@ from emulator.cli.common import (
     EXIT_USAGE,
     Declined,
     Hinted,
+    InterruptedBeforeWrite,
     UsageError,
 )
 from emulator.client.errors import AnswerLost, ApiError, DaemonUnavailable
@@ -103,17 +104,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _run(args)
     except BrokenPipeError:
         return _closed_pipe()
-    except KeyboardInterrupt:  # Ctrl-C: ``serve`` has shut down by then (uvicorn re-raises it after)
-        print(_interrupted(args.command), file=sys.stderr)
+    except KeyboardInterrupt as exc:  # Ctrl-C: ``serve`` has shut down by then (uvicorn re-raises it after)
+        print(_interrupted(args.command, isinstance(exc, InterruptedBeforeWrite)), file=sys.stderr)
         return EXIT_INTERRUPTED
 
 
 _WRITES = frozenset({"alter", "reset", "rollback", "import", "migrate", "claim", "release", "spark-handoff"})
 
 
-def _interrupted(command: str) -> str:
+def _interrupted(command: str, before_write: bool = False) -> str:
     """A write interrupted after its request left is not undone by the interruption: say so, or a
-    user would take "interrupted" for "nothing happened" and run it again on a changed state."""
+    user would take "interrupted" for "nothing happened" and run it again on a changed state. At the
+    ``[y/N]`` question (or during the dry run before it) nothing was sent that changes anything."""
+    if before_write:
+        return f"interrupted: `{command}` sent no change (only its dry run, if any): nothing was changed"
     if command not in _WRITES:
         return "interrupted"
     return (

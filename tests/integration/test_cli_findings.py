@@ -263,6 +263,35 @@ def test_ctrl_c_during_a_write_says_it_may_have_been_applied(embedded_daemon: Da
 
 
 @pytest.mark.slow
+def test_ctrl_c_at_the_question_says_nothing_was_changed(embedded_daemon: DaemonProcess) -> None:
+    """It said "what `reset` had already sent may have been applied", though only the dry run was sent."""
+    name = unique("cli-int-ask")
+    seed(embedded_daemon, name)
+    controller, terminal = pty.openpty()
+    try:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "emulator.cli", "reset", name, "--url", embedded_daemon.url],
+            stdin=terminal,
+            stderr=terminal,
+        )
+        os.close(terminal)
+        seen = b""
+        deadline = time.monotonic() + 60
+        while b"[y/N]" not in seen and proc.poll() is None and time.monotonic() < deadline:
+            seen += _read_some(controller)
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=30) == 130
+        while chunk := _read_some(controller):
+            seen += chunk
+    finally:
+        os.close(controller)
+    said = seen.decode(errors="replace")
+    assert "interrupted: `reset` sent no change (only its dry run, if any): nothing was changed" in said, said
+    assert "may have been applied" not in said
+    assert len(offsets(embedded_daemon, name)) == 1
+
+
+@pytest.mark.slow
 def test_a_kafka_destination_nobody_answers_ends_the_transfer_at_its_timeout(tmp_path: Path) -> None:
     """It waited for ever (the daemon's way at start-up), ignoring --timeout, naming --bootstrap-servers."""
     body = tmp_path / "offsets.json"
