@@ -34,6 +34,9 @@ EXIT_CLOSED_PIPE = 141
 """128 + SIGPIPE: what a shell reports for a command whose reader went away (``… | head``)."""
 EXIT_INTERRUPTED = 130
 """128 + SIGINT: Ctrl-C, reported as a shell reports it, without a Python traceback."""
+EXIT_OUTPUT_FAILED = 74
+"""sysexits' EX_IOERR: the command's output could not be written to stdout (``> /dev/full``, a full disk)."""
+"""128 + SIGINT: Ctrl-C, reported as a shell reports it, without a Python traceback."""
 
 CONNECTION = "connection to the daemon"
 RETRY_WINDOW = Kind("duration", EXPECTED, parse_retry_for_s, "DURATION")
@@ -149,8 +152,29 @@ def add_client_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
 
+class OutputFailed(Exception):
+    """Writing the command's output to stdout failed (not a closed pipe: ``BrokenPipeError`` is the
+    reader going away); the command's own work is done by then."""
+
+    def __init__(self, error: OSError) -> None:
+        super().__init__(error.strerror or str(error))
+        self.error = error
+
+
+def out(text: str) -> None:
+    """Print ``text`` on stdout, flushed, so that a stdout that cannot take it (a full disk) fails here,
+    as ``OutputFailed``, and not in the interpreter's last flush as a traceback."""
+    try:
+        print(text)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        raise
+    except OSError as exc:
+        raise OutputFailed(exc) from exc
+
+
 def emit(args: argparse.Namespace, data: Any, text: Callable[[], str]) -> None:
-    print(json.dumps(data, indent=2, ensure_ascii=False) if getattr(args, "json", False) else text())
+    out(json.dumps(data, indent=2, ensure_ascii=False) if getattr(args, "json", False) else text())
 
 
 def compact(value: Any) -> str:

@@ -2,7 +2,8 @@
 
 Human-readable tables by default, ``--json`` for scripts; errors are one clear line on stderr
 with a non-zero exit code (1 = the daemon refused, 2 = bad usage or input, 3 = daemon unreachable,
-4 = a write reached the daemon and its answer was lost: it may have been applied).
+4 = a write reached the daemon and its answer was lost: it may have been applied, 74 = the output
+could not be written to stdout).
 Command groups are the other modules of ``emulator.cli``; add one and list it in ``COMMAND_GROUPS``.
 
 A command's settings (flags backed by ``CONNECT_OFFSETS_*`` variables, see
@@ -24,12 +25,14 @@ from emulator.cli.common import (
     EXIT_ANSWER_LOST,
     EXIT_CLOSED_PIPE,
     EXIT_INTERRUPTED,
+    EXIT_OUTPUT_FAILED,
     EXIT_REFUSED,
     EXIT_UNREACHABLE,
     EXIT_USAGE,
     Declined,
     Hinted,
     InterruptedBeforeWrite,
+    OutputFailed,
     UsageError,
 )
 from emulator.client.errors import AnswerLost, ApiError, DaemonUnavailable
@@ -104,6 +107,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _run(args)
     except BrokenPipeError:
         return _closed_pipe()
+    except OutputFailed as exc:
+        print(_output_failed(args, exc), file=sys.stderr)
+        _stdout_to_devnull()  # the interpreter's last flush would fail again, with a traceback
+        return EXIT_OUTPUT_FAILED
     except KeyboardInterrupt as exc:  # Ctrl-C: ``serve`` has shut down by then (uvicorn re-raises it after)
         print(_interrupted(args.command, isinstance(exc, InterruptedBeforeWrite)), file=sys.stderr)
         return EXIT_INTERRUPTED
@@ -148,10 +155,23 @@ def chosen(parser: argparse.ArgumentParser, args: argparse.Namespace) -> argpars
 def _closed_pipe() -> int:
     """``connect-offsets history --json | head``: the reader left, which is no error of ours. Point
     stdout at /dev/null so the interpreter's final flush does not fail again, and exit quietly."""
+    _stdout_to_devnull()
+    return EXIT_CLOSED_PIPE
+
+
+def _stdout_to_devnull() -> None:
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, sys.stdout.fileno())
     os.close(devnull)
-    return EXIT_CLOSED_PIPE
+
+
+def _output_failed(args: argparse.Namespace, exc: OutputFailed) -> str:
+    """One line naming stdout and the error; after a write, that the write itself was done (its report
+    is what was lost), so that nobody runs it again to see it."""
+    line = f"error: cannot write the output to stdout: {exc}"
+    if args.command in _WRITES and not getattr(args, "dry_run", False):
+        return f"{line}; `{args.command}` itself succeeded (its change was made): only its report was lost"
+    return line
 
 
 def _run(args: argparse.Namespace) -> int:

@@ -11,7 +11,7 @@ import argparse
 import json
 from typing import Any
 
-from emulator.cli.common import EXIT_OK, UsageError
+from emulator.cli.common import EXIT_OK, UsageError, out
 from emulator.server.auth.scopes import ScopeError
 from emulator.server.auth.tokens import TokensFileError, mint, token_line
 
@@ -44,8 +44,10 @@ def run_mint(args: argparse.Namespace) -> int:
     except (TokensFileError, ScopeError) as exc:
         raise UsageError(str(exc)) from exc
     if args.json:
-        print(json.dumps({"name": args.name, "token": token, "line": line}, indent=2))
+        out(json.dumps({"name": args.name, "token": token, "line": line}, indent=2))
     else:
-        print(f"token (shown once; give it to the service as CONNECT_OFFSETS_TOKEN):\n  {token}")
-        print(f"line for the daemon's --tokens-file:\n  {line}")
+        out(
+            f"token (shown once; give it to the service as CONNECT_OFFSETS_TOKEN):\n  {token}\n"
+            f"line for the daemon's --tokens-file:\n  {line}"
+        )
     return EXIT_OK

@@ -22,6 +22,7 @@ from emulator.cli.common import (
     UsageError,
     add_confirmation_option,
     confirm,
+    out,
 )
 from emulator.formats.diff import render_text
 from emulator.formats.model import FormatError
@@ -253,11 +254,11 @@ def _run(args: argparse.Namespace, source: Location, destination: Location) -> i
 
 def _print(args: argparse.Namespace, report: TransferReport) -> None:
     if args.json:
-        print(json.dumps(report.as_dict(), indent=2, ensure_ascii=False))
+        out(json.dumps(report.as_dict(), indent=2, ensure_ascii=False))
         return
     for note in report.notes:
         print(f"note: {note}", file=sys.stderr)
-    print(_text(args, report))
+    out(_text(args, report))
 
 
 def _change_count(report: TransferReport) -> int:

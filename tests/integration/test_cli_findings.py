@@ -327,6 +327,28 @@ def test_a_closed_pipe_ends_the_command_quietly(embedded_daemon: DaemonProcess) 
     assert "Traceback" not in stderr and "BrokenPipeError" not in stderr, stderr
 
 
+def test_a_stdout_that_cannot_be_written_is_one_line_and_exit_74(embedded_daemon: DaemonProcess) -> None:
+    """``> /dev/full`` gave a traceback and exit 1; after ``alter`` nobody could tell it had been applied."""
+    name = unique("cli-full")
+    body = json.dumps({"offsets": [{"partition": {"file": "f0"}, "offset": {"position": 5}}]})
+    said: dict[str, tuple[int, str]] = {}
+    for command, args in (("list", ()), ("alter", (name, "--file", "-", "--create"))):
+        with open("/dev/full", "w") as full:
+            proc = subprocess.run(
+                [sys.executable, "-m", "emulator.cli", command, *args, "--url", embedded_daemon.url],
+                input=body,
+                stdout=full,
+                stderr=subprocess.PIPE,
+                text=True,
+                timeout=60,
+            )
+        said[command] = (proc.returncode, proc.stderr)
+    error = "error: cannot write the output to stdout: No space left on device"
+    assert said["list"] == (74, error + "\n")
+    assert said["alter"] == (74, error + "; `alter` itself succeeded (its change was made): only its report was lost\n")
+    assert offsets(embedded_daemon, name) == [{"partition": {"file": "f0"}, "offset": {"position": 5}}]
+
+
 @pytest.mark.slow
 def test_kind_reaches_the_daemon_for_get_alter_and_reset(embedded_daemon: DaemonProcess, tmp_path: Path) -> None:
     """The embedded log has no consumer groups, so the daemon's answer to ``kind=sink`` proves the
