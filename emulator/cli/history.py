@@ -4,8 +4,10 @@
 where (``--as-of T`` prints the offsets as they were at T instead); ``rollback NAME --to T`` writes
 the state at T back, and with ``--dry-run`` only prints the diff. Times are ISO-8601 (naive = UTC),
 epoch milliseconds or ``now-<duration>``; they are checked here so a typo is a usage error (exit 2),
-not a round trip. A relative time is resolved once, with this machine's clock, and the time it
-stands for is printed on stderr, so a dry run's time can be given to the real rollback.
+not a round trip. ``--as-of`` takes ``--partition`` (one partition's offset at T) and refuses
+``--from``, ``--to`` and ``--limit``, which belong to a list of changes. A relative time is
+resolved once, with this machine's clock, and the time it stands for is printed on stderr, so a dry
+run's time can be given to the real rollback.
 """
 
 from __future__ import annotations
@@ -78,11 +80,9 @@ def _partition(value: str | None) -> dict[str, Any] | None:
 
 def run_history(args: argparse.Namespace) -> int:
     connector_name(args.name)
+    if args.as_of is not None:
+        return _as_of(args)
     with HistoryClient(args.settings.url) as client:
-        if args.as_of is not None:
-            rows = client.offsets_as_of(args.name, _time("--as-of", args.as_of) or 0)
-            emit(args, {"offsets": rows}, lambda: offsets_table(rows))
-            return EXIT_OK
         page = client.history(
             args.name,
             partition=_partition(args.partition),
@@ -92,6 +92,31 @@ def run_history(args: argparse.Namespace) -> int:
         )
     emit(args, page, lambda: history_text(page))
     return EXIT_OK
+
+
+def _as_of(args: argparse.Namespace) -> int:
+    """``--as-of T``: the offsets at one time; ``--partition`` narrows them to one, and the flags of a
+    list of changes (``--from``, ``--to``, ``--limit``) are refused rather than ignored."""
+    given = (("--from", args.from_time), ("--to", args.to_time), ("--limit", args.limit))
+    unused = [flag for flag, value in given if value is not None]
+    if unused:
+        raise UsageError(
+            f"{', '.join(unused)}: not with --as-of, which prints the offsets at one time (--partition narrows "
+            "them to one partition); leave out --as-of to list changes"
+        )
+    partition = _partition(args.partition)
+    at = _time("--as-of", args.as_of)
+    with HistoryClient(args.settings.url) as client:
+        rows = client.offsets_as_of(args.name, at or 0)
+    if partition is not None:  # types count, as in Java's Map.equals (1.0 is not 1), key order does not
+        wanted = _canonical(partition)
+        rows = [row for row in rows if _canonical(row["partition"]) == wanted]
+    emit(args, {"offsets": rows}, lambda: offsets_table(rows))
+    return EXIT_OK
+
+
+def _canonical(partition: Any) -> str:
+    return json.dumps(partition, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
 def run_rollback(args: argparse.Namespace) -> int:

@@ -180,6 +180,16 @@ def test_as_of_rollback_dry_run_and_rollback_through_the_cli(daemon_factory: Dae
     assert len(lines) == 4 and "daemon rollback" in lines[1] and "(deleted)" in lines[2], shown.stdout
     as_of = cli(daemon.url, "history", name, "--as-of", str(t2), "--json")
     assert json.loads(as_of.stdout) == {"offsets": [{"partition": a, "offset": {"pos": 2}}]}
+    # --partition narrows --as-of (it was ignored); a list's flags are refused (they were ignored unchecked)
+    at_t1 = cli(daemon.url, "history", name, "--as-of", str(t1), "--partition", json.dumps(b), "--json")
+    assert json.loads(at_t1.stdout) == {"offsets": [{"partition": b, "offset": {"pos": 10}}]}, at_t1.stderr
+    for extra in (["--from", "yesterday"], ["--to", str(t1)], ["--limit", "5"]):
+        refused = cli(daemon.url, "history", name, "--as-of", str(t1), *extra)
+        assert refused.returncode == 2 and refused.stdout == "", refused.stderr
+        assert refused.stderr == (
+            f"error: {extra[0]}: not with --as-of, which prints the offsets at one time (--partition narrows them "
+            "to one partition); leave out --as-of to list changes\n"
+        )
 
 
 @pytest.mark.slow
