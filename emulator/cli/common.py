@@ -8,7 +8,7 @@ import getpass
 import json
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -99,6 +99,18 @@ class ClientSettings:
         use_default(self.credentials())
         use_default_retry_for(self.retry_for)
         use_default_timeout(self.timeout)
+
+    @staticmethod
+    def environment(args: argparse.Namespace, environ: Mapping[str, str]) -> Mapping[str, str]:
+        """The environment these settings are resolved from: a ``--token`` or ``--user`` given on the
+        command line wins over the other mechanism's variable (``--user bob`` with
+        ``CONNECT_OFFSETS_TOKEN`` exported is bob), as every flag wins over its own; both flags given
+        stays an error."""
+        token_flag, user_flag = getattr(args, "token", None), getattr(args, "user", None)
+        if (token_flag is None) == (user_flag is None):
+            return environ
+        other = ENV["user"] if token_flag is not None else ENV["token"]
+        return {name: value for name, value in environ.items() if name != other}
 
     def credentials(self) -> Credentials:
         """The credentials these settings name; a Basic password is asked for when not in the

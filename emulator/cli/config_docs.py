@@ -27,7 +27,9 @@ emulator/server/settings.py and emulator/cli/common.py: edit those, then regener
 Every setting below is a flag and an environment variable `CONNECT_OFFSETS_<FLAG>`, so the daemon
 can be configured in a container without a command line.
 
-- A flag wins over its environment variable; the variable wins over the default.
+- A flag wins over its environment variable; the variable wins over the default. `--token` and
+  `--user` also win over the other one's variable (`--user bob` with `CONNECT_OFFSETS_TOKEN`
+  exported is bob); both given as flags, or both as variables, is an error.
 - An empty variable counts as unset.
 - A switch (a flag without a value) is also turned on by its variable set to `true`, `1`, `yes`
   or `on`; `false`, `0`, `no` and `off` leave it off.

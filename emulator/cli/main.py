@@ -178,7 +178,9 @@ def _run(args: argparse.Namespace) -> int:
     try:
         settings_type = getattr(args, "settings_type", None)
         if settings_type is not None:
-            args.settings = resolve(settings_type, args, os.environ)
+            environment = getattr(settings_type, "environment", None)  # the settings' say on which variables count
+            environ = os.environ if environment is None else environment(args, os.environ)
+            args.settings = resolve(settings_type, args, environ)
         code: int = args.handler(args)
         return code
     except SettingsError as exc:

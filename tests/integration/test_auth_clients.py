@@ -117,6 +117,14 @@ def test_cli_token_flag_variable_and_basic_password_from_the_environment(
     assert no_password.returncode == 2 and "CONNECT_OFFSETS_PASSWORD" in no_password.stderr
     both = cli("get", name, *url, "--user", "bob", "--token", "x", env={"CONNECT_OFFSETS_PASSWORD": "p"})
     assert both.returncode == 2 and "either a token or a user" in both.stderr
+    # a flag wins over the other mechanism's variable (it was refused as "either a token or a user")
+    exported = {"CONNECT_OFFSETS_TOKEN": files.tokens["writer"], "CONNECT_OFFSETS_PASSWORD": PASSWORDS["bob"]}
+    bob_over_token = cli("reset", name, "--yes", "--url", daemon.url, "--user", "bob", env=exported)
+    assert bob_over_token.returncode == 1 and "(HTTP 403)" in bob_over_token.stderr, "bob, who may only read"
+    token_over_user = cli("get", name, *url, "--token", files.tokens["writer"], env={"CONNECT_OFFSETS_USER": "carol"})
+    assert token_over_user.returncode == 0, token_over_user.stderr
+    both_variables = cli("get", name, *url, env={**exported, "CONNECT_OFFSETS_USER": "bob"})
+    assert both_variables.returncode == 2 and "either a token or a user" in both_variables.stderr
 
 
 def test_backing_store_with_a_token_scoped_to_its_connector(daemon: DaemonProcess, files: SecurityFiles) -> None:
