@@ -10,7 +10,8 @@ off): a 503 the daemon answered because the log did not answer in time, or is no
 again after its ``Retry-After``, but only where sending it again cannot apply anything twice:
 - ``log_timeout`` (nothing was written, or a fresh read did not get to the end),
   ``log_storage_refused`` (the embedded log's disk refused the write: nothing was written) and
-  ``too_many_connections`` (the daemon closed the connection before reading the request),
+  ``too_many_connections`` (the daemon closed the connection before reading the request), ``busy``
+  (a large body that waited in vain for its turn: nothing was read),
   ``history_behind`` (a rollback refused until the archive holds this daemon's writes), and
   ``not_ready`` when it carries ``Retry-After`` (the daemon is reading its log to its end, or opening
   it; a ``not_ready`` without one, a log that cannot be read, is not retried): any request;
@@ -82,7 +83,7 @@ REFUSED_WAIT_S = 0.25
 MIN_RETRY_WAIT_S = 0.1
 """The shortest pause between two tries, whatever ``Retry-After`` says (0 from a proxy would otherwise
 send the request again and again, as fast as the daemon answers, for ``retry_for_s``)."""
-_NOTHING_DONE = frozenset({"log_timeout", "log_storage_refused", "too_many_connections", "history_behind"})
+_NOTHING_DONE = frozenset({"log_timeout", "log_storage_refused", "too_many_connections", "busy", "history_behind"})
 _OUTCOME_UNKNOWN = "write_outcome_unknown"
 _NOT_READY = "not_ready"
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import socket
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -15,6 +16,7 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 
+from emulator.client import OffsetsClient
 from tests.fixtures.daemon import DaemonProcess, free_port
 
 BUDGET = 3_000_000
@@ -92,3 +94,15 @@ def test_a_large_body_gets_its_turn_once_the_one_before_is_answered(daemon: Daem
             timeout=30,
         )
         assert answer.status_code == 200, answer.text[:300]
+
+
+@pytest.mark.slow  # waits out one refusal and its Retry-After (about 7 s)
+def test_the_python_client_sends_a_busy_body_again_once_its_turn_can_come(
+    daemon: DaemonProcess, holder: socket.socket
+) -> None:
+    """``busy`` read nothing of the request, so the clients send it again after ``Retry-After``."""
+    threading.Timer(3.0, holder.close).start()  # the large request before it goes away
+    body = json.loads(large_body("/c"))
+    with OffsetsClient(daemon.url, retry_for_s=30) as client:
+        answer = client.alter(f"retried-{uuid.uuid4().hex[:8]}", body, dry_run=True, create=True)
+    assert "1 record(s) would be written" in answer["message"]
