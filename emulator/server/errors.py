@@ -43,11 +43,12 @@ not_ready                503    the log is not read to its end yet, or not open 
 log_timeout              503    the log did not answer within --write-timeout; nothing was written
 write_outcome_unknown    503    the write was not acknowledged within --write-timeout and may still land
 too_many_connections     503    ``--max-connections`` are open; this one is closed (retry shortly)
+busy                     503    large bodies take turns (--max-body-bytes at once); this one waited in vain
 log_storage_refused      503    the embedded log's disk refused the write (full, I/O error, read-only)
 history_behind           503    a rollback from an archive that may lack this daemon's writes is refused
 ======================== ====== ===========================================================
 
-``log_timeout``, ``write_outcome_unknown``, ``log_storage_refused``, ``history_behind`` and a ``not_ready``
+``log_timeout``, ``write_outcome_unknown``, ``log_storage_refused``, ``busy``, ``history_behind`` and a ``not_ready``
 that passes by itself carry ``Retry-After`` (seconds); ``/readyz`` and ``/status`` never do (they report, and a probe
 asks again on its own schedule). After ``write_outcome_unknown`` the daemon holds the connector's next
 write until the log answered, so a retry with the same commit sequence (``sequence_source`` +
