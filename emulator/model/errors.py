@@ -275,6 +275,13 @@ class RequestHeadTimeout(InvalidRequest):
     kind = "request_timeout"
 
 
+class RequestHeadTooLarge(InvalidRequest):
+    """A request's line and headers are longer than the daemon reads (64 KiB,
+    ``emulator.server.connections.MAX_HEAD_BYTES``): answered 431 and the connection closed."""
+
+    kind = "request_head_too_large"
+
+
 class TooManyConnections(OffsetsError):
     """The daemon already has ``--max-connections`` connections open: a new one is answered and
     closed at once, so that file descriptors stay for the log and the history. Retry shortly."""

@@ -16,6 +16,7 @@ wrong_connector_type     400    ``kind=`` contradicts the Connect cluster's conf
 history_unavailable      400    the time lies before what the archive's retention kept
 host_not_allowed         400    the Host header names no host of ``--allowed-hosts`` (DNS rebinding)
 request_timeout          408    the request's headers did not arrive within ``--header-timeout`` (closed)
+request_head_too_large   431    the request's line and headers exceed 64 KiB (closed)
 not_stopped              400    the connector is not STOPPED with 0 tasks (Connect's rule)
 claim_held               400    someone holds a claim and the write did not present it
 sinks_unsupported        400    sink offsets need Kafka (the embedded log has no groups)
@@ -106,6 +107,7 @@ STATUS: Mapping[type, int] = {
     errors.LogStorageRefused: 503,
     errors.WriteOutcomeUnknown: 503,
     errors.RequestHeadTimeout: 408,
+    errors.RequestHeadTooLarge: 431,
     errors.TooManyConnections: 503,
     errors.BusyWithLargeRequests: 503,
 }

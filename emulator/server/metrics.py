@@ -33,6 +33,7 @@ from prometheus_client import (
 from prometheus_client.registry import Collector
 
 from emulator import __version__
+from emulator.server.connections import REASONS
 
 UNMATCHED_ROUTE = "unmatched"
 """The route label of requests no route matched (404s of unknown paths): raw paths would let any
@@ -96,12 +97,15 @@ class Metrics:
         self.connections_closed = Counter(
             "connect_offsets_http_connections_closed",
             "Connections the daemon closed on its own: reason=limit (--max-connections open; answered 503), "
-            "header_timeout (no request headers within --header-timeout; answered 408) or body_timeout (a "
-            "request body that stopped arriving for --header-timeout)",
+            "header_timeout (no request headers, or no TLS handshake, within --header-timeout; answered 408), "
+            "head_too_large (request line and headers over 64 KiB; answered 431), body_timeout (a request body "
+            "that stopped arriving for --header-timeout, or came slower than 16 KiB/s after it), "
+            "response_timeout (a client that did not read its answer for --header-timeout) or pipeline_limit "
+            "(too many pipelined requests waiting)",
             ["reason"],
             registry=r,
         )
-        for reason in ("limit", "header_timeout", "body_timeout"):  # at 0 from the start, so rate() and alerts see them
+        for reason in REASONS:  # at 0 from the start, so rate() and alerts see them
             self.connections_closed.labels(reason)
         self.connections_open = Gauge(
             "connect_offsets_http_connections", "HTTP connections open now (at most --max-connections)", registry=r

@@ -127,16 +127,18 @@ class Settings:
     max_connections: int = option(
         "1000",
         integer(1),
-        "HTTP connections open at once; one more is answered 503 too_many_connections and closed, so file "
-        "descriptors stay for the log and the history (the open-files limit is raised to fit at start)",
+        "HTTP connections open at once, TLS ones from their accept (handshake included); one more is answered "
+        "503 too_many_connections and closed, so file descriptors stay for the log and the history (the "
+        "open-files limit is raised to fit at start)",
         group=DAEMON,
     )
     header_timeout_s: float = option(
         "10s",
         POSITIVE_DURATION,
-        "a request's line and headers must arrive within this long of the connection opening (or of its "
-        "first byte): past it, 408 request_timeout and the connection is closed; a body that stops arriving "
-        "for this long is cut off too",
+        "a request's line and headers must arrive within this long of the connection opening (TLS handshake "
+        "included) or of its first byte: past it, 408 request_timeout and the connection is closed; a body that "
+        "stops arriving for this long, or arrives slower than 16 KiB/s after it, is cut off, and so is a "
+        "client that reads none of its answer for this long",
         group=DAEMON,
         flag="--header-timeout",
     )

@@ -37,7 +37,13 @@ from emulator.server.announce import Announcement, AnnouncingServer, clear_url_f
 from emulator.server.auth import reload as credentials_reload
 from emulator.server.auth.config import Security, build_security, metrics_host_rule
 from emulator.server.auth.tls import PeerCertificateProtocol, TlsError, TlsFiles, server_context
-from emulator.server.connections import ConnectionGuard, fit_descriptor_limit, guarded_protocol
+from emulator.server.connections import (
+    MAX_HEAD_BYTES,
+    ConnectionGuard,
+    fit_descriptor_limit,
+    guarded_protocol,
+    tls_accepting,
+)
 from emulator.server.heap import CollectorPauses, collect_young_less_often, freeze_long_lived
 from emulator.server.listen import ListenError, listen_early, url_of
 from emulator.server.log_format import configure_logging
@@ -425,7 +431,7 @@ def open_storage(
 
 
 def starting_config(
-    app: StartingApp, settings: Settings, tls: dict[str, Any], protocol: type[Any], connections: int
+    app: StartingApp, settings: Settings, tls: ssl.SSLContext | None, protocol: type[Any], connections: int
 ) -> uvicorn.Config:
     """The server that answers while the storage opens: the daemon's TLS and connection limits, no
     lifespan, and uvicorn's own start and stop lines left out (``serve`` and ``open_answering`` say when the
@@ -439,10 +445,10 @@ def starting_config(
         access_log=False,
         lifespan="off",
         log_config=None,
-        http=guarded_protocol(guard, protocol),
+        http=http_protocol(guard, protocol, tls),
+        h11_max_incomplete_event_size=MAX_HEAD_BYTES,
         timeout_graceful_shutdown=2,
         **proxy_options(settings),
-        **tls,
     )
 
 
@@ -503,8 +509,7 @@ def _serve(settings: Settings, bound_socket: Callable[[], socket.socket]) -> Non
     if proxy_warning is not None:
         log.warning(proxy_warning)
     security = build_security(settings)
-    tls = tls_options(settings, security)
-    protocol = tls.pop("http", HttpToolsProtocol)  # h11's, with client certificates (auth.tls)
+    tls, protocol = tls_options(settings, security)  # h11's protocol with client certificates (auth.tls)
     connections = fit_descriptor_limit(settings.max_connections)
     origins = OriginRegistry() if settings.history else None
     startup = Startup()
@@ -577,9 +582,9 @@ def _serve(settings: Settings, bound_socket: Callable[[], socket.socket]) -> Non
         access_log=False,
         lifespan="on",
         log_config=None,
-        http=guarded_protocol(guard, protocol),
+        http=http_protocol(guard, protocol, tls),
+        h11_max_incomplete_event_size=MAX_HEAD_BYTES,
         **proxy_options(settings),
-        **tls,
     )
     stop_gc_metrics = CollectorPauses(app.state.metrics.registry).install()
     freeze_long_lived("app built")
@@ -608,24 +613,26 @@ def connection_guard(settings: Settings, metrics: Metrics, max_connections: int)
     return guard
 
 
-def tls_options(settings: Settings, security: Security) -> dict[str, Any]:
-    """uvicorn's TLS settings; the files are loaded here first, so a bad one is a startup error.
+def tls_options(settings: Settings, security: Security) -> tuple[ssl.SSLContext | None, type[Any]]:
+    """The TLS context to serve with (None without ``--tls-cert``; loaded here, so a bad file is a
+    startup error), and uvicorn's HTTP protocol to run behind it.
 
     A client certificate is required when it is the only way to authenticate, and optional when
-    Basic or tokens can be used instead (``emulator.server.auth.tls``)."""
+    Basic or tokens can be used instead (``emulator.server.auth.tls``). The daemon does the
+    handshakes itself (``connections.tls_accepting``), so uvicorn is given no ``ssl_*`` setting."""
     if settings.tls_cert is None:
-        return {}
+        return None, HttpToolsProtocol
     files = TlsFiles(settings.tls_cert, settings.tls_key, settings.tls_client_ca)
     required = not {"basic", "token"} & set(security.authenticator.mechanisms())
     try:
-        server_context(files, certificate_required=required)
+        context = server_context(files, certificate_required=required)
     except TlsError as exc:
         raise SettingsError(str(exc)) from None
-    options: dict[str, Any] = {"ssl_certfile": str(files.cert), "ssl_keyfile": files.key and str(files.key)}
-    if files.client_ca is not None:
-        options |= {
-            "ssl_ca_certs": str(files.client_ca),
-            "ssl_cert_reqs": ssl.CERT_REQUIRED if required else ssl.CERT_OPTIONAL,
-            "http": PeerCertificateProtocol,
-        }
-    return options
+    return context, HttpToolsProtocol if files.client_ca is None else PeerCertificateProtocol
+
+
+def http_protocol(guard: ConnectionGuard, protocol: type[Any], tls: ssl.SSLContext | None) -> type[Any]:
+    """What ``uvicorn.Config(http=...)`` runs: ``protocol`` with ``guard``'s limits, behind the
+    daemon's own TLS handshake with ``tls``."""
+    guarded = guarded_protocol(guard, protocol)
+    return guarded if tls is None else tls_accepting(guard, guarded, tls)

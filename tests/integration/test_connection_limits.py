@@ -8,6 +8,7 @@ off and the history archiver stopped for want of a file.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import select
 import socket
@@ -216,7 +217,7 @@ def test_both_closure_counters_exist_at_zero_before_any_closure() -> None:
         for family in text_string_to_metric_families(Metrics().render().decode())
         for sample in family.samples
     }
-    for reason in ("limit", "header_timeout", "body_timeout"):
+    for reason in ("limit", "header_timeout", "head_too_large", "body_timeout", "response_timeout", "pipeline_limit"):
         assert samples[("connect_offsets_http_connections_closed_total", reason)] == 0.0
 
 
@@ -243,8 +244,9 @@ def test_a_body_that_stops_arriving_is_cut_off_and_nothing_is_written(guarded: D
 
 
 @pytest.mark.slow  # waits out --header-timeout
-def test_a_slow_but_steady_body_is_served(guarded: DaemonProcess) -> None:
-    """The body rule is about silence, not speed: a byte every half head-timeout keeps it going."""
+def test_a_body_sent_in_pieces_within_its_time_is_served(guarded: DaemonProcess) -> None:
+    """A body may pause (less than --header-timeout at a time) as long as it is whole within
+    --header-timeout plus a second per 16 KiB (emulator.server.connections.MIN_BODY_RATE)."""
     connector = f"steady-body-{time.monotonic_ns()}"
     body = json.dumps({"offsets": [{"partition": {"file": "a"}, "offset": {"position": 7}}]}).encode()
     head = (
@@ -253,10 +255,145 @@ def test_a_slow_but_steady_body_is_served(guarded: DaemonProcess) -> None:
     )
     with connect(guarded) as sock:
         sock.sendall(head.encode())
-        pieces = [body[i : i + 12] for i in range(0, len(body), 12)]
-        for piece in pieces:  # ~2.7 s in all, longer than the head timeout
-            time.sleep(HEADER_TIMEOUT_S / 2)
+        pieces = [body[i : i + 30] for i in range(0, len(body), 30)]
+        for piece in pieces:  # ~1 s in all
+            time.sleep(HEADER_TIMEOUT_S / 6)
             sock.sendall(piece)
         status, _, _ = answer_of(sock)
-    assert len(pieces) * HEADER_TIMEOUT_S / 2 > HEADER_TIMEOUT_S * 1.5
+    assert status == "HTTP/1.1 200 OK"
+
+
+@pytest.mark.slow  # waits out --header-timeout
+def test_a_body_trickled_slower_than_the_minimum_rate_is_cut_off(guarded: DaemonProcess) -> None:
+    """A byte every third of --header-timeout never leaves the body silent for long, and used to be
+    read for as long as the client liked (1 byte every 4 s: no answer after 46 s)."""
+    before = scrape(guarded.url).value("connect_offsets_http_connections_closed_total", reason="body_timeout")
+    head = (
+        "PATCH /connectors/trickled/offsets?create=true HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+        "Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n"
+    )
+    with connect(guarded) as sock:
+        sock.sendall(head.encode())
+        started = time.monotonic()
+        ended = None
+        while time.monotonic() - started < HEADER_TIMEOUT_S + 4:
+            try:
+                sock.sendall(b" ")
+            except OSError:  # reset: the daemon closed it
+                ended = time.monotonic() - started
+                break
+            if select.select([sock], [], [], HEADER_TIMEOUT_S / 3)[0]:
+                with contextlib.suppress(ConnectionResetError):
+                    assert sock.recv(4096) == b"", "closed without an answer: the route was reading the body"
+                ended = time.monotonic() - started
+                break
+    assert ended is not None, "the trickled body was still being read"
+    assert HEADER_TIMEOUT_S <= ended < HEADER_TIMEOUT_S + 1.5, ended
+    after = scrape(guarded.url).value("connect_offsets_http_connections_closed_total", reason="body_timeout")
+    assert after == before + 1
+
+
+def non_reader(daemon: DaemonProcess, requests: bytes) -> socket.socket:
+    """A client that sends ``requests`` and never reads, with a small receive buffer."""
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock.connect(("127.0.0.1", daemon.port))
+    sock.sendall(requests)
+    return sock
+
+
+def drained(sock: socket.socket) -> int:
+    """Every byte the daemon still sends, until it closes the connection (reset counts as closed)."""
+    sock.settimeout(10)
+    total = 0
+    try:
+        while chunk := sock.recv(1 << 20):
+            total += len(chunk)
+    except ConnectionResetError:
+        pass
+    return total
+
+
+@pytest.mark.slow  # waits out --header-timeout
+def test_clients_that_never_read_their_answers_are_cut_off_and_free_their_places(
+    guarded: DaemonProcess, sockets: list[socket.socket]
+) -> None:
+    """Before, a client that sent requests for a large public file and read nothing kept its
+    connection for good (uvicorn waits for the transport to drain without a deadline): 1,000 of them
+    filled --max-connections, and every new client got 503 too_many_connections."""
+    from emulator.server.ui.pages import d3_dir
+
+    size = (d3_dir() / "d3.js").stat().st_size
+    before = scrape(guarded.url).value("connect_offsets_http_connections_closed_total", reason="response_timeout")
+    requests = b"GET /ui/vendor/d3.js HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n" * 50
+    sockets.extend(non_reader(guarded, requests) for _ in range(MAX_CONNECTIONS))
+    time.sleep(HEADER_TIMEOUT_S + 2.5)  # the answers stop at the high-water mark; the sweep's deadline passes
+    assert httpx.get(f"{guarded.url}/healthz", timeout=10).status_code == 200, "their places were freed"
+    for sock in sockets:
+        assert drained(sock) < 50 * size, "cut off before all the answers were sent"
+    after = scrape(guarded.url).value("connect_offsets_http_connections_closed_total", reason="response_timeout")
+    assert after == before + MAX_CONNECTIONS
+    log = guarded.log_tail(400)
+    assert "(response_timeout, the last from 127.0.0.1:" in log
+    assert "Traceback" not in log and "unexpected error" not in log
+
+
+def test_more_than_64_pipelined_requests_waiting_close_the_connection(guarded: DaemonProcess) -> None:
+    """httptools parses every request a read brings and uvicorn queues them all behind the one being
+    answered; each answer lets one more read in, so a client that pipelines faster than it is
+    answered made the queue (and the memory) grow without bound."""
+    before = scrape(guarded.url).value("connect_offsets_http_connections_closed_total", reason="pipeline_limit")
+    with connect(guarded) as sock:
+        sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n" * 200)
+        data = b""
+        try:
+            while chunk := sock.recv(65536):
+                data += chunk
+        except ConnectionResetError:
+            pass
+        answered = data.count(b"HTTP/1.1 200 OK")
+    assert answered < 200
+    after = scrape(guarded.url).value("connect_offsets_http_connections_closed_total", reason="pipeline_limit")
+    assert after == before + 1
+    with httpx.Client(base_url=guarded.url, timeout=10) as client:  # a few requests in a row are fine
+        assert all(client.get("/healthz").status_code == 200 for _ in range(5))
+
+
+def head_answer(daemon: DaemonProcess, head: bytes) -> tuple[str, dict[str, str], dict[str, object]]:
+    with connect(daemon) as sock:
+        # answered and closed before the rest was sent: the answer is still there to read
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+            sock.sendall(head)
+        return answer_of(sock)
+
+
+def test_a_request_head_over_64_kib_gets_431_and_is_closed(guarded: DaemonProcess) -> None:
+    """Before, httptools read any head: 100 MB of one header value within the head timeout, 20,000
+    headers and a 200 KB Authorization header were all accepted."""
+    before = scrape(guarded.url).value("connect_offsets_http_connections_closed_total", reason="head_too_large")
+    start = b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+    heads = [
+        start + b"Authorization: Basic " + b"a" * 200_000 + b"\r\n\r\n",  # whole, in one write
+        start + b"".join(b"X-H%d: y\r\n" % i for i in range(20_000)) + b"\r\n",
+    ]
+    for head in heads:
+        status, headers, body = head_answer(guarded, head)
+        assert status == "HTTP/1.1 431 Request Header Fields Too Large"
+        assert headers["x-connect-offsets-error"] == "request_head_too_large" and headers["connection"] == "close"
+        assert body["error_code"] == 431
+        assert str(body["message"]).startswith("The request's line and headers are longer than 64 KiB (")
+    with connect(guarded) as sock:  # one header value that never ends: answered once past 64 KiB
+        sock.sendall(start + b"X-Endless: ")
+        sent = 0
+        while not select.select([sock], [], [], 0.05)[0]:
+            sock.sendall(b"v" * 16384)
+            sent += 16384
+            assert sent < 2_000_000, "still reading the header"
+        status, _, _ = answer_of(sock)
+    assert status == "HTTP/1.1 431 Request Header Fields Too Large"
+    assert sent <= 64 * 1024 + 5 * 16384, sent
+    after = scrape(guarded.url).value("connect_offsets_http_connections_closed_total", reason="head_too_large")
+    assert after == before + 3
+    cookie = b"Cookie: c=" + b"x" * 50_000 + b"\r\nConnection: close\r\n\r\n"
+    status, _, _ = head_answer(guarded, start + cookie)  # a long head under the limit is served
     assert status == "HTTP/1.1 200 OK"

@@ -154,15 +154,21 @@ def test_an_encoded_slash_in_a_name_is_a_400_as_in_connect(embedded_daemon: Daem
 
 
 @pytest.mark.parametrize(
-    "request_bytes",
+    ("request_bytes", "status", "kind", "message"),
     [
-        b"GET /connectors/" + b"x" * 100_000 + b"/offsets HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n",  # past the parser
-        b"NOT HTTP AT ALL\r\n\r\n",
+        # past the 64 KiB a request head may take (emulator.server.connections.MAX_HEAD_BYTES)
+        (
+            b"GET /connectors/" + b"x" * 100_000 + b"/offsets HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n",
+            431,
+            b"request_head_too_large",
+            "The request's line and headers are longer than 64 KiB",
+        ),
+        (b"NOT HTTP AT ALL\r\n\r\n", 400, b"invalid_request", "the request could not be parsed"),
     ],
     ids=["a-100k-path", "not-http"],
 )
 def test_a_request_the_http_parser_refuses_gets_connects_error_body(
-    embedded_daemon: DaemonProcess, request_bytes: bytes
+    embedded_daemon: DaemonProcess, request_bytes: bytes, status: int, kind: bytes, message: str
 ) -> None:
     """uvicorn answered these in plain text ("Invalid HTTP request received."); docs/api.md: every error
     has Connect's body."""
@@ -172,10 +178,10 @@ def test_a_request_the_http_parser_refuses_gets_connects_error_body(
         while chunk := conn.recv(65536):
             answer += chunk
     head, _, body = answer.partition(b"\r\n\r\n")
-    assert head.startswith(b"HTTP/1.1 400 "), answer[:200]
-    assert b"content-type: application/json" in head.lower() and b"x-connect-offsets-error: invalid_request" in head
+    assert head.startswith(b"HTTP/1.1 %d " % status), answer[:200]
+    assert b"content-type: application/json" in head.lower() and b"x-connect-offsets-error: " + kind in head
     error = json.loads(body)
-    assert error["error_code"] == 400 and "the request could not be parsed" in error["message"], error
+    assert error["error_code"] == status and message in error["message"], error
 
 
 def test_names_that_are_valid_utf8_are_served(embedded_daemon: DaemonProcess) -> None:
