@@ -185,7 +185,7 @@ class LogFile:
         without a word, the daemon then answered ready, and only its first write learned otherwise."""
         why = why_unwritable(self.path)
         if why is not None:
-            raise LogConfigError(f"embedded offsets log {self.path} cannot be opened for writing: {why}")
+            raise LogConfigError(f"the embedded offsets log cannot be opened for writing: {why}")
 
 
 _MAX_LISTED_PARTITIONS = 256
