@@ -19,6 +19,7 @@ from typing import Any
 
 from emulator.cli.common import (
     EXIT_OK,
+    Hinted,
     UsageError,
     add_client_options,
     add_confirmation_option,
@@ -28,6 +29,7 @@ from emulator.cli.common import (
     emit,
 )
 from emulator.cli.offsets import offsets_table
+from emulator.client.errors import ApiError
 from emulator.client.history import HistoryClient
 from emulator.model.times import format_time_ms, is_relative_time, parse_time_ms
 
@@ -50,6 +52,12 @@ def register(sub: Any) -> None:
     p.add_argument("name")
     p.add_argument("--to", dest="to_time", metavar="T", required=True, help=f"the time to go back to: {_T}")
     p.add_argument("--dry-run", action="store_true", help="print the diff; write nothing")
+    p.add_argument(
+        "--allow-damaged",
+        action="store_true",
+        help="write the state rebuilt from a damaged history archive all the same (it may never have existed; "
+        "refused without this)",
+    )
     add_confirmation_option(p)
     p.set_defaults(handler=run_rollback)
 
@@ -131,7 +139,17 @@ def run_rollback(args: argparse.Namespace) -> int:
                 return rollback_text(planned), len(planned.get("changes", []))
 
             confirm(args, f"Roll {args.name} back to {format_time_ms(target)}", plan)
-        result = client.rollback(args.name, target, dry_run=args.dry_run)
+        try:
+            result = client.rollback(args.name, target, dry_run=args.dry_run, allow_damaged=args.allow_damaged)
+        except ApiError as exc:
+            if exc.kind != "history_damaged":
+                raise
+            raise Hinted(
+                exc,
+                "restore the damaged archive file(s) from a backup and roll back again; or see the rebuilt state "
+                f"with --dry-run and set the offsets by hand (connect-offsets alter {args.name} --file ...); or add "
+                "--allow-damaged to write the rebuilt state anyway",
+            ) from exc
     emit(args, result, lambda: rollback_text(result))
     return EXIT_OK
 
@@ -174,11 +192,12 @@ def who_text(change: dict[str, Any]) -> str:
 
 def rollback_text(result: dict[str, Any]) -> str:
     lines = [str(result.get("message", ""))]
+    if result.get("damaged_files"):  # the message says UNRELIABLE; the damage lines come first, not after
+        lines.extend(_damage_lines(result))
     for c in result.get("changes", []):
         before = "(absent)" if c["current_value"] is None else c["current_value"]
         after = "(delete)" if c["target_value"] is None else c["target_value"]
         lines.append(f"  {c['action']:<7}  partition {c['kafka_partition']:>3}  {c['key']}  {before}  ->  {after}")
-    lines.extend(_damage_lines(result))
     return "\n".join(lines)
 
 

@@ -50,9 +50,17 @@ class HistoryClient(OffsetsClient):
         )
         return result
 
-    def rollback(self, connector: str, to_time: str | int, dry_run: bool = False) -> dict[str, Any]:
-        """``POST /connectors/{c}/offsets/rollback``: ``{"message", "dry_run", "changes": [...]}``."""
-        params = {"to": str(to_time), **({"dry_run": "true"} if dry_run else {})}
+    def rollback(
+        self, connector: str, to_time: str | int, dry_run: bool = False, allow_damaged: bool = False
+    ) -> dict[str, Any]:
+        """``POST /connectors/{c}/offsets/rollback``: ``{"message", "dry_run", "changes": [...]}``.
+        From a damaged archive the write is refused (``FencedError``, kind ``history_damaged``) unless
+        ``allow_damaged``."""
+        params = {
+            "to": str(to_time),
+            **({"dry_run": "true"} if dry_run else {}),
+            **({"allow_damaged": "true"} if allow_damaged else {}),
+        }
         result: dict[str, Any] = self._call(_Request("POST", _connector_path(connector) + "/rollback", params))
         return result
 

@@ -105,11 +105,19 @@ class ReadReport:
     damaged: list[Damage] = field(default_factory=list)
     incomplete_tails: list[str] = field(default_factory=list)
 
+    def damaged_file_count(self) -> int:
+        return len({d["file"] for d in self.damaged})
+
+    def damage_summary(self) -> str:
+        """The damage met, for people: each damaged file with what was skipped of it."""
+        met = "; ".join(f"{d['file']}: {d['problem']}" for d in self.damaged)
+        return f"{self.damaged_file_count()} damaged archive file(s) were read and records of them skipped: {met}."
+
     def as_dict(self) -> dict[str, Any]:
         return {
             "files_read": self.files_read,
             "records_read": self.records,
-            "damaged_files": len(self.damaged),
+            "damaged_files": self.damaged_file_count(),
             "damage": list(self.damaged),
             "incomplete_open_files": list(self.incomplete_tails),
         }

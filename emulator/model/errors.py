@@ -154,6 +154,14 @@ class HistoryBehind(OffsetsError):
     kind = "history_behind"
 
 
+class HistoryDamaged(OffsetsError):
+    """A rollback would write a past state rebuilt from a damaged archive: records of a damaged block
+    were skipped, so the state may be one that never existed. Waiting does not mend it: restore the
+    damaged file from a backup, set the offsets by hand, or ask for it anyway (``allow_damaged``)."""
+
+    kind = "history_damaged"
+
+
 class SinksUnsupported(OffsetsError):
     """Sink offsets live in consumer groups, which only a Kafka backend has."""
 

@@ -30,6 +30,7 @@ conflict                 409    another writer won a race (e.g. a concurrent cla
 fenced                   409    a newer claim fenced this writer; nothing was written
 connector_running        409    a claim was refused: the connector runs (use force)
 claims_unsupported       409    the log backend cannot store claims
+history_damaged          409    a rollback would write a state rebuilt from a damaged archive (``allow_damaged``)
 unsupported_media_type   415    a write whose ``Content-Type`` is not ``application/json``
 invalid_offset_format    500    Connect's ``validateFormat`` refused a map (500, as in Connect)
 sink_offsets_failed      500    the consumer-group call behind a sink's offsets failed
@@ -95,6 +96,7 @@ STATUS: Mapping[type, int] = {
     errors.NotReady: 503,
     errors.HistoryDisabled: 404,
     errors.HistoryBehind: 503,
+    errors.HistoryDamaged: 409,
     errors.SinksUnsupported: 400,
     errors.SinkOffsetsFailed: 500,
     errors.LogUnavailable: 500,

@@ -105,6 +105,9 @@ class Rollback(TypedDict):
     to_ms: int
     changes: list[RollbackChange]
     damaged_files: list[Damage]
+    warning: NotRequired[str]
+    """Present when the state was rebuilt from a damaged archive (records skipped): it may never have
+    existed. The write is then refused (409 ``history_damaged``) unless ``allow_damaged=true``."""
 
 
 class HistoryStatus(TypedDict):

@@ -22,11 +22,12 @@ from emulator.connect_cluster.offsets_topics import TopicStore
 from emulator.formats.diff import Diff, compute_diff
 from emulator.formats.model import KeyIndex, RawRecord, connector_of
 from emulator.history.archive import HistoryArchive
-from emulator.history.files import Damage
+from emulator.history.files import ReadReport
 from emulator.history.origins import write_origin
 from emulator.history.rollback import RollbackChange, current_state, plan_rollback
 from emulator.model.connectors import not_stopped_message
-from emulator.model.errors import ConnectorNotFound, HistoryBehind, InvalidRequest, NotStopped
+from emulator.model.errors import ConnectorNotFound, HistoryBehind, HistoryDamaged, InvalidRequest, NotStopped
+from emulator.model.times import format_time_ms
 from emulator.service.bulk import bulk_pass
 from emulator.service.checks import ConnectorChecks
 from emulator.service.connector_stores import SourceOffsets, checked_store
@@ -79,8 +80,9 @@ class RollbackResult:
     at_ms: int
     changes: list[RollbackChange]
     dry_run: bool
-    damaged_files: list[Damage]
-    """Archive files that could not be read completely; the target state may lack their records."""
+    report: ReadReport
+    """What the archive read met: damaged files (``report.damaged``) mean the target state may lack
+    their skipped records."""
 
 
 def _exported(key: bytes, entry: Entry, connector: str | None, topic: str | None) -> ExportedRecord:
@@ -319,10 +321,16 @@ class RecordsService:
                 plain.append((record.key, record.value))
         return special, plain
 
-    async def rollback(self, archive: HistoryArchive, connector: str, at_ms: int, dry_run: bool) -> RollbackResult:
+    async def rollback(
+        self, archive: HistoryArchive, connector: str, at_ms: int, dry_run: bool, allow_damaged: bool = False
+    ) -> RollbackResult:
         """Write back, under the exact raw keys, the connector's state at ``at_ms`` (see
         ``emulator.history.rollback``). The connector need not be live now: a rollback may bring
-        back a connector that was reset since."""
+        back a connector that was reset since.
+
+        A state rebuilt from a damaged archive (records of a damaged block were skipped) may be one
+        that never existed: writing it is refused (``HistoryDamaged``) unless ``allow_damaged``; its
+        dry run answers, and says so."""
         self._checks.ensure_ready()
         special = self._stores is not None and self._special(connector)
         view = self._view
@@ -335,6 +343,14 @@ class RecordsService:
             raise ConnectorNotFound(f"Connector {connector} not found")
         if past.synced is False:  # a past state missing a write of ours would undo it
             raise HistoryBehind(f"Rolling back {connector} is refused for now: {past.warning()}; nothing was written")
+        if past.report.damaged and not dry_run and not allow_damaged:
+            raise HistoryDamaged(
+                f"Rolling back {connector} to {format_time_ms(at_ms)} is refused: the history archive is damaged, "
+                f"so the state rebuilt for that time may be one that never existed. {past.report.damage_summary()} "
+                "Nothing was written. Restore the damaged file(s) from a backup (docs/operations.md, Backups) and "
+                "roll back again, or set the offsets by hand with a PATCH (this rollback's dry run lists the rebuilt "
+                "state); allow_damaged=true writes the rebuilt state anyway."
+            )
 
         def planned() -> tuple[list[RollbackChange], list[RawRecord], dict[int, ValueProblem]]:
             changes = plan_rollback(past, current_state(view, connector))
@@ -355,7 +371,7 @@ class RecordsService:
         if not dry_run:
             with write_origin("rollback", connector):
                 await self._write_rollback(connector, changes, view)
-        return RollbackResult(at_ms, changes, dry_run, past.report.damaged)
+        return RollbackResult(at_ms, changes, dry_run, past.report)
 
     async def _write_rollback(self, connector: str, changes: list[RollbackChange], view: OffsetView) -> None:
         if self._stores is not None and self._special(connector):

@@ -15,12 +15,13 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import fastavro
 import httpx
 import pytest
 
 from emulator.client.errors import NotFoundError
 from emulator.client.history import HistoryClient
-from emulator.history.files import scan_dir
+from emulator.history.files import ReadReport, iter_file, scan_dir
 from emulator.logs.embedded.offsets_log import EmbeddedOffsetLog
 from emulator.model.times import parse_time_ms
 from tests.fixtures.cli import run_cli
@@ -399,3 +400,68 @@ def test_a_patch_larger_than_a_page_is_paged_through_by_next(
     assert sorted(json.loads(row[7])["n"] for row in rows) == list(range(50))
     bad = httpx.get(f"{embedded_daemon.url}/connectors/{name}/offsets/history", params={"before": "yesterday"})
     assert bad.status_code == 400 and "before must be the 'next' of a history page" in bad.json()["message"]
+
+
+def _damage_block_holding(log_dir: Path, value: bytes) -> Path:
+    """Flip 50 bytes in the middle of the (only) block of the first closed file whose records hold ``value``."""
+    for file in scan_dir(log_dir)[1]:
+        if file.kind == "closed" and any(row["value"] == value for row in iter_file(file, ReadReport())):
+            with file.path.open("rb") as f:
+                (block,) = list(fastavro.block_reader(f))
+            raw = bytearray(file.path.read_bytes())
+            middle = block.offset + block.size // 2
+            for i in range(middle - 25, middle + 25):
+                raw[i] ^= 0x5A
+            file.path.write_bytes(bytes(raw))
+            return file.path
+    raise AssertionError(f"no closed archive file holds {value!r}")
+
+
+@pytest.mark.slow
+def test_a_rollback_from_a_damaged_archive_is_refused_and_its_dry_run_and_as_of_say_unreliable(
+    daemon_factory: DaemonFactory, tmp_path: Path
+) -> None:
+    """Before, the rollback wrote a state that never existed (the values of an older write, because the
+    block holding the newer one was skipped), answered 200, and only printed a warning line after it."""
+    data = tmp_path / "data"
+    daemon = daemon_factory("--data-dir", str(data), "--history-rotate-bytes", "1")
+    name = unique("damaged-rollback")
+    partitions = [{"p": n} for n in range(12)]
+    for value in (55, 111):
+        patch(daemon.url, name, [{"partition": p, "offset": {"n": value}} for p in partitions])
+        history(daemon.url, name)  # archived before the next write: a file per write
+    target = mark()
+    patch(daemon.url, name, [{"partition": p, "offset": {"n": 300}} for p in partitions])
+    history(daemon.url, name)
+    daemon.stop()
+    (log_dir,) = [p for p in (data / "history").iterdir() if p.is_dir()]
+    damaged = _damage_block_holding(log_dir, b'{"n":111}')
+
+    restarted = daemon_factory("--data-dir", str(data), "--history-rotate-bytes", "1")
+    url = f"{restarted.url}/connectors/{name}/offsets/rollback"
+    json_type = {"Content-Type": "application/json"}
+    refused = httpx.post(url, params={"to": str(target)}, headers=json_type, timeout=30)
+    assert refused.status_code == 409 and refused.headers["X-Connect-Offsets-Error"] == "history_damaged"
+    message = refused.json()["message"]
+    assert refused.json()["error_code"] == 409 and str(damaged) in message and "Nothing was written" in message
+    assert "backup" in message and "allow_damaged=true" in message and "PATCH" in message
+
+    shown = cli(restarted.url, "rollback", name, "--to", str(target), "--yes")
+    assert shown.returncode == 1 and str(damaged) in shown.stderr and "--allow-damaged" in shown.stderr
+    with HistoryClient(restarted.url) as client:
+        assert {json.dumps(o["offset"]) for o in client.offsets(name)} == {'{"n": 300}'}, "nothing was written"
+
+    dry = httpx.post(url, params={"to": str(target), "dry_run": "true"}, headers=json_type, timeout=30)
+    assert dry.status_code == 200 and "UNRELIABLE" in dry.json()["message"] and str(damaged) in dry.json()["warning"]
+    as_of = httpx.get(f"{restarted.url}/connectors/{name}/offsets", params={"as_of": str(target)}, timeout=30)
+    assert as_of.status_code == 200 and as_of.headers["X-Offsets-History-Damaged-Files"] == "1"
+    assert as_of.headers["X-Offsets-History-Warning"].startswith("UNRELIABLE: 1 damaged history archive file(s)")
+
+    forced = cli(restarted.url, "rollback", name, "--to", str(target), "--yes", "--allow-damaged")
+    assert forced.returncode == 0, forced.stderr
+    assert "allow_damaged=true: written although" in forced.stdout and str(damaged) in forced.stdout
+    with HistoryClient(restarted.url) as client:
+        written = {json.dumps(o["offset"]) for o in client.offsets(name)}
+    # The rebuilt state, as asked: the partitions of the skipped block went back to 55, the others to 111
+    # (the archiver writes a PATCH's records in slices, one file each here): a state that never existed.
+    assert written == {'{"n": 55}', '{"n": 111}'}

@@ -109,13 +109,21 @@ async def offsets_as_of(
     assert at_ms is not None
     archives = archive_choice(rt, connector, store, archive)
     pasts = [await rt.history.as_of(a, connector, at_ms, must_know=len(archives) == 1) for a in archives]
+    damaged = sum(p.report.damaged_file_count() for p in pasts)
     headers = {
         "X-Offsets-As-Of": format_time_ms(at_ms),
-        "X-Offsets-History-Damaged-Files": str(sum(len(p.report.damaged) for p in pasts)),
+        "X-Offsets-History-Damaged-Files": str(damaged),
     }
     warnings = [w for w in (p.warning() for p in pasts) if w is not None]
+    if damaged:  # the paths and problems are on the history page: a header value is ASCII
+        warnings.insert(
+            0,
+            f"UNRELIABLE: {damaged} damaged history archive file(s) were read and records of them skipped, so these "
+            "may not be the offsets at that time (the history route's damaged_files names them and what was "
+            "skipped); a rollback to it is refused unless allow_damaged=true",
+        )
     if warnings:  # the body is Connect's GET body: the warning a history page carries goes in a header
-        headers["X-Offsets-History-Warning"] = warnings[0]  # ASCII: it names no connector
+        headers["X-Offsets-History-Warning"] = "; ".join(warnings)  # ASCII: it names no connector
     if len(pasts) == 1:
         return {"offsets": pasts[0].offsets()}, headers
     connector_past, worker_past = pasts
@@ -137,7 +145,7 @@ def archive_choice(rt: Runtime, connector: str, store: str | None, worker: Histo
 @router.post(
     "/connectors/{connector}/offsets/rollback",
     summary="Roll a connector's offsets back to their state at a past time (dry_run=true shows the diff)",
-    **documented(Rollback, 400, 404, 500, 503),
+    **documented(Rollback, 400, 404, 409, 500, 503),
 )
 async def rollback_offsets(
     connector: str,
@@ -145,19 +153,43 @@ async def rollback_offsets(
     rt: RuntimeDep,
     to: Annotated[str, Query(description=f"{_TIME}; the answer gives the time used")],
     dry_run: bool = False,
+    allow_damaged: Annotated[
+        bool,
+        Query(
+            description="write the state rebuilt from a damaged archive all the same (it may never have existed; "
+            "without this, such a rollback is refused with 409 history_damaged)"
+        ),
+    ] = False,
 ) -> Response:
+    """A state rebuilt from a damaged archive (records of damaged blocks skipped) is not written
+    unless ``allow_damaged=true`` (409 ``history_damaged``); its dry run answers with a ``warning``."""
     archive = history_archive(request)
     at_ms = time_param("to", to)
     assert at_ms is not None
-    result = await rt.records.rollback(archive, connector, at_ms, dry_run)
+    result = await rt.records.rollback(archive, connector, at_ms, dry_run, allow_damaged)
     when = format_time_ms(at_ms)
     changes = len(result.changes)
+    warning = None
+    if result.report.damaged:
+        warning = (
+            f"UNRELIABLE: the history archive is damaged, so the state rebuilt for {when} may be one that never "
+            f"existed. {result.report.damage_summary()}"
+        )
     if dry_run:
         message = f"Dry run: nothing was written. {changes} record(s) would roll {connector} back to {when}."
+        if warning is not None:
+            message += (
+                f" {warning} The rollback itself is refused (409 history_damaged) unless allow_damaged=true: restore "
+                "the damaged file(s) from a backup first, or set the offsets by hand."
+            )
     elif changes:
         message = f"The offsets of {connector} were rolled back to their state at {when} ({changes} record(s))."
+        if warning is not None:
+            message += f" allow_damaged=true: written although {warning[len('UNRELIABLE: ') :]}"
     else:
         message = f"Nothing to roll back: the offsets of {connector} are as they were at {when}."
+        if warning is not None:
+            message += f" ({warning})"
     partitions = rt.log.partition_count
 
     def listed() -> list[dict[str, Any]]:
@@ -173,7 +205,8 @@ async def rollback_offsets(
             "to": when,
             "to_ms": at_ms,
             "changes": changes_listed,
-            "damaged_files": result.damaged_files,
+            "damaged_files": result.report.damaged,
+            **({"warning": warning} if warning is not None else {}),
         }
     )
 
