@@ -202,7 +202,4 @@ def rollback_text(result: dict[str, Any]) -> str:
 
 
 def _damage_lines(body: dict[str, Any]) -> list[str]:
-    return [
-        f"warning: archive file skipped from a damaged block on: {d['file']}: {d['problem']}"
-        for d in body.get("damaged_files", [])
-    ]
+    return [f"warning: damaged archive file {d['file']}: {d['problem']}" for d in body.get("damaged_files", [])]

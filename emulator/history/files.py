@@ -15,19 +15,23 @@ log order). Times in names let retention decide without opening a file.
 
 Reading is block by block (an Avro block is the unit the writer flushes), so a truncated or
 corrupt block costs exactly that block: it is reported and counted, never a crash, and records of
-a damaged block are never half-yielded. Files written with an older version of the schema read with
+a damaged block are never half-yielded. Every block of an Avro container file ends with the file's
+16-byte sync marker (the header's last 16 bytes), so after a block that cannot be read the reader
+looks for the next marker and reads on from there: a damaged block in the middle of a closed file
+costs that block, not the rest of the file. Files written with an older version of the schema read with
 the fields added since set to None (``schema.ADDED_FIELDS``).
 """
 
 from __future__ import annotations
 
+import io
 import logging
 import os
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, Literal, TypedDict, cast
+from typing import IO, Any, Literal, NotRequired, TypedDict, cast
 
 import fastavro
 
@@ -89,11 +93,17 @@ def scan_dir(directory: Path) -> tuple[ArchiveFile | None, list[ArchiveFile], li
 
 
 class Damage(TypedDict):
-    """One damaged file a read met: which, what was wrong, how many records came before it."""
+    """One damage a read met in a file: which file, what was wrong, how many of its records were read
+    before it, and what was skipped (a file may have several)."""
 
     file: str
     problem: str
     records_read_before: int
+    skipped_bytes: NotRequired[int]
+    """How many bytes were skipped, up to the next block or the end of the file."""
+    skipped_records: NotRequired[int | None]
+    """How many records they held: None when the damaged bytes do not tell (the block's own count is
+    believed only where its stated size ends exactly at the sync marker found)."""
 
 
 @dataclass
@@ -134,11 +144,13 @@ def read_metadata(path: Path) -> dict[str, str]:
 
 
 def iter_file(file: ArchiveFile, report: ReadReport, handle: IO[bytes] | None = None) -> Iterator[ArchiveRow]:
-    """Records of one file, block by block. Damage is recorded in ``report`` and ends this file only.
+    """Records of one file, block by block. Damage is recorded in ``report`` and costs the damaged
+    block: reading resumes at the next sync marker (``_resume_after``).
 
     ``handle`` is an already opened file (it is closed here). A ``.open`` file may end in a partial
     block (another process's live file, or a crash leftover not yet recovered): that is reported as
-    an incomplete tail, not as damage.
+    an incomplete tail, not as damage, and nothing after it is read (a block another process is
+    writing may be complete by the time a marker is looked for).
     """
     try:
         fo = handle if handle is not None else file.path.open("rb")
@@ -150,10 +162,12 @@ def iter_file(file: ArchiveFile, report: ReadReport, handle: IO[bytes] | None = 
     with fo:
         try:
             blocks = fastavro.block_reader(fo)
+            header_end = fo.tell()
         except Exception as exc:
             _damaged(report, file, f"unreadable Avro header ({type(exc).__name__}: {exc})", 0)
             return
         missing = missing_fields(cast(dict[str, Any], blocks.writer_schema))  # written before fields were added
+        good_end = header_end  # where the block being read starts
         while True:
             try:
                 block = next(blocks)
@@ -168,12 +182,34 @@ def iter_file(file: ArchiveFile, report: ReadReport, handle: IO[bytes] | None = 
                     report.incomplete_tails.append(str(file.path))
                     log.info("%s ends in an incomplete block (being written, or left by a crash)", file.path)
                     return
-                problem = (
-                    f"damaged block after {yielded} records ({type(exc).__name__}: {exc}); the rest of the file "
-                    "was skipped"
+                resumed = _resume_after(fo, header_end, good_end)
+                error = f"{type(exc).__name__}: {exc}"
+                if resumed is None:
+                    _damaged(
+                        report,
+                        file,
+                        f"damaged block after {yielded} records, at byte {good_end} ({error}); no intact block "
+                        f"follows it: the rest of the file ({_size(fo) - good_end} bytes) was skipped",
+                        yielded,
+                        _size(fo) - good_end,
+                        None,
+                    )
+                    return
+                stream, resume_at, count = resumed
+                held = f"{count} record(s)" if count is not None else "one block or more, records unknown"
+                _damaged(
+                    report,
+                    file,
+                    f"damaged block after {yielded} records, bytes {good_end}-{resume_at} ({error}): {held} "
+                    "skipped; reading resumed at the next block",
+                    yielded,
+                    resume_at - good_end,
+                    count,
                 )
-                _damaged(report, file, problem, yielded)
-                return
+                blocks = fastavro.block_reader(stream)
+                good_end = resume_at
+                continue
+            good_end = block.offset + block.size
             bad = sum(1 for r in records if r.get("crc32") != content_crc(r))
             if bad:
                 # The framing is intact, so the next block can still be trusted: skip only this one.
@@ -181,16 +217,121 @@ def iter_file(file: ArchiveFile, report: ReadReport, handle: IO[bytes] | None = 
                     f"damaged block at byte {block.offset}: {bad} of {len(records)} records fail their checksum; "
                     "the block was skipped"
                 )
-                _damaged(report, file, problem, yielded)
+                _damaged(report, file, problem, yielded, block.size, len(records))
                 continue
             report.records += len(records)
             yielded += len(records)
             yield from records
 
 
-def _damaged(report: ReadReport, file: ArchiveFile, problem: str, records_before: int) -> None:
+_SYNC_SIZE = 16
+_SCAN_CHUNK = 1 << 20
+
+
+def _size(fo: IO[bytes]) -> int:
+    return fo.seek(0, os.SEEK_END)
+
+
+def _resume_after(fo: IO[bytes], header_end: int, damaged_at: int) -> tuple[IO[bytes], int, int | None] | None:
+    """After a block at ``damaged_at`` could not be read: a stream fastavro's block reader reads on
+    from (the header, then the file from the block after the next sync marker), where that block
+    starts, and how many records the skipped bytes held if their block header says so consistently.
+    None if no sync marker follows (the damage reaches the end of the file)."""
+    fo.seek(header_end - _SYNC_SIZE)
+    sync = fo.read(_SYNC_SIZE)
+    found = _find(fo, sync, damaged_at)
+    if found is None:
+        return None
+    resume_at = found + _SYNC_SIZE
+    fo.seek(0)
+    header = fo.read(header_end)
+    fo.seek(damaged_at)
+    count = _block_count(fo.read(min(found - damaged_at, 20)), found - damaged_at)
+    return cast(IO[bytes], _Spliced(header, fo, resume_at)), resume_at, count
+
+
+def _find(fo: IO[bytes], needle: bytes, start: int) -> int | None:
+    """The first position at or after ``start`` where ``needle`` begins, reading a chunk at a time."""
+    fo.seek(start)
+    carry = b""
+    position = start  # of the chunk's first byte
+    while chunk := fo.read(_SCAN_CHUNK):
+        data = carry + chunk
+        at = data.find(needle)
+        if at >= 0:
+            return position - len(carry) + at
+        carry = data[-(len(needle) - 1) :]
+        position += len(chunk)
+    return None
+
+
+def _block_count(head: bytes, length: int) -> int | None:
+    """The record count of a block of ``length`` bytes (up to its sync marker) starting with ``head``,
+    if its header (count, then byte size, as zigzag varints) is consistent with that length."""
+    values: list[int] = []
+    at = 0
+    for _ in range(2):
+        shift = value = 0
+        while True:
+            if at >= len(head) or shift > 63:
+                return None
+            byte = head[at]
+            at += 1
+            value |= (byte & 0x7F) << shift
+            shift += 7
+            if not byte & 0x80:
+                break
+        values.append((value >> 1) ^ -(value & 1))
+    count, size = values
+    return count if count > 0 and at + size == length else None
+
+
+class _Spliced(io.RawIOBase):
+    """The bytes ``header`` followed by ``fo``'s from ``start`` on, as one stream; ``tell`` answers
+    positions in the file itself, so blocks read from it have their true offsets."""
+
+    def __init__(self, header: bytes, fo: IO[bytes], start: int) -> None:
+        super().__init__()
+        self._header = header
+        self._fo = fo
+        self._start = start
+        self._pos = 0
+        fo.seek(start)
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        view = memoryview(buffer).cast("B")
+        if self._pos < len(self._header):
+            part = self._header[self._pos : self._pos + len(view)]
+            view[: len(part)] = part
+            self._pos += len(part)
+            return len(part)
+        data = self._fo.read(len(view))
+        view[: len(data)] = data
+        self._pos += len(data)
+        return len(data)
+
+    def tell(self) -> int:
+        head = len(self._header)
+        return self._pos if self._pos < head else self._start + self._pos - head
+
+
+def _damaged(
+    report: ReadReport,
+    file: ArchiveFile,
+    problem: str,
+    records_before: int,
+    skipped_bytes: int | None = None,
+    skipped_records: int | None = None,
+) -> None:
     log.warning("history archive file %s: %s", file.path, problem)
-    report.damaged.append(Damage(file=str(file.path), problem=problem, records_read_before=records_before))
+    damage = Damage(file=str(file.path), problem=problem, records_read_before=records_before)
+    if skipped_bytes is not None:
+        damage["skipped_bytes"] = skipped_bytes
+        damage["skipped_records"] = skipped_records
+    report.damaged.append(damage)
 
 
 @dataclass(frozen=True, slots=True)

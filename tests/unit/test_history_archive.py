@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import fastavro
 import pytest
 
 from emulator.codec.murmur2 import partition_for
@@ -252,6 +253,63 @@ def test_a_damaged_file_is_reported_and_skipped_never_raised(tmp_path: Path, sta
     report = ReadReport()
     assert list(read_history(tmp_path / "history", report=report)) == []
     assert len(report.damaged) == 3 and "unreadable Avro header" in report.damaged[2]["problem"]
+
+
+def test_a_damaged_block_costs_that_block_reading_resumes_at_the_next_sync_marker(
+    tmp_path: Path, stacks: list[Stack]
+) -> None:
+    """Before, the first damaged block ended the file: every record after it was skipped too."""
+    stack = open_stack(tmp_path)
+    for batch in range(20):
+        stack.append([(key(batch * 6 + n), value(batch)) for n in range(6)])
+    stack.close()
+    (file,) = scan_dir(stack.archive.directory)[1]
+    intact = file.path.read_bytes()
+    with file.path.open("rb") as f:
+        blocks = [(b.offset, b.size, [r["key"] for r in b]) for b in fastavro.block_reader(f)]
+    assert len(blocks) >= 10
+    every = [k for _, _, keys in blocks for k in keys]
+
+    def read_damaged(*flips: int) -> tuple[list[bytes], ReadReport]:
+        raw = bytearray(intact)
+        for at in flips:
+            for i in range(at, at + 12):
+                raw[i] ^= 0x5A
+        file.path.write_bytes(bytes(raw))
+        report = ReadReport()
+        return [r["key"] for r in read_history(tmp_path / "history", report=report)], report
+
+    def middle(block: int) -> int:
+        return blocks[block][0] + blocks[block][1] // 2 - 6
+
+    # Damage inside one block's data: that block's records are skipped, and only them.
+    keys, report = read_damaged(middle(3))
+    assert keys == [k for i, (_, _, ks) in enumerate(blocks) if i != 3 for k in ks]
+    (damage,) = report.damaged
+    assert damage["skipped_records"] == len(blocks[3][2]) and damage["skipped_bytes"] == blocks[3][1]
+    assert "reading resumed at the next block" in damage["problem"] and damage["records_read_before"] == sum(
+        len(ks) for _, _, ks in blocks[:3]
+    )
+
+    # Two damaged blocks: two reports, everything else read.
+    keys, report = read_damaged(middle(2), middle(7))
+    assert keys == [k for i, (_, _, ks) in enumerate(blocks) if i not in (2, 7) for k in ks]
+    assert [d["skipped_records"] for d in report.damaged] == [len(blocks[2][2]), len(blocks[7][2])]
+
+    # A block's sync marker damaged: the next marker ends the block after it, so both are skipped,
+    # and the count the damaged bytes hold is not claimed.
+    sync_of_4 = blocks[4][0] + blocks[4][1] - 16
+    keys, report = read_damaged(sync_of_4 + 2)
+    assert keys == [k for i, (_, _, ks) in enumerate(blocks) if i not in (4, 5) for k in ks]
+    (damage,) = report.damaged
+    assert damage["skipped_records"] is None and "one block or more, records unknown" in damage["problem"]
+
+    # A truncated closed file loses its tail only.
+    file.path.write_bytes(intact[: blocks[-1][0] + 5])
+    report = ReadReport()
+    assert [r["key"] for r in read_history(tmp_path / "history", report=report)] == every[: -len(blocks[-1][2])]
+    (damage,) = report.damaged
+    assert "no intact block follows it" in damage["problem"] and damage["skipped_bytes"] == 5
 
 
 def test_a_crash_mid_block_is_cut_back_on_restart_and_the_records_are_archived_again(tmp_path: Path) -> None:
