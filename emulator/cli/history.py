@@ -45,6 +45,12 @@ def register(sub: Any) -> None:
     p.add_argument("--to", dest="to_time", metavar="T", help=f"changes at or before {_T}")
     p.add_argument("--limit", type=int, default=None, help="at most this many changes (default 1000)")
     p.add_argument("--as-of", metavar="T", help=f"print the connector's offsets as they were at {_T} instead")
+    p.add_argument(
+        "--epoch",
+        type=int,
+        metavar="N",
+        help="with --as-of: as epoch N of the archive had them (an earlier epoch, after the log lost records)",
+    )
     p.set_defaults(handler=run_history)
 
     p = sub.add_parser("rollback", help="roll a connector's offsets back to their state at a past time")
@@ -52,6 +58,12 @@ def register(sub: Any) -> None:
     p.add_argument("name")
     p.add_argument("--to", dest="to_time", metavar="T", required=True, help=f"the time to go back to: {_T}")
     p.add_argument("--dry-run", action="store_true", help="print the diff; write nothing")
+    p.add_argument(
+        "--epoch",
+        type=int,
+        metavar="N",
+        help="the state at --to in epoch N of the archive (an earlier epoch, after the log lost records)",
+    )
     p.add_argument(
         "--allow-damaged",
         action="store_true",
@@ -88,6 +100,8 @@ def _partition(value: str | None) -> dict[str, Any] | None:
 
 def run_history(args: argparse.Namespace) -> int:
     connector_name(args.name)
+    if args.epoch is not None and args.as_of is None:
+        raise UsageError("--epoch needs --as-of (it picks the epoch whose offsets at that time are shown)")
     if args.as_of is not None:
         return _as_of(args)
     with HistoryClient(args.settings.url) as client:
@@ -115,7 +129,7 @@ def _as_of(args: argparse.Namespace) -> int:
     partition = _partition(args.partition)
     at = _time("--as-of", args.as_of)
     with HistoryClient(args.settings.url) as client:
-        rows = client.offsets_as_of(args.name, at or 0)
+        rows = client.offsets_as_of(args.name, at or 0, args.epoch)
     if partition is not None:  # types count, as in Java's Map.equals (1.0 is not 1), key order does not
         wanted = _canonical(partition)
         rows = [row for row in rows if _canonical(row["partition"]) == wanted]
@@ -135,12 +149,14 @@ def run_rollback(args: argparse.Namespace) -> int:
         if not args.dry_run:
 
             def plan() -> tuple[str, int]:
-                planned = client.rollback(args.name, target, dry_run=True)
+                planned = client.rollback(args.name, target, dry_run=True, epoch=args.epoch)
                 return rollback_text(planned), len(planned.get("changes", []))
 
             confirm(args, f"Roll {args.name} back to {format_time_ms(target)}", plan)
         try:
-            result = client.rollback(args.name, target, dry_run=args.dry_run, allow_damaged=args.allow_damaged)
+            result = client.rollback(
+                args.name, target, dry_run=args.dry_run, allow_damaged=args.allow_damaged, epoch=args.epoch
+            )
         except ApiError as exc:
             if exc.kind != "history_damaged":
                 raise

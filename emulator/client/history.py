@@ -43,15 +43,20 @@ class HistoryClient(OffsetsClient):
         result: dict[str, Any] = self._call(_Request("GET", _connector_path(connector) + "/history", params))
         return result
 
-    def offsets_as_of(self, connector: str, as_of: str | int) -> list[dict[str, Any]]:
-        """``GET /connectors/{c}/offsets?as_of=T``: Connect's offsets list as it was at ``as_of``."""
-        result: list[dict[str, Any]] = self._call(
-            _Request("GET", _connector_path(connector), {"as_of": str(as_of)}, unwrap="offsets")
-        )
+    def offsets_as_of(self, connector: str, as_of: str | int, epoch: int | None = None) -> list[dict[str, Any]]:
+        """``GET /connectors/{c}/offsets?as_of=T``: Connect's offsets list as it was at ``as_of``
+        (``epoch``: in that epoch of the archive alone)."""
+        params = {"as_of": str(as_of), **({"epoch": str(epoch)} if epoch is not None else {})}
+        result: list[dict[str, Any]] = self._call(_Request("GET", _connector_path(connector), params, unwrap="offsets"))
         return result
 
     def rollback(
-        self, connector: str, to_time: str | int, dry_run: bool = False, allow_damaged: bool = False
+        self,
+        connector: str,
+        to_time: str | int,
+        dry_run: bool = False,
+        allow_damaged: bool = False,
+        epoch: int | None = None,
     ) -> dict[str, Any]:
         """``POST /connectors/{c}/offsets/rollback``: ``{"message", "dry_run", "changes": [...]}``.
         From a damaged archive the write is refused (``FencedError``, kind ``history_damaged``) unless
@@ -60,6 +65,7 @@ class HistoryClient(OffsetsClient):
             "to": str(to_time),
             **({"dry_run": "true"} if dry_run else {}),
             **({"allow_damaged": "true"} if allow_damaged else {}),
+            **({"epoch": str(epoch)} if epoch is not None else {}),
         }
         result: dict[str, Any] = self._call(_Request("POST", _connector_path(connector) + "/rollback", params))
         return result

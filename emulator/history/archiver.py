@@ -228,8 +228,14 @@ class Archiver:
         self._stats.epochs_started += 1
         lost = guard.held_dropped if decision.archive_held else 0
         self._stats.held_dropped += lost
+        before = self._state.epoch - 1
         log.error(
-            "history: %s. Starting epoch %d for %s; the earlier epochs stay in the archive%s",
+            "history: %s. Starting epoch %d for %s; the earlier epochs stay in the archive%s. Records the archive "
+            "holds that the log lacks are in epoch %d, not in the log: `connect-offsets history NAME --json` lists "
+            'them (their "epoch"), `connect-offsets history NAME --as-of now --epoch %d` (GET '
+            "/connectors/NAME/offsets?as_of=now&epoch=%d) shows the offsets as epoch %d left them, and "
+            "`connect-offsets rollback NAME --to now --epoch %d` writes those back (try --dry-run first; "
+            "docs/history.md, Epochs)",
             decision.reason,
             self._state.epoch,
             self._identity,
@@ -239,6 +245,11 @@ class Archiver:
                 if lost
                 else ""
             ),
+            before,
+            before,
+            before,
+            before,
+            before,
         )
         if not decision.archive_held:
             return []

@@ -132,7 +132,8 @@ class ReplayGuard:
             if fingerprint(record.key, record.value) != tail[1]:
                 return Decision(
                     Verdict.NEW_EPOCH,
-                    f"the record at partition {p} offset {o} differs from the archived one: the log was re-created",
+                    f"the record at partition {p} offset {o} differs from the archived one: the log was re-created, "
+                    "or restored from an older copy that was written to since",
                     archive_held=True,
                 )
             self._pending.discard(p)
@@ -206,14 +207,27 @@ class ReplayGuard:
                 return _ARCHIVE
             if now - self._suspect[1] < self.settle_s:
                 return _ARCHIVE
-            return Decision(
-                Verdict.NEW_EPOCH,
-                f"partition {p} ends at offset {position} (where its next record would go), but the archive "
-                f"holds a record of it at offset {tail_offset}: the log was re-created",
-                archive_held=True,
-            )
+            return Decision(Verdict.NEW_EPOCH, self._short_log_reason(positions), archive_held=True)
         self._suspect = None
         return _ARCHIVE
+
+    def _short_log_reason(self, positions: dict[int, int]) -> str:
+        """What a log read to its end short of the watermark means, partition by partition."""
+        short = []
+        for p in sorted(self._pending):
+            tail_offset, position = self._state.tails[p][0], positions.get(p, 0)
+            if position <= tail_offset:
+                missing = tail_offset + 1 - position
+                short.append(
+                    f"partition {p} ends at offset {position} (where its next record would go) but the archive holds "
+                    f"its records up to offset {tail_offset} ({missing} offset(s) the log no longer has)"
+                )
+        return (
+            "the log holds fewer records than the archive: "
+            + "; ".join(short)
+            + ". The log was re-created, or restored from an older copy, or its storage lost acknowledged writes "
+            "(e.g. a truncated -wal file of the embedded log)"
+        )
 
     def take_held(self) -> list[tuple[LogRecord, bool]]:
         """The records held while unverified, in delivery order, each with whether it lay above the

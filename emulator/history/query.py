@@ -397,16 +397,19 @@ class PastState:
         return result
 
 
-def state_as_of(reader: HistoryReader, connector: str, at_ms: int) -> PastState:
+def state_as_of(reader: HistoryReader, connector: str, at_ms: int, epoch: int | None = None) -> PastState:
     """Rebuild the connector's raw state at ``at_ms`` from the archive.
 
     The epoch is the log's newest with records at or before ``at_ms``, whoever wrote them: a
-    connector without a record in it was wiped by the re-creation, even if it had some before."""
+    connector without a record in it was wiped by the re-creation, even if it had some before.
+    ``epoch`` reads that epoch alone instead: the way to an earlier epoch's state once a newer one
+    holds records of the same times (a log that lost writes, or was restored from an older copy, is
+    archived again in a new epoch from its first record, with the records' own times)."""
     states: dict[int, dict[bytes, HistoryRow]] = {}
     known = False
     log_epoch: int | None = None
     for row in reader.rows():
-        if row["time_ms"] > at_ms:
+        if row["time_ms"] > at_ms or (epoch is not None and row["epoch"] != epoch):
             continue
         if log_epoch is None or row["epoch"] > log_epoch:
             log_epoch = row["epoch"]
@@ -425,6 +428,6 @@ def state_as_of(reader: HistoryReader, connector: str, at_ms: int) -> PastState:
             f"(--history-retention): only times from then on can be reconstructed exactly, not "
             f"{format_time_ms(at_ms)}"
         )
-    epoch = log_epoch if states else None
-    rows = states.get(epoch, {}) if epoch is not None else {}
-    return PastState(at_ms, epoch, rows, known, reader.report, reader.synced, reader.unsynced_because)
+    chosen = log_epoch if states else None
+    rows = states.get(chosen, {}) if chosen is not None else {}
+    return PastState(at_ms, chosen, rows, known, reader.report, reader.synced, reader.unsynced_because)

@@ -103,6 +103,8 @@ class Rollback(TypedDict):
     dry_run: bool
     to: str
     to_ms: int
+    epoch: NotRequired[int]
+    """The ``epoch`` asked for, if one was."""
     changes: list[RollbackChange]
     damaged_files: list[Damage]
     warning: NotRequired[str]

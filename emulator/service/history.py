@@ -18,10 +18,11 @@ from emulator.model.times import format_time_ms
 from emulator.service.checks import ConnectorChecks
 
 
-async def read_past(archive: HistoryArchive, connector: str, at_ms: int) -> PastState:
-    """The connector's raw state at ``at_ms``, rebuilt from the archive in a worker thread."""
+async def read_past(archive: HistoryArchive, connector: str, at_ms: int, epoch: int | None = None) -> PastState:
+    """The connector's raw state at ``at_ms`` (in ``epoch`` alone, if given), rebuilt from the archive
+    in a worker thread."""
     reader = HistoryReader(archive.directory, archive, max_ms=at_ms)
-    return await asyncio.to_thread(state_as_of, reader, connector, at_ms)
+    return await asyncio.to_thread(state_as_of, reader, connector, at_ms, epoch)
 
 
 class HistoryQueries:
@@ -53,10 +54,13 @@ class HistoryQueries:
             before=before,
         )
 
-    async def as_of(self, archive: HistoryArchive, connector: str, at_ms: int, must_know: bool = True) -> PastState:
-        """The connector's offsets as they were at ``at_ms``; unknown then is not found (``must_know``)."""
+    async def as_of(
+        self, archive: HistoryArchive, connector: str, at_ms: int, must_know: bool = True, epoch: int | None = None
+    ) -> PastState:
+        """The connector's offsets as they were at ``at_ms`` (in ``epoch`` alone, if given); unknown
+        then is not found (``must_know``)."""
         self._checks.ensure_ready()
-        past = await read_past(archive, connector, at_ms)
+        past = await read_past(archive, connector, at_ms, epoch)
         if must_know and not past.known:
             raise ConnectorNotFound(
                 f"Connector {connector} not found in the offsets history at or before {format_time_ms(at_ms)}"

@@ -322,11 +322,18 @@ class RecordsService:
         return special, plain
 
     async def rollback(
-        self, archive: HistoryArchive, connector: str, at_ms: int, dry_run: bool, allow_damaged: bool = False
+        self,
+        archive: HistoryArchive,
+        connector: str,
+        at_ms: int,
+        dry_run: bool,
+        allow_damaged: bool = False,
+        epoch: int | None = None,
     ) -> RollbackResult:
         """Write back, under the exact raw keys, the connector's state at ``at_ms`` (see
         ``emulator.history.rollback``). The connector need not be live now: a rollback may bring
-        back a connector that was reset since.
+        back a connector that was reset since. ``epoch``: the state at ``at_ms`` in that epoch alone
+        (``emulator.history.query.state_as_of``).
 
         A state rebuilt from a damaged archive (records of a damaged block were skipped) may be one
         that never existed: writing it is refused (``HistoryDamaged``) unless ``allow_damaged``; its
@@ -338,7 +345,7 @@ class RecordsService:
             assert self._stores is not None
             archive = self._stores.own_archive(connector, "effective") or archive
             view = self._stores.primary_view(connector)
-        past = await read_past(archive, connector, at_ms)
+        past = await read_past(archive, connector, at_ms, epoch)
         if not past.known and not view.knows(connector):
             raise ConnectorNotFound(f"Connector {connector} not found")
         if past.synced is False:  # a past state missing a write of ours would undo it

@@ -405,6 +405,44 @@ def test_a_new_record_in_a_partition_the_archive_never_held_goes_to_the_new_epoc
     assert wiped.known and wiped.offsets() == [], "a connector the new log lacks was wiped, not kept"
 
 
+@pytest.mark.slow
+def test_a_log_that_lost_writes_starts_a_new_epoch_and_the_lost_state_is_read_with_epoch(
+    tmp_path: Path, stacks: list[Stack], caplog: pytest.LogCaptureFixture
+) -> None:
+    """An older copy of the log restored (as when its -wal file is lost): the new epoch re-archives the
+    copy's records with their own times, so ``as_of`` alone can no longer reach the state the lost
+    writes made; ``epoch=0`` can, and the log line says how. Before, neither: no ``epoch``, and the
+    line said only "the log was re-created"."""
+    stack = open_stack(tmp_path)
+    stack.append([(key(n), value(n)) for n in range(6)])
+    stack.close()
+    copy = {p.name: p.read_bytes() for p in (tmp_path / "data").iterdir()}
+    stack = open_stack(tmp_path)
+    stack.append([(key(n), value(100 + n)) for n in range(6)])  # the writes the restored copy lacks
+    assert stack.archive.sync(10)
+    stack.close()
+    for path in (tmp_path / "data").iterdir():
+        path.unlink()
+    for name, data in copy.items():
+        (tmp_path / "data" / name).write_bytes(data)
+
+    caplog.set_level("ERROR", logger="emulator.history.archiver")
+    again, rows = reopened_into_epoch_1(tmp_path, stacks)
+    assert sorted(r["value"] for r in rows if r["epoch"] == 1) == sorted(value(n) for n in range(6))
+    now = time.time_ns() // 1_000_000
+
+    def state(epoch: int | None = None) -> list[int]:
+        past = state_as_of(HistoryReader(again.archive.directory, again.archive), "c", now, epoch)
+        return sorted(o["offset"]["pos"] for o in past.offsets())
+
+    assert state() == list(range(6)), "the newest epoch: what the log holds now"
+    assert state(epoch=0) == [100 + n for n in range(6)], "the state the lost writes made"
+    (line,) = [r.getMessage() for r in caplog.records if "Starting epoch 1" in r.getMessage()]
+    assert "the log holds fewer records than the archive" in line and "restored from an older copy" in line
+    assert "offset(s) the log no longer has" in line
+    assert "--as-of now --epoch 0" in line and "rollback NAME --to now --epoch 0" in line
+
+
 def test_a_log_recreated_with_more_records_is_caught_by_the_tail_check(tmp_path: Path, stacks: list[Stack]) -> None:
     stack = open_stack(tmp_path)
     stack.append([(key(n), value(n)) for n in range(6)])

@@ -101,3 +101,20 @@ def test_a_full_hold_back_buffer_of_new_records_archives_them_rather_than_losing
     assert guard.released and [r.offset for r in guard.take_released()] == [0, 1, 2]
     assert decide(guard, rec(1, 3)) is Verdict.ARCHIVE, "held no more this run: archived as they come"
     assert guard.held_dropped == 0
+
+
+def test_a_short_log_is_explained_partition_by_partition_with_every_cause() -> None:
+    """Before, the reason named the first short partition only and one cause ("the log was re-created")."""
+    guard = ReplayGuard(archived(*(rec(0, o) for o in range(4)), *(rec(2, o) for o in range(9))))
+    guard.check_positions({0: 1, 2: 6}, caught_up=True, now=0)
+    decision = guard.check_positions({0: 1, 2: 6}, caught_up=True, now=2.5)
+    assert decision.verdict is Verdict.NEW_EPOCH
+    assert decision.reason.startswith("the log holds fewer records than the archive: ")
+    assert (
+        "partition 0 ends at offset 1 (where its next record would go) but the archive holds its records up to "
+        "offset 3 (3 offset(s) the log no longer has)" in decision.reason
+    )
+    assert (
+        "partition 2 ends at offset 6" in decision.reason and "(3 offset(s) the log no longer has)" in decision.reason
+    )
+    assert "restored from an older copy" in decision.reason and "lost acknowledged writes" in decision.reason

@@ -98,17 +98,24 @@ async def offsets_history(
     return await json_answer(page.as_dict())
 
 
+def epoch_param(value: int | None) -> int | None:
+    if value is not None and not 0 <= value < 2**31:
+        raise InvalidRequest(f"query parameter 'epoch' must be an epoch of the archive (0, 1, ...), got {value}")
+    return value
+
+
 async def offsets_as_of(
-    request: Request, connector: str, as_of: str, rt: Runtime, store: str | None = None
+    request: Request, connector: str, as_of: str, rt: Runtime, store: str | None = None, epoch: int | None = None
 ) -> tuple[dict[str, Any], dict[str, str]]:
     """Connect's GET body as it was at ``as_of``, and the headers to send with it (damaged archive
     files are counted in one). For a connector with its own offsets topic, ``store`` picks as on a
-    live GET (both archives, merged, by default)."""
+    live GET (both archives, merged, by default). ``epoch``: that epoch's state alone."""
     archive = history_archive(request)
     at_ms = time_param("as_of", as_of)
     assert at_ms is not None
+    epoch = epoch_param(epoch)
     archives = archive_choice(rt, connector, store, archive)
-    pasts = [await rt.history.as_of(a, connector, at_ms, must_know=len(archives) == 1) for a in archives]
+    pasts = [await rt.history.as_of(a, connector, at_ms, len(archives) == 1, epoch) for a in archives]
     damaged = sum(p.report.damaged_file_count() for p in pasts)
     headers = {
         "X-Offsets-As-Of": format_time_ms(at_ms),
@@ -160,14 +167,21 @@ async def rollback_offsets(
             "without this, such a rollback is refused with 409 history_damaged)"
         ),
     ] = False,
+    epoch: Annotated[
+        int | None,
+        Query(
+            description="the state at `to` in this epoch of the archive alone (an earlier epoch's, after the log "
+            "was re-created or lost records); default: the newest epoch with records by then"
+        ),
+    ] = None,
 ) -> Response:
     """A state rebuilt from a damaged archive (records of damaged blocks skipped) is not written
     unless ``allow_damaged=true`` (409 ``history_damaged``); its dry run answers with a ``warning``."""
     archive = history_archive(request)
     at_ms = time_param("to", to)
     assert at_ms is not None
-    result = await rt.records.rollback(archive, connector, at_ms, dry_run, allow_damaged)
-    when = format_time_ms(at_ms)
+    result = await rt.records.rollback(archive, connector, at_ms, dry_run, allow_damaged, epoch_param(epoch))
+    when = format_time_ms(at_ms) + (f" (epoch {epoch} of the archive)" if epoch is not None else "")
     changes = len(result.changes)
     warning = None
     if result.report.damaged:
@@ -202,8 +216,9 @@ async def rollback_offsets(
         {
             "message": message,
             "dry_run": dry_run,
-            "to": when,
+            "to": format_time_ms(at_ms),
             "to_ms": at_ms,
+            **({"epoch": epoch} if epoch is not None else {}),
             "changes": changes_listed,
             "damaged_files": result.report.damaged,
             **({"warning": warning} if warning is not None else {}),

@@ -64,6 +64,7 @@ class ListQuery(QueryModel):
 
 class GetQuery(QueryModel):
     as_of: str | None = None
+    epoch: int | None = None
     kind: str | None = None
     fresh: bool = False
     store: str | None = None
@@ -126,7 +127,8 @@ async def list_connectors(rt: RuntimeDep, request: Request) -> Response:
 )
 async def get_offsets(connector: str, rt: RuntimeDep, request: Request) -> Response:
     """``?as_of=<ISO-8601, epoch ms or now-<duration>>`` (ours) answers from the history archive: the offsets as
-    they were then, in the same shape. ``?kind=sink`` (ours, without a Connect cluster) answers
+    they were then, in the same shape (``&epoch=<n>``: as that epoch of the archive had them, e.g. before
+    the log lost records). ``?kind=sink`` (ours, without a Connect cluster) answers
     the consumer group ``connect-<connector>``'s offsets in Connect's sink shape. ``?fresh=true``
     (ours) reads the log to its current end first, so writes acknowledged by any daemon on the same
     log before the request are seen (503 if that takes longer than --write-timeout). ``?store=``
@@ -134,13 +136,15 @@ async def get_offsets(connector: str, rt: RuntimeDep, request: Request) -> Respo
     connector's own offsets topic alone, KIP-618) or ``worker`` (the worker's offsets topic alone)."""
     query = _GET.read(request)
     store = query.store
+    if query.epoch is not None and query.as_of is None:
+        raise InvalidRequest("query parameter 'epoch' needs as_of: it picks the epoch of the history archive to read")
     if query.as_of is not None:
         if query.kind == "sink":  # the archive holds the offsets log's records: a sink's are its group's
             raise InvalidRequest(
                 "as_of reads the history archive of source offsets; a sink connector's offsets are its consumer "
                 "group's committed offsets, which have no history here (leave out as_of, or kind=sink)"
             )
-        past, headers = await offsets_as_of(request, connector, query.as_of, rt, store)
+        past, headers = await offsets_as_of(request, connector, query.as_of, rt, store, query.epoch)
         return await json_answer(past, headers)
     resolved = await rt.offsets.prepare_get(connector, query.kind, query.fresh, store)
     if resolved != "source":  # a sink's answer comes from the broker each time
