@@ -37,7 +37,7 @@ from typing import IO, Any
 from emulator.history.archiver import DEFAULT_RETRY_MAX_S, Archiver, Reread
 from emulator.history.batch_queue import DEFAULT_QUEUE_RECORDS, ArchiveQueue
 from emulator.history.coverage import ArchiveCoverage
-from emulator.history.directory import HistoryError, WriterLock, log_slug
+from emulator.history.directory import HistoryError, WriterLock, log_slug, written_by_a_live_process
 from emulator.history.files import ArchiveFile, scan_dir
 from emulator.history.origins import OriginRegistry
 from emulator.history.pacing import DEFAULT_YIELD_S
@@ -58,6 +58,12 @@ _STORAGE_REFUSALS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EROF
 directory the daemon may not use at all (permissions, not a directory), which stops the start."""
 
 OWN_WRITES_WAIT_S = 5.0
+WRITER_GONE = (
+    "no process writes the archive now: the daemon that did (this one opened it read-only at its start, "
+    "because that one held the writer's lock) has stopped, and a running daemon does not take the archive over; "
+    "restart this daemon to take it over (its start archives what the log holds and the archive lacks)"
+)
+"""Why a read-only archive lags once its writer is gone (the writer's lock is free)."""
 """How long a history query waits for the log's reader to deliver this daemon's own latest writes.
 It is behind only for moments, unless the broker went away between acknowledging a write and
 serving it to the reader: then the query answers from the archive with a warning instead of
@@ -333,6 +339,8 @@ class HistoryArchive:
         """Why the archive cannot catch up now, for a query's warning; None when it is only slow. The
         failure itself names server paths, so it is left to ``/history/status`` (admin only)."""
         if self.read_only:
+            if not written_by_a_live_process(self.directory):
+                return WRITER_GONE
             return (
                 "another daemon on this log and data directory writes the archive (this one reads it "
                 f"read-only), and it did not archive this daemon's latest writes within {OWN_WRITES_WAIT_S:g} s"
@@ -365,6 +373,7 @@ class HistoryArchive:
             "directory": str(self.directory),
             "log": self.identity,
             "mode": mode,
+            "writer_gone": self.read_only and not written_by_a_live_process(self.directory),
             "failure": queue.failure,
             "stalled_s": None if queue.stalled_s is None else round(queue.stalled_s, 1),
             "epoch": self._state.epoch,

@@ -118,6 +118,9 @@ class HistoryStatus(TypedDict):
     directory: str
     log: str
     mode: Literal["writing", "read-only", "stalled", "failed"]
+    writer_gone: bool
+    """Read-only, and no process holds the archive's writer lock any more: nothing archives this log
+    until this daemon is restarted (it then takes the archive over)."""
     failure: str | None
     stalled_s: float | None
     epoch: int

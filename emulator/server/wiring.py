@@ -286,13 +286,19 @@ def build_history(settings: Settings, runtime: Runtime, origins: OriginRegistry 
         archive.open()
     except HistoryError as exc:
         raise LogConfigError(f"{exc} (or start with --no-history)") from exc
-    if not archive.writable:
-        runtime.log.leave_compaction(lambda: _LEFT_TO_ARCHIVER)
+    if not archive.writable:  # left even once the writer is gone: it would compact past what nobody archived
+        runtime.log.leave_compaction(
+            lambda: _LEFT_TO_ARCHIVER if written_by_a_live_process(archive.directory) else _WRITER_GONE
+        )
     runtime.view.add_listener(archive.listener)
     return archive
 
 
 _LEFT_TO_ARCHIVER = "another process writes this log's history archive; it compacts the log, behind what it archived"
+_WRITER_GONE = (
+    "this daemon reads the log's history archive read-only and the process that wrote it has stopped: nothing "
+    "archives or compacts the log until this daemon is restarted (it then takes the archive over)"
+)
 
 
 def _archived_elsewhere(directory: Path) -> Callable[[], str | None]:

@@ -509,6 +509,24 @@ def test_a_second_process_on_the_same_archive_opens_it_read_only(tmp_path: Path,
         other.close()
 
 
+def test_a_read_only_archive_whose_writer_stopped_says_so_and_what_to_do(tmp_path: Path, stacks: list[Stack]) -> None:
+    """Before, it kept saying another daemon writes the archive and did not archive in time, forever."""
+    stack = open_stack(tmp_path)
+    stacks.append(stack)
+    other = HistoryArchive(tmp_path / "history", stack.log.description)
+    other.open()
+    try:
+        assert other.read_only and other.status()["writer_gone"] is False
+        assert "another daemon on this log and data directory writes the archive" in (other.behind_because() or "")
+        stack.close()
+        stacks.remove(stack)
+        because = other.behind_because() or ""
+        assert because.startswith("no process writes the archive now") and "restart this daemon" in because
+        assert other.status()["mode"] == "read-only" and other.status()["writer_gone"] is True
+    finally:
+        other.close()
+
+
 def test_a_block_whose_bytes_changed_fails_its_checksum_and_only_that_block_is_skipped(tmp_path: Path) -> None:
     # codec "null" stores values verbatim, so the test can change one digit of one value in place:
     # Avro itself would decode it happily (blocks carry no checksum); the per-record CRC must not.
