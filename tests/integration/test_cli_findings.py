@@ -32,8 +32,9 @@ def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedPr
     return run_cli(*args, env={**os.environ, **(env or {})})
 
 
-def cli_on_a_terminal(*args: str, answer: str) -> tuple[int, str]:
-    """Run with a pseudo-terminal as stdin (and stderr, where the question goes); type ``answer``."""
+def cli_on_a_terminal(*args: str, answer: str | None) -> tuple[int, str]:
+    """Run with a pseudo-terminal as stdin (and stderr, where the question goes); type ``answer`` at
+    the question, or press Ctrl-C there (``None``: a SIGINT, as the terminal sends it)."""
     controller, terminal = pty.openpty()
     try:
         proc = subprocess.Popen(
@@ -47,7 +48,10 @@ def cli_on_a_terminal(*args: str, answer: str) -> tuple[int, str]:
         deadline = time.monotonic() + 60
         while b"[y/N]" not in seen and proc.poll() is None and time.monotonic() < deadline:
             seen += _read_some(controller)
-        os.write(controller, answer.encode() + b"\n")
+        if answer is None:
+            proc.send_signal(signal.SIGINT)
+        else:
+            os.write(controller, answer.encode() + b"\n")
         stdout, _ = proc.communicate(timeout=60)
         while chunk := _read_some(controller):
             seen += chunk
@@ -267,25 +271,8 @@ def test_ctrl_c_at_the_question_says_nothing_was_changed(embedded_daemon: Daemon
     """It said "what `reset` had already sent may have been applied", though only the dry run was sent."""
     name = unique("cli-int-ask")
     seed(embedded_daemon, name)
-    controller, terminal = pty.openpty()
-    try:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "emulator.cli", "reset", name, "--url", embedded_daemon.url],
-            stdin=terminal,
-            stderr=terminal,
-        )
-        os.close(terminal)
-        seen = b""
-        deadline = time.monotonic() + 60
-        while b"[y/N]" not in seen and proc.poll() is None and time.monotonic() < deadline:
-            seen += _read_some(controller)
-        proc.send_signal(signal.SIGINT)
-        assert proc.wait(timeout=30) == 130
-        while chunk := _read_some(controller):
-            seen += chunk
-    finally:
-        os.close(controller)
-    said = seen.decode(errors="replace")
+    status, said = cli_on_a_terminal("reset", name, "--url", embedded_daemon.url, answer=None)
+    assert status == 130, said
     assert "interrupted: `reset` sent no change (only its dry run, if any): nothing was changed" in said, said
     assert "may have been applied" not in said
     assert len(offsets(embedded_daemon, name)) == 1

@@ -30,6 +30,16 @@ def large_body(connector_file: str) -> bytes:
     ).encode()
 
 
+def large_dry_run(daemon: DaemonProcess, connector: str, file: str) -> httpx.Response:
+    return httpx.patch(
+        f"{daemon.url}/connectors/{connector}/offsets",
+        params={"dry_run": "true", "create": "true"},
+        content=large_body(file),
+        headers={"content-type": "application/json"},
+        timeout=30,
+    )
+
+
 @pytest.fixture(scope="module")
 def daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DaemonProcess]:
     logs = tmp_path_factory.mktemp("large-bodies")
@@ -60,13 +70,7 @@ def test_a_large_body_waits_its_turn_and_is_answered_503_busy_when_none_comes(
 ) -> None:
     name = f"large-{uuid.uuid4().hex[:8]}"
     started = time.monotonic()
-    busy = httpx.patch(
-        f"{daemon.url}/connectors/{name}/offsets",
-        params={"dry_run": "true", "create": "true"},
-        content=large_body("/a"),
-        headers={"content-type": "application/json"},
-        timeout=30,
-    )
+    busy = large_dry_run(daemon, name, "/a")
     waited = time.monotonic() - started
     assert busy.status_code == 503, busy.text[:300]
     assert (busy.headers["x-connect-offsets-error"], busy.headers["retry-after"]) == ("busy", "5")
@@ -86,13 +90,7 @@ def test_a_large_body_waits_its_turn_and_is_answered_503_busy_when_none_comes(
 def test_a_large_body_gets_its_turn_once_the_one_before_is_answered(daemon: DaemonProcess) -> None:
     name = f"turn-{uuid.uuid4().hex[:8]}"
     for _ in range(3):  # one after the other: each gives its share back
-        answer = httpx.patch(
-            f"{daemon.url}/connectors/{name}/offsets",
-            params={"dry_run": "true", "create": "true"},
-            content=large_body("/b"),
-            headers={"content-type": "application/json"},
-            timeout=30,
-        )
+        answer = large_dry_run(daemon, name, "/b")
         assert answer.status_code == 200, answer.text[:300]
 
 
