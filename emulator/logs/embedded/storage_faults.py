@@ -61,39 +61,34 @@ def why_unwritable(path: Path) -> str | None:
     """Why this process cannot write the log at ``path`` (its file, its write-ahead log and shared
     memory files, its directory), in an operator's words; None when nothing here stands in the way.
 
-    Asked by trying what SQLite does (opening each existing file for writing), so root without
-    ``CAP_DAC_OVERRIDE``, ACLs and ``chattr +i`` are judged as the kernel judges them."""
+    Asked with ``access(2)``, as the kernel judges it (root without ``CAP_DAC_OVERRIDE``, ACLs,
+    ``chattr +i``), and never by opening the files: closing any descriptor of a SQLite file drops
+    every POSIX lock this process holds on it, those of its open connections included — the daemon's
+    own connections, when a refused write asks why."""
     directory = path.parent
     try:
         if os.statvfs(directory).f_flag & os.ST_RDONLY:
             return f"the file system holding {directory} is mounted read-only"
     except OSError:
         return None
+    effective = os.access in os.supports_effective_ids
     for file in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
-        try:
-            os.close(os.open(file, os.O_RDWR))
-        except FileNotFoundError:
-            continue
-        except PermissionError as e:
-            return _refused(file, e)
-        except OSError:
-            return None
-    if not os.access(directory, os.W_OK | os.X_OK, effective_ids=os.access in os.supports_effective_ids):
-        return _refused(directory, PermissionError(13, "Permission denied"))
+        if file.exists() and not os.access(file, os.W_OK, effective_ids=effective):
+            return _refused(file)
+    if not os.access(directory, os.W_OK | os.X_OK, effective_ids=effective):
+        return _refused(directory)
     return None
 
 
-def _refused(file: Path, e: PermissionError) -> str:
+def _refused(file: Path) -> str:
     try:
         stat = file.stat()
         owner = f"owned by uid {stat.st_uid}, mode {stat.st_mode & 0o7777:04o}"
     except OSError:
         owner = "owner unknown"
-    if e.errno == 1:  # EPERM: not the permission bits (an immutable or append-only file)
-        return f"{file} cannot be written: the system refuses it ({e.strerror}; {owner}; chattr +i?)"
     return (
-        f"{file} cannot be written by this process (uid {os.geteuid()}; the file is {owner}): run the "
-        "daemon as the data directory's owner, or give that user write access"
+        f"{file} cannot be written by this process (uid {os.geteuid()}; the file is {owner}; or it was made "
+        "immutable, chattr +i): run the daemon as the data directory's owner, or give that user write access"
     )
 
 
