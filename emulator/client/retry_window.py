@@ -20,6 +20,7 @@ ride out, but a mistyped URL is refused too, and an interactive command should s
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 
 from emulator.model.times import parse_duration_s
 
@@ -57,13 +58,7 @@ def default_retry_for_s() -> float:
     """The command line's window, else ``CONNECT_OFFSETS_RETRY_FOR``, else 30 s."""
     if _default is not None:
         return _default
-    raw = os.environ.get(ENV, "")
-    if not raw.strip():
-        return DEFAULT_RETRY_FOR_S
-    try:
-        return parse_retry_for_s(raw)
-    except ValueError:
-        raise RetryWindowError(f"{ENV}: expected {EXPECTED}, got {raw!r}") from None
+    return _from_environment(ENV, parse_retry_for_s, DEFAULT_RETRY_FOR_S, EXPECTED)
 
 
 def chosen_retry_for_s() -> float | None:
@@ -93,10 +88,16 @@ def default_timeout_s() -> float:
     """The command line's ``--timeout``, else ``CONNECT_OFFSETS_TIMEOUT``, else 90 s."""
     if _default_timeout is not None:
         return _default_timeout
-    raw = os.environ.get(TIMEOUT_ENV, "")
+    return _from_environment(TIMEOUT_ENV, parse_timeout_s, DEFAULT_TIMEOUT_S, TIMEOUT_EXPECTED)
+
+
+def _from_environment(name: str, parse: Callable[[str], float], default: float, expected: str) -> float:
+    """The variable ``name`` parsed, ``default`` when unset or blank; a value that does not parse is
+    refused naming the variable (a typo there must not silently mean the default)."""
+    raw = os.environ.get(name, "")
     if not raw.strip():
-        return DEFAULT_TIMEOUT_S
+        return default
     try:
-        return parse_timeout_s(raw)
+        return parse(raw)
     except ValueError:
-        raise RetryWindowError(f"{TIMEOUT_ENV}: expected {TIMEOUT_EXPECTED}, got {raw!r}") from None
+        raise RetryWindowError(f"{name}: expected {expected}, got {raw!r}") from None
