@@ -14,12 +14,14 @@ usage error of the command that reads it and never breaks ``--help``.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
+import logging
 import os
 import sys
 from collections.abc import Sequence
 from importlib import metadata
-from typing import Any
+from typing import Any, NoReturn
 
 from emulator.cli.common import (
     EXIT_ANSWER_LOST,
@@ -113,7 +115,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_OUTPUT_FAILED
     except KeyboardInterrupt as exc:  # Ctrl-C: ``serve`` has shut down by then (uvicorn re-raises it after)
         print(_interrupted(args.command, isinstance(exc, InterruptedBeforeWrite)), file=sys.stderr)
+        if getattr(exc, "end_without_finalizing", False):  # emulator.server.starting.InterruptedWhileOpening
+            _end_now(EXIT_INTERRUPTED)
         return EXIT_INTERRUPTED
+
+
+def _end_now(code: int) -> NoReturn:
+    """Exit with everything logged and printed flushed, but without the interpreter's finalization: a
+    thread still inside a C library is not stopped there (``InterruptedWhileOpening`` says why)."""
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):  # a closed or failing stream: nothing more to say on it
+            stream.flush()
+    os._exit(code)
 
 
 _WRITES = frozenset({"alter", "reset", "rollback", "import", "migrate", "claim", "release", "spark-handoff"})

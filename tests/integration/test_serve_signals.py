@@ -16,7 +16,8 @@ pytestmark = pytest.mark.slow  # two daemon starts
 def test_ctrl_c_exits_130_saying_interrupted(daemon_factory: DaemonFactory, waiting: bool) -> None:
     args = ["--bootstrap-servers", f"127.0.0.1:{free_port()}"] if waiting else []
     daemon = daemon_factory(*args, wait_ready=not waiting)  # /healthz answers in both cases
-    assert daemon.stop(signal.SIGINT) == 130
+    code = daemon.stop(signal.SIGINT)
     log = daemon.log_path.read_text()
+    assert code == 130, log[-3000:]
     assert log.rstrip().splitlines()[-1] == "interrupted", log[-2000:]
     assert "Traceback" not in log, log[-2000:]
