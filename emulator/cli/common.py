@@ -28,15 +28,15 @@ from emulator.server.options import HTTP_URL, OPTIONAL_TEXT, Kind, SettingsError
 
 EXIT_OK, EXIT_REFUSED, EXIT_USAGE, EXIT_UNREACHABLE = 0, 1, 2, 3
 EXIT_ANSWER_LOST = 4
-"""A write reached the daemon and its answer was lost: it may have been applied (not 3, which a script
-may take for "nothing happened" and send again)."""
+"""A write reached the daemon and its answer was lost, or the daemon said it may still land
+(``write_outcome_unknown``): it may have been applied (not 3 or 1, which a script may take for
+"nothing happened" and send again)."""
 EXIT_CLOSED_PIPE = 141
 """128 + SIGPIPE: what a shell reports for a command whose reader went away (``… | head``)."""
 EXIT_INTERRUPTED = 130
 """128 + SIGINT: Ctrl-C, reported as a shell reports it, without a Python traceback."""
 EXIT_OUTPUT_FAILED = 74
 """sysexits' EX_IOERR: the command's output could not be written to stdout (``> /dev/full``, a full disk)."""
-"""128 + SIGINT: Ctrl-C, reported as a shell reports it, without a Python traceback."""
 
 CONNECTION = "connection to the daemon"
 RETRY_WINDOW = Kind("duration", EXPECTED, parse_retry_for_s, "DURATION")

@@ -37,7 +37,7 @@ from emulator.cli.common import (
     OutputFailed,
     UsageError,
 )
-from emulator.client.errors import AnswerLost, ApiError, DaemonUnavailable
+from emulator.client.errors import OUTCOME_UNKNOWN, AnswerLost, ApiError, DaemonUnavailable
 from emulator.server.options import SettingsError, resolve
 
 COMMAND_GROUPS = [
@@ -208,7 +208,9 @@ def _run(args: argparse.Namespace) -> int:
         return EXIT_ANSWER_LOST
     except ApiError as exc:
         print(f"error: {exc.message} (HTTP {exc.status})", file=sys.stderr)
-        return EXIT_REFUSED
+        # The daemon handed the write to its log and got no acknowledgement in time: it may still land, as
+        # when the answer is lost (1 told a script "refused: nothing changed", and it sent the write again).
+        return EXIT_ANSWER_LOST if exc.kind == OUTCOME_UNKNOWN else EXIT_REFUSED
     except Hinted as exc:
         print(f"error: {exc.error.message} (HTTP {exc.error.status})\nhint: {exc.hint}", file=sys.stderr)
         return EXIT_REFUSED

@@ -73,6 +73,11 @@ class NotStoppedError(ApiError):
     someone else holds its claim."""
 
 
+OUTCOME_UNKNOWN = "write_outcome_unknown"
+"""The kind of a 503 after which a write may still land (``NotReadyError``): read before sending it again
+(unless it carries a commit sequence, which makes a resend safe)."""
+
+
 class NotReadyError(ApiError):
     """503: the daemon cannot answer now: it has not read its log to the end yet, or cannot read it
     (``not_ready``), or the log did not answer within its write timeout (``log_timeout``: nothing was

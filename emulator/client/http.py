@@ -46,7 +46,14 @@ from urllib.parse import quote
 import httpx
 
 from emulator.client.credentials import Credentials, default_credentials, redact
-from emulator.client.errors import AnswerLost, DaemonUnavailable, NotFoundError, NotReadyError, error_from_response
+from emulator.client.errors import (
+    OUTCOME_UNKNOWN,
+    AnswerLost,
+    DaemonUnavailable,
+    NotFoundError,
+    NotReadyError,
+    error_from_response,
+)
 from emulator.client.retry_window import chosen_retry_for_s, default_retry_for_s, default_timeout_s
 from emulator.codec.surrogates import json_utf8
 from emulator.model.errors import ERROR_HEADER
@@ -84,7 +91,6 @@ MIN_RETRY_WAIT_S = 0.1
 """The shortest pause between two tries, whatever ``Retry-After`` says (0 from a proxy would otherwise
 send the request again and again, as fast as the daemon answers, for ``retry_for_s``)."""
 _NOTHING_DONE = frozenset({"log_timeout", "log_storage_refused", "too_many_connections", "busy", "history_behind"})
-_OUTCOME_UNKNOWN = "write_outcome_unknown"
 _NOT_READY = "not_ready"
 
 
@@ -95,7 +101,7 @@ def _retriable(request: _Request, response: httpx.Response) -> bool:
     kind = response.headers.get(ERROR_HEADER)
     if kind == _NOT_READY:  # only while it passes by itself: the daemon then says when to ask again
         return not request.reports and "Retry-After" in response.headers
-    return kind in _NOTHING_DONE or (kind == _OUTCOME_UNKNOWN and request.replayable)
+    return kind in _NOTHING_DONE or (kind == OUTCOME_UNKNOWN and request.replayable)
 
 
 class _Retries:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import uuid
 from typing import Any
 
@@ -12,7 +13,7 @@ from emulator.client.errors import AnswerLost, ApiError, DaemonUnavailable, NotF
 from emulator.client.http import AsyncOffsetsClient, OffsetsClient
 from tests.fixtures.cli import run_cli
 from tests.fixtures.daemon import DaemonProcess, free_port
-from tests.fixtures.sockets import answer_dropping_proxy, silent_port
+from tests.fixtures.sockets import answer_dropping_proxy, one_answer_port, silent_port
 
 
 def body(position: int) -> dict[str, Any]:
@@ -197,3 +198,19 @@ def test_the_cli_exits_4_when_a_writes_answer_is_lost(embedded_daemon: DaemonPro
     assert claimed.stderr.startswith("error: the connect-offsets daemon at ") and MAY_HAVE in claimed.stderr
     with OffsetsClient(embedded_daemon.url) as client:
         assert (client.current_claim(name) or {}).get("epoch") == 1, "the claim was applied"
+
+
+@pytest.mark.parametrize(("kind", "code"), [("write_outcome_unknown", 4), ("log_timeout", 1)])
+def test_the_cli_exits_4_when_the_daemon_says_a_write_may_still_land(kind: str, code: int) -> None:
+    """503 ``write_outcome_unknown`` (the log did not acknowledge in time) was exit 1, "refused": a
+    script took it for "nothing changed" and sent the claim again, fencing the one that landed;
+    ``log_timeout`` wrote nothing and stays 1. The daemon's answer is replayed by a fixed server: a
+    broker acknowledging exactly too late cannot be brought about on demand
+    (tests/integration/test_broker_faults.py meets both kinds under a real stall)."""
+    message = "the Kafka cluster did not acknowledge the write within 5 s (--write-timeout)"
+    answer = json.dumps({"error_code": 503, "message": message}).encode()
+    headers = {"Content-Type": "application/json", "X-Connect-Offsets-Error": kind, "Retry-After": "1"}
+    with one_answer_port(503, headers, answer) as url:
+        claimed = run_cli("claim", "c", "--owner", "job", "--url", url, "--retry-for", "0")
+    assert claimed.returncode == code, claimed.stderr
+    assert claimed.stderr.strip() == f"error: {message} (HTTP 503)"
