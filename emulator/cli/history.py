@@ -129,7 +129,10 @@ def _as_of(args: argparse.Namespace) -> int:
     partition = _partition(args.partition)
     at = _time("--as-of", args.as_of)
     with HistoryClient(args.settings.url) as client:
-        rows = client.offsets_as_of(args.name, at or 0, args.epoch)
+        past = client.past_offsets(args.name, at or 0, args.epoch)
+    if past.warning:  # on stderr in both modes: the rows (or the JSON) stay what a script reads
+        print(f"warning: {past.warning}", file=sys.stderr)
+    rows = past.offsets
     if partition is not None:  # types count, as in Java's Map.equals (1.0 is not 1), key order does not
         wanted = _canonical(partition)
         rows = [row for row in rows if _canonical(row["partition"]) == wanted]

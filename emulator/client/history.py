@@ -8,9 +8,23 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from emulator.client.http import OffsetsClient, _connector_path, _Request
+
+
+@dataclass(frozen=True)
+class PastOffsets:
+    """Connect's offsets list at a past time, and what the daemon said beside it in headers (Connect's
+    body has no room for it): ``warning`` is None unless the answer may not be the offsets of that time
+    (damaged archive files were skipped) or comes from an archive another daemon writes."""
+
+    offsets: list[dict[str, Any]]
+    as_of: str | None
+    """The time the history was read at, as the daemon parsed ``as_of`` (ISO-8601)."""
+    damaged_files: int
+    warning: str | None
 
 
 class HistoryClient(OffsetsClient):
@@ -45,10 +59,23 @@ class HistoryClient(OffsetsClient):
 
     def offsets_as_of(self, connector: str, as_of: str | int, epoch: int | None = None) -> list[dict[str, Any]]:
         """``GET /connectors/{c}/offsets?as_of=T``: Connect's offsets list as it was at ``as_of``
-        (``epoch``: in that epoch of the archive alone)."""
+        (``epoch``: in that epoch of the archive alone). Without the daemon's warning (a damaged
+        archive: the offsets may not be those of that time): ``past_offsets`` has it."""
+        return self.past_offsets(connector, as_of, epoch).offsets
+
+    def past_offsets(self, connector: str, as_of: str | int, epoch: int | None = None) -> PastOffsets:
+        """``offsets_as_of`` with what the daemon says beside Connect's body: the time it read the
+        history at, how many damaged archive files it met, and its warning."""
         params = {"as_of": str(as_of), **({"epoch": str(epoch)} if epoch is not None else {})}
-        result: list[dict[str, Any]] = self._call(_Request("GET", _connector_path(connector), params, unwrap="offsets"))
-        return result
+        offsets, headers = self._call(
+            _Request("GET", _connector_path(connector), params, unwrap="offsets", with_headers=True)
+        )
+        return PastOffsets(
+            offsets=offsets,
+            as_of=headers.get("X-Offsets-As-Of"),
+            damaged_files=int(headers.get("X-Offsets-History-Damaged-Files") or 0),
+            warning=headers.get("X-Offsets-History-Warning"),
+        )
 
     def rollback(
         self,

@@ -75,6 +75,9 @@ class _Request:
     reports: bool = False
     """``/readyz`` and ``/status``: a ``not_ready`` is their answer, never a reason to wait (a daemon of
     an earlier version sent ``Retry-After`` with them while its storage opened)."""
+    with_headers: bool = False
+    """The result is ``(body, headers)``: for answers that say something beside Connect's body (the
+    history's warning on ``GET …/offsets?as_of=``)."""
 
     @property
     def may_change(self) -> bool:
@@ -197,7 +200,8 @@ def _result(request: _Request, response: httpx.Response) -> Any:
         body = response.json()
     except ValueError:
         body = None
-    return body[request.unwrap] if request.unwrap else body
+    value = body[request.unwrap] if request.unwrap else body
+    return (value, response.headers) if request.with_headers else value
 
 
 _BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})

@@ -454,6 +454,14 @@ def test_a_rollback_from_a_damaged_archive_is_refused_and_its_dry_run_and_as_of_
     as_of = httpx.get(f"{restarted.url}/connectors/{name}/offsets", params={"as_of": str(target)}, timeout=30)
     assert as_of.status_code == 200 and as_of.headers["X-Offsets-History-Damaged-Files"] == "1"
     assert as_of.headers["X-Offsets-History-Warning"].startswith("UNRELIABLE: 1 damaged history archive file(s)")
+    with HistoryClient(restarted.url) as client:  # the library and the CLI pass the warning on (they dropped it)
+        past = client.past_offsets(name, target)
+    assert past.damaged_files == 1 and past.warning == as_of.headers["X-Offsets-History-Warning"]
+    assert past.offsets == as_of.json()["offsets"] and past.as_of == as_of.headers["X-Offsets-As-Of"]
+    for json_flag in ([], ["--json"]):
+        shown_as_of = cli(restarted.url, "history", name, "--as-of", str(target), *json_flag)
+        assert shown_as_of.returncode == 0, shown_as_of.stderr
+        assert shown_as_of.stderr.startswith("warning: UNRELIABLE: 1 damaged history archive file(s)"), shown_as_of
 
     forced = cli(restarted.url, "rollback", name, "--to", str(target), "--yes", "--allow-damaged")
     assert forced.returncode == 0, forced.stderr
