@@ -205,7 +205,8 @@ class Declined(Exception):
 
 
 class InterruptedBeforeWrite(KeyboardInterrupt):
-    """Ctrl-C while a command only planned (its dry run) or asked ``[y/N]``: nothing was changed."""
+    """Ctrl-C while a command only read its input, planned (its dry run) or asked ``[y/N]``: nothing
+    was changed."""
 
 
 class Hinted(Exception):

@@ -13,6 +13,7 @@ from typing import Any
 from emulator.cli.common import (
     EXIT_OK,
     Hinted,
+    InterruptedBeforeWrite,
     UsageError,
     add_client_options,
     add_confirmation_option,
@@ -149,6 +150,8 @@ def run_reset(args: argparse.Namespace) -> int:
 def read_body(path: str) -> dict[str, Any]:
     try:
         text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
+    except KeyboardInterrupt:  # Ctrl-C while the body was still being read: nothing was sent
+        raise InterruptedBeforeWrite from None
     except OSError as exc:
         raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from exc
     try:

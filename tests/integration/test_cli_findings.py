@@ -7,14 +7,17 @@ real pseudo-terminal (``pty``), so ``isatty`` answers as it does for a person at
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import pty
 import signal
+import socket
 import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -248,22 +251,72 @@ def test_dot_and_dot_dot_are_connector_names_not_path_steps(daemon_factory: Daem
     assert json.loads(run_cli("list", "--json", "--url", daemon.url).stdout) == [".", ".."]
 
 
-@pytest.mark.slow
-def test_ctrl_c_during_a_write_says_it_may_have_been_applied(embedded_daemon: DaemonProcess) -> None:
-    """ "interrupted" alone read as "nothing happened" after an import the daemon had applied in full."""
+def _interrupted_alter(url: str, body: str | None, ready: Callable[[subprocess.Popen[str]], None]) -> tuple[int, str]:
+    """``alter --file -`` sent SIGINT once ``ready`` returns: with ``body`` None its stdin stays open,
+    so it is still reading its body; else it has the body."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "emulator.cli", "alter", unique("cli-int"), "--file", "-", "--url", embedded_daemon.url],
-        stdin=subprocess.PIPE,  # left open: the command waits for its body
+        [sys.executable, "-m", "emulator.cli", "alter", unique("cli-int"), "--file", "-", "--url", url],
+        stdin=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
     )
-    time.sleep(2)  # the interpreter started and the command reads stdin
-    proc.send_signal(signal.SIGINT)
-    _, stderr = proc.communicate(timeout=30)
-    assert proc.returncode == 130, stderr
+    assert proc.stdin is not None and proc.stderr is not None
+    try:
+        if body is not None:
+            proc.stdin.write(body)
+            proc.stdin.close()
+        ready(proc)
+        proc.send_signal(signal.SIGINT)
+        status = proc.wait(timeout=30)
+    finally:
+        proc.kill()
+    with proc.stderr:
+        return status, proc.stderr.read()
+
+
+def _reading_stdin(proc: subprocess.Popen[str]) -> None:
+    """Until the process waits in read(2) on descriptor 0 (``/proc/PID/syscall``: number 0, first
+    argument 0x0 on x86-64 and arm64's 63): a loaded machine may take seconds to start the interpreter."""
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        fields = Path(f"/proc/{proc.pid}/syscall").read_text().split()
+        if fields[:2] in (["0", "0x0"], ["63", "0x0"]):
+            return
+        time.sleep(0.05)
+    raise AssertionError("the command never read its stdin")
+
+
+@pytest.mark.slow
+def test_ctrl_c_during_a_write_says_it_may_have_been_applied() -> None:
+    """ "interrupted" alone read as "nothing happened" after an import the daemon had applied in full.
+    The "daemon" here takes the whole request and never answers: the interruption comes while it waits."""
+    with socket.socket() as listener, contextlib.ExitStack() as held:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(1)
+        listener.settimeout(30)
+
+        def request_received(_: subprocess.Popen[str]) -> None:
+            connection = held.enter_context(listener.accept()[0])  # open until the end: no answer, no reset
+            connection.settimeout(30)
+            received = b""
+            while not received.endswith(b'{"offsets":[]}'):
+                received += connection.recv(65536)
+
+        status, stderr = _interrupted_alter(
+            f"http://127.0.0.1:{listener.getsockname()[1]}", '{"offsets":[]}', request_received
+        )
+    assert status == 130, stderr
     assert stderr.strip().endswith(
         "may have been applied; check the destination (`connect-offsets get`, or a dry run) before running it again"
     )
+
+
+@pytest.mark.slow
+def test_ctrl_c_while_the_body_is_read_from_stdin_says_nothing_was_sent(embedded_daemon: DaemonProcess) -> None:
+    """It said the write "may have been applied" though the body was still being read."""
+    status, stderr = _interrupted_alter(embedded_daemon.url, None, _reading_stdin)
+    assert status == 130, stderr
+    assert stderr.strip() == "interrupted: `alter` sent no change (only its dry run, if any): nothing was changed"
 
 
 @pytest.mark.slow
