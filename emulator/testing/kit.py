@@ -41,10 +41,13 @@ _HISTORY_SHOWN = 10
 
 
 def unique_name(prefix: str = "connector", context: str = "") -> str:
-    """``<prefix>-<context>-<8 hex>``: unique per call, and readable in a daemon's log. ``context``
-    (a test's name) is shortened to letters, digits, ``.``, ``_`` and ``-``."""
+    """``<prefix>-<context>-<8 hex>``: unique per call, and readable in a daemon's log. ``prefix`` and
+    ``context`` (a test's name) keep letters, digits, ``.``, ``_`` and ``-`` (others become ``-``);
+    ``context`` is shortened to 40 characters."""
     tag = re.sub(r"[^A-Za-z0-9._-]+", "-", context).strip("-")[:40]
-    return "-".join(part for part in (prefix, tag, uuid.uuid4().hex[:8]) if part)
+    # The prefix too: "orders src/1" made a name the daemon refuses in a URL (an encoded '/').
+    head = re.sub(r"[^A-Za-z0-9._-]+", "-", prefix).strip("-")
+    return "-".join(part for part in (head, tag, uuid.uuid4().hex[:8]) if part)
 
 
 class OffsetsKit:
@@ -75,6 +78,7 @@ class OffsetsKit:
         then deleted by their exact keys, so nothing a test seeded stays behind in a shared topic for
         a later connector of that name to resume from."""
         try:
+            self._catch_up(kind)  # Connect's DELETE resets what its store read to the end; the daemon's view may lag
             self.client.reset(connector, kind=kind)
         except NotFoundError:
             if kind != "sink":  # a sink's group cannot be seeded for a connector Connect does not know
@@ -109,15 +113,21 @@ class OffsetsKit:
         connector's consumer group instead.
         """
         body = {"offsets": entries(offsets)}
-        self._touched.setdefault(connector, kind)
+        if self._touched.get(connector) is None:  # unique_name() left the kind open: a sink's is its group
+            self._touched[connector] = kind
         self.client.alter(connector, body, create=True, kind=kind)
 
     # ---- reading -----------------------------------------------------------------------------
 
     def offsets(self, connector: str, *, kind: str | None = None) -> list[Entry]:
         """Connect's GET: ``[{"partition": ..., "offset": ...}]``. Raises ``NotFoundError`` (404)
-        for a connector the daemon does not know."""
-        return self.client.offsets(connector, kind=kind)
+        for a connector the daemon does not know.
+
+        Fresh: the daemon reads its log to the end first, so a commit the pipeline under test made
+        straight to the offsets topic (as Connect does) and that the broker acknowledged is seen at
+        once (without it an assertion right after such a commit met the daemon's view a moment
+        behind). A sink's offsets are its consumer group's, read from the broker each time."""
+        return self.client.offsets(connector, kind=kind, fresh=kind != "sink")
 
     def offset(self, connector: str, partition: Partition, *, kind: str | None = None) -> dict[str, Any] | None:
         """One partition's offset, None when the partition (or the connector) has none."""
@@ -173,7 +183,12 @@ class OffsetsKit:
         means that partition must be absent. A connector the daemon does not know has no offsets.
         """
         __tracebackhide__ = True
-        want = by_partition(entries(expected))
+        listed = entries(expected)
+        want = by_partition(listed)
+        if len(want) != len(listed):  # the last one silently won: a contradiction the test never saw
+            texts = [canonical(e["partition"]) for e in listed]
+            twice = next(t for i, t in enumerate(texts) if t in texts[:i])
+            raise ValueError(f"expected names partition {twice} more than once; name each partition once")
         unknown = ""
         try:
             have = by_partition(self.offsets(connector, kind=kind))
@@ -186,11 +201,15 @@ class OffsetsKit:
     # ---- whole logs --------------------------------------------------------------------------
 
     def snapshot(self) -> LogSnapshot:
-        """Every live record of the log, raw bytes (keep it, or ``save`` it to a file)."""
+        """Every live record of the log, raw bytes (keep it, or ``save`` it to a file); as of every
+        write acknowledged before the call, by anyone (``offsets`` says why)."""
+        self._catch_up()
         return snapshots.take(self.client)
 
     def restore(self, snapshot: LogSnapshot) -> int:
-        """Put the log's live records back to ``snapshot``; returns the records written."""
+        """Put the log's live records back to ``snapshot``; returns the records written. Records
+        written since by anyone are seen first (``offsets`` says why), so they are undone too."""
+        self._catch_up()
         return snapshots.restore(self.client, snapshot)
 
     # ---- clients and lifecycle ---------------------------------------------------------------
@@ -214,6 +233,12 @@ class OffsetsKit:
         self.close()
 
     # ---- internals ---------------------------------------------------------------------------
+
+    def _catch_up(self, kind: str | None = None) -> None:
+        """Have the daemon read its offsets log to the end (a fresh read): what it then shows or
+        changes includes every write any client of the log had acknowledged. A sink's group has no log."""
+        if kind != "sink":
+            self.client.connectors(fresh=True)
 
     def _current(self, connector: str, partition: Partition, kind: str | None) -> tuple[dict[str, Any] | None, str]:
         """The partition's offset and, when it has none, why (for a failure message)."""

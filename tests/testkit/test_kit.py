@@ -202,6 +202,22 @@ def test_unique_names_carry_the_context_and_never_repeat() -> None:
     assert all(n.startswith("file-src-test_resume-kafka-mode-") for n in names)
 
 
+def test_a_prefix_is_cleaned_as_the_context_is_so_the_name_works_in_a_url(kit: OffsetsKit) -> None:
+    """ "orders src/1" gave a name the daemon refuses in a URL (an encoded '/')."""
+    connector = kit.unique_name("orders src/1")
+    assert connector.startswith("orders-src-1-test_a_prefix_is_cleaned"), connector
+    kit.seed(connector, [(FILE, {"position": 1})])
+    kit.assert_offsets(connector, [(FILE, {"position": 1})])
+
+
+def test_an_expected_partition_named_twice_is_refused_not_decided_by_the_last(kit: OffsetsKit) -> None:
+    """The second entry won and the contradiction passed silently."""
+    connector = kit.unique_name()
+    kit.seed(connector, [(FILE, {"position": 2})])
+    with pytest.raises(ValueError, match=r'expected names partition \{"filename":"/data/in.txt"\} more than once'):
+        kit.assert_offsets(connector, [(FILE, {"position": 1}), (FILE, {"position": 2})])
+
+
 def test_closing_the_kit_resets_every_connector_it_named_or_seeded(embedded_daemon: DaemonProcess) -> None:
     with OffsetsKit(embedded_daemon.url) as kit:
         seeded = kit.unique_name()

@@ -24,6 +24,8 @@ pytestmark = [pytest.mark.kafka, pytest.mark.slow]  # each runs a pytest session
 REPO = Path(__file__).resolve().parents[2]
 
 KAFKA_USER_TESTS = """
+import json
+
 FILE = {"filename": "/data/in.txt"}
 
 
@@ -41,6 +43,45 @@ def test_seed_assert_and_history(connect_offsets):
     connect_offsets.assert_offsets(connector, [({"filename": "b"}, {"position": 2}), (FILE, {"position": 5})])
     connect_offsets.wait_for_offset(connector, FILE, lambda _: len(connect_offsets.history(connector, FILE)) == 2)
     assert [c["offset"] for c in connect_offsets.history(connector, FILE)] == [{"position": 1}, {"position": 5}]
+
+
+def connect_commits(options, connector, position):
+    # What the pipeline under test does: commit straight to the offsets topic, as Connect does.
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": options.bootstrap_servers, "partitioner": "murmur2_random"})
+    key = json.dumps([connector, FILE], separators=(",", ":")).encode()
+    producer.produce(options.offsets_topic, key=key, value=json.dumps({"position": position}).encode())
+    assert producer.flush(30) == 0
+
+
+def test_a_commit_the_broker_acknowledged_is_seen_at_once_and_undone_by_the_teardown(
+    connect_offsets, connect_offsets_options
+):
+    # The kit read the daemon's view, a moment behind the topic: the assertion met an older position,
+    # and a reset right after such a commit left it in the topic for the next test.
+    connector = connect_offsets.unique_name("file-src")
+    connect_offsets.seed(connector, [(FILE, {"position": 1})])
+    for position in range(2, 12):
+        connect_commits(connect_offsets_options, connector, position)
+        connect_offsets.assert_offsets(connector, [(FILE, {"position": position})])
+    connect_commits(connect_offsets_options, connector, 99)
+    assert connect_offsets.reset_touched() == []
+    connect_offsets.assert_offsets(connector, [])
+
+
+def test_a_sink_named_by_the_kit_then_seeded_is_reset_as_a_sink(connect_offsets, connect_offsets_options):
+    # unique_name() recorded no kind and seed(kind="sink") kept it: the source offsets were reset.
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    connector, topic = connect_offsets.unique_name("sink"), connect_offsets.unique_name("sink-in")
+    admin = AdminClient({"bootstrap.servers": connect_offsets_options.bootstrap_servers})
+    admin.create_topics([NewTopic(topic, 1)])[topic].result(30)  # the sink's input topic
+    group = [({"kafka_topic": topic, "kafka_partition": 0}, {"kafka_offset": 5})]
+    connect_offsets.seed(connector, group, kind="sink")
+    connect_offsets.assert_offsets(connector, group, kind="sink")
+    assert connect_offsets.reset_touched() == []
+    connect_offsets.assert_offsets(connector, [], kind="sink")
 """
 
 
@@ -61,7 +102,7 @@ def test_the_kit_runs_on_the_users_broker(
 
     result = run_inner(inner, *args)
 
-    result.assert_outcomes(passed=2)
+    result.assert_outcomes(passed=4)
     result.stdout.fnmatch_lines([f"connect-offsets: a daemon on {kafka_broker.bootstrap}, offsets topic {topic}"])
 
 
