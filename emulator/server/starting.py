@@ -130,7 +130,7 @@ class InterruptedWhileOpening(KeyboardInterrupt):
     """Ctrl-C before the storage opened, while the opening thread still runs (inside the Kafka client's
     metadata wait, or SQLite). The interpreter's finalization stops such a daemon thread wherever it
     stands, and a thread stopped inside a C library is not always stopped cleanly: a fresh-clone CI run
-    saw ``serve`` end by SIGABRT there instead of exiting 130 (not reproduced in 320 runs since, with and
+    saw ``serve`` end by SIGABRT there instead of exiting 130 (not reproduced in 415 runs since, with and
     without load). Nothing is open yet that needs closing, so ``emulator.cli.main`` ends the process
     without finalizing when it meets this."""
 
