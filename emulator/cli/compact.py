@@ -91,12 +91,16 @@ def run(args: argparse.Namespace) -> int:
 def _archived_below(history: Path, identity: str) -> dict[int, int] | None:
     """Per partition, the offset from which the archive has archived nothing yet (as its state file
     last recorded it: the archive may hold more, never less); None when the log has no archive."""
-    from emulator.history.state import load_state
+    from emulator.history.state import NewerArchive, load_state
 
     if not history.is_dir():
         return None
     try:
         state = load_state(history, identity)
+    except NewerArchive as exc:
+        raise UsageError(
+            f"{exc}; compact with that version, or --force to compact without regard to the history"
+        ) from None
     except (OSError, ValueError) as exc:
         raise UsageError(
             f"cannot tell what the history archive at {history} holds ({exc}): start a daemon on the log once "

@@ -41,7 +41,10 @@ can be configured in a container without a command line.
 - Values are checked when a command starts, not while its options are read: `--help` always
   works, and a bad value stops the command with one line naming the flag or variable and what it
   expects, exit code 2:
-  `error: CONNECT_OFFSETS_PORT: expected an integer within 0..65535, got 'abc'`.
+  `error: CONNECT_OFFSETS_PORT: expected an integer within 0..65535, got 'abc'`. A refusal of
+  settings taken together names flags, and the variable a value came from:
+  `error: --host 0.0.0.0 listens beyond loopback without authentication: … (--host came from
+  CONNECT_OFFSETS_HOST)`.
 - Flags are never abbreviated: `--bootstrap-server` is refused, not taken for `--bootstrap-servers`.
 - `serve` stops with one line on stderr and exit code 2 when it cannot start for a reason that is
   yours to fix: storage it cannot use, a Connect topic that does not exist, a port that is in use

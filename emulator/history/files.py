@@ -36,7 +36,7 @@ from typing import IO, Any, Literal, NotRequired, TypedDict, cast
 import fastavro
 
 from emulator.history.rows import ArchiveRow
-from emulator.history.schema import content_crc, missing_fields
+from emulator.history.schema import HISTORY_FORMAT, content_crc, missing_fields, newer_format
 
 log = logging.getLogger(__name__)
 
@@ -165,6 +165,16 @@ def iter_file(file: ArchiveFile, report: ReadReport, handle: IO[bytes] | None = 
             header_end = fo.tell()
         except Exception as exc:
             _damaged(report, file, f"unreadable Avro header ({type(exc).__name__}: {exc})", 0)
+            return
+        if (newer := newer_format(blocks.metadata)) is not None:
+            shown = "an unknown format" if newer < 0 else f"history format {newer}"
+            _damaged(
+                report,
+                file,
+                f"written by a newer version of connect-offsets ({shown}; this version reads up to "
+                f"{HISTORY_FORMAT}): read it with that version; none of its records were read",
+                0,
+            )
             return
         missing = missing_fields(cast(dict[str, Any], blocks.writer_schema))  # written before fields were added
         good_end = header_end  # where the block being read starts

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from emulator.history.files import ArchiveFile, ReadReport, closed_name, fsync_dir, iter_file, scan_dir, valid_prefix
 from emulator.history.rows import record_time
-from emulator.history.state import ArchiveState, fingerprint, load_state, save_state
+from emulator.history.state import ArchiveState, NewerArchive, fingerprint, load_state, save_state
 
 log = logging.getLogger(__name__)
 
@@ -39,10 +39,13 @@ class Recovered:
 def recover(directory: Path, identity: str) -> Recovered:
     """Rebuild the exact watermark from the state file plus every file written after it.
 
-    Raises ``OSError`` or ``ValueError`` when the directory cannot be recovered at all.
+    Raises ``OSError`` or ``ValueError`` when the directory cannot be recovered at all, and
+    ``NewerArchive`` when a newer version wrote it.
     """
     try:
         state = load_state(directory, identity)
+    except NewerArchive:
+        raise
     except ValueError as exc:
         log.error("history: %s; rebuilding the watermark by reading every archive file", exc)
         state = None

@@ -23,7 +23,7 @@ from fastavro.write import Writer
 
 from emulator.history.files import ArchiveFile, ReadReport, base_name, fsync_dir, iter_file, read_metadata, scan_dir
 from emulator.history.rows import ArchiveRow, record_time
-from emulator.history.schema import history_schema
+from emulator.history.schema import FORMAT_KEY, HISTORY_FORMAT, history_schema
 from emulator.history.stats import ArchiveStats
 
 log = logging.getLogger(__name__)
@@ -111,6 +111,7 @@ class Retention:
                     "horizon_ms": str(horizon),
                     "folded_through_seq": str(last_seq),
                     "kind": "base",
+                    FORMAT_KEY: str(HISTORY_FORMAT),
                 },
             )
             for row in keep:

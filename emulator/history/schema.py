@@ -50,6 +50,28 @@ def history_schema() -> Any:
     return parsed
 
 
+HISTORY_FORMAT = 2
+"""The file format this version writes (Avro header metadata ``history_format``) and the newest it
+reads. 2: the checksum covers ``principal`` and ``remote`` when set (2026-11-23, ``9cb007a``); files
+without the key are read as this format (files of format 1 verify under it too). A reader meeting a
+newer format refuses that file by name instead of reading its records as damaged ones, which is all
+a version before ``9cb007a`` can do with records of format 2 (docs/operations.md, Upgrades)."""
+
+FORMAT_KEY = "history_format"
+
+
+def newer_format(metadata: Mapping[str, Any]) -> int | None:
+    """The file's format when it is newer than this version reads; None when it can be read."""
+    raw = metadata.get(FORMAT_KEY)
+    if raw is None:
+        return None
+    try:
+        found = int(raw.decode() if isinstance(raw, bytes) else raw)
+    except (ValueError, UnicodeDecodeError):
+        return -1  # not a number: nothing this version wrote
+    return found if found > HISTORY_FORMAT else None
+
+
 ADDED_FIELDS = ("principal", "remote")
 """Fields added after the first version of the schema, all nullable with a null default: a file
 written before them reads with ``None`` there (``missing_fields``), and their checksum is unchanged."""

@@ -77,8 +77,13 @@ class ArchiveState:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> ArchiveState:
-        if data.get("format") != STATE_FORMAT or int(data.get("version", 0)) > STATE_VERSION:
-            raise ValueError(f"not a history state file this version understands: {data.get('format')!r}")
+        if data.get("format") != STATE_FORMAT:
+            raise ValueError(f"not a history state file: format {data.get('format')!r}")
+        if int(data.get("version", 0)) > STATE_VERSION:
+            raise NewerArchive(
+                f"written by a newer version of connect-offsets (state version {data.get('version')}; this "
+                f"version reads up to {STATE_VERSION}): run that version on this archive"
+            )
         return cls(
             log=str(data["log"]),
             epoch=int(data["epoch"]),
@@ -89,8 +94,15 @@ class ArchiveState:
         )
 
 
+class NewerArchive(ValueError):
+    """The archive's state was written by a newer version. Rebuilding it from the files, as for a
+    damaged state, would overwrite the newer state with this version's and read files it may not
+    understand: the archive is refused instead (versions before 2026-11-28 rebuilt it)."""
+
+
 def load_state(directory: Path, log_identity: str) -> ArchiveState | None:
-    """The saved state, ``None`` if there is none. A damaged file raises ``ValueError``."""
+    """The saved state, ``None`` if there is none. A damaged file raises ``ValueError``; one of a
+    newer version ``NewerArchive``."""
     path = directory / STATE_FILE
     try:
         text = path.read_text(encoding="utf-8")
@@ -98,6 +110,8 @@ def load_state(directory: Path, log_identity: str) -> ArchiveState | None:
         return None
     try:
         state = ArchiveState.from_json(json.loads(text))
+    except NewerArchive as exc:
+        raise NewerArchive(f"{path} was {exc}") from None
     except (ValueError, KeyError, TypeError, IndexError) as exc:
         raise ValueError(f"{path} is damaged ({exc!r})") from exc
     if state.log != log_identity:

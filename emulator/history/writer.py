@@ -29,7 +29,7 @@ from fastavro.write import Writer
 
 from emulator.history.avro_rows import write_blocks
 from emulator.history.files import closed_name, fsync_dir, open_name
-from emulator.history.schema import history_schema
+from emulator.history.schema import FORMAT_KEY, HISTORY_FORMAT, history_schema
 from emulator.history.state import ArchiveState, fingerprint, save_state
 from emulator.history.stats import ArchiveStats
 from emulator.model.records import LogRecord
@@ -152,7 +152,12 @@ class CurrentFile:
                 history_schema(),
                 codec=self._codec,
                 sync_interval=64 * 1024,
-                metadata={"log": self._identity, "epoch": str(self._state.epoch), "seq": str(seq)},
+                metadata={
+                    "log": self._identity,
+                    "epoch": str(self._state.epoch),
+                    "seq": str(seq),
+                    FORMAT_KEY: str(HISTORY_FORMAT),
+                },
                 sync_marker=sync_marker,
             )
             fo.flush()

@@ -149,7 +149,23 @@ def resolve(settings_type: type[S], args: argparse.Namespace, environ: Mapping[s
     the one the settings' own checks (``__post_init__``) name.
     """
     values = {opt.field: _value(opt, getattr(args, opt.field, None), environ) for opt in options(settings_type)}
-    return settings_type(**values)
+    try:
+        return settings_type(**values)
+    except SettingsError as exc:
+        raise SettingsError(_sources_named(str(exc), settings_type, args, environ)) from None
+
+
+def _sources_named(message: str, settings_type: type[Any], args: argparse.Namespace, environ: Mapping[str, str]) -> str:
+    """The settings' own checks name flags; a value that came from the environment is named as the
+    variable it came from too, or an operator who never typed ``--host`` is sent looking for it."""
+    came = [
+        f"{opt.flag} came from {opt.env}"
+        for opt in options(settings_type)
+        if getattr(args, opt.field, None) in (None, False)
+        and environ.get(opt.env, "").strip()
+        and re.search(rf"(?<![\w-]){re.escape(opt.flag)}(?![\w-])", message)
+    ]
+    return message if not came else f"{message} ({', '.join(came)})"
 
 
 def _value(opt: Option, given: Any, environ: Mapping[str, str]) -> Any:

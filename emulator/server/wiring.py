@@ -51,7 +51,7 @@ from emulator.server.metrics_port import serve_metrics, starting_registry
 from emulator.server.options import SettingsError
 from emulator.server.permissions import exposed
 from emulator.server.runtime import Runtime
-from emulator.server.settings import Settings
+from emulator.server.settings import Settings, is_loopback
 from emulator.server.sink_lag import SinkLag, cluster_sinks
 from emulator.server.starting import StartingApp, Startup, open_answering
 from emulator.server.worker_config import exactly_once_source
@@ -579,7 +579,7 @@ def _serve(settings: Settings, bound_socket: Callable[[], socket.socket]) -> Non
     for warning in security.warnings():
         log.warning(warning)
     if stop_metrics is not None:
-        log.info("Prometheus metrics on http://%s:%d/metrics", settings.metrics_host, settings.metrics_port)
+        log_metrics_url(settings)
     # log_config=None: uvicorn's lines go through our handler (and --log-format) like every other log.
     guard = connection_guard(settings, app.state.metrics, connections)
     config = uvicorn.Config(
@@ -642,3 +642,19 @@ def http_protocol(guard: ConnectionGuard, protocol: type[Any], tls: ssl.SSLConte
     daemon's own TLS handshake with ``tls``."""
     guarded = guarded_protocol(guard, protocol)
     return guarded if tls is None else tls_accepting(guard, guarded, tls)
+
+
+def log_metrics_url(settings: Settings) -> None:
+    """Where the metrics are; a WARNING when only this machine can scrape them although the API is
+    open to others: ``--metrics-host`` became loopback by default (2026-11-28, eb76890), and a Prometheus on
+    another machine that scraped an older daemon would otherwise just see the target go down."""
+    url = f"http://{settings.metrics_host}:{settings.metrics_port}/metrics"
+    if is_loopback(settings.metrics_host) and not is_loopback(settings.host):
+        log.warning(
+            "Prometheus metrics on %s, loopback only, while the API listens on %s: a Prometheus on another "
+            "machine cannot scrape them; give --metrics-host to open the metrics port (unauthenticated)",
+            url,
+            settings.host,
+        )
+    else:
+        log.info("Prometheus metrics on %s", url)

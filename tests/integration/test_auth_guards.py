@@ -178,6 +178,8 @@ def test_listening_beyond_loopback_without_authentication_refuses_to_start(tmp_p
     assert "--insecure-no-auth" in last
     env = cli("serve", "--port", str(free_port()), env={"CONNECT_OFFSETS_HOST": "0.0.0.0"})
     assert env.returncode == 2 and "beyond loopback" in env.stderr, "the container's variable too"
+    assert env.stderr.rstrip().endswith("(--host came from CONNECT_OFFSETS_HOST)"), "an operator who never typed --host"
+    assert "came from" not in last, "a flag given is not said to come from the environment"
 
 
 @pytest.mark.slow

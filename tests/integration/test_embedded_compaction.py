@@ -84,6 +84,38 @@ def test_the_compactor_compacts_once_the_log_has_doubled_and_the_readers_state_i
     assert kept == latest
 
 
+@pytest.mark.parametrize("made_by", ["a version that never compacted", "this version"])
+def test_the_first_compaction_of_a_log_an_older_version_kept_whole_is_a_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, made_by: str
+) -> None:
+    """Versions before 2026-11-27 never compacted the embedded log; an upgraded daemon compacts such
+    a log at its first check after the interval. An operator who relied on the log keeping every
+    record learns it from a WARNING once, not from an INFO line among many; a log this version made
+    (and every later compaction) stays at INFO."""
+    log = EmbeddedOffsetLog(tmp_path, partitions=1, synchronous="NORMAL")
+    log.open()
+    if made_by != "this version":
+        with log._writing.held() as conn:  # as an older version created it: no compacting_since_ms
+            conn.execute("DELETE FROM meta WHERE key = 'compacting_since_ms'")
+    compactor = Compactor(log.description, log.record_count, log.compact, 60.0, CompactionPolicy(min_records=10))
+    try:
+        with caplog.at_level("INFO", logger="emulator.logs.embedded.compaction"):
+            log.append(commits("upgraded", keys=5, rounds=4), 30)
+            first = compactor.check()
+            log.append(commits("upgraded", keys=5, rounds=4, start=4), 30)
+            again = compactor.check()
+    finally:
+        log.close()
+    assert first is not None and first.removed == 15 and again is not None and again.removed == 20
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    if made_by == "this version":
+        assert warnings == []
+    else:
+        (warning,) = warnings
+        assert "compacted for the first time: 15 superseded records removed" in warning
+        assert "kept whole by a version before 2026-11-27" in warning and "--compaction-interval never" in warning
+
+
 @pytest.mark.slow  # 100,010 records written, replayed by a daemon and compacted by it
 def test_the_daemon_compacts_at_its_interval_once_it_holds_100000_records(
     daemon_factory: DaemonFactory, tmp_path: Path

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import json
 import os
 import threading
 import time
@@ -22,7 +23,8 @@ import pytest
 from emulator.codec.murmur2 import partition_for
 from emulator.history import archive as archive_module
 from emulator.history.archive import HistoryArchive
-from emulator.history.files import ReadReport, scan_dir
+from emulator.history.directory import HistoryError
+from emulator.history.files import ReadReport, read_metadata, scan_dir
 from emulator.history.origins import OriginRegistry, write_origin
 from emulator.history.query import (
     HistoryReader,
@@ -31,6 +33,8 @@ from emulator.history.query import (
     read_history,
     state_as_of,
 )
+from emulator.history.schema import FORMAT_KEY, HISTORY_FORMAT, history_schema
+from emulator.history.state import STATE_VERSION
 from emulator.history.tracked_log import TrackedLog
 from emulator.logs.base import OffsetLog
 from emulator.logs.embedded.offsets_log import EmbeddedOffsetLog
@@ -544,6 +548,41 @@ def test_a_block_whose_bytes_changed_fails_its_checksum_and_only_that_block_is_s
     assert [r["value"] for r in rows] == [value(1), value(3)]
     (damage,) = report.damaged
     assert "fail their checksum" in damage["problem"] and damage["records_read_before"] == 1
+
+
+def test_archive_files_name_their_format_and_a_file_of_a_newer_format_is_refused_by_name(tmp_path: Path) -> None:
+    # A version before 9cb007a read files whose checksum covers principal/remote as damaged blocks,
+    # with nothing to tell a newer format from damage: from now on a file says which format it is.
+    stack = open_stack(tmp_path)
+    for n in (1, 2):
+        stack.append([(key(n), value(n))], operation="PATCH")
+    stack.close()
+    (file,) = scan_dir(stack.archive.directory)[1]
+    assert read_metadata(file.path)[FORMAT_KEY] == str(HISTORY_FORMAT)
+
+    with file.path.open("rb") as f:
+        rows = list(fastavro.reader(f))
+    with file.path.open("wb") as f:  # the same records, as a later version that changed the format would label them
+        fastavro.writer(f, history_schema(), rows, metadata={FORMAT_KEY: str(HISTORY_FORMAT + 1)})
+
+    report = ReadReport()
+    assert list(read_history(tmp_path / "history", report=report)) == []
+    (damage,) = report.damaged
+    newer = f"written by a newer version of connect-offsets (history format {HISTORY_FORMAT + 1};"
+    assert damage["problem"].startswith(newer)
+
+
+def test_an_archive_state_a_newer_version_wrote_is_refused_not_rebuilt_over(tmp_path: Path) -> None:
+    stack = open_stack(tmp_path)
+    stack.append([(key(1), value(1))])
+    stack.close()
+    state_file = stack.archive.directory / "state.json"
+    newer = json.loads(state_file.read_text()) | {"version": STATE_VERSION + 1}
+    state_file.write_text(json.dumps(newer))
+
+    with pytest.raises(HistoryError, match=r"written by a newer version of connect-offsets \(state version"):
+        HistoryArchive(tmp_path / "history", stack.archive.identity).open()
+    assert json.loads(state_file.read_text()) == newer, "the newer version's state was overwritten"
 
 
 def test_time_bounds_skip_whole_files_without_changing_the_answer(tmp_path: Path, stacks: list[Stack]) -> None:

@@ -16,6 +16,7 @@ from emulator.server.auth.status import HIDDEN, for_principal
 from emulator.server.log_format import JsonFormatter, fields, formatter
 from emulator.server.options import SettingsError, resolve
 from emulator.server.settings import Settings
+from emulator.server.wiring import log_metrics_url
 
 
 def settings(*flags: str, env: dict[str, str] | None = None) -> Settings:
@@ -116,6 +117,24 @@ def test_the_metrics_port_listens_on_loopback_unless_metrics_host_says_otherwise
     assert metrics_host_rule(listed).refusal("prometheus-target:9464", "1.1") is None
     unused = settings("--metrics-host", "0.0.0.0")
     assert build_security(unused).warnings() == [], "no metrics port, nothing listens there"
+
+
+def test_metrics_only_this_machine_can_scrape_beside_an_api_open_to_others_is_a_warning(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """--metrics-host became loopback by default: a remote Prometheus that scraped an older daemon
+    on --host 0.0.0.0 would only see its target go down; the log says why once, at startup."""
+    with caplog.at_level("INFO", logger="emulator.server.wiring"):
+        log_metrics_url(settings("--host", "0.0.0.0", "--insecure-no-auth", "--metrics-port", "9464"))
+        log_metrics_url(settings("--metrics-port", "9464"))
+        log_metrics_url(
+            settings("--host", "0.0.0.0", "--insecure-no-auth", "--metrics-port", "9464", "--metrics-host", "0.0.0.0")
+        )
+    (warned, local, opened) = caplog.records
+    assert warned.levelname == "WARNING" and "loopback only, while the API listens on 0.0.0.0" in warned.getMessage()
+    assert "give --metrics-host" in warned.getMessage()
+    assert (local.levelname, local.getMessage()) == ("INFO", "Prometheus metrics on http://127.0.0.1:9464/metrics")
+    assert (opened.levelname, opened.getMessage()) == ("INFO", "Prometheus metrics on http://0.0.0.0:9464/metrics")
 
 
 def test_a_request_without_host_is_served_only_over_http_1_0_where_any_host_is() -> None:

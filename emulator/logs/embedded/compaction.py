@@ -26,7 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from emulator.logs.embedded.storage import LogFile, immediate
+from emulator.logs.embedded.storage import COMPACTING_SINCE, LogFile, immediate
 from emulator.logs.embedded.writing import WritingConnection
 from emulator.model.errors import LogWriteError
 
@@ -53,6 +53,11 @@ class CompactionReport:
     records_before: int
     records_after: int
     duration_s: float
+    first: bool = False
+    """The log was created by a version before 2026-11-27 and never compacted since
+    (``storage.COMPACTING_SINCE``): those versions never compacted by themselves, so a log they kept
+    whole loses its superseded records the first time a daemon of this version compacts it
+    (docs/operations.md, Upgrades)."""
 
     @property
     def removed(self) -> int:
@@ -101,6 +106,7 @@ def compact(
     before = removed = 0
     reader = file.connect(timeout_s=30.0)
     try:
+        first = reader.execute("SELECT 1 FROM meta WHERE key = ?", (COMPACTING_SINCE,)).fetchone() is None
         for p in range(partitions):
             try:
                 count, offsets = superseded(reader, p, bound(p))
@@ -122,12 +128,25 @@ def compact(
     finally:
         reader.close()
     if stop is None or not stop.is_set():
+        _note_compacting(writing)
         _release_free_pages(writing)
-    report = CompactionReport(before, before - removed, time.monotonic() - started)
+    report = CompactionReport(before, before - removed, time.monotonic() - started, first)
     log.info(
         "compacted %s: %d -> %d records in %.2f s", file.description, before, report.records_after, report.duration_s
     )
     return report
+
+
+def _note_compacting(writing: WritingConnection) -> None:
+    with writing.held(time.monotonic() + 30.0) as conn:
+        try:
+            with immediate(conn):
+                conn.execute(
+                    "INSERT OR IGNORE INTO meta (key, value) VALUES (?, ?)",
+                    (COMPACTING_SINCE, str(time.time_ns() // 1_000_000)),
+                )
+        except sqlite3.Error as e:
+            raise writing.refused(e, "recording the compaction") from e
 
 
 def _delete(writing: WritingConnection, partition: int, offsets: list[int]) -> None:
@@ -263,6 +282,14 @@ class Compactor:
         if self._stop.is_set():
             return report  # cut short by close: neither the policy nor the counts learn from half of one
         self._policy.compacted(report)
+        if report.first and report.removed:
+            log.warning(
+                "%s: compacted for the first time: %d superseded records removed, the latest of every key kept "
+                "(it was kept whole by a version before 2026-11-27, which never compacted by itself; the history "
+                "archive, when on, holds every removed record; --compaction-interval never keeps them in the log)",
+                self._description,
+                report.removed,
+            )
         self._compactions += 1
         self._removed += report.removed
         self._last, self._last_at = report, time.time()

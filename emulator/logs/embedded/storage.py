@@ -35,6 +35,12 @@ FORMAT_VERSION = 1
 NETWORK_FILESYSTEMS = frozenset({"nfs", "nfs4", "cifs", "smb3", "smbfs", "9p", "fuse.sshfs", "afs"})
 
 
+COMPACTING_SINCE = "compacting_since_ms"
+"""Metadata: since when a version that compacts the log by itself has kept it (set at creation or at
+the first compaction, never changed after). Absent: the log was kept whole until now by versions
+before 2026-11-27 (``compaction.CompactionReport.first``). Older versions ignore keys they do not know."""
+
+
 @dataclass(frozen=True, slots=True)
 class LogFile:
     """One embedded log's file, as the log was asked to open it.
@@ -117,6 +123,7 @@ class LogFile:
                 ("name", self.name),
                 ("partitions", str(self.partitions)),
                 ("created_ms", str(time.time_ns() // 1_000_000)),
+                (COMPACTING_SINCE, str(time.time_ns() // 1_000_000)),
             ],
         )
         conn.executemany(
