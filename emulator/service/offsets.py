@@ -104,9 +104,7 @@ class OffsetsService:
         if resolved == "source":
             if fresh:
                 await self.read_to_end()
-                deadline = Deadline(self._write_timeout_s)
-                reading = asyncio.to_thread(self._source.read_to_end, connector, deadline.remaining())
-                await deadline.within(reading, "Reading the connector's offsets topic to its end", "try again")
+                await self._read_own_topic_to_end(connector, Deadline(self._write_timeout_s))
             self._checks.require_known(connector)
         elif store is not None:
             raise InvalidRequest(f"store= applies to source connectors; {connector} is a sink (its consumer group)")
@@ -128,14 +126,15 @@ class OffsetsService:
             return None
         return self._source.names_version()
 
-    async def read_to_end(self) -> None:
+    async def read_to_end(self, deadline: Deadline | None = None) -> None:
         """Connect's ``readToEnd``: wait (in a worker thread, on the log's condition, not by polling)
-        until the reader has applied everything in the log now, within ``--write-timeout``.
+        until the reader has applied everything in the log now, within ``--write-timeout`` (or the
+        request's ``deadline``).
 
         Not getting there in time is ``LogTimeout`` (503: retry); a reader that stopped for good
         stays ``LogUnavailable``.
         """
-        deadline = Deadline(self._write_timeout_s)
+        deadline = deadline or Deadline(self._write_timeout_s)
         try:
             reading = asyncio.to_thread(self._log.read_to_end, deadline.remaining())
             await deadline.within(reading, "Reading the log to its end", "try again")
@@ -170,11 +169,24 @@ class OffsetsService:
     async def reset(
         self, connector: str, dry_run: bool = False, kind: str | None = None, auth: WriteAuth = NO_AUTH
     ) -> ModifyResult:
+        """Connect reads the offsets topic to its end before it lists what to reset (docs/protocol.md
+        §4.5), and so does this: a reset from a view a moment behind left a partition another writer
+        (a Connect task, another daemon) had just committed, and the connector resumed from it.
+        A PATCH does not: it writes the partitions it is given, whatever the view holds."""
         deadline = Deadline(self._write_timeout_s)
+        self._checks.ensure_ready()
+        await self.read_to_end(deadline)
         resolved = await self._modifiable(deadline, connector, kind)
         async with self._writer.section(connector, deadline) as section:
             await self._check_writer(deadline, connector, auth, resolved)
+            if resolved == "source":
+                await self._read_own_topic_to_end(connector, deadline)
             return await self._strategy(resolved).reset(connector, dry_run, auth, section)
+
+    async def _read_own_topic_to_end(self, connector: str, deadline: Deadline) -> None:
+        """A connector's own offsets topic (KIP-618 ``offsets.storage.topic``), when it has one."""
+        reading = asyncio.to_thread(self._source.read_to_end, connector, deadline.remaining())
+        await deadline.within(reading, "Reading the connector's offsets topic to its end", "try again")
 
     # A check waits within the request's deadline only where it can wait at all: an ``asyncio.timeout``
     # (a timer on the loop, set and cancelled) on every PATCH for checks that return at once was a

@@ -54,3 +54,31 @@ def test_fresh_reads_through_another_daemon_are_never_stale(
         fresh = stale_reads(writer, reader, fresh_connector, fresh=True)
     print(f"fresh reads through another daemon: {fresh} of {ROUNDS} stale; without fresh=true: {plain} of {ROUNDS}")
     assert fresh == 0, f"{fresh} of {ROUNDS} fresh reads missed a write acknowledged before they began"
+
+
+RESETS = 100
+
+
+@pytest.mark.slow
+def test_a_reset_through_another_daemon_removes_every_partition_written_before_it(
+    kafka_broker: TansuBroker, daemon_factory: DaemonFactory
+) -> None:
+    """Connect reads the offsets topic to its end before it lists what to reset (docs/protocol.md
+    §4.5). A daemon that reset from its view as it stood left a partition another writer had just
+    committed, and a task resumed from it: here a partition written through one daemon, then at
+    once the connector reset through another, RESETS times."""
+    topic = kafka_broker.unique_topic("fresh-reset")
+    args = ("--bootstrap-servers", kafka_broker.bootstrap, "--offsets-topic", topic, "--offsets-partitions", "3")
+    first, second = daemon_factory(*args), daemon_factory(*args)
+    connector = f"reset-{uuid.uuid4().hex[:8]}"
+    left = 0
+    with OffsetsClient(first.url) as writer, OffsetsClient(second.url) as resetter:
+        writer.alter(connector, body(0), create=True)
+        assert connector in resetter.connectors(fresh=True)
+        for n in range(RESETS):
+            partition = {"filename": f"/data/reset-{n}.txt"}
+            writer.alter(connector, {"offsets": [{"partition": partition, "offset": {"position": n}}]}, create=True)
+            resetter.reset(connector)
+            left += bool(writer.offsets(connector, fresh=True))
+    print(f"resets through another daemon that left a partition written just before: {left} of {RESETS}")
+    assert left == 0, f"{left} of {RESETS} resets left the partition written just before them"
