@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from emulator.codec.keys import KeyProblem, ParsedKey, logical_id, parse_key, problem_message
-from emulator.codec.values import CodecError, loads_lenient
+from emulator.codec.values import CodecError, InvalidOffsets, loads_lenient, validate_format
 from emulator.model.records import LogRecord
 from emulator.view import slots
 from emulator.view.record_arena import ABSENT, Member, RecordArena
@@ -349,11 +349,15 @@ class OffsetView:
         return rows
 
     def _offset_of(self, key: bytes, slot: bytes) -> Any:
-        """The parsed value; an unparseable one is counted and logged once per record, as Connect
-        logs ``CRITICAL`` and leaves it out (we show it as ``null``)."""
+        """The parsed value; an unreadable one is counted and logged once per record, as Connect
+        logs ``CRITICAL`` and leaves it out (we show it as ``null``). Unreadable as Connect's reader
+        judges it: bytes that do not parse, and JSON that ``validateFormat`` refuses (a list, a
+        nested map), which Connect's reader leaves out alike and the listing showed as an offset."""
         try:
-            return loads_lenient(slots.value_of(slot))
-        except CodecError as exc:
+            offset = loads_lenient(slots.value_of(slot))
+            validate_format(offset)
+            return offset
+        except (CodecError, InvalidOffsets) as exc:
             with self._lock:
                 head = slots.head(slot)
                 position = self._records.locate(key)

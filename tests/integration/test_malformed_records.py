@@ -74,6 +74,8 @@ def test_e_malformed_records_are_skipped_counted_and_agree_with_java(
     p_lines = T.jmap([("filename", "/in/a.txt")])
     p_other = T.jmap([("server", "db1")])
     empty_partition, bad_value_partition = {"file": "empty"}, {"file": "bad-value"}
+    # JSON that parses but fails OffsetUtils.validateFormat: Java leaves it out as it does a non-JSON value.
+    list_value_partition, nested_value_partition = {"file": "list-value"}, {"file": "nested-value"}
 
     def java_write(connector: str, entries: list[tuple[Any, Any]]) -> None:
         java_oracle.offsets_write(
@@ -98,6 +100,8 @@ def test_e_malformed_records_are_skipped_counted_and_agree_with_java(
         (b"\x80\x81\xfe garbage \x00\x01", b"\xff\x00\x13 garbage"),  # binary key and value
         (None, b'{"pos":1}'),  # null key
         (key(valid, bad_value_partition), b"\xffnot json at all"),  # a valid key with a non-JSON value
+        (key(valid, list_value_partition), b"[1,2]"),  # JSON, not a map
+        (key(valid, nested_value_partition), b'{"pos":{"lsn":1}}'),  # a map, not flat
     ]
     malformed_keys = [k for k, _ in before_daemon + while_running]
     decoded = java_oracle.json_decode(malformed_keys)
@@ -135,24 +139,27 @@ def test_e_malformed_records_are_skipped_counted_and_agree_with_java(
 
     client = daemon.client()
     assert client.connectors() == sorted([valid, other])
-    rows = client.offsets(valid)  # the first read of this connector meets the unparseable value
-    assert status(daemon.url)["view"]["unparseable_values"] == 1
+    rows = client.offsets(valid)  # the first read of this connector meets the three unreadable values
+    assert status(daemon.url)["view"]["unparseable_values"] == 3
     client.offsets(valid)
-    assert status(daemon.url)["view"]["unparseable_values"] == 1, "counted once per record, not once per read"
+    assert status(daemon.url)["view"]["unparseable_values"] == 3, "counted once per record, not once per read"
     assert daemon_offsets(rows) == {
         canon(from_java(p_orders)): canon({"pos": 2}),
         canon(from_java(p_lines)): canon({"position": 10}),
         canon(empty_partition): canon(None),
         canon(bad_value_partition): canon(None),
+        canon(list_value_partition): canon(None),
+        canon(nested_value_partition): canon(None),
     }
     assert daemon_offsets(client.offsets(other)) == {canon(from_java(p_other)): canon({"lsn": 7})}
 
     # What a task would read, and what Connect lists, from Java's store on the same topic.
-    asked = [p_orders, p_lines, T.jmap(empty_partition), T.jmap(bad_value_partition)]
+    unreadable = [bad_value_partition, list_value_partition, nested_value_partition]
+    asked = [p_orders, p_lines, T.jmap(empty_partition), *(T.jmap(p) for p in unreadable)]
     java_offsets, java_partitions = java_oracle.offsets_read(
         kafka_broker.bootstrap, topic, valid, asked, num_partitions=n
     )
-    assert java_offsets[2:] == [None, None]  # b"" reads as null; a non-JSON value is left out (CRITICAL)
+    assert java_offsets[2:] == [None] * 4  # b"" reads as null; a value validateFormat refuses is left out (CRITICAL)
     assert daemon_offsets(rows) == {
         canon(from_java(p)): canon(from_java(o)) for p, o in zip(asked, java_offsets, strict=True)
     }
