@@ -70,15 +70,20 @@ class OffsetsKit:
         self._touched.setdefault(name, None)
         return name
 
-    def reset(self, connector: str, *, kind: str | None = None) -> None:
+    def reset(self, connector: str, *, kind: str | None = None, catch_up: bool = True) -> None:
         """Delete every offset of ``connector`` (Connect's DELETE); an unknown connector is fine.
 
         With a Connect cluster, Connect's DELETE answers 404 for a connector its config topic does
         not hold, though a test may have seeded it before creating it (``seed`` may): its records are
         then deleted by their exact keys, so nothing a test seeded stays behind in a shared topic for
-        a later connector of that name to resume from."""
+        a later connector of that name to resume from.
+
+        ``catch_up=False`` skips the daemon's read of its log to the end that comes first: only for a
+        caller that has just had it read (``reset_touched`` reads once for all its connectors; each
+        read is a round trip to the end of every partition of the log)."""
         try:
-            self._catch_up(kind)  # Connect's DELETE resets what its store read to the end; the daemon's view may lag
+            if catch_up:  # Connect's DELETE resets what its store read to the end; the daemon's view may lag
+                self._catch_up(kind)
             self.client.reset(connector, kind=kind)
         except NotFoundError:
             if kind != "sink":  # a sink's group cannot be seeded for a connector Connect does not know
@@ -94,9 +99,16 @@ class OffsetsKit:
         (still running in a Connect cluster, claimed, or the daemon is gone): their unique names
         keep them apart, and a teardown must not hide the test's own failure behind this one."""
         refused: list[str] = []
+        caught_up = False
+        if any(kind != "sink" for kind in self._touched.values()):
+            try:  # one read of the log to its end serves every reset below
+                self._catch_up()
+                caught_up = True
+            except ClientError:
+                pass  # each reset reads for itself, and one that fails is named below
         for connector, kind in self._touched.items():
             try:
-                self.reset(connector, kind=kind)
+                self.reset(connector, kind=kind, catch_up=not caught_up)
             except ClientError:
                 refused.append(connector)
         self._touched.clear()

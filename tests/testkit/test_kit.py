@@ -18,6 +18,7 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 
 from emulator.client.errors import NotFoundError
@@ -230,6 +231,32 @@ def test_closing_the_kit_resets_every_connector_it_named_or_seeded(embedded_daem
     with OffsetsKit(embedded_daemon.url) as after:
         assert after.offsets(seeded) == [] and after.offsets(named_then_written) == []
         assert after.offsets(by_hand) == [{"partition": FILE, "offset": {"p": 1}}]
+
+
+def _reads_to_the_end(url: str) -> float:
+    """How many ``GET /connectors`` the daemon answered, from its own metrics: the kit sends that
+    route only to have the daemon read its log to the end before it acts."""
+    series = 'connect_offsets_http_requests_total{method="GET",route="/connectors",status="200"} '
+    lines = httpx.get(f"{url}/metrics").text.splitlines()
+    return next((float(line.removeprefix(series)) for line in lines if line.startswith(series)), 0.0)
+
+
+def test_resetting_what_the_kit_touched_reads_the_log_to_its_end_once_not_once_per_connector(
+    embedded_daemon: DaemonProcess,
+) -> None:
+    """Each reset read the whole log again before its DELETE; one read before them all sees every
+    write acknowledged before the teardown, which is what the resets need."""
+    with OffsetsKit(embedded_daemon.url) as kit:
+        seeded = [kit.unique_name() for _ in range(3)]
+        for connector in seeded:
+            kit.seed(connector, [(FILE, {"position": 5})])
+        kit.unique_name("named-only")
+        before = _reads_to_the_end(embedded_daemon.url)
+
+        assert kit.reset_touched() == []
+
+        assert _reads_to_the_end(embedded_daemon.url) - before == 1
+        assert all(kit.offsets(connector) == [] for connector in seeded)
 
 
 def test_a_connector_that_cannot_be_reset_is_reported_not_raised(embedded_daemon: DaemonProcess) -> None:
