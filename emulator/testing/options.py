@@ -13,6 +13,7 @@ import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
+from urllib.parse import urlsplit
 
 Mode = Literal["embedded", "kafka", "url"]
 
@@ -113,6 +114,8 @@ def resolve(
         origin, value = next(((where, v) for where, v in given if v), (f"{setting.name} (default)", setting.default))
         values[setting.name], origins[setting.name] = value, origin
     timeout = _seconds(values["connect_offsets_start_timeout"] or "60", origins["connect_offsets_start_timeout"])
+    if values["connect_offsets_url"]:
+        _check_url(values["connect_offsets_url"], origins["connect_offsets_url"])
     if values["connect_offsets_status_topic"] and not values["connect_offsets_config_topic"]:
         raise ValueError("connect_offsets_status_topic needs connect_offsets_config_topic")
     try:
@@ -138,3 +141,21 @@ def _seconds(text: str, origin: str) -> float:
     if not math.isfinite(seconds) or seconds <= 0:
         raise ValueError(f"{origin}: expected a number of seconds above 0, got {text!r}")
     return seconds
+
+
+def _check_url(url: str, origin: str) -> None:
+    """An ``http(s)://host`` URL, or a ``ValueError`` now: the kit would otherwise wait its whole
+    start timeout for a daemon at an address no request can reach, then fail without saying why."""
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018  (raises ValueError for a port that is not a number in 0..65535)
+    except ValueError:
+        parts = None
+    if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
+        from emulator.client.credentials import redact  # only on this error path: the plugin loads this module
+
+        try:
+            shown = redact(url)  # a password in it stays out of the message
+        except ValueError:  # unbalanced brackets: no part of it parses as a password
+            shown = url
+        raise ValueError(f"{origin}: expected the daemon's http:// or https:// URL with a host, got {shown!r}")

@@ -39,6 +39,7 @@ def test_defaults_modes_and_serve_arguments() -> None:
 
 TIMEOUT = "connect_offsets_start_timeout"
 SECONDS = "expected a number of seconds above 0, got"
+NOT_A_URL = "expected the daemon's http:// or https:// URL with a host, got"
 
 
 @pytest.mark.parametrize(
@@ -53,6 +54,21 @@ SECONDS = "expected a number of seconds above 0, got"
             {},
             {},
             "--connect-offsets-serve-args: No closing quotation",
+        ),
+        ({"connect_offsets_url": "not-a-url"}, {}, {}, f"--connect-offsets-url: {NOT_A_URL} 'not-a-url'"),
+        (
+            {},
+            {"CONNECT_OFFSETS_TEST_URL": "localhost:8083"},
+            {},
+            f"CONNECT_OFFSETS_TEST_URL: {NOT_A_URL} 'localhost:8083'",
+        ),
+        ({}, {}, {"connect_offsets_url": "http://"}, f"connect_offsets_url: {NOT_A_URL} 'http://'"),
+        ({"connect_offsets_url": "http://h:port"}, {}, {}, f"--connect-offsets-url: {NOT_A_URL} 'http://h:port'"),
+        (  # the password stays out of the message
+            {"connect_offsets_url": "ftp://u:secret@h"},
+            {},
+            {},
+            f"--connect-offsets-url: {NOT_A_URL} 'ftp://u:***@h'",
         ),
         (
             {"connect_offsets_status_topic": "s"},
@@ -75,3 +91,8 @@ def test_every_setting_has_an_option_a_variable_and_an_ini_key() -> None:
         ("--connect-offsets-bootstrap-servers", "CONNECT_OFFSETS_TEST_BOOTSTRAP_SERVERS"),
     ]
     assert all(s.name.startswith("connect_offsets_") for s in SETTINGS)
+
+
+@pytest.mark.parametrize("url", ["http://127.0.0.1:8083", "https://u:p@offsets.example:443/base", "http://[::1]:1"])
+def test_a_daemon_url_with_a_scheme_and_a_host_is_taken_as_given(url: str) -> None:
+    assert resolve({"connect_offsets_url": url}, {}, {}).url == url

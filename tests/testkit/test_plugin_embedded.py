@@ -294,6 +294,23 @@ def test_a_bad_kit_setting_is_a_usage_error(inner: pytest.Pytester) -> None:
     )
 
 
+@pytest.mark.slow
+def test_a_daemon_url_that_is_no_url_is_a_usage_error_at_once(inner: pytest.Pytester) -> None:
+    """It waited out the start timeout for a daemon no request could reach, then failed the test."""
+    inner.makepyfile(test_any="def test_any(connect_offsets):\n    pass\n")
+
+    result = run_inner(inner, "--connect-offsets-url=not-a-url", "--connect-offsets-start-timeout=5")
+
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        [
+            "*connect-offsets: --connect-offsets-url: expected the daemon's http:// or https:// URL with a host, "
+            "got 'not-a-url'"
+        ]
+    )
+    assert result.duration < 5
+
+
 @pytest.mark.slow  # a pytest session of its own, with a daemon
 def test_serve_arguments_in_pyproject_may_be_a_toml_list(inner: pytest.Pytester) -> None:
     inner.makepyprojecttoml('[tool.pytest.ini_options]\nconnect_offsets_serve_args = ["--offsets-partitions", "3"]\n')
