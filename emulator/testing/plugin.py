@@ -37,6 +37,8 @@ if TYPE_CHECKING:  # imported when a fixture first runs: sessions without the ki
 _OPTIONS = pytest.StashKey[KitOptions]()
 _DAEMON = pytest.StashKey["DaemonProcess"]()
 _WAITED = pytest.StashKey[float]()
+_DAEMON_URL = pytest.StashKey[str]()
+"""The URL the session's daemon served at: its ``url`` is gone once it is stopped (``kill()`` too)."""
 _DAEMON_FIXTURE = "connect_offsets_daemon"
 
 
@@ -166,7 +168,7 @@ def connect_offsets_daemon(pytestconfig: pytest.Config) -> Iterator[DaemonProces
     if daemon is None:
         daemon = pytestconfig.stash[_DAEMON] = _new_daemon(options).launch()
     started = time.monotonic()
-    daemon.wait_ready()
+    pytestconfig.stash[_DAEMON_URL] = daemon.wait_ready()
     pytestconfig.stash[_WAITED] = time.monotonic() - started
     try:
         yield daemon
@@ -195,9 +197,11 @@ def connect_offsets(connect_offsets_url: str, request: pytest.FixtureRequest) ->
         daemon is not None
         and daemon.proc is not None
         and daemon.proc.poll() is not None
-        and daemon.url == connect_offsets_url
+        and request.config.stash.get(_DAEMON_URL, None) == connect_offsets_url
     ):
-        # without this every later test says only "cannot reach": the log is what explains it
+        # without this every later test says only "cannot reach" (or, once a test called the
+        # daemon's kill() or stop(), which forget its URL, "the daemon is not running"): the exit
+        # code and the log are what explain it
         pytest.fail(
             f"connect-offsets: the session's daemon exited (code {daemon.proc.returncode})\n{daemon.log_tail()}",
             pytrace=False,

@@ -328,12 +328,24 @@ def test_serve_arguments_in_pyproject_may_be_a_toml_list(inner: pytest.Pytester)
 
 
 @pytest.mark.slow  # a pytest session of its own, with a daemon
-def test_a_daemon_that_died_fails_the_next_test_with_its_log(inner: pytest.Pytester) -> None:
+@pytest.mark.parametrize(
+    ("ending", "code", "log"),
+    [
+        ("connect_offsets_daemon.proc.kill(); connect_offsets_daemon.proc.wait(10)", "-9", "--- daemon log*"),
+        # kill() and stop() forget the URL (and remove the work directory with the log): the next
+        # test was told only "the daemon is not running (start() it, ...)"
+        ("connect_offsets_daemon.kill()", "-9", "--- no daemon log ---"),
+        ("connect_offsets_daemon.stop()", "*", "--- no daemon log ---"),
+    ],
+    ids=["died", "kill", "stop"],
+)
+def test_a_daemon_that_died_fails_the_next_test_with_its_log(
+    inner: pytest.Pytester, ending: str, code: str, log: str
+) -> None:
     inner.makepyfile(
-        test_dies="""
+        test_dies=f"""
         def test_kills_the_daemon(connect_offsets, connect_offsets_daemon):
-            connect_offsets_daemon.proc.kill()
-            connect_offsets_daemon.proc.wait(10)
+            {ending}
 
         def test_after_it(connect_offsets):
             pass
@@ -343,7 +355,8 @@ def test_a_daemon_that_died_fails_the_next_test_with_its_log(inner: pytest.Pytes
     result = run_inner(inner)
 
     result.assert_outcomes(passed=1, errors=1)  # the kit's fixture refuses, with the daemon's log
-    result.stdout.fnmatch_lines(["*connect-offsets: the session's daemon exited (code -9)", "*--- daemon log*"])
+    result.stdout.fnmatch_lines([f"*connect-offsets: the session's daemon exited (code {code})", f"*{log}"])
+    result.stdout.no_fnmatch_line("*the daemon is not running*")
 
 
 @pytest.mark.slow  # a pytest session of its own, with a daemon
