@@ -68,6 +68,8 @@ SETTINGS = (
     Setting("connect_offsets_start_timeout", "seconds the daemon may take to be ready", "60", "SECONDS"),
 )
 
+_SETTING = {setting.name: setting for setting in SETTINGS}
+
 
 @dataclass(frozen=True, slots=True)
 class KitOptions:
@@ -117,7 +119,11 @@ def resolve(
     if values["connect_offsets_url"]:
         _check_url(values["connect_offsets_url"], origins["connect_offsets_url"])
     if values["connect_offsets_status_topic"] and not values["connect_offsets_config_topic"]:
-        raise ValueError("connect_offsets_status_topic needs connect_offsets_config_topic")
+        # Named as the user gave it: an option's error that names an ini key sends them looking for a file.
+        status, config = _SETTING["connect_offsets_status_topic"], _SETTING["connect_offsets_config_topic"]
+        where = origins[status.name]
+        needed = config.flag if where == status.flag else config.env if where == status.env else config.name
+        raise ValueError(f"{where} needs {needed} (the workers' config topic)")
     try:
         serve_args = shlex.split(values["connect_offsets_serve_args"] or "")
     except ValueError as exc:  # "No closing quotation"

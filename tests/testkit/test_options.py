@@ -70,11 +70,23 @@ NOT_A_URL = "expected the daemon's http:// or https:// URL with a host, got"
             {},
             f"--connect-offsets-url: {NOT_A_URL} 'ftp://u:***@h'",
         ),
-        (
+        (  # each named as the user gave it: the option said the ini key
             {"connect_offsets_status_topic": "s"},
             {},
             {},
-            "connect_offsets_status_topic needs connect_offsets_config_topic",
+            "--connect-offsets-status-topic needs --connect-offsets-config-topic (the workers' config topic)",
+        ),
+        (
+            {},
+            {"CONNECT_OFFSETS_TEST_STATUS_TOPIC": "s"},
+            {},
+            "CONNECT_OFFSETS_TEST_STATUS_TOPIC needs CONNECT_OFFSETS_TEST_CONFIG_TOPIC (the workers' config topic)",
+        ),
+        (
+            {},
+            {},
+            {"connect_offsets_status_topic": "s"},
+            "connect_offsets_status_topic needs connect_offsets_config_topic (the workers' config topic)",
         ),
     ],
 )
