@@ -61,6 +61,8 @@ class OffsetsKit:
         """The synchronous client: every KIP-875, history, claims and records route."""
         self._timeout_s = timeout_s
         self._touched: dict[str, str | None] = {}  # connector -> kind, in first-touched order
+        self.refusals: dict[str, ClientError] = {}
+        """Why each connector the last ``reset_touched`` (or ``close``) returned was not reset."""
 
     # ---- names and isolation -----------------------------------------------------------------
 
@@ -96,9 +98,10 @@ class OffsetsKit:
 
     def reset_touched(self) -> list[str]:
         """Reset the connectors this kit named or seeded. Returns those that could not be reset
-        (still running in a Connect cluster, claimed, or the daemon is gone): their unique names
-        keep them apart, and a teardown must not hide the test's own failure behind this one."""
-        refused: list[str] = []
+        (still running in a Connect cluster, claimed, refused by the daemon's scopes, or the daemon
+        is gone), and keeps each one's error in ``refusals``: their unique names keep them apart,
+        and a teardown must not hide the test's own failure behind this one."""
+        refused: dict[str, ClientError] = {}
         caught_up = False
         if any(kind != "sink" for kind in self._touched.values()):
             try:  # one read of the log to its end serves every reset below
@@ -109,10 +112,11 @@ class OffsetsKit:
         for connector, kind in self._touched.items():
             try:
                 self.reset(connector, kind=kind, catch_up=not caught_up)
-            except ClientError:
-                refused.append(connector)
+            except ClientError as exc:
+                refused[connector] = exc
         self._touched.clear()
-        return refused
+        self.refusals = refused
+        return list(refused)
 
     # ---- writing -----------------------------------------------------------------------------
 

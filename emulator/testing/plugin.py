@@ -210,10 +210,7 @@ def connect_offsets(connect_offsets_url: str, request: pytest.FixtureRequest) ->
     try:
         yield kit
     finally:
-        refused = kit.close()
-        if refused:
-            request.node.add_report_section(
-                "teardown",
-                "connect-offsets",
-                "not reset (running, claimed, or the daemon is gone): " + ", ".join(refused),
-            )
+        if kit.close():
+            from emulator.testing import report
+
+            request.node.add_report_section("teardown", "connect-offsets", report.not_reset(kit.refusals))

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from emulator.client.errors import ApiError
 from emulator.testing.shapes import Entry, canonical, shown
 
 PYTHON_EQUAL = "(equal in Python, not in Connect: 1, 1.0 and true are a Long, a Double and a Boolean)"
@@ -70,3 +71,15 @@ def history_lines(changes: Sequence[Mapping[str, Any]]) -> list[str]:
             value = shown(change["offset"])
         out.append(f"  {change.get('time', '?'):<24}  {origin:<20}  {where:>8}  {value}")
     return out
+
+
+def not_reset(refusals: Mapping[str, Exception]) -> str:
+    """The teardown's note on the connectors the kit could not reset (``OffsetsKit.refusals``).
+
+    A 403 is the daemon's own decision (the credentials' scopes, say) and its answer says why: that
+    reason is shown. The others are named together, with the usual causes."""
+    forbidden = {name: exc for name, exc in refusals.items() if isinstance(exc, ApiError) and exc.status == 403}
+    others = [name for name in refusals if name not in forbidden]
+    lines = ["not reset (running, claimed, or the daemon is gone): " + ", ".join(others)] if others else []
+    lines += [f"not reset: {name}: the daemon refused it (403): {exc.message}" for name, exc in forbidden.items()]
+    return "\n".join(lines)

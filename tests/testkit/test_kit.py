@@ -268,6 +268,7 @@ def test_a_connector_that_cannot_be_reset_is_reported_not_raised(embedded_daemon
     claim = kit.client.claim(claimed, owner="a-running-job")
 
     assert kit.close() == [claimed]
+    assert list(kit.refusals) == [claimed]  # with the daemon's error, for the teardown's report
 
     with OffsetsKit(embedded_daemon.url) as after:
         assert after.offset(claimed, FILE) == {"position": 1}

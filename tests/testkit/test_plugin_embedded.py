@@ -360,6 +360,39 @@ def test_a_daemon_that_died_fails_the_next_test_with_its_log(
 
 
 @pytest.mark.slow  # a pytest session of its own, with a daemon
+def test_a_reset_the_daemon_forbids_is_reported_with_the_daemons_reason(
+    inner: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A 403 was reported as "running, claimed, or the daemon is gone", none of which it was."""
+    (inner.path / "users.properties").write_text("tester=tester-pw\n")
+    (inner.path / "scopes.toml").write_text('[scopes]\ntester = ["read:*", "write:mine-*"]\n')
+    monkeypatch.setenv("CONNECT_OFFSETS_USER", "tester")  # how the kit's clients authenticate
+    monkeypatch.setenv("CONNECT_OFFSETS_PASSWORD", "tester-pw")
+    inner.makepyfile(
+        test_scoped="""
+        def test_names_one_it_may_not_write(connect_offsets):
+            mine = connect_offsets.unique_name("mine")
+            connect_offsets.seed(mine, [({"f": 1}, {"p": 1})])
+            connect_offsets.unique_name("theirs")  # its reset after the test is forbidden
+        """
+    )
+
+    result = run_inner(
+        inner, "--connect-offsets-serve-args=--credentials-file users.properties --scopes-file scopes.toml"
+    )
+
+    result.assert_outcomes(passed=1)  # a teardown must not fail the test
+    result.stdout.fnmatch_lines(
+        [
+            "*connect-offsets*",
+            "not reset: theirs-test_names_one_it_may_not_write-* the daemon refused it (403): tester (basic) may "
+            "not do this: needs write on connector 'theirs-test_names_one_it_may_not_write-*'",
+        ]
+    )
+    result.stdout.no_fnmatch_line("*running, claimed, or the daemon is gone*")
+
+
+@pytest.mark.slow  # a pytest session of its own, with a daemon
 def test_a_conftest_that_overrides_the_url_is_named_and_no_daemon_is_launched(inner: pytest.Pytester) -> None:
     """docs/testing.md: override ``connect_offsets_url`` to bring your own daemon (a compose stack's).
     The header can only name the configured daemon; the run then says whose URL the kit uses."""
