@@ -28,7 +28,16 @@ from emulator.client.errors import ClientError, NotFoundError
 from emulator.client.history import HistoryClient
 from emulator.client.http import AsyncOffsetsClient
 from emulator.testing import report, snapshots
-from emulator.testing.shapes import Entry, OffsetsInput, Partition, by_partition, canonical, entries, shown
+from emulator.testing.shapes import (
+    Entry,
+    OffsetsInput,
+    Partition,
+    by_partition,
+    canonical,
+    entries,
+    require_flat,
+    shown,
+)
 from emulator.testing.snapshots import LogSnapshot
 
 __all__ = ["OffsetsKit", "unique_name"]
@@ -126,9 +135,13 @@ class OffsetsKit:
         ``offsets``: ``[(partition, offset), ...]``, Connect's entries, or its PATCH body; an offset
         of None deletes that partition. Give each partition's keys in the order the connector
         builds its map (docs/protocol.md §1.4). ``kind="sink"`` (Kafka only) commits a sink
-        connector's consumer group instead.
+        connector's consumer group instead. A source partition or offset holding a map or a list is
+        a ``ValueError`` before anything is sent: Connect keeps only flat maps (``shapes.require_flat``).
         """
-        body = {"offsets": entries(offsets)}
+        listed = entries(offsets)
+        if kind != "sink":  # a sink's entries are Connect's SinkUtils shape, which the daemon checks as Connect does
+            require_flat(listed)
+        body = {"offsets": listed}
         if self._touched.get(connector) is None:  # unique_name() left the kind open: a sink's is its group
             self._touched[connector] = kind
         self.client.alter(connector, body, create=True, kind=kind)

@@ -54,6 +54,23 @@ def entries(offsets: OffsetsInput) -> list[Entry]:
     return out
 
 
+def require_flat(listed: Iterable[Entry]) -> None:
+    """A ``ValueError`` naming the partition and the field when a partition or an offset holds a map
+    or a list: Connect's ``OffsetUtils.validateFormat`` refuses them (its ``DataException``, an HTTP
+    500 from the daemon as from Connect; docs/protocol.md §1.1), so the kit says so before sending.
+    Only nesting is checked here; whatever else that rule refuses, the daemon answers."""
+    for index, entry in enumerate(listed):
+        for where, mapping in (("the partition", entry["partition"]), ("its offset", entry["offset"] or {})):
+            for key, value in mapping.items():
+                if isinstance(value, Mapping | list | tuple):
+                    held = "a map" if isinstance(value, Mapping) else "a list"
+                    raise ValueError(
+                        f"offsets[{index}], partition {shown(entry['partition'])}: field {key!r} of {where} holds "
+                        f"{held}; Connect's partitions and offsets are flat maps of primitives or null "
+                        "(OffsetUtils.validateFormat, docs/protocol.md §1.1)"
+                    )
+
+
 def canonical(value: Any) -> str:
     """Order-free, type-exact text of a JSON value: the identity Connect gives a partition."""
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=True)

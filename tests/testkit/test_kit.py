@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import json
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -77,6 +78,38 @@ def test_a_shape_seed_cannot_use_is_refused_before_anything_is_written(
         kit.seed(connector, shape)  # type: ignore[arg-type]
     with pytest.raises(NotFoundError):
         kit.offsets(connector)
+
+
+@pytest.mark.parametrize(
+    ("partition", "offset", "field"),
+    [
+        (FILE, {"a": {"b": 1}}, "field 'a' of its offset holds a map"),
+        (FILE, {"position": 1, "seen": [1, 2]}, "field 'seen' of its offset holds a list"),
+        ({"filename": "f", "shard": (0, 1)}, {"position": 1}, "field 'shard' of the partition holds a list"),
+    ],
+    ids=["map-in-offset", "list-in-offset", "list-in-partition"],
+)
+def test_a_nested_partition_or_offset_is_refused_before_anything_is_sent(
+    kit: OffsetsKit, partition: dict[str, object], offset: dict[str, object], field: str
+) -> None:
+    """The daemon answered Connect's 500 (OffsetUtils.validateFormat's DataException); the kit names
+    where the nesting is, as Connect keeps only flat maps of primitives or null (protocol.md §1.1)."""
+    connector = kit.unique_name()
+    with pytest.raises(ValueError) as refused:
+        kit.seed(connector, [({"filename": "ok"}, {"position": 1}), (partition, offset)])
+    assert str(refused.value) == (
+        f"offsets[1], partition {json.dumps(partition)}: {field}; Connect's partitions and offsets are flat "
+        "maps of primitives or null (OffsetUtils.validateFormat, docs/protocol.md §1.1)"
+    )
+    with pytest.raises(NotFoundError):  # not even the valid entry was written
+        kit.offsets(connector)
+
+
+def test_flat_maps_of_every_primitive_and_null_are_seeded(kit: OffsetsKit) -> None:
+    connector = kit.unique_name()
+    offset = {"s": "x", "l": 7, "d": 0.5, "b": True, "n": None}
+    kit.seed(connector, [({"filename": "f", "shard": 0}, offset)])
+    assert kit.offset(connector, {"filename": "f", "shard": 0}) == offset
 
 
 def test_seeding_none_deletes_a_partition(kit: OffsetsKit) -> None:
