@@ -314,7 +314,7 @@ class OffsetsKit:
             f"connector {connector!r} partition {shown(dict(partition))}: the offset did not {wanted} "
             f"within {timeout:g} s",
             f"  last seen: {seen}",
-            *([f"  {report.PYTHON_EQUAL}"] if _python_equal(expected, current) else []),
+            *[f"  {hint}" for hint in report.equal_in_python_hints(_plain(expected), current)],
             f"recent history of this partition (oldest first, at most {_HISTORY_SHOWN}):",
         ]
         try:
@@ -327,6 +327,6 @@ class OffsetsKit:
         return f"OffsetsKit({self.url!r})"
 
 
-def _python_equal(expected: Expected, current: dict[str, Any] | None) -> bool:
-    """The offset Python calls equal to the one waited for, which Connect does not (``1`` vs ``1.0``)."""
-    return current is not None and not callable(expected) and expected is not None and dict(expected) == current
+def _plain(expected: Expected) -> dict[str, Any] | None:
+    """The offset waited for as a dict, None for a predicate (or for None)."""
+    return None if expected is None or callable(expected) else dict(expected)

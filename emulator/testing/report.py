@@ -8,6 +8,7 @@ the daemon's archive: whether the connector committed at all, who wrote last, an
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -15,6 +16,32 @@ from emulator.client.errors import ApiError
 from emulator.testing.shapes import Entry, canonical, shown
 
 PYTHON_EQUAL = "(equal in Python, not in Connect: 1, 1.0 and true are a Long, a Double and a Boolean)"
+NEGATIVE_ZERO = (
+    "(-0.0 reads back as 0.0: Connect's converter reads a fraction as a BigDecimal, which has no negative "
+    "zero; expect 0.0)"
+)
+
+
+def equal_in_python_hints(expected: Any, actual: Any) -> list[str]:
+    """Why two offsets Python calls equal differ in Connect's type-exact comparison, or nothing.
+
+    Two reasons, per field: another type (``1`` and ``1.0``), or an expected ``-0.0`` read back as
+    ``0.0`` (docs/protocol.md §1.6); telling a Long from a Double about the latter sends the reader
+    the wrong way."""
+    if expected is None or actual is None or expected != actual or canonical(expected) == canonical(actual):
+        return []
+    if not isinstance(expected, Mapping) or not isinstance(actual, Mapping):
+        return [PYTHON_EQUAL]
+    zero = other = False
+    for key, want in expected.items():
+        have = actual.get(key)
+        if canonical(want) == canonical(have):
+            continue
+        if isinstance(want, float) and isinstance(have, float) and want == have == 0.0:
+            zero = zero or math.copysign(1.0, want) < 0 < math.copysign(1.0, have)
+        else:
+            other = True
+    return [hint for hint, applies in ((PYTHON_EQUAL, other), (NEGATIVE_ZERO, zero)) if applies]
 
 
 def offsets_diff(connector: str, expected: Mapping[str, Entry], actual: Mapping[str, Entry], exact: bool) -> str | None:
@@ -39,8 +66,7 @@ def offsets_diff(connector: str, expected: Mapping[str, Entry], actual: Mapping[
             lines.append(f"  partition {partition}:")
             lines.append(f"    expected {shown(want['offset'])}")
             lines.append(f"    actual   {shown(have['offset'])}")
-            if have["offset"] == want["offset"]:
-                lines.append(f"    {PYTHON_EQUAL}")
+            lines += [f"    {hint}" for hint in equal_in_python_hints(want["offset"], have["offset"])]
         differing += len(lines) > before
     if exact:
         for key, have in actual.items():

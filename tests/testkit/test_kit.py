@@ -209,6 +209,42 @@ def test_wait_for_an_offset_python_calls_equal_says_why_it_is_not(kit: OffsetsKi
     ]
 
 
+NEGATIVE_ZERO = (
+    "(-0.0 reads back as 0.0: Connect's converter reads a fraction as a BigDecimal, which has no negative zero; "
+    "expect 0.0)"
+)
+
+
+def test_an_expected_negative_zero_is_explained_as_read_back_as_zero_not_as_long_and_double(kit: OffsetsKit) -> None:
+    """-0.0 and 0.0 are both Doubles: the Long/Double hint was not why they differ."""
+    connector = kit.unique_name()
+    kit.seed(connector, [(FILE, {"position": -0.0})])  # written as -0.0, read back as 0.0
+
+    with pytest.raises(AssertionError) as failure:
+        kit.assert_offsets(connector, [(FILE, {"position": -0.0})])
+    assert str(failure.value).splitlines()[1:] == [
+        '  partition {"filename": "/data/in.txt"}:',
+        '    expected {"position": -0.0}',
+        '    actual   {"position": 0.0}',
+        f"    {NEGATIVE_ZERO}",
+    ]
+
+    with pytest.raises(AssertionError) as failure:
+        kit.wait_for_offset(connector, FILE, {"position": -0.0}, timeout=0.2)
+    assert str(failure.value).splitlines()[1:3] == ['  last seen: {"position": 0.0}', f"  {NEGATIVE_ZERO}"]
+
+
+def test_a_type_difference_beside_a_negative_zero_gets_both_hints(kit: OffsetsKit) -> None:
+    connector = kit.unique_name()
+    kit.seed(connector, [(FILE, {"position": 1.0, "delta": -0.0})])
+    with pytest.raises(AssertionError) as failure:
+        kit.assert_offsets(connector, [(FILE, {"position": 1, "delta": -0.0})])
+    assert str(failure.value).splitlines()[-2:] == [
+        "    (equal in Python, not in Connect: 1, 1.0 and true are a Long, a Double and a Boolean)",
+        f"    {NEGATIVE_ZERO}",
+    ]
+
+
 def test_wait_for_an_unknown_connector_says_the_daemon_does_not_know_it(kit: OffsetsKit) -> None:
     connector = kit.unique_name()
     with pytest.raises(AssertionError) as failure:
