@@ -15,6 +15,7 @@ import sys
 from typing import Any
 
 from emulator.cli.common import (
+    EXIT_ANSWER_LOST,
     EXIT_OK,
     EXIT_REFUSED,
     EXIT_USAGE,
@@ -26,7 +27,7 @@ from emulator.cli.common import (
 )
 from emulator.formats.diff import render_text
 from emulator.formats.model import FormatError
-from emulator.model.errors import LogConfigError, OffsetsError
+from emulator.model.errors import LogConfigError, OffsetsError, WriteOutcomeUnknown
 from emulator.server.options import add_options
 from emulator.server.settings import parse_kafka_config
 from emulator.transfer import (
@@ -245,6 +246,13 @@ def _run(args: argparse.Namespace, source: Location, destination: Location) -> i
     except LogConfigError as exc:  # a log location that cannot be opened as given: bad input, before any write
         print(f"error: {exc.message}; nothing was written", file=sys.stderr)
         return EXIT_USAGE
+    except WriteOutcomeUnknown as exc:  # handed to the log, unacknowledged: it may still land
+        print(
+            f"error: {exc.message}; the write may still land: see what the destination holds (the same "
+            "command with --dry-run) before writing again",
+            file=sys.stderr,
+        )
+        return EXIT_ANSWER_LOST
     except OffsetsError as exc:  # the log refused (a write, bad records)
         print(f"error: {exc.message}", file=sys.stderr)
         return EXIT_REFUSED

@@ -572,3 +572,47 @@ def test_a_metadata_wait_the_cluster_never_answers_says_so_not_that_the_topic_la
     assert str(refused.value).startswith(
         "the Kafka cluster did not answer a metadata request for topic 'connect-configs' within 1 s"
     ), str(refused.value)
+
+
+@pytest.mark.slow  # 50,000 records written to a broker that stops answering mid-write, 10 s of --timeout
+def test_a_migration_whose_write_the_broker_never_acknowledges_exits_4_may_still_land(
+    own_broker: TansuBroker, tmp_path: Path
+) -> None:
+    """Records handed to the producer and not acknowledged within --timeout may still land. Exit 1
+    ("refused") told a script nothing changed, and it ran the migration again; a daemon's 503
+    write_outcome_unknown exits 4 already (``test_client.py``), a Kafka destination of its own now
+    too. The broker stops answering (SIGSTOP) as soon as the migration says it starts writing."""
+    from emulator.logs.embedded.offsets_log import EmbeddedOffsetLog
+
+    source = EmbeddedOffsetLog(tmp_path / "source", partitions=3, synchronous="NORMAL")
+    source.open()
+    connector = f"unacked-{uuid.uuid4().hex[:8]}"
+    for start in range(0, 50_000, 10_000):
+        source.append([(encode_key(connector, {"n": n}), b'{"pos":1}') for n in range(start, start + 10_000)], 60)
+    source.close()
+    topic = own_broker.unique_topic("unacked")
+    to = f"kafka://{own_broker.bootstrap}/{topic}"
+    args = ["migrate", "--from", f"embedded:{tmp_path / 'source'}", "--to", to, "--partitions", "3", "--timeout", "10"]
+    migration = subprocess.Popen(
+        [sys.executable, "-m", "emulator.cli", *args],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    lines: list[str] = []
+    try:
+        assert migration.stderr is not None
+        for line in migration.stderr:
+            lines.append(line)
+            if line.startswith("warning: writing directly to kafka://"):
+                break
+        with own_broker.paused():
+            lines += migration.stderr.readlines()  # to its end: the process exits within --timeout
+            code = migration.wait(timeout=60)
+    finally:
+        if migration.poll() is None:
+            migration.kill()
+    last = lines[-1] if lines else ""
+    assert code == 4, "".join(lines)
+    assert last.startswith("error: ") and "the write may still land" in last, last

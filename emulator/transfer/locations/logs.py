@@ -185,10 +185,9 @@ def _read_to_end(log: OffsetLog, ctx: TransferContext) -> OffsetView:
         if progress.error is not None:
             raise LocationError(f"{log.description} cannot be read: {progress.error}") from exc
         raise LocationError(
-            f"{log.description} was not read to its end within {ctx.options.timeout_s:g} s "
-            f"({progress.records_read} records read of end offsets summing to "
-            f"{sum(progress.end_offsets.values())}); nothing was written"
-        ) from exc
+            f"{log.description} was not read to its end within {ctx.options.timeout_s:g} s (--timeout; "
+            f"{progress.records_read} records read of end offsets summing to {sum(progress.end_offsets.values())})"
+        ) from exc  # the command adds "nothing was written"
     with reporting:
         reading[0] = False
         done = log.progress()
