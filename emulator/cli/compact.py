@@ -49,7 +49,8 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from emulator.history.directory import log_slug, written_by_a_live_process
+    from emulator.history.adoption import locate
+    from emulator.history.directory import written_by_a_live_process
     from emulator.logs.embedded.offsets_log import EmbeddedOffsetLog
     from emulator.logs.embedded.storage import stored_partition_count
 
@@ -60,16 +61,17 @@ def run(args: argparse.Namespace) -> int:
     if partitions is None:
         raise UsageError(f"{path} is not an embedded offsets log that can be read")
     log = EmbeddedOffsetLog(args.data_dir, partitions=partitions, name=args.name)
-    history = (args.history_dir or args.data_dir / "history") / log_slug(log.description)
-    if not args.force and written_by_a_live_process(history):
-        raise UsageError(
-            f"a running daemon archives {log.description} (its history is {history}); it compacts the log "
-            "itself, behind what it has archived. Compacting now could remove changes it has not read yet "
-            "(--force to compact anyway)"
-        )
-    archived = None if args.force else _archived_below(history, log.description)
     try:
-        log.open()
+        log.open()  # first: the archive is named after the id the log's file stores (read at open)
+        root = args.history_dir or args.data_dir / "history"
+        history = locate(root, log.archive_identity, log.description)
+        if not args.force and written_by_a_live_process(history):
+            raise UsageError(
+                f"a running daemon archives {log.description} (its history is {history}); it compacts the log "
+                "itself, behind what it has archived. Compacting now could remove changes it has not read yet "
+                "(--force to compact anyway)"
+            )
+        archived = None if args.force else _archived_below(history, (log.archive_identity, log.description))
         report = log.compact(below=None if archived is None else lambda p: archived.get(p, 0))
     except OffsetsError as exc:
         print(f"error: {exc.message}", file=sys.stderr)
@@ -88,15 +90,23 @@ def run(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _archived_below(history: Path, identity: str) -> dict[int, int] | None:
+def _archived_below(history: Path, identities: tuple[str, str]) -> dict[int, int] | None:
     """Per partition, the offset from which the archive has archived nothing yet (as its state file
-    last recorded it: the archive may hold more, never less); None when the log has no archive."""
+    last recorded it: the archive may hold more, never less); None when the log has no archive. Its
+    state names the log by ``archive_identity``, or by ``description`` in a directory an earlier
+    version named and no daemon of this version has opened yet."""
     from emulator.history.state import NewerArchive, load_state
 
     if not history.is_dir():
         return None
+    identity, description = identities
     try:
-        state = load_state(history, identity)
+        try:
+            state = load_state(history, identity)
+        except NewerArchive:
+            raise
+        except ValueError:
+            state = load_state(history, description)
     except NewerArchive as exc:
         raise UsageError(
             f"{exc}; compact with that version, or --force to compact without regard to the history"

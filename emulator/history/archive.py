@@ -5,6 +5,8 @@ the history routes and the queries use); each job lives in its own module:
 
 - ``directory.py``: the directory, its marker and the writer's lock (a second daemon on the same
   log and history directory opens it read-only: it answers queries but archives nothing);
+- ``adoption.py``: the directory is named after the log's ``archive_identity``, and one an earlier
+  version named after the log's ``description`` is renamed to that name at open;
 - ``recovery.py``: at open, files left open by a crash are cut back and the watermark rebuilt;
 - ``batch_queue.py``: the view's listener puts batches on a queue bounded by record count; when it
   is full the log's reader waits (backpressure), it never drops, unless the archiver is stalled on
@@ -34,6 +36,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO, Any
 
+from emulator.history.adoption import adopt
 from emulator.history.archiver import DEFAULT_RETRY_MAX_S, Archiver, Reread
 from emulator.history.batch_queue import DEFAULT_QUEUE_RECORDS, ArchiveQueue
 from emulator.history.coverage import ArchiveCoverage
@@ -76,13 +79,19 @@ this one's writes (it archives them as its reader delivers them: usually within 
 
 
 class HistoryArchive:
-    """One log's archive under ``root``: opened once, fed by the view, closed at shutdown."""
+    """One log's archive under ``root``: opened once, fed by the view, closed at shutdown.
+
+    ``log_identity`` is the log's ``description``, written in every row and file; ``archive_identity``
+    (the log's ``archive_identity``; by default the description) names the directory and its state,
+    so that the archive stays the same when the description changes (a moved data directory).
+    """
 
     def __init__(
         self,
         root: str | Path,
         log_identity: str,
         *,
+        archive_identity: str | None = None,
         origins: OriginRegistry | None = None,
         progress: Callable[[], ReadProgress] | None = None,
         read_own_writes: Callable[[float], bool] | None = None,
@@ -101,7 +110,9 @@ class HistoryArchive:
     ) -> None:
         self.root = Path(root)
         self.identity = log_identity
-        self.directory = self.root / log_slug(log_identity)
+        self.archive_identity = log_identity if archive_identity is None else archive_identity
+        self.directory = self.root / log_slug(self.archive_identity)
+        self._adopted = False
         self.origins = origins or OriginRegistry()
         self.retention_s = retention_s
         self.rotate_bytes = rotate_bytes
@@ -122,9 +133,9 @@ class HistoryArchive:
         self._yield_s = yield_s
         self._retry_max_s = retry_max_s
         self._queue = ArchiveQueue(self.stats, queue_records, rereadable=reread is not None)
-        self._lock = WriterLock(self.directory, log_identity)
+        self._lock = WriterLock(self.directory, self.archive_identity, log_identity)
         self._files_lock = threading.Lock()  # held while files are renamed, cut or deleted
-        self._state = ArchiveState(log_identity)
+        self._state = ArchiveState(self.archive_identity)
         self._file: CurrentFile | None = None
         self._thread: threading.Thread | None = None
         self._opener: threading.Thread | None = None  # while the disk refused the opening (``_defer``)
@@ -142,7 +153,7 @@ class HistoryArchive:
         if self._opened:
             return
         try:
-            acquired = self._lock.acquire()
+            acquired = self._take_directory()
         except HistoryError as exc:
             if not self._may_defer(exc):
                 raise
@@ -167,9 +178,26 @@ class HistoryArchive:
             return
         self._begin(recovered)
 
+    def _take_directory(self) -> bool:
+        """Settle which directory is the archive's (``adoption.adopt``, once) and try to become its
+        writer: ``WriterLock.acquire``'s answer."""
+        if not self._adopted:
+            try:
+                location = adopt(self.root, self.archive_identity, self.identity)
+            except OSError as exc:
+                raise HistoryError(f"history directory {self.directory} cannot be used: {exc}") from exc
+            self._adopted = True
+            if location.directory != self.directory:  # an earlier version's, left where it is
+                self.archive_identity = location.identity
+                self.directory = location.directory
+                self._coverage = ArchiveCoverage(self.directory)
+                self._lock = WriterLock(self.directory, self.archive_identity, self.identity)
+                self._state = ArchiveState(self.archive_identity)
+        return self._lock.acquire()
+
     def _recover(self) -> Recovered:
         try:
-            return recover(self.directory, self.identity)
+            return recover(self.directory, self.archive_identity)
         except HistoryError:
             raise
         except (OSError, ValueError) as exc:
@@ -215,7 +243,7 @@ class HistoryArchive:
         while self._queue.retry_wait(delay):
             delay = min(delay * 2, self._retry_max_s)
             try:
-                if not self._lock.held and not self._lock.acquire():
+                if not self._lock.held and not self._take_directory():
                     self.writable = False
                     self._queue.fail("another process became the archive's writer meanwhile; this one reads it only")
                     return

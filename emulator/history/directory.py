@@ -16,6 +16,7 @@ import json
 import os
 import re
 from pathlib import Path
+from typing import Any
 
 
 class HistoryError(Exception):
@@ -28,12 +29,21 @@ def log_slug(identity: str) -> str:
     return f"{readable}-{hashlib.sha256(identity.encode()).hexdigest()[:12]}"
 
 
-class WriterLock:
-    """The directory, created with its ``log.json`` marker, and the writer's ``flock`` on ``lock``."""
+MARKER = "log.json"
 
-    def __init__(self, directory: Path, identity: str) -> None:
+
+class WriterLock:
+    """The directory, created with its ``log.json`` marker, and the writer's ``flock`` on ``lock``.
+
+    The marker names the archive's identity (``archive``: what the directory is named after) and the
+    log's ``description`` as its writer last saw it (``log``; the ones before it in ``earlier``), so
+    that a query naming the log by its path or bootstrap string still finds an archive named by id.
+    """
+
+    def __init__(self, directory: Path, identity: str, description: str | None = None) -> None:
         self.directory = directory
         self._identity = identity
+        self._description = identity if description is None else description
         self._fd: int | None = None
 
     def acquire(self) -> bool:
@@ -43,9 +53,8 @@ class WriterLock:
         """
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
-            marker = self.directory / "log.json"
-            if not marker.exists():
-                marker.write_text(json.dumps({"log": self._identity}) + "\n", encoding="utf-8")
+            if not (self.directory / MARKER).exists():
+                write_marker(self.directory, self._identity, self._description)
             fd = os.open(self.directory / "lock", os.O_RDWR | os.O_CREAT, 0o644)
         except OSError as exc:
             raise HistoryError(f"history directory {self.directory} cannot be used: {exc}") from exc
@@ -55,6 +64,11 @@ class WriterLock:
             os.close(fd)
             return False
         self._fd = fd
+        try:  # only the writer rewrites the marker: two daemons never race on it
+            write_marker(self.directory, self._identity, self._description)
+        except OSError as exc:
+            self.release()
+            raise HistoryError(f"history directory {self.directory} cannot be used: {exc}") from exc
         return True
 
     @property
@@ -68,6 +82,34 @@ class WriterLock:
                 fcntl.flock(self._fd, fcntl.LOCK_UN)
                 os.close(self._fd)
             self._fd = None
+
+
+def read_marker(directory: Path) -> dict[str, Any] | None:
+    """The directory's ``log.json``, or None when it has none that can be read."""
+    try:
+        data = json.loads((directory / MARKER).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) and isinstance(data.get("log"), str) else None
+
+
+def write_marker(directory: Path, identity: str, description: str) -> None:
+    """Name the archive's identity and the log's current description in ``log.json`` (atomically:
+    queries read it meanwhile), keeping the descriptions it named before; untouched when it says so
+    already. An earlier version's marker (``{"log": description}``) gains the identity."""
+    marker = read_marker(directory) or {}
+    earlier = [str(name) for name in marker.get("earlier", []) if isinstance(name, str)]
+    named = marker.get("log")
+    if isinstance(named, str) and named != description and named not in earlier:
+        earlier.append(named)
+    wanted: dict[str, Any] = {"log": description, "archive": identity}
+    if earlier:
+        wanted["earlier"] = earlier
+    if marker == wanted:
+        return
+    tmp = directory / (MARKER + ".tmp")
+    tmp.write_text(json.dumps(wanted) + "\n", encoding="utf-8")
+    os.replace(tmp, directory / MARKER)
 
 
 def written_by_a_live_process(directory: Path) -> bool:

@@ -14,7 +14,6 @@ the re-creation wiped the older state.
 from __future__ import annotations
 
 import heapq
-import json
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,7 +22,7 @@ from typing import IO, Any, NotRequired, TypedDict, cast
 from emulator.codec.keys import KeyProblem, ParsedKey, logical_id, parse_key
 from emulator.codec.values import CodecError, parse_offset
 from emulator.history.archive import HistoryArchive
-from emulator.history.directory import log_slug
+from emulator.history.directory import log_slug, read_marker
 from emulator.history.files import ArchiveFile, ReadReport, iter_file, read_metadata, scan_dir
 from emulator.history.rows import HistoryRow, record_time
 from emulator.model.errors import ConnectorNotFound, InvalidRequest
@@ -44,25 +43,34 @@ class HistoryUnavailable(InvalidRequest):
 
 
 def list_logs(history_dir: str | Path) -> list[dict[str, str]]:
-    """Every log archived under ``history_dir``: ``[{"log": identity, "directory": path}]``."""
+    """Every log archived under ``history_dir``: ``[{"log": description, "archive": identity,
+    "directory": path}]``, ``log`` as the archive's writer last saw the log (an earlier version's
+    archive: ``archive`` is that description too)."""
     root = Path(history_dir)
     found = []
     for child in sorted(root.iterdir()) if root.is_dir() else []:
-        marker = child / "log.json"
-        if marker.is_file():
-            try:
-                identity = str(json.loads(marker.read_text(encoding="utf-8"))["log"])
-            except (OSError, ValueError, KeyError, TypeError):
-                continue
-            found.append({"log": identity, "directory": str(child)})
+        marker = read_marker(child)
+        if marker is not None:
+            description = str(marker["log"])
+            identity = str(marker.get("archive", description))
+            found.append({"log": description, "archive": identity, "directory": str(child)})
     return found
 
 
 def log_directory(history_dir: str | Path, log: str | None = None) -> Path:
-    """The archive directory of ``log`` (a log's ``description``); with ``None``, the only one there."""
+    """The archive directory of ``log``: its ``archive_identity``, or its ``description`` now or at any
+    earlier time its archive's writer saw (the form earlier versions named directories by); with
+    ``None``, the only one there."""
     root = Path(history_dir)
     if log is not None:
-        return root / log_slug(log)
+        named = root / log_slug(log)
+        if named.is_dir():
+            return named
+        for child in sorted(root.iterdir()) if root.is_dir() else []:
+            marker = read_marker(child)
+            if marker is not None and log in (marker["log"], marker.get("archive"), *marker.get("earlier", [])):
+                return child
+        return named
     logs = list_logs(root)
     if len(logs) != 1:
         names = ", ".join(entry["log"] for entry in logs) or "none"

@@ -36,6 +36,10 @@ class TrackedLog(OffsetLog):
         return self.inner.description
 
     @property
+    def archive_identity(self) -> str:
+        return self.inner.archive_identity
+
+    @property
     def partition_count(self) -> int:
         return self.inner.partition_count
 

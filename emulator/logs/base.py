@@ -75,6 +75,14 @@ class OffsetLog(abc.ABC):
         """Human-readable location, e.g. ``kafka://host:9092/connect-offsets``."""
 
     @property
+    def archive_identity(self) -> str:
+        """What names this log's history archive, read once the log is open: the same wherever the
+        log is reached from, so a moved data directory or another ``--bootstrap-servers`` string
+        keeps one archive (the embedded log's stored id; a Kafka cluster's id and the topic).
+        ``description`` for a log that has nothing steadier."""
+        return self.description
+
+    @property
     @abc.abstractmethod
     def partition_count(self) -> int:
         """Current number of partitions (writes are placed with murmur2 over this count)."""

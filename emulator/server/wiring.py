@@ -23,8 +23,9 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from emulator.connect_cluster import ConnectCluster
 from emulator.connect_cluster.offsets_topics import ConnectorTopics, OpenStore, TopicStore
+from emulator.history.adoption import locate
 from emulator.history.archive import HistoryArchive, HistoryError
-from emulator.history.directory import log_slug, written_by_a_live_process
+from emulator.history.directory import written_by_a_live_process
 from emulator.history.origins import OriginRegistry
 from emulator.history.tracked_log import TrackedLog
 from emulator.logs.base import OffsetLog
@@ -256,11 +257,13 @@ def build_cluster(
 
 
 def history_archive(settings: Settings, log_: OffsetLog, origins: OriginRegistry | None) -> HistoryArchive:
-    """The archive of one log, not opened yet. It reads back from the log what its queue let go while
-    its disk refused writes, so a log that compacts itself keeps those records until then."""
+    """The archive of one log, opened already (its ``archive_identity`` is read at open), the archive
+    not yet. It reads back from the log what its queue let go while its disk refused writes, so a log
+    that compacts itself keeps those records until then."""
     archive = HistoryArchive(
         settings.history_root,
         log_.description,
+        archive_identity=log_.archive_identity,
         origins=origins,
         progress=log_.progress,
         read_own_writes=log_.read_own_writes,
@@ -279,7 +282,9 @@ def build_history(settings: Settings, runtime: Runtime, origins: OriginRegistry 
     so that the replay's records reach it. A directory it may not use stops the daemon at startup;
     one whose disk refuses writes for now does not (``HistoryArchive._defer``)."""
     if not settings.history:
-        runtime.log.leave_compaction(_archived_elsewhere(settings.history_root / log_slug(runtime.log.description)))
+        runtime.log.leave_compaction(
+            _archived_elsewhere(settings.history_root, runtime.log.archive_identity, runtime.log.description)
+        )
         return None
     archive = history_archive(settings, runtime.log, origins)
     try:
@@ -301,10 +306,11 @@ _WRITER_GONE = (
 )
 
 
-def _archived_elsewhere(directory: Path) -> Callable[[], str | None]:
+def _archived_elsewhere(root: Path, identity: str, description: str) -> Callable[[], str | None]:
     """For a daemon without history: whether a daemon that archives the log (in the default history
-    directory) runs now, asked at each compaction check since it may start later."""
-    return lambda: _LEFT_TO_ARCHIVER if written_by_a_live_process(directory) else None
+    directory) runs now, asked at each compaction check since it may start later (and, starting,
+    rename an archive an earlier version named: so the directory is located each time too)."""
+    return lambda: _LEFT_TO_ARCHIVER if written_by_a_live_process(locate(root, identity, description)) else None
 
 
 async def _report_replay(runtime: Runtime, freeze_heap: bool, every_s: float = 5.0) -> None:

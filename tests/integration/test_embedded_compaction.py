@@ -10,6 +10,7 @@ with nothing to remove. Readers see the same final state: the latest record of e
 from __future__ import annotations
 
 import re
+import shutil
 import sqlite3
 import subprocess
 import threading
@@ -231,6 +232,32 @@ def test_connect_offsets_compact_keeps_what_the_history_archive_has_not_archived
     again = daemon_factory("--data-dir", str(data), "--offsets-partitions", "2", "--compaction-interval", "never")
     url = f"{again.url}/connectors/crashed/offsets/history"
     until(lambda: len(httpx.get(url, params={"limit": 1000}).json()["changes"]) == 60, "all 60 changes in history")
+
+
+def test_connect_offsets_compact_on_a_moved_data_directory_keeps_what_its_history_archive_has_not_archived(
+    daemon_factory: DaemonFactory, tmp_path: Path
+) -> None:
+    """The archive follows the log's id, not its path: ``compact`` on a data directory moved since its
+    daemon stopped finds the archive inside it and keeps what it lacks, as before the move (it found
+    none and compacted them away)."""
+    data = tmp_path / "before"
+    seeded = EmbeddedOffsetLog(data, partitions=2, synchronous="NORMAL")
+    seeded.open()
+    seeded.append(commits("moved", keys=10, rounds=3), 30)
+    seeded.close()
+    first = daemon_factory("--data-dir", str(data), "--offsets-partitions", "2", "--compaction-interval", "never")
+    first.stop()  # archived all 30
+    moved = tmp_path / "after"
+    shutil.move(data, moved)
+    later = EmbeddedOffsetLog(moved, partitions=2, synchronous="NORMAL")  # written, never archived
+    later.open()
+    later.append(commits("moved", keys=10, rounds=3, start=3), 30)
+    later.close()
+
+    done = run_cli("compact", "--data-dir", str(moved))
+    assert done.returncode == 0, done.stderr
+    assert "60 -> 30 records (30 removed)" in done.stdout, done.stdout
+    assert "kept every record its history archive" in done.stdout, done.stdout
 
 
 def test_closing_the_log_cuts_a_compaction_short_between_two_steps(tmp_path: Path) -> None:

@@ -108,6 +108,7 @@ class EmbeddedOffsetLog(OffsetLog):
         # process's working directory is by then.
         self._data_dir = Path(data_dir).absolute()
         self._partitions = partitions
+        self._log_id: str | None = None
         self._db_path = self._data_dir / f"{name}.sqlite3"
         self._file = LogFile(self._db_path, name, partitions, synchronous)
         self._write_timings = WriteTimings(
@@ -146,6 +147,14 @@ class EmbeddedOffsetLog(OffsetLog):
     @property
     def partition_count(self) -> int:
         return self._partitions
+
+    @property
+    def archive_identity(self) -> str:
+        """``embedded-log:`` and the id stored in the log's file (``storage.LOG_ID``): the same after
+        the data directory is moved, where ``description`` (the file's path) is not."""
+        if self._log_id is None:
+            raise LogConfigError(f"{self.description} is not open; its archive identity is read at open()")
+        return f"embedded-log:{self._log_id}"
 
     @property
     def path(self) -> Path:
@@ -226,7 +235,7 @@ class EmbeddedOffsetLog(OffsetLog):
         try:
             self._file.require_writable()
             conn = self._file.connect(timeout_s=30.0)
-            self._partitions = self._file.initialise(conn)
+            self._partitions, self._log_id = self._file.initialise(conn)
             self._file.check_integrity(conn)
         except sqlite3.Error as e:
             if conn is not None:

@@ -7,7 +7,8 @@ One SQLite file per log, ``<data_dir>/<name>.sqlite3``, in WAL mode:
 * ``partitions(partition, next_offset)``: the log end offset of each partition. Kept apart from
   ``records`` because compaction deletes rows; deriving the end from ``max(offset) + 1`` could hand
   out an offset twice, and positions held by readers would then skip a record.
-* ``meta(key, value)``: format marker and version, the log name and the partition count.
+* ``meta(key, value)``: format marker and version, the log name, the partition count and the log's id
+  (``LOG_ID``, which names its history archive).
 * ``claims(connector, owner, epoch, claimed_at_ms, released)``: the current claim per connector.
 
 WAL needs shared memory between the processes on one host, so a network file system is refused.
@@ -20,6 +21,7 @@ import logging
 import os
 import sqlite3
 import time
+import uuid
 from collections.abc import Collection, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,6 +41,12 @@ COMPACTING_SINCE = "compacting_since_ms"
 """Metadata: since when a version that compacts the log by itself has kept it (set at creation or at
 the first compaction, never changed after). Absent: the log was kept whole until now by versions
 before 2026-11-27 (``compaction.CompactionReport.first``). Older versions ignore keys they do not know."""
+
+LOG_ID = "log_id"
+"""Metadata: a uuid4 naming this log for good, wherever its file is moved or copied. Its history
+archive's directory is named after it (``archive_identity``), not after the file's path, so a moved
+data directory keeps its history. Written at creation, or at the first open by a version that knows
+it (older versions ignore it); never changed after."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,11 +78,12 @@ class LogFile:
             raise
         return conn
 
-    def initialise(self, conn: sqlite3.Connection) -> int:
-        """Create the schema on first use, or read the stored partition count, atomically; returns the count.
+    def initialise(self, conn: sqlite3.Connection) -> tuple[int, str]:
+        """Create the schema on first use, or read the stored partition count, atomically; returns the
+        count and the log's id (``LOG_ID``, given here to a log created before it existed).
 
         ``BEGIN IMMEDIATE`` makes two processes opening a fresh directory at once agree on one
-        schema and one partition count.
+        schema, one partition count and one log id.
         """
         tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_schema WHERE type = 'table'")}
         if not tables:
@@ -95,6 +104,7 @@ class LogFile:
                 )
             else:
                 partitions = self._read_meta(conn)
+            log_id = _log_id(conn)
             # Claims (emulator/model/claims.py) live beside the records; older logs gain the table here.
             conn.execute(
                 "CREATE TABLE IF NOT EXISTS claims (connector TEXT PRIMARY KEY, owner TEXT, "
@@ -105,7 +115,7 @@ class LogFile:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
             raise
-        return partitions
+        return partitions, log_id
 
     def _create_schema(self, conn: sqlite3.Connection) -> int:
         conn.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
@@ -273,3 +283,14 @@ def stored_partition_count(path: Path) -> int | None:
         return None
     finally:
         conn.close()
+
+
+def _log_id(conn: sqlite3.Connection) -> str:
+    """The log's id, stored now when the log has none yet (created by an older version); called
+    inside ``initialise``'s transaction, so two processes opening the log at once store one id."""
+    row = conn.execute("SELECT value FROM meta WHERE key = ?", (LOG_ID,)).fetchone()
+    if row is not None:
+        return str(row[0])
+    log_id = str(uuid.uuid4())
+    conn.execute("INSERT INTO meta (key, value) VALUES (?, ?)", (LOG_ID, log_id))
+    return log_id

@@ -22,7 +22,14 @@ from emulator.logs.kafka.claims import KafkaClaims
 from emulator.logs.kafka.config import DEFAULT_TAIL_FETCH_WAIT_MS, ErrorCallback, KafkaClientConfig
 from emulator.logs.kafka.health import LastError
 from emulator.logs.kafka.reader import TopicReader
-from emulator.logs.kafka.topics import LATEST, TopicSpec, ensure_topic, list_offsets, wait_for_partition_count
+from emulator.logs.kafka.topics import (
+    LATEST,
+    TopicSpec,
+    ensure_topic,
+    list_offsets,
+    wait_for_partition_count,
+    wait_for_topic,
+)
 from emulator.logs.kafka.transactional import TransactionalAppender
 from emulator.logs.kafka.watch import BrokerWatch, wait_for_cluster
 from emulator.logs.kafka.writer import OffsetsWriter, checked_entry
@@ -112,6 +119,7 @@ class KafkaOffsetLog(OffsetLog):
         self._opened = False
         self._closed = False
         self._partition_count = 0
+        self._cluster_id: str | None = None
         self._admin: AdminClient | None = None
         self._reader: TopicReader | None = None
         self._own_writes = OwnWrites()
@@ -128,6 +136,17 @@ class KafkaOffsetLog(OffsetLog):
     @property
     def description(self) -> str:
         return self._errors.description
+
+    @property
+    def archive_identity(self) -> str:
+        """``kafka-cluster://`` the cluster's id and the topic: the same whichever brokers or names
+        ``--bootstrap-servers`` lists. A broker that gives no cluster id (Kafka always has one since
+        0.10.1) leaves the description, bootstrap string and all: nothing steadier is known."""
+        with self._lock:
+            if not self._opened:
+                raise LogConfigError(f"{self.description} is not open; its archive identity is read at open()")
+            cluster_id = self._cluster_id
+        return self.description if cluster_id is None else f"kafka-cluster://{cluster_id}/{self._spec.name}"
 
     @property
     def write_timings(self) -> WriteTimings:
@@ -189,10 +208,11 @@ class KafkaOffsetLog(OffsetLog):
         if self._before_create is not None:
             self._before_create()
         ensure_topic(admin, self._spec, self._timeout_s)
-        count = wait_for_partition_count(admin, self._spec.name, _METADATA_WAIT_S)
+        count, cluster_id = wait_for_topic(admin, self._spec.name, _METADATA_WAIT_S)
         with self._lock:
             self._admin = admin
             self._partition_count = count
+            self._cluster_id = cluster_id
         self._writer.open()
         if not self._with_claims:
             with self._lock:

@@ -189,6 +189,12 @@ def wait_for_partition_count(admin: AdminClient, topic: str, timeout_s: float) -
     Metadata may lag the create call on a multi-broker cluster; a topic that never shows up (e.g. we
     were not allowed to create it and nobody else did) is a configuration error, not a hang.
     """
+    return wait_for_topic(admin, topic, timeout_s)[0]
+
+
+def wait_for_topic(admin: AdminClient, topic: str, timeout_s: float) -> tuple[int, str | None]:
+    """``wait_for_partition_count``, and the cluster id the same metadata answer carries (None from a
+    broker that gives none): the offsets log names its history archive after it."""
     deadline = time.monotonic() + timeout_s
     last: object = None
     while True:
@@ -196,7 +202,7 @@ def wait_for_partition_count(admin: AdminClient, topic: str, timeout_s: float) -
             metadata = admin.list_topics(topic=topic, timeout=max(min(deadline - time.monotonic(), 5.0), 0.5))
             topic_md = metadata.topics.get(topic)
             if topic_md is not None and topic_md.error is None and topic_md.partitions:
-                return len(topic_md.partitions)
+                return len(topic_md.partitions), metadata.cluster_id or None
             last = topic_md.error if topic_md is not None else "topic missing from metadata"
         except KafkaException as exc:
             last = exc

@@ -1,0 +1,108 @@
+"""Which directory holds a log's archive, and taking over one an earlier version named by description.
+
+An archive's directory is named after the log's ``archive_identity`` (the embedded log's stored id,
+a Kafka cluster's id and topic), which a moved data directory or another ``--bootstrap-servers``
+string does not change. Versions before 2026-11-28 named it after the log's ``description`` (the
+SQLite file's absolute path, the bootstrap string): such a directory is renamed to the new name the
+first time it is opened, with its ``state.json`` and ``log.json`` rewritten first, so the archive
+goes on where it was (same epoch, same watermark; recovery does not read every file again). The
+rows keep the ``log`` they were written with: it is inside each row's checksum.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import logging
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from emulator.history.directory import log_slug, write_marker
+from emulator.history.files import fsync_dir
+from emulator.history.state import ArchiveState, NewerArchive, load_state, save_state
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class ArchiveLocation:
+    """The directory to open and the identity its ``state.json`` carries."""
+
+    directory: Path
+    identity: str
+
+
+def locate(root: Path, identity: str, description: str) -> Path:
+    """The directory that holds the archive now, without changing anything (for a process that only
+    looks: ``connect-offsets compact``, a daemon without history): the one named by ``identity``, or
+    an earlier version's, named by ``description``, when only that one exists."""
+    stable = root / log_slug(identity)
+    legacy = root / log_slug(description)
+    if identity != description and not stable.exists() and legacy.is_dir():
+        return legacy
+    return stable
+
+
+def adopt(root: Path, identity: str, description: str) -> ArchiveLocation:
+    """The directory to open as the archive of the log ``identity`` (``HistoryArchive.open``): named
+    by ``identity``, into which an earlier version's directory named by ``description`` is renamed
+    first when only that one exists. Left where it is, and opened as before, while a live process
+    holds its writer's lock (a daemon of an earlier version on the same log: renaming the directory
+    under it would break its writes) or when a newer version wrote its state.
+
+    Raises ``OSError`` when the directory cannot be renamed or its files rewritten."""
+    stable = root / log_slug(identity)
+    legacy = root / log_slug(description)
+    if identity == description or stable.exists() or not legacy.is_dir():
+        return ArchiveLocation(stable, identity)
+    fd = os.open(legacy / "lock", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            if stable.exists():  # another daemon of this version renamed it meanwhile
+                return ArchiveLocation(stable, identity)
+            log.warning(
+                "history archive %s was named by an earlier version after %s; a running process writes it (a "
+                "daemon of that version on this log?), so it is opened there as before instead of being renamed "
+                "to %s: restart this daemon once that one has stopped",
+                legacy,
+                description,
+                stable.name,
+            )
+            return ArchiveLocation(legacy, description)
+        state = _state(legacy, identity, description)
+        if isinstance(state, NewerArchive):
+            return ArchiveLocation(legacy, description)  # refused there, by name, as before
+        if state is not None and state.log != identity:
+            state.log = identity
+            save_state(legacy, state)
+        write_marker(legacy, identity, description)
+        os.rename(legacy, stable)
+        fsync_dir(root)
+    finally:
+        with contextlib.suppress(OSError):
+            os.close(fd)  # releases the flock; the writer takes it again in the renamed directory
+    log.info(
+        "history archive %s, named by an earlier version after %s, renamed to %s, named after %s: it stays this "
+        "log's archive wherever the log is moved or reached from",
+        legacy,
+        description,
+        stable,
+        identity,
+    )
+    return ArchiveLocation(stable, identity)
+
+
+def _state(directory: Path, identity: str, description: str) -> ArchiveState | NewerArchive | None:
+    """The saved state under either name (a crash may have come between its rewrite and the rename);
+    None when there is none or it is damaged (recovery rebuilds it, as it would have anyway)."""
+    for name in (description, identity):
+        try:
+            return load_state(directory, name)
+        except NewerArchive as exc:
+            return exc
+        except ValueError:
+            continue
+    return None
