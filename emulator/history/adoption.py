@@ -15,6 +15,7 @@ import contextlib
 import fcntl
 import logging
 import os
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,6 +24,11 @@ from emulator.history.files import fsync_dir
 from emulator.history.state import ArchiveState, NewerArchive, load_state, save_state
 
 log = logging.getLogger(__name__)
+
+PEER_WAIT_S = 2.0
+"""How long the lock of an earlier version's directory is tried before it is taken to be held by a
+daemon of that version: a daemon of this version starting at the same moment holds it only while it
+rewrites two small files and renames the directory."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,9 +64,7 @@ def adopt(root: Path, identity: str, description: str) -> ArchiveLocation:
         return ArchiveLocation(stable, identity)
     fd = os.open(legacy / "lock", os.O_RDWR | os.O_CREAT, 0o644)
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
+        if not _lock_within(fd, PEER_WAIT_S, stable):
             if stable.exists():  # another daemon of this version renamed it meanwhile
                 return ArchiveLocation(stable, identity)
             log.warning(
@@ -72,6 +76,8 @@ def adopt(root: Path, identity: str, description: str) -> ArchiveLocation:
                 stable.name,
             )
             return ArchiveLocation(legacy, description)
+        if stable.exists():  # renamed by a daemon of this version that held the lock until now
+            return ArchiveLocation(stable, identity)
         state = _state(legacy, identity, description)
         if isinstance(state, NewerArchive):
             return ArchiveLocation(legacy, description)  # refused there, by name, as before
@@ -93,6 +99,20 @@ def adopt(root: Path, identity: str, description: str) -> ArchiveLocation:
         identity,
     )
     return ArchiveLocation(stable, identity)
+
+
+def _lock_within(fd: int, timeout_s: float, renamed_to: Path) -> bool:
+    """Take the ``flock`` within ``timeout_s``; False at once when ``renamed_to`` appears (a daemon
+    of this version took the directory over meanwhile)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except OSError:
+            if renamed_to.exists() or time.monotonic() >= deadline:
+                return False
+            time.sleep(0.05)
 
 
 def _state(directory: Path, identity: str, description: str) -> ArchiveState | NewerArchive | None:

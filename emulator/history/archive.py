@@ -191,7 +191,7 @@ class HistoryArchive:
                 self.archive_identity = location.identity
                 self.directory = location.directory
                 self._coverage = ArchiveCoverage(self.directory)
-                self._lock = WriterLock(self.directory, self.archive_identity, self.identity)
+                self._lock = WriterLock(self.directory, self.archive_identity, self.identity, create=False)
                 self._state = ArchiveState(self.archive_identity)
         return self._lock.acquire()
 

@@ -40,10 +40,13 @@ class WriterLock:
     that a query naming the log by its path or bootstrap string still finds an archive named by id.
     """
 
-    def __init__(self, directory: Path, identity: str, description: str | None = None) -> None:
+    def __init__(self, directory: Path, identity: str, description: str | None = None, *, create: bool = True) -> None:
         self.directory = directory
         self._identity = identity
         self._description = identity if description is None else description
+        self._create = create
+        """False for a directory that must exist already: an earlier version's, which a daemon of
+        this version starting at the same time may rename; re-created empty, it would split the archive."""
         self._fd: int | None = None
 
     def acquire(self) -> bool:
@@ -52,7 +55,13 @@ class WriterLock:
         Raises ``HistoryError`` when the directory cannot be created or the lock file opened.
         """
         try:
-            self.directory.mkdir(parents=True, exist_ok=True)
+            if self._create:
+                self.directory.mkdir(parents=True, exist_ok=True)
+            elif not self.directory.is_dir():
+                raise HistoryError(
+                    f"history directory {self.directory} was renamed by another daemon starting at the same time "
+                    "(it took over this archive an earlier version named); restart this daemon"
+                )
             if not (self.directory / MARKER).exists():
                 write_marker(self.directory, self._identity, self._description)
             fd = os.open(self.directory / "lock", os.O_RDWR | os.O_CREAT, 0o644)

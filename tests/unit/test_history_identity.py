@@ -13,6 +13,7 @@ import logging
 import os
 import shutil
 import sqlite3
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -229,3 +230,23 @@ def test_a_new_log_given_the_old_logs_id_goes_on_in_its_archive_in_a_new_epoch(
     again.append(3, "PATCH")
     assert os.listdir(data / "history") == [log_slug(f"embedded-log:{old_id}")]
     assert [(r["epoch"], r["origin"]) for r in again.rows()] == [(0, "daemon"), (0, "daemon"), (1, "daemon")]
+
+
+def test_two_daemons_starting_together_on_an_earlier_versions_archive_end_in_one_directory(tmp_path: Path) -> None:
+    """The second finds the directory's lock held for a moment by the first, which renames it: it
+    follows the rename instead of taking the first for a daemon of the earlier version."""
+    from emulator.history.adoption import adopt
+
+    root = tmp_path / "history"
+    legacy = root / log_slug("embedded:///a")
+    legacy.mkdir(parents=True)
+    fd = os.open(legacy / "lock", os.O_RDWR | os.O_CREAT)
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # the first daemon, mid-way through its rename
+    renamer = threading.Timer(0.3, lambda: (os.rename(legacy, root / log_slug("embedded-log:x")), os.close(fd)))
+    renamer.start()
+    try:
+        location = adopt(root, "embedded-log:x", "embedded:///a")
+    finally:
+        renamer.join()
+    assert location.directory == root / log_slug("embedded-log:x") and location.identity == "embedded-log:x"
+    assert os.listdir(root) == [log_slug("embedded-log:x")]
