@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from emulator.history.directory import log_slug, write_marker
+from emulator.history.directory import log_slug, read_marker, write_marker
 from emulator.history.files import fsync_dir
 from emulator.history.state import ArchiveState, NewerArchive, load_state, save_state
 
@@ -59,13 +59,29 @@ def adopt(root: Path, identity: str, description: str) -> ArchiveLocation:
 
     Raises ``OSError`` when the directory cannot be renamed or its files rewritten."""
     stable = root / log_slug(identity)
-    legacy = root / log_slug(description)
-    if identity == description or stable.exists() or not legacy.is_dir():
+    if identity == description or stable.exists():
         return ArchiveLocation(stable, identity)
+    legacy = root / log_slug(description)
+    earlier_identity: str | None = None  # set when the archive is another log's, last seen where this one is
+    if not legacy.is_dir():
+        found = _last_seen_here(root, identity, description)
+        if found is None:
+            return ArchiveLocation(stable, identity)
+        legacy, earlier_identity = found
     fd = os.open(legacy / "lock", os.O_RDWR | os.O_CREAT, 0o644)
     try:
         if not _lock_within(fd, PEER_WAIT_S, stable):
             if stable.exists():  # another daemon of this version renamed it meanwhile
+                return ArchiveLocation(stable, identity)
+            if earlier_identity is not None:  # the other log's daemon (on its deleted file?) still writes it
+                log.warning(
+                    "history archive %s last archived a log at %s with another id (%s), and a running process "
+                    "still writes it: this log starts an archive of its own, %s",
+                    legacy,
+                    description,
+                    earlier_identity,
+                    stable,
+                )
                 return ArchiveLocation(stable, identity)
             log.warning(
                 "history archive %s was named by an earlier version after %s; a running process writes it (a "
@@ -78,7 +94,7 @@ def adopt(root: Path, identity: str, description: str) -> ArchiveLocation:
             return ArchiveLocation(legacy, description)
         if stable.exists():  # renamed by a daemon of this version that held the lock until now
             return ArchiveLocation(stable, identity)
-        state = _state(legacy, identity, description)
+        state = _state(legacy, identity, description, earlier_identity)
         if isinstance(state, NewerArchive):
             return ArchiveLocation(legacy, description)  # refused there, by name, as before
         if state is not None and state.log != identity:
@@ -90,6 +106,17 @@ def adopt(root: Path, identity: str, description: str) -> ArchiveLocation:
     finally:
         with contextlib.suppress(OSError):
             os.close(fd)  # releases the flock; the writer takes it again in the renamed directory
+    if earlier_identity is not None:
+        log.warning(
+            "history archive %s last archived the log at %s, which had another id (%s): the log there now was "
+            "created anew, and goes on in that archive, renamed to %s (a new epoch begins where its records differ; "
+            "the earlier log's history stays readable with --epoch)",
+            legacy,
+            description,
+            earlier_identity,
+            stable,
+        )
+        return ArchiveLocation(stable, identity)
     log.info(
         "history archive %s, named by an earlier version after %s, renamed to %s, named after %s: it stays this "
         "log's archive wherever the log is moved or reached from",
@@ -115,10 +142,29 @@ def _lock_within(fd: int, timeout_s: float, renamed_to: Path) -> bool:
             time.sleep(0.05)
 
 
-def _state(directory: Path, identity: str, description: str) -> ArchiveState | NewerArchive | None:
-    """The saved state under either name (a crash may have come between its rewrite and the rename);
-    None when there is none or it is damaged (recovery rebuilds it, as it would have anyway)."""
-    for name in (description, identity):
+def _last_seen_here(root: Path, identity: str, description: str) -> tuple[Path, str] | None:
+    """The archive, named by another log's id, whose writer last saw that log where this one is now
+    (``log.json``'s ``log`` is this description), and that id: the log was lost and created anew in
+    the same place (the SQLite file deleted, a Kafka cluster replaced behind the same bootstrap
+    string), and its archive goes on with the new one, as it did while archives were named by
+    description. A directory some other log now writes is not taken (``adopt`` waits for its lock)."""
+    for child in sorted(root.iterdir()) if root.is_dir() else []:
+        marker = read_marker(child)
+        if marker is None or marker["log"] != description:
+            continue
+        named = marker.get("archive")
+        if isinstance(named, str) and named != identity and child.name == log_slug(named):
+            return child, named
+    return None
+
+
+def _state(
+    directory: Path, identity: str, description: str, earlier_identity: str | None = None
+) -> ArchiveState | NewerArchive | None:
+    """The saved state under any of its names (a crash may have come between its rewrite and the
+    rename; another log's, for a log created anew where that one was); None when there is none or
+    it is damaged (recovery rebuilds it, as it would have anyway)."""
+    for name in (description, identity, *([earlier_identity] if earlier_identity else [])):
         try:
             return load_state(directory, name)
         except NewerArchive as exc:

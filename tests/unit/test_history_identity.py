@@ -205,11 +205,12 @@ def test_an_earlier_versions_archive_its_daemon_still_writes_is_left_where_it_is
         os.close(fd)
 
 
-def test_a_new_log_given_the_old_logs_id_goes_on_in_its_archive_in_a_new_epoch(
-    tmp_path: Path, started: list[Daemon]
+def test_a_log_created_anew_where_one_was_lost_goes_on_in_its_archive_in_a_new_epoch(
+    tmp_path: Path, started: list[Daemon], caplog: pytest.LogCaptureFixture
 ) -> None:
-    """A log created anew where one was lost starts a new archive; docs/history.md (Files) tells how
-    to have it go on in the old one instead, so that ``--epoch`` reaches what the lost log held."""
+    """The SQLite file deleted and created anew (another id): as while archives were named by path,
+    the archive goes on with the new log in a new epoch, so that ``--epoch`` and rollbacks reach what
+    the lost log held; a new archive beside it would have left that history to ``read_history`` alone."""
     data = tmp_path / "data"
     lost = start(data, started)
     lost.append(1, "PATCH")
@@ -220,16 +221,40 @@ def test_a_new_log_given_the_old_logs_id_goes_on_in_its_archive_in_a_new_epoch(
         if name.startswith(LOG_FILE):
             (data / name).unlink()
 
-    fresh = EmbeddedOffsetLog(data, partitions=2, synchronous="NORMAL")
-    fresh.open()
-    fresh.close()
-    assert stored_log_id(data) != old_id
-    with sqlite3.connect(data / LOG_FILE) as conn:
-        conn.execute("UPDATE meta SET value = ? WHERE key = 'log_id'", (old_id,))
     again = start(data, started)
+    new_id = stored_log_id(data)
+    assert new_id != old_id
     again.append(3, "PATCH")
-    assert os.listdir(data / "history") == [log_slug(f"embedded-log:{old_id}")]
+    assert os.listdir(data / "history") == [log_slug(f"embedded-log:{new_id}")], "renamed, no second archive"
     assert [(r["epoch"], r["origin"]) for r in again.rows()] == [(0, "daemon"), (0, "daemon"), (1, "daemon")]
+    (warning,) = [r.getMessage() for r in caplog.records if "created anew" in r.getMessage()]
+    assert f"embedded-log:{old_id}" in warning and "--epoch" in warning
+    assert not [r for r in caplog.records if "rebuilding the watermark" in r.getMessage()], "state taken over"
+    assert any("Starting epoch 1" in r.getMessage() for r in caplog.records), "the archiver's own ERROR says so"
+
+
+def test_the_archive_of_a_log_moved_away_is_not_taken_by_a_log_at_another_path(
+    tmp_path: Path, started: list[Daemon]
+) -> None:
+    """Only the place a log was last seen hands its archive over: a new log elsewhere on the same
+    --history-dir starts its own."""
+    history = tmp_path / "history"
+    first = EmbeddedOffsetLog(tmp_path / "one", partitions=2, synchronous="NORMAL")
+    first.open()
+    one = HistoryArchive(history, first.description, archive_identity=first.archive_identity)
+    one.open()
+    one.close()
+    first.close()
+    second = EmbeddedOffsetLog(tmp_path / "two", partitions=2, synchronous="NORMAL")
+    second.open()
+    try:
+        two = HistoryArchive(history, second.description, archive_identity=second.archive_identity)
+        two.open()
+        two.close()
+    finally:
+        second.close()
+    assert sorted(os.listdir(history)) == sorted([one.directory.name, two.directory.name])
+    assert one.directory != two.directory
 
 
 def test_two_daemons_starting_together_on_an_earlier_versions_archive_end_in_one_directory(tmp_path: Path) -> None:
