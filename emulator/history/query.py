@@ -352,7 +352,10 @@ def connector_history(
                 heapq.heapreplace(newest, (place, row))
     if not known and from_ms is None and to_ms is None:
         # With a time range, files outside it are not read, so "no rows" cannot mean "unknown".
-        raise ConnectorNotFound(f"Connector {connector} not found in the offsets history")
+        raise ConnectorNotFound(
+            f"Connector {connector} not found in the offsets history (which holds source connectors' offsets; a sink "
+            "connector's are its consumer group's: GET .../offsets?kind=sink)"
+        )
     ordered = sorted(newest, key=lambda item: item[0], reverse=True)
     truncated = seen > limit
     return HistoryPage(

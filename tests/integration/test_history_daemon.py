@@ -214,7 +214,7 @@ def test_time_filters_bad_input_and_unknown_connectors(daemon_factory: DaemonFac
         (base + "/history", {"partition": "[1]"}, 400, "JSON object"),
         (base, {"as_of": "soon"}, 400, "ISO-8601"),
         (base, {"as_of": "now", "kind": "sink"}, 400, "as_of reads the history archive of source offsets"),
-        (f"{daemon.url}/connectors/nobody-{uuid.uuid4().hex}/offsets/history", {}, 404, "not found"),
+        (f"{daemon.url}/connectors/nobody-{uuid.uuid4().hex}/offsets/history", {}, 404, "consumer group's"),
         (base + "/rollback", {}, 400, "to"),
     ]:
         method = "POST" if url.endswith("rollback") else "GET"
