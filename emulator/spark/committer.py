@@ -72,6 +72,23 @@ class CommitOutcome:
     """``{"partition", "offset", "current", "reason"}`` for every partition left as it was."""
     dry_run: bool = False
 
+    def shortfall(self) -> str | None:
+        """Why the connector does not hold what it was handed, or ``None`` when it does: nothing to
+        write at all (the offset flattened to no partition), or a partition left behind for a reason
+        other than holding this offset already (``unchanged``) or a later batch of the same commit
+        sequence (the daemon's ``stale sequence`` drop)."""
+        if not self.written and not self.skipped:
+            return (
+                f"nothing was written to {self.connector}: the offset has no partition to store (it flattened to none)"
+            )
+        for item in self.skipped:
+            reason = str(item.get("reason", ""))
+            if reason == "unchanged" or reason.startswith("stale sequence"):
+                continue
+            partition = json.dumps(item.get("partition"), ensure_ascii=False, default=str)[:200]
+            return f"{self.connector} kept partition {partition} as it was: {reason}"
+        return None
+
     def as_dict(self) -> dict[str, Any]:
         return {
             "connector": self.connector,

@@ -81,6 +81,8 @@ class ListenerCommitter(StreamingQueryListener):
         self._names: dict[str, str | None] = {}
         self._progress: dict[str, tuple[int, dict[str, Any]]] = {}
         self._published: dict[str, tuple[str, int]] = {}
+        self._shortfall: dict[str, str | None] = {}
+        """Per query: why the connector does not hold the batch last published (``CommitOutcome.shortfall``)."""
         self._terminated: dict[str, threading.Event] = {}
         """Per run id, and per query id for callers that pass an id: set once the termination's publish ended."""
         self.outcomes: list[CommitOutcome] = []
@@ -88,6 +90,9 @@ class ListenerCommitter(StreamingQueryListener):
         self.termination_retry_s = TERMINATION_RETRY_S
         self._unpublished: dict[str, str] = {}
         """Keyed as ``_terminated``: why a termination's batch was not published (``wait_for_termination`` raises)."""
+        self._not_held: dict[str, str] = {}
+        """Keyed as ``_terminated``: why the connector does not hold the termination's batch although
+        nothing failed (``wait_for_termination`` answers False)."""
         self._clients: dict[str, DaemonOffsets] = {}
         """Per query, used by its publishing thread only: one keep-alive connection while it runs."""
         self._workers = QueryWorkers(self._step)
@@ -101,6 +106,7 @@ class ListenerCommitter(StreamingQueryListener):
             if self._terminated.setdefault(query_id, threading.Event()).is_set():  # a new run of the query
                 self._terminated[query_id] = threading.Event()
                 self._unpublished.pop(query_id, None)
+                self._not_held.pop(query_id, None)
         self._resolve_checkpoint(query_id, event.name)
 
     def onQueryProgress(self, event: Any) -> None:
@@ -121,7 +127,10 @@ class ListenerCommitter(StreamingQueryListener):
     # -- public helpers ------------------------------------------------------------------------
     def wait_for_termination(self, query: Any, timeout_s: float = 60.0) -> bool:
         """Block until the termination of ``query`` has been published; False if it did not come
-        within ``timeout_s``. Raises ``HandoffError`` when it came but its batch could not be
+        within ``timeout_s``, or if it came but the connector does not hold its batch although
+        nothing failed: a partition was kept because the connector is further on (another
+        checkpoint's query moved it; the reason is in ``errors``), or the offset flattened to no
+        partition, so nothing was written. Raises ``HandoffError`` when it came but its batch could not be
         published (the message says how to publish it). Pass the StreamingQuery: its run is waited
         for. A bare query id waits for the termination of the query's latest run the listener saw
         start."""
@@ -134,6 +143,7 @@ class ListenerCommitter(StreamingQueryListener):
             return False
         with self._lock:
             failure = self._unpublished.get(key)
+            not_held = self._not_held.get(key)
             checkpoint = self._checkpoint.get(query_id)
             name = self._names.get(query_id)
         if failure is not None:
@@ -141,7 +151,7 @@ class ListenerCommitter(StreamingQueryListener):
                 f"{failure}. The connector would repeat what this query processed: before starting it, publish the "
                 f"last batch with {self._handoff_commands(checkpoint, name, query_id)} (docs/spark.md, spark-handoff)"
             )
-        return True
+        return not_held is None
 
     def _handoff_commands(self, checkpoint: str | None, name: str | None, query_id: str) -> str:
         """The ``spark-handoff`` command per target of the query, with this listener's daemon."""
@@ -173,8 +183,11 @@ class ListenerCommitter(StreamingQueryListener):
             self._guarded(query_id, "progress")
             return
         failure: str | None = None
+        not_held: str | None = None
         try:
             failure = self._guarded(query_id, "termination", retry_for_s=self.termination_retry_s)
+            if failure is None:
+                not_held = self._report_shortfall(query_id)
         finally:
             client = self._clients.pop(query_id, None)
             if client is not None:
@@ -186,6 +199,10 @@ class ListenerCommitter(StreamingQueryListener):
                         self._unpublished.pop(key, None)  # an earlier run's failure is not this run's
                     else:
                         self._unpublished[key] = failure
+                    if not_held is None:
+                        self._not_held.pop(key, None)
+                    else:
+                        self._not_held[key] = not_held
                     self._terminated.setdefault(key, threading.Event()).set()
 
     def _guarded(self, query_id: str, why: str, retry_for_s: float = 0.0) -> str | None:
@@ -219,6 +236,21 @@ class ListenerCommitter(StreamingQueryListener):
             with self._lock:
                 self.errors.append(message)
             return message
+
+    def _report_shortfall(self, query_id: str) -> str | None:
+        """After the termination's publish: why the connector does not hold the query's last
+        published batch (logged and kept in ``errors``), or None."""
+        with self._lock:
+            shortfall = self._shortfall.get(query_id)
+            marker = self._published.get(query_id)
+        if shortfall is None:
+            return None
+        batch = f"batch {marker[1]}" if marker is not None else "the last batch"
+        message = f"query {query_id}: the connector does not have {batch} after the termination: {shortfall}"
+        log.warning(message)
+        with self._lock:
+            self.errors.append(message)
+        return message
 
     def _resolve_checkpoint(self, query_id: str, name: str | None) -> str | None:
         with self._lock:
@@ -266,8 +298,10 @@ class ListenerCommitter(StreamingQueryListener):
         # restarted run that republishes an old batch is dropped by the daemon as stale.
         sequence = (f"spark-query:{query_id}", marker[1])
         outcomes = publish(self._client(query_id), offsets, targets, self.own_sources, self.dry_run, sequence)
+        shortfalls = [reason for reason in (o.shortfall() for o in outcomes) if reason is not None]
         with self._lock:
             self._published[query_id] = marker
+            self._shortfall[query_id] = "; ".join(shortfalls) or None
             self.outcomes.extend(outcomes)
 
 

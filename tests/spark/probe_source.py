@@ -4,6 +4,7 @@ advances by 2 records per batch and partition 1 by 1, up to ``total`` on partiti
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -46,3 +47,39 @@ class KafkaShapedSource(DataSource):
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         return KafkaShapedReader(self.options)
+
+
+class FixedOffsetsReader(DataSourceStreamReader):
+    """One batch per offset of the JSON list in option ``offsets``, then nothing new."""
+
+    def __init__(self, options: dict[str, str]) -> None:
+        self.offsets: list[Any] = json.loads(options["offsets"])
+
+    def initialOffset(self) -> dict[str, Any]:
+        return {"before": "first"}
+
+    def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> Any:
+        for i, offset in enumerate(self.offsets):
+            if offset == start:
+                return self.offsets[i + 1] if i + 1 < len(self.offsets) else start
+        return self.offsets[0]
+
+    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
+        return [InputPartition(0)]
+
+    def read(self, partition: InputPartition) -> Iterator[tuple[str]]:
+        yield ("row",)
+
+
+class FixedOffsetsSource(DataSource):
+    """A source that is not ours whose end offsets are given (``offsets``: a JSON list, one per batch)."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "fixed-offsets-probe"
+
+    def schema(self) -> str:
+        return "value string"
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        return FixedOffsetsReader(self.options)

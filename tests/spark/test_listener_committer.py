@@ -26,7 +26,7 @@ from tests.fixtures.broker import TansuBroker
 from tests.fixtures.daemon import DaemonFactory, DaemonProcess, KafkaDaemon
 from tests.fixtures.sockets import silent_port
 from tests.spark.helpers import unique
-from tests.spark.probe_source import KafkaShapedSource
+from tests.spark.probe_source import FixedOffsetsSource, KafkaShapedSource
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -308,3 +308,66 @@ def test_a_client_the_listener_cannot_make_fails_the_handover_with_the_reason(
     assert "publishing offsets on termination failed: CONNECT_OFFSETS_RETRY_FOR: expected a duration" in str(
         raised.value
     )
+
+
+def _available_now(spark: SparkSession, frame: Any, checkpoint: Path, committer: ListenerCommitter) -> bool:
+    """Runs ``frame`` to its end under ``committer``; what ``wait_for_termination`` answered."""
+    query = (
+        frame.writeStream.format("noop")
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination()
+    return committer.wait_for_termination(query, 60)
+
+
+def test_a_last_batch_kept_back_as_backwards_is_not_a_handover(
+    spark: SparkSession, embedded_daemon: DaemonProcess, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Another checkpoint's query moved the connector further: the new query's batch is kept back
+    (nothing is written), so ``wait_for_termination`` answered True for a batch the connector does
+    not have."""
+    folder = tmp_path / "in"
+    folder.mkdir()
+    for i in range(3):
+        (folder / f"f{i}.txt").write_text(f"x{i}\n")
+    connector = unique("spark-behind")
+    committer = ListenerCommitter(spark, url=embedded_daemon.url, targets=[CommitTarget(0, connector)])
+    spark.streams.addListener(committer)
+    try:
+        one_file_a_batch = spark.readStream.format("text").option("maxFilesPerTrigger", "1").load(str(folder))
+        assert _available_now(spark, one_file_a_batch, tmp_path / "cpA", committer)  # logOffset 2
+        assert committer.errors == []
+        all_at_once = spark.readStream.format("text").load(str(folder))
+        with caplog.at_level("WARNING", logger="emulator.spark.listener"):
+            assert _available_now(spark, all_at_once, tmp_path / "cpB", committer) is False  # logOffset 0
+    finally:
+        spark.streams.removeListener(committer)
+    assert embedded_daemon.client().offsets(connector) == [
+        {"partition": {"spark_source": 0}, "offset": {"logOffset": 2}}
+    ]
+    assert len(committer.errors) == 1, committer.errors
+    assert "the connector does not have batch 0 after the termination" in committer.errors[0]
+    assert "would move backwards (logOffset 2 -> 0)" in committer.errors[0]
+    assert committer.errors[0] in caplog.text
+
+
+def test_an_offset_with_no_partition_to_store_is_not_a_handover(
+    spark: SparkSession, embedded_daemon: DaemonProcess, tmp_path: Path
+) -> None:
+    """``{"x": {}}`` flattens to no Connect partition: nothing was written, the connector does not
+    even exist, and ``wait_for_termination`` answered True."""
+    spark.dataSource.register(FixedOffsetsSource)
+    connector = unique("spark-empty")
+    committer = ListenerCommitter(spark, url=embedded_daemon.url, targets=[CommitTarget(0, connector)])
+    spark.streams.addListener(committer)
+    try:
+        frame = spark.readStream.format("fixed-offsets-probe").option("offsets", json.dumps([{"x": {}}])).load()
+        assert _available_now(spark, frame, tmp_path / "cp", committer) is False
+    finally:
+        spark.streams.removeListener(committer)
+    with DaemonOffsets(embedded_daemon.url) as daemon:
+        assert daemon.offsets(connector) is None  # no such connector
+    assert len(committer.errors) == 1, committer.errors
+    assert f"nothing was written to {connector}: the offset has no partition to store" in committer.errors[0]
