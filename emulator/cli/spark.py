@@ -5,6 +5,9 @@ far Spark got (``offsets/N`` with ``commits/N``), and this command commits that 
 so the Connect connector resumes exactly after Spark's output. It reads the checkpoint files itself
 and never imports pyspark. Commits are monotonic and idempotent: running it twice, or against an
 older checkpoint, never moves the connector backwards.
+
+A ``connect-file`` or ``connect-debezium`` offset names its connector: ``--connector`` must be that
+name. A connector the daemon does not know is made only with ``--create``, as ``alter`` does.
 """
 
 from __future__ import annotations
@@ -12,7 +15,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from emulator.cli.common import EXIT_OK, UsageError, add_client_options, compact, emit
+from emulator.cli.common import EXIT_OK, Hinted, UsageError, add_client_options, compact, emit
+from emulator.client.errors import ApiError
 from emulator.spark.checkpoint import CheckpointError, latest_completed_batch, parse_offset
 from emulator.spark.committer import DaemonOffsets, SinkOffsetsUnsupported
 from emulator.spark.handoff import HandoffError, entries_for, order_for
@@ -36,6 +40,9 @@ def register(sub: Any) -> None:
         help="source: a source connector's offsets (default); sink: Kafka-shaped offsets to group connect-NAME",
     )
     p.add_argument("--dry-run", action="store_true", help="show what would be committed; write nothing")
+    p.add_argument(
+        "--create", action="store_true", help="allow a connector that has no offsets yet (Connect itself answers 404)"
+    )
     p.set_defaults(handler=run_handoff)
 
 
@@ -60,18 +67,38 @@ def run_handoff(args: argparse.Namespace) -> int:
         named, entries = entries_for(offset, args.source_index, args.kind)
     except HandoffError as exc:
         raise UsageError(str(exc)) from exc
+    if named is not None and named != args.connector:
+        raise UsageError(
+            f"--connector {args.connector!r}, but the checkpoint's offset (batch {batch.batch_id}, source "
+            f"{args.source_index}) names connector {named!r}: its position belongs to {named!r} only "
+            f"(--connector {named})"
+        )
     with DaemonOffsets(args.settings.url) as daemon:
         try:
-            outcome = daemon.commit(args.connector, entries, args.kind, dry_run=args.dry_run, order=order_for(offset))
+            if not args.create and daemon.offsets(args.connector, args.kind) is None:
+                raise UsageError(
+                    f"the daemon at {daemon.url} has no {args.kind} connector {args.connector!r}: "
+                    "spark-handoff makes one only with --create (a mistyped --connector would otherwise "
+                    "start a new connector)"
+                )
+            outcome = daemon.commit(
+                args.connector,
+                entries,
+                args.kind,
+                dry_run=args.dry_run,
+                order=order_for(offset),
+                create=args.create,
+            )
         except SinkOffsetsUnsupported as exc:
             raise UsageError(str(exc)) from exc
+        except ApiError as exc:  # made meanwhile by nobody: the daemon's own 404
+            if args.create or exc.kind != "connector_not_found":
+                raise
+            raise Hinted(exc, "to give it its first offsets, add --create") from exc
     data = {"batch": batch.batch_id, "source_index": args.source_index, **outcome.as_dict()}
-    note = (
-        f" (the checkpoint's offset names connector {named!r})" if named is not None and named != args.connector else ""
-    )
 
     def text() -> str:
-        lines = [f"batch {batch.batch_id}, source {args.source_index} -> {args.kind} offsets of {args.connector}{note}"]
+        lines = [f"batch {batch.batch_id}, source {args.source_index} -> {args.kind} offsets of {args.connector}"]
         verb = "would write" if args.dry_run else "wrote"
         lines += [f"  {verb} {compact(w['partition'])} -> {compact(w['offset'])}" for w in outcome.written]
         lines += [

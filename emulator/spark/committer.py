@@ -208,12 +208,14 @@ class DaemonOffsets:
         dry_run: bool = False,
         sequence: tuple[str, int] | None = None,
         order: Order = backwards_reason,
+        create: bool = True,
     ) -> CommitOutcome:
         """Write the entries that move forward; skip the rest (``order``: ``backwards_reason`` unless
         the source knows better, e.g. Debezium's positions).
 
         ``sequence`` (descriptor, number), e.g. (the query's id, the batch id), lets the daemon
-        drop a replayed or late commit too (reordering detection), even one from another process."""
+        drop a replayed or late commit too (reordering detection), even one from another process.
+        ``create=False``: a connector the daemon does not know is not made (the daemon answers 404)."""
         outcome = CommitOutcome(connector, kind, dry_run=dry_run)
         if not entries:
             return outcome
@@ -231,7 +233,7 @@ class DaemonOffsets:
                 else:
                     outcome.skipped.append({"partition": partition, "offset": offset, "current": now, "reason": reason})
             if changes and not dry_run:
-                dropped = self._alter(connector, changes, kind, create=rows is None, sequence=sequence)
+                dropped = self._alter(connector, changes, kind, create=rows is None and create, sequence=sequence)
                 for item in dropped:
                     outcome.skipped.append({**item, "current": current.get(_key(item.get("partition")))})
                 dropped_keys = {_key(item.get("partition")) for item in dropped}

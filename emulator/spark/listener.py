@@ -38,9 +38,9 @@ from emulator.client.credentials import Credentials, CredentialsError, redact
 from emulator.client.errors import AnswerLost, ClientError, DaemonUnavailable, NotReadyError
 from emulator.client.http import DEFAULT_URL
 from emulator.client.retry_window import RetryWindowError
-from emulator.spark.checkpoint import CheckpointError, latest_completed_batch
+from emulator.spark.checkpoint import CheckpointError, latest_completed_batch, parse_offset
 from emulator.spark.committer import CommitOutcome, DaemonOffsets, SinkOffsetsUnsupported
-from emulator.spark.handoff import CommitTarget, HandoffError, publish
+from emulator.spark.handoff import CommitTarget, HandoffError, own_entries, publish
 from emulator.spark.query_worker import QueryWorkers, Step
 
 log = logging.getLogger(__name__)
@@ -159,12 +159,41 @@ class ListenerCommitter(StreamingQueryListener):
         base = f"connect-offsets spark-handoff --url {redact(self.url)} {where}"  # no password of a URL's
         targets = [t for t in self.targets if t.applies_to(name, query_id)]
         if not targets:  # its own sources: the connector is in each source's offset
-            return f"`{base} --connector NAME` per connector and source index"
+            named = self._own_connectors(checkpoint, query_id)
+            if not named:
+                return f"`{base} --connector NAME` per connector and source index"
+            return ", ".join(f"`{base} --connector {connector} --source-index {index}`" for index, connector in named)
         return ", ".join(
             f"`{base} --connector {t.connector} --source-index {t.source_index}"
             f"{' --kind sink' if t.kind == 'sink' else ''}`"
             for t in targets
         )
+
+    def _own_connectors(self, checkpoint: str | None, query_id: str) -> list[tuple[int, str]]:
+        """(source index, connector) of each source whose offset names its connector, from the
+        checkpoint's last completed batch, else the last progress event; empty when unknown."""
+        offsets: Mapping[str, Any] | None = None
+        if checkpoint is not None:
+            try:
+                batch = latest_completed_batch(checkpoint)
+            except CheckpointError:
+                batch = None
+            offsets = batch.sources if batch is not None else None
+        if offsets is None:
+            with self._lock:
+                progress = self._progress.get(query_id)
+            offsets = progress[1] if progress is not None else {}
+        named: list[tuple[int, str]] = []
+        for source_id, raw in offsets.items():
+            if not str(source_id).isdigit():
+                continue
+            try:
+                own = own_entries(parse_offset(raw))
+            except Exception:  # an offset this cannot read only loses its name in the advice
+                own = None
+            if own is not None:
+                named.append((int(source_id), own[0]))
+        return sorted(named)
 
     # -- internals (on the query's own thread) --------------------------------------------------
     def _new_client(self) -> DaemonOffsets:

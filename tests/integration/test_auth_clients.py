@@ -201,7 +201,17 @@ def test_spark_handoff_with_a_token(daemon: DaemonProcess, files: SecurityFiles,
     (tmp_path / "offsets" / "0").write_text('v1\n{}\n{"n": 5}')
     (tmp_path / "commits" / "0").write_text("v1\n{}")
     name = orders()
-    args = ("spark-handoff", "--checkpoint", str(tmp_path), "--connector", name, "--url", daemon.url, "--json")
+    args = (
+        "spark-handoff",
+        "--checkpoint",
+        str(tmp_path),
+        "--connector",
+        name,
+        "--create",
+        "--url",
+        daemon.url,
+        "--json",
+    )
     handed = cli(*args, env={"CONNECT_OFFSETS_TOKEN": files.tokens["writer"]})
     assert handed.returncode == 0, handed.stderr
     assert (

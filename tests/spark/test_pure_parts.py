@@ -9,6 +9,7 @@ judge in ``test_line_rules_vs_connect.py``; this catches chunking and boundary m
 from __future__ import annotations
 
 import codecs
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -17,11 +18,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from emulator.spark import OffsetCommitListener
 from emulator.spark.arrow_lines import lines_array
 from emulator.spark.checkpoint import CheckpointError, latest_completed_batch, parse_offset, parse_offset_log
-from emulator.spark.committer import backwards_reason
+from emulator.spark.committer import DaemonOffsets, backwards_reason
 from emulator.spark.filestream import Cursor, iter_chunks, read_lines, scan, split_at_lines, split_lines
 from emulator.spark.shapes import FileOffset, foreign_entries, kafka_shaped
+from tests.fixtures.daemon import DaemonProcess
 
 
 def transcribed_task(data: bytes, reads: list[int]) -> list[tuple[str, int]]:
@@ -265,3 +268,52 @@ def test_the_cli_does_not_import_pyspark() -> None:
     code = "import sys, emulator.cli; emulator.cli.build_parser(); print('pyspark' in sys.modules)"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
     assert result.stdout.strip() == "False"
+
+
+def _file_checkpoint(root: Path, connector: str) -> None:
+    offset = json.dumps({"connector": connector, "filename": "/data/in.txt", "position": 30, "byte_offset": 30})
+    _write(root, "metadata", '{"id":"3f1c"}')
+    _write(root, "offsets/0", f"v1\n{{}}\n{offset}")
+    _write(root, "commits/0", "v1\n{}")
+
+
+@pytest.mark.slow
+def test_spark_handoff_refuses_a_connector_other_than_the_one_the_offset_names(tmp_path: Path) -> None:
+    """A mistyped --connector made a new connector c3 with c03's position, and exited 0."""
+    _file_checkpoint(tmp_path, "c03")
+    typo = _cli("--checkpoint", str(tmp_path), "--connector", "c3", "--url", "http://127.0.0.1:9")
+    assert typo.returncode == 2, typo.stderr
+    assert "--connector 'c3', but the checkpoint's offset (batch 0, source 0) names connector 'c03'" in typo.stderr
+
+
+# -- spark-handoff against the embedded daemon -------------------------------------------------
+
+
+@pytest.mark.slow
+def test_spark_handoff_makes_a_connector_only_with_create(tmp_path: Path, embedded_daemon: DaemonProcess) -> None:
+    _file_checkpoint(tmp_path, "fresh-connector")
+    args = ("--checkpoint", str(tmp_path), "--connector", "fresh-connector", "--url", embedded_daemon.url)
+    refused = _cli(*args)
+    assert refused.returncode == 2, refused.stderr
+    assert "has no source connector 'fresh-connector': spark-handoff makes one only with --create" in refused.stderr
+    dry = _cli(*args, "--dry-run")
+    assert dry.returncode == 2, dry.stderr
+    with DaemonOffsets(embedded_daemon.url) as daemon:
+        assert daemon.offsets("fresh-connector") is None
+        created = _cli(*args, "--create")
+        assert created.returncode == 0, created.stderr
+        assert daemon.offsets("fresh-connector") == [
+            {"partition": {"filename": "/data/in.txt"}, "offset": {"position": 30}}
+        ]
+
+
+def test_the_listeners_handoff_advice_names_the_connector_its_offset_names(tmp_path: Path) -> None:
+    """It said ``--connector NAME`` although the checkpoint names the connector."""
+    _file_checkpoint(tmp_path, "c03")
+    listener = OffsetCommitListener(url="http://127.0.0.1:9")
+    advice = listener._handoff_commands(str(tmp_path), None, "3f1c")
+    assert advice == (
+        f"`connect-offsets spark-handoff --url http://127.0.0.1:9 --checkpoint {tmp_path} "
+        "--connector c03 --source-index 0`"
+    )
+    assert "NAME" in listener._handoff_commands(None, None, "3f1c")  # nothing says which connector
