@@ -54,7 +54,7 @@ from emulator.client.errors import (
     NotReadyError,
     error_from_response,
 )
-from emulator.client.retry_window import chosen_retry_for_s, default_retry_for_s, default_timeout_s
+from emulator.client.retry_window import chosen_retry_for_s, default_retry_for_s, default_timeout_s, describe_window
 from emulator.codec.surrogates import json_utf8
 from emulator.model.errors import ERROR_HEADER
 
@@ -132,12 +132,12 @@ class _Retries:
             self._warned = True
             log.warning(
                 "nothing listens at %s yet (%s %s: connection refused; a daemon restarting?); asking again "
-                "every %g s for up to %g s",
+                "every %g s %s",
                 self._url,
                 request.method,
                 request.path,
                 REFUSED_WAIT_S,
-                self._refused_for_s,
+                describe_window(self._refused_for_s),
             )
         return REFUSED_WAIT_S
 
@@ -155,15 +155,14 @@ class _Retries:
             self._warned = True
             error = error_from_response(response)
             log.warning(
-                "the connect-offsets daemon at %s cannot answer %s %s now (%s: %s); asking again every %g s "
-                "for up to %g s",
+                "the connect-offsets daemon at %s cannot answer %s %s now (%s: %s); asking again every %g s %s",
                 self._url,
                 request.method,
                 request.path,
                 error.kind,
                 error.message,
                 wait,
-                self._retry_for_s,
+                describe_window(self._retry_for_s),
             )
         return wait
 

@@ -19,14 +19,15 @@ ride out, but a mistyped URL is refused too, and an interactive command should s
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Callable
 
-from emulator.model.times import parse_duration_s
+from emulator.model.times import NEVER, parse_duration_s
 
 ENV = "CONNECT_OFFSETS_RETRY_FOR"
 DEFAULT_RETRY_FOR_S = 30.0
-EXPECTED = "a duration such as 10m, 30s, 500ms, or 0 (never ask again)"
+EXPECTED = "a duration such as 10m, 30s, 500ms, 0 (ask once), or forever (no limit)"
 
 _default: float | None = None
 
@@ -42,10 +43,23 @@ class RetryWindowError(ValueError):
     """A retry window (or a timeout) that is not a duration; the message names where it came from."""
 
 
+NO_LIMIT = NEVER - {"", "0"}
+"""``forever`` (also ``never``, ``none``, ``off``): no limit, as for every duration "or never" of the
+project (docs/configuration.md); ``0`` stays "ask once"."""
+
+
 def parse_retry_for_s(text: str) -> float:
-    """Seconds from ``10m`` / ``30s`` / ``500ms``; ``0`` (also ``never``, ``off``) asks only once."""
-    seconds = parse_duration_s(text)  # None for 0, never, off: "keep forever" there, "no retries" here
+    """Seconds from ``10m`` / ``30s`` / ``500ms``; ``0`` asks only once; ``forever`` (also ``never``,
+    ``none``, ``off``) is ``math.inf``: asking again until the daemon answers."""
+    if text.strip().lower() in NO_LIMIT:
+        return math.inf
+    seconds = parse_duration_s(text)  # None for 0 (and ""): no retries
     return 0.0 if seconds is None else seconds
+
+
+def describe_window(seconds: float) -> str:
+    """``for up to 30 s`` / ``without limit``, for log lines about a retry window."""
+    return "without limit" if math.isinf(seconds) else f"for up to {seconds:g} s"
 
 
 def use_default_retry_for(seconds: float | None) -> None:

@@ -8,6 +8,7 @@ and asked for their start by the test; the daemon is the starting port's own app
 
 from __future__ import annotations
 
+import math
 import time
 from pathlib import Path
 
@@ -16,7 +17,7 @@ import pytest
 from emulator.server.starting import StartingApp, Startup
 from emulator.spark.file_source import ConnectFileError, ConnectFileStreamReader
 from emulator.spark.kafka_source import ConnectKafkaStreamReader
-from emulator.spark.options import OptionError
+from emulator.spark.options import DaemonAccess, OptionError
 from tests.fixtures.asgi import served
 from tests.fixtures.daemon import daemon_starting_later
 
@@ -56,7 +57,7 @@ def test_a_retry_for_that_is_not_a_duration_is_refused_naming_the_option(reader:
     with pytest.raises(OptionError) as refused:
         reader(options)
     assert str(refused.value) == (
-        "option retryFor must be a duration such as 10m, 30s, 500ms, or 0 (never ask again), got 'soon'"
+        "option retryFor must be a duration such as 10m, 30s, 500ms, 0 (ask once), or forever (no limit), got 'soon'"
     )
 
 
@@ -79,3 +80,11 @@ def test_an_option_a_source_does_not_take_is_refused_with_the_closest_one() -> N
     )
     kafka = {"connector": "c", "topics": "t", "kafka.bootstrap.servers": "h:9092", "kafka.security.protocol": "SSL"}
     assert ConnectKafkaStreamReader(kafka).config["security.protocol"] == "SSL"  # kafka.* passes
+
+
+def test_a_retry_for_of_forever_waits_without_limit() -> None:
+    """``retryFor=forever`` (also never, none, off) meant "no retries"; now it means no limit."""
+    for word in ("forever", "never", "none", "off"):
+        access = DaemonAccess.of({"url": "http://127.0.0.1:9", "retryFor": word})
+        assert access.retry_for_s == math.inf, word
+    assert DaemonAccess.of({"url": "http://127.0.0.1:9", "retryFor": "0"}).retry_for_s == 0.0

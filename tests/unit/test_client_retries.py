@@ -10,6 +10,7 @@ front of one, may answer. The daemon's app over a log still being read is in
 from __future__ import annotations
 
 import contextlib
+import math
 import time
 from collections.abc import Callable
 from typing import Any
@@ -18,7 +19,7 @@ import pytest
 
 from emulator.client.errors import NotReadyError
 from emulator.client.http import OffsetsClient
-from emulator.client.retry_window import RetryWindowError
+from emulator.client.retry_window import RetryWindowError, parse_retry_for_s
 from emulator.server.starting import StartingApp, Startup
 from tests.fixtures.asgi import served
 
@@ -103,5 +104,21 @@ def test_a_window_that_is_not_a_duration_names_the_variable(monkeypatch: pytest.
     with pytest.raises(RetryWindowError) as refused:
         OffsetsClient("http://127.0.0.1:9")
     assert str(refused.value) == (
-        "CONNECT_OFFSETS_RETRY_FOR: expected a duration such as 10m, 30s, 500ms, or 0 (never ask again), got 'soon'"
+        "CONNECT_OFFSETS_RETRY_FOR: expected a duration such as 10m, 30s, 500ms, 0 (ask once), or forever (no limit), "
+        "got 'soon'"
     )
+
+
+@pytest.mark.parametrize("word", ["forever", "never", "none", "off", " Forever "])
+def test_forever_is_a_window_without_limit(word: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """It meant no retries at all (the duration parser's "keep forever" read as 0), the opposite of
+    what every other "or never" duration of the project means."""
+    assert parse_retry_for_s(word) == math.inf
+    monkeypatch.setenv("CONNECT_OFFSETS_RETRY_FOR", word)
+    with OffsetsClient("http://127.0.0.1:9") as client:
+        assert (client._retry_for_s, client._refused_for_s) == (math.inf, math.inf)
+
+
+def test_zero_still_asks_once() -> None:
+    assert parse_retry_for_s("0") == parse_retry_for_s("0s") == 0.0
+    assert parse_retry_for_s("1500ms") == 1.5
