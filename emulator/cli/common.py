@@ -82,8 +82,8 @@ class ClientSettings:
         None,
         RETRY_WINDOW,
         "how long to keep asking a daemon that cannot answer now (still reading its log after a restart, "
-        "or its log slow), where asking again is safe; 0: answer with its error at once; forever (also never, "
-        "none, off): until it answers, however long; unset: 30s. Given, "
+        "or its log slow), where asking again is safe; 0: answer with its error at once; forever (or never): "
+        "until it answers, however long (none and off are refused: they could mean either); unset: 30s. Given, "
         "a port nobody listens on yet (a daemon restarting) is asked again too",
         group=CONNECTION,
     )

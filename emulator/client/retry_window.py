@@ -43,16 +43,23 @@ class RetryWindowError(ValueError):
     """A retry window (or a timeout) that is not a duration; the message names where it came from."""
 
 
-NO_LIMIT = NEVER - {"", "0"}
-"""``forever`` (also ``never``, ``none``, ``off``): no limit, as for every duration "or never" of the
-project (docs/configuration.md); ``0`` stays "ask once"."""
+NO_LIMIT = frozenset({"forever", "never"})
+"""``forever`` (also ``never``, as in "give up never"): no limit, as every duration "or never" of the
+project; ``0`` stays "ask once"."""
+
+AMBIGUOUS = (NEVER - NO_LIMIT) - {"", "0"}
+"""``none``, ``off``: elsewhere "no limit", but said of retries they read as "no retries" just as well,
+and either reading is the wrong one for someone: refused, and the message says what to write."""
 
 
 def parse_retry_for_s(text: str) -> float:
-    """Seconds from ``10m`` / ``30s`` / ``500ms``; ``0`` asks only once; ``forever`` (also ``never``,
-    ``none``, ``off``) is ``math.inf``: asking again until the daemon answers."""
-    if text.strip().lower() in NO_LIMIT:
+    """Seconds from ``10m`` / ``30s`` / ``500ms``; ``0`` asks only once; ``forever`` (or ``never``)
+    is ``math.inf``: asking again until the daemon answers. ``none``/``off`` are a ``ValueError``."""
+    word = text.strip().lower()
+    if word in NO_LIMIT:
         return math.inf
+    if word in AMBIGUOUS:
+        raise ValueError(f"{text!r} could mean no retries or no limit: write 0 or forever")
     seconds = parse_duration_s(text)  # None for 0 (and ""): no retries
     return 0.0 if seconds is None else seconds
 

@@ -83,8 +83,8 @@ def test_an_option_a_source_does_not_take_is_refused_with_the_closest_one() -> N
 
 
 def test_a_retry_for_of_forever_waits_without_limit() -> None:
-    """``retryFor=forever`` (also never, none, off) meant "no retries"; now it means no limit."""
-    for word in ("forever", "never", "none", "off"):
+    """``retryFor=forever`` (also never) meant "no retries"; now it means no limit."""
+    for word in ("forever", "never"):
         access = DaemonAccess.of({"url": "http://127.0.0.1:9", "retryFor": word})
         assert access.retry_for_s == math.inf, word
     assert DaemonAccess.of({"url": "http://127.0.0.1:9", "retryFor": "0"}).retry_for_s == 0.0

@@ -109,7 +109,7 @@ def test_a_window_that_is_not_a_duration_names_the_variable(monkeypatch: pytest.
     )
 
 
-@pytest.mark.parametrize("word", ["forever", "never", "none", "off", " Forever "])
+@pytest.mark.parametrize("word", ["forever", "never", " Forever "])
 def test_forever_is_a_window_without_limit(word: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """It meant no retries at all (the duration parser's "keep forever" read as 0), the opposite of
     what every other "or never" duration of the project means."""
@@ -117,6 +117,16 @@ def test_forever_is_a_window_without_limit(word: str, monkeypatch: pytest.Monkey
     monkeypatch.setenv("CONNECT_OFFSETS_RETRY_FOR", word)
     with OffsetsClient("http://127.0.0.1:9") as client:
         assert (client._retry_for_s, client._refused_for_s) == (math.inf, math.inf)
+
+
+@pytest.mark.parametrize("word", ["none", "off"])
+def test_none_and_off_are_refused_as_ambiguous(word: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Said of retries, "off" reads as "no retries" as readily as "no limit": neither is guessed."""
+    monkeypatch.setenv("CONNECT_OFFSETS_RETRY_FOR", word)
+    with pytest.raises(
+        RetryWindowError, match=rf"^CONNECT_OFFSETS_RETRY_FOR: expected .*or forever \(no limit\), got '{word}'"
+    ):
+        OffsetsClient("http://127.0.0.1:9")
 
 
 def test_zero_still_asks_once() -> None:
