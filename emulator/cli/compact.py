@@ -73,6 +73,10 @@ def run(args: argparse.Namespace) -> int:
             )
         archived = None if args.force else _archived_below(history, (log.archive_identity, log.description))
         report = log.compact(below=None if archived is None else lambda p: archived.get(p, 0))
+        # The archive lacks records only where the log reaches past what it archived.
+        unarchived = archived is not None and any(
+            end > archived.get(p, 0) for p, end in log.end_offsets(timeout_s=30.0).items()
+        )
     except OffsetsError as exc:
         print(f"error: {exc.message}", file=sys.stderr)
         return EXIT_REFUSED
@@ -82,7 +86,7 @@ def run(args: argparse.Namespace) -> int:
         f"{log.description}: {report.records_before:,} -> {report.records_after:,} records "
         f"({report.removed:,} removed) in {report.duration_s:.2f} s"
     )
-    if archived is not None:
+    if unarchived:
         print(
             f"kept every record its history archive ({history}) has not archived yet: the next daemon "
             "archives them, then compacts them itself (--force removes them unarchived)"

@@ -260,6 +260,35 @@ def test_connect_offsets_compact_on_a_moved_data_directory_keeps_what_its_histor
     assert "kept every record its history archive" in done.stdout, done.stdout
 
 
+def test_connect_offsets_compact_says_it_kept_records_only_when_the_archive_lacks_some(
+    daemon_factory: DaemonFactory, tmp_path: Path
+) -> None:
+    """A cleanly stopped daemon archived everything: nothing was kept back, and saying otherwise sent
+    an operator looking for records that were not there."""
+    data = tmp_path / "stopped"
+    seeded = EmbeddedOffsetLog(data, partitions=2, synchronous="NORMAL")
+    seeded.open()
+    seeded.append(commits("stopped", keys=5, rounds=2), 30)
+    seeded.close()
+    daemon_factory("--data-dir", str(data), "--offsets-partitions", "2", "--compaction-interval", "never").stop()
+
+    done = run_cli("compact", "--data-dir", str(data))
+    assert done.returncode == 0, done.stderr
+    assert "10 -> 5 records (5 removed)" in done.stdout and "kept every record" not in done.stdout, done.stdout
+
+
+def test_status_says_whom_compaction_is_left_to_as_it_is_now_not_as_at_the_last_check(tmp_path: Path) -> None:
+    """A read-only daemon's ``/status`` said "another process writes this log's history archive" for
+    up to --compaction-interval (10 minutes) after that process had stopped."""
+    log = EmbeddedOffsetLog(tmp_path, partitions=1, synchronous="NORMAL")
+    compactor = Compactor(log.description, log.record_count, log.compact, 600.0)
+    writer: list[str | None] = ["another process writes this log's history archive"]
+    compactor.leave_while(lambda: writer[0])
+    assert compactor.status()["left_to_another_process"] == writer[0]
+    writer[0] = "the process that wrote it has stopped"
+    assert compactor.status()["left_to_another_process"] == writer[0], "asked at the status, not at the next check"
+
+
 def test_closing_the_log_cuts_a_compaction_short_between_two_steps(tmp_path: Path) -> None:
     """A daemon that stops does not wait for a compaction to finish: the steps already taken stand,
     the rest is left for the next start."""

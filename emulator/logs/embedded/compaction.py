@@ -251,7 +251,10 @@ class Compactor:
         return left_to
 
     def status(self) -> dict[str, Any]:
-        """For ``/status`` and ``/metrics``: how often it compacted, the last one, the last failure."""
+        """For ``/status`` and ``/metrics``: how often it compacted, the last one, the last failure,
+        and whom compaction is left to, asked now (between two checks the archive's writer may have
+        stopped: ``/status`` said for up to an interval that another process compacts)."""
+        self._ask()
         last = self._last
         return {
             "interval_s": self._interval_s,
