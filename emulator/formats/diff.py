@@ -173,6 +173,9 @@ def render_text(diff: dict[str, Any], show_unchanged: bool = False) -> str:
             else:
                 shown = "(absent)" if entry["new"] is None else entry["new"]
                 lines.append(f"  {_MARK[status]} {where}  {shown}")
-    if omitted:
+    if not show_unchanged:  # unchanged entries are not listed anyway: count only the changes left out
+        listed = sum(1 for entry in diff["entries"] if Change(entry["status"]) is not Change.UNCHANGED)
+        omitted = min(omitted, summary["added"] + summary["changed"] + summary["removed"] - listed)
+    if omitted > 0:
         lines.append(f"({omitted} more entries not listed; --diff-limit 0 or --json lists them all)")
     return "\n".join(lines)

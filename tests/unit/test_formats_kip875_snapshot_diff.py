@@ -185,4 +185,10 @@ def test_a_long_diff_lists_changes_first_up_to_the_limit_and_counts_the_rest() -
     assert shown["summary"] == {"added": 2, "changed": 0, "removed": 0, "unchanged": 5}
     assert [e["status"] for e in shown["entries"]] == ["added", "added", "unchanged"]
     assert shown["entries_omitted"] == 4
-    assert render_text(shown).endswith("(4 more entries not listed; --diff-limit 0 or --json lists them all)")
+    assert render_text(shown, show_unchanged=True).endswith(
+        "(4 more entries not listed; --diff-limit 0 or --json lists them all)"
+    )
+    # Unchanged entries are not listed without --show-unchanged: none of the 4 left out is a change.
+    assert "more entries not listed" not in render_text(shown)
+    fewer = compute_diff(current.get, incoming).as_dict(limit_per_connector=1)
+    assert render_text(fewer).endswith("(1 more entries not listed; --diff-limit 0 or --json lists them all)")
