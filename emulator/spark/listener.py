@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shlex
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -155,16 +156,19 @@ class ListenerCommitter(StreamingQueryListener):
 
     def _handoff_commands(self, checkpoint: str | None, name: str | None, query_id: str) -> str:
         """The ``spark-handoff`` command per target of the query, with this listener's daemon."""
-        where = f"--checkpoint {checkpoint}" if checkpoint else "--checkpoint <the query's checkpointLocation>"
-        base = f"connect-offsets spark-handoff --url {redact(self.url)} {where}"  # no password of a URL's
+        # Quoted as a shell reads them: a checkpoint or connector with a space pasted as printed was a usage error.
+        where = "--checkpoint " + (shlex.quote(checkpoint) if checkpoint else "<the query's checkpointLocation>")
+        base = f"connect-offsets spark-handoff --url {shlex.quote(redact(self.url))} {where}"  # no URL's password
         targets = [t for t in self.targets if t.applies_to(name, query_id)]
         if not targets:  # its own sources: the connector is in each source's offset
             named = self._own_connectors(checkpoint, query_id)
             if not named:
                 return f"`{base} --connector NAME` per connector and source index"
-            return ", ".join(f"`{base} --connector {connector} --source-index {index}`" for index, connector in named)
+            return ", ".join(
+                f"`{base} --connector {shlex.quote(connector)} --source-index {index}`" for index, connector in named
+            )
         return ", ".join(
-            f"`{base} --connector {t.connector} --source-index {t.source_index}"
+            f"`{base} --connector {shlex.quote(t.connector)} --source-index {t.source_index}"
             f"{' --kind sink' if t.kind == 'sink' else ''}`"
             for t in targets
         )

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import codecs
 import json
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -317,3 +318,12 @@ def test_the_listeners_handoff_advice_names_the_connector_its_offset_names(tmp_p
         "--connector c03 --source-index 0`"
     )
     assert "NAME" in listener._handoff_commands(None, None, "3f1c")  # nothing says which connector
+
+
+def test_the_listeners_handoff_advice_can_be_pasted_into_a_shell_as_printed(tmp_path: Path) -> None:
+    """A checkpoint with a space in its path was printed unquoted: pasted, a usage error."""
+    spaced = tmp_path / "my dir" / "cp"
+    _file_checkpoint(spaced, "c 03")
+    advice = OffsetCommitListener(url="http://127.0.0.1:9")._handoff_commands(str(spaced), None, "3f1c")
+    command = advice.strip("`")
+    assert shlex.split(command)[4:] == ["--checkpoint", str(spaced), "--connector", "c 03", "--source-index", "0"]
