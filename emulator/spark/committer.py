@@ -103,6 +103,15 @@ def _number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
+def same_offset(current: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
+    """Equal as Connect compares them, type and all: Python's ``==`` calls ``1``, ``1.0`` and ``True``
+    equal, which Connect holds as a Long, a Double and a Boolean, so ``{"flag": true}`` after
+    ``{"flag": 1}`` was skipped as unchanged and the connector kept the Long."""
+    return current.keys() == new.keys() and all(
+        type(current[key]) is type(value) and current[key] == value for key, value in new.items()
+    )
+
+
 def backwards_reason(current: Mapping[str, Any] | None, new: Mapping[str, Any]) -> str | None:
     """Why writing ``new`` over ``current`` must not happen, or ``None`` if it moves forward.
 
@@ -111,7 +120,7 @@ def backwards_reason(current: Mapping[str, Any] | None, new: Mapping[str, Any]) 
     """
     if current is None:
         return None
-    if current == new:
+    if same_offset(current, new):
         return "unchanged"
     for key, value in new.items():
         old = current.get(key)

@@ -31,6 +31,7 @@ from typing import Any
 
 from emulator.codec.jackson_reader import CodecError, loads_lenient
 from emulator.codec.keys import ParsedKey, parse_key
+from emulator.spark.committer import same_offset
 from emulator.spark.gtid_sets import contained_within, parse_gtid_set
 
 Entry = tuple[dict[str, Any], dict[str, Any]]
@@ -170,7 +171,7 @@ def debezium_backwards_reason(current: Mapping[str, Any] | None, new: Mapping[st
     stall the handoff, and Connect itself never compares offsets."""
     if current is None:
         return None
-    if dict(current) == dict(new):
+    if same_offset(current, new):
         return "unchanged"
     applied = _gtid_order(current, new)  # MySQL with GTIDs: what was applied decides, not coordinates
     if applied == "backward":

@@ -23,6 +23,7 @@ from emulator.spark import OffsetCommitListener
 from emulator.spark.arrow_lines import lines_array
 from emulator.spark.checkpoint import CheckpointError, latest_completed_batch, parse_offset, parse_offset_log
 from emulator.spark.committer import DaemonOffsets, backwards_reason
+from emulator.spark.debezium_offsets import debezium_backwards_reason
 from emulator.spark.filestream import Cursor, iter_chunks, read_lines, scan, split_at_lines, split_lines
 from emulator.spark.shapes import FileOffset, foreign_entries, kafka_shaped
 from tests.fixtures.daemon import DaemonProcess
@@ -235,6 +236,16 @@ def test_commits_never_move_backwards_and_repeat_as_no_ops() -> None:
     assert backwards_reason({"position": 5}, {"position": 4}) == "would move backwards (position 5 -> 4)"
     assert backwards_reason({"position": 5}, {"position": 6}) is None
     assert backwards_reason({"kafka_offset": 3, "tag": "x"}, {"kafka_offset": 3, "tag": "y"}) is None
+
+
+def test_an_offset_equal_in_python_but_not_in_connect_is_written_not_skipped_as_unchanged() -> None:
+    """Python calls 1, 1.0 and True equal; Connect holds a Long, a Double and a Boolean. Skipped as
+    unchanged, the connector kept the Long while Spark's offset was a Boolean."""
+    assert backwards_reason({"flag": 1}, {"flag": True}) is None
+    assert backwards_reason({"v": 1}, {"v": 1.0}) is None
+    assert backwards_reason({"v": 1.0}, {"v": 1}) is None
+    assert backwards_reason({"v": 1, "w": "a"}, {"w": "a", "v": 1}) == "unchanged", "key order is not a change"
+    assert debezium_backwards_reason({"lsn": 5, "snapshot": 1}, {"lsn": 5, "snapshot": True}) is None
 
 
 # -- CLI input errors (no daemon needed: they stop before any request) ------------------------------
