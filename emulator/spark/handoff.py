@@ -105,7 +105,10 @@ def _entries(offset: Any, source_index: int, kind: Kind) -> tuple[str | None, li
                 f"it cannot be committed to a consumer group: {str(offset)[:200]}"
             )
         return None, kafka_entries(shaped)
-    return None, foreign_entries(offset, source_index)
+    try:
+        return None, foreign_entries(offset, source_index)
+    except ValueError as exc:  # fields that flatten to one key: no Connect offset holds both
+        raise HandoffError(f"source {source_index}'s offset: {exc}") from exc
 
 
 def publish(

@@ -94,15 +94,23 @@ def kafka_entries(shaped: dict[str, dict[int, int]]) -> list[tuple[dict[str, Any
 
 
 def _flatten(value: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Nested keys joined with ``.``. Two fields that join to the same key (``{"a.b": 1, "a": {"b":
+    2}}``) are a ``ValueError``: keeping one, as a plain update did, published an offset that lost
+    the other without a word."""
     out: dict[str, Any] = {}
     for key, item in value.items():
         name = f"{prefix}{key}"
         if isinstance(item, dict):
-            out.update(_flatten(item, name + "."))
-        elif isinstance(item, list):
-            out[name] = json.dumps(item, separators=(",", ":"))
+            flat = _flatten(item, name + ".")
         else:
-            out[name] = item
+            flat = {name: json.dumps(item, separators=(",", ":")) if isinstance(item, list) else item}
+        for joined, leaf in flat.items():
+            if joined in out:
+                raise ValueError(
+                    f"the offset's fields flatten to the key {joined!r} twice (nested keys are joined with '.'): "
+                    "a Connect offset cannot hold both"
+                )
+            out[joined] = leaf
     return out
 
 

@@ -25,6 +25,7 @@ from emulator.spark.checkpoint import CheckpointError, latest_completed_batch, p
 from emulator.spark.committer import DaemonOffsets, backwards_reason
 from emulator.spark.debezium_offsets import debezium_backwards_reason
 from emulator.spark.filestream import Cursor, iter_chunks, read_lines, scan, split_at_lines, split_lines
+from emulator.spark.handoff import HandoffError, entries_for
 from emulator.spark.shapes import FileOffset, foreign_entries, kafka_shaped
 from tests.fixtures.daemon import DaemonProcess
 
@@ -338,3 +339,10 @@ def test_the_listeners_handoff_advice_can_be_pasted_into_a_shell_as_printed(tmp_
     advice = OffsetCommitListener(url="http://127.0.0.1:9")._handoff_commands(str(spaced), None, "3f1c")
     command = advice.strip("`")
     assert shlex.split(command)[4:] == ["--checkpoint", str(spaced), "--connector", "c 03", "--source-index", "0"]
+
+
+def test_offset_fields_that_flatten_to_one_key_are_refused_not_merged() -> None:
+    """``{"a.b": 1, "a": {"b": 2}}`` was published as ``{"a.b": 2}``: one field lost without a word."""
+    with pytest.raises(HandoffError, match=r"source 0's offset: the offset's fields flatten to the key 'a\.b' twice"):
+        entries_for({"a.b": 1, "a": {"b": 2}}, 0, "source")
+    assert entries_for({"a": {"b": 2}, "c": 1}, 0, "source")[1] == [({"spark_source": 0}, {"a.b": 2, "c": 1})]
