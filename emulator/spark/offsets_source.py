@@ -29,10 +29,12 @@ from emulator.client.credentials import Credentials
 from emulator.client.errors import ApiError
 from emulator.client.http import OffsetsClient
 from emulator.codec.surrogates import escape_in_json
-from emulator.spark.options import DaemonAccess, bool_option, only_known
+from emulator.spark.options import DaemonAccess, OptionError, bool_option, only_known
 
 SCHEMA = "connector string, partition string, offset string, kafka_partition int, kafka_offset long, timestamp_ms long"
 HISTORY_MODULE = "emulator.history.spark"
+HISTORY_ONLY = ("partition", "from", "to", "limit")
+"""Options of the history rows alone."""
 
 
 class HistoryUnavailable(RuntimeError):
@@ -118,6 +120,13 @@ class ConnectOffsetsReader(DataSourceReader):
         self.history = bool_option(options, "history", False)
         if self.history:
             _history().check(self.options)
+        else:  # read as if given, they would have been ignored: limit=3 answered every row
+            given = [name for name in HISTORY_ONLY if name in {key.lower() for key in options}]
+            if given:
+                raise OptionError(
+                    f"connect-offsets: option {', '.join(given)} applies to the history (history=true); "
+                    "without it the rows are the current offsets, all of them"
+                )
 
     def partitions(self) -> Sequence[InputPartition]:
         return [InputPartition(0)]

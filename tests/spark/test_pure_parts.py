@@ -346,3 +346,13 @@ def test_offset_fields_that_flatten_to_one_key_are_refused_not_merged() -> None:
     with pytest.raises(HandoffError, match=r"source 0's offset: the offset's fields flatten to the key 'a\.b' twice"):
         entries_for({"a.b": 1, "a": {"b": 2}}, 0, "source")
     assert entries_for({"a": {"b": 2}, "c": 1}, 0, "source")[1] == [({"spark_source": 0}, {"a.b": 2, "c": 1})]
+
+
+@pytest.mark.parametrize("option", ["limit", "from", "to", "partition"])
+def test_history_options_without_history_are_refused_not_ignored(option: str) -> None:
+    """``limit=3`` without ``history=true`` answered every current row: the option was read and ignored."""
+    from emulator.spark.offsets_source import ConnectOffsetsReader
+
+    with pytest.raises(ValueError, match=rf"^connect-offsets: option {option} applies to the history \(history=true\)"):
+        ConnectOffsetsReader({"url": "http://127.0.0.1:9", option: "3"})
+    assert ConnectOffsetsReader({"url": "http://127.0.0.1:9"}).history is False
