@@ -154,7 +154,8 @@ class ConnectKafkaStreamReader(DataSourceStreamReader):
 
     # -- offsets (driver) ---------------------------------------------------------------------
     def initialOffset(self) -> SparkOffset:
-        """The group's committed offsets; partitions without one start at the earliest offset."""
+        """The group's committed offsets; partitions without one, or whose offset is past the
+        partition's end, start at the earliest offset (the latter with a WARNING)."""
         try:
             with self.daemon.offsets() as daemon:
                 rows = daemon.offsets(self.connector, "sink") or []
@@ -174,9 +175,28 @@ class ConnectKafkaStreamReader(DataSourceStreamReader):
             if isinstance(topic, str) and isinstance(number, int) and isinstance(value, int) and value >= 0:
                 committed[(topic, number)] = value
         tps = self._partitions()
-        missing = [tp for tp in tps if tp not in committed]
-        lows = self._watermarks(missing)
-        start = {tp: committed[tp] if tp in committed else lows[tp][0] for tp in tps}
+        marks = self._watermarks(tps)
+        start = {tp: committed[tp] if tp in committed else marks[tp][0] for tp in tps}
+        for tp in tps:
+            low, high = marks[tp]
+            if tp in committed and committed[tp] > high:
+                # Connect's sink consumer gets OffsetOutOfRange here and resets per auto.offset.reset,
+                # earliest by default for sink connectors: do the same, and say so.
+                log.warning(
+                    "connect-kafka %s: consumer group connect-%s's offset %d for %s[%d] is past the "
+                    "partition's end %d (topic re-created or truncated?); starting that partition from "
+                    "its earliest offset %d, as Connect's sink consumer does (auto.offset.reset=earliest). "
+                    "Commits never move the group's offset back, so reset it (connect-offsets alter) "
+                    "before a sink task takes over.",
+                    self.connector,
+                    self.connector,
+                    committed[tp],
+                    tp[0],
+                    tp[1],
+                    high,
+                    low,
+                )
+                start[tp] = low
         log.info("connect-kafka %s: starting at %s (committed: %d partitions)", self.connector, start, len(committed))
         return spark_offset(start)
 
