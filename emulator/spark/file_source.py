@@ -72,6 +72,18 @@ class FileRange(InputPartition):
     end: int
 
 
+def same_file(other: object, path: str) -> bool:
+    """``other`` names the file ``path`` names, spelled differently (relative, ``//``, ``/./``, links)."""
+    if not isinstance(other, str) or not other or other == path:
+        return False
+    try:
+        if os.path.samefile(other, path):
+            return True
+    except OSError:  # either is missing: compare the resolved spellings
+        pass
+    return os.path.realpath(other) == os.path.realpath(path)
+
+
 class ConnectFileStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def __init__(self, options: Mapping[str, str]) -> None:
         only_known(
@@ -96,11 +108,29 @@ class ConnectFileStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
         """The connector's committed position in the daemon, resumed as Connect resumes it (0 if none)."""
         try:
             with self.daemon.offsets() as daemon:
-                stored = daemon.find(self.connector, {"filename": self.file})
+                rows = daemon.offsets(self.connector) or []
         except ClientError as exc:
             raise ConnectFileError(
                 f"cannot read connector {self.connector}'s offsets from the daemon at {self.daemon.url}: {exc}"
             ) from exc
+        stored: dict[str, Any] | None = None
+        for row in rows:
+            if not isinstance(row, dict):
+                continue
+            partition, offset = row.get("partition"), row.get("offset")
+            if partition == {"filename": self.file}:
+                stored = offset if isinstance(offset, dict) else None
+            elif isinstance(partition, dict) and same_file(partition.get("filename"), self.file):
+                log.warning(
+                    "connect-file %s: the connector has an offset %s for filename %r, the same file as option "
+                    "file %r spelled differently; the partition is the filename verbatim (as Connect's "
+                    "FileStreamSourceTask uses its 'file' setting), so this query does not resume from that "
+                    "offset. Give option file exactly as the connector's 'file' setting spells it",
+                    self.connector,
+                    offset,
+                    partition.get("filename"),
+                    self.file,
+                )
         position = connect_position(stored)
         log.info("connect-file %s: starting at Connect position %d of %s", self.connector, position, self.file)
         self._resume_checked = True

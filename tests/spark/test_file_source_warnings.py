@@ -79,3 +79,30 @@ def test_a_truncated_or_missing_file_is_said_once(
     assert len(messages) == 2, messages
     assert "has 2 bytes, fewer than the 40 this query has read: truncated or replaced?" in messages[0]
     assert "cannot read" in messages[1] and "No such file or directory" in messages[1]
+
+
+@pytest.mark.parametrize("spelling", ["relative", "//", "/./"])
+def test_the_same_file_spelled_otherwise_than_the_connector_warns_naming_both(
+    embedded_daemon: DaemonProcess,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+    spelling: str,
+) -> None:
+    file, connector = tmp_path / "w" / "in.txt", unique("spelling")
+    file.parent.mkdir()
+    file.write_text("one\ntwo\nthree\n")
+    embedded_daemon.client().alter(
+        connector, {"offsets": [{"partition": {"filename": str(file)}, "offset": {"position": 8}}]}, create=True
+    )
+    monkeypatch.chdir(tmp_path)
+    spelled = {"relative": "w/in.txt", "//": f"{tmp_path}/w//in.txt", "/./": f"{tmp_path}/./w/in.txt"}[spelling]
+
+    with caplog.at_level(logging.WARNING, logger="emulator.spark.file_source"):
+        source = ConnectFileStreamReader({"url": embedded_daemon.url, "connector": connector, "file": spelled})
+        start = source.initialOffset()
+
+    assert start["filename"] == spelled and start["position"] == 0  # the partition stays verbatim
+    (warning,) = [r.getMessage() for r in caplog.records]
+    assert f"for filename {str(file)!r}, the same file as option file {spelled!r}" in warning
+    assert "Give option file exactly as the connector's 'file' setting spells it" in warning
