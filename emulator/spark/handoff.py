@@ -40,7 +40,8 @@ class CommitTarget:
     ``source_index`` is the source's position in the query (progress ``sources[i]``, checkpoint line
     ``i``). ``kind="source"`` stores it as a source connector's offsets; ``kind="sink"`` commits a
     Kafka-shaped offset to consumer group ``connect-<connector>`` (needs the daemon's sink support).
-    ``query`` limits the target to queries with that name or id (``None``: every query).
+    ``query`` limits the target to queries with that name or id (``None``: the first query of the
+    session that publishes to it; ``ListenerCommitter`` skips any other, with a WARNING).
     """
 
     source_index: int

@@ -96,6 +96,10 @@ class ListenerCommitter(StreamingQueryListener):
         nothing failed (``wait_for_termination`` answers False)."""
         self._clients: dict[str, DaemonOffsets] = {}
         """Per query, used by its publishing thread only: one keep-alive connection while it runs."""
+        self._claims: dict[int, str] = {}
+        """Per target without ``query=`` (index in ``targets``): the query id that published to it first."""
+        self._refused: set[tuple[int, str]] = set()
+        """(target index, query id) pairs already warned about (said once, not per batch)."""
         self._workers = QueryWorkers(self._step)
 
     # -- listener callbacks (Spark's listener bus; never raise, never wait for the daemon) -----
@@ -159,7 +163,11 @@ class ListenerCommitter(StreamingQueryListener):
         # Quoted as a shell reads them: a checkpoint or connector with a space pasted as printed was a usage error.
         where = "--checkpoint " + (shlex.quote(checkpoint) if checkpoint else "<the query's checkpointLocation>")
         base = f"connect-offsets spark-handoff --url {shlex.quote(redact(self.url))} {where}"  # no URL's password
-        targets = [t for t in self.targets if t.applies_to(name, query_id)]
+        targets = [
+            t
+            for i, t in enumerate(self.targets)
+            if t.applies_to(name, query_id) and (t.query is not None or self._claims.get(i, query_id) == query_id)
+        ]
         if not targets:  # its own sources: the connector is in each source's offset
             named = self._own_connectors(checkpoint, query_id)
             if not named:
@@ -301,11 +309,43 @@ class ListenerCommitter(StreamingQueryListener):
             self._checkpoint[query_id] = location
         return location
 
+    def _targets_of(self, query_id: str, name: str | None) -> list[CommitTarget]:
+        """The targets this query publishes to. A target without ``query=`` goes to the first query
+        that publishes to it; another query matching it later is skipped for it, with a WARNING and
+        an entry in ``errors`` (once per query), instead of overwriting that connector's offsets."""
+        chosen: list[CommitTarget] = []
+        refused: list[tuple[CommitTarget, str]] = []
+        with self._lock:
+            for index, target in enumerate(self.targets):
+                if not target.applies_to(name, query_id):
+                    continue
+                if target.query is None:
+                    owner = self._claims.setdefault(index, query_id)
+                    if owner != query_id:
+                        if (index, query_id) not in self._refused:
+                            self._refused.add((index, query_id))
+                            refused.append((target, owner))
+                        continue
+                chosen.append(target)
+            for target, owner in refused:
+                message = (
+                    f"query {self._label(query_id, name)}: not publishing to connector {target.connector!r}: "
+                    f"{target!r} has no query= and query {self._label(owner, self._names.get(owner))} already "
+                    f"publishes to it; give CommitTarget(..., query=name-or-id) to choose the query"
+                )
+                log.warning(message)
+                self.errors.append(message)
+        return chosen
+
+    @staticmethod
+    def _label(query_id: str, name: str | None) -> str:
+        return f"{name!r} ({query_id})" if name else query_id
+
     def _publish(self, query_id: str) -> None:
         with self._lock:
             name = self._names.get(query_id)
             progress = self._progress.get(query_id)
-        targets = [t for t in self.targets if t.applies_to(name, query_id)]
+        targets = self._targets_of(query_id, name)
         if not targets and not self.own_sources:
             return
         location = self._resolve_checkpoint(query_id, name)

@@ -10,6 +10,7 @@ consumer group on the broker.
 from __future__ import annotations
 
 import json
+import logging
 import threading
 import time
 from pathlib import Path
@@ -371,3 +372,44 @@ def test_an_offset_with_no_partition_to_store_is_not_a_handover(
         assert daemon.offsets(connector) is None  # no such connector
     assert len(committer.errors) == 1, committer.errors
     assert f"nothing was written to {connector}: the offset has no partition to store" in committer.errors[0]
+
+
+def test_a_target_without_query_is_kept_by_the_first_query_another_is_skipped_with_a_warning(
+    spark: SparkSession, embedded_daemon: DaemonProcess, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    folder = tmp_path / "in"
+    folder.mkdir()
+    (folder / "a.txt").write_text("x\ny\n")
+    connector = unique("spark-text")
+    committer = ListenerCommitter(spark, url=embedded_daemon.url, targets=[CommitTarget(0, connector)])
+    spark.streams.addListener(committer)
+    try:
+        text = _text_query(spark, folder, tmp_path / "cp-text")
+        text.processAllAvailable()
+        end = json.loads(text.lastProgress["sources"][0]["endOffset"])
+        text.stop()
+        assert committer.wait_for_termination(text, 60)
+        expected = [{"partition": {"spark_source": 0}, "offset": {"logOffset": end["logOffset"]}}]
+        assert embedded_daemon.client().offsets(connector) == expected
+
+        with caplog.at_level(logging.WARNING, logger="emulator.spark.listener"):
+            rate = (
+                spark.readStream.format("rate")
+                .option("rowsPerSecond", "5")
+                .load()
+                .writeStream.format("noop")
+                .option("checkpointLocation", str(tmp_path / "cp-rate"))
+                .trigger(processingTime="200 milliseconds")
+                .start()
+            )
+            rate.processAllAvailable()
+            time.sleep(1)
+            rate.stop()
+            assert committer.wait_for_termination(rate, 60)
+    finally:
+        spark.streams.removeListener(committer)
+    assert embedded_daemon.client().offsets(connector) == expected  # the rate query did not overwrite them
+    (error,) = committer.errors
+    assert f"not publishing to connector {connector!r}" in error
+    assert str(rate.id) in error and str(text.id) in error
+    assert [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING] == [error]
