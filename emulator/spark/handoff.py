@@ -50,12 +50,32 @@ class CommitTarget:
     query: str | None = None
 
     def __post_init__(self) -> None:
-        if self.source_index < 0:
-            raise ValueError(f"CommitTarget: source_index must be 0 or more, got {self.source_index}")
-        if not self.connector:
-            raise ValueError("CommitTarget: connector must be a connector's name, got ''")
+        index: object = self.source_index
+        if not isinstance(index, int) or isinstance(index, bool):
+            raise TypeError(
+                f"CommitTarget: source_index must be an int (the source's position in the query), "
+                f"got {index!r} ({type(index).__name__})"
+            )
+        if index < 0:
+            raise ValueError(f"CommitTarget: source_index must be 0 or more, got {index!r}")
+        connector: object = self.connector
+        if not isinstance(connector, str):
+            raise TypeError(
+                f"CommitTarget: connector must be a connector's name (str), got {connector!r} "
+                f"({type(connector).__name__})"
+            )
+        if not connector.strip():
+            raise ValueError(f"CommitTarget: connector must be a connector's name, got {connector!r}")
         if self.kind not in ("source", "sink"):
             raise ValueError(f"CommitTarget: kind must be 'source' or 'sink', got {self.kind!r}")
+        query: object = self.query
+        if query is not None and not isinstance(query, str):
+            raise TypeError(
+                f"CommitTarget: query must be a query's name or id (str) or None, got {query!r} "
+                f"({type(query).__name__})"
+            )
+        if isinstance(query, str) and not query.strip():
+            raise ValueError(f"CommitTarget: query must be a query's name or id or None, got {query!r}")
 
     def applies_to(self, name: str | None, query_id: str | None) -> bool:
         return self.query is None or self.query in (name, query_id)

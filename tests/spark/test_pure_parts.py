@@ -25,7 +25,7 @@ from emulator.spark.checkpoint import CheckpointError, latest_completed_batch, p
 from emulator.spark.committer import DaemonOffsets, backwards_reason
 from emulator.spark.debezium_offsets import debezium_backwards_reason
 from emulator.spark.filestream import Cursor, iter_chunks, read_lines, scan, split_at_lines, split_lines
-from emulator.spark.handoff import HandoffError, entries_for
+from emulator.spark.handoff import CommitTarget, HandoffError, entries_for
 from emulator.spark.shapes import FileOffset, foreign_entries, kafka_shaped
 from tests.fixtures.daemon import DaemonProcess
 
@@ -356,3 +356,40 @@ def test_history_options_without_history_are_refused_not_ignored(option: str) ->
     with pytest.raises(ValueError, match=rf"^connect-offsets: option {option} applies to the history \(history=true\)"):
         ConnectOffsetsReader({"url": "http://127.0.0.1:9", option: "3"})
     assert ConnectOffsetsReader({"url": "http://127.0.0.1:9"}).history is False
+
+
+INDEX = "source_index must be an int (the source's position in the query), got"
+
+
+@pytest.mark.parametrize(
+    ("args", "kwargs", "error", "says"),
+    [
+        (
+            ("0", "conn"),
+            {},
+            TypeError,
+            INDEX + " '0' (str)",
+        ),
+        ((True, "conn"), {}, TypeError, INDEX + " True"),
+        ((0.5, "conn"), {}, TypeError, INDEX + " 0.5"),
+        ((-1, "conn"), {}, ValueError, "source_index must be 0 or more, got -1"),
+        ((0, None), {}, TypeError, "connector must be a connector's name (str), got None (NoneType)"),
+        ((0, 123), {}, TypeError, "connector must be a connector's name (str), got 123 (int)"),
+        ((0, " "), {}, ValueError, "connector must be a connector's name, got ' '"),
+        ((0, ""), {}, ValueError, "connector must be a connector's name, got ''"),
+        ((0, "conn"), {"kind": "Sink"}, ValueError, "kind must be 'source' or 'sink', got 'Sink'"),
+        ((0, "conn"), {"query": 5}, TypeError, "query must be a query's name or id (str) or None, got 5 (int)"),
+        ((0, "conn"), {"query": ""}, ValueError, "query must be a query's name or id or None, got ''"),
+    ],
+)
+def test_commit_target_names_the_argument_and_the_value_it_refuses(
+    args: tuple[object, ...], kwargs: dict[str, object], error: type[Exception], says: str
+) -> None:
+    with pytest.raises(error) as raised:
+        CommitTarget(*args, **kwargs)  # type: ignore[arg-type]
+    assert type(raised.value) is error
+    assert f"CommitTarget: {says}" in str(raised.value)
+
+
+def test_a_well_formed_commit_target_is_accepted() -> None:
+    assert CommitTarget(2, "conn", "sink", "q").connector == "conn"
