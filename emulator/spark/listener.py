@@ -309,12 +309,15 @@ class ListenerCommitter(StreamingQueryListener):
             self._checkpoint[query_id] = location
         return location
 
-    def _targets_of(self, query_id: str, name: str | None) -> list[CommitTarget]:
-        """The targets this query publishes to. A target without ``query=`` goes to the first query
-        that publishes to it; another query matching it later is skipped for it, with a WARNING and
-        an entry in ``errors`` (once per query), instead of overwriting that connector's offsets."""
+    def _targets_of(self, query_id: str, name: str | None) -> tuple[list[CommitTarget], list[str]]:
+        """The targets this query publishes to, and the connectors of those it is refused. A target
+        without ``query=`` goes to the first query that publishes to it; another query matching it
+        later is skipped for it, with a WARNING and an entry in ``errors`` (once per query), instead
+        of overwriting that connector's offsets (and ``wait_for_termination`` answers False for it:
+        the connector does not have its batches)."""
         chosen: list[CommitTarget] = []
         refused: list[tuple[CommitTarget, str]] = []
+        skipped: list[str] = []
         with self._lock:
             for index, target in enumerate(self.targets):
                 if not target.applies_to(name, query_id):
@@ -322,6 +325,7 @@ class ListenerCommitter(StreamingQueryListener):
                 if target.query is None:
                     owner = self._claims.setdefault(index, query_id)
                     if owner != query_id:
+                        skipped.append(target.connector)
                         if (index, query_id) not in self._refused:
                             self._refused.add((index, query_id))
                             refused.append((target, owner))
@@ -335,7 +339,7 @@ class ListenerCommitter(StreamingQueryListener):
                 )
                 log.warning(message)
                 self.errors.append(message)
-        return chosen
+        return chosen, skipped
 
     @staticmethod
     def _label(query_id: str, name: str | None) -> str:
@@ -345,8 +349,14 @@ class ListenerCommitter(StreamingQueryListener):
         with self._lock:
             name = self._names.get(query_id)
             progress = self._progress.get(query_id)
-        targets = self._targets_of(query_id, name)
+        targets, skipped = self._targets_of(query_id, name)
+        not_published = [
+            f"not published to connector {connector!r}: another query publishes to it (a CommitTarget without query=)"
+            for connector in skipped
+        ]
         if not targets and not self.own_sources:
+            with self._lock:
+                self._shortfall[query_id] = "; ".join(not_published) or None
             return
         location = self._resolve_checkpoint(query_id, name)
         offsets: Mapping[str, Any] | None = None
@@ -371,7 +381,7 @@ class ListenerCommitter(StreamingQueryListener):
         # restarted run that republishes an old batch is dropped by the daemon as stale.
         sequence = (f"spark-query:{query_id}", marker[1])
         outcomes = publish(self._client(query_id), offsets, targets, self.own_sources, self.dry_run, sequence)
-        shortfalls = [reason for reason in (o.shortfall() for o in outcomes) if reason is not None]
+        shortfalls = [*not_published, *(reason for reason in (o.shortfall() for o in outcomes) if reason is not None)]
         with self._lock:
             self._published[query_id] = marker
             self._shortfall[query_id] = "; ".join(shortfalls) or None
