@@ -40,6 +40,19 @@ def commits(connector: str, keys: int, rounds: int, start: int = 0) -> list[tupl
     ]
 
 
+def seed(data: Path, entries: list[tuple[bytes, bytes | None]]) -> None:
+    """Write ``entries`` to a two-partition embedded log at ``data``, as Connect would, no daemon running."""
+    log = EmbeddedOffsetLog(data, partitions=2, synchronous="NORMAL")
+    log.open()
+    log.append(entries, 30)
+    log.close()
+
+
+def archived_by_a_daemon(daemon_factory: DaemonFactory, data: Path) -> None:
+    """A daemon on ``data`` reads the log, archives all of it, and stops cleanly."""
+    daemon_factory("--data-dir", str(data), "--offsets-partitions", "2", "--compaction-interval", "never").stop()
+
+
 def test_the_compactor_compacts_once_the_log_has_doubled_and_the_readers_state_is_unchanged(tmp_path: Path) -> None:
     """The policy, one check at a time (the daemon's thread runs ``check`` every interval: the test
     below), each after the reader has read everything, since records it has not read are kept."""
@@ -187,10 +200,7 @@ def test_connect_offsets_compact_refuses_a_log_a_running_daemon_archives_unless_
     daemon_factory: DaemonFactory, tmp_path: Path
 ) -> None:
     data = tmp_path / "served"
-    seeded = EmbeddedOffsetLog(data, partitions=2, synchronous="NORMAL")
-    seeded.open()
-    seeded.append(commits("served", keys=10, rounds=3), 30)
-    seeded.close()
+    seed(data, commits("served", keys=10, rounds=3))
     daemon_factory("--data-dir", str(data), "--offsets-partitions", "2", "--compaction-interval", "never")
 
     def cli(*args: str) -> subprocess.CompletedProcess[str]:
@@ -213,16 +223,9 @@ def test_connect_offsets_compact_keeps_what_the_history_archive_has_not_archived
     daemon archives them when it reads the log. ``compact`` run in between removed them for good
     (50 changes lost from history in the reporter's run): it now stops at what the archive holds."""
     data = tmp_path / "crashed"
-    seeded = EmbeddedOffsetLog(data, partitions=2, synchronous="NORMAL")
-    seeded.open()
-    seeded.append(commits("crashed", keys=10, rounds=3), 30)
-    seeded.close()
-    first = daemon_factory("--data-dir", str(data), "--offsets-partitions", "2", "--compaction-interval", "never")
-    first.stop()  # archived all 30
-    later = EmbeddedOffsetLog(data, partitions=2, synchronous="NORMAL")  # written, never archived
-    later.open()
-    later.append(commits("crashed", keys=10, rounds=3, start=3), 30)
-    later.close()
+    seed(data, commits("crashed", keys=10, rounds=3))
+    archived_by_a_daemon(daemon_factory, data)  # all 30
+    seed(data, commits("crashed", keys=10, rounds=3, start=3))  # written, never archived
 
     done = run_cli("compact", "--data-dir", str(data))
     assert done.returncode == 0, done.stderr
@@ -241,18 +244,11 @@ def test_connect_offsets_compact_on_a_moved_data_directory_keeps_what_its_histor
     daemon stopped finds the archive inside it and keeps what it lacks, as before the move (it found
     none and compacted them away)."""
     data = tmp_path / "before"
-    seeded = EmbeddedOffsetLog(data, partitions=2, synchronous="NORMAL")
-    seeded.open()
-    seeded.append(commits("moved", keys=10, rounds=3), 30)
-    seeded.close()
-    first = daemon_factory("--data-dir", str(data), "--offsets-partitions", "2", "--compaction-interval", "never")
-    first.stop()  # archived all 30
+    seed(data, commits("moved", keys=10, rounds=3))
+    archived_by_a_daemon(daemon_factory, data)  # all 30
     moved = tmp_path / "after"
     shutil.move(data, moved)
-    later = EmbeddedOffsetLog(moved, partitions=2, synchronous="NORMAL")  # written, never archived
-    later.open()
-    later.append(commits("moved", keys=10, rounds=3, start=3), 30)
-    later.close()
+    seed(moved, commits("moved", keys=10, rounds=3, start=3))  # written, never archived
 
     done = run_cli("compact", "--data-dir", str(moved))
     assert done.returncode == 0, done.stderr
@@ -266,11 +262,8 @@ def test_connect_offsets_compact_says_it_kept_records_only_when_the_archive_lack
     """A cleanly stopped daemon archived everything: nothing was kept back, and saying otherwise sent
     an operator looking for records that were not there."""
     data = tmp_path / "stopped"
-    seeded = EmbeddedOffsetLog(data, partitions=2, synchronous="NORMAL")
-    seeded.open()
-    seeded.append(commits("stopped", keys=5, rounds=2), 30)
-    seeded.close()
-    daemon_factory("--data-dir", str(data), "--offsets-partitions", "2", "--compaction-interval", "never").stop()
+    seed(data, commits("stopped", keys=5, rounds=2))
+    archived_by_a_daemon(daemon_factory, data)
 
     done = run_cli("compact", "--data-dir", str(data))
     assert done.returncode == 0, done.stderr
