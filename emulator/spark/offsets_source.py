@@ -113,7 +113,7 @@ def current_rows(
 
 class ConnectOffsetsReader(DataSourceReader):
     def __init__(self, options: Mapping[str, str]) -> None:
-        only_known(options, "connect-offsets", ("connector", "history", "partition", "from", "to", "limit"))
+        only_known(options, "connect-offsets", ("connector", "history", *HISTORY_ONLY))
         self.options = dict(options)
         self.daemon = DaemonAccess.of(options)
         self.connector = options.get("connector") or None
