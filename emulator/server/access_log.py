@@ -123,7 +123,8 @@ class RequestObserver:
                 )
             if self._metrics is not None:
                 self._metrics.observe_request(method, route, status, seconds)
-            if event is not None and matched is not None:
+            if event is not None and method in getattr(matched, "methods", ()):
+                # A route matched by path only answered 405: nothing was modified, nothing to audit.
                 path_params = scope.get("path_params") or {}
                 query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
                 event.operation = operation_of(method, route)

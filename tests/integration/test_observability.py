@@ -311,6 +311,33 @@ def test_a_write_refused_before_routing_is_counted_logged_and_audited_under_its_
     assert (access["route"], access["error_kind"]) == (WRITE_ROUTE, "unsupported_media_type")
 
 
+def test_a_method_no_route_has_is_neither_audited_nor_counted_as_a_write(observed: DaemonProcess) -> None:
+    """``PUT /connectors`` and ``POST …/offsets`` match a route's path but none of its methods: the
+    answer is 405 and nothing could have been modified, so no audit line and no
+    ``connect_offsets_writes_total`` series (they were counted under operation ``PUT /connectors``);
+    the request itself is still in the access log and the HTTP metrics, under the route it matched."""
+    name = unique("wrong-method")
+    assert patch(observed, name, offsets(1, "a"), create="true").status_code == 200
+    before = scrape(observed.url)
+    assert httpx.put(f"{observed.url}/connectors", json={}).status_code == 405
+    assert httpx.post(f"{observed.url}/connectors/{name}/offsets", json={}).status_code == 405
+    assert patch(observed, name, offsets(2, "a")).status_code == 200  # a write after them, to wait for
+
+    created, altered = lines_about(observed, "emulator.audit", name, 2)
+    assert (created["operation"], altered["operation"]) == ("PATCH", "PATCH")
+    after = scrape(observed.url)
+    operations = set(after.label_values("connect_offsets_writes_total", "operation"))
+    assert not {op for op in operations if op.startswith(("PUT ", "POST /connectors/{connector}/offsets"))}, operations
+    assert [
+        line for line in log_lines(observed) if line["logger"] == "emulator.audit" and line.get("status") == 405
+    ] == []
+    labels = {"method": "PUT", "route": "/connectors", "status": "405"}
+    assert (
+        after.value("connect_offsets_http_requests_total", **labels)
+        == before.value("connect_offsets_http_requests_total", **labels) + 1
+    )
+
+
 def test_a_write_without_valid_credentials_is_audited_with_its_connector(
     daemon_factory: DaemonFactory, tmp_path: Path
 ) -> None:
