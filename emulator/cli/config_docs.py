@@ -46,6 +46,10 @@ can be configured in a container without a command line.
   `error: --host 0.0.0.0 listens beyond loopback without authentication: … (--host came from
   CONNECT_OFFSETS_HOST)`.
 - Flags are never abbreviated: `--bootstrap-server` is refused, not taken for `--bootstrap-servers`.
+- A `CONNECT_OFFSETS_*` variable that no setting reads (a typo: `CONNECT_OFFSETS_TOKEN_FILE`) is named
+  in a warning with the setting it most likely meant: in the daemon's log at startup, on stderr for
+  every other command. A warning, not a refusal: one environment may serve several tools. The test
+  kit's `CONNECT_OFFSETS_TEST_*` variables are its own and not checked here.
 - `serve` stops with one line on stderr and exit code 2 when it cannot start for a reason that is
   yours to fix: storage it cannot use, a Connect topic that does not exist, a port that is in use
   or needs privileges.

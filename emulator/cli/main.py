@@ -37,6 +37,7 @@ from emulator.cli.common import (
     OutputFailed,
     UsageError,
 )
+from emulator.cli.environment import unknown_variable_warnings
 from emulator.client.errors import OUTCOME_UNKNOWN, AnswerLost, ApiError, DaemonUnavailable
 from emulator.server.options import SettingsError, resolve
 
@@ -100,6 +101,7 @@ def command_first(argv: Sequence[str], commands: frozenset[str]) -> list[str]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    _closed_standard_streams_to_devnull()
     _print_lone_surrogates_escaped()
     parser = build_parser()
     args, unknown = parser.parse_known_args(command_first(sys.argv[1:] if argv is None else argv, parser.command_names))
@@ -147,6 +149,24 @@ def _interrupted(command: str, before_write: bool = False) -> str:
     )
 
 
+def _closed_standard_streams_to_devnull() -> None:
+    """A process started with stdout or stderr closed (``>&-``, some supervisors) has no
+    ``sys.stdout``/``sys.stderr`` (None): ``serve`` exited 1 at once without a word (faulthandler
+    refused a missing stderr), or ran and exited 1 on SIGTERM (writing its URL). Worse, the next
+    file it opened (the SQLite log) would get descriptor 1 or 2, where a native library's message
+    to stdout or stderr would land in the file. Each closed one is opened on /dev/null instead: the
+    operator asked not to see it, and nothing else can take its place."""
+    for fd, name, mode in ((0, "stdin", "r"), (1, "stdout", "w"), (2, "stderr", "w")):
+        try:
+            os.fstat(fd)
+        except OSError:
+            opened = os.open(os.devnull, os.O_RDWR)  # the lowest free descriptor: this very one
+            if opened != fd:
+                os.dup2(opened, fd)
+                os.close(opened)
+            setattr(sys, name, open(fd, mode, buffering=1, encoding="utf-8", closefd=False))  # noqa: SIM115
+
+
 def _print_lone_surrogates_escaped() -> None:
     """A partition Connect wrote may hold half a surrogate pair (``emulator.codec.surrogates``),
     which a UTF-8 terminal cannot show: printed as ``\\ud800`` instead of a traceback mid-table."""
@@ -188,7 +208,17 @@ def _output_failed(args: argparse.Namespace, exc: OutputFailed) -> str:
     return line
 
 
+def _warn(warnings: Sequence[str]) -> None:
+    for warning in warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+
+
 def _run(args: argparse.Namespace) -> int:
+    # Misspelt variables: the daemon logs them once its log is set up (a JSON log stays JSON), every
+    # other command says so on stderr first; so does the daemon when its settings are refused.
+    args.env_warnings = unknown_variable_warnings(os.environ)
+    if args.command != "serve":
+        _warn(args.env_warnings)
     try:
         settings_type = getattr(args, "settings_type", None)
         if settings_type is not None:
@@ -198,6 +228,8 @@ def _run(args: argparse.Namespace) -> int:
         code: int = args.handler(args)
         return code
     except SettingsError as exc:
+        if args.command == "serve":
+            _warn(args.env_warnings)
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except DaemonUnavailable as exc:

@@ -40,7 +40,7 @@ def run(args: argparse.Namespace) -> int:
     # still ends the process silently, with signal 11; docs/operations.md, "Faults".)
     faulthandler.enable(all_threads=True)
     try:
-        serve(settings, early)
+        serve(settings, early, warnings=getattr(args, "env_warnings", ()))
     except OffsetsError as exc:
         print(f"error: {exc.message}", file=sys.stderr)
         return EXIT_USAGE

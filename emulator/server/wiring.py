@@ -14,7 +14,7 @@ import logging
 import os
 import socket
 import ssl
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -483,7 +483,7 @@ def ignored_proxy_variable(environ: Mapping[str, str]) -> str | None:
     )
 
 
-def serve(settings: Settings, early: socket.socket | ListenError | None = None) -> None:
+def serve(settings: Settings, early: socket.socket | ListenError | None = None, warnings: Sequence[str] = ()) -> None:
     """Bind the port, open the storage, then serve until stopped.
 
     The port is bound and listening first (``listen.listen_early``), so a client that connects
@@ -497,6 +497,8 @@ def serve(settings: Settings, early: socket.socket | ListenError | None = None) 
     written to ``--url-file`` (``emulator.server.announce``); a stale URL file is removed at once.
     """
     configure_logging(settings.log_level, settings.log_format)
+    for warning in warnings:  # e.g. a misspelt CONNECT_OFFSETS_* variable (emulator.cli.environment)
+        log.warning(warning)
     collect_young_less_often()  # from the start: the replay allocates too
     clear_url_file(settings.url_file)
     # The command line binds it before importing this module; other callers leave it to us.
@@ -521,6 +523,7 @@ def _serve(settings: Settings, bound_socket: Callable[[], socket.socket]) -> Non
     if proxy_warning is not None:
         log.warning(proxy_warning)
     security = build_security(settings)
+    credentials_reload.sighup_before_serving(security.authenticator.store)
     tls, protocol = tls_options(settings, security)  # h11's protocol with client certificates (auth.tls)
     connections = fit_descriptor_limit(settings.max_connections)
     origins = OriginRegistry() if settings.history else None

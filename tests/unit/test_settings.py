@@ -249,3 +249,19 @@ def test_forwarded_headers_are_believed_from_no_proxy_unless_named() -> None:
         settings("--forwarded-allow-ips", "proxy.internal")
     assert ignored_proxy_variable({"FORWARDED_ALLOW_IPS": "*"}) is not None
     assert ignored_proxy_variable({}) is None
+
+
+def test_no_variable_a_setting_reads_is_called_unknown() -> None:
+    """Every ``serve`` and client setting's variable, and the password the clients read, pass; the
+    test kit's namespace is its own."""
+    from emulator.cli.common import ClientSettings
+    from emulator.cli.environment import known_variables, unknown_variable_warnings
+    from emulator.server.options import options
+    from emulator.server.settings import Settings
+
+    every = {opt.env: "x" for kind in (Settings, ClientSettings) for opt in options(kind)}
+    assert unknown_variable_warnings({**every, "CONNECT_OFFSETS_PASSWORD": "p", "CONNECT_OFFSETS_TEST_URL": "u"}) == []
+    assert set(every) < known_variables()
+    assert unknown_variable_warnings({"CONNECT_OFFSETS_XYZZY": "1", "PATH": "/bin"}) == [
+        "CONNECT_OFFSETS_XYZZY is set but is not a connect-offsets setting: ignored"
+    ]

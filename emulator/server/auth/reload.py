@@ -29,6 +29,26 @@ async def watch(store: CredentialStore, every_s: float = POLL_S) -> None:
             log.exception("checking the credential files failed")
 
 
+def sighup_before_serving(store: CredentialStore | None) -> None:
+    """Make SIGHUP harmless from the start: its default action ends the process (exit 129, no
+    shutdown, no word in the log), and a supervisor's reload (``ExecReload=kill -HUP $MAINPID``)
+    sent to a daemon without credential files, or one still opening its storage, stopped it.
+    ``on_sighup`` takes over once the app serves with credential files; until then, or for good
+    without them, a SIGHUP is logged and changes nothing (a file changed meanwhile is read again
+    by the watcher once serving starts: it compares with what was read at startup)."""
+
+    def logged(_signum: int, _frame: object) -> None:
+        if store is None:
+            log.info(
+                "SIGHUP: nothing to reload (no --tokens-file, --credentials-file or --scopes-file); the daemon goes on"
+            )
+        else:
+            log.info("SIGHUP before the daemon serves: the credential files are read again once it does, if changed")
+
+    with contextlib.suppress(ValueError):  # not the main thread (an embedding application's): left as it is
+        signal.signal(signal.SIGHUP, logged)
+
+
 def on_sighup(store: CredentialStore) -> bool:
     """Reload on SIGHUP; False where the loop cannot take signal handlers (not the main thread)."""
     loop = asyncio.get_running_loop()
