@@ -6,6 +6,10 @@ per (daemon, connector, kind) in its long-lived driver-side worker and returns; 
 newest pending offset (older ones are superseded: commits are monotonic). If the worker is killed
 first, the pending commit is lost, which is no worse than ``commit`` arriving one batch late: the
 listener or ``spark-handoff`` publishes the last completed batch.
+
+A source given ``claimEpoch`` commits as the holder of that claim on its connector; a commit the
+daemon refuses for the claim is logged as a WARNING saying which epoch was given and what to
+change (``ClaimRefused``), never skipped without a word.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ from collections.abc import Sequence
 
 from emulator.client.credentials import Credentials
 from emulator.client.errors import ClientError
-from emulator.spark.committer import DaemonOffsets, Entry, Kind, SinkOffsetsUnsupported
+from emulator.spark.committer import DaemonOffsets, Entry, Kind, SinkOffsetsUnsupported, claim_advice
 from emulator.spark.newest_wins import NewestWinsCommitter
 
 log = logging.getLogger(__name__)
@@ -35,15 +39,17 @@ class BackgroundCommitter(NewestWinsCommitter[Sequence[Entry]]):
         credentials: Credentials | None = None,
         kind: Kind = "source",
         source: str = "connect-file",
+        claim_epoch: int | None = None,
     ) -> None:
-        self.kind, self.source = kind, source  # before the thread starts
+        self.kind, self.source, self.claim_epoch = kind, source, claim_epoch  # before the thread starts
         super().__init__(url, connector, credentials)
 
     def submit(self, entries: Sequence[Entry]) -> None:
         self._submit(entries)
 
     def _commit(self, daemon: DaemonOffsets, item: Sequence[Entry]) -> None:
-        daemon.commit(self.connector, item, self.kind)
+        with claim_advice(self.connector, self.claim_epoch, f"{self.source}'s option claimEpoch"):
+            daemon.commit(self.connector, item, self.kind, claim_epoch=self.claim_epoch)
 
     def _failed(self, item: Sequence[Entry], exc: Exception) -> None:
         log.warning(
@@ -57,7 +63,7 @@ class BackgroundCommitter(NewestWinsCommitter[Sequence[Entry]]):
         )
 
 
-_committers: dict[tuple[str, str, Credentials | None, Kind], BackgroundCommitter] = {}
+_committers: dict[tuple[str, str, Credentials | None, Kind, int | None], BackgroundCommitter] = {}
 _guard = threading.Lock()
 
 
@@ -67,10 +73,13 @@ def committer_for(
     credentials: Credentials | None = None,
     kind: Kind = "source",
     source: str = "connect-file",
+    claim_epoch: int | None = None,
 ) -> BackgroundCommitter:
+    """One committer per daemon, connector, credentials, kind and claim epoch: a query that takes a
+    newer claim commits with the new epoch, not through the thread that holds the old one."""
     with _guard:
-        key = (url, connector, credentials, kind)
+        key = (url, connector, credentials, kind, claim_epoch)
         found = _committers.get(key)
         if found is None:
-            found = _committers[key] = BackgroundCommitter(url, connector, credentials, kind, source)
+            found = _committers[key] = BackgroundCommitter(url, connector, credentials, kind, source, claim_epoch)
         return found

@@ -10,7 +10,9 @@ CLI) serialise it with an advisory file lock per daemon and connector.
 Sink offsets (``?kind=sink``, consumer group ``connect-<name>``) go through ``OffsetsClient`` too,
 after checking once that the daemon declares the parameter: an older daemon would silently ignore
 an unknown query parameter and write the offsets as a source connector's. Commits may carry a
-sequence, so the daemon itself drops a batch that was already published.
+sequence, so the daemon itself drops a batch that was already published, and a claim's epoch
+(``Auth.claim_epoch``, as ``connect-offsets alter --claim-epoch`` sends it), so a job that holds
+the connector's claim can commit under it (docs/claims-and-sequences.md).
 """
 
 from __future__ import annotations
@@ -41,6 +43,48 @@ Order = Callable[[Mapping[str, Any] | None, Mapping[str, Any]], str | None]
 
 class SinkOffsetsUnsupported(Exception):
     """The daemon has no sink-offsets support (``?kind=sink`` on the offsets routes)."""
+
+
+CLAIM_REFUSALS = ("claim_held", "fenced")
+"""The daemon's kinds for a write refused because of the connector's claim (``emulator.model.claims``)."""
+
+
+class ClaimRefused(ApiError):
+    """A Spark commit the daemon refused because of the connector's claim; nothing was written.
+
+    The daemon's message speaks in API terms (``write with claim_epoch=1``), which a Spark job cannot
+    act on; this one adds what the job gave (``claim_epoch``, None for none) and the knob that passes
+    an epoch where the commit came from (``via``: a source option, a ``CommitTarget`` argument), so
+    the refusal says what to change instead of only that a write failed. Status and kind stay the
+    daemon's, so callers that handle ``ApiError`` see what they did before."""
+
+    def __init__(self, refused: ApiError, connector: str, claim_epoch: int | None, via: str) -> None:
+        if claim_epoch is None:
+            advice = (
+                f"This commit to {connector} gave no claim epoch: if this job holds that claim, give its epoch "
+                f"with {via}; otherwise the claim's holder commits, or releases it first"
+            )
+        else:
+            advice = (
+                f"This commit to {connector} gave claim epoch {claim_epoch} ({via}), which is not the connector's "
+                f"current claim: give the epoch of the claim this job holds now (`connect-offsets claims {connector}` "
+                f"shows the current one), or take a new claim (`connect-offsets claim {connector} --owner …`) and "
+                "give its epoch"
+            )
+        super().__init__(refused.status, f"{refused.message.rstrip('. ')}. {advice}", refused.kind)
+        self.connector = connector
+        self.claim_epoch = claim_epoch
+
+
+@contextlib.contextmanager
+def claim_advice(connector: str, claim_epoch: int | None, via: str) -> Iterator[None]:
+    """Turn a refusal for the connector's claim into ``ClaimRefused`` (see there); other errors pass."""
+    try:
+        yield
+    except ApiError as exc:
+        if exc.kind not in CLAIM_REFUSALS or isinstance(exc, ClaimRefused):
+            raise
+        raise ClaimRefused(exc, connector, claim_epoch, via) from exc
 
 
 class UnreadableOffsets(ValueError):
@@ -218,13 +262,17 @@ class DaemonOffsets:
         sequence: tuple[str, int] | None = None,
         order: Order = backwards_reason,
         create: bool = True,
+        claim_epoch: int | None = None,
     ) -> CommitOutcome:
         """Write the entries that move forward; skip the rest (``order``: ``backwards_reason`` unless
         the source knows better, e.g. Debezium's positions).
 
         ``sequence`` (descriptor, number), e.g. (the query's id, the batch id), lets the daemon
         drop a replayed or late commit too (reordering detection), even one from another process.
-        ``create=False``: a connector the daemon does not know is not made (the daemon answers 404)."""
+        ``create=False``: a connector the daemon does not know is not made (the daemon answers 404).
+        ``claim_epoch``: write as the holder of the connector's claim with that epoch; the daemon
+        refuses the write (nothing is written) if that is not the current claim, or if the connector is
+        claimed and no epoch is given."""
         outcome = CommitOutcome(connector, kind, dry_run=dry_run)
         if not entries:
             return outcome
@@ -242,7 +290,9 @@ class DaemonOffsets:
                 else:
                     outcome.skipped.append({"partition": partition, "offset": offset, "current": now, "reason": reason})
             if changes and not dry_run:
-                dropped = self._alter(connector, changes, kind, create=rows is None and create, sequence=sequence)
+                dropped = self._alter(
+                    connector, changes, kind, create=rows is None and create, sequence=sequence, claim_epoch=claim_epoch
+                )
                 for item in dropped:
                     outcome.skipped.append({**item, "current": current.get(_key(item.get("partition")))})
                 dropped_keys = {_key(item.get("partition")) for item in dropped}
@@ -266,9 +316,12 @@ class DaemonOffsets:
         kind: Kind,
         create: bool,
         sequence: tuple[str, int] | None = None,
+        claim_epoch: int | None = None,
     ) -> list[dict[str, Any]]:
-        """PATCH through the daemon; returns the partitions it dropped as stale (sequence)."""
-        auth = Auth(sequence_source=sequence[0], sequence=sequence[1]) if sequence else None
+        """PATCH through the daemon; returns the partitions it dropped as stale (sequence). The claim
+        epoch and sequence go as ``Auth``, the client's one way of sending them (the CLI's too)."""
+        source, number = sequence if sequence else (None, None)
+        auth = Auth(claim_epoch=claim_epoch, sequence_source=source, sequence=number)
         if kind == "source":
             body = self._client.alter(connector, {"offsets": changes}, create=create, auth=auth)
             return list(body.get("dropped", []))

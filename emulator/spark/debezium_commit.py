@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from emulator.client.credentials import Credentials
 from emulator.client.errors import ClientError
-from emulator.spark.committer import DaemonOffsets, UnreadableOffsets
+from emulator.spark.committer import DaemonOffsets, UnreadableOffsets, claim_advice
 from emulator.spark.debezium_offsets import DebeziumOffset, debezium_backwards_reason
 from emulator.spark.debezium_process import EngineError
 from emulator.spark.newest_wins import NewestWinsCommitter
@@ -52,8 +52,11 @@ class DebeziumCommitter(NewestWinsCommitter[PendingCommit]):
         connector: str,
         acknowledge: Callable[[int, int], object],
         credentials: Credentials | None = None,
+        claim_epoch: int | None = None,
     ) -> None:
+        """``claim_epoch``: commit as the holder of that claim on the connector (option ``claimEpoch``)."""
         self._acknowledge = acknowledge
+        self.claim_epoch = claim_epoch
         self.committed_seq = 0
         self.errors: list[str] = []
         super().__init__(url, connector, credentials)
@@ -70,7 +73,13 @@ class DebeziumCommitter(NewestWinsCommitter[PendingCommit]):
     def _commit(self, daemon: DaemonOffsets, pending: PendingCommit) -> None:
         offset = pending.offset
         if offset.entries:
-            outcome = daemon.commit(self.connector, offset.connect_entries(), order=debezium_backwards_reason)
+            with claim_advice(self.connector, self.claim_epoch, "connect-debezium's option claimEpoch"):
+                outcome = daemon.commit(
+                    self.connector,
+                    offset.connect_entries(),
+                    order=debezium_backwards_reason,
+                    claim_epoch=self.claim_epoch,
+                )
             reasons = [str(s.get("reason")) for s in outcome.skipped]
             if not held_by_daemon(reasons):
                 log.info(

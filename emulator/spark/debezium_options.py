@@ -63,6 +63,9 @@ class DebeziumOptions:
     engine: EngineSettings
     max_records: int | None
     commit_offsets: bool
+    claim_epoch: int | None
+    """The epoch of the job's claim on the connector (option ``claimEpoch``): a claimed connector
+    refuses commits without it."""
     after: AfterColumns | None
     records_per_partition: int
 
@@ -131,6 +134,7 @@ OWN_OPTIONS = (
     "engineDir",
     "maxRecordsPerTrigger",
     "commitOffsets",
+    "claimEpoch",
     "recordsPerPartition",
     "afterTable",
     "afterColumns",
@@ -173,6 +177,7 @@ def parse_options(options: Mapping[str, str]) -> DebeziumOptions:
         engine=engine,
         max_records=max_records,
         commit_offsets=bool_option(options, "commitOffsets", True),
+        claim_epoch=int_option(options, "claimEpoch", None, 0),
         after=parse_after(options),
         records_per_partition=int_option(options, "recordsPerPartition", 10_000, 1) or 10_000,
     )

@@ -179,7 +179,9 @@ class ConnectDebeziumStreamReader(DataSourceStreamReader):
         # last completed batch): the daemon may not hold it; the acknowledgement is then skipped.
         if self._committer is None:
             daemon = self.options.daemon
-            self._committer = DebeziumCommitter(daemon.url, self.connector, stream.ack, daemon.credentials)
+            self._committer = DebeziumCommitter(
+                daemon.url, self.connector, stream.ack, daemon.credentials, self.options.claim_epoch
+            )
         self._committer.submit(position, stream.generation)
 
     def stop(self) -> None:

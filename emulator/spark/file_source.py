@@ -11,7 +11,8 @@ last completed batch. Spark offsets carry the Connect position and the byte offs
 Options: ``url`` (daemon, default ``$CONNECT_OFFSETS_URL`` or http://127.0.0.1:8081), ``connector``,
 ``file`` (the connector's ``file`` setting, verbatim: it is the partition's ``filename``);
 ``maxLinesPerTrigger``; ``commitOffsets`` (default true); ``partitionBytes`` (bytes per Spark
-partition, default 32 MiB).
+partition, default 32 MiB); ``claimEpoch`` (the epoch of the job's claim on the connector: a claimed
+connector refuses commits without it).
 """
 
 from __future__ import annotations
@@ -87,7 +88,9 @@ def same_file(other: object, path: str) -> bool:
 class ConnectFileStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def __init__(self, options: Mapping[str, str]) -> None:
         only_known(
-            options, "connect-file", ("connector", "file", "maxLinesPerTrigger", "partitionBytes", "commitOffsets")
+            options,
+            "connect-file",
+            ("connector", "file", "maxLinesPerTrigger", "partitionBytes", "commitOffsets", "claimEpoch"),
         )
         self.daemon = DaemonAccess.of(options)
         connector, path = options.get("connector"), options.get("file")
@@ -99,6 +102,7 @@ class ConnectFileStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
         self.max_lines = int_option(options, "maxLinesPerTrigger", None, 1)
         self.partition_bytes = int_option(options, "partitionBytes", DEFAULT_PARTITION_BYTES, 1) or 1
         self.commit_offsets = bool_option(options, "commitOffsets", True)
+        self.claim_epoch = int_option(options, "claimEpoch", None, 0)  # the job's claim on the connector, if any
         self._target: int | None = None
         self._resume_checked = False  # initialOffset (a new checkpoint) sets it: nothing to compare
         self._shorter_than: int | None = None  # the file size last warned about (-1: missing)
@@ -237,7 +241,10 @@ class ConnectFileStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
             log.warning("connect-file %s: not committing an unknown offset %r", self.connector, end)
             return
         entry = FileOffset(self.connector, parsed.filename, parsed.cursor).connect_entry()
-        committer_for(self.daemon.url, self.connector, self.daemon.credentials).submit([entry])
+        committer = committer_for(
+            self.daemon.url, self.connector, self.daemon.credentials, claim_epoch=self.claim_epoch
+        )
+        committer.submit([entry])
 
     # -- data (executors) ---------------------------------------------------------------------
     def read(self, partition: InputPartition) -> Iterator[Any]:

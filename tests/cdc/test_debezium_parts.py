@@ -144,7 +144,8 @@ def test_the_connectors_properties_pass_through_and_its_name_is_the_identity() -
         "slot.name": "s1",
         "name": "inv",
     }
-    assert options.max_records == 5 and options.commit_offsets
+    assert options.max_records == 5 and options.commit_offsets and options.claim_epoch is None
+    assert parse_options({**BASE, "claimEpoch": "3"}).claim_epoch == 3  # the commits' claim on the connector
     assert options.schema.startswith("`seq` bigint, `key` string, `value` string, `topic` string")
 
 
@@ -160,6 +161,7 @@ def test_the_connectors_properties_pass_through_and_its_name_is_the_identity() -
         ({**BASE, "afterTable": "public.t", "afterColumns": "id decimal"}, "supported"),
         ({**BASE, "afterTable": "public.t", "afterColumns": "seq int"}, "already a column"),
         ({**BASE, "maxRecordsPerTrigger": "0"}, ">= 1"),
+        ({**BASE, "claimEpoch": "two"}, "option claimEpoch must be an integer, got 'two'"),
         ({**BASE, "maxRecordsPerTrigger": "10", "maxBufferedRecords": "5"}, "exceeds maxBufferedRecords"),
     ],
 )

@@ -93,3 +93,32 @@ def test_a_client_that_cannot_be_made_is_logged_and_a_later_commit_makes_it(
     committer.submit([({"file": "in.txt"}, {"position": 2})])
     assert committer.flush(timeout_s=10)
     assert held(embedded_daemon, connector) == [({"file": "in.txt"}, {"position": 2})]
+
+
+@pytest.mark.parametrize("given", ["current", "stale"])
+def test_debezium_commits_to_a_claimed_connector_only_under_its_current_claim_epoch(
+    embedded_daemon: DaemonProcess, given: str
+) -> None:
+    """Option ``claimEpoch`` reaches the commit: with the claim's current epoch the change is
+    written and acknowledged; with a fenced one nothing is written, the change stays unacknowledged
+    (the engine keeps it), and the reported error names the epoch given and the option to change."""
+    connector = f"dbz-{uuid.uuid4().hex[:10]}"
+    with embedded_daemon.client() as client:
+        client.alter(connector, {"offsets": [{"partition": PARTITION, "offset": streaming(100)}]}, create=True)
+        first, current = (int(client.claim(connector, owner)["epoch"]) for owner in ("cdc-run-1", "cdc-run-2"))
+    acknowledged: list[int] = []
+    epoch = current if given == "current" else first
+    committer = DebeziumCommitter(
+        embedded_daemon.url, connector, lambda seq, _gen: acknowledged.append(seq), None, epoch
+    )
+    committer.submit(DebeziumOffset.of(connector, 4, [(PARTITION, streaming(5000))]), generation=1)
+    assert committer.flush(timeout_s=30)
+    if given == "current":
+        assert acknowledged == [4] and committer.errors == []
+        assert held(embedded_daemon, connector) == [(PARTITION, streaming(5000))]
+        return
+    assert acknowledged == []
+    assert held(embedded_daemon, connector) == [(PARTITION, streaming(100))]
+    (error,) = committer.errors
+    assert f"the writer with epoch {first} has been fenced" in error
+    assert f"gave claim epoch {first} (connect-debezium's option claimEpoch)" in error

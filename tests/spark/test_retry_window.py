@@ -76,7 +76,8 @@ def test_an_option_a_source_does_not_take_is_refused_with_the_closest_one() -> N
     with pytest.raises(OptionError) as refused:
         ConnectFileStreamReader({"connector": "c", "file": "/tmp/x", "maxlinespertriger": "5"})  # Spark lower-cases
     assert str(refused.value).startswith(
-        "connect-file has no option 'maxlinespertriger'; did you mean maxLinesPerTrigger? (it takes ca, clientCert,"
+        "connect-file has no option 'maxlinespertriger'; did you mean maxLinesPerTrigger? "
+        "(it takes ca, claimEpoch, clientCert,"
     )
     kafka = {"connector": "c", "topics": "t", "kafka.bootstrap.servers": "h:9092", "kafka.security.protocol": "SSL"}
     assert ConnectKafkaStreamReader(kafka).config["security.protocol"] == "SSL"  # kafka.* passes
