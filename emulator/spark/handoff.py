@@ -22,6 +22,7 @@ from emulator.spark.committer import (
     UnreadableOffsets,
     backwards_reason,
     check_entries,
+    claim_advice,
 )
 from emulator.spark.debezium_offsets import DebeziumOffset, debezium_backwards_reason
 from emulator.spark.shapes import FileOffset, foreign_entries, kafka_entries, kafka_shaped
@@ -42,12 +43,15 @@ class CommitTarget:
     Kafka-shaped offset to consumer group ``connect-<connector>`` (needs the daemon's sink support).
     ``query`` limits the target to queries with that name or id (``None``: the first query of the
     session that publishes to it; ``ListenerCommitter`` skips any other, with a WARNING).
+    ``claim_epoch`` is the epoch of the job's claim on the connector (``connect-offsets claim``): a
+    claimed connector refuses commits without its current epoch, so a job that holds the claim gives it.
     """
 
     source_index: int
     connector: str
     kind: Kind = "source"
     query: str | None = None
+    claim_epoch: int | None = None
 
     def __post_init__(self) -> None:
         index: object = self.source_index
@@ -76,9 +80,24 @@ class CommitTarget:
             )
         if isinstance(query, str) and not query.strip():
             raise ValueError(f"CommitTarget: query must be a query's name or id or None, got {query!r}")
+        check_claim_epoch("CommitTarget: claim_epoch", self.claim_epoch)
 
     def applies_to(self, name: str | None, query_id: str | None) -> bool:
         return self.query is None or self.query in (name, query_id)
+
+
+def check_claim_epoch(what: str, epoch: object) -> None:
+    """Refuse at once what no claim's epoch can be (a claim's epoch is an int from 0 up): the daemon
+    would refuse it only at the first commit, a batch or a query's end later."""
+    if epoch is None:
+        return
+    if not isinstance(epoch, int) or isinstance(epoch, bool):
+        raise TypeError(
+            f"{what} must be a claim's epoch (int, from `connect-offsets claim`) or None, got {epoch!r} "
+            f"({type(epoch).__name__})"
+        )
+    if epoch < 0:
+        raise ValueError(f"{what} must be a claim's epoch (0 or more) or None, got {epoch!r}")
 
 
 def own_entries(offset: Any) -> tuple[str, list[Entry], Order] | None:
@@ -139,11 +158,15 @@ def publish(
     own_sources: bool = True,
     dry_run: bool = False,
     sequence: tuple[str, int] | None = None,
+    claim_epochs: Mapping[str, int] | None = None,
 ) -> list[CommitOutcome]:
     """Commit parsed end offsets by source id: ``connect-file`` and ``connect-debezium`` sources to the
     connector their offset names (when ``own_sources``), other sources as ``targets`` say.
     ``sequence`` = (query id, batch id) makes the daemon drop a batch that was already published
-    (reordering detection)."""
+    (reordering detection). ``claim_epochs`` = {connector: epoch}: commit to those connectors as the
+    holder of that claim (a target's own ``claim_epoch`` comes first); a refusal for the claim is a
+    ``ClaimRefused`` that names the argument to change."""
+    epochs = dict(claim_epochs or {})
     indices = {int(source_id) for source_id in offsets if str(source_id).isdigit()}
     missing = [t for t in targets if t.source_index not in indices]
     if missing:  # publishing the rest and answering "done" would hide that this one never lands
@@ -162,12 +185,20 @@ def publish(
         for target in matching:
             _, entries = entries_for(value, index, target.kind)
             order = order_for(value)
-            outcomes.append(daemon.commit(target.connector, entries, target.kind, dry_run, sequence, order))
+            epoch = target.claim_epoch if target.claim_epoch is not None else epochs.get(target.connector)
+            with claim_advice(target.connector, epoch, f"CommitTarget({index}, {target.connector!r}, claim_epoch=N)"):
+                outcomes.append(
+                    daemon.commit(target.connector, entries, target.kind, dry_run, sequence, order, claim_epoch=epoch)
+                )
         if not matching and own_sources:
             own = own_entries(value)
             if own is not None:
                 connector, entries, order = own
-                outcomes.append(daemon.commit(connector, entries, "source", dry_run, sequence, order))
+                epoch = epochs.get(connector)
+                with claim_advice(connector, epoch, f"the listener's claim_epochs={{{connector!r}: N}}"):
+                    outcomes.append(
+                        daemon.commit(connector, entries, "source", dry_run, sequence, order, claim_epoch=epoch)
+                    )
     return outcomes
 
 
@@ -185,6 +216,7 @@ __all__ = [
     "CheckpointError",
     "CommitTarget",
     "HandoffError",
+    "check_claim_epoch",
     "entries_for",
     "order_for",
     "own_entries",

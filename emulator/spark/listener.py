@@ -41,7 +41,7 @@ from emulator.client.http import DEFAULT_URL
 from emulator.client.retry_window import RetryWindowError
 from emulator.spark.checkpoint import CheckpointError, latest_completed_batch, parse_offset
 from emulator.spark.committer import CommitOutcome, DaemonOffsets, SinkOffsetsUnsupported
-from emulator.spark.handoff import CommitTarget, HandoffError, own_entries, publish
+from emulator.spark.handoff import CommitTarget, HandoffError, check_claim_epoch, own_entries, publish
 from emulator.spark.query_worker import QueryWorkers, Step
 
 log = logging.getLogger(__name__)
@@ -67,9 +67,16 @@ class ListenerCommitter(StreamingQueryListener):
         dry_run: bool = False,
         *,
         credentials: Credentials | None = None,
+        claim_epochs: Mapping[str, int] | None = None,
     ) -> None:
         """``credentials`` left out: ``CONNECT_OFFSETS_TOKEN`` and the other variables
-        (``emulator.client.credentials``)."""
+        (``emulator.client.credentials``). ``claim_epochs`` = {connector: epoch}: the job's claims, per
+        connector because each connector counts its own epochs; every publish to such a connector
+        carries its epoch (a ``CommitTarget``'s own ``claim_epoch`` comes first), since a claimed
+        connector refuses commits without it."""
+        for connector, epoch in (claim_epochs or {}).items():
+            check_claim_epoch(f"claim_epochs[{connector!r}]", epoch)
+        self.claim_epochs = dict(claim_epochs or {})
         self._spark = spark if spark is not None else SparkSession.getActiveSession()
         self.credentials = credentials
         self.url = url or os.environ.get("CONNECT_OFFSETS_URL") or DEFAULT_URL
@@ -173,13 +180,21 @@ class ListenerCommitter(StreamingQueryListener):
             if not named:
                 return f"`{base} --connector NAME` per connector and source index"
             return ", ".join(
-                f"`{base} --connector {shlex.quote(connector)} --source-index {index}`" for index, connector in named
+                f"`{base} --connector {shlex.quote(connector)} --source-index {index}"
+                f"{self._epoch_flag(connector, None)}`"
+                for index, connector in named
             )
         return ", ".join(
             f"`{base} --connector {shlex.quote(t.connector)} --source-index {t.source_index}"
-            f"{' --kind sink' if t.kind == 'sink' else ''}`"
+            f"{' --kind sink' if t.kind == 'sink' else ''}{self._epoch_flag(t.connector, t.claim_epoch)}`"
             for t in targets
         )
+
+    def _epoch_flag(self, connector: str, epoch: int | None) -> str:
+        """`` --claim-epoch N`` where this listener commits to the connector under a claim: the
+        command must carry it as the publish did, or a claimed connector refuses it too."""
+        chosen = epoch if epoch is not None else self.claim_epochs.get(connector)
+        return "" if chosen is None else f" --claim-epoch {chosen}"
 
     def _own_connectors(self, checkpoint: str | None, query_id: str) -> list[tuple[int, str]]:
         """(source index, connector) of each source whose offset names its connector, from the
@@ -380,7 +395,9 @@ class ListenerCommitter(StreamingQueryListener):
         # The query's id is stable across runs of one checkpoint and batch ids keep counting, so a
         # restarted run that republishes an old batch is dropped by the daemon as stale.
         sequence = (f"spark-query:{query_id}", marker[1])
-        outcomes = publish(self._client(query_id), offsets, targets, self.own_sources, self.dry_run, sequence)
+        outcomes = publish(
+            self._client(query_id), offsets, targets, self.own_sources, self.dry_run, sequence, self.claim_epochs
+        )
         shortfalls = [*not_published, *(reason for reason in (o.shortfall() for o in outcomes) if reason is not None)]
         with self._lock:
             self._published[query_id] = marker
@@ -400,5 +417,6 @@ class OffsetCommitListener(ListenerCommitter):
         dry_run: bool = False,
         *,
         credentials: Credentials | None = None,
+        claim_epochs: Mapping[str, int] | None = None,
     ) -> None:
-        super().__init__(spark, url, (), True, checkpoints, dry_run, credentials=credentials)
+        super().__init__(spark, url, (), True, checkpoints, dry_run, credentials=credentials, claim_epochs=claim_epochs)

@@ -2,25 +2,32 @@
 
 A claimed connector refuses a write without the claim's current epoch (``connect-offsets claim``,
 docs/claims-and-sequences.md). Each Spark path takes the epoch and sends it as ``alter
---claim-epoch`` does: ``connect-file``'s option ``claimEpoch`` (the source's own commit). With the
-right epoch the commit lands; with a stale one, or none, it is refused, nothing is written, and the
-refusal names the connector, the epoch given (or that none was) and the knob to change, never a
-silent skip.
+--claim-epoch`` does: ``connect-file``'s option ``claimEpoch`` (the source's own commit), the
+listener's ``claim_epochs={connector: epoch}`` (its own sources) and ``CommitTarget(claim_epoch=)``
+(other sources). With the right epoch the commit lands; with a stale one, or none, it is refused,
+nothing is written, and the refusal names the connector, the epoch given (or that none was) and the
+knob to change, never a silent skip.
 """
 
 from __future__ import annotations
 
 import logging
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from emulator.spark import CommitTarget, ListenerCommitter, OffsetCommitListener
 from emulator.spark.background import committer_for
 from emulator.spark.file_source import ConnectFileStreamReader
 from emulator.spark.filestream import Cursor
+from emulator.spark.handoff import HandoffError
 from emulator.spark.shapes import FileOffset
 from tests.fixtures.daemon import DaemonProcess
-from tests.spark.helpers import stored_position, unique
+from tests.spark.helpers import Collector, stored_position, unique
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 pytestmark = [pytest.mark.spark]
 
@@ -83,3 +90,104 @@ def test_connect_file_refused_for_the_claim_warns_what_to_change_and_writes_noth
             f"This commit to {connector} gave no claim epoch: if this job holds that claim, give its epoch "
             "with connect-file's option claimEpoch" in warning
         )
+
+
+# -- the listener: claim_epochs for its own sources, CommitTarget(claim_epoch=) for others -----------------
+
+
+def run_file_query(spark: SparkSession, url: str, connector: str, file: Path, checkpoint: Path) -> Any:
+    """A ``connect-file`` query that leaves every commit to the listener, run to its end and stopped."""
+    query = (
+        spark.readStream.format("connect-file")
+        .option("url", url)
+        .option("connector", connector)
+        .option("file", str(file))
+        .option("commitOffsets", "false")
+        .load()
+        .writeStream.foreachBatch(Collector())
+        .option("checkpointLocation", str(checkpoint))
+        .start()
+    )
+    query.processAllAvailable()
+    query.stop()
+    return query
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("given", ["current", "stale", "none"])
+def test_the_listener_publishes_to_a_claimed_connector_only_under_its_current_epoch(
+    spark: SparkSession, embedded_daemon: DaemonProcess, tmp_path: Path, given: str
+) -> None:
+    file = tmp_path / "in.txt"
+    connector, (first, current) = claimed(embedded_daemon, file, "spark-run-7", "spark-run-8")
+    epochs = {"current": {connector: current}, "stale": {connector: first}, "none": None}[given]
+    listener = OffsetCommitListener(spark, url=embedded_daemon.url, claim_epochs=epochs)
+    listener.termination_retry_s = 0
+    spark.streams.addListener(listener)
+    try:
+        query = run_file_query(spark, embedded_daemon.url, connector, file, tmp_path / "cp")
+        if given == "current":
+            assert listener.wait_for_termination(query, 60)
+            assert listener.errors == []
+            assert stored_position(embedded_daemon.client(), connector, str(file)) == len(LINES)
+            return
+        with pytest.raises(HandoffError) as refused:
+            listener.wait_for_termination(query, 60)
+    finally:
+        spark.streams.removeListener(listener)
+    assert stored_position(embedded_daemon.client(), connector, str(file)) == 0
+    message = str(refused.value)
+    if given == "stale":
+        assert f"gave claim epoch {first} (the listener's claim_epochs={{'{connector}': N}})" in message
+        assert f"claimed by 'spark-run-8' with epoch {current}" in message
+        assert f"--connector {connector} --source-index 0 --claim-epoch {first}`" in message
+    else:
+        assert f"claimed by 'spark-run-8' (epoch {current})" in message
+        assert (
+            f"gave no claim epoch: if this job holds that claim, give its epoch with the listener's "
+            f"claim_epochs={{'{connector}': N}}" in message
+        )
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("given", ["current", "stale"])
+def test_a_commit_target_carries_its_claim_epoch(
+    spark: SparkSession, embedded_daemon: DaemonProcess, tmp_path: Path, given: str
+) -> None:
+    folder = tmp_path / "in"
+    folder.mkdir()
+    (folder / "a.txt").write_text("x\ny\n")
+    client = embedded_daemon.client()
+    connector = unique("claimed-text")
+    client.alter(connector, {"offsets": [{"partition": {"spark_source": 0}, "offset": {"logOffset": -1}}]}, create=True)
+    first, current = (int(client.claim(connector, owner)["epoch"]) for owner in ("spark-run-7", "spark-run-8"))
+    target = CommitTarget(0, connector, claim_epoch=current if given == "current" else first)
+    committer = ListenerCommitter(spark, url=embedded_daemon.url, targets=[target])
+    committer.termination_retry_s = 0
+    spark.streams.addListener(committer)
+    try:
+        query = (
+            spark.readStream.format("text")
+            .load(str(folder))
+            .writeStream.format("noop")
+            .option("checkpointLocation", str(tmp_path / "cp"))
+            .trigger(availableNow=True)
+            .start()
+        )
+        query.awaitTermination()
+        if given == "current":
+            assert committer.wait_for_termination(query, 60)
+            assert client.offsets(connector) == [{"partition": {"spark_source": 0}, "offset": {"logOffset": 0}}]
+            return
+        with pytest.raises(HandoffError) as refused:
+            committer.wait_for_termination(query, 60)
+    finally:
+        spark.streams.removeListener(committer)
+    assert client.offsets(connector) == [{"partition": {"spark_source": 0}, "offset": {"logOffset": -1}}]
+    assert f"gave claim epoch {first} (CommitTarget(0, '{connector}', claim_epoch=N))" in str(refused.value)
+
+
+@pytest.mark.parametrize("epoch", ["1", 1.0, True, -1])
+def test_a_commit_target_refuses_what_no_claim_epoch_can_be(epoch: Any) -> None:
+    with pytest.raises((TypeError, ValueError), match=f"CommitTarget: claim_epoch must be a claim's epoch .*{epoch!r}"):
+        CommitTarget(0, "c", claim_epoch=epoch)
