@@ -7,7 +7,8 @@ and never imports pyspark. Commits are monotonic and idempotent: running it twic
 older checkpoint, never moves the connector backwards.
 
 A ``connect-file`` or ``connect-debezium`` offset names its connector: ``--connector`` must be that
-name. A connector the daemon does not know is made only with ``--create``, as ``alter`` does.
+name. A connector the daemon does not know is made only with ``--create``, as ``alter`` does. A
+claimed connector takes the commit only with ``--claim-epoch`` (the claim's epoch), as ``alter``.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import argparse
 from typing import Any
 
 from emulator.cli.common import EXIT_OK, Hinted, UsageError, add_client_options, compact, emit
+from emulator.cli.offsets import claim_hints
 from emulator.client.errors import ApiError
 from emulator.spark.checkpoint import CheckpointError, latest_completed_batch, parse_offset
 from emulator.spark.committer import DaemonOffsets, SinkOffsetsUnsupported
@@ -43,6 +45,7 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--create", action="store_true", help="allow a connector that has no offsets yet (Connect itself answers 404)"
     )
+    p.add_argument("--claim-epoch", type=int, help="write as the holder of this claim (see `claim`)")
     p.set_defaults(handler=run_handoff)
 
 
@@ -73,7 +76,7 @@ def run_handoff(args: argparse.Namespace) -> int:
             f"{args.source_index}) names connector {named!r}: its position belongs to {named!r} only "
             f"(--connector {named})"
         )
-    with DaemonOffsets(args.settings.url) as daemon:
+    with DaemonOffsets(args.settings.url) as daemon, claim_hints(daemon.client, args.connector):
         try:
             if not args.create and daemon.offsets(args.connector, args.kind) is None:
                 raise UsageError(
@@ -88,6 +91,7 @@ def run_handoff(args: argparse.Namespace) -> int:
                 dry_run=args.dry_run,
                 order=order_for(offset),
                 create=args.create,
+                claim_epoch=args.claim_epoch,
             )
         except SinkOffsetsUnsupported as exc:
             raise UsageError(str(exc)) from exc

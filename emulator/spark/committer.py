@@ -219,6 +219,11 @@ class DaemonOffsets:
         self.url = self._client.url
         self._sink_checked = False
 
+    @property
+    def client(self) -> OffsetsClient:
+        """The underlying client, for callers that answer its errors as the CLI does (``spark-handoff``)."""
+        return self._client
+
     def close(self) -> None:
         self._client.close()
 

@@ -3,15 +3,16 @@
 A claimed connector refuses a write without the claim's current epoch (``connect-offsets claim``,
 docs/claims-and-sequences.md). Each Spark path takes the epoch and sends it as ``alter
 --claim-epoch`` does: ``connect-file``'s option ``claimEpoch`` (the source's own commit), the
-listener's ``claim_epochs={connector: epoch}`` (its own sources) and ``CommitTarget(claim_epoch=)``
-(other sources). With the right epoch the commit lands; with a stale one, or none, it is refused,
-nothing is written, and the refusal names the connector, the epoch given (or that none was) and the
-knob to change, never a silent skip.
+listener's ``claim_epochs={connector: epoch}`` (its own sources), ``CommitTarget(claim_epoch=)``
+(other sources) and ``spark-handoff --claim-epoch``. With the right epoch the commit lands; with a
+stale one, or none, it is refused, nothing is written, and the refusal names the connector, the
+epoch given (or that none was) and the knob to change, never a silent skip.
 """
 
 from __future__ import annotations
 
 import logging
+import subprocess
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -23,6 +24,7 @@ from emulator.spark.file_source import ConnectFileStreamReader
 from emulator.spark.filestream import Cursor
 from emulator.spark.handoff import HandoffError
 from emulator.spark.shapes import FileOffset
+from tests.fixtures.cli import run_cli
 from tests.fixtures.daemon import DaemonProcess
 from tests.spark.helpers import Collector, stored_position, unique
 
@@ -191,3 +193,46 @@ def test_a_commit_target_carries_its_claim_epoch(
 def test_a_commit_target_refuses_what_no_claim_epoch_can_be(epoch: Any) -> None:
     with pytest.raises((TypeError, ValueError), match=f"CommitTarget: claim_epoch must be a claim's epoch .*{epoch!r}"):
         CommitTarget(0, "c", claim_epoch=epoch)
+
+
+# -- spark-handoff --claim-epoch ------------------------------------------------------------------------------
+
+
+def handoff(daemon: DaemonProcess, checkpoint: Path, connector: str, *extra: str) -> subprocess.CompletedProcess[str]:
+    return run_cli(
+        "spark-handoff", "--checkpoint", str(checkpoint), "--connector", connector, "--url", daemon.url, *extra
+    )
+
+
+@pytest.mark.slow
+def test_spark_handoff_commits_to_a_claimed_connector_only_with_the_current_claim_epoch(
+    spark: SparkSession, embedded_daemon: DaemonProcess, tmp_path: Path
+) -> None:
+    file = tmp_path / "in.txt"
+    connector, (first, current) = claimed(embedded_daemon, file, "spark-run-7", "spark-run-8")
+    run_file_query(spark, embedded_daemon.url, connector, file, tmp_path / "cp")  # a driver without a listener
+    holder = (
+        f"hint: its holder 'spark-run-8' writes with --claim-epoch {current}; to end that claim: "
+        f"`connect-offsets release {connector} --epoch {current}`"
+    )
+
+    without = handoff(embedded_daemon, tmp_path / "cp", connector)
+    assert without.returncode == 1
+    assert without.stderr.splitlines() == [
+        f"error: The offsets of connector {connector} are claimed by 'spark-run-8' (epoch {current}), so only that "
+        f"claim's holder may modify them: write with claim_epoch={current}, or release the claim first "
+        f"(DELETE /connectors/{connector}/claim?epoch={current}) (HTTP 400)",
+        holder,
+    ]
+    stale = handoff(embedded_daemon, tmp_path / "cp", connector, "--claim-epoch", str(first))
+    assert stale.returncode == 1
+    assert stale.stderr.splitlines() == [
+        f"error: Connector {connector} is claimed by 'spark-run-8' with epoch {current}; the writer with epoch "
+        f"{first} has been fenced and nothing was written (HTTP 409)",
+        holder,
+    ]
+    assert stored_position(embedded_daemon.client(), connector, str(file)) == 0
+
+    landed = handoff(embedded_daemon, tmp_path / "cp", connector, "--claim-epoch", str(current))
+    assert landed.returncode == 0, landed.stderr
+    assert stored_position(embedded_daemon.client(), connector, str(file)) == len(LINES)
