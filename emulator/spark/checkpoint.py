@@ -21,7 +21,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote, urlparse
+from urllib.parse import urlparse
 
 log = logging.getLogger(__name__)
 
@@ -47,11 +47,23 @@ class CompletedBatch:
 
 
 def local_path(location: str | os.PathLike[str]) -> Path:
-    """A checkpoint location as a local path; ``file:`` URIs are accepted, other schemes refused."""
+    """A checkpoint location as a local path; ``file:`` URIs are accepted, other schemes refused.
+
+    Read as Hadoop's ``Path(String)`` reads it, where Spark wrote the checkpoint: the text after
+    ``file:`` (and after ``//authority``, if any) is the path as it is, never percent-decoded and
+    never cut at ``?`` or ``#``. ``file:///tmp/a%41`` is the directory ``/tmp/a%41`` to Spark (checked
+    in a JVM: ``new Path("file:///tmp/a b%41").toString()`` is ``file:/tmp/a b%41``, and so is the
+    ``resolvedCheckpointRoot`` the listener prints); decoding it read ``/tmp/aA`` instead."""
     text = os.fspath(location)
-    parsed = urlparse(text)
-    if parsed.scheme in ("", "file") or (len(parsed.scheme) == 1 and os.name == "nt"):
-        return Path(unquote(parsed.path) if parsed.scheme == "file" else text)
+    scheme = urlparse(text).scheme
+    if scheme == "file":
+        rest = text[len("file:") :]
+        if rest.startswith("//"):
+            slash = rest.find("/", 2)
+            rest = rest[slash:] if slash >= 0 else "/"
+        return Path(rest)
+    if scheme == "" or (len(scheme) == 1 and os.name == "nt"):
+        return Path(text)
     raise CheckpointError(f"only local checkpoints can be read without Spark, not {text!r}")
 
 

@@ -21,7 +21,13 @@ from hypothesis import strategies as st
 
 from emulator.spark import OffsetCommitListener
 from emulator.spark.arrow_lines import lines_array
-from emulator.spark.checkpoint import CheckpointError, latest_completed_batch, parse_offset, parse_offset_log
+from emulator.spark.checkpoint import (
+    CheckpointError,
+    latest_completed_batch,
+    local_path,
+    parse_offset,
+    parse_offset_log,
+)
 from emulator.spark.committer import DaemonOffsets, backwards_reason
 from emulator.spark.debezium_offsets import debezium_backwards_reason
 from emulator.spark.filestream import Cursor, iter_chunks, read_lines, scan, split_at_lines, split_lines
@@ -169,6 +175,21 @@ def test_offset_log_v2_lines_carry_their_source_id() -> None:
         parse_offset_log("v9\n{}\n1")
     with pytest.raises(CheckpointError, match="not a Spark offset log"):
         parse_offset_log("hello")
+
+
+@pytest.mark.parametrize(
+    ("location", "path"),
+    [
+        ("file:///tmp/a b%41/cp", "/tmp/a b%41/cp"),  # Hadoop's Path: file:/tmp/a b%41/cp, not /tmp/a bA
+        ("file:/tmp/a%2541", "/tmp/a%2541"),
+        ("file://localhost/tmp/x#1?y", "/tmp/x#1?y"),  # no fragment, no query: part of the name
+        ("/tmp/plain%20dir", "/tmp/plain%20dir"),
+    ],
+)
+def test_a_file_uri_checkpoint_names_the_directory_spark_wrote(location: str, path: str) -> None:
+    """Spark (Hadoop's ``Path``) takes a ``file:`` location's text as the path itself; the table's
+    first rows are what ``new Path(location).toString()`` gave in a JVM."""
+    assert local_path(location) == Path(path)
 
 
 def test_checkpoints_elsewhere_than_local_disk_are_refused(tmp_path: Path) -> None:
