@@ -128,3 +128,58 @@ def test_a_write_held_by_another_processs_write_lock_answers_503_log_timeout(
     assert patch(3).status_code == 200
     answer = httpx.get(f"{daemon.url}/connectors/{connector}/offsets", timeout=30).json()
     assert answer["offsets"][0]["offset"] == {"position": 3}
+
+
+@pytest.mark.slow  # a daemon process, a write that waits out its 1 s deadline, and readiness watched over 2.5 s
+def test_after_a_write_timed_out_on_another_processs_lock_readyz_answers_503_until_the_lock_is_free(
+    daemon_factory: DaemonFactory, tmp_path: Path
+) -> None:
+    """Once a write has timed out on SQLite's write lock, nothing is in progress, yet the next write
+    would time out the same way: ``/readyz`` says 503 naming the lock (it answered 200) for as long as
+    the other process holds it, and 200 again by itself, without a write, within about a second of
+    its release. The probe stays cheap: ``/readyz`` answers at once while the lock is held."""
+    daemon = daemon_factory("--data-dir", str(tmp_path / "data"), "--write-timeout", "1s")
+    connector = f"locked-{time.monotonic_ns()}"
+
+    def patch(position: int) -> httpx.Response:
+        body = {"offsets": [{"partition": {"file": "a"}, "offset": {"position": position}}]}
+        return httpx.patch(f"{daemon.url}/connectors/{connector}/offsets?create=true", json=body, timeout=30)
+
+    assert patch(1).status_code == 200
+    other = sqlite3.connect(tmp_path / "data" / "connect-offsets.sqlite3", isolation_level=None)
+    with httpx.Client(base_url=daemon.url, timeout=30) as client:
+        try:
+            other.execute("BEGIN IMMEDIATE")  # e.g. `connect-offsets compact`, or an import, holding it
+            assert client.get("/readyz").status_code == 200, "a held lock alone, before any write waited for it"
+            timed_out = patch(2)
+            assert timed_out.status_code == 503 and timed_out.headers["X-Connect-Offsets-Error"] == "log_timeout"
+
+            locked_at = time.monotonic()
+            took: list[float] = []
+            while time.monotonic() - locked_at < 2.5:  # past two probes, which found the lock still held
+                started = time.monotonic()
+                answer = client.get("/readyz")
+                took.append(time.monotonic() - started)
+                assert answer.status_code == 503, f"ready while the lock is still held: {answer.text}"
+            body = answer.json()
+            assert body["ready"] is False
+            assert body["unreachable"].startswith(f"embedded://{tmp_path / 'data' / 'connect-offsets.sqlite3'} is ")
+            assert "is locked by another process since " in body["unreachable"]
+            assert "writes time out waiting for SQLite's write lock" in body["unreachable"]
+            took.sort()
+            assert took[len(took) // 2] < 0.025 and took[-1] < 0.5, (
+                f"/readyz must not wait for the lock: median {took[len(took) // 2]:.4f} s, max {took[-1]:.3f} s "
+                f"over {len(took)} probes"
+            )
+            assert patch(3).status_code == 503, "the write fails the same way, as /readyz said"
+        finally:
+            if other.in_transaction:
+                other.execute("COMMIT")
+            other.close()
+        released_at = time.monotonic()
+        until(lambda: client.get("/readyz").status_code == 200, "ready again once the lock is free", timeout_s=5)
+        assert time.monotonic() - released_at < 2.5, "the lock is tried about once a second"
+    said = daemon.log_path.read_text()
+    assert said.count("is locked by another process: a write timed out") == 1, "said once, not per write or probe"
+    assert "SQLite's write lock is free again after" in said
+    assert patch(4).status_code == 200

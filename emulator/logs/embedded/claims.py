@@ -47,6 +47,7 @@ class EmbeddedClaims:
                 raise self._writing.refused(e, f"the claim of connector {connector!r}") from e
             self.seen.claimed(connector)
         self._writing.faults.succeeded()
+        self._writing.contention.succeeded()
         return claim
 
     def current(self, connector: str) -> Claim | None:

@@ -171,6 +171,7 @@ class GroupCommit:
             if written:
                 self._timings.observe(time.monotonic() - started, written)
                 self._writing.faults.succeeded()
+            self._writing.contention.succeeded()  # it got the write lock, written or fenced
         except OffsetsError as e:
             for req in batch:
                 req.error = e

@@ -268,6 +268,7 @@ class EmbeddedOffsetLog(OffsetLog):
         self._commits.close()
         self._reader.stop()
         self._writing.faults.close()
+        self._writing.contention.close()
         if self._compactor is not None:
             self._compactor.close()
         self._reader.join()
@@ -359,21 +360,21 @@ class EmbeddedOffsetLog(OffsetLog):
 
     def reachability(self) -> str | None:
         """Why writes cannot be made durable now: the storage refuses them (a full disk, until a write
-        succeeds again), or a transaction has been running for ``stalled_commit_s`` or more (see
-        ``STALLED_COMMIT_S``). Never blocks: it reads attributes the writing threads set and clear."""
+        succeeds again), a transaction has been running for ``stalled_commit_s`` or more (see
+        ``STALLED_COMMIT_S``), or a write timed out on the write lock another process holds, until the
+        lock is seen free (``lock_contention``). Never blocks: it reads attributes the writing threads
+        set and clear."""
         refused = self._writing.faults.reason()
         if refused is not None:
             return refused
         started = self._commits.commit_started
-        if started is None:
-            return None
-        running = time.monotonic() - started
-        if running < self._stalled_commit_s:
-            return None
-        return (
-            f"a write to {self.description} has been waiting for SQLite's write lock, commit and fsync for "
-            f"{running:.1f} s (the disk is not answering, or another process holds the log's write lock)"
-        )
+        running = 0.0 if started is None else time.monotonic() - started
+        if running >= self._stalled_commit_s:
+            return (
+                f"a write to {self.description} has been waiting for SQLite's write lock, commit and fsync for "
+                f"{running:.1f} s (the disk is not answering, or another process holds the log's write lock)"
+            )
+        return self._writing.contention.reason()
 
     # ------------------------------------------------------------------ ownership
 

@@ -1,8 +1,8 @@
 """The embedded log's one writing connection, the lock every user of it holds, and how the storage
 answers a write it refuses.
 
-Appends (the group commit), claims, compaction steps and the storage probe all write through this one
-connection, one at a time: SQLite allows one writer per file anyway, and one connection lets a group
+Appends (the group commit), claims, compaction steps and the storage and lock probes all write through
+this one connection, one at a time: SQLite allows one writer per file anyway, and one connection lets a group
 commit's ``BEGIN IMMEDIATE`` wait for another *process* only, never for a sibling connection here.
 """
 
@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from emulator.logs.embedded.lock_contention import LockContention
 from emulator.logs.embedded.storage import immediate, is_busy
 from emulator.logs.embedded.storage_faults import StorageFaults, storage_fault
 from emulator.model.errors import LogStorageRefused, LogTimeout, LogWriteError, OffsetsError
@@ -28,6 +29,7 @@ class WritingConnection:
         self.lock = threading.Lock()
         """Held by whoever uses the connection: the commit leader, a claim, a compaction step."""
         self.faults = StorageFaults(description, self._probe_write)
+        self.contention = LockContention(description, self._probe_lock)
         self._conn: sqlite3.Connection | None = None
         self._busy_ms = 0  # the connection's busy_timeout, as last set by set_busy_timeout
 
@@ -72,8 +74,10 @@ class WritingConnection:
     def refused(self, e: sqlite3.Error, what: str, size: int = 0) -> OffsetsError:
         """The answer to a write transaction (of ``size`` bytes) SQLite refused: a timeout to retry when
         it waited out its deadline for another process's write lock, a refusal by the storage (noted,
-        so ``/readyz`` says so until a write succeeds), or a failed write."""
+        so ``/readyz`` says so until a write succeeds), or a failed write. A timeout is noted too: the
+        lock stays held elsewhere, for ``/readyz``, until a write or the lock probe gets it."""
         if is_busy(e):  # the deadline, spent waiting: a timeout to retry, not a failed write
+            self.contention.timed_out()
             return LogTimeout(
                 f"{self.description}: {what} timed out waiting for another process's write (SQLite's "
                 "write lock); nothing was written"
@@ -93,3 +97,28 @@ class WritingConnection:
         ):
             with self.held(time.monotonic() + 5.0) as conn, immediate(conn):
                 conn.execute(statement, args)
+
+    def _probe_lock(self) -> bool | None:
+        """Whether another process still holds the write lock: ``BEGIN IMMEDIATE`` without waiting
+        (busy_timeout 0), rolled back at once, on the writing connection. None, without trying, while
+        a write of ours holds the connection: its outcome tells (``LockContention``); so the probe
+        never waits for this process's own writes, and never takes a second connection's lock that
+        would make one of ours wait."""
+        if not self.lock.acquire(blocking=False):
+            return None
+        try:
+            conn = self.require()
+            kept = int(conn.execute("PRAGMA busy_timeout").fetchone()[0])  # claims wait as long as before
+            conn.execute("PRAGMA busy_timeout = 0")
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                conn.execute("ROLLBACK")
+            except sqlite3.OperationalError as e:
+                if is_busy(e):
+                    return False
+                raise
+            finally:
+                conn.execute(f"PRAGMA busy_timeout = {kept}")
+            return True
+        finally:
+            self.lock.release()
