@@ -61,16 +61,25 @@ _STORAGE_REFUSALS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EROF
 directory the daemon may not use at all (permissions, not a directory), which stops the start."""
 
 OWN_WRITES_WAIT_S = 5.0
-WRITER_GONE = (
-    "no process writes the archive now: the daemon that did (this one opened it read-only at its start, "
-    "because that one held the writer's lock) has stopped, and a running daemon does not take the archive over; "
-    "restart this daemon to take it over (its start archives what the log holds and the archive lacks)"
-)
-"""Why a read-only archive lags once its writer is gone (the writer's lock is free)."""
 """How long a history query waits for the log's reader to deliver this daemon's own latest writes.
 It is behind only for moments, unless the broker went away between acknowledging a write and
 serving it to the reader: then the query answers from the archive with a warning instead of
 waiting out the broker."""
+TAKEOVER_POLL_S = 1.0
+"""How often a read-only archive tries the writer's lock: at most this long after its writer stopped
+(or died) does this process take the archive over."""
+
+WRITER_GONE = (
+    "no process writes the archive now: the daemon that did (this one opened it read-only at its start, "
+    "because that one held the writer's lock) has stopped, and this one cannot take it over while it runs; "
+    "restart this daemon to take it over (its start archives what the log holds and the archive lacks)"
+)
+"""Why a read-only archive without a log to read back from (no daemon's) lags once its writer is gone."""
+WRITER_GONE_TAKING_OVER = (
+    "no process writes the archive now: the daemon that did has stopped; this daemon takes the archive over "
+    f"within {TAKEOVER_POLL_S:g} s and then archives from the log what it lacks"
+)
+"""Why a daemon's read-only archive lags in the moment between its writer's end and the takeover."""
 
 
 _ELSEWHERE_POLL_S = 0.05
@@ -113,6 +122,9 @@ class HistoryArchive:
         self.archive_identity = log_identity if archive_identity is None else archive_identity
         self.directory = self.root / log_slug(self.archive_identity)
         self._adopted = False
+        self._earlier_versions = False
+        """The directory is one an earlier version named and still writes, served where it is: not
+        taken over while running (a start renames it first)."""
         self.origins = origins or OriginRegistry()
         self.retention_s = retention_s
         self.rotate_bytes = rotate_bytes
@@ -164,9 +176,13 @@ class HistoryArchive:
             self.read_only = True
             log.warning(
                 "history archive %s is being written by another process; this daemon serves history "
-                "read-only and archives nothing itself",
+                "read-only and archives nothing itself%s",
                 self.directory,
+                "" if not self.takes_over else "; it takes the archive over if that process stops",
             )
+            if self.takes_over:
+                self._opener = threading.Thread(target=self._take_over_when_free, name="history-takeover", daemon=True)
+                self._opener.start()
             return
         try:
             recovered = self._recover()
@@ -188,6 +204,7 @@ class HistoryArchive:
                 raise HistoryError(f"history directory {self.directory} cannot be used: {exc}") from exc
             self._adopted = True
             if location.directory != self.directory:  # an earlier version's, left where it is
+                self._earlier_versions = True
                 self.archive_identity = location.identity
                 self.directory = location.directory
                 self._coverage = ArchiveCoverage(self.directory)
@@ -261,6 +278,73 @@ class HistoryArchive:
         self._queue.fail(
             "stopped before the archive could be opened; the next start archives from the log what it does not hold"
         )
+
+    @property
+    def takes_over(self) -> bool:
+        """Whether a read-only archive is taken over once its writer stops. That needs a way to catch
+        up on what it did not archive meanwhile (the log's read positions and a way to read the log
+        again: a daemon's archive has both), and the directory this version names (an earlier
+        version's is renamed at a start, never while another process may still use it)."""
+        return self._progress is not None and self._reread is not None and not self._earlier_versions
+
+    def _take_over_when_free(self) -> None:
+        """While read-only: try the writer's lock every ``TAKEOVER_POLL_S``; once the writing process
+        has stopped (or died: the kernel releases its ``flock``), take the archive over.
+
+        Taking over is what a start does (recovery cuts back what a killed writer left half-written,
+        under ``files_lock`` since queries read the files meanwhile) plus a catch-up: everything the
+        log's reader delivered while this archive was read-only was dropped here, so the archiver
+        reads it back from the log, from each partition's last archived record (its tail, which the
+        replay guard checks as at any start) up to the reader's position, and queues batches again
+        once it has. A failed attempt leaves the archive read-only, and is tried again (said once per
+        reason, not once a second)."""
+        said = ""
+        while self._queue.retry_wait(TAKEOVER_POLL_S):
+            try:
+                if not self._lock.held and not self._take_directory():
+                    continue
+                with self._files_lock:
+                    recovered = self._recover()
+            except HistoryError as exc:
+                self._lock.release()
+                if str(exc) != said:
+                    said = str(exc)
+                    log.warning(
+                        "history archive %s cannot be taken over yet (tried every %g s): %s",
+                        self.directory,
+                        TAKEOVER_POLL_S,
+                        exc,
+                    )
+                continue
+            self._take_over(recovered)
+            return
+
+    def _take_over(self, recovered: Recovered) -> None:
+        assert self._progress is not None
+        # First let every batch the reader delivers from now on widen a gap (so none is dropped), then
+        # read its position: what it delivered before was dropped, and lies below that position.
+        self._queue.catch_up()
+        self.writable = True
+        self.origins.enable()
+        positions = self._progress().positions
+        state = recovered.state
+        missed: dict[int, tuple[int, int]] = {}
+        for p, position in positions.items():
+            tail = state.tails.get(p)
+            start = tail[0] if tail is not None else state.next_offsets.get(p, 0)
+            if position > start:
+                missed[p] = (start, position)
+        self._queue.widen_gap(missed)
+        self.read_only = False
+        log.warning(
+            "history archive %s: the process that wrote it has stopped; this daemon took the archive over and "
+            "archives from now on, reading back from the log what it did not archive while read-only "
+            "(%d offsets over %d partitions)",
+            self.directory,
+            sum(stop - start for start, stop in missed.values()),
+            len(missed),
+        )
+        self._begin(recovered)
 
     def _start(self, next_seq: int) -> None:
         self._file = CurrentFile(
@@ -368,7 +452,7 @@ class HistoryArchive:
         failure itself names server paths, so it is left to ``/history/status`` (admin only)."""
         if self.read_only:
             if not written_by_a_live_process(self.directory):
-                return WRITER_GONE
+                return WRITER_GONE_TAKING_OVER if self.takes_over else WRITER_GONE
             return (
                 "another daemon on this log and data directory writes the archive (this one reads it "
                 f"read-only), and it did not archive this daemon's latest writes within {OWN_WRITES_WAIT_S:g} s"

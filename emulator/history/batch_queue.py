@@ -266,6 +266,27 @@ class ArchiveQueue:
             self._stalled_at = time.monotonic()
             self._cond.notify_all()
 
+    def catch_up(self) -> None:
+        """The archive was read-only and is taken over: from now on every batch widens a gap (no
+        stall: the archive can be written), which ``widen_gap`` extends to what was dropped before."""
+        with self._cond:
+            if self._gap is None:
+                self._gap = {}
+            self._cond.notify_all()
+
+    def widen_gap(self, ranges: Mapping[int, tuple[int, int]]) -> None:
+        """Add ``[start, stop)`` per partition to the gap opened by ``catch_up``, to read back from the log."""
+        with self._cond:
+            gap = self._gap
+            if gap is None:
+                return
+            for p, (start, stop) in ranges.items():
+                if stop <= start:
+                    continue
+                span = gap.get(p)
+                gap[p] = (start, stop) if span is None else (min(start, span[0]), max(stop, span[1]))
+            self._cond.notify_all()
+
     def gap(self) -> dict[int, tuple[int, int]] | None:
         """The offsets to read back from the log, per partition ``[start, stop)``; None without a gap."""
         with self._cond:

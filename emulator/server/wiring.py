@@ -291,10 +291,8 @@ def build_history(settings: Settings, runtime: Runtime, origins: OriginRegistry 
         archive.open()
     except HistoryError as exc:
         raise LogConfigError(f"{exc} (or start with --no-history)") from exc
-    if not archive.writable:  # left even once the writer is gone: it would compact past what nobody archived
-        runtime.log.leave_compaction(
-            lambda: _LEFT_TO_ARCHIVER if written_by_a_live_process(archive.directory) else _WRITER_GONE
-        )
+    if not archive.writable:  # left even once the writer is gone, until this one took the archive over
+        runtime.log.leave_compaction(lambda: _left_to(archive))
     runtime.view.add_listener(archive.listener)
     return archive
 
@@ -304,6 +302,20 @@ _WRITER_GONE = (
     "this daemon reads the log's history archive read-only and the process that wrote it has stopped: nothing "
     "archives or compacts the log until this daemon is restarted (it then takes the archive over)"
 )
+_TAKING_OVER = (
+    "this daemon reads the log's history archive read-only and the process that wrote it has stopped: it takes "
+    "the archive over within seconds, and compacts the log from then on"
+)
+
+
+def _left_to(archive: HistoryArchive) -> str | None:
+    """Why a daemon that opened its archive read-only leaves compaction now: to the writing process,
+    or to itself once it took the archive over (None: it compacts, behind what it must read back)."""
+    if archive.writable:
+        return None
+    if written_by_a_live_process(archive.directory):
+        return _LEFT_TO_ARCHIVER
+    return _TAKING_OVER if archive.takes_over else _WRITER_GONE
 
 
 def _archived_elsewhere(root: Path, identity: str, description: str) -> Callable[[], str | None]:
