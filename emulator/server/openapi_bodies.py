@@ -117,10 +117,10 @@ class HistoryStatus(TypedDict):
 
     directory: str
     log: str
-    mode: Literal["writing", "read-only", "stalled", "failed"]
+    mode: Literal["writing", "reading-back", "read-only", "stalled", "failed"]
     writer_gone: bool
-    """Read-only, and no process holds the archive's writer lock any more: nothing archives this log
-    until this daemon is restarted (it then takes the archive over)."""
+    """Read-only, and no process holds the archive's writer lock any more: this daemon takes the archive
+    over within a second (``reading-back``, then ``writing``); one an earlier version named only at a restart."""
     failure: str | None
     stalled_s: float | None
     epoch: int
