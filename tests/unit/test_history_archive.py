@@ -531,6 +531,49 @@ def test_a_read_only_archive_whose_writer_stopped_says_so_and_what_to_do(tmp_pat
         other.close()
 
 
+def test_a_read_only_archive_takes_over_once_its_writer_stops_and_archives_every_record_once(
+    tmp_path: Path, stacks: list[Stack]
+) -> None:
+    """Records keep arriving while the writer stops and the other process takes the archive over: the
+    ones it dropped while read-only are read back from the log, the ones delivered during the takeover
+    are neither lost nor archived twice, and those after it are archived as they come."""
+    writer = open_stack(tmp_path)
+    stacks.append(writer)
+    writer.append([(key(0), value(0))])
+    assert writer.archive.sync(10)
+    other = open_stack(tmp_path)
+    stacks.append(other)
+    assert other.archive.status()["mode"] == "read-only" and other.archive.takes_over
+    written = itertools.count(1)
+    stop = threading.Event()
+
+    def keep_writing() -> None:  # another client's writes, through the second process's log
+        while not stop.is_set():
+            n = next(written)
+            other.log.append([(key(n), value(n))])
+            time.sleep(0.002)
+
+    thread = threading.Thread(target=keep_writing)
+    thread.start()
+    try:
+        time.sleep(0.2)
+        writer.close()  # its lock is free: taken over within TAKEOVER_POLL_S
+        stacks.remove(writer)
+        deadline = time.monotonic() + 10
+        while other.archive.status()["mode"] != "writing":
+            assert time.monotonic() < deadline, other.archive.status()
+            time.sleep(0.02)
+        time.sleep(0.2)
+    finally:
+        stop.set()
+        thread.join(10)
+    last = next(written) - 1  # the last number a write used
+    other.log.read_to_end(10)
+    keys = sorted(r["key"] for r in other.rows())
+    assert last > 50 and keys == sorted(key(n) for n in range(last + 1)), "every record archived exactly once"
+    assert other.archive.status()["records_archived"] > 0
+
+
 def test_a_block_whose_bytes_changed_fails_its_checksum_and_only_that_block_is_skipped(tmp_path: Path) -> None:
     # codec "null" stores values verbatim, so the test can change one digit of one value in place:
     # Avro itself would decode it happily (blocks carry no checksum); the per-record CRC must not.
