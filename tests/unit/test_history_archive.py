@@ -531,6 +531,7 @@ def test_a_read_only_archive_whose_writer_stopped_says_so_and_what_to_do(tmp_pat
         other.close()
 
 
+@pytest.mark.slow  # the takeover is tried once a second: about 1.5 s
 def test_a_read_only_archive_takes_over_once_its_writer_stops_and_archives_every_record_once(
     tmp_path: Path, stacks: list[Stack]
 ) -> None:

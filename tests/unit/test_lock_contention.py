@@ -9,6 +9,8 @@ from __future__ import annotations
 import threading
 import time
 
+import pytest
+
 from emulator.logs.embedded.lock_contention import LockContention
 from tests.fixtures.waits import until
 
@@ -37,6 +39,7 @@ def test_nothing_is_probed_and_nothing_said_until_a_write_times_out() -> None:
         contention.close()
 
 
+@pytest.mark.slow  # readiness watched over 1.2 s, then 1.2 s more without a probe
 def test_a_timed_out_write_is_reported_until_the_probe_finds_the_lock_free_trying_once_an_interval() -> None:
     lock = _Lock()
     contention = LockContention("embedded:///log", lock.probe, interval_s=0.5)
