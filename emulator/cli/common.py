@@ -123,7 +123,9 @@ class ClientSettings:
             credentials = Credentials(self.token, self.user, password, self.ca, self.client_cert, self.client_key)
             credentials.verify()
         except CredentialsError as exc:
-            raise SettingsError(str(exc)) from None
+            # The flags of the files at fault, which ``resolve`` completes with the variable a path came from
+            flags = " / ".join("--" + field.replace("_", "-") for field in exc.fields)
+            raise SettingsError(f"{flags}: {exc}" if flags else str(exc)) from None
         return credentials
 
 

@@ -42,9 +42,11 @@ can be configured in a container without a command line.
   works, and a bad value stops the command with one line naming the flag or variable and what it
   expects, exit code 2:
   `error: CONNECT_OFFSETS_PORT: expected an integer within 0..65535, got 'abc'`. A refusal of
-  settings taken together names flags, and the variable a value came from:
+  settings taken together, or of a file a setting names (found when it is used: a certificate, a
+  tokens file, `--ca`), names flags and the file, and the variable a value came from:
   `error: --host 0.0.0.0 listens beyond loopback without authentication: … (--host came from
-  CONNECT_OFFSETS_HOST)`.
+  CONNECT_OFFSETS_HOST)`, `error: --tls-cert /etc/cert.pem: cannot be read: No such file or
+  directory (--tls-cert came from CONNECT_OFFSETS_TLS_CERT)`.
 - Flags are never abbreviated: `--bootstrap-server` is refused, not taken for `--bootstrap-servers`.
 - A `CONNECT_OFFSETS_*` variable that no setting reads (a typo: `CONNECT_OFFSETS_TOKEN_FILE`) is named
   in a warning with the setting it most likely meant: in the daemon's log at startup, on stderr for

@@ -39,7 +39,7 @@ from emulator.cli.common import (
 )
 from emulator.cli.environment import unknown_variable_warnings
 from emulator.client.errors import OUTCOME_UNKNOWN, AnswerLost, ApiError, DaemonUnavailable
-from emulator.server.options import SettingsError, resolve
+from emulator.server.options import SettingsError, resolve, sources_named
 
 COMMAND_GROUPS = [
     "emulator.cli.serve",
@@ -221,11 +221,16 @@ def _run(args: argparse.Namespace) -> int:
         _warn(args.env_warnings)
     try:
         settings_type = getattr(args, "settings_type", None)
-        if settings_type is not None:
-            environment = getattr(settings_type, "environment", None)  # the settings' say on which variables count
-            environ = os.environ if environment is None else environment(args, os.environ)
-            args.settings = resolve(settings_type, args, environ)
-        code: int = args.handler(args)
+        if settings_type is None:
+            code: int = args.handler(args)
+            return code
+        environment = getattr(settings_type, "environment", None)  # the settings' say on which variables count
+        environ = os.environ if environment is None else environment(args, os.environ)
+        args.settings = resolve(settings_type, args, environ)
+        try:
+            code = args.handler(args)
+        except SettingsError as exc:  # a file setting found unusable when used: named as resolve names its own
+            raise SettingsError(sources_named(str(exc), settings_type, args, environ)) from None
         return code
     except SettingsError as exc:
         if args.command == "serve":

@@ -52,7 +52,15 @@ _OPTION_NAMES = {
 
 
 class CredentialsError(ValueError):
-    """Credentials that cannot be used as given (both a token and a user, an unreadable CA, ...)."""
+    """Credentials that cannot be used as given (both a token and a user, an unreadable CA, ...).
+
+    ``fields`` are the ``Credentials`` fields at fault (``ca``, ``client_cert``, ``client_key``), so
+    a caller names them as its user gave them: the CLI as ``--ca``, which it then says came from
+    ``CONNECT_OFFSETS_CA`` when it did (``emulator.cli.common``)."""
+
+    def __init__(self, message: str, fields: tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.fields = fields
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,20 +111,52 @@ class Credentials:
         certificate asks for a context of our own."""
         if not self.ca and not self.client_cert:
             return True
-        try:
-            if self.ca:
+        if self.ca:
+            try:
                 context = ssl.create_default_context(cafile=self.ca)
-            else:
-                import certifi
+            except (OSError, ssl.SSLError) as exc:
+                raise CredentialsError(f"cannot load the CA bundle {self.ca}: {_why(exc)}", ("ca",)) from exc
+        else:
+            import certifi
 
-                context = ssl.create_default_context(cafile=certifi.where())
-            if self.client_cert:
+            context = ssl.create_default_context(cafile=certifi.where())
+        if self.client_cert:
+            try:
                 context.load_cert_chain(self.client_cert, self.client_key)
-        except (OSError, ssl.SSLError) as exc:
-            raise CredentialsError(
-                f"cannot load the TLS files ({self.ca or ''} {self.client_cert or ''}): {exc}"
-            ) from exc
+            except (OSError, ssl.SSLError) as exc:
+                raise self._chain_error(exc) from exc
         return context
+
+    def _chain_error(self, exc: OSError | ssl.SSLError) -> CredentialsError:
+        """Which file failed: ``load_cert_chain``'s OSError does not say which of the two it could
+        not open, so each is opened again to find out; what the two hold together (a key that is not
+        the certificate's) names both."""
+        given = [("client_cert", "client certificate", self.client_cert), ("client_key", "client key", self.client_key)]
+        files = [(field, what, path) for field, what, path in given if path]
+        if not isinstance(exc, ssl.SSLError):
+            for field, what, path in files:
+                try:
+                    with open(path, "rb"):  # only whether it opens
+                        pass
+                except OSError as unreadable:
+                    return CredentialsError(f"cannot read the {what} {path}: {_why(unreadable)}", (field,))
+        if not self.client_key:
+            return CredentialsError(
+                f"cannot load the client certificate {self.client_cert}: {_why(exc)}; without a client key, the "
+                "private key must be in the certificate file",
+                ("client_cert",),
+            )
+        return CredentialsError(
+            f"cannot load the client certificate {self.client_cert} with the key {self.client_key}: {_why(exc)}",
+            ("client_cert", "client_key"),
+        )
+
+
+def _why(exc: OSError | ssl.SSLError) -> str:
+    """An OSError's reason without its ``[Errno 2]`` prefix; an SSL error as OpenSSL words it."""
+    if isinstance(exc, ssl.SSLError):
+        return str(exc)
+    return exc.strerror or str(exc)
 
 
 _default: Credentials | None = None

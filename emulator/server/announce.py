@@ -25,7 +25,7 @@ from pathlib import Path
 import uvicorn
 
 from emulator.formats.atomic import atomic_write
-from emulator.server.listen import ListenError
+from emulator.server.options import SettingsError
 
 log = logging.getLogger(__name__)
 
@@ -33,8 +33,11 @@ _FIRST_POLL_S = 0.005
 _MAX_POLL_S = 0.25
 
 
-class UrlFileError(ListenError):
-    """``--url-file`` names a place the daemon cannot write; the message names the fix."""
+class UrlFileError(SettingsError):
+    """``--url-file`` names a place the daemon cannot write; the message names the fix.
+
+    A setting's error, not a listening one: the command line then names the variable the path came
+    from (``CONNECT_OFFSETS_URL_FILE``), as for every other file setting."""
 
 
 def clear_url_file(path: Path | None) -> None:

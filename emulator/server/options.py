@@ -152,12 +152,16 @@ def resolve(settings_type: type[S], args: argparse.Namespace, environ: Mapping[s
     try:
         return settings_type(**values)
     except SettingsError as exc:
-        raise SettingsError(_sources_named(str(exc), settings_type, args, environ)) from None
+        raise SettingsError(sources_named(str(exc), settings_type, args, environ)) from None
 
 
-def _sources_named(message: str, settings_type: type[Any], args: argparse.Namespace, environ: Mapping[str, str]) -> str:
+def sources_named(message: str, settings_type: type[Any], args: argparse.Namespace, environ: Mapping[str, str]) -> str:
     """The settings' own checks name flags; a value that came from the environment is named as the
-    variable it came from too, or an operator who never typed ``--host`` is sent looking for it."""
+    variable it came from too, or an operator who never typed ``--host`` is sent looking for it.
+
+    Also applied by the command line to a ``SettingsError`` its command raises after the settings
+    were built (a ``--tls-cert`` or ``--tokens-file`` that cannot be read is found only when used),
+    so those name the variable as the settings' own checks do, in one place."""
     came = [
         f"{opt.flag} came from {opt.env}"
         for opt in options(settings_type)

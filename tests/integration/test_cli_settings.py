@@ -57,6 +57,94 @@ def test_a_bad_url_variable_stops_a_client_command_with_one_line_and_exit_2() ->
     assert result.stderr == "error: CONNECT_OFFSETS_URL: expected an http:// or https:// URL, got '127.0.0.1:8081'\n"
 
 
+def _self_signed(directory: Path) -> tuple[Path, Path]:
+    """(certificate, key): a certificate whose key is in another file."""
+    cert, key = directory / "cert.pem", directory / "key.pem"
+    request = ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=localhost"]
+    subprocess.run([*request, "-keyout", str(key), "-out", str(cert)], check=True, capture_output=True)
+    return cert, key
+
+
+@pytest.mark.parametrize(
+    ("variables", "expected"),
+    [
+        (
+            {"CONNECT_OFFSETS_TLS_CERT": "/nonexistent.pem"},
+            "--tls-cert /nonexistent.pem: cannot be read: No such file or directory "
+            "(--tls-cert came from CONNECT_OFFSETS_TLS_CERT)",
+        ),
+        (
+            {"CONNECT_OFFSETS_TLS_CERT": "{cert}", "CONNECT_OFFSETS_TLS_KEY": "/nonexistent.pem"},
+            "--tls-key /nonexistent.pem: cannot be read: No such file or directory "
+            "(--tls-key came from CONNECT_OFFSETS_TLS_KEY)",
+        ),
+        (
+            {"CONNECT_OFFSETS_TOKENS_FILE": "/nonexistent"},
+            "cannot read the tokens file (--tokens-file) /nonexistent: No such file or directory "
+            "(--tokens-file came from CONNECT_OFFSETS_TOKENS_FILE)",
+        ),
+        (
+            {"CONNECT_OFFSETS_CREDENTIALS_FILE": "{empty}"},
+            "credentials file {empty} lists no user",
+        ),
+        (
+            {"CONNECT_OFFSETS_URL_FILE": "/nonexistent/url"},
+            "cannot write --url-file /nonexistent/url: the directory /nonexistent does not exist "
+            "(--url-file came from CONNECT_OFFSETS_URL_FILE)",
+        ),
+    ],
+    ids=["tls-cert", "tls-key", "tokens-file", "credentials-file", "url-file"],
+)
+def test_a_file_setting_from_the_environment_that_cannot_be_used_stops_serve_naming_the_variable(
+    tmp_path: Path, variables: dict[str, str], expected: str
+) -> None:
+    """docs/configuration.md: a bad value stops the command with one line naming the flag or variable.
+    A file is found unusable only when used, after the settings were built; the refusal still names
+    the variable the path came from, the file that failed, and never a setting left unset (``None``)."""
+    cert, _ = _self_signed(tmp_path)
+    (empty := tmp_path / "empty").write_text("")
+    env = {name: value.format(cert=cert, empty=empty) for name, value in variables.items()}
+    result = cli("serve", "--data-dir", str(tmp_path / "data"), "--port", "0", env=env)
+    assert result.returncode == 2, result.stderr
+    last = result.stderr.splitlines()[-1]
+    assert last.startswith("error: " + expected.format(cert=cert, empty=empty)), last
+    assert last.endswith(")") and "came from CONNECT_OFFSETS_" in last
+    assert "None" not in last
+
+
+@pytest.mark.parametrize(
+    ("variables", "expected"),
+    [
+        (
+            {"CONNECT_OFFSETS_CA": "/nonexistent.pem"},
+            "error: --ca: cannot load the CA bundle /nonexistent.pem: No such file or directory "
+            "(--ca came from CONNECT_OFFSETS_CA)",
+        ),
+        (
+            {"CONNECT_OFFSETS_CA": "{cert}", "CONNECT_OFFSETS_CLIENT_CERT": "/nonexistent.pem"},
+            "error: --client-cert: cannot read the client certificate /nonexistent.pem: No such file or directory "
+            "(--client-cert came from CONNECT_OFFSETS_CLIENT_CERT)",
+        ),
+        (
+            {"CONNECT_OFFSETS_CLIENT_CERT": "{cert}", "CONNECT_OFFSETS_CLIENT_KEY": "/nonexistent.pem"},
+            "error: --client-key: cannot read the client key /nonexistent.pem: No such file or directory "
+            "(--client-key came from CONNECT_OFFSETS_CLIENT_KEY)",
+        ),
+    ],
+    ids=["ca", "client-cert", "client-key"],
+)
+def test_a_tls_file_from_the_environment_that_cannot_be_read_stops_a_client_command_naming_it(
+    tmp_path: Path, variables: dict[str, str], expected: str
+) -> None:
+    """The client's TLS files are refused naming the one that failed, its flag and its variable (it
+    was ``cannot load the TLS files (/nonexistent.pem ): …``: neither, and a stray blank)."""
+    cert, _ = _self_signed(tmp_path)
+    env = {"CONNECT_OFFSETS_URL": "https://127.0.0.1:1"} | {k: v.format(cert=cert) for k, v in variables.items()}
+    result = cli("get", "some-connector", env=env)
+    assert result.returncode == 2
+    assert result.stderr == expected + "\n"
+
+
 def test_timeout_bounds_the_wait_for_a_daemon_that_accepts_and_never_answers(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every client command waited 90 s there, and ``--retry-for 0`` did not shorten it."""
     with silent_port() as port:

@@ -42,7 +42,13 @@ ADMIN_WITHOUT_SCOPES_FILE: tuple[str, ...] = ("admin",)
 
 
 class CredentialsError(ValueError):
-    """A credentials, tokens or scopes file that cannot be used; the message names the file."""
+    """A credentials, tokens or scopes file that cannot be used; the message names the file and its
+    flag (the command line adds the variable when the path came from one: ``options.sources_named``)."""
+
+
+_USERS = "credentials file (--credentials-file)"
+_TOKENS = "tokens file (--tokens-file)"
+_SCOPES = "scopes file (--scopes-file)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,14 +117,14 @@ def _skipped(report: Report, what: str, path: Path, skipped: list[tuple[int, str
 
 
 def _load_users(path: Path, report: Report | None = None) -> dict[str, str]:
-    data = _read(path, "credentials file (--credentials-file)", report, "no Basic user is accepted")
+    data = _read(path, _USERS, report, "no Basic user is accepted")
     if data is None:
         return {}
     skipped: list[tuple[int, str]] = []
     try:
         users = parse_properties(data, None if report is None else skipped)
     except PropertiesError as exc:
-        raise CredentialsError(f"credentials file {path}: {exc}") from exc
+        raise CredentialsError(f"{_USERS} {path}: {exc}") from exc
     if report is not None:
         _skipped(report, "credentials file", path, skipped)
         if not users:
@@ -132,14 +138,14 @@ def _load_users(path: Path, report: Report | None = None) -> dict[str, str]:
 
 
 def _load_tokens(path: Path, report: Report | None = None) -> list[StoredToken]:
-    data = _read(path, "tokens file (--tokens-file)", report, "no token is accepted")
+    data = _read(path, _TOKENS, report, "no token is accepted")
     if data is None:
         return []
     skipped: list[tuple[int, str]] = []
     try:
         tokens = parse_tokens_file(data.decode("utf-8", "replace"), None if report is None else skipped)
     except TokensFileError as exc:
-        raise CredentialsError(f"tokens file {path}: {exc}") from exc
+        raise CredentialsError(f"{_TOKENS} {path}: {exc}") from exc
     if report is not None:
         _skipped(report, "tokens file", path, skipped)
         if not tokens:
@@ -155,7 +161,7 @@ def _load_tokens(path: Path, report: Report | None = None) -> list[StoredToken]:
 def _load_scopes(path: Path, report: Report | None = None) -> dict[str, tuple[str, ...]]:
     """On a reload, a scopes file that cannot be read or parsed grants no scope to anyone: without
     it everyone would be admin, so it never counts as absent."""
-    data = _read(path, "scopes file (--scopes-file)", report, "no Basic user or certificate subject has a scope")
+    data = _read(path, _SCOPES, report, "no Basic user or certificate subject has a scope")
     if data is None:
         return {}
 
@@ -168,20 +174,20 @@ def _load_scopes(path: Path, report: Report | None = None) -> dict[str, tuple[st
     try:
         document = tomllib.loads(data.decode("utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        return refuse(f"scopes file {path} is not TOML: {exc}")
+        return refuse(f"{_SCOPES} {path} is not TOML: {exc}")
     unknown = set(document) - {"scopes"}
     table = document.get("scopes", {})
     if unknown or not isinstance(table, dict):
-        return refuse(f'scopes file {path}: expected one [scopes] table of name = ["scope", ...]')
+        return refuse(f'{_SCOPES} {path}: expected one [scopes] table of name = ["scope", ...]')
     scopes: dict[str, tuple[str, ...]] = {}
     for name, listed in table.items():
         try:
             if not isinstance(listed, list) or not all(isinstance(s, str) for s in listed):
-                raise CredentialsError(f'scopes file {path}: {name!r} must be a list of scopes, e.g. ["read:orders-*"]')
+                raise CredentialsError(f'{_SCOPES} {path}: {name!r} must be a list of scopes, e.g. ["read:orders-*"]')
             try:
                 scopes[name] = parse_scopes(listed)
             except ScopeError as exc:
-                raise CredentialsError(f"scopes file {path}, {name!r}: {exc}") from exc
+                raise CredentialsError(f"{_SCOPES} {path}, {name!r}: {exc}") from exc
         except CredentialsError as exc:
             if report is None:
                 raise

@@ -54,17 +54,35 @@ def server_context(files: TlsFiles, certificate_required: bool) -> ssl.SSLContex
     try:
         context.load_cert_chain(files.cert, files.key)
     except (OSError, ssl.SSLError) as exc:
-        hint = "; without --tls-key the private key must be in the --tls-cert file" if files.key is None else ""
-        raise TlsError(
-            f"--tls-cert {files.cert} / --tls-key {files.key}: cannot load the certificate: {exc}{hint}"
-        ) from exc
+        raise _chain_error(files, exc) from exc
     if files.client_ca is not None:
         try:
             context.load_verify_locations(cafile=str(files.client_ca))
         except (OSError, ssl.SSLError) as exc:
-            raise TlsError(f"--tls-client-ca {files.client_ca}: cannot load the CA: {exc}") from exc
+            reason = exc if isinstance(exc, ssl.SSLError) else exc.strerror or exc
+            raise TlsError(f"--tls-client-ca {files.client_ca}: cannot load the CA: {reason}") from exc
         context.verify_mode = ssl.CERT_REQUIRED if certificate_required else ssl.CERT_OPTIONAL
     return context
+
+
+def _chain_error(files: TlsFiles, exc: OSError | ssl.SSLError) -> TlsError:
+    """Name the file that failed: ``load_cert_chain``'s OSError does not say which of the two it
+    could not open, so each is opened again to find out; what both files hold together (a key that
+    is not the certificate's) names both, and a key left out is not shown (as ``None``) but explained."""
+    given = [("--tls-cert", files.cert), *([("--tls-key", files.key)] if files.key is not None else [])]
+    if not isinstance(exc, ssl.SSLError):
+        for flag, path in given:
+            try:
+                with path.open("rb"):  # only whether it opens
+                    pass
+            except OSError as unreadable:
+                return TlsError(f"{flag} {path}: cannot be read: {unreadable.strerror or unreadable}")
+    if files.key is None:
+        return TlsError(
+            f"--tls-cert {files.cert}: cannot load the certificate: {exc}; without --tls-key the private key "
+            "must be in the --tls-cert file"
+        )
+    return TlsError(f"--tls-cert {files.cert} / --tls-key {files.key}: cannot load the certificate and its key: {exc}")
 
 
 def subject_text(subject: Sequence[Sequence[tuple[str, str]]]) -> str:
