@@ -78,6 +78,8 @@ from emulator.log_throttle import Throttle, held_note
 from emulator.model import errors
 from emulator.model.claims import Fenced
 from emulator.model.errors import ERROR_HEADER, OffsetsError
+from emulator.model.principal import current_principal
+from emulator.server.auth.status import message_for_principal
 from emulator.server.openapi import parameter_errors_message
 from emulator.server.routes.params import unrouted_connector_problem
 
@@ -182,11 +184,14 @@ RETRY_AFTER_S: Mapping[type, int] = {
 read (``NotReadyYet``; a ``NotReady`` that may never pass has none)."""
 
 
-def error_response(error: OffsetsError, extra: Mapping[str, object] | None = None) -> JSONResponse:
+def error_response(
+    error: OffsetsError, extra: Mapping[str, object] | None = None, message: str | None = None
+) -> JSONResponse:
     """Connect's error body (plus ``extra`` fields, e.g. readiness progress) and the kind header;
-    a 401 also names the schemes the daemon accepts, one ``WWW-Authenticate`` header each."""
+    a 401 also names the schemes the daemon accepts, one ``WWW-Authenticate`` header each.
+    ``message``: the error's message as the caller may read it (``shown_message``), if not whole."""
     status = status_of(error)
-    body = {"error_code": status, "message": error.message, **(extra or {})}
+    body = {"error_code": status, "message": error.message if message is None else message, **(extra or {})}
     headers = {ERROR_HEADER: error.kind}
     retry_after = RETRY_AFTER_S.get(type(error))
     if retry_after is not None:
@@ -196,6 +201,16 @@ def error_response(error: OffsetsError, extra: Mapping[str, object] | None = Non
         for challenge in error.challenges:
             response.headers.append("WWW-Authenticate", challenge)
     return response
+
+
+def shown_message(request: Request, error: OffsetsError) -> str:
+    """``error``'s message as the request's principal may read it: where the log lives (its file,
+    directory or brokers; a 503 names the log) only for ``admin`` (``auth.status``), as in
+    ``/status``. Every principal is admin without authentication. The daemon's own log line keeps
+    the whole message (``_log_failure``): it is the operator's."""
+    runtime = getattr(request.app.state, "runtime", None)
+    log_description = runtime.log.description if runtime is not None else None
+    return message_for_principal(error.message, current_principal.get(), log_description)
 
 
 def raw_error_response(error: OffsetsError) -> bytes:
@@ -213,8 +228,8 @@ def install_error_handlers(app: FastAPI) -> None:
     """Every failure leaves the app in Connect's shape, whatever raised it."""
 
     @app.exception_handler(OffsetsError)
-    async def _domain_error(_: Request, exc: OffsetsError) -> JSONResponse:
-        response = error_response(exc)
+    async def _domain_error(request: Request, exc: OffsetsError) -> JSONResponse:
+        response = error_response(exc, message=shown_message(request, exc))
         if response.status_code >= 500 and not isinstance(exc, NOT_FAULTS):
             _log_failure(exc, response.status_code)
         return response

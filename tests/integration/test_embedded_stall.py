@@ -34,7 +34,7 @@ from emulator.server.wiring import assemble_runtime, make_app, start_reading
 from emulator.view.offset_view import OffsetView
 from tests.fixtures.daemon import DaemonFactory
 from tests.fixtures.waits import until
-from tests.integration.auth_helpers import PASSWORDS, write_security_files
+from tests.integration.auth_helpers import PASSWORDS, mint, write_security_files
 from tests.integration.scrape import parse
 
 STALL_S = 0.3
@@ -183,3 +183,42 @@ def test_after_a_write_timed_out_on_another_processs_lock_readyz_answers_503_unt
     assert said.count("is locked by another process: a write timed out") == 1, "said once, not per write or probe"
     assert "SQLite's write lock is free again after" in said
     assert patch(4).status_code == 200
+
+
+@pytest.mark.slow  # a daemon process, and writes that wait out their 1 s deadline
+def test_a_503_naming_the_log_shows_where_it_lives_to_admin_only(daemon_factory: DaemonFactory, tmp_path: Path) -> None:
+    """docs/operations.md: server paths and hosts are shown to ``admin`` only. A ``write:`` token's
+    503 said ``embedded:///…/data/connect-offsets.sqlite3: write timed out …``, which ``/status``
+    and ``/readyz`` hide from it: it now says "the offsets log", and keeps what it needs to retry
+    (what happened, that nothing was written); the admin's answer still names the file."""
+    writer, writer_line = mint("writer", ["write:c*"])
+    admin, admin_line = mint("ops", ["admin"])
+    tokens = tmp_path / "tokens"
+    tokens.write_text(f"{writer_line}\n{admin_line}\n")
+    tokens.chmod(0o600)
+    data = tmp_path / "data"
+    daemon = daemon_factory("--data-dir", str(data), "--write-timeout", "1s", "--tokens-file", str(tokens))
+
+    def patch(token: str, position: int) -> httpx.Response:
+        body = {"offsets": [{"partition": {"file": "a"}, "offset": {"position": position}}]}
+        url = f"{daemon.url}/connectors/c1/offsets?create=true"
+        return httpx.patch(url, json=body, headers={"Authorization": f"Bearer {token}"}, timeout=30)
+
+    assert patch(writer, 1).status_code == 200
+    other = sqlite3.connect(data / "connect-offsets.sqlite3", isolation_level=None)
+    try:
+        other.execute("BEGIN IMMEDIATE")  # another process's write in progress: the writes time out
+        as_writer, as_admin = patch(writer, 2), patch(admin, 2)
+        other.execute("COMMIT")
+    finally:
+        other.close()
+    for answer in (as_writer, as_admin):
+        assert answer.status_code == 503 and answer.headers["X-Connect-Offsets-Error"] == "log_timeout", answer.text
+    path = f"embedded://{(data / 'connect-offsets.sqlite3').resolve()}"
+    assert as_writer.json()["message"] == (
+        "the offsets log: the write timed out waiting for another process's write (SQLite's write lock); "
+        "nothing was written"
+    )
+    assert str(tmp_path) not in as_writer.text
+    assert as_admin.json()["message"].startswith(f"{path}: the write timed out waiting for another process's write")
+    assert path in daemon.log_tail(200)  # the operator's own log line keeps it whole

@@ -1,10 +1,11 @@
-"""What ``/status`` and ``/readyz`` show to whom: server file paths and raw error texts (which name
-files and hosts) only to ``admin``; everyone who may see ``/status`` sees the security settings,
-including the ``--insecure-no-auth`` warning."""
+"""What ``/status``, ``/readyz`` and error answers show to whom: server file paths and raw error
+texts (which name files and hosts) only to ``admin``; everyone who may see ``/status`` sees the
+security settings, including the ``--insecure-no-auth`` warning."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import PurePosixPath
 from typing import Any
 
 from emulator.model.principal import Principal
@@ -33,3 +34,33 @@ def _redact(body: Mapping[str, Any]) -> dict[str, Any]:
         else:
             out[key] = value
     return out
+
+
+THE_LOG = "the offsets log"
+
+
+def message_for_principal(message: str, principal: Principal, log_description: str | None) -> str:
+    """An error message as ``principal`` may read it: the log's description (``embedded:///srv/data/
+    connect-offsets.sqlite3``, ``kafka://broker:9092/connect-offsets``) becomes "the offsets log",
+    and the directory or brokers it names, found alone in a message (``the file system holding
+    /srv/data is mounted read-only``), :data:`HIDDEN` — for anyone without ``admin``, as ``/status``
+    and ``/readyz`` hide them, or a ``write:`` token's 503 would tell where the server keeps its
+    files. What happened and whether anything was written stay: the caller needs those to retry."""
+    if log_description is None or grants_of(principal.scopes).admin:
+        return message
+    shown = message.replace(log_description, THE_LOG)
+    for location in _locations(log_description):
+        shown = shown.replace(location, HIDDEN)
+    return shown
+
+
+def _locations(description: str) -> list[str]:
+    """The server locations inside a log's description: the embedded log's directory, Kafka's brokers."""
+    scheme, _, rest = description.partition("://")
+    if scheme == "embedded":
+        directory = str(PurePosixPath(rest).parent)
+        return [directory] if len(directory) > 1 else []  # "/" alone would blank every slash
+    if scheme == "kafka":
+        brokers = rest.partition("/")[0]
+        return [brokers] if brokers else []
+    return []
