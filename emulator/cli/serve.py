@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import argparse
 import faulthandler
+import os
 import sys
 from typing import Any
 
 from emulator.cli.common import EXIT_OK, EXIT_USAGE
-from emulator.server.options import add_options
+from emulator.server.options import add_options, sources_named
 from emulator.server.permissions import restrict_umask
 from emulator.server.settings import Settings
 
@@ -42,9 +43,15 @@ def run(args: argparse.Namespace) -> int:
     try:
         serve(settings, early, warnings=getattr(args, "env_warnings", ()))
     except OffsetsError as exc:
-        print(f"error: {exc.message}", file=sys.stderr)
+        print(f"error: {_named(exc.message, args)}", file=sys.stderr)
         return EXIT_USAGE
     except ListenError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {_named(str(exc), args)}", file=sys.stderr)
         return EXIT_USAGE
     return EXIT_OK
+
+
+def _named(message: str, args: argparse.Namespace) -> str:
+    """A startup refusal that names a flag (``choose another --port``) also names the variable the
+    value came from, as a refused setting does (``emulator.server.options.sources_named``)."""
+    return sources_named(message, Settings, args, os.environ)

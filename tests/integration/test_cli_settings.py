@@ -230,6 +230,17 @@ def test_serve_on_a_busy_port_says_so_in_one_line_and_exits_2(busy_port: int, tm
 
 
 @pytest.mark.slow
+def test_a_busy_port_from_the_environment_is_named_as_the_variable_too(busy_port: int, tmp_path: Path) -> None:
+    """An operator who never typed ``--port`` was told to choose another one."""
+    result = cli("serve", "--data-dir", str(tmp_path), env={"CONNECT_OFFSETS_PORT": str(busy_port)})
+    assert result.returncode == 2
+    assert result.stderr.splitlines()[-1] == (
+        f"error: cannot listen on 127.0.0.1:{busy_port}: the address is already in use "
+        "(another daemon? choose another --port) (--port came from CONNECT_OFFSETS_PORT)"
+    )
+
+
+@pytest.mark.slow
 def test_serve_on_an_unknown_host_says_so_in_one_line_and_exits_2(tmp_path: Path) -> None:
     result = cli(
         "serve",
