@@ -17,9 +17,9 @@ def register(sub: Any) -> None:
     p.add_argument("--force", action="store_true", help="claim even while the Connect cluster runs the connector")
     p.set_defaults(handler=run_claim)
 
-    p = sub.add_parser("claims", help="show a connector's current claim")
+    p = sub.add_parser("claims", help="show a connector's current claim, or (without a name) every current claim")
     add_client_options(p)
-    p.add_argument("name")
+    p.add_argument("name", nargs="?", help="the connector (omitted: every claim the credentials may read)")
     p.set_defaults(handler=run_show)
 
     p = sub.add_parser("release", help="release a connector's claim")
@@ -42,10 +42,20 @@ def run_claim(args: argparse.Namespace) -> int:
 
 
 def run_show(args: argparse.Namespace) -> int:
+    if args.name is None:
+        return run_list(args)
     connector_name(args.name)
     with OffsetsClient(args.settings.url) as client:
         claim = client.current_claim(args.name)
     emit(args, claim, lambda: _text(claim) if claim else f"{args.name}: not claimed")
+    return EXIT_OK
+
+
+def run_list(args: argparse.Namespace) -> int:
+    """Every current claim (``GET /claims``), one line each; ``--json``: the list as the daemon answers it."""
+    with OffsetsClient(args.settings.url) as client:
+        claims = client.claims()
+    emit(args, claims, lambda: "\n".join(_text(claim) for claim in claims) if claims else "(no claims)")
     return EXIT_OK
 
 

@@ -376,6 +376,10 @@ class _Routes:
         return _Request("GET", _claim_path(connector))
 
     @staticmethod
+    def claims() -> _Request:
+        return _Request("GET", "/claims", replayable=True)
+
+    @staticmethod
     def release(connector: str, epoch: int) -> _Request:
         return _Request("DELETE", _claim_path(connector), {"epoch": str(epoch)})
 
@@ -503,6 +507,11 @@ class OffsetsClient:
             return None
         return result
 
+    def claims(self) -> list[dict[str, Any]]:
+        """Every current claim the credentials may read (ours), sorted by connector."""
+        result: list[dict[str, Any]] = self._call(_Routes.claims())
+        return result
+
     def release(self, connector: str, epoch: int) -> None:
         self._call(_Routes.release(connector, epoch))
 
@@ -623,6 +632,11 @@ class AsyncOffsetsClient:
             result: dict[str, Any] = await self._call(_Routes.current_claim(connector))
         except NotFoundError:
             return None
+        return result
+
+    async def claims(self) -> list[dict[str, Any]]:
+        """Every current claim the credentials may read (ours), sorted by connector."""
+        result: list[dict[str, Any]] = await self._call(_Routes.claims())
         return result
 
     async def release(self, connector: str, epoch: int) -> None:

@@ -152,6 +152,9 @@ class TrackedLog(OffsetLog):
     def current_claims(self, connectors: Collection[str], timeout_s: float | None = None) -> dict[str, Claim]:
         return self.inner.current_claims(connectors, timeout_s)
 
+    def current_all(self, timeout_s: float | None = None) -> dict[str, Claim]:
+        return self.inner.current_all(timeout_s)
+
     def release(self, fence: Fence) -> bool:
         return self.inner.release(fence)
 

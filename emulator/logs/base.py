@@ -224,7 +224,7 @@ class OffsetLog(abc.ABC):
         knows); asked before every compaction. A log that does not compact itself has nothing to leave."""
         return None
 
-    # -- ownership (see emulator/model/claims.py); backends that support it override all three ----
+    # -- ownership (see emulator/model/claims.py); backends that support it override all of them ----
     def claim(self, connector: str, owner: str) -> Claim:
         """Durably give ``connector`` to ``owner`` with the next epoch, fencing every older claim."""
         raise ClaimsUnsupported(f"{self.description} does not support claims")
@@ -241,6 +241,13 @@ class OffsetLog(abc.ABC):
         connector. ``LogTimeout`` as ``current_claim``."""
         claims = {name: self.current_claim(name, timeout_s) for name in connectors}
         return {name: claim for name, claim in claims.items() if claim is not None}
+
+    def current_all(self, timeout_s: float | None = None) -> dict[str, Claim]:
+        """Every current claim (connector → claim), from one read of the storage, including claims on
+        connectors that have no offsets (a claim needs none): ``GET /claims``. ``LogTimeout`` as
+        ``current_claim``. A log without claims has none: like ``current_claim``'s ``None``, an empty
+        answer, not ``ClaimsUnsupported`` (``GET …/claim`` answers such a log 404, not 409)."""
+        return {}
 
     def release(self, fence: Fence) -> bool:
         """End the claim if ``fence`` is still current; ``False`` if it was already fenced."""

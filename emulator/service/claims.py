@@ -60,6 +60,13 @@ class ClaimsService:
         within ``timeout_s`` (default ``--write-timeout``)."""
         return await self._guard.current_many(connectors, self._write_timeout_s if timeout_s is None else timeout_s)
 
+    async def current_all(self, timeout_s: float | None = None) -> list[Claim]:
+        """Every current claim, sorted by connector, including claims on connectors without offsets;
+        read within ``timeout_s`` (default ``--write-timeout``; 503 ``log_timeout`` after it), like
+        ``current``. A log without claims support has none: an empty list."""
+        claims = await self._guard.current_all(self._write_timeout_s if timeout_s is None else timeout_s)
+        return [claims[name] for name in sorted(claims)]
+
     async def release(self, connector: str, epoch: int) -> None:
         deadline = Deadline(self._write_timeout_s)
         if not await deadline.within_unknown(self._guard.release(connector, epoch), f"Releasing {connector}'s claim"):

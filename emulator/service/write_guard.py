@@ -93,6 +93,11 @@ class WriteGuard:
 
         return await asyncio.to_thread(lookup)
 
+    async def current_all(self, timeout_s: float | None = None) -> dict[str, Claim]:
+        """Every current claim, read on a worker thread (the Kafka backend reads its claims topic to its
+        end: a broker round trip the event loop must not wait in)."""
+        return await asyncio.to_thread(self._log.current_all, timeout_s)
+
     async def release(self, connector: str, epoch: int) -> bool:
         return await asyncio.to_thread(self._log.release, Fence(connector, epoch))
 

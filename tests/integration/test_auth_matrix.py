@@ -76,6 +76,7 @@ CASES = [
     case("GET", CLAIM, READERS, ok=404, url=f"/connectors/{ORDERS}/claim"),  # no claim on orders-1
     case("POST", CLAIM, {"claimer", "alice"}, url=f"/connectors/{CLAIMED}/claim", body={"owner": "matrix"}),
     case("DELETE", CLAIM, {"claimer", "alice"}, ok=404, url=f"/connectors/{CLAIMED}/claim?epoch=999"),
+    case("GET", "/claims", READERS | {"other"}),  # lists only the claims of connectors one may read
     case("GET", "/offsets/records", READERS, url=f"/offsets/records?connector={ORDERS}"),
     case("GET", "/offsets/records", {"alice"}, url="/offsets/records"),  # unfiltered: every raw record
     case(

@@ -58,7 +58,8 @@ def test_every_operation_declares_a_typed_200_and_connects_error_body(document: 
             }, f"{where}: {responses['200']}"
             continue
         ok = responses["200"]["content"]["application/json"]["schema"]
-        typed = "$ref" in ok or "anyOf" in ok or (ok.get("type") == "array" and ok["items"].get("type") == "string")
+        items = ok.get("items", {}) if ok.get("type") == "array" else {}
+        typed = "$ref" in ok or "anyOf" in ok or items.get("type") == "string" or "$ref" in items
         assert typed, f"{where}: untyped 200 body {ok}"
         for status, response in responses.items():
             if status == "200":
@@ -147,6 +148,8 @@ def test_real_answers_have_declared_statuses_and_bodies_that_match_the_document(
     epoch = check("POST", CLAIM, 200, claim, json={"owner": "doc-test"})["epoch"]
     check("POST", CLAIM, 400, claim, json={"owner": " "})
     check("GET", CLAIM, 200, claim)
+    listed = check("GET", "/claims", 200)
+    assert [c for c in listed if c["connector"] == name] == [check("GET", CLAIM, 200, claim)]
     check("PATCH", OFFSETS, 400, offsets, json=body(9))
     check("PATCH", OFFSETS, 409, offsets, json=body(9), params={"claim_epoch": str(epoch + 7)})
     check("PATCH", OFFSETS, 200, offsets, json=body(9), params={"claim_epoch": str(epoch)})

@@ -68,6 +68,18 @@ class EmbeddedClaims:
             )
         return {row[0]: Claim(*row) for row in rows if row[0] in wanted}
 
+    def current_all(self) -> dict[str, Claim]:
+        """Every unreleased claim, by connector, whether or not the connector has offsets."""
+        with self._lock:
+            rows = (
+                self._connection()
+                .execute(
+                    "SELECT connector, owner, epoch, claimed_at_ms FROM claims WHERE released = 0 ORDER BY connector"
+                )
+                .fetchall()
+            )
+        return {row[0]: Claim(*row) for row in rows}
+
     def release(self, fence: Fence) -> bool:
         with self._writing.held() as conn:
             try:

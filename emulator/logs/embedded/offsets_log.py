@@ -387,6 +387,9 @@ class EmbeddedOffsetLog(OffsetLog):
     def current_claims(self, connectors: Collection[str], timeout_s: float | None = None) -> dict[str, Claim]:
         return self._claims.current_of(connectors)
 
+    def current_all(self, timeout_s: float | None = None) -> dict[str, Claim]:
+        return self._claims.current_all()
+
     def release(self, fence: Fence) -> bool:
         return self._claims.release(fence)
 

@@ -244,6 +244,13 @@ class KafkaClaims:
             claims = {name: self._claims.get(name) for name in connectors}
         return {name: claim for name, claim in claims.items() if claim is not None}
 
+    def current_all(self, timeout_s: float | None = None) -> dict[str, Claim]:
+        """Every connector's current claim, from one read of the topic to its end (a released claim's
+        marker leaves none)."""
+        self._read_to_end(timeout_s)
+        with self._lock:
+            return {name: claim for name, claim in self._claims.items() if claim is not None}
+
     def cached(self, connector: str) -> Claim | None:
         """The connector's claim as last read, without asking the broker."""
         with self._lock:

@@ -423,6 +423,12 @@ class KafkaOffsetLog(OffsetLog):
         store = self._claims_store(create=False)
         return {} if store is None else store.current_many(connectors, timeout_s)
 
+    def current_all(self, timeout_s: float | None = None) -> dict[str, Claim]:
+        """No claims while the watch has not seen a claims topic (nobody ever claimed on this offsets
+        topic, as ``current_claim`` says too); else the claims topic read to its end."""
+        store = self._claims_store(create=False)
+        return {} if store is None else store.current_all(timeout_s)
+
     def release(self, fence: Fence) -> bool:
         store = self._claims_store(create=False)
         return False if store is None else store.release(fence)

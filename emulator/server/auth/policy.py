@@ -69,6 +69,7 @@ RULES: dict[tuple[str, str], Rule] = {
     ("GET", CLAIM): Rule("connector", "read"),
     ("POST", CLAIM): Rule("connector", "claim"),
     ("DELETE", CLAIM): Rule("connector", "claim"),
+    ("GET", "/claims"): Rule("any", "read"),  # lists only the claims of connectors the principal may read
     ("GET", "/offsets/records"): Rule("records", "read"),
     ("POST", "/offsets/records"): Rule("records", "write"),
     # The console's reads (emulator/server/ui/routes.py); its pages and files are public, like /docs.

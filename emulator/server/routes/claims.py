@@ -9,6 +9,8 @@ from fastapi import APIRouter, Depends, Request
 
 from emulator.model import audit
 from emulator.model.claims import ClaimBody
+from emulator.model.principal import current_principal
+from emulator.server.auth.scopes import grants_of
 from emulator.server.deps import RuntimeDep
 from emulator.server.openapi import documented
 from emulator.server.openapi_bodies import Message
@@ -52,6 +54,21 @@ async def claim(connector: str, request: Request, rt: RuntimeDep) -> dict[str, A
 )
 async def current_claim(connector: str, rt: RuntimeDep) -> dict[str, Any]:
     return dict((await rt.claims.current(connector)).as_dict())
+
+
+@router.get(
+    "/claims",
+    summary="Every current claim (ours), sorted by connector, of the connectors the caller may read",
+    **documented(list[ClaimBody], 500, 503),
+)
+async def list_claims(rt: RuntimeDep) -> list[dict[str, Any]]:
+    """Read from the claims storage itself, so a claim on a connector without offsets is listed too,
+    within --write-timeout (503 ``log_timeout`` after it), like ``GET /connectors/{c}/claim``. Filtered
+    as ``GET /connectors`` is: only the connectors the principal may ``read`` (all without
+    authentication or with ``admin``). A log without claims support has none: ``[]``."""
+    grants = grants_of(current_principal.get().scopes)
+    claims = await rt.claims.current_all()
+    return [dict(claim.as_dict()) for claim in claims if grants.admin or grants.allows("read", claim.connector)]
 
 
 @router.delete(
