@@ -435,17 +435,18 @@ def test_history_answers_from_the_archive_while_the_broker_is_stalled(
 def test_reads_from_the_log_end_during_a_stall_answer_503_within_the_write_timeout(
     own_broker: TansuBroker, daemon_factory: DaemonFactory
 ) -> None:
-    """``GET …/claim`` and ``GET …/offsets?fresh=true`` read a topic to its end first. With the broker
-    stalled both answer 503 ``log_timeout`` within ``--write-timeout``: the claim read used to wait the
-    log's own 30 s, and both then answered 200 from a stale view (librdkafka resolves an unanswered
-    ``ListOffsets`` with offset -1001, which every position had "passed"). The console keeps showing
-    the offsets (as ``GET`` serves them) under the reason, the claim's cell saying why it is unknown."""
+    """``GET …/claim``, ``GET /claims`` and ``GET …/offsets?fresh=true`` read a topic to its end first.
+    With the broker stalled all three answer 503 ``log_timeout`` within ``--write-timeout``: the claim
+    read used to wait the log's own 30 s, and both then answered 200 from a stale view (librdkafka
+    resolves an unanswered ``ListOffsets`` with offset -1001, which every position had "passed"). The
+    console keeps showing the offsets (as ``GET`` serves them) under the reason, the claim's cell
+    saying why it is unknown."""
     _, daemon, connector, _ = claimed_connector(own_broker, daemon_factory, "stall-end-reads", "3s")
     with httpx.Client(base_url=daemon.url, timeout=60) as http:
         assert http.get(f"/connectors/{connector}/claim").json()["owner"] == "stall-test"
         with own_broker.paused():
             answers = {}
-            for path in (f"/connectors/{connector}/claim", f"/connectors/{connector}/offsets?fresh=true"):
+            for path in (f"/connectors/{connector}/claim", f"/connectors/{connector}/offsets?fresh=true", "/claims"):
                 sent = time.monotonic()
                 answers[path] = (http.get(path), time.monotonic() - sent)
             sent = time.monotonic()
@@ -459,6 +460,7 @@ def test_reads_from_the_log_end_during_a_stall_answer_503_within_the_write_timeo
         assert "within 3 s" in answer.json()["message"], (path, answer.json())
         assert took < 3 + 2, f"GET {path} took {took:.1f} s with --write-timeout 3s"
     assert "not read to its end" in answers[f"/connectors/{connector}/claim"][0].json()["message"]
+    assert "not read to its end" in answers["/claims"][0].json()["message"], "every claim: read as one is"
     shown = page.json()
     assert page.status_code == 200 and page_took < 2 + 2, (page_took, page.text)
     assert shown["ready"] is False and "did not answer a metadata request" in shown["progress"]["unreachable"]
