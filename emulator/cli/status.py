@@ -56,6 +56,7 @@ def status_text(url: str, status: Mapping[str, Any]) -> str:
         ("writes", _writes(status.get("writes"))),
         ("history", _history(status.get("history"))),
         ("compaction", _compaction(status.get("compaction"))),
+        ("claims", _claims(status)),
         ("connect", _parts_ready(status.get("connect_cluster"))),
         ("kip-618", _parts_ready(status.get("connector_offsets_topics"))),
         ("security", _security(status.get("security"))),
@@ -135,6 +136,14 @@ def _history(history: Mapping[str, Any] | None) -> str | None:
     elif history.get("last_error"):
         text += f"; last error: {history['last_error']}"
     return text
+
+
+def _claims(status: Mapping[str, Any]) -> str | None:
+    if "claims_seen" not in status:
+        return None
+    seen = status["claims_seen"]
+    count = "not known yet" if seen is None else _n(seen, "connector") + " claimed"
+    return f"{count} (as last seen; list them: connect-offsets claims)"
 
 
 def _compaction(compaction: Mapping[str, Any] | None) -> str | None:

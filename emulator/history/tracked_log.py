@@ -155,6 +155,9 @@ class TrackedLog(OffsetLog):
     def current_all(self, timeout_s: float | None = None) -> dict[str, Claim]:
         return self.inner.current_all(timeout_s)
 
+    def claims_seen(self) -> int | None:
+        return self.inner.claims_seen()
+
     def release(self, fence: Fence) -> bool:
         return self.inner.release(fence)
 

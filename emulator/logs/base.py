@@ -249,6 +249,14 @@ class OffsetLog(abc.ABC):
         answer, not ``ClaimsUnsupported`` (``GET …/claim`` answers such a log 404, not 409)."""
         return {}
 
+    def claims_seen(self) -> int | None:
+        """How many connectors are claimed as this process last saw, without waiting: for ``/status``,
+        which is probed often and must not read the claims to their end (on Kafka, a broker round trip)
+        each time. Never blocks. The embedded log re-reads its claims table on its reader thread every
+        few hundred milliseconds; Kafka's claims reader tails the claims topic. None while not known
+        (not read yet). A log without claims has none: 0, as ``current_all`` answers no claims."""
+        return 0
+
     def release(self, fence: Fence) -> bool:
         """End the claim if ``fence`` is still current; ``False`` if it was already fenced."""
         raise ClaimsUnsupported(f"{self.description} does not support claims")

@@ -83,6 +83,10 @@ class Status(Readiness):
     """The archiver's mode, queue and errors (``{"enabled": false}`` with ``--no-history``)."""
     writes: WriteHealth | None
     """None for a log that does not time its writes (both backends do)."""
+    claims_seen: int | None
+    """How many connectors are claimed, as the daemon last saw without waiting (the embedded log re-reads
+    its claims table every few hundred ms; on Kafka the claims reader tails the claims topic): not a read
+    to the end per probe; ``GET /claims`` lists them. None while not known yet."""
     compaction: dict[str, Any] | None
     """The embedded log's compactor (``--compaction-interval``): compactions, the last one, the last
     failure; None on Kafka (the broker compacts) or with ``--compaction-interval never``."""
@@ -154,6 +158,7 @@ class Health:
             "history": {"enabled": False} if history is None else {"enabled": True, **history.status()},
             "writes": self._write_health(),
             "compaction": self._compaction(),
+            "claims_seen": self._log.claims_seen(),
         }
 
     def _compaction(self) -> dict[str, Any] | None:

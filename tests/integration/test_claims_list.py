@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +31,19 @@ def cli_env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if not k.startswith("CONNECT_OFFSETS_")}
 
 
-def claims_listed_exactly(daemon: DaemonProcess) -> None:
+def claims_seen_becomes(daemon: DaemonProcess, count: int, timeout_s: float = 20.0) -> dict[str, Any]:
+    """``/status`` once its ``claims_seen`` is ``count``: a count as last seen, so it may lag a moment
+    (None: not known yet), never a read of the claims to their end per probe."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        status: dict[str, Any] = httpx.get(f"{daemon.url}/status", timeout=30).json()
+        if status["claims_seen"] == count:
+            return status
+        assert time.monotonic() < deadline, f"/status never counted {count} claims: {status['claims_seen']}"
+        time.sleep(0.1)
+
+
+def claims_listed_exactly(daemon: DaemonProcess) -> list[dict[str, Any]]:
     """Two current claims (one on a connector that never had offsets, one claimed twice), one released
     claim and one connector with offsets never claimed: the list holds exactly the two current ones."""
     tag = unique("lst")
@@ -38,6 +51,7 @@ def claims_listed_exactly(daemon: DaemonProcess) -> None:
     released, unclaimed = f"{tag}-c-released", f"{tag}-d-unclaimed"
     with OffsetsClient(daemon.url) as client:
         assert client.claims() == [], "nobody claimed anything yet (on Kafka: no claims topic yet)"
+        claims_seen_becomes(daemon, 0)
         empty = run_cli("claims", "--url", daemon.url, env=cli_env())
         assert (empty.returncode, empty.stdout.strip()) == (0, "(no claims)"), empty.stderr
 
@@ -77,6 +91,11 @@ def claims_listed_exactly(daemon: DaemonProcess) -> None:
     one = run_cli("claims", with_offsets, "--url", daemon.url, env=cli_env())
     assert one.stdout.strip() == f"{with_offsets}: claimed by 'spark-new', epoch 2", "with a name: as before"
 
+    claims_seen_becomes(daemon, 2)
+    status = run_cli("status", "--url", daemon.url, env=cli_env())
+    assert "\nclaims      2 connectors claimed (as last seen; list them: connect-offsets claims)\n" in status.stdout
+    return expected
+
 
 def test_every_current_claim_is_listed_on_the_embedded_log(daemon_factory: DaemonFactory) -> None:
     claims_listed_exactly(daemon_factory())
@@ -85,7 +104,10 @@ def test_every_current_claim_is_listed_on_the_embedded_log(daemon_factory: Daemo
 @pytest.mark.kafka
 def test_every_current_claim_is_listed_on_kafka(daemon_factory: DaemonFactory, kafka_broker: TansuBroker) -> None:
     args = ("--bootstrap-servers", kafka_broker.bootstrap, "--offsets-topic", unique("claims-list"))
-    claims_listed_exactly(daemon_factory(*args, "--offsets-partitions", "3"))
+    expected = claims_listed_exactly(daemon_factory(*args, "--offsets-partitions", "3"))
+    other = daemon_factory(*args)  # never claimed anything: finds the claims topic by itself
+    assert httpx.get(f"{other.url}/claims", timeout=30).json() == expected
+    claims_seen_becomes(other, 2)
 
 
 def test_a_token_scoped_to_some_connectors_lists_only_their_claims(

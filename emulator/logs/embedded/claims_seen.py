@@ -29,6 +29,12 @@ class ClaimsSeen:
         held = self._held
         return held is None or connector in held
 
+    def count(self) -> int | None:
+        """How many connectors were claimed at the last read (with this process's claims and releases
+        since); None before the first read."""
+        held = self._held
+        return None if held is None else len(held)
+
     def due(self) -> bool:
         return time.monotonic() - self._read_at >= self._refresh_every_s
 

@@ -390,6 +390,9 @@ class EmbeddedOffsetLog(OffsetLog):
     def current_all(self, timeout_s: float | None = None) -> dict[str, Claim]:
         return self._claims.current_all()
 
+    def claims_seen(self) -> int | None:
+        return self._claims.seen.count()
+
     def release(self, fence: Fence) -> bool:
         return self._claims.release(fence)
 

@@ -251,6 +251,15 @@ class KafkaClaims:
         with self._lock:
             return {name: claim for name, claim in self._claims.items() if claim is not None}
 
+    def seen_count(self) -> int | None:
+        """How many connectors are claimed as the reader last read the topic, without asking the broker;
+        None until its first read to the end (a partial replay would undercount)."""
+        reader = self._reader
+        if reader is None or not reader.caught_up:
+            return None
+        with self._lock:
+            return sum(1 for claim in self._claims.values() if claim is not None)
+
     def cached(self, connector: str) -> Claim | None:
         """The connector's claim as last read, without asking the broker."""
         with self._lock:

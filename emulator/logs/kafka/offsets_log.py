@@ -429,6 +429,16 @@ class KafkaOffsetLog(OffsetLog):
         store = self._claims_store(create=False)
         return {} if store is None else store.current_all(timeout_s)
 
+    def claims_seen(self) -> int | None:
+        """As the claims reader last read the topic; none while the watch has not seen a claims topic
+        (as ``may_be_claimed``), None while it has but the store is not open and caught up yet. Reads
+        the attributes without ``_claims_lock``: opening the store holds it across broker calls, and
+        ``/status`` asks on the event loop."""
+        store, watch = self._claims, self._watch
+        if store is None:
+            return None if watch is not None and watch.topic_exists else 0
+        return store.seen_count()
+
     def release(self, fence: Fence) -> bool:
         store = self._claims_store(create=False)
         return False if store is None else store.release(fence)
