@@ -20,16 +20,25 @@ daemon that is restarting (nothing listens, or it is still reading its log) is a
 ``termination_retry_s``. If it still fails, ``wait_for_termination`` raises ``HandoffError`` naming
 the ``spark-handoff`` command that publishes the same batch from the checkpoint — a connector
 started after a silent failure would repeat what Spark already processed.
+
+A daemon that hangs (accepts connections, answers nothing) would otherwise let the publish land
+whenever it wakes up, after ``wait_for_termination`` answered False and the caller may have handed
+over to Connect: a late write behind Connect's back. So when the wait gives up on a terminated
+query, it abandons the query's publishes: no write is sent for it any more (until it is started
+again), and the reason — and whether a write had already been sent, which the daemon may still
+apply — goes to ``errors`` and the log. A write already sent that is applied later is reported too.
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import logging
 import os
 import shlex
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from pyspark.sql import SparkSession
@@ -40,7 +49,7 @@ from emulator.client.errors import AnswerLost, ClientError, DaemonUnavailable, N
 from emulator.client.http import DEFAULT_URL
 from emulator.client.retry_window import RetryWindowError
 from emulator.spark.checkpoint import CheckpointError, latest_completed_batch, parse_offset
-from emulator.spark.committer import CommitOutcome, DaemonOffsets, SinkOffsetsUnsupported
+from emulator.spark.committer import CommitOutcome, DaemonOffsets, Kind, SinkOffsetsUnsupported
 from emulator.spark.handoff import CommitTarget, HandoffError, check_claim_epoch, own_entries, publish
 from emulator.spark.query_worker import QueryWorkers, Step
 
@@ -51,6 +60,40 @@ _RETRY_PAUSE_S = 0.5
 TERMINATION_RETRY_S = 30.0
 """How long the termination's publish keeps asking a daemon that cannot answer now (restarting,
 reading its log): long enough for a daemon restart, within ``wait_for_termination``'s 60 s."""
+
+REQUEST_TIMEOUT_S = 30.0
+"""How long one request of the listener waits for the daemon's answer (``request_timeout_s``)."""
+
+
+class PublishAbandoned(Exception):
+    """``wait_for_termination`` gave up on the query: its publishes send no write any more."""
+
+
+class _GatedOffsets(DaemonOffsets):
+    """One query's client: each write passes ``gate(connector)``, which refuses it once
+    ``wait_for_termination`` gave up on the query (raising ``PublishAbandoned``) and knows, while the
+    write is under way, that a request was sent whose answer has not come back."""
+
+    def __init__(
+        self,
+        url: str,
+        timeout_s: float,
+        credentials: Credentials | None,
+        gate: Callable[[str], contextlib.AbstractContextManager[None]],
+    ) -> None:
+        super().__init__(url, timeout_s=timeout_s, credentials=credentials)
+        self._gate = gate
+
+    def _alter(
+        self,
+        connector: str,
+        changes: list[dict[str, Any]],
+        kind: Kind,
+        create: bool,
+        sequence: tuple[str, int] | None = None,
+    ) -> list[dict[str, Any]]:
+        with self._gate(connector):
+            return super()._alter(connector, changes, kind, create, sequence)
 
 
 class ListenerCommitter(StreamingQueryListener):
@@ -96,6 +139,16 @@ class ListenerCommitter(StreamingQueryListener):
         self.outcomes: list[CommitOutcome] = []
         self.errors: list[str] = []
         self.termination_retry_s = TERMINATION_RETRY_S
+        self.request_timeout_s = REQUEST_TIMEOUT_S
+        """Per request to the daemon; set before the query starts (each query's client is made once)."""
+        self._seen_terminated: set[str] = set()
+        """Run ids and query ids whose termination event arrived: only those are abandoned by a wait that gives up."""
+        self._abandoned: dict[str, str] = {}
+        """Per query: why its publishes send nothing any more (``wait_for_termination`` gave up)."""
+        self._writing: dict[str, str] = {}
+        """Per query: the connector of a write sent whose answer has not come back."""
+        self._last_try: dict[str, str] = {}
+        """Per query: why the termination's last try failed, while it is asked again."""
         self._unpublished: dict[str, str] = {}
         """Keyed as ``_terminated``: why a termination's batch was not published (``wait_for_termination`` raises)."""
         self._not_held: dict[str, str] = {}
@@ -114,6 +167,7 @@ class ListenerCommitter(StreamingQueryListener):
         query_id = str(event.id)
         with self._lock:
             self._names[query_id] = event.name
+            self._abandoned.pop(query_id, None)  # a new run publishes again
             self._terminated.setdefault(str(event.runId), threading.Event())
             if self._terminated.setdefault(query_id, threading.Event()).is_set():  # a new run of the query
                 self._terminated[query_id] = threading.Event()
@@ -134,6 +188,8 @@ class ListenerCommitter(StreamingQueryListener):
         """Nothing new was completed."""
 
     def onQueryTerminated(self, event: Any) -> None:
+        with self._lock:
+            self._seen_terminated.update((str(event.id), str(event.runId)))
         self._workers.terminated(str(event.id), str(event.runId))
 
     # -- public helpers ------------------------------------------------------------------------
@@ -145,13 +201,20 @@ class ListenerCommitter(StreamingQueryListener):
         partition, so nothing was written. Raises ``HandoffError`` when it came but its batch could not be
         published (the message says how to publish it). Pass the StreamingQuery: its run is waited
         for. A bare query id waits for the termination of the query's latest run the listener saw
-        start."""
+        start.
+
+        Every False has its reason in ``errors`` (and a WARNING). When the query's termination
+        arrived but its publish did not end within ``timeout_s`` (a daemon that does not answer),
+        the publish is abandoned: the query sends no write any more, so nothing it has not sent
+        yet lands after this False; a write already sent and not answered may still be applied
+        by the daemon, which the reason says (and ``errors`` reports if it is)."""
         run_id = getattr(query, "runId", None)
         query_id = str(getattr(query, "id", query))
         key = str(run_id) if run_id is not None else query_id
         with self._lock:
             done = self._terminated.setdefault(key, threading.Event())
         if not done.wait(timeout_s):
+            self._give_up(key, query_id, timeout_s)
             return False
         with self._lock:
             failure = self._unpublished.get(key)
@@ -164,6 +227,64 @@ class ListenerCommitter(StreamingQueryListener):
                 f"last batch with {self._handoff_commands(checkpoint, name, query_id)} (docs/spark.md, spark-handoff)"
             )
         return not_held is None
+
+    def _give_up(self, key: str, query_id: str, timeout_s: float) -> None:
+        """The wait's reason for False. A terminated query's publishes are abandoned here (under the
+        lock its writes pass, so a write is either sent before — and named — or never)."""
+        with self._lock:
+            name = self._names.get(query_id)
+            label = self._label(query_id, name)
+            if key not in self._seen_terminated:
+                message = (
+                    f"query {label}: Spark did not report its termination within {timeout_s:g} s "
+                    "(call query.stop() first); its publishes go on"
+                )
+            else:
+                sent = self._writing.get(query_id)
+                last = self._last_try.get(query_id)
+                self._abandoned[query_id] = (
+                    f"query {query_id}: the termination's publish was abandoned: the daemon at {redact(self.url)} "
+                    f"did not take it within wait_for_termination's {timeout_s:g} s"
+                )
+                fate = (
+                    f"a write to connector {sent!r} was already sent and not answered: the daemon may still apply "
+                    "it when it answers (errors will say if it does); nothing else is sent"
+                    if sent is not None
+                    else "no write of it was sent, and none will be"
+                )
+                message = (
+                    f"query {label}: the daemon at {redact(self.url)} did not take the termination's publish within "
+                    f"{timeout_s:g} s{f' (last try: {last})' if last else ''}; the publish is abandoned: {fate} "
+                    "for this query until it is started again. The connector may not have the last batch"
+                )
+            self.errors.append(message)
+        log.warning(message)
+
+    @contextlib.contextmanager
+    def _write_gate(self, query_id: str, connector: str) -> Iterator[None]:
+        """Around each write of the query's: refused once abandoned; a write sent before and
+        applied after the wait gave up is reported (it landed behind the caller's back)."""
+        with self._lock:
+            abandoned = self._abandoned.get(query_id)
+            if abandoned is not None:
+                raise PublishAbandoned(abandoned)
+            self._writing[query_id] = connector
+        applied = False
+        try:
+            yield
+            applied = True
+        finally:
+            with self._lock:
+                self._writing.pop(query_id, None)
+                late = applied and query_id in self._abandoned
+                if late:
+                    message = (
+                        f"query {query_id}: the write to connector {connector!r} sent before wait_for_termination "
+                        "gave up was applied by the daemon after it answered False"
+                    )
+                    self.errors.append(message)
+            if late:
+                log.warning(message)
 
     def _handoff_commands(self, checkpoint: str | None, name: str | None, query_id: str) -> str:
         """The ``spark-handoff`` command per target of the query, with this listener's daemon."""
@@ -223,15 +344,16 @@ class ListenerCommitter(StreamingQueryListener):
         return sorted(named)
 
     # -- internals (on the query's own thread) --------------------------------------------------
-    def _new_client(self) -> DaemonOffsets:
-        return DaemonOffsets(self.url, credentials=self.credentials)
+    def _new_client(self, query_id: str) -> DaemonOffsets:
+        gate = functools.partial(self._write_gate, query_id)
+        return _GatedOffsets(self.url, self.request_timeout_s, self.credentials, gate)
 
     def _client(self, query_id: str) -> DaemonOffsets:
         """Made on first use, inside the publish, so that a client that cannot be made (a CA file
         that cannot be read) is that publish's failure, reported as any other."""
         client = self._clients.get(query_id)
         if client is None:
-            client = self._clients[query_id] = self._new_client()
+            client = self._clients[query_id] = self._new_client(query_id)
         return client
 
     def _step(self, query_id: str, step: Step) -> None:
@@ -250,6 +372,7 @@ class ListenerCommitter(StreamingQueryListener):
                 client.close()
             keys = [query_id] if step.run_id is None else [query_id, step.run_id]
             with self._lock:
+                self._last_try.pop(query_id, None)
                 for key in keys:
                     if failure is None:
                         self._unpublished.pop(key, None)  # an earlier run's failure is not this run's
@@ -267,9 +390,15 @@ class ListenerCommitter(StreamingQueryListener):
         commit sequence, so a repeat is applied at most once."""
         give_up_at = time.monotonic() + retry_for_s
         while True:
+            with self._lock:
+                abandoned = self._abandoned.get(query_id)
+            if abandoned is not None:  # already in errors, said by the wait that gave up
+                return abandoned
             try:
                 self._publish(query_id)
                 return None
+            except PublishAbandoned as exc:
+                return str(exc)
             except (
                 ClientError,
                 CheckpointError,
@@ -282,6 +411,8 @@ class ListenerCommitter(StreamingQueryListener):
                 now_unable = isinstance(exc, (DaemonUnavailable, AnswerLost, NotReadyError))  # sequenced: safe
                 if now_unable and time.monotonic() + _RETRY_PAUSE_S < give_up_at:
                     log.info("query %s: the daemon cannot take the offsets now (%s); asking again", query_id, exc)
+                    with self._lock:
+                        self._last_try[query_id] = str(exc)
                     time.sleep(_RETRY_PAUSE_S)
                     continue
                 message = f"query {query_id}: publishing offsets on {why} failed: {exc}"
