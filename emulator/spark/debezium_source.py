@@ -38,6 +38,7 @@ from emulator.spark.debezium_offsets import DebeziumOffset, behind_daemon, daemo
 from emulator.spark.debezium_options import AfterColumns, ConnectDebeziumError, parse_options
 from emulator.spark.debezium_rows import ChangeColumns, RowBuilder
 from emulator.spark.debezium_stream import ChangeStream
+from emulator.spark.refusal import reader_or_refusal, refuse_now
 
 log = logging.getLogger(__name__)
 
@@ -220,7 +221,10 @@ class ConnectDebeziumDataSource(DataSource):
         return "connect-debezium"
 
     def schema(self) -> str:
-        return parse_options(self.options).schema
+        """Checks the options first (``parse_options`` checks them all): PySpark asks for the schema at
+        ``load()`` (unless one is given), and makes the stream reader only for the first batch
+        (``emulator.spark.refusal``)."""
+        return refuse_now(lambda: parse_options(self.options)).schema
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        return ConnectDebeziumStreamReader(self.options)
+        return reader_or_refusal(lambda: ConnectDebeziumStreamReader(self.options))

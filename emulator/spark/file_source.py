@@ -37,6 +37,7 @@ from emulator.client.errors import ClientError
 from emulator.spark.background import committer_for
 from emulator.spark.filestream import Cursor, iter_chunks, scan, split_at_lines
 from emulator.spark.options import DaemonAccess, OptionError, bool_option, int_option, only_known
+from emulator.spark.refusal import reader_or_refusal, refuse_now
 from emulator.spark.shapes import FileOffset
 
 log = logging.getLogger(__name__)
@@ -268,7 +269,10 @@ class ConnectFileDataSource(DataSource):
         return "connect-file"
 
     def schema(self) -> str:
+        """Checks the options first: PySpark asks for the schema at ``load()`` (unless one is given),
+        and makes the stream reader only for the first batch (``emulator.spark.refusal``)."""
+        refuse_now(lambda: ConnectFileStreamReader(self.options))
         return "value string"
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        return ConnectFileStreamReader(self.options)
+        return reader_or_refusal(lambda: ConnectFileStreamReader(self.options))

@@ -40,6 +40,7 @@ from emulator.client.errors import ClientError
 from emulator.spark.background import committer_for
 from emulator.spark.committer import SinkOffsetsUnsupported
 from emulator.spark.options import DaemonAccess, OptionError, bool_option, only_known
+from emulator.spark.refusal import reader_or_refusal, refuse_now
 from emulator.spark.shapes import kafka_entries, kafka_shaped
 
 log = logging.getLogger(__name__)
@@ -288,7 +289,10 @@ class ConnectKafkaDataSource(DataSource):
         return "connect-kafka"
 
     def schema(self) -> str:
+        """Checks the options first: PySpark asks for the schema at ``load()`` (unless one is given),
+        and makes the stream reader only for the first batch (``emulator.spark.refusal``)."""
+        refuse_now(lambda: ConnectKafkaStreamReader(self.options))
         return SCHEMA
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        return ConnectKafkaStreamReader(self.options)
+        return reader_or_refusal(lambda: ConnectKafkaStreamReader(self.options))
