@@ -91,9 +91,10 @@ class _GatedOffsets(DaemonOffsets):
         kind: Kind,
         create: bool,
         sequence: tuple[str, int] | None = None,
+        claim_epoch: int | None = None,
     ) -> list[dict[str, Any]]:
         with self._gate(connector):
-            return super()._alter(connector, changes, kind, create, sequence)
+            return super()._alter(connector, changes, kind, create, sequence, claim_epoch)
 
 
 class ListenerCommitter(StreamingQueryListener):
