@@ -1,5 +1,5 @@
 """``python -m emulator.cli``: the same as the ``connect-offsets`` console script."""
 
-from emulator.cli.main import main
+from emulator.cli import main
 
 raise SystemExit(main())

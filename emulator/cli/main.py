@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from importlib import metadata
 from typing import Any, NoReturn
 
+from emulator.cli import restore_sighup
 from emulator.cli.common import (
     EXIT_ANSWER_LOST,
     EXIT_CLOSED_PIPE,
@@ -218,6 +219,7 @@ def _run(args: argparse.Namespace) -> int:
     # other command says so on stderr first; so does the daemon when its settings are refused.
     args.env_warnings = unknown_variable_warnings(os.environ)
     if args.command != "serve":
+        restore_sighup()
         _warn(args.env_warnings)
     try:
         settings_type = getattr(args, "settings_type", None)

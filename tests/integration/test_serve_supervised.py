@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -58,6 +59,58 @@ def test_sighup_while_the_storage_opens_does_not_end_the_daemon(daemon_factory: 
     assert daemon.proc.poll() is None, daemon.log_tail()
     assert httpx.get(daemon.url + "/readyz").status_code == 503  # still opening, still answering
     assert daemon.stop() == -signal.SIGTERM, daemon.log_tail()
+
+
+@pytest.mark.parametrize("tokens", [False, True], ids=["no-credential-files", "tokens-file"])
+def test_sighup_from_the_first_moments_of_the_start_does_not_end_the_daemon(tmp_path: Path, tokens: bool) -> None:
+    """A supervisor's reload sent right after a (re)start: the handler came after 1–1.6 s of imports
+    and parsing, and a SIGHUP before it ended the process (exit 129, nothing logged). Sent every
+    0.1 s from 0.3 s after the spawn (the interpreter's own start) until the daemon is ready."""
+    args = ["serve", "--port", str(port := free_port()), "--data-dir", str(tmp_path / "data")]
+    if tokens:
+        _, line = mint("ops", ["admin"])
+        (tmp_path / "tokens").write_text(line + "\n")
+        (tmp_path / "tokens").chmod(0o600)
+        args += ["--tokens-file", str(tmp_path / "tokens")]
+    log_path = tmp_path / "daemon.log"
+    with log_path.open("wb") as log:
+        proc = subprocess.Popen([sys.executable, "-m", "emulator.cli", *args], stdout=log, stderr=subprocess.STDOUT)
+    sent: list[float] = []
+    ready = threading.Event()
+
+    def hang_up() -> None:  # apart from the readiness polls: a connection to the port may wait for its answer
+        time.sleep(0.3)
+        while not ready.is_set() and proc.poll() is None:
+            proc.send_signal(signal.SIGHUP)
+            sent.append(time.monotonic())
+            time.sleep(0.1)
+
+    signaller = threading.Thread(target=hang_up)
+    signaller.start()
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            assert proc.poll() is None, f"ended after {len(sent)} SIGHUPs: {proc.returncode}\n{log_path.read_text()}"
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=1).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert time.monotonic() < deadline, log_path.read_text()[-2000:]
+            time.sleep(0.05)
+        ready.set()
+        signaller.join()
+        proc.send_signal(signal.SIGHUP)
+        time.sleep(0.5)
+        assert proc.poll() is None, log_path.read_text()[-2000:]
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(20) == -signal.SIGTERM, log_path.read_text()[-2000:]
+    finally:
+        ready.set()
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+    assert len(sent) >= 3, f"the daemon was ready before the test could signal it ({len(sent)} SIGHUPs)"
 
 
 @pytest.mark.parametrize("closed", [1, 2], ids=["stdout-closed", "stderr-closed"])
