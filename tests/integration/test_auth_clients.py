@@ -169,7 +169,7 @@ def test_spark_committer_background_committer_and_listener_carry_the_token(
     background.submit([({"f": "a"}, {"pos": 2})])
     assert background.flush(30)
     listener = ListenerCommitter(spark=None, url=daemon.url, credentials=credentials)
-    with listener._new_client() as listeners_client:  # what each query's publishing thread uses
+    with listener._new_client("a-query-id") as listeners_client:  # what each query's publishing thread uses
         assert listeners_client.find(name, {"f": "a"}) == {"pos": 2}
 
     with DaemonOffsets(daemon.url, credentials=Credentials()) as anonymous, pytest.raises(AuthenticationError):
