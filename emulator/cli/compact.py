@@ -52,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
     from emulator.history.adoption import locate
     from emulator.history.directory import written_by_a_live_process
     from emulator.logs.embedded.offsets_log import EmbeddedOffsetLog
-    from emulator.logs.embedded.storage import stored_partition_count
+    from emulator.logs.embedded.storage import stored_log_id, stored_partition_count
 
     path = args.data_dir / f"{args.name}.sqlite3"
     if not path.is_file():
@@ -61,16 +61,26 @@ def run(args: argparse.Namespace) -> int:
     if partitions is None:
         raise UsageError(f"{path} is not an embedded offsets log that can be read")
     log = EmbeddedOffsetLog(args.data_dir, partitions=partitions, name=args.name)
-    try:
-        log.open()  # first: the archive is named after the id the log's file stores (read at open)
-        root = args.history_dir or args.data_dir / "history"
-        history = locate(root, log.archive_identity, log.description)
+    root = args.history_dir or args.data_dir / "history"
+
+    def refuse_if_archived_by_a_daemon(identity: str) -> Path:
+        history = locate(root, identity, log.description)
         if not args.force and written_by_a_live_process(history):
             raise UsageError(
                 f"a running daemon archives {log.description} (its history is {history}); it compacts the log "
                 "itself, behind what it has archived. Compacting now could remove changes it has not read yet "
                 "(--force to compact anyway)"
             )
+        return history
+
+    # Asked before opening too: opening waits for SQLite's write lock, which a tool of another process
+    # may hold for long, and the refusal needs only the log's id, read without that lock.
+    stored_id = stored_log_id(path)
+    if stored_id is not None:
+        refuse_if_archived_by_a_daemon(f"embedded-log:{stored_id}")
+    try:
+        log.open()  # the archive is named after the id the log's file stores (stored at the first open)
+        history = refuse_if_archived_by_a_daemon(log.archive_identity)
         archived = None if args.force else _archived_below(history, (log.archive_identity, log.description))
         report = log.compact(below=None if archived is None else lambda p: archived.get(p, 0))
         # The archive lacks records only where the log reaches past what it archived.

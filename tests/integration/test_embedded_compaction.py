@@ -211,6 +211,19 @@ def test_connect_offsets_compact_refuses_a_log_a_running_daemon_archives_unless_
     assert refused.stderr.startswith("error: a running daemon archives embedded://") and "--force" in refused.stderr
     with sqlite3.connect(data / "connect-offsets.sqlite3") as conn:
         assert conn.execute("SELECT count(*) FROM records").fetchone()[0] == 30, "nothing removed"
+    # Another process holding SQLite's write lock: the refusal needs no lock, so it does not wait for it
+    # (it waited out the lock, up to 30 s, and then refused the same).
+    holder = sqlite3.connect(data / "connect-offsets.sqlite3", isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    try:
+        started = time.monotonic()
+        held = cli()
+        took = time.monotonic() - started
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert (held.returncode, held.stderr) == (2, refused.stderr)
+    assert took < 5, f"{took:.1f} s: it waited for the write lock"
     elsewhere = cli("--history-dir", str(tmp_path / "other-history"))
     assert elsewhere.returncode == 0, "no daemon archives it under that history directory"
     assert cli("--force").returncode == 0

@@ -272,14 +272,28 @@ def stored_partition_count(path: Path) -> int | None:
     to create with, and one that differs from the file's is warned about, which is right for a
     destination and misleading for a source whose count nobody asked to change.
     """
+    value = _stored_meta(path, "partitions")
+    try:
+        return int(value) if value is not None else None
+    except ValueError:
+        return None
+
+
+def stored_log_id(path: Path) -> str | None:
+    """The log's id as its file records it, read only (no write lock: a tool that only has to decide
+    whether to go on must not wait for another process's write first); None if it has none yet."""
+    return _stored_meta(path, LOG_ID)
+
+
+def _stored_meta(path: Path, key: str) -> str | None:
     try:
         conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
     except sqlite3.Error:
         return None
     try:
-        row = conn.execute("SELECT value FROM meta WHERE key = 'partitions'").fetchone()
-        return int(row[0]) if row is not None else None
-    except (sqlite3.Error, ValueError):
+        row = conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return str(row[0]) if row is not None else None
+    except sqlite3.Error:
         return None
     finally:
         conn.close()
