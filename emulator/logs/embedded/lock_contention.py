@@ -18,10 +18,10 @@ nothing timed out there is no probe at all.
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Callable
 
+from emulator.logs.embedded.probed_condition import ProbedCondition
 from emulator.model.times import format_time_ms
 
 log = logging.getLogger(__name__)
@@ -31,7 +31,7 @@ PROBE_INTERVAL_S = 1.0
 readiness come back after the other process lets go."""
 
 
-class LockContention:
+class LockContention(ProbedCondition):
     """Whether the log's write lock is held elsewhere (as a write of ours last found), since when,
     and the probe that notices the end.
 
@@ -40,17 +40,15 @@ class LockContention:
     tell). It runs on this class's thread, never on a request's or the event loop's.
     """
 
+    _PROBE_THREAD = "embedded-log-lock-probe"
+    _log = log
+
     def __init__(
         self, description: str, probe: Callable[[], bool | None], interval_s: float = PROBE_INTERVAL_S
     ) -> None:
-        self._description = description
+        super().__init__(description, interval_s)
         self._probe = probe
-        self._interval_s = interval_s
-        self._lock = threading.Lock()  # guards _since, _since_wall and _prober
-        self._since: float | None = None  # monotonic time of the first timed-out write, None while free
         self._since_wall = 0.0
-        self._prober: threading.Thread | None = None
-        self._stop = threading.Event()
         self.probes = 0
         """Probes made (``/status`` shows nothing of it; tests count it to see the probe stays rare)."""
 
@@ -60,13 +58,8 @@ class LockContention:
         with self._lock:
             if self._since is not None:
                 return
-            self._since = time.monotonic()
-            self._since_wall = time.time()
-            if self._prober is None and not self._stop.is_set():
-                self._prober = threading.Thread(
-                    target=self._probe_until_free, name="embedded-log-lock-probe", daemon=True
-                )
-                self._prober.start()
+            self._since_wall = time.time()  # before _since: readiness reads the two without the lock
+            self._begin()
         log.warning(
             "%s is locked by another process: a write timed out waiting for SQLite's write lock. /readyz "
             "answers 503 until the lock is free (tried every %g s)",
@@ -74,46 +67,24 @@ class LockContention:
             self._interval_s,
         )
 
-    def succeeded(self) -> None:
-        """A write of ours (or the probe) got the lock: it is free. One attribute read when it was."""
-        if self._since is None:
-            return
-        with self._lock:
-            since, self._since = self._since, None
-        if since is not None:
-            log.warning(
-                "%s: SQLite's write lock is free again after %.1f s", self._description, time.monotonic() - since
-            )
-
     def reason(self) -> str | None:
         """``/readyz``'s reason while the lock is held elsewhere, else None. Never blocks."""
-        since = self._since
-        if since is None:
+        held = self._held_for()
+        if held is None:
             return None
         return (
             f"{self._description} is locked by another process since {format_time_ms(int(self._since_wall * 1000))} "
-            f"({time.monotonic() - since:.1f} s): writes time out waiting for SQLite's write lock (a second daemon, "
+            f"({held:.1f} s): writes time out waiting for SQLite's write lock (a second daemon, "
             "`connect-offsets compact` or an import, a tool with a transaction open)"
         )
 
-    def close(self) -> None:
-        """Stop probing (the log is closing). Idempotent."""
-        self._stop.set()
-        prober = self._prober
-        if prober is not None and prober is not threading.current_thread():
-            prober.join(timeout=10.0)
+    def _ended(self, seconds: float) -> str:
+        return f"{self._description}: SQLite's write lock is free again after {seconds:.1f} s"
 
-    def _probe_until_free(self) -> None:
-        while not self._stop.wait(self._interval_s):
-            with self._lock:
-                if self._since is None:  # a write of ours got the lock first
-                    self._prober = None
-                    return
-            self.probes += 1
-            try:
-                free = self._probe()
-            except Exception as e:  # e.g. the log closed under the probe, or a damaged file
-                log.warning("%s: the write lock probe failed: %r", self._description, e)
-                continue
-            if free:
-                self.succeeded()
+    def _probe_once(self) -> bool | None:
+        self.probes += 1
+        try:
+            return self._probe() is True
+        except Exception as e:  # e.g. the log closed under the probe, or a damaged file
+            log.warning("%s: the write lock probe failed: %r", self._description, e)
+            return False

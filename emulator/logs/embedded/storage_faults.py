@@ -22,10 +22,10 @@ from __future__ import annotations
 import logging
 import os
 import sqlite3
-import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
+
+from emulator.logs.embedded.probed_condition import ProbedCondition
 
 log = logging.getLogger(__name__)
 
@@ -102,23 +102,20 @@ def no_space_left(directory: Path) -> bool:
     return stats.f_bavail == 0 or (stats.f_files > 0 and stats.f_favail == 0)
 
 
-class StorageFaults:
+class StorageFaults(ProbedCondition):
     """Whether the log's storage refuses writes now, since when, and the probe that notices the end.
 
     ``probe(n)`` makes a durable write of ``n`` bytes, leaves nothing behind, and raises
     ``sqlite3.Error`` when it fails; it runs on a thread of this class's own, never on a request's.
     """
 
+    _log = log
+
     def __init__(self, description: str, probe: Callable[[int], None], interval_s: float = PROBE_INTERVAL_S) -> None:
-        self._description = description
+        super().__init__(description, interval_s)
         self._probe = probe
-        self._interval_s = interval_s
-        self._lock = threading.Lock()
-        self._since: float | None = None  # monotonic start of the fault, None while writes succeed
         self._reason = ""
         self._probe_bytes = PROBE_MIN_BYTES
-        self._prober: threading.Thread | None = None
-        self._stop = threading.Event()
 
     def failed(self, reason: str, size: int) -> None:
         """A write of ``size`` bytes was refused for ``reason``; the first refusal of a fault is logged
@@ -126,13 +123,8 @@ class StorageFaults:
         with self._lock:
             self._reason = reason
             self._probe_bytes = min(max(size, PROBE_MIN_BYTES), PROBE_MAX_BYTES)
-            if self._since is not None:
+            if not self._begin():
                 return
-            self._since = time.monotonic()
-            if self._stop.is_set():
-                return
-            self._prober = threading.Thread(target=self._probe_until_written, name="embedded-log-probe", daemon=True)
-            self._prober.start()
         log.error(
             "%s refuses writes: %s. Writes fail (the daemon: 503, and /readyz 503) until the storage takes one "
             "again; one is tried every %g s",
@@ -141,45 +133,28 @@ class StorageFaults:
             self._interval_s,
         )
 
-    def succeeded(self) -> None:
-        """A write was made durable: any fault is over. One attribute read when there was none."""
-        if self._since is None:
-            return
-        with self._lock:
-            since, self._since = self._since, None
-        if since is not None:
-            log.warning("%s takes writes again after %.1f s", self._description, time.monotonic() - since)
-
     def reason(self) -> str | None:
         """``/readyz``'s reason while writes are refused, else None. Never blocks on the storage."""
-        since = self._since
-        if since is None:
+        held = self._held_for()
+        if held is None:
             return None
-        return f"writes to {self._description} have been refused for {time.monotonic() - since:.1f} s: {self._reason}"
+        return f"writes to {self._description} have been refused for {held:.1f} s: {self._reason}"
 
-    def close(self) -> None:
-        """Stop probing (the log is closing). Idempotent."""
-        self._stop.set()
-        prober = self._prober
-        if prober is not None and prober is not threading.current_thread():
-            prober.join(timeout=10.0)
+    def _ended(self, seconds: float) -> str:
+        return f"{self._description} takes writes again after {seconds:.1f} s"
 
-    def _probe_until_written(self) -> None:
-        while not self._stop.wait(self._interval_s):
-            if self._since is None or self._prober is not threading.current_thread():
-                return  # a request's write succeeded first (and a later fault has a probe of its own)
-            try:
-                self._probe(self._probe_bytes)
-            except sqlite3.Error as e:
-                reason = storage_fault(e)
-                if reason is not None:
-                    with self._lock:
-                        self._reason = reason
-                else:
-                    log.warning("%s: the write probe failed: %s", self._description, e)
-                continue
-            except Exception as e:  # e.g. the log closed under the probe
-                log.warning("%s: the write probe stopped: %r", self._description, e)
-                return
-            self.succeeded()
-            return
+    def _probe_once(self) -> bool | None:
+        try:
+            self._probe(self._probe_bytes)
+        except sqlite3.Error as e:
+            reason = storage_fault(e)
+            if reason is not None:
+                with self._lock:
+                    self._reason = reason
+            else:
+                log.warning("%s: the write probe failed: %s", self._description, e)
+            return False
+        except Exception as e:  # e.g. the log closed under the probe
+            log.warning("%s: the write probe stopped: %r", self._description, e)
+            return None
+        return True
