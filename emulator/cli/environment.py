@@ -33,12 +33,12 @@ def unknown_variable_warnings(environ: Mapping[str, str]) -> list[str]:
     """One warning per set ``CONNECT_OFFSETS_*`` variable that no setting reads, naming the closest
     one that does when there is one."""
     known = known_variables()
+    # Compared without the prefix every name shares, or any name would be "close" to any other.
+    suffixes = {k.removeprefix(ENV_PREFIX): k for k in known}
     warnings = []
     for name in sorted(environ):
         if not name.startswith(ENV_PREFIX) or name.startswith(TEST_KIT_PREFIX) or name in known:
             continue
-        # Compared without the prefix every name shares, or any name would be "close" to any other.
-        suffixes = {k.removeprefix(ENV_PREFIX): k for k in known}
         close = difflib.get_close_matches(name.removeprefix(ENV_PREFIX), suffixes, n=1, cutoff=0.7)
         hint = f" (did you mean {suffixes[close[0]]}?)" if close else ""
         warnings.append(f"{name} is set but is not a connect-offsets setting: ignored{hint}")
