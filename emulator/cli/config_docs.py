@@ -43,7 +43,8 @@ can be configured in a container without a command line.
   expects, exit code 2:
   `error: CONNECT_OFFSETS_PORT: expected an integer within 0..65535, got 'abc'`. A refusal of
   settings taken together, or of a file a setting names (found when it is used: a certificate, a
-  tokens file, `--ca`), names flags and the file, and the variable a value came from:
+  tokens file, `--ca`, a data or history directory), names flags and the file, and the variable a
+  value came from:
   `error: --host 0.0.0.0 listens beyond loopback without authentication: … (--host came from
   CONNECT_OFFSETS_HOST)`, `error: --tls-cert /etc/cert.pem: cannot be read: No such file or
   directory (--tls-cert came from CONNECT_OFFSETS_TLS_CERT)`.

@@ -53,5 +53,21 @@ def run(args: argparse.Namespace) -> int:
 
 def _named(message: str, args: argparse.Namespace) -> str:
     """A startup refusal that names a flag (``choose another --port``) also names the variable the
-    value came from, as a refused setting does (``emulator.server.options.sources_named``)."""
-    return sources_named(message, Settings, args, os.environ)
+    value came from, as a refused setting does (``emulator.server.options.sources_named``).
+
+    The storage's own refusals name a directory, not the setting that chose it (the embedded log and
+    the archive are also opened by other commands and by the library): an operator who never typed
+    ``--data-dir`` is told which setting to change, and where it came from."""
+    return sources_named(_directory_named(message, args.settings), Settings, args, os.environ)
+
+
+def _directory_named(message: str, settings: Settings) -> str:
+    if any(flag in message for flag in ("--data-dir", "--history-dir")):
+        return message
+    if str(settings.history_root) in message:
+        if settings.history_dir is not None:
+            return f"--history-dir: {message}"
+        return f"--data-dir: {message}; the history is kept under <data-dir>/history unless --history-dir moves it"
+    if str(settings.data_dir.absolute()) in message:
+        return f"--data-dir: {message}"
+    return message

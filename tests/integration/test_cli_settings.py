@@ -256,3 +256,41 @@ def test_serve_on_an_unknown_host_says_so_in_one_line_and_exits_2(tmp_path: Path
     assert "Traceback" not in result.stderr
     last = result.stderr.splitlines()[-1]
     assert last.startswith("error: cannot listen on no-such-host.invalid:") and "check --host" in last
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("from_environment", [False, True], ids=["flag", "variable"])
+def test_a_data_directory_that_is_a_file_names_the_setting_and_where_it_came_from(
+    tmp_path: Path, from_environment: bool
+) -> None:
+    """mkdir's own words were ``[Errno 17] File exists``, naming neither the problem nor the setting."""
+    taken = tmp_path / "data"
+    taken.write_text("not a directory")
+    setting = {"CONNECT_OFFSETS_DATA_DIR": str(taken)} if from_environment else {}
+    flag = [] if from_environment else ["--data-dir", str(taken)]
+    result = cli("serve", *flag, "--port", str(free_port()), env=setting)
+    assert result.returncode == 2
+    assert result.stderr.splitlines()[-1] == (
+        f"error: --data-dir: data directory {taken} exists and is not a directory"
+        + (" (--data-dir came from CONNECT_OFFSETS_DATA_DIR)" if from_environment else "")
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("history_dir", [False, True], ids=["default-place", "history-dir"])
+def test_a_history_directory_that_cannot_be_used_names_the_setting_that_placed_it(
+    tmp_path: Path, history_dir: bool
+) -> None:
+    """The history is kept under the data directory unless ``--history-dir`` moves it: the refusal
+    says which of the two to change."""
+    data = tmp_path / "data"
+    data.mkdir()
+    blocker = tmp_path / "elsewhere" if history_dir else data / "history"
+    blocker.write_text("not a directory")
+    moved = ["--history-dir", str(blocker)] if history_dir else []
+    result = cli("serve", "--data-dir", str(data), *moved, "--port", str(free_port()))
+    assert result.returncode == 2
+    last = result.stderr.splitlines()[-1]
+    assert last.startswith(f"error: {'--history-dir' if history_dir else '--data-dir'}: history directory {blocker}/")
+    assert "cannot be used" in last and "--no-history" in last
+    assert last.endswith("unless --history-dir moves it") != history_dir

@@ -185,12 +185,13 @@ class EmbeddedOffsetLog(OffsetLog):
             return
         if self._closed:
             raise LogConfigError(f"{self.description} was closed; create a new log object to reopen it")
+        # Checked before ``mkdir``, which says only "File exists" of a file in the directory's place.
+        if self._data_dir.exists() and not self._data_dir.is_dir():
+            raise LogConfigError(f"data directory {self._data_dir} exists and is not a directory")
         try:
             self._data_dir.mkdir(parents=True, exist_ok=True)
         except OSError as e:
             raise LogConfigError(f"cannot create data directory {self._data_dir}: {e}") from e
-        if not self._data_dir.is_dir():
-            raise LogConfigError(f"data directory {self._data_dir} is not a directory")
         fs_type = filesystem_type(self._data_dir)
         if fs_type in NETWORK_FILESYSTEMS:
             raise LogConfigError(
