@@ -61,3 +61,35 @@ def test_a_log_in_the_root_directory_does_not_hide_every_slash() -> None:
         message_for_principal(message, WRITER, description)
         == f"{THE_LOG}: the write timed out; nothing was written (a/b)"
     )
+
+
+@pytest.mark.parametrize(
+    ("message", "shown"),
+    [
+        (  # librdkafka's broker names and addresses: the advertised listeners, not the bootstrap list
+            "the write failed: 10.0.0.5:9092/1: Connect to ipv4#10.0.0.5:9092 failed: Connection refused",
+            f"the write failed: {HIDDEN}: Connect to {HIDDEN} failed: Connection refused",
+        ),
+        (
+            "kafka-0.kafka.svc:9093/bootstrap: Disconnected; [fe80::1]:9092/3: timed out",
+            f"{HIDDEN}: Disconnected; {HIDDEN}: timed out",
+        ),
+        (  # one broker of the bootstrap list, alone
+            "broker-2.internal:9092: Connection refused",
+            f"{HIDDEN}: Connection refused",
+        ),
+        (  # a time or a count is no broker
+            "refused since 13:50:12 for 3 writes (retry after 2:00)",
+            "refused since 13:50:12 for 3 writes (retry after 2:00)",
+        ),
+    ],
+)
+def test_a_principal_without_admin_does_not_read_the_brokers_librdkafka_names(message: str, shown: str) -> None:
+    assert message_for_principal(message, WRITER, KAFKA) == shown
+    assert message_for_principal(message, ADMIN, KAFKA) == message
+
+
+def test_the_embedded_log_leaves_host_and_port_shapes_alone() -> None:
+    """Only a Kafka log's messages carry librdkafka's texts."""
+    message = "the write failed: 10.0.0.5:9092/1 is not ours"
+    assert message_for_principal(message, WRITER, EMBEDDED) == message

@@ -4,6 +4,7 @@ security settings, including the ``--insecure-no-auth`` warning."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from pathlib import PurePosixPath
 from typing import Any
@@ -49,9 +50,22 @@ def message_for_principal(message: str, principal: Principal, log_description: s
     if log_description is None or grants_of(principal.scopes).admin:
         return message
     shown = message.replace(log_description, THE_LOG)
+    if log_description.startswith("kafka://"):
+        # librdkafka names the broker it talked to, which the bootstrap list need not hold (the
+        # cluster's advertised listeners): ``10.0.0.5:9092/1: Connect to ipv4#10.0.0.5:9092 failed``.
+        shown = _LIBRDKAFKA_BROKER.sub(HIDDEN, shown)
     for location in _locations(log_description):
         shown = shown.replace(location, HIDDEN)
     return shown
+
+
+_LIBRDKAFKA_BROKER = re.compile(
+    r"ipv[46]#(?:\[[^\]]+\]|[\w.-]+):\d{1,5}"  # an address it connects to
+    r"|(?:\[[^\]]+\]|[\w.-]+):\d{1,5}/(?:\d+|bootstrap)\b"  # a broker's name: host:port/<node id>
+)
+"""A broker as librdkafka writes it (``host:port/<node id>``, ``host:port/bootstrap``) and an address
+it connects to (``ipv4#a.b.c.d:port``); a bare ``host:port`` is left alone, as times (``13:50``) look
+the same."""
 
 
 def _locations(description: str) -> list[str]:
@@ -62,5 +76,6 @@ def _locations(description: str) -> list[str]:
         return [directory] if len(directory) > 1 else []  # "/" alone would blank every slash
     if scheme == "kafka":
         brokers = rest.partition("/")[0]
-        return [brokers] if brokers else []
+        # The whole list first: one hidden mark for it, not one per broker.
+        return [brokers, *brokers.split(",")] if brokers else []
     return []
