@@ -49,7 +49,7 @@ from emulator.client.errors import AnswerLost, ClientError, DaemonUnavailable, N
 from emulator.client.http import DEFAULT_URL
 from emulator.client.retry_window import RetryWindowError
 from emulator.spark.checkpoint import CheckpointError, latest_completed_batch, parse_offset
-from emulator.spark.committer import CommitOutcome, DaemonOffsets, Kind, SinkOffsetsUnsupported
+from emulator.spark.committer import ClaimRefused, CommitOutcome, DaemonOffsets, Kind, SinkOffsetsUnsupported
 from emulator.spark.handoff import CommitTarget, HandoffError, check_claim_epoch, own_entries, publish
 from emulator.spark.query_worker import QueryWorkers, Step
 
@@ -60,6 +60,11 @@ _RETRY_PAUSE_S = 0.5
 TERMINATION_RETRY_S = 30.0
 """How long the termination's publish keeps asking a daemon that cannot answer now (restarting,
 reading its log): long enough for a daemon restart, within ``wait_for_termination``'s 60 s."""
+
+STALE_EPOCH = "<epoch of the claim this job holds now>"
+"""What a ``spark-handoff`` command names as ``--claim-epoch`` where the daemon refused the epoch the
+listener gave (a newer claim fenced it): the same number would be refused again. Not the epoch the
+refusal names: that is the newer claim's, maybe another job's, whose writes this one must not pass for."""
 
 REQUEST_TIMEOUT_S = 30.0
 """How long one request of the listener waits for the daemon's answer (``request_timeout_s``)."""
@@ -161,6 +166,9 @@ class ListenerCommitter(StreamingQueryListener):
         """Per target without ``query=`` (index in ``targets``): the query id that published to it first."""
         self._refused: set[tuple[int, str]] = set()
         """(target index, query id) pairs already warned about (said once, not per batch)."""
+        self._fenced: dict[str, dict[str, int]] = {}
+        """Per query: {connector: the claim epoch the daemon refused for it} since its last publish
+        that succeeded; the ``spark-handoff`` command does not repeat that epoch."""
         self._workers = QueryWorkers(self._step)
 
     # -- listener callbacks (Spark's listener bus; never raise, never wait for the daemon) -----
@@ -303,20 +311,26 @@ class ListenerCommitter(StreamingQueryListener):
                 return f"`{base} --connector NAME` per connector and source index"
             return ", ".join(
                 f"`{base} --connector {shlex.quote(connector)} --source-index {index}"
-                f"{self._epoch_flag(connector, None)}`"
+                f"{self._epoch_flag(connector, None, query_id)}`"
                 for index, connector in named
             )
         return ", ".join(
             f"`{base} --connector {shlex.quote(t.connector)} --source-index {t.source_index}"
-            f"{' --kind sink' if t.kind == 'sink' else ''}{self._epoch_flag(t.connector, t.claim_epoch)}`"
+            f"{' --kind sink' if t.kind == 'sink' else ''}{self._epoch_flag(t.connector, t.claim_epoch, query_id)}`"
             for t in targets
         )
 
-    def _epoch_flag(self, connector: str, epoch: int | None) -> str:
+    def _epoch_flag(self, connector: str, epoch: int | None, query_id: str) -> str:
         """`` --claim-epoch N`` where this listener commits to the connector under a claim: the
-        command must carry it as the publish did, or a claimed connector refuses it too."""
+        command must carry it as the publish did, or a claimed connector refuses it too. An epoch
+        the daemon refused for the connector (a newer claim fenced it) would be refused again: the
+        command names ``STALE_EPOCH`` in its place, as the refusal before it says to give the current one."""
         chosen = epoch if epoch is not None else self.claim_epochs.get(connector)
-        return "" if chosen is None else f" --claim-epoch {chosen}"
+        if chosen is None:
+            return ""
+        with self._lock:
+            refused = self._fenced.get(query_id, {}).get(connector)
+        return f" --claim-epoch {STALE_EPOCH if refused == chosen else chosen}"
 
     def _own_connectors(self, checkpoint: str | None, query_id: str) -> list[tuple[int, str]]:
         """(source index, connector) of each source whose offset names its connector, from the
@@ -397,6 +411,8 @@ class ListenerCommitter(StreamingQueryListener):
                 return abandoned
             try:
                 self._publish(query_id)
+                with self._lock:
+                    self._fenced.pop(query_id, None)
                 return None
             except PublishAbandoned as exc:
                 return str(exc)
@@ -409,6 +425,9 @@ class ListenerCommitter(StreamingQueryListener):
                 CredentialsError,
                 RetryWindowError,
             ) as exc:
+                if isinstance(exc, ClaimRefused) and exc.claim_epoch is not None:  # the epoch given is not current
+                    with self._lock:
+                        self._fenced.setdefault(query_id, {})[exc.connector] = exc.claim_epoch
                 now_unable = isinstance(exc, (DaemonUnavailable, AnswerLost, NotReadyError))  # sequenced: safe
                 if now_unable and time.monotonic() + _RETRY_PAUSE_S < give_up_at:
                     log.info("query %s: the daemon cannot take the offsets now (%s); asking again", query_id, exc)

@@ -142,7 +142,14 @@ def test_the_listener_publishes_to_a_claimed_connector_only_under_its_current_ep
     if given == "stale":
         assert f"gave claim epoch {first} (the listener's claim_epochs={{'{connector}': N}})" in message
         assert f"claimed by 'spark-run-8' with epoch {current}" in message
-        assert f"--connector {connector} --source-index 0 --claim-epoch {first}`" in message
+        # The command the message suggests must not repeat the refused epoch (it would be refused again),
+        # nor name the current one, which is the newer claim's (maybe another job's).
+        assert (
+            f"--connector {connector} --source-index 0 --claim-epoch <epoch of the claim this job holds now>`"
+            in message
+        )
+        assert f"--claim-epoch {first}" not in message
+        assert f"--claim-epoch {current}" not in message
     else:
         assert f"claimed by 'spark-run-8' (epoch {current})" in message
         assert (
@@ -186,7 +193,10 @@ def test_a_commit_target_carries_its_claim_epoch(
     finally:
         spark.streams.removeListener(committer)
     assert client.offsets(connector) == [{"partition": {"spark_source": 0}, "offset": {"logOffset": -1}}]
-    assert f"gave claim epoch {first} (CommitTarget(0, '{connector}', claim_epoch=N))" in str(refused.value)
+    message = str(refused.value)
+    assert f"gave claim epoch {first} (CommitTarget(0, '{connector}', claim_epoch=N))" in message
+    assert f"--connector {connector} --source-index 0 --claim-epoch <epoch of the claim this job holds now>`" in message
+    assert f"--claim-epoch {first}" not in message
 
 
 @pytest.mark.parametrize("epoch", ["1", 1.0, True, -1])

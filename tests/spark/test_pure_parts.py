@@ -19,7 +19,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from emulator.spark import OffsetCommitListener
+from emulator.client.errors import ApiError
+from emulator.spark import ListenerCommitter, OffsetCommitListener
 from emulator.spark.arrow_lines import lines_array
 from emulator.spark.checkpoint import (
     CheckpointError,
@@ -28,7 +29,7 @@ from emulator.spark.checkpoint import (
     parse_offset,
     parse_offset_log,
 )
-from emulator.spark.committer import DaemonOffsets, backwards_reason
+from emulator.spark.committer import ClaimRefused, DaemonOffsets, backwards_reason
 from emulator.spark.debezium_offsets import debezium_backwards_reason
 from emulator.spark.filestream import Cursor, iter_chunks, read_lines, scan, split_at_lines, split_lines
 from emulator.spark.handoff import CommitTarget, HandoffError, entries_for
@@ -360,6 +361,32 @@ def test_the_listeners_handoff_advice_can_be_pasted_into_a_shell_as_printed(tmp_
     advice = OffsetCommitListener(url="http://127.0.0.1:9")._handoff_commands(str(spaced), None, "3f1c")
     command = advice.strip("`")
     assert shlex.split(command)[4:] == ["--checkpoint", str(spaced), "--connector", "c 03", "--source-index", "0"]
+
+
+def test_the_listeners_handoff_advice_does_not_repeat_an_epoch_the_daemon_refused(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """After a stale epoch's refusal the advice carried that same epoch: pasted, refused again. Only the
+    refused connector's epoch is replaced, and a publish that lands afterwards restores the epoch."""
+    targets = [CommitTarget(0, "a", claim_epoch=1), CommitTarget(1, "b", claim_epoch=3)]
+    listener = ListenerCommitter(url="http://127.0.0.1:9", targets=targets, own_sources=False)
+    listener.termination_retry_s = 0
+    fenced = ApiError(409, "Connector a is claimed by 'other' with epoch 2; the writer with epoch 1 has been fenced")
+    fenced.kind = "fenced"
+
+    def refused(query_id: str) -> None:
+        raise ClaimRefused(fenced, "a", 1, "CommitTarget(0, 'a', claim_epoch=N)")
+
+    monkeypatch.setattr(listener, "_publish", refused)
+    assert listener._guarded("3f1c", "termination") is not None
+    advice = listener._handoff_commands(None, None, "3f1c")
+    assert "--connector a --source-index 0 --claim-epoch <epoch of the claim this job holds now>`" in advice
+    assert "--claim-epoch 1" not in advice
+    assert "--connector b --source-index 1 --claim-epoch 3`" in advice
+
+    monkeypatch.setattr(listener, "_publish", lambda query_id: None)
+    assert listener._guarded("3f1c", "termination") is None
+    assert "--connector a --source-index 0 --claim-epoch 1`" in listener._handoff_commands(None, None, "3f1c")
 
 
 def test_offset_fields_that_flatten_to_one_key_are_refused_not_merged() -> None:
