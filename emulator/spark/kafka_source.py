@@ -18,8 +18,10 @@ completed batch from the checkpoint) or run ``connect-offsets spark-handoff --ki
 Commits are monotonic (``DaemonOffsets``): an old checkpoint never moves the group back.
 
 Options: ``url`` (daemon), ``connector``, ``topics`` (comma-separated), ``commitOffsets`` (default
-true), and ``kafka.*`` (passed to confluent_kafka without the prefix; ``kafka.bootstrap.servers`` is
-required). Needs the daemon's sink support (``--bootstrap-servers``, no ``--config-topic``).
+true), ``claimEpoch`` (the epoch of the job's claim on the connector: a claimed connector refuses
+the group's commits without its current epoch, see docs/spark.md), and ``kafka.*`` (passed to
+confluent_kafka without the prefix; ``kafka.bootstrap.servers`` is required). Needs the daemon's
+sink support (``--bootstrap-servers``, no ``--config-topic``).
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ from pyspark.sql.types import StructType
 from emulator.client.errors import ClientError
 from emulator.spark.background import committer_for
 from emulator.spark.committer import SinkOffsetsUnsupported
-from emulator.spark.options import DaemonAccess, OptionError, bool_option, only_known
+from emulator.spark.options import DaemonAccess, OptionError, bool_option, int_option, only_known
 from emulator.spark.refusal import reader_or_refusal, refuse_now
 from emulator.spark.shapes import kafka_entries, kafka_shaped
 
@@ -91,7 +93,7 @@ class TopicPartitionRange(InputPartition):
 
 class ConnectKafkaStreamReader(DataSourceStreamReader):
     def __init__(self, options: Mapping[str, str]) -> None:
-        only_known(options, "connect-kafka", ("connector", "topics", "commitOffsets"), prefix="kafka.")
+        only_known(options, "connect-kafka", ("connector", "topics", "commitOffsets", "claimEpoch"), prefix="kafka.")
         self.daemon = DaemonAccess.of(options)
         connector = options.get("connector")
         if not connector:
@@ -102,6 +104,7 @@ class ConnectKafkaStreamReader(DataSourceStreamReader):
         self.connector, self.topics = connector, sorted(set(topics))
         self.config = kafka_config(options)
         self.commit_offsets = bool_option(options, "commitOffsets", True)
+        self.claim_epoch = int_option(options, "claimEpoch", None, 0)  # the job's claim on the connector, if any
         self._consumer: Any = None
 
     def __getstate__(self) -> dict[str, Any]:
@@ -231,7 +234,12 @@ class ConnectKafkaStreamReader(DataSourceStreamReader):
             log.warning("connect-kafka %s: not committing an unknown offset %r", self.connector, end)
             return
         committer = committer_for(
-            self.daemon.url, self.connector, self.daemon.credentials, kind="sink", source="connect-kafka"
+            self.daemon.url,
+            self.connector,
+            self.daemon.credentials,
+            kind="sink",
+            source="connect-kafka",
+            claim_epoch=self.claim_epoch,
         )
         committer.submit(kafka_entries(shaped))
 

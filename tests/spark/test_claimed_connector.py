@@ -2,9 +2,10 @@
 
 A claimed connector refuses a write without the claim's current epoch (``connect-offsets claim``,
 docs/claims-and-sequences.md). Each Spark path takes the epoch and sends it as ``alter
---claim-epoch`` does: ``connect-file``'s option ``claimEpoch`` (the source's own commit), the
-listener's ``claim_epochs={connector: epoch}`` (its own sources), ``CommitTarget(claim_epoch=)``
-(other sources) and ``spark-handoff --claim-epoch``. With the right epoch the commit lands; with a
+--claim-epoch`` does: the option ``claimEpoch`` of ``connect-file`` and ``connect-kafka`` (the
+source's own commit; ``connect-kafka``'s goes to a sink connector's consumer group), the listener's
+``claim_epochs={connector: epoch}`` (its own sources), ``CommitTarget(claim_epoch=)`` (other
+sources) and ``spark-handoff --claim-epoch``. With the right epoch the commit lands; with a
 stale one, or none, it is refused, nothing is written, and the refusal names the connector, the
 epoch given (or that none was) and the knob to change, never a silent skip.
 """
@@ -23,10 +24,13 @@ from emulator.spark.background import committer_for
 from emulator.spark.file_source import ConnectFileStreamReader
 from emulator.spark.filestream import Cursor
 from emulator.spark.handoff import HandoffError
+from emulator.spark.kafka_source import ConnectKafkaStreamReader
+from emulator.spark.options import OptionError
 from emulator.spark.shapes import FileOffset
+from tests.fixtures.broker import TansuBroker
 from tests.fixtures.cli import run_cli
-from tests.fixtures.daemon import DaemonProcess
-from tests.spark.helpers import Collector, stored_position, unique
+from tests.fixtures.daemon import DaemonFactory, DaemonProcess
+from tests.spark.helpers import Collector, eventually, stored_position, unique
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -92,6 +96,139 @@ def test_connect_file_refused_for_the_claim_warns_what_to_change_and_writes_noth
             f"This commit to {connector} gave no claim epoch: if this job holds that claim, give its epoch "
             "with connect-file's option claimEpoch" in warning
         )
+
+
+# -- connect-kafka's own commit (a sink connector's consumer group): option claimEpoch ---------------------
+
+
+def claimed_group(
+    broker: TansuBroker, daemon_factory: DaemonFactory, *owners: str
+) -> tuple[DaemonProcess, str, str, list[int]]:
+    """A daemon with sink support and a sink connector whose group is at offset 0 of a one-partition
+    topic, claimed by each owner in turn: (the daemon, the connector, the topic, the epochs)."""
+    topic, connector = broker.unique_topic("claimed"), unique("claimed-sink")
+    broker.create_topic(topic, 1)
+    broker.produce_raw(topic, [(None, f"v{n}".encode(), 0) for n in range(6)])
+    daemon = daemon_factory("--bootstrap-servers", broker.bootstrap, "--offsets-topic", broker.unique_topic("offsets"))
+    client = daemon.client()
+    body = {"offsets": [{"partition": {"kafka_topic": topic, "kafka_partition": 0}, "offset": {"kafka_offset": 0}}]}
+    client.alter(connector, body, create=True, kind="sink")
+    return daemon, connector, topic, [int(client.claim(connector, owner)["epoch"]) for owner in owners]
+
+
+def group_offset(daemon: DaemonProcess, connector: str) -> int:
+    (row,) = daemon.client().offsets(connector, kind="sink")
+    return int(row["offset"]["kafka_offset"])
+
+
+def kafka_commit(
+    broker: TansuBroker, daemon: DaemonProcess, connector: str, topic: str, offset: int, **options: str
+) -> None:
+    """The reader's ``commit(end)`` as Spark calls it, then the background thread's commit (waited for)."""
+    reader = ConnectKafkaStreamReader(
+        {
+            "url": daemon.url,
+            "connector": connector,
+            "topics": topic,
+            "kafka.bootstrap.servers": broker.bootstrap,
+            **options,
+        }
+    )
+    reader.commit({topic: {"0": offset}})
+    committer = committer_for(
+        daemon.url,
+        connector,
+        reader.daemon.credentials,
+        kind="sink",
+        source="connect-kafka",
+        claim_epoch=reader.claim_epoch,
+    )
+    assert committer.flush(30)
+
+
+@pytest.mark.kafka
+def test_connect_kafka_commits_to_a_claimed_connector_under_option_claim_epoch(
+    kafka_broker: TansuBroker, daemon_factory: DaemonFactory
+) -> None:
+    daemon, connector, topic, (epoch,) = claimed_group(kafka_broker, daemon_factory, "spark-run-7")
+    kafka_commit(kafka_broker, daemon, connector, topic, 4, claimEpoch=str(epoch))
+    assert group_offset(daemon, connector) == 4
+
+
+@pytest.mark.kafka
+@pytest.mark.parametrize("given", ["stale", "none"])
+def test_connect_kafka_refused_for_the_claim_warns_what_to_change_and_writes_nothing(
+    kafka_broker: TansuBroker, daemon_factory: DaemonFactory, caplog: pytest.LogCaptureFixture, given: str
+) -> None:
+    daemon, connector, topic, (first, current) = claimed_group(
+        kafka_broker, daemon_factory, "spark-run-7", "spark-run-8"
+    )
+    options = {"claimEpoch": str(first)} if given == "stale" else {}
+    with caplog.at_level(logging.WARNING, logger="emulator.spark.background"):
+        kafka_commit(kafka_broker, daemon, connector, topic, 4, **options)
+    assert group_offset(daemon, connector) == 0
+    (warning,) = [r.getMessage() for r in caplog.records if connector in r.getMessage()]
+    assert warning.startswith(f"connect-kafka {connector}: could not commit"), warning
+    if given == "stale":
+        assert (
+            f"claimed by 'spark-run-8' with epoch {current}; the writer with epoch {first} has been fenced" in warning
+        )
+        assert (
+            f"This commit to {connector} gave claim epoch {first} (connect-kafka's option claimEpoch), which is not "
+            f"the connector's current claim" in warning
+        )
+        assert f"`connect-offsets claims {connector}`" in warning
+    else:
+        assert f"claimed by 'spark-run-8' (epoch {current})" in warning
+        assert (
+            f"This commit to {connector} gave no claim epoch: if this job holds that claim, give its epoch "
+            "with connect-kafka's option claimEpoch" in warning
+        )
+
+
+@pytest.mark.kafka
+@pytest.mark.slow
+def test_a_connect_kafka_query_commits_to_a_claimed_group_under_option_claim_epoch(
+    spark: SparkSession, kafka_broker: TansuBroker, daemon_factory: DaemonFactory, tmp_path: Path
+) -> None:
+    """Through Spark's own option handling (it lower-cases the names): the source's commit, one batch
+    late, lands in the claimed group with the epoch given."""
+    daemon, connector, topic, (epoch,) = claimed_group(kafka_broker, daemon_factory, "spark-run-7")
+    query = (
+        spark.readStream.format("connect-kafka")
+        .option("url", daemon.url)
+        .option("connector", connector)
+        .option("topics", topic)
+        .option("kafka.bootstrap.servers", kafka_broker.bootstrap)
+        .option("claimEpoch", str(epoch))
+        .load()
+        .writeStream.foreachBatch(Collector())
+        .option("checkpointLocation", str(tmp_path / "cp"))
+        .trigger(processingTime="200 milliseconds")
+        .start()
+    )
+    try:
+        query.processAllAvailable()  # batch 0: offsets 0..5
+        kafka_broker.produce_raw(topic, [(None, b"v6", 0)])
+        query.processAllAvailable()  # planning batch 1 commits batch 0's end
+    finally:
+        query.stop()
+    assert eventually(lambda: group_offset(daemon, connector), lambda offset: offset >= 6) == 6
+
+
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [("abc", "option claimEpoch must be an integer, got 'abc'"), ("-1", "option claimEpoch must be >= 0, got -1")],
+)
+def test_connect_kafka_refuses_what_no_claim_epoch_can_be(raw: str, message: str) -> None:
+    options = {"connector": "c", "topics": "t", "kafka.bootstrap.servers": "127.0.0.1:9", "claimEpoch": raw}
+    with pytest.raises(OptionError, match=message):
+        ConnectKafkaStreamReader(options)
+
+
+def test_connect_kafka_takes_no_claim_epoch_by_default() -> None:
+    reader = ConnectKafkaStreamReader({"connector": "c", "topics": "t", "kafka.bootstrap.servers": "127.0.0.1:9"})
+    assert reader.claim_epoch is None
 
 
 # -- the listener: claim_epochs for its own sources, CommitTarget(claim_epoch=) for others -----------------
