@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from concurrent.futures import Future
-from typing import Any
+from typing import Any, TypeVar
 
 from emulator.history.origins import OriginRegistry, WriteTicket, current_write_origin
 from emulator.logs.base import OffsetLog, ReadProgress, RecordSink
@@ -16,6 +16,8 @@ from emulator.logs.write_timings import WriteTimings
 from emulator.model.claims import Claim, Fence
 from emulator.model.errors import WriteOutcomeUnknown
 from emulator.model.records import LogRecord, Position
+
+T = TypeVar("T")
 
 
 class TrackedLog(OffsetLog):
@@ -73,6 +75,9 @@ class TrackedLog(OffsetLog):
         self, fence: Fence, entries: Sequence[tuple[bytes, bytes | None]], timeout_s: float = 30.0
     ) -> list[Position]:
         return self._tracked(entries, lambda: self.inner.append_fenced(fence, entries, timeout_s))
+
+    def write_fenced(self, fence: Fence, write: Callable[[], T], timeout_s: float = 30.0) -> T:
+        return self.inner.write_fenced(fence, write, timeout_s)  # not a record of the log: nothing to track
 
     def append_transactional(
         self,

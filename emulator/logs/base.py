@@ -11,12 +11,14 @@ import abc
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from emulator.logs.write_timings import WriteTimings
-from emulator.model.claims import Claim, Fence
-from emulator.model.errors import ClaimsUnsupported, InvalidRecord, LogConfigError, LogUnavailable
+from emulator.model.claims import Claim, Fence, Fenced, fenced_message, held_message
+from emulator.model.errors import ClaimHeld, ClaimsUnsupported, InvalidRecord, LogConfigError, LogUnavailable
 from emulator.model.records import LogRecord, Position
+
+T = TypeVar("T")
 
 RecordSink = Callable[[Sequence[LogRecord]], None]
 """Receives records in log order per partition. Called from the log's reader thread."""
@@ -127,6 +129,26 @@ class OffsetLog(abc.ABC):
         if fence.epoch is None:
             return self.append(entries, timeout_s)
         raise ClaimsUnsupported(f"{self.description} does not support claims")
+
+    def write_fenced(self, fence: Fence, write: Callable[[], T], timeout_s: float = 30.0) -> T:
+        """``write()``, a write this log does not make itself (a sink connector's consumer group),
+        refused as ``append_fenced`` refuses: ``Fenced`` unless ``fence`` is the current claim, or, for
+        ``fence.epoch=None``, ``ClaimHeld`` while anyone holds the connector. Blocking: call it from a
+        worker thread; ``write()`` runs on the caller's thread and its answer (or error) is returned.
+
+        A backend that can (Kafka) makes the check atomic with claims made through this process: no
+        such claim answers between the check and ``write()``'s return, however late that is (a write
+        waits for the connector's lock at most ``timeout_s``, ``LogTimeout`` after). This default,
+        for a log that has no such writes (the embedded log has no consumer groups), only checks
+        the stored claim first, not atomically with ``write()``.
+        """
+        current = self.current_claim(fence.connector, timeout_s)
+        if fence.epoch is None:
+            if current is not None:
+                raise ClaimHeld(held_message(fence.connector, current))
+        elif current is None or current.epoch != fence.epoch:
+            raise Fenced(fenced_message(fence.connector, fence.epoch, current))
+        return write()
 
     def start_append_fenced(
         self, fence: Fence, entries: Sequence[tuple[bytes, bytes | None]]

@@ -212,7 +212,7 @@ def assemble_runtime(
     checks = ConnectorChecks(service_log, view, states, refresh_timeout_s=write_timeout_s)
     writer = OffsetsWriter(service_log, view, guard, write_timeout_s)
     source = SourceOffsets(SourceStrategy(view, writer, guard), topics, service_log, view, guard)
-    offsets = OffsetsService(service_log, checks, guard, writer, source=source, sink=SinkStrategy(sinks, states))
+    offsets = OffsetsService(service_log, checks, guard, writer, source=source, sink=SinkStrategy(sinks, states, guard))
     return Runtime(
         log=offset_log,
         view=view,

@@ -8,19 +8,23 @@ on a daemon without Kafka, whose embedded log has no consumer groups.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TypeVar
+
 from emulator.model.connectors import ConnectorStates
 from emulator.model.errors import SinksUnsupported
 from emulator.model.offsets import ConnectorOffset
 from emulator.service.bodies import OffsetChange
 from emulator.service.results import ALTERED, RESET, ModifyResult
 from emulator.service.sinks import (
+    GroupWrite,
     SinkOffsets,
     consumer_group_id,
     parse_sink_offsets,
     plan_alter,
     refuse_negative_offsets,
 )
-from emulator.service.write_guard import WriteAuth
+from emulator.service.write_guard import WriteAuth, WriteGuard
 from emulator.service.writer import WriteSection
 
 NO_SINKS_MESSAGE = (
@@ -28,11 +32,18 @@ NO_SINKS_MESSAGE = (
     "cluster (--bootstrap-servers): the embedded log has no consumer groups"
 )
 
+T = TypeVar("T")
+
+_LOCK_ANSWER_S = 0.5
+"""The wait for the connector's lock ends this long before the request's deadline, so that a write that
+never started answers "nothing was written" (``LogTimeout``) before the deadline's "it may still happen"."""
+
 
 class SinkStrategy:
-    def __init__(self, sinks: SinkOffsets | None, states: ConnectorStates) -> None:
+    def __init__(self, sinks: SinkOffsets | None, states: ConnectorStates, guard: WriteGuard) -> None:
         self._sinks = sinks
         self._states = states
+        self._guard = guard
 
     async def offsets(self, connector: str) -> list[ConnectorOffset]:
         sinks = self._require_sinks()
@@ -42,22 +53,37 @@ class SinkStrategy:
         self, connector: str, changes: list[OffsetChange], dry_run: bool, auth: WriteAuth, section: WriteSection
     ) -> ModifyResult:
         """``SinkUtils.parseSinkConnectorOffsets`` (Connect's format checks for sinks), then the
-        group's commits and deletions. Claims are checked before (the broker fences zombie tasks
-        itself); commit sequences apply to source records only."""
+        group's commits and deletions. Claims are checked before, and again atomically with the
+        group's writes (``_fenced``; the broker fences zombie tasks itself); commit sequences apply
+        to source records only."""
         sinks = self._require_sinks()
         parsed = parse_sink_offsets(changes)
         refuse_negative_offsets(connector, parsed)  # a dry run answers what the write would
         group = self._group(connector)
         if not dry_run:
-            await section.deadline.within_unknown(sinks.alter(connector, group, parsed), f"altering group {group}")
+            altering = sinks.alter(connector, group, parsed, self._fenced(connector, auth, section))
+            await section.deadline.within_unknown(altering, f"altering group {group}")
         return ModifyResult(ALTERED, plan_alter(group, parsed), dry_run)
 
     async def reset(self, connector: str, dry_run: bool, auth: WriteAuth, section: WriteSection) -> ModifyResult:
         sinks, group = self._require_sinks(), self._group(connector)
         if dry_run:
             return ModifyResult(RESET, await sinks.plan_reset(connector, group), dry_run)
-        planned = await section.deadline.within_unknown(sinks.reset(connector, group), f"resetting group {group}")
+        resetting = sinks.reset(connector, group, self._fenced(connector, auth, section))
+        planned = await section.deadline.within_unknown(resetting, f"resetting group {group}")
         return ModifyResult(RESET, planned, dry_run)
+
+    def _fenced(self, connector: str, auth: WriteAuth, section: WriteSection) -> GroupWrite:
+        """The group's writes, run (in their worker thread) under the connector's claim check, which
+        waits for the connector's lock until just before the request's deadline at most. A write
+        answered late (503, outcome unknown) keeps that lock until the admin client returns, so no
+        claim made through this daemon answers while it may still land."""
+
+        def fenced(write: Callable[[], T]) -> T:
+            wait_s = max(section.deadline.remaining() - _LOCK_ANSWER_S, 0.0)
+            return self._guard.write_outside(connector, auth, write, wait_s)
+
+        return fenced
 
     def _require_sinks(self) -> SinkOffsets:
         if self._sinks is None:

@@ -10,16 +10,18 @@ are Connect's ``BadRequestException`` texts (``InvalidRequest``).
 Messages are Connect 4.3.0's (``Worker.java``, ``SinkUtils.java``); the request format rules are
 ``SinkUtils.parseSinkConnectorOffsets``, including ``String.valueOf``/``parseInt`` so that ``"5"``
 and ``5`` are accepted and ``5.0`` is not. The admin calls are ``emulator.logs.kafka.groups``; each one
-runs in a worker thread with a deadline.
+runs in a worker thread with a deadline. A modification's group writes (PATCH's commit and deletions,
+DELETE's group deletion) run in one worker thread through the caller's ``GroupWrite``, which checks
+the connector's claim atomically with them (``WriteGuard.write_outside``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 from emulator.connect_cluster.java_text import parse_int, string_value_of
 from emulator.logs.kafka.config import KafkaClientConfig
@@ -30,6 +32,21 @@ from emulator.service.bodies import OffsetChange
 from emulator.service.results import PlannedGroupChangeBody
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+
+class GroupWrite(Protocol):
+    """Runs ``write`` (admin calls that change the group) on the caller's thread and returns its
+    answer, or refuses it first (a claim held by someone else): ``WriteGuard.write_outside``."""
+
+    def __call__(self, write: Callable[[], T]) -> T: ...
+
+
+def unguarded(write: Callable[[], T]) -> T:
+    """A ``GroupWrite`` that checks nothing."""
+    return write()
+
 
 KAFKA_TOPIC_KEY = "kafka_topic"
 KAFKA_PARTITION_KEY = "kafka_partition"
@@ -224,16 +241,24 @@ class SinkOffsets:
 
     # ------------------------------------------------------------------ writes
 
-    async def alter(self, connector: str, group: str, changes: Sequence[SinkChange]) -> None:
-        """PATCH: commit the given offsets and delete the offsets of partitions given ``null``."""
+    async def alter(
+        self, connector: str, group: str, changes: Sequence[SinkChange], guard: GroupWrite = unguarded
+    ) -> None:
+        """PATCH: commit the given offsets and delete the offsets of partitions given ``null``, both
+        in one worker thread through ``guard``."""
         refuse_negative_offsets(connector, changes)
         commits = [(c.topic, c.partition, c.offset) for c in changes if c.offset is not None]
         deletions = [(c.topic, c.partition) for c in changes if c.offset is None]
-        failures: list[GroupFailure] = []
-        if commits:
-            failures += await asyncio.to_thread(self._groups.commit, group, commits)
-        if deletions:
-            failures += await asyncio.to_thread(self._groups.delete_offsets, group, deletions)
+
+        def write() -> list[GroupFailure]:
+            failures: list[GroupFailure] = []
+            if commits:
+                failures += self._groups.commit(group, commits)
+            if deletions:
+                failures += self._groups.delete_offsets(group, deletions)
+            return failures
+
+        failures = await asyncio.to_thread(guard, write)
         if not failures:
             return
         for failure in failures:
@@ -248,15 +273,16 @@ class SinkOffsets:
         # Connect's words, then the broker's reason: Connect leaves it in the worker's log only.
         raise SinkOffsetsFailed(f"{alter_failed_message(connector)}: {'; '.join(f.detail for f in failures)}")
 
-    async def reset(self, connector: str, group: str) -> list[PlannedGroupChange]:
-        """DELETE: delete the group. A group that is already gone counts as reset (idempotent)."""
+    async def reset(self, connector: str, group: str, guard: GroupWrite = unguarded) -> list[PlannedGroupChange]:
+        """DELETE: delete the group (through ``guard``, after listing its offsets). A group that is
+        already gone counts as reset (idempotent)."""
         try:
             committed = await asyncio.to_thread(self._groups.committed, group)
         except GroupAdminError as exc:
             log.error("Failed to list offsets prior to resetting offsets for sink connector %s: %r", connector, exc)
             raise SinkOffsetsFailed(list_before_reset_failed_message(connector)) from exc
         try:
-            await asyncio.to_thread(self._groups.delete_group, group)
+            await asyncio.to_thread(guard, lambda: self._groups.delete_group(group))
         except GroupAdminError as exc:
             if exc.error not in _GROUP_GONE:
                 log.error("Failed to reset consumer group offsets for sink connector %s: %r", connector, exc)

@@ -6,7 +6,8 @@ the guard inside the connector's write section (``emulator.service.writer``) and
   epoch (``claim_epoch``); one without it is refused as Connect refuses a connector that is not
   STOPPED (``ClaimHeld``: someone holds the connector), one with an older epoch is ``Fenced`` and
   writes nothing. ``check_writer`` fails fast; the log checks again atomically with the write
-  (``append`` always presents a ``Fence``, with ``epoch=None`` for a writer without a claim).
+  (``append`` always presents a ``Fence``, with ``epoch=None`` for a writer without a claim; a sink
+  connector's group write goes through ``write_outside``, checked the same way).
 - Sequences (``emulator.model.sequences``): a commit may carry (source descriptor, number); per
   partition a replayed or late commit is dropped and reported instead of moving an offset back.
   ``filter_sequence`` and ``record_sequence`` run in the same write section as the write, so no
@@ -16,9 +17,10 @@ the guard inside the connector's write section (``emulator.service.writer``) and
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from emulator.codec.keys import logical_id
 from emulator.logs.base import OffsetLog
@@ -29,6 +31,8 @@ from emulator.model.records import Position
 from emulator.model.sequences import CommitSequence, SequenceTracker
 from emulator.service.bodies import OffsetChange
 from emulator.service.results import DroppedCommit
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,6 +130,11 @@ class WriteGuard:
     ) -> list[Position]:
         """The log's append, refused atomically unless ``auth`` may write ``connector`` (blocking)."""
         return self._log.append_fenced(auth.fence(connector), entries, timeout_s)
+
+    def write_outside(self, connector: str, auth: WriteAuth, write: Callable[[], T], timeout_s: float) -> T:
+        """``write()`` (a sink connector's group, not the log's records), refused atomically unless
+        ``auth`` may write ``connector``, as ``append`` is (``OffsetLog.write_fenced``; blocking)."""
+        return self._log.write_fenced(auth.fence(connector), write, timeout_s)
 
     def start_append(
         self, connector: str, auth: WriteAuth, entries: Sequence[tuple[bytes, bytes | None]]

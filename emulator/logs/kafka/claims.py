@@ -26,6 +26,7 @@ import threading
 import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from concurrent.futures import Future
+from typing import TypeVar
 
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 from confluent_kafka.admin import AdminClient
@@ -40,6 +41,8 @@ from emulator.model.errors import ClaimHeld, Conflict, LogTimeout, LogUnavailabl
 from emulator.model.records import LogRecord, Position
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 _RESOLVE_S = 300.0
 """How long a transaction whose commit timed out keeps being committed in the background (librdkafka's
@@ -363,6 +366,35 @@ class KafkaClaims:
         finally:
             if release_now:
                 lock.release()
+
+    def write_fenced(self, fence: Fence, write: Callable[[], T], timeout_s: float) -> T:
+        """``write()``, a write outside the offsets topic (a sink connector's consumer group, through
+        the admin client), under the connector's lock: refused with ``ClaimHeld`` for a writer without
+        a claim epoch while the connector is claimed, with ``Fenced`` for an epoch that is no longer
+        the current claim (both as of the caller's last read of this topic, ``current``).
+
+        Atomic with claims made through this daemon, as ``append_unclaimed`` is: ``write()`` runs on
+        the caller's thread holding the lock and keeps it until it returns, even after the request's
+        deadline passed, so a claim never answers while such a write may still land behind it. The
+        epoch's claim may have been made through another daemon (the group needs no producer of
+        ours). A claim made through another daemon after that read is outside this lock.
+        """
+        lock = self._connector_lock(fence.connector)
+        if not lock.acquire(timeout=max(timeout_s, 0.0)):
+            raise LogTimeout(
+                f"an earlier write or claim of connector {fence.connector} is still waiting for the broker's "
+                "answer; nothing was written"
+            )
+        try:
+            held = self.cached(fence.connector)
+            if fence.epoch is None:
+                if held is not None:
+                    raise ClaimHeld(held_message(fence.connector, held))
+            elif held is None or held.epoch != fence.epoch:
+                raise Fenced(fenced_message(fence.connector, fence.epoch, held))
+            return write()
+        finally:
+            lock.release()
 
     def append_fenced(
         self, fence: Fence, entries: Sequence[tuple[bytes, bytes | None]], timeout_s: float

@@ -14,6 +14,7 @@ import threading
 import time
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from concurrent.futures import Future
+from typing import TypeVar
 
 from confluent_kafka.admin import AdminClient
 
@@ -36,10 +37,12 @@ from emulator.logs.kafka.writer import OffsetsWriter, checked_entry
 from emulator.logs.own_writes import OwnWrites
 from emulator.logs.write_timings import WriteTimings
 from emulator.model.claims import Claim, Fence, Fenced, fenced_message
-from emulator.model.errors import LogConfigError, LogUnavailable, LogWriteError
+from emulator.model.errors import LogConfigError, LogTimeout, LogUnavailable, LogWriteError
 from emulator.model.records import LogRecord, Position
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 _METADATA_WAIT_S = 30.0  # KafkaBasedLog.CREATE_TOPIC_TIMEOUT_NS
 
@@ -130,6 +133,10 @@ class KafkaOffsetLog(OffsetLog):
         self._claims: KafkaClaims | None = None
         self._claims_lock = threading.Lock()
         self._watch: BrokerWatch | None = None
+        # Writes outside the topic (``write_fenced``: sink connectors' groups) begun while there was no
+        # claims store, per connector: the claim that opens the store waits for them (under _claims_lock).
+        self._storeless_writes: dict[str, int] = {}
+        self._storeless_done = threading.Condition(self._claims_lock)
 
     # ---------------------------------------------------------------- description & health
 
@@ -413,6 +420,14 @@ class KafkaOffsetLog(OffsetLog):
     def claim(self, connector: str, owner: str) -> Claim:
         store = self._claims_store(create=True)
         assert store is not None
+        # A write of the connector's group that began before there was a store held no connector lock:
+        # wait for it, as a claim waits for a write holding the lock (every later one takes the lock).
+        with self._storeless_done:
+            if not self._storeless_done.wait_for(lambda: connector not in self._storeless_writes, self._timeout_s):
+                raise LogTimeout(
+                    f"a write of connector {connector}'s consumer group begun before this claim is still waiting "
+                    f"for the broker's answer after {self._timeout_s:g} s; nothing was claimed"
+                )
         return store.claim(connector, owner)
 
     def current_claim(self, connector: str, timeout_s: float | None = None) -> Claim | None:
@@ -466,6 +481,32 @@ class KafkaOffsetLog(OffsetLog):
         if store is None:  # a claim epoch, but nobody ever claimed on this topic
             raise Fenced(fenced_message(fence.connector, fence.epoch, None))
         return self._noted(store.append_fenced(fence, checked, timeout_s))
+
+    def write_fenced(self, fence: Fence, write: Callable[[], T], timeout_s: float = 30.0) -> T:
+        """Under the claims store's connector lock (``KafkaClaims.write_fenced``). While nobody ever
+        claimed on this topic there is no store: a write without a claim epoch runs at once, and the
+        claim that opens the store waits until it returned."""
+        if fence.epoch is not None:
+            store = self._claims_store(create=False)
+            if store is None:  # a claim epoch, but nobody ever claimed on this topic
+                raise Fenced(fenced_message(fence.connector, fence.epoch, None))
+            return store.write_fenced(fence, write, timeout_s)
+        with self._claims_lock:
+            watch = self._watch
+            storeless = self._claims is None and (watch is None or not watch.topic_exists)
+            if storeless:
+                self._storeless_writes[fence.connector] = self._storeless_writes.get(fence.connector, 0) + 1
+        if storeless:
+            try:
+                return write()
+            finally:
+                with self._storeless_done:
+                    left = self._storeless_writes.pop(fence.connector) - 1
+                    if left:
+                        self._storeless_writes[fence.connector] = left
+                    self._storeless_done.notify_all()
+        store = self._claims_store(create=False)
+        return write() if store is None else store.write_fenced(fence, write, timeout_s)
 
     def start_append_fenced(
         self, fence: Fence, entries: Sequence[tuple[bytes, bytes | None]]
