@@ -62,12 +62,15 @@ def _named(message: str, args: argparse.Namespace) -> str:
 
 
 def _directory_named(message: str, settings: Settings) -> str:
+    """Only a refusal of the directory itself (``data directory /srv/x is not a directory``,
+    ``history directory …``): a full disk under it or a file of another owner in it is not the
+    setting's fault, and their messages already say what to do."""
     if any(flag in message for flag in ("--data-dir", "--history-dir")):
         return message
-    if str(settings.history_root) in message:
+    if f"history directory {settings.history_root}" in message:
         if settings.history_dir is not None:
             return f"--history-dir: {message}"
         return f"--data-dir: {message}; the history is kept under <data-dir>/history unless --history-dir moves it"
-    if str(settings.data_dir.absolute()) in message:
+    if f"data directory {settings.data_dir.absolute()}" in message:
         return f"--data-dir: {message}"
     return message
