@@ -62,6 +62,7 @@ from benchmarks.support import (
 from emulator.codec.keys import encode_key
 from emulator.codec.murmur2 import partition_for
 from emulator.codec.values import encode_offset
+from emulator.logs.embedded.storage import RECORDS_TABLE
 
 CONNECTOR = "bench-conn-0"
 PARTITION = {"filename": "/data/file-0.txt", "line": 0}
@@ -168,9 +169,9 @@ class RawSqlite:
 
     Same settings as the daemon's embedded log (``emulator/logs/embedded/storage.py``): WAL journal,
     ``synchronous=FULL`` (the daemon's default, so each commit fsyncs the WAL), autocommit connection
-    with an explicit ``BEGIN IMMEDIATE`` ... ``COMMIT``, a ``WITHOUT ROWID`` table keyed by
-    (partition, offset) like the log's ``records``; on the same filesystem as the daemon's data
-    directory. The same key and value bytes as the PATCH writes.
+    with an explicit ``BEGIN IMMEDIATE`` ... ``COMMIT``, the log's ``records`` table itself
+    (``RECORDS_TABLE``: a rowid table with the (partition, offset) primary key); on the same
+    filesystem as the daemon's data directory. The same key and value bytes as the PATCH writes.
     """
 
     def __init__(self, path: Path, partitions: int) -> None:
@@ -180,10 +181,7 @@ class RawSqlite:
         self.conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
         self.conn.execute("PRAGMA journal_mode = WAL")
         self.conn.execute("PRAGMA synchronous = FULL")
-        self.conn.execute(
-            "CREATE TABLE IF NOT EXISTS records (partition INTEGER NOT NULL, offset INTEGER NOT NULL, "
-            "key BLOB, value BLOB, timestamp_ms INTEGER NOT NULL, PRIMARY KEY (partition, offset)) WITHOUT ROWID"
-        )
+        self.conn.execute(RECORDS_TABLE.format(name="IF NOT EXISTS records"))
         self.offset = 0
 
     def timed_commit(self, position: int) -> float:

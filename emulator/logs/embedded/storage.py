@@ -2,8 +2,14 @@
 
 One SQLite file per log, ``<data_dir>/<name>.sqlite3``, in WAL mode:
 
-* ``records(partition, offset, key, value, timestamp_ms)``, primary key ``(partition, offset)``,
-  ``WITHOUT ROWID`` so a partition's records are one contiguous B-tree range (replay is a range scan).
+* ``records(partition, offset, key, value, timestamp_ms)``, primary key ``(partition, offset)``: a
+  rowid table, whose primary key is an index of its own. Not ``WITHOUT ROWID`` (which keeps each row
+  in the primary key's B-tree, interior pages included): there, every insert compared its key with
+  whole rows on the way down, and a few legal offsets of megabytes made each later write read them
+  again — a 30,000-partition PATCH after six 20 MB values read 3 GB and timed out, against 3 MiB
+  and 4.4 s without them. Here the interior pages hold integers only; a replay reads a partition
+  through the index: a restore of 500,000 records took 3.2 s instead of 2.7 s (benchmarks/RESULTS.md, round 26).
+  Logs made in the old layout are rebuilt in this one when opened (``_rebuild_records``).
 * ``partitions(partition, next_offset)``: the log end offset of each partition. Kept apart from
   ``records`` because compaction deletes rows; deriving the end from ``max(offset) + 1`` could hand
   out an offset twice, and positions held by readers would then skip a record.
@@ -104,6 +110,7 @@ class LogFile:
                 )
             else:
                 partitions = self._read_meta(conn)
+                _rebuild_records(conn, self.description)
             log_id = _log_id(conn)
             # Claims (emulator/model/claims.py) live beside the records; older logs gain the table here.
             conn.execute(
@@ -119,11 +126,7 @@ class LogFile:
 
     def _create_schema(self, conn: sqlite3.Connection) -> int:
         conn.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
-        conn.execute(
-            "CREATE TABLE records (partition INTEGER NOT NULL, offset INTEGER NOT NULL, "
-            "key BLOB, value BLOB, timestamp_ms INTEGER NOT NULL, PRIMARY KEY (partition, offset)) "
-            "WITHOUT ROWID"
-        )
+        conn.execute(RECORDS_TABLE.format(name="records"))
         conn.execute("CREATE TABLE partitions (partition INTEGER PRIMARY KEY, next_offset INTEGER NOT NULL)")
         conn.executemany(
             "INSERT INTO meta (key, value) VALUES (?, ?)",
@@ -297,6 +300,44 @@ def _stored_meta(path: Path, key: str) -> str | None:
         return None
     finally:
         conn.close()
+
+
+RECORDS_TABLE = (
+    "CREATE TABLE {name} (partition INTEGER NOT NULL, offset INTEGER NOT NULL, "
+    "key BLOB, value BLOB, timestamp_ms INTEGER NOT NULL, PRIMARY KEY (partition, offset))"
+)
+"""The records' layout (the module's docstring says why it is a rowid table)."""
+
+
+def _rebuild_records(conn: sqlite3.Connection, description: str) -> None:
+    """A log made by a version before 2026-11-28 keeps its records ``WITHOUT ROWID``: copied here
+    into the current layout, inside ``initialise``'s transaction (every record or none; the count is
+    checked before the old table goes). Once per log; older versions read the result as before
+    (same table, same columns)."""
+    (sql,) = conn.execute("SELECT sql FROM sqlite_schema WHERE type = 'table' AND name = 'records'").fetchone()
+    if "WITHOUT ROWID" not in str(sql).upper():
+        return
+    started = time.monotonic()
+    conn.execute("DROP TABLE IF EXISTS records_rebuilt")
+    conn.execute(RECORDS_TABLE.format(name="records_rebuilt"))
+    copied = conn.execute(
+        "INSERT INTO records_rebuilt (partition, offset, key, value, timestamp_ms) "
+        "SELECT partition, offset, key, value, timestamp_ms FROM records ORDER BY partition, offset"
+    ).rowcount
+    (count,) = conn.execute("SELECT count(*) FROM records").fetchone()
+    if copied != count:
+        raise LogConfigError(
+            f"{description}: rebuilding the records table copied {copied} of {count} records; nothing was changed"
+        )
+    conn.execute("DROP TABLE records")
+    conn.execute("ALTER TABLE records_rebuilt RENAME TO records")
+    log.info(
+        "%s: records rebuilt in the current layout (a rowid table: large values no longer slow every write), "
+        "%d records in %.1f s",
+        description,
+        count,
+        time.monotonic() - started,
+    )
 
 
 def _log_id(conn: sqlite3.Connection) -> str:
