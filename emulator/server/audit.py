@@ -19,10 +19,9 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from emulator.codec.keys import KeyProblem, parse_key
 from emulator.formats.diff import Change as DiffChange
 from emulator.formats.diff import Diff
 from emulator.history.rollback import RollbackChange
@@ -31,8 +30,8 @@ from emulator.model.audit import MAX_LISTED, AuditEvent, listed
 from emulator.model.principal import Principal
 from emulator.server.log_format import fields
 from emulator.server.metrics import Metrics
-from emulator.service.results import ModifyResult, PlannedRecord
-from emulator.service.sinks import PlannedGroupChange
+from emulator.service.audit_notes import key_text
+from emulator.service.results import ModifyResult
 
 log = logging.getLogger("emulator.audit")
 
@@ -168,54 +167,22 @@ def _logged_details(details: dict[str, Any]) -> dict[str, Any]:
 
 
 # ---- what the routes note (see emulator.model.audit) ------------------------------------------------
+# A DELETE's and a rollback's partitions are noted by the service as it plans the write
+# (``emulator.service.audit_notes``), so one that fails or times out is audited with them too.
 
 
-def note_modification(result: ModifyResult, *, partitions: bool) -> None:
-    """A PATCH or DELETE's outcome: records written (or planned by a dry run), stale commits dropped,
-    and, with ``partitions`` (DELETE, whose request names none), the partitions it reached."""
-    if partitions:
-        audit.note_partitions(_unique(_partition_of(r) for r in result.records))
+def note_modification(result: ModifyResult) -> None:
+    """A PATCH or DELETE's outcome: records written (or planned by a dry run), stale commits dropped."""
     audit.note(records=len(result.records))
     if result.dropped:
         audit.note(dropped_sequences=len(result.dropped))
 
 
 def note_rollback(changes: Sequence[RollbackChange]) -> None:
-    audit.note_partitions(_unique(_key_partition(c.key) for c in changes))
     audit.note(records=len(changes))
 
 
 def note_import(diff: Diff, written: int) -> None:
     changed = [e for e in diff.entries if e.status is not DiffChange.UNCHANGED]
-    audit.note_partitions(e.partition if e.partition is not None else _key_text(e.key) for e in changed)
+    audit.note_partitions(e.partition if e.partition is not None else key_text(e.key) for e in changed)
     audit.note(connectors=diff.connectors(), records=len(diff.entries), written=written)
-
-
-def _partition_of(change: Any) -> Any:
-    if isinstance(change, PlannedRecord):
-        return _key_partition(change.key)
-    if isinstance(change, PlannedGroupChange):
-        if change.topic is None:
-            return {"consumer_group": change.group}
-        return {"kafka_topic": change.topic, "kafka_partition": change.partition}
-    return str(change)
-
-
-def _key_partition(key: bytes) -> Any:
-    """The partition map of a Connect key, else the key as text (an auditor still sees what it was)."""
-    parsed = parse_key(key)
-    return _key_text(key) if isinstance(parsed, KeyProblem) else parsed.partition
-
-
-def _key_text(raw: bytes) -> str:
-    return raw[:200].decode("utf-8", "backslashreplace")
-
-
-def _unique(partitions: Iterable[Any]) -> Iterator[Any]:
-    """Each partition once: a partition written under several raw keys is still one partition."""
-    seen: set[str] = set()
-    for partition in partitions:
-        marker = json.dumps(partition, sort_keys=True, default=str)
-        if marker not in seen:
-            seen.add(marker)
-            yield partition

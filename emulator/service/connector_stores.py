@@ -42,7 +42,9 @@ from emulator.logs.base import OffsetLog, check_record_size
 from emulator.model.errors import ClaimsUnsupported, InvalidRequest, LogUnavailable, LogWriteError
 from emulator.model.offsets import ConnectorOffset
 from emulator.model.records import Position
+from emulator.service.audit_notes import note_planned
 from emulator.service.bodies import OffsetChange, validate_changes
+from emulator.service.bulk import bulk_pass
 from emulator.service.results import RESET, ModifyResult, PlannedRecord
 from emulator.service.source_strategy import SourceStrategy, altered_message, view_offsets
 from emulator.service.write_guard import NO_AUTH, WriteAuth, WriteGuard
@@ -198,6 +200,7 @@ class SourceOffsets:
         plan = StorePlan()
         for key in keys:
             plan.add(self, stores, own, key, None)
+        await bulk_pass(len(keys), lambda: note_planned(plan.all()))  # audited even if the write then fails
         if not dry_run:
             with write_origin("DELETE", connector):
                 await self._write(connector, stores, own, plan, auth, section)

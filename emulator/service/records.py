@@ -28,6 +28,7 @@ from emulator.history.rollback import RollbackChange, current_state, plan_rollba
 from emulator.model.connectors import not_stopped_message
 from emulator.model.errors import ConnectorNotFound, HistoryBehind, HistoryDamaged, InvalidRequest, NotStopped
 from emulator.model.times import format_time_ms
+from emulator.service.audit_notes import note_rollback_plan
 from emulator.service.bulk import bulk_pass
 from emulator.service.checks import ConnectorChecks
 from emulator.service.connector_stores import SourceOffsets, checked_store
@@ -361,6 +362,7 @@ class RecordsService:
 
         def planned() -> tuple[list[RollbackChange], list[RawRecord], dict[int, ValueProblem]]:
             changes = plan_rollback(past, current_state(view, connector))
+            note_rollback_plan(changes)  # audited even if the write then fails or times out
             targets = [RawRecord(c.key, c.target) for c in changes]
             return changes, targets, unreadable_values(targets)
 

@@ -14,6 +14,7 @@ from typing import TypeVar
 from emulator.model.connectors import ConnectorStates
 from emulator.model.errors import SinksUnsupported
 from emulator.model.offsets import ConnectorOffset
+from emulator.service.audit_notes import note_planned
 from emulator.service.bodies import OffsetChange
 from emulator.service.results import ALTERED, RESET, ModifyResult
 from emulator.service.sinks import (
@@ -68,8 +69,11 @@ class SinkStrategy:
     async def reset(self, connector: str, dry_run: bool, auth: WriteAuth, section: WriteSection) -> ModifyResult:
         sinks, group = self._require_sinks(), self._group(connector)
         if dry_run:
-            return ModifyResult(RESET, await sinks.plan_reset(connector, group), dry_run)
-        resetting = sinks.reset(connector, group, self._fenced(connector, auth, section))
+            plan = await sinks.plan_reset(connector, group)
+            note_planned(plan)
+            return ModifyResult(RESET, plan, dry_run)
+        # Noted once listed, before the group is deleted: audited even if the deletion fails or times out.
+        resetting = sinks.reset(connector, group, self._fenced(connector, auth, section), on_planned=note_planned)
         planned = await section.deadline.within_unknown(resetting, f"resetting group {group}")
         return ModifyResult(RESET, planned, dry_run)
 

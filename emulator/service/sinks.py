@@ -273,14 +273,24 @@ class SinkOffsets:
         # Connect's words, then the broker's reason: Connect leaves it in the worker's log only.
         raise SinkOffsetsFailed(f"{alter_failed_message(connector)}: {'; '.join(f.detail for f in failures)}")
 
-    async def reset(self, connector: str, group: str, guard: GroupWrite = unguarded) -> list[PlannedGroupChange]:
+    async def reset(
+        self,
+        connector: str,
+        group: str,
+        guard: GroupWrite = unguarded,
+        on_planned: Callable[[list[PlannedGroupChange]], None] | None = None,
+    ) -> list[PlannedGroupChange]:
         """DELETE: delete the group (through ``guard``, after listing its offsets). A group that is
-        already gone counts as reset (idempotent)."""
+        already gone counts as reset (idempotent). ``on_planned`` learns the partitions to reset once
+        they are listed, before the deletion."""
         try:
             committed = await asyncio.to_thread(self._groups.committed, group)
         except GroupAdminError as exc:
             log.error("Failed to list offsets prior to resetting offsets for sink connector %s: %r", connector, exc)
             raise SinkOffsetsFailed(list_before_reset_failed_message(connector)) from exc
+        planned = [PlannedGroupChange(group, "delete_offset", t, p, None) for t, p in sorted(committed)]
+        if on_planned is not None:
+            on_planned(planned)
         try:
             await asyncio.to_thread(guard, lambda: self._groups.delete_group(group))
         except GroupAdminError as exc:
@@ -289,7 +299,7 @@ class SinkOffsets:
                 if exc.error in _RESET_BLOCKED:
                     raise SinkOffsetsFailed(reset_blocked_message(connector)) from exc
                 raise SinkOffsetsFailed(reset_failed_message(connector)) from exc
-        return [PlannedGroupChange(group, "delete_offset", t, p, None) for t, p in sorted(committed)]
+        return planned
 
     async def plan_reset(self, connector: str, group: str) -> list[PlannedGroupChange]:
         """Dry run of DELETE: the group and the committed offsets it would lose."""

@@ -20,6 +20,7 @@ from emulator.codec.keys import encode_key, logical_id
 from emulator.codec.values import encode_offset
 from emulator.history.origins import write_origin
 from emulator.model.offsets import ConnectorOffset
+from emulator.service.audit_notes import note_planned
 from emulator.service.bodies import OffsetChange, validate_changes
 from emulator.service.bulk import bulk_pass
 from emulator.service.results import ALTERED, RESET, DroppedCommit, ModifyResult, PlannedRecord
@@ -93,14 +94,14 @@ class SourceStrategy:
 
     async def reset(self, connector: str, dry_run: bool, auth: WriteAuth, section: WriteSection) -> ModifyResult:
         """A tombstone for every live raw key of the connector (all the keys that denote a partition)."""
-        records = await bulk_pass(
-            self._view.partition_count(connector),
-            lambda: [
-                self._writer.planned(key, None, existing=True)
-                for row in self._view.offsets(connector)
-                for key in row.keys
-            ],
-        )
+
+        def planned() -> list[PlannedRecord]:
+            rows = self._view.offsets(connector)
+            records = [self._writer.planned(key, None, existing=True) for row in rows for key in row.keys]
+            note_planned(records)  # audited even if the write then fails or times out
+            return records
+
+        records = await bulk_pass(self._view.partition_count(connector), planned)
         if not dry_run:
             with write_origin("DELETE", connector):
                 await section.append(records, auth)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import json
 import socket
+import sqlite3
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -464,3 +465,42 @@ def _version() -> str:
     from emulator import __version__
 
     return __version__
+
+
+@pytest.mark.slow  # a daemon process, and two writes that wait out their 1 s deadline
+def test_a_reset_or_rollback_that_times_out_is_audited_with_the_partitions_it_attempted(
+    daemon_factory: DaemonFactory, tmp_path: Path
+) -> None:
+    """A DELETE or rollback names no partitions in its request: they were noted from its answer, so
+    one that failed or timed out (503 ``write_outcome_unknown`` too: it may have been applied, every
+    partition gone) was audited as "0 partition(s)". The service notes them as it plans the write."""
+    data = tmp_path / "data"
+    daemon = daemon_factory("--data-dir", str(data), "--write-timeout", "1s", "--log-format", "json")
+    name = unique("timedout")
+    assert patch(daemon, name, offsets(1, "a"), create="true").status_code == 200
+    mark = int(time.time() * 1000)
+    time.sleep(0.01)
+    assert patch(daemon, name, offsets(2, "a", "b", "c")).status_code == 200
+    other = sqlite3.connect(data / "connect-offsets.sqlite3", isolation_level=None)
+    try:
+        other.execute("BEGIN IMMEDIATE")  # another process's write in progress: the writes time out
+        reset = httpx.delete(f"{daemon.url}/connectors/{name}/offsets", timeout=30)
+        rollback = httpx.post(
+            f"{daemon.url}/connectors/{name}/offsets/rollback",
+            params={"to": str(mark)},
+            headers={"content-type": "application/json"},
+            timeout=30,
+        )
+        other.execute("COMMIT")
+    finally:
+        other.close()
+    for answer in (reset, rollback):
+        assert answer.status_code == 503 and answer.headers["X-Connect-Offsets-Error"] == "log_timeout", answer.text
+
+    lines = lines_about(daemon, "emulator.audit", name, 4)
+    (deleted,) = [line for line in lines if line["operation"] == "DELETE"]
+    (rolled,) = [line for line in lines if line["operation"] == "rollback"]
+    assert (deleted["status"], deleted["result"], deleted["partition_count"]) == (503, "log_timeout", 3)
+    assert sorted(p["file"] for p in deleted["partitions"]) == ["a", "b", "c"]
+    assert (rolled["status"], rolled["result"], rolled["partition_count"]) == (503, "log_timeout", 3)
+    assert sorted(p["file"] for p in rolled["partitions"]) == ["a", "b", "c"]  # a and its value, b and c deleted

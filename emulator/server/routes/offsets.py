@@ -201,7 +201,7 @@ async def alter_offsets(connector: str, request: Request, rt: RuntimeDep) -> Res
     result = await rt.offsets.alter(
         connector, changes, dry_run=query.dry_run, create=query.create, kind=query.kind, auth=auth
     )
-    return await _answer(result, partitions=False)
+    return await _answer(result)
 
 
 @router.delete(
@@ -214,14 +214,15 @@ async def reset_offsets(connector: str, rt: RuntimeDep, request: Request) -> Res
     query = _RESET.read(request)
     auth = WriteAuth(int64_param("claim_epoch", query.claim_epoch))
     result = await rt.offsets.reset(connector, dry_run=query.dry_run, kind=query.kind, auth=auth)
-    return await _answer(result, partitions=True)
+    return await _answer(result)
 
 
-async def _answer(result: ModifyResult, *, partitions: bool) -> Response:
-    """The audit notes and the answer of a PATCH or DELETE (on a worker thread for a bulk one)."""
+async def _answer(result: ModifyResult) -> Response:
+    """The audit notes and the answer of a PATCH or DELETE (on a worker thread for a bulk one). Their
+    partitions are noted before the write: by the PATCH route, by the service for a DELETE."""
 
     def body() -> bytes:
-        note_modification(result, partitions=partitions)
+        note_modification(result)
         return render_json(_body(result))
 
     return json_bytes(await bulk_pass(len(result.records), body))
