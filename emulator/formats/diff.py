@@ -18,7 +18,7 @@ from typing import Any
 from emulator.codec.keys import KeyProblem
 from emulator.formats.model import KeyIndex, RawRecord, latest_per_key
 
-__all__ = ["Change", "Diff", "DiffEntry", "compute_diff", "render_text"]
+__all__ = ["SHOWN_CHARS", "Change", "Diff", "DiffEntry", "compute_diff", "render_text", "shorten"]
 
 UNPARSEABLE = "(keys Connect ignores)"
 """The group name for keys that are not ``[connector, {partition}]``."""
@@ -141,10 +141,24 @@ def _compact(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
+SHOWN_CHARS = 200
+"""A partition, key or value longer than this is shown by its first ``SHOWN_CHARS`` characters and
+how many more it has: one 5 MB offset made a 5 MB line on the terminal. ``--json`` and the files
+written keep every value whole."""
+
+
+def shorten(text: str) -> str:
+    """``text``, or its start and a count of the characters cut when longer than ``SHOWN_CHARS``."""
+    if len(text) <= SHOWN_CHARS:
+        return text
+    return f"{text[:SHOWN_CHARS]}… ({len(text) - SHOWN_CHARS:,} more characters)"
+
+
 def render_text(diff: dict[str, Any], show_unchanged: bool = False) -> str:
     """A diff (as ``Diff.as_dict`` gives it, possibly from a daemon) for people.
 
     Takes the dict form so that a diff computed by a remote daemon prints exactly like a local one.
+    Each partition, key and value is shown up to ``SHOWN_CHARS`` characters (``shorten``).
     """
     lines: list[str] = []
     summary = diff["summary"]
@@ -165,13 +179,14 @@ def render_text(diff: dict[str, Any], show_unchanged: bool = False) -> str:
             status = Change(entry["status"])
             if status is Change.UNCHANGED and not show_unchanged:
                 continue
-            where = _compact(entry["partition"]) if entry["partition"] is not None else f"key {entry['key']}"
+            partition = entry["partition"]
+            where = shorten(_compact(partition)) if partition is not None else f"key {shorten(entry['key'])}"
             if status is Change.CHANGED:
-                lines.append(f"  {_MARK[status]} {where}  {entry['old']} -> {entry['new']}")
+                lines.append(f"  {_MARK[status]} {where}  {shorten(entry['old'])} -> {shorten(entry['new'])}")
             elif status is Change.REMOVED:
-                lines.append(f"  {_MARK[status]} {where}  {entry['old']} -> (deleted)")
+                lines.append(f"  {_MARK[status]} {where}  {shorten(entry['old'])} -> (deleted)")
             else:
-                shown = "(absent)" if entry["new"] is None else entry["new"]
+                shown = "(absent)" if entry["new"] is None else shorten(entry["new"])
                 lines.append(f"  {_MARK[status]} {where}  {shown}")
     if not show_unchanged:  # unchanged entries are not listed anyway: count only the changes left out
         listed = sum(1 for entry in diff["entries"] if Change(entry["status"]) is not Change.UNCHANGED)

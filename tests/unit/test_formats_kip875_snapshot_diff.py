@@ -8,6 +8,7 @@ from pathlib import Path
 import fastavro
 import pytest
 
+from emulator.formats import diff as diff_format
 from emulator.formats import kip875, snapshot
 from emulator.formats.diff import Change, compute_diff, render_text
 from emulator.formats.model import FormatError, RawRecord
@@ -192,3 +193,27 @@ def test_a_long_diff_lists_changes_first_up_to_the_limit_and_counts_the_rest() -
     assert "more entries not listed" not in render_text(shown)
     fewer = compute_diff(current.get, incoming).as_dict(limit_per_connector=1)
     assert render_text(fewer).endswith("(1 more entries not listed; --diff-limit 0 or --json lists them all)")
+
+
+def test_text_rendering_shortens_long_partitions_keys_and_values_and_says_how_much_was_cut() -> None:
+    """A 5 MB offset printed a 5 MB line: ``--diff-limit`` caps the entries, not their length.
+    The dict form (``--json``, what is written) keeps every value whole."""
+    big = "x" * 5_000
+    partition = json.dumps({"p": big}, separators=(",", ":"))
+    key = f'["c",{partition}]'.encode()
+    current = {key: json.dumps({"o": big}).encode()}
+    incoming = [RawRecord(key, json.dumps({"o": "y" * 5_000}).encode()), RawRecord(b"not-a-key" * 1_000, b"1")]
+    diff = compute_diff(current.get, incoming).as_dict()
+    assert diff["entries"][0]["new"] == json.dumps({"o": "y" * 5_000})  # whole
+    lines = render_text(diff).splitlines()
+    assert max(len(line) for line in lines) < 1_000, [len(line) for line in lines]
+    cut, shorten = diff_format.SHOWN_CHARS, diff_format.shorten
+    changed = next(line for line in lines if line.startswith("  ~ "))
+    assert changed.startswith(f"  ~ {partition[:cut]}… ({len(partition) - cut:,} more characters)  ")
+    old, new = current[key].decode(), json.dumps({"o": "y" * 5_000})
+    assert changed.endswith(
+        f"  {old[:cut]}… ({len(old) - cut:,} more characters) -> {new[:cut]}… ({len(new) - cut:,} more characters)"
+    )
+    added = next(line for line in lines if line.startswith("  + key "))
+    assert added == f"  + key {('not-a-key' * 1_000)[:cut]}… (8,800 more characters)  1"
+    assert shorten("short") == "short" and shorten("z" * cut) == "z" * cut
