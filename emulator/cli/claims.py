@@ -7,6 +7,7 @@ from typing import Any
 
 from emulator.cli.common import EXIT_OK, add_client_options, connector_name, emit
 from emulator.client.http import OffsetsClient
+from emulator.codec.shown import shown_name
 
 
 def register(sub: Any) -> None:
@@ -30,7 +31,7 @@ def register(sub: Any) -> None:
 
 
 def _text(claim: dict[str, Any]) -> str:
-    return f"{claim['connector']}: claimed by {claim['owner']!r}, epoch {claim['epoch']}"
+    return f"{shown_name(claim['connector'])}: claimed by {claim['owner']!r}, epoch {claim['epoch']}"
 
 
 def run_claim(args: argparse.Namespace) -> int:
@@ -47,7 +48,7 @@ def run_show(args: argparse.Namespace) -> int:
     connector_name(args.name)
     with OffsetsClient(args.settings.url) as client:
         claim = client.current_claim(args.name)
-    emit(args, claim, lambda: _text(claim) if claim else f"{args.name}: not claimed")
+    emit(args, claim, lambda: _text(claim) if claim else f"{shown_name(args.name)}: not claimed")
     return EXIT_OK
 
 
@@ -63,5 +64,5 @@ def run_release(args: argparse.Namespace) -> int:
     connector_name(args.name)
     with OffsetsClient(args.settings.url) as client:
         client.release(args.name, args.epoch)
-    emit(args, {"released": True}, lambda: f"{args.name}: claim with epoch {args.epoch} released")
+    emit(args, {"released": True}, lambda: f"{shown_name(args.name)}: claim with epoch {args.epoch} released")
     return EXIT_OK

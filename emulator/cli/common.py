@@ -23,6 +23,7 @@ from emulator.client.retry_window import (
     use_default_retry_for,
     use_default_timeout,
 )
+from emulator.codec.shown import shown_json
 from emulator.codec.surrogates import printable
 from emulator.server.options import HTTP_URL, OPTIONAL_TEXT, Kind, SettingsError, add_options, option
 
@@ -193,7 +194,8 @@ def emit(args: argparse.Namespace, data: Any, text: Callable[[], str]) -> None:
 
 
 def compact(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(", ", ": "))
+    """A partition or an offset on one line, each unprintable character escaped (``emulator.codec.shown``)."""
+    return shown_json(json.dumps(value, ensure_ascii=False, separators=(", ", ": ")))
 
 
 def add_confirmation_option(parser: argparse.ArgumentParser) -> None:

@@ -31,6 +31,7 @@ from emulator.cli.common import (
 from emulator.cli.offsets import offsets_table
 from emulator.client.errors import ApiError
 from emulator.client.history import HistoryClient
+from emulator.codec.shown import shown_json, shown_name
 from emulator.model.times import format_time_ms, is_relative_time, parse_time_ms
 
 _T = "T (ISO-8601, epoch ms or now-<duration> such as now-1h)"
@@ -187,8 +188,8 @@ def history_text(page: dict[str, Any]) -> str:
             if c["value"] is None:
                 offset = "(deleted)"
             else:
-                offset = compact(c["offset"]) if c["offset"] is not None else c["value"]
-            partition = compact(c["partition"]) if c["partition"] is not None else c["key"]
+                offset = compact(c["offset"]) if c["offset"] is not None else shown_json(c["value"])
+            partition = compact(c["partition"]) if c["partition"] is not None else shown_json(c["key"])
             lines.append(f"{c['time']:<24}  {origin:<16}  {who:<24}  {at:>12}  {partition}  ->  {offset}")
     if page.get("truncated"):
         lines.append("(older changes exist: raise --limit or narrow --from/--to)")
@@ -204,9 +205,9 @@ def who_text(change: dict[str, Any]) -> str:
         return "-"
     remote = change.get("remote")
     if not remote:
-        return str(principal)
+        return shown_name(str(principal))
     host = remote.rsplit(":", 1)[0] if remote.count(":") == 1 or remote.startswith("[") else remote
-    return f"{principal}@{host}"
+    return shown_name(f"{principal}@{host}")
 
 
 def rollback_text(result: dict[str, Any]) -> str:
@@ -214,9 +215,10 @@ def rollback_text(result: dict[str, Any]) -> str:
     if result.get("damaged_files"):  # the message says UNRELIABLE; the damage lines come first, not after
         lines.extend(_damage_lines(result))
     for c in result.get("changes", []):
-        before = "(absent)" if c["current_value"] is None else c["current_value"]
-        after = "(delete)" if c["target_value"] is None else c["target_value"]
-        lines.append(f"  {c['action']:<7}  partition {c['kafka_partition']:>3}  {c['key']}  {before}  ->  {after}")
+        before = "(absent)" if c["current_value"] is None else shown_json(c["current_value"])
+        after = "(delete)" if c["target_value"] is None else shown_json(c["target_value"])
+        key = shown_json(c["key"])
+        lines.append(f"  {c['action']:<7}  partition {c['kafka_partition']:>3}  {key}  {before}  ->  {after}")
     return "\n".join(lines)
 
 

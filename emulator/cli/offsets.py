@@ -24,6 +24,7 @@ from emulator.cli.common import (
 )
 from emulator.client.errors import ClientError, FencedError, NotFoundError, NotStoppedError
 from emulator.client.http import Auth, OffsetsClient
+from emulator.codec.shown import shown_json, shown_name
 
 
 def register(sub: Any) -> None:
@@ -71,7 +72,7 @@ def _kind_option(p: argparse.ArgumentParser) -> None:
 def run_list(args: argparse.Namespace) -> int:
     with OffsetsClient(args.settings.url) as client:
         names = client.connectors()
-    emit(args, names, lambda: "\n".join(names) if names else "(no connectors)")
+    emit(args, names, lambda: "\n".join(shown_name(n) for n in names) if names else "(no connectors)")
     return EXIT_OK
 
 
@@ -177,16 +178,16 @@ def offsets_table(rows: list[dict[str, Any]]) -> str:
 
 def modify_text(result: dict[str, Any]) -> str:
     """The daemon's message, then each planned change of a dry run: a log record (a tombstone shows
-    as ``(delete)``), or for a sink connector a change to its consumer group."""
+    as ``(delete)``), or for a sink connector a change to its consumer group (names, keys and values
+    escaped as ``emulator.codec.shown`` says)."""
     lines = [str(result.get("message", ""))]
     for record in result.get("records", []):
         if "consumer_group" in record:
-            where = (
-                f"{record['kafka_topic']}[{record['kafka_partition']}]" if record["kafka_topic"] else "(whole group)"
-            )
+            topic = record["kafka_topic"]
+            where = f"{shown_name(topic)}[{record['kafka_partition']}]" if topic else "(whole group)"
             offset = "" if record["kafka_offset"] is None else f" -> {record['kafka_offset']}"
-            lines.append(f"  group {record['consumer_group']}  {record['action']}  {where}{offset}")
+            lines.append(f"  group {shown_name(record['consumer_group'])}  {record['action']}  {where}{offset}")
         else:
-            value = "(delete)" if record["value"] is None else record["value"]
-            lines.append(f"  partition {record['kafka_partition']:>3}  {record['key']}  ->  {value}")
+            value = "(delete)" if record["value"] is None else shown_json(record["value"])
+            lines.append(f"  partition {record['kafka_partition']:>3}  {shown_json(record['key'])}  ->  {value}")
     return "\n".join(lines)

@@ -19,6 +19,7 @@ from typing import Any
 from emulator.cli.common import EXIT_OK, Hinted, UsageError, add_client_options, compact, emit
 from emulator.cli.offsets import claim_hints
 from emulator.client.errors import ApiError
+from emulator.codec.shown import shown_name
 from emulator.spark.checkpoint import CheckpointError, latest_completed_batch, parse_offset
 from emulator.spark.committer import DaemonOffsets, SinkOffsetsUnsupported
 from emulator.spark.handoff import HandoffError, entries_for, order_for
@@ -102,7 +103,8 @@ def run_handoff(args: argparse.Namespace) -> int:
     data = {"batch": batch.batch_id, "source_index": args.source_index, **outcome.as_dict()}
 
     def text() -> str:
-        lines = [f"batch {batch.batch_id}, source {args.source_index} -> {args.kind} offsets of {args.connector}"]
+        target = f"{args.kind} offsets of {shown_name(args.connector)}"
+        lines = [f"batch {batch.batch_id}, source {args.source_index} -> {target}"]
         verb = "would write" if args.dry_run else "wrote"
         lines += [f"  {verb} {compact(w['partition'])} -> {compact(w['offset'])}" for w in outcome.written]
         lines += [

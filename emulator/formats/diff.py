@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from emulator.codec.keys import KeyProblem
+from emulator.codec.shown import shown_json, shown_name
 from emulator.formats.model import KeyIndex, RawRecord, latest_per_key
 
 __all__ = ["SHOWN_CHARS", "Change", "Diff", "DiffEntry", "compute_diff", "render_text", "shorten"]
@@ -148,7 +149,9 @@ written keep every value whole."""
 
 
 def shorten(text: str) -> str:
-    """``text``, or its start and a count of the characters cut when longer than ``SHOWN_CHARS``."""
+    """``text`` with its unprintable characters escaped, or the start of that and a count of the
+    characters cut when longer than ``SHOWN_CHARS``."""
+    text = shown_json(text)  # unprintable characters escaped (emulator.codec.shown)
     if len(text) <= SHOWN_CHARS:
         return text
     return f"{text[:SHOWN_CHARS]}… ({len(text) - SHOWN_CHARS:,} more characters)"
@@ -172,8 +175,8 @@ def render_text(diff: dict[str, Any], show_unchanged: bool = False) -> str:
     omitted = int(diff.get("entries_omitted", 0))
     for name, counts in diff["connectors"].items():
         lines.append(
-            f"connector {name}: {counts['added']} added, {counts['changed']} changed, {counts['removed']} removed, "
-            f"{counts['unchanged']} unchanged"
+            f"connector {shown_name(name)}: {counts['added']} added, {counts['changed']} changed, "
+            f"{counts['removed']} removed, {counts['unchanged']} unchanged"
         )
         for entry in by_connector.get(name, []):
             status = Change(entry["status"])

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import subprocess
 import uuid
 from pathlib import Path
 
+import httpx
 import pytest
 
 from tests.fixtures.cli import run_cli
@@ -152,3 +154,29 @@ def test_claim_then_write_with_the_claim_epoch(embedded_daemon: DaemonProcess, t
     assert "claimed by 'operator'" in cli("claims", name, *url).stdout
     assert cli("release", name, "--epoch", str(claimed["epoch"]), *url).returncode == 0
     assert cli("claims", name, *url).stdout.strip() == f"{name}: not claimed"
+
+
+def test_a_connector_name_holding_a_newline_is_listed_escaped_on_one_line(embedded_daemon: DaemonProcess) -> None:
+    """Connect's name validator only applies to names that come through its REST API: any tool may
+    write ``["ctl\\nfake-name",…]`` to the log, and ``list`` printed ``ctl`` and a fake ``fake-name``.
+    A partition's unprintable characters are JSON escapes in ``get``'s table."""
+    name = f"ctl-{uuid.uuid4().hex[:8]}\nfake-name"
+    plain = f"cli-{uuid.uuid4().hex[:8]}"
+    value = base64.b64encode(b'{"p":1}').decode()
+    records = [
+        {"key": base64.b64encode(json.dumps([connector, {"f": "a\u2028b"}]).encode()).decode(), "value": value}
+        for connector in (name, plain)
+    ]
+    imported = httpx.post(f"{embedded_daemon.url}/offsets/records", json={"records": records})
+    assert imported.status_code == 200, imported.text
+    url = ("--url", embedded_daemon.url)
+
+    listed = cli("list", *url)
+    assert listed.returncode == 0, listed.stderr
+    assert "fake-name" not in listed.stdout.splitlines()
+    assert repr(name) in listed.stdout.splitlines()
+    assert name in json.loads(cli("list", "--json", *url).stdout)  # --json: the name itself
+    table = cli("get", plain, *url)
+    assert table.returncode == 0, table.stderr
+    assert table.stdout.splitlines()[1] == '{"f": "a\\u2028b"}  {"p": 1}'
+    assert json.loads(cli("get", plain, "--json", *url).stdout)["offsets"][0]["partition"] == {"f": "a\u2028b"}
