@@ -1,7 +1,7 @@
 """The wire codec: bytes ⇄ (connector, partition map, offset map), exactly as Connect's JsonConverter."""
 
 from emulator.codec.jackson_writer import dumps, java_double_str
-from emulator.codec.keys import KeyProblem, ParsedKey, encode_key, logical_id, parse_key, problem_message
+from emulator.codec.keys import KeyProblem, ParsedKey, encode_key, logical_id, parse_key, problem_message, read_back_id
 from emulator.codec.murmur2 import murmur2, partition_for
 from emulator.codec.values import (
     CodecError,
@@ -28,5 +28,6 @@ __all__ = [
     "parse_offset",
     "partition_for",
     "problem_message",
+    "read_back_id",
     "validate_format",
 ]

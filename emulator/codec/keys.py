@@ -19,7 +19,7 @@ from typing import Any
 from emulator.codec.jackson_writer import dumps
 from emulator.codec.values import CodecError, loads_lenient
 
-__all__ = ["KeyProblem", "ParsedKey", "encode_key", "logical_id", "parse_key", "problem_message"]
+__all__ = ["KeyProblem", "ParsedKey", "encode_key", "logical_id", "parse_key", "problem_message", "read_back_id"]
 
 
 class KeyProblem(enum.StrEnum):
@@ -143,7 +143,8 @@ def logical_id(partition: Mapping[str, Any]) -> str:
     ``{"b":2,"a":1}`` are one partition (although they are two different records), while
     ``1``/``1.0``/``true`` are three different values. Note that values change on the wire
     (``-0.0`` reads back as ``0.0``, NaN as the string ``"NaN"``, bytes as a base64 string);
-    compute this on what ``parse_key`` returns to get the identity Connect will see.
+    compute this on what ``parse_key`` returns to get the identity Connect will see, or use
+    ``read_back_id`` for a map that has not been through that round trip (a request's).
     """
     if type(partition) is dict:
         # The common case (flat, string keys): the same text as the general form, built directly,
@@ -164,6 +165,32 @@ def logical_id(partition: Mapping[str, Any]) -> str:
             parts.append("]")
             return "".join(parts)
     return _ID_ENCODER.encode(_canon(partition))
+
+
+# Values that come back from Connect's write-then-read round trip as themselves (an int only within a
+# long: beyond, the key cannot be written at all). A float may not: -0.0 reads back as 0.0, and NaN
+# and the infinities as strings; bytes come back as base64 strings.
+_KEPT_TYPES = frozenset({str, int, bool, type(None)})
+
+
+def read_back_id(partition: Mapping[str, Any]) -> str:
+    """``logical_id`` of the partition Connect reads back from the key this map is written as.
+
+    Use it to find an existing partition from a map a request gives (PATCH, the history filter):
+    Connect normalizes a PATCH's partition through its converter (docs/protocol.md §4.5), and every
+    key in the log is compared as ``parse_key`` returns it, so ``{"k":-0.0}`` must find the partition
+    stored as ``{"k":0.0}`` (and ``{"k":1e400}`` the one stored as ``{"k":"Infinity"}``). A flat map
+    of strings, integers, booleans and nulls needs no round trip (its id is ``logical_id``'s); only a
+    map holding anything else is encoded and parsed back. A map that cannot be encoded, or that reads
+    back as no partition, keeps ``logical_id``'s id: the write refuses it elsewhere.
+    """
+    if type(partition) is dict and _KEPT_TYPES.issuperset(map(type, partition.values())):
+        return logical_id(partition)
+    try:
+        parsed = loads_lenient(dumps(partition))
+    except (CodecError, TypeError, ValueError):
+        return logical_id(partition)
+    return logical_id(parsed) if type(parsed) is dict else logical_id(partition)
 
 
 # --- Connect's log text ------------------------------------------------------------------------

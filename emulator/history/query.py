@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, NotRequired, TypedDict, cast
 
-from emulator.codec.keys import KeyProblem, ParsedKey, logical_id, parse_key
+from emulator.codec.keys import KeyProblem, ParsedKey, logical_id, parse_key, read_back_id
 from emulator.codec.values import CodecError, parse_offset
 from emulator.history.archive import HistoryArchive
 from emulator.history.directory import log_slug, read_marker
@@ -171,12 +171,13 @@ def read_history(
     Each row is a dict with the Avro fields of ``schemas/history-record.avsc`` (``key``/``value`` raw
     bytes, ``value`` None for a tombstone) plus ``time_ms``. Filters are optional: ``connector``
     (exact name), ``partition`` (a partition map, matched as Java's ``Map.equals`` does, so key order
-    and byte-level spelling do not matter), ``from_ms``/``to_ms`` (inclusive, on ``time_ms``). Pass a
-    ``ReadReport`` to learn about damaged files, which are skipped, never raised. Reads files only:
-    safe on a live archive (another process's file being written may end early) or a copy.
+    and byte-level spelling do not matter, on the map as Connect reads it back: ``-0.0`` is ``0.0``),
+    ``from_ms``/``to_ms`` (inclusive, on ``time_ms``). Pass a ``ReadReport`` to learn about damaged
+    files, which are skipped, never raised. Reads files only: safe on a live archive (another
+    process's file being written may end early) or a copy.
     """
     reader = HistoryReader(log_directory(history_dir, log), report=report or ReadReport(), min_ms=from_ms, max_ms=to_ms)
-    lid = logical_id(partition) if partition is not None else None
+    lid = read_back_id(partition) if partition is not None else None
     for row in reader.rows():
         if _matches(row, connector, lid, from_ms, to_ms):
             yield row
@@ -333,7 +334,7 @@ def connector_history(
     PATCH's records share one time, so times alone cannot page past a large one."""
     if not 1 <= limit <= MAX_LIMIT:
         raise InvalidRequest(f"limit must be between 1 and {MAX_LIMIT}, got {limit}")
-    lid = logical_id(partition) if partition is not None else None
+    lid = read_back_id(partition) if partition is not None else None
     newest: list[tuple[Place, HistoryRow]] = []  # a min-heap by place (unique: rows never compared)
     seen = 0
     known = False

@@ -17,7 +17,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from emulator.codec.keys import logical_id
+from emulator.codec.keys import read_back_id
 from emulator.codec.readable import offset_problem
 from emulator.codec.strict_json import JsonLimitExceeded, TooDeepHere, json_type, loads_strict
 from emulator.codec.surrogates import printable
@@ -57,7 +57,7 @@ def parse_alter_body(raw: bytes) -> list[OffsetChange]:
     changes: dict[str, OffsetChange] = {}
     for index, item in enumerate(offsets):
         change = _parse_item(index, item)
-        lid = logical_id(change.partition)
+        lid = read_back_id(change.partition)
         changes.pop(lid, None)
         changes[lid] = change
     return list(changes.values())

@@ -18,6 +18,7 @@ from emulator.codec.keys import (
     logical_id,
     parse_key,
     problem_message,
+    read_back_id,
 )
 from emulator.codec.murmur2 import partition_for
 
@@ -219,3 +220,55 @@ def test_flat_fast_path_equals_the_general_canonical_form(partition: dict) -> No
     general = json.dumps(_canon(partition), separators=(",", ":"))
     assert logical_id(partition) == general
     assert logical_id(dict(reversed(list(partition.items())))) == general
+
+
+# --- read_back_id: a request's map, identified as Connect holds it after its round trip -------------
+
+
+def _connect_holds(partition: dict) -> str:
+    parsed = parse_key(encode_key("c", partition))
+    assert isinstance(parsed, ParsedKey)
+    return logical_id(parsed.partition)
+
+
+@pytest.mark.parametrize(
+    ("request_map", "stored"),
+    [
+        ({"k": -0.0}, {"k": 0.0}),  # Java writes -0.0; BigDecimal has no negative zero
+        ({"k": math.inf}, {"k": "Infinity"}),  # 1e400 in a request; Jackson writes the string
+        ({"k": -math.inf}, {"k": "-Infinity"}),
+        ({"k": math.nan}, {"k": "NaN"}),
+        ({"k": b"\x01\x02"}, {"k": "AQI="}),  # byte[] is written as base64
+        ({"a": -0.0, "b": "x", "c": 1}, {"c": 1, "b": "x", "a": 0.0}),
+    ],
+)
+def test_a_request_map_is_identified_as_connect_reads_it_back(request_map: dict, stored: dict) -> None:
+    assert read_back_id(request_map) == logical_id(stored) == _connect_holds(request_map)
+    assert logical_id(request_map) != logical_id(stored), "logical_id itself keeps Java's equals on the raw map"
+
+
+def test_maps_without_floats_or_bytes_keep_their_logical_id() -> None:
+    partition = {"s": "é\U0001f600", "n": 1, "b": True, "z": None}
+    assert read_back_id(partition) == logical_id(partition)
+
+
+def test_a_map_connect_cannot_write_keeps_its_logical_id() -> None:
+    too_big = {"k": 1 << 64, "f": 1.5}  # no Java long holds it: the write refuses it elsewhere
+    assert read_back_id(too_big) == logical_id(too_big)
+
+
+@settings(max_examples=300)
+@given(
+    st.dictionaries(
+        st.text(),
+        st.none()
+        | st.booleans()
+        | st.integers(min_value=-(2**63), max_value=2**63 - 1)
+        | st.text()
+        | st.floats()
+        | st.binary(max_size=8),
+        max_size=5,
+    )
+)
+def test_read_back_id_is_the_id_of_what_connect_reads_back(partition: dict) -> None:
+    assert read_back_id(partition) == _connect_holds(partition)

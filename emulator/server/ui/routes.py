@@ -23,7 +23,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Request, Response
 
-from emulator.codec.keys import logical_id
+from emulator.codec.keys import read_back_id
 from emulator.history.archive import HistoryArchive
 from emulator.model.errors import InvalidRequest
 from emulator.model.principal import current_principal
@@ -212,7 +212,7 @@ async def partition_history(
     state = history_state(index)
     if index is None or not state["ready"]:
         return json_response({"history": state, "changes": [], "total": 0})
-    changes, total = index.partition(connector, logical_id(parsed))
+    changes, total = index.partition(connector, read_back_id(parsed))
     return json_response(
         {
             "history": state,
