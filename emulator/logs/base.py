@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from emulator.logs.write_timings import WriteTimings
-from emulator.model.claims import Claim, Fence, Fenced, fenced_message, held_message
-from emulator.model.errors import ClaimHeld, ClaimsUnsupported, InvalidRecord, LogConfigError, LogUnavailable
+from emulator.model.claims import Claim, Fence, refuse_unless_current
+from emulator.model.errors import ClaimsUnsupported, InvalidRecord, LogConfigError, LogUnavailable
 from emulator.model.records import LogRecord, Position
 
 T = TypeVar("T")
@@ -142,12 +142,7 @@ class OffsetLog(abc.ABC):
         for a log that has no such writes (the embedded log has no consumer groups), only checks
         the stored claim first, not atomically with ``write()``.
         """
-        current = self.current_claim(fence.connector, timeout_s)
-        if fence.epoch is None:
-            if current is not None:
-                raise ClaimHeld(held_message(fence.connector, current))
-        elif current is None or current.epoch != fence.epoch:
-            raise Fenced(fenced_message(fence.connector, fence.epoch, current))
+        refuse_unless_current(fence, self.current_claim(fence.connector, timeout_s))
         return write()
 
     def start_append_fenced(

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TypedDict
 
-from emulator.model.errors import Conflict
+from emulator.model.errors import ClaimHeld, Conflict
 
 
 class ClaimBody(TypedDict):
@@ -89,3 +89,14 @@ def held_message(connector: str, claim: Claim, takes_epoch: bool = True) -> str:
         held
         + f"claim's holder may modify them: write with claim_epoch={claim.epoch}, or release the claim first {release}"
     )
+
+
+def refuse_unless_current(fence: Fence, current: Claim | None) -> None:
+    """A writer outside the log's own fenced writes (a sink connector's consumer group) against the
+    connector's current claim: ``ClaimHeld`` for one without an epoch while anyone holds it,
+    ``Fenced`` for an epoch that is not the current claim's."""
+    if fence.epoch is None:
+        if current is not None:
+            raise ClaimHeld(held_message(fence.connector, current))
+    elif current is None or current.epoch != fence.epoch:
+        raise Fenced(fenced_message(fence.connector, fence.epoch, current))

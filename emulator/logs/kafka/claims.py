@@ -36,7 +36,7 @@ from emulator.logs.kafka.config import KafkaClientConfig
 from emulator.logs.kafka.health import LastError
 from emulator.logs.kafka.reader import TopicReader
 from emulator.logs.kafka.topics import TopicSpec, ensure_topic
-from emulator.model.claims import Claim, Fence, Fenced, fenced_message, held_message
+from emulator.model.claims import Claim, Fence, Fenced, fenced_message, held_message, refuse_unless_current
 from emulator.model.errors import ClaimHeld, Conflict, LogTimeout, LogUnavailable, LogWriteError, WriteOutcomeUnknown
 from emulator.model.records import LogRecord, Position
 
@@ -386,12 +386,7 @@ class KafkaClaims:
                 "answer; nothing was written"
             )
         try:
-            held = self.cached(fence.connector)
-            if fence.epoch is None:
-                if held is not None:
-                    raise ClaimHeld(held_message(fence.connector, held))
-            elif held is None or held.epoch != fence.epoch:
-                raise Fenced(fenced_message(fence.connector, fence.epoch, held))
+            refuse_unless_current(fence, self.cached(fence.connector))
             return write()
         finally:
             lock.release()
