@@ -76,6 +76,25 @@ class AppendTarget:
     view: OffsetView
 
 
+class AppendProgress:
+    """How far a write of several chunks has got, set by its write thread and read on the loop.
+
+    The thread sets ``started`` (when the next chunk is handed to the log) before ``written`` (the
+    records acknowledged and applied before it), and the loop reads them in the other order, so a
+    ``written`` the loop sees is never paired with an older ``started``."""
+
+    __slots__ = ("started", "total", "written")
+
+    def __init__(self, total: int) -> None:
+        self.total = total
+        self.written = 0
+        self.started = time.monotonic()
+
+    def chunk_done(self, written: int) -> None:
+        self.started = time.monotonic()
+        self.written = written
+
+
 class Deadline:
     """When the request must be answered (``time.monotonic`` seconds), and how to wait within it."""
 
@@ -212,21 +231,51 @@ class WriteSection:
         # the deadline passes (see ``_hand_over``), and waiting on it costs no task of its own.
         append_now = self._writer.append_now
         connector = self.connector
-        call = WRITE_THREADS.submit(lambda: append_now(connector, auth, entries, remaining, target))
-        await self._settled(call, self.deadline.remaining() + _OVERRUN_S, on_applied, where)
+        progress = AppendProgress(len(entries)) if len(entries) > _APPEND_CHUNK else None
+        call = WRITE_THREADS.submit(lambda: append_now(connector, auth, entries, remaining, target, progress))
+        await self._settled(call, self.deadline.remaining() + _OVERRUN_S, on_applied, where, progress)
 
     async def _settled(
-        self, call: asyncio.Future[T], timeout_s: float, on_applied: Callable[[], None] | None, where: str
+        self,
+        call: asyncio.Future[T],
+        timeout_s: float,
+        on_applied: Callable[[], None] | None,
+        where: str,
+        progress: AppendProgress | None = None,
     ) -> None:
         """Wait up to ``timeout_s`` for the write ``call``, then ``on_applied``. When the deadline
-        passes or the request goes away first, the write goes on and the section with it."""
-        try:
-            done, _ = await asyncio.wait({call}, timeout=timeout_s)
-        except asyncio.CancelledError:  # the request went away; the write goes on, and so must its end
+        passes or the request goes away first, the write goes on and the section with it.
+
+        A write of several chunks (``progress``): each acknowledged chunk starts the next one's wait,
+        a whole ``--write-timeout`` (+ the overrun) from when that chunk was handed to the log, so a big
+        write that keeps making progress is waited for, while a log that stops answering is answered
+        within one chunk's deadline."""
+        wait_s = timeout_s
+        seen = 0
+        while True:
+            try:
+                done, _ = await asyncio.wait({call}, timeout=wait_s)
+            except asyncio.CancelledError:  # the request went away; the write goes on, and so must its end
+                self._hand_over(call, on_applied)
+                raise
+            if done:
+                break
+            if progress is not None:
+                written = progress.written  # read before ``started``: see ``AppendProgress``
+                started = progress.started
+                if written > seen:  # a chunk was acknowledged meanwhile: wait for the next one
+                    seen = written
+                    wait_s = max(started + self._writer.write_timeout_s + _OVERRUN_S - time.monotonic(), 0.0)
+                    continue
             self._hand_over(call, on_applied)
-            raise
-        if not done:
-            self._hand_over(call, on_applied)
+            if seen:
+                assert progress is not None
+                raise WriteOutcomeUnknown(
+                    f"{where} did not answer a write of connector {self.connector} within "
+                    f"{self.deadline.seconds:g} s (--write-timeout) of its previous chunk; the first {seen:,} of "
+                    f"this write's {progress.total:,} records were written and are in effect, the other "
+                    f"{progress.total - seen:,} may still be applied"
+                )
             raise WriteOutcomeUnknown(
                 f"{where} did not answer a write of connector {self.connector} within "
                 f"{self.deadline.seconds:g} s (--write-timeout); it may still be applied"
@@ -339,16 +388,21 @@ class OffsetsWriter:
         entries: Entries,
         timeout_s: float,
         target: AppendTarget | None = None,
+        progress: AppendProgress | None = None,
     ) -> None:
         """In a worker thread: append in chunks, applying each acknowledged chunk to the view at once.
 
-        Chunks keep one huge import from needing one huge timeout; ``timeout_s`` bounds each. Read-
-        your-writes without waiting for the reader: the log acknowledged exactly these records at
-        exactly these positions (see ``OffsetView.apply_acknowledged``).
+        Chunks keep one huge write from needing one huge timeout: ``timeout_s`` (what is left of the
+        request's deadline) bounds the first, and each later one gets a whole ``--write-timeout`` of
+        its own from when it is handed to the log; ``progress`` tells the waiting request how far the
+        write has got. Read-your-writes without waiting for the reader: the log acknowledged exactly
+        these records at exactly these positions (see ``OffsetView.apply_acknowledged``).
         """
         for start in range(0, len(entries), _APPEND_CHUNK):
             chunk = entries[start : start + _APPEND_CHUNK]
             view = self._view if target is None else target.view
+            if start:
+                timeout_s = self.write_timeout_s
             try:
                 if target is not None:
                     positions = target.append(chunk, timeout_s)
@@ -357,16 +411,21 @@ class OffsetsWriter:
                 else:
                     positions = self._guard.append(connector, auth, chunk, timeout_s)
             except WriteOutcomeUnknown as unknown:
-                if unknown.outcome is None:
-                    raise
                 unwritten = len(entries) - start - len(chunk)
+                message = (
+                    unknown.message if start == 0 else partly_unknown(unknown.message, start, len(chunk), unwritten)
+                )
+                if unknown.outcome is None:
+                    raise WriteOutcomeUnknown(message) from None
                 outcome = self._applied_when_known(chunk, unknown.outcome, unwritten, view)
-                raise WriteOutcomeUnknown(unknown.message, outcome) from None
+                raise WriteOutcomeUnknown(message, outcome) from None
             except OffsetsError as error:
                 if start == 0:
                     raise
                 raise partly_written(error, start, len(entries)) from error
             self._apply(chunk, positions, view)
+            if progress is not None:
+                progress.chunk_done(start + len(chunk))
 
     def _apply(self, chunk: Entries, positions: Sequence[Position], view: OffsetView | None = None) -> None:
         now_ms = time.time_ns() // 1_000_000
@@ -453,4 +512,16 @@ def partly_written(error: OffsetsError, written: int, total: int) -> OffsetsErro
         "the same request again writes the rest)"
     )
     said.args = (said.message,)
+    return said
+
+
+def partly_unknown(message: str, written: int, chunk: int, unwritten: int) -> str:
+    """``message``, a log's "may still be written" about one chunk of a write, said of the whole
+    write: the chunks before it are durable and in effect, the ones after it were never sent."""
+    said = (
+        f"{message}; the first {written:,} of this write's {written + chunk + unwritten:,} records were written "
+        f"before it and are in effect, the next {chunk:,} may still be applied"
+    )
+    if unwritten:
+        said += f", the other {unwritten:,} were not and will not be (sending the same request again writes the rest)"
     return said

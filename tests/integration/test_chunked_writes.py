@@ -1,0 +1,196 @@
+"""A write of many chunks gets a deadline per chunk, not one for the whole write.
+
+More than ``_APPEND_CHUNK`` records go to the log a chunk at a time, each durable on its own. A big
+write that keeps making progress is answered once it is done (200, everything applied), however
+long all its chunks take together; a log that stops answering in the middle of it is still
+answered within about one ``--write-timeout`` of the stalled chunk, saying how much was written.
+Before, the request's single deadline covered every chunk: a legal PATCH of 250,000 partitions on an
+idle embedded log answered 503 ``write_outcome_unknown`` after 14.5 s and was applied 2.8 s later.
+
+The app runs in-process over a real SQLite log, with the chunk, the write timeout and the overrun
+made small so the test takes seconds; the log's fenced append is wrapped to be slow (a log that
+answers each chunk well within the timeout) or to stall on one chunk.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+import emulator.service.writer as writer_module
+from emulator.logs.embedded.offsets_log import EmbeddedOffsetLog
+from emulator.model.connectors import NoConnectCluster
+from emulator.model.errors import WriteOutcomeUnknown
+from emulator.server.wiring import assemble_runtime, make_app, start_reading
+from emulator.view.offset_view import OffsetView
+from tests.fixtures.waits import until
+
+CHUNK = 20
+CHUNKS = 10
+WRITE_TIMEOUT_S = 0.6
+OVERRUN_S = 0.3
+SLOW_CHUNK_S = 0.15  # each chunk well within the timeout; all of them together well past timeout + overrun
+
+
+@pytest.fixture
+def log(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[EmbeddedOffsetLog]:
+    monkeypatch.setattr(writer_module, "_APPEND_CHUNK", CHUNK)
+    monkeypatch.setattr(writer_module, "_OVERRUN_S", OVERRUN_S)
+    opened = EmbeddedOffsetLog(tmp_path, partitions=2, synchronous="NORMAL")
+    opened.open()
+    try:
+        yield opened
+    finally:
+        opened.close()
+
+
+def _client(log: EmbeddedOffsetLog) -> TestClient:
+    runtime = assemble_runtime(log, OffsetView(), NoConnectCluster(), write_timeout_s=WRITE_TIMEOUT_S)
+    start_reading(runtime)
+    return TestClient(make_app(runtime, reading_started=True), base_url="http://localhost")
+
+
+def _wrap_appends(log: EmbeddedOffsetLog, before: Callable[[int], None]) -> list[int]:
+    """Call ``before(n)`` ahead of the log's n-th fenced append (0-based); the sizes appended."""
+    real = log.append_fenced
+    sizes: list[int] = []
+
+    def append_fenced(fence: Any, entries: Any, timeout_s: float = 30.0) -> Any:
+        before(len(sizes))
+        sizes.append(len(entries))
+        return real(fence, entries, timeout_s)
+
+    log.append_fenced = append_fenced  # type: ignore[method-assign]
+    return sizes
+
+
+def _body(count: int, position: int) -> dict[str, Any]:
+    return {"offsets": [{"partition": {"file": f"f{i}"}, "offset": {"position": position}} for i in range(count)]}
+
+
+def _positions(client: TestClient, connector: str) -> dict[str, int]:
+    answer = client.get(f"/connectors/{connector}/offsets?fresh=true")
+    assert answer.status_code == 200, answer.text
+    return {row["partition"]["file"]: row["offset"]["position"] for row in answer.json()["offsets"]}
+
+
+def test_a_write_of_many_chunks_that_keeps_progressing_is_not_cut_off(log: EmbeddedOffsetLog) -> None:
+    sizes = _wrap_appends(log, lambda _: time.sleep(SLOW_CHUNK_S))
+    connector = f"chunks-{time.monotonic_ns()}"
+    total = CHUNK * CHUNKS
+    with _client(log) as client:
+        until(lambda: client.get("/readyz").status_code == 200, "ready after the replay")
+        started = time.monotonic()
+        answer = client.patch(f"/connectors/{connector}/offsets?create=true", json=_body(total, 1))
+        took = time.monotonic() - started
+        assert answer.status_code == 200, answer.text
+        assert took > WRITE_TIMEOUT_S + OVERRUN_S, "the test's write must outlast one deadline to mean anything"
+        assert sizes == [CHUNK] * CHUNKS
+        assert _positions(client, connector) == {f"f{i}": 1 for i in range(total)}
+
+        del sizes[:]
+        answer = client.delete(f"/connectors/{connector}/offsets")  # a reset: as many chunks of tombstones
+        assert answer.status_code == 200, answer.text
+        assert sizes == [CHUNK] * CHUNKS
+        assert _positions(client, connector) == {}
+
+
+def test_a_log_that_stops_answering_mid_write_is_answered_within_one_chunks_deadline(
+    log: EmbeddedOffsetLog,
+) -> None:
+    """The third chunk waits for SQLite's write lock, which another connection holds: that chunk
+    times out after its own ``--write-timeout``, nothing of it written, and the answer says the
+    first two chunks are written and in effect and the rest were not."""
+    other = sqlite3.connect(log.path, isolation_level=None, check_same_thread=False)
+    stalled_at: list[float] = []
+
+    def before(n: int) -> None:
+        time.sleep(SLOW_CHUNK_S)
+        if n == 2:
+            other.execute("BEGIN IMMEDIATE")
+            stalled_at.append(time.monotonic())
+
+    _wrap_appends(log, before)
+    connector = f"stalled-{time.monotonic_ns()}"
+    total = CHUNK * CHUNKS
+    try:
+        with _client(log) as client:
+            until(lambda: client.get("/readyz").status_code == 200, "ready after the replay")
+            answer = client.patch(f"/connectors/{connector}/offsets?create=true", json=_body(total, 1))
+            answered = time.monotonic()
+            other.execute("ROLLBACK")
+            assert answer.status_code == 503, answer.text
+            assert answer.headers["X-Connect-Offsets-Error"] == "log_timeout"
+            message = answer.json()["message"]
+            assert f"the first {2 * CHUNK} of this write's {total} records were written before it" in message, message
+            assert f"the other {total - 2 * CHUNK} were not" in message, message
+            assert answered - stalled_at[0] < WRITE_TIMEOUT_S + OVERRUN_S + 1.0
+            assert _positions(client, connector) == {f"f{i}": 1 for i in range(2 * CHUNK)}
+    finally:
+        other.close()
+
+
+def test_a_chunk_the_log_does_not_return_from_answers_503_saying_what_is_written(log: EmbeddedOffsetLog) -> None:
+    """The third chunk's log call does not come back (as a commit stuck in its fsync): the request is
+    answered ``write_outcome_unknown`` one ``--write-timeout`` + overrun after that chunk started,
+    saying the chunks before it are written; the write then finishes in the background."""
+    release = threading.Event()
+    stalled_at: list[float] = []
+
+    def before(n: int) -> None:
+        if n == 2:
+            stalled_at.append(time.monotonic())
+            release.wait(30)
+
+    _wrap_appends(log, before)
+    connector = f"stuck-{time.monotonic_ns()}"
+    total = CHUNK * CHUNKS
+    try:
+        with _client(log) as client:
+            until(lambda: client.get("/readyz").status_code == 200, "ready after the replay")
+            answer = client.patch(f"/connectors/{connector}/offsets?create=true", json=_body(total, 1))
+            answered = time.monotonic()
+            assert answer.status_code == 503, answer.text
+            assert answer.headers["X-Connect-Offsets-Error"] == "write_outcome_unknown"
+            message = answer.json()["message"]
+            assert f"the first {2 * CHUNK} of this write's {total} records were written and are in effect" in message
+            assert f"the other {total - 2 * CHUNK} may still be applied" in message, message
+            assert WRITE_TIMEOUT_S <= answered - stalled_at[0] < WRITE_TIMEOUT_S + OVERRUN_S + 1.0
+            assert _positions(client, connector) == {f"f{i}": 1 for i in range(2 * CHUNK)}
+            release.set()
+            until(lambda: len(_positions(client, connector)) == total, "the rest written in the background")
+    finally:
+        release.set()
+
+
+def test_a_later_chunk_the_log_gives_up_on_says_what_is_written_and_what_never_will_be(
+    log: EmbeddedOffsetLog,
+) -> None:
+    """The log answers the third chunk "may still be written" (as Kafka's producer does past the
+    deadline): the chunks before it are written, that one may land, the ones after it are not sent."""
+
+    def before(n: int) -> None:
+        if n == 2:
+            raise WriteOutcomeUnknown("the log did not acknowledge 20 records in time; they may still be written")
+
+    _wrap_appends(log, before)
+    connector = f"unknown-{time.monotonic_ns()}"
+    total = CHUNK * CHUNKS
+    with _client(log) as client:
+        until(lambda: client.get("/readyz").status_code == 200, "ready after the replay")
+        answer = client.patch(f"/connectors/{connector}/offsets?create=true", json=_body(total, 1))
+        assert answer.status_code == 503, answer.text
+        assert answer.headers["X-Connect-Offsets-Error"] == "write_outcome_unknown"
+        assert answer.json()["message"] == (
+            "the log did not acknowledge 20 records in time; they may still be written; the first 40 of this "
+            f"write's {total} records were written before it and are in effect, the next 20 may still be applied, "
+            f"the other {total - 3 * CHUNK} were not and will not be (sending the same request again writes the rest)"
+        )
+        assert _positions(client, connector) == {f"f{i}": 1 for i in range(2 * CHUNK)}
