@@ -22,7 +22,7 @@ from emulator.history.origins import write_origin
 from emulator.model.offsets import ConnectorOffset
 from emulator.service.audit_notes import note_planned
 from emulator.service.bodies import OffsetChange, validate_changes
-from emulator.service.bulk import bulk_pass
+from emulator.service.bulk import bulk_pass, note_request_bytes
 from emulator.service.results import ALTERED, RESET, DroppedCommit, ModifyResult, PlannedRecord
 from emulator.service.write_guard import SequencedChanges, WriteAuth, WriteGuard
 from emulator.service.writer import OffsetsWriter, WriteSection
@@ -101,7 +101,8 @@ class SourceStrategy:
             note_planned(records)  # audited even if the write then fails or times out
             return records
 
-        records = await bulk_pass(self._view.partition_count(connector), planned)
+        partitions, size = self._view.extent(connector)  # one partition may be a map of 100,000 keys
+        records = await bulk_pass(partitions, planned, size)
         if not dry_run:
             with write_origin("DELETE", connector):
                 await section.append(records, auth)
@@ -120,10 +121,14 @@ class SourceStrategy:
 
 
 async def view_offsets(view: OffsetView, connector: str) -> list[ConnectorOffset]:
-    """A connector's rows in ``view``, on a worker thread past ``BULK_ITEMS`` partitions: parsing
-    10,000 values on the event loop held every other request up to ~100 ms (``bulk.py``;
-    benchmarks/RESULTS.md round 19)."""
+    """A connector's rows in ``view``, on a worker thread past ``BULK_ITEMS`` partitions or
+    ``BULK_BYTES`` of records: parsing 10,000 values on the event loop held every other request up to
+    ~100 ms (``bulk.py``; benchmarks/RESULTS.md round 19), one partition of 100,000 keys ~0.6 s. A
+    request that read that many bytes encodes its answer off the loop too (``note_request_bytes``)."""
+    partitions, size = view.extent(connector)
+    note_request_bytes(size)
     return await bulk_pass(
-        view.partition_count(connector),
+        partitions,
         lambda: [ConnectorOffset(partition=row.partition, offset=row.offset) for row in view.offsets(connector)],
+        size,
     )

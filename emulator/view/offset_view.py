@@ -31,7 +31,7 @@ from emulator.codec.keys import KeyProblem, ParsedKey, logical_id, parse_key, pr
 from emulator.codec.values import CodecError, InvalidOffsets, loads_lenient, validate_format
 from emulator.model.records import LogRecord
 from emulator.view import slots
-from emulator.view.record_arena import ABSENT, Member, RecordArena
+from emulator.view.record_arena import ABSENT, Member, Members, RecordArena
 
 log = logging.getLogger(__name__)
 
@@ -319,16 +319,18 @@ class OffsetView:
             if owner is None:
                 return 0
             members = self._records.members(owner)
-        logicals = members.logicals
-        if len(set(logicals)) == len(logicals):
-            return len(logicals)
-        buckets: dict[int, list[bytes]] = {}
-        for key, bucket in zip(members.keys, logicals, strict=True):
-            buckets.setdefault(bucket, []).append(key)
-        return sum(
-            1 if len(keys) == 1 else len({logical_id(_indexed(key).partition) for key in keys})
-            for keys in buckets.values()
-        )
+        return _partitions_of(members)
+
+    def extent(self, connector: str) -> tuple[int, int]:
+        """``partition_count(connector)`` and the bytes of the connector's live keys and slots: what
+        reading its offsets back costs grows with both (one partition may hold a map of 100,000 keys)."""
+        with self._lock:
+            owner = self._ids.get(connector)
+            if owner is None:
+                return 0, 0
+            members = self._records.members(owner)
+        size = sum(map(len, members.keys)) + sum(map(len, members.slots))
+        return _partitions_of(members), size
 
     def _row_of_one(self, key: bytes, slot: bytes) -> OffsetRow:
         """The row of a key alone in its bucket (an indexed key is a valid ``[name, {partition}]``:
@@ -382,3 +384,16 @@ def _indexed(key: bytes) -> ParsedKey:
     parsed = parse_key(key)
     assert isinstance(parsed, ParsedKey)
     return parsed
+
+
+def _partitions_of(members: Members) -> int:
+    """How many logical partitions ``members`` denote (keys of one bucket may alias one partition)."""
+    logicals = members.logicals
+    if len(set(logicals)) == len(logicals):
+        return len(logicals)
+    buckets: dict[int, list[bytes]] = {}
+    for key, bucket in zip(members.keys, logicals, strict=True):
+        buckets.setdefault(bucket, []).append(key)
+    return sum(
+        1 if len(keys) == 1 else len({logical_id(_indexed(key).partition) for key in keys}) for keys in buckets.values()
+    )

@@ -29,7 +29,7 @@ from emulator.server.routes.history import offsets_as_of
 from emulator.server.routes.params import check_connector_path, int64_param, parse_body, read_body
 from emulator.server.routes.query import QueryModel, RouteQuery
 from emulator.service.bodies import parse_alter_body
-from emulator.service.bulk import BULK_ITEMS, bulk_pass
+from emulator.service.bulk import bulk_pass, is_bulk
 from emulator.service.results import ModifyResult
 from emulator.service.write_guard import WriteAuth
 
@@ -171,7 +171,7 @@ async def cached_json(
     if body is None:
         value, items = await content()
         # A big body off the event loop; a small one (most GETs) at once, in one encoder call.
-        body = await asyncio.to_thread(encode, value) if items > BULK_ITEMS else render_json(value)
+        body = await asyncio.to_thread(encode, value) if is_bulk(items) else render_json(value)
         rt.bodies.put(key, version, body, keep_small)
     return json_bytes(body)
 
@@ -194,7 +194,7 @@ async def alter_offsets(connector: str, request: Request, rt: RuntimeDep) -> Res
     partition and listed under ``dropped``)."""
     query = _ALTER.read(request)
     changes = await parse_body(parse_alter_body, await read_body(request))
-    audit.note_partitions(change.partition for change in changes)
+    await bulk_pass(len(changes), lambda: audit.note_partitions(change.partition for change in changes))
     auth = WriteAuth.from_params(
         int64_param("claim_epoch", query.claim_epoch), query.sequence_source, int64_param("sequence", query.sequence)
     )

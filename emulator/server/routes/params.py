@@ -19,6 +19,7 @@ from starlette.requests import ClientDisconnect
 
 from emulator.codec.jackson_writer import JAVA_LONG_MAX, JAVA_LONG_MIN
 from emulator.model.errors import InvalidRequest, RequestTooLarge
+from emulator.service.bulk import note_request_bytes
 
 __all__ = ["DEFAULT_MAX_BODY_BYTES", "check_connector_path", "int64_param", "parse_body", "read_body"]
 
@@ -49,6 +50,7 @@ async def read_body(request: Request) -> bytes:
     it before the route does."""
     already: bytes | None = getattr(request.state, "body", None)
     if already is not None:
+        note_request_bytes(len(already))  # this request's context (the policy's may be another)
         return already
     limit = max_body_bytes(request)
     declared = request.headers.get("content-length", "")
@@ -65,6 +67,7 @@ async def read_body(request: Request) -> bytes:
     except ClientDisconnect:
         raise client_gone() from None
     body = request.state.body = b"".join(chunks)
+    note_request_bytes(len(body))  # a big body's passes leave the event loop (``service/bulk.py``)
     return body
 
 
