@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from tests.fixtures.cli import run_cli
-from tests.fixtures.daemon import DaemonProcess, free_port
+from tests.fixtures.daemon import DaemonFactory, DaemonProcess, free_port
 
 
 def cli(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
@@ -156,10 +156,12 @@ def test_claim_then_write_with_the_claim_epoch(embedded_daemon: DaemonProcess, t
     assert cli("claims", name, *url).stdout.strip() == f"{name}: not claimed"
 
 
-def test_a_connector_name_holding_a_newline_is_listed_escaped_on_one_line(embedded_daemon: DaemonProcess) -> None:
+def test_a_connector_name_holding_a_newline_is_listed_escaped_on_one_line(daemon_factory: DaemonFactory) -> None:
     """Connect's name validator only applies to names that come through its REST API: any tool may
     write ``["ctl\\nfake-name",…]`` to the log, and ``list`` printed ``ctl`` and a fake ``fake-name``.
-    A partition's unprintable characters are JSON escapes in ``get``'s table."""
+    A partition's unprintable characters are JSON escapes in ``get``'s table. A daemon of its own: a
+    connector that cannot be named in a URL stays in its log for good (no DELETE reaches it)."""
+    embedded_daemon = daemon_factory()
     name = f"ctl-{uuid.uuid4().hex[:8]}\nfake-name"
     plain = f"cli-{uuid.uuid4().hex[:8]}"
     value = base64.b64encode(b'{"p":1}').decode()

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import base64
 import json
+import logging
 from typing import TYPE_CHECKING
 
+import httpx
 import pytest
 
-from tests.fixtures.daemon import DaemonProcess
+from tests.fixtures.daemon import DaemonFactory, DaemonProcess
 from tests.spark.helpers import unique
 
 if TYPE_CHECKING:
@@ -91,3 +94,28 @@ def test_half_a_surrogate_pair_reaches_spark_as_jacksons_escape(
 
     assert (row.partition, row.offset) == ('{"f":"\\uD800"}', '{"p":"x\\uDC00"}')
     assert json.loads(row.partition) == body["offsets"][0]["partition"]
+
+
+def test_all_connectors_skip_one_whose_name_no_url_may_hold_and_say_so(
+    daemon_factory: DaemonFactory, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Any tool may write ``["ctl\\nx",…]`` to the log; the daemon refuses that name in a URL (400, as
+    Connect does), and reading every connector failed on it. A daemon of its own: such a connector
+    stays in its log for good."""
+    from emulator.spark.offsets_source import current_rows
+
+    daemon = daemon_factory()
+    unreadable, plain = "ctl\nx", unique("src-plain")
+    records = [
+        {
+            "key": base64.b64encode(json.dumps([name, {"f": "a"}]).encode()).decode(),
+            "value": base64.b64encode(b'{"p":1}').decode(),
+        }
+        for name in (unreadable, plain)
+    ]
+    assert httpx.post(f"{daemon.url}/offsets/records", json={"records": records}).status_code == 200
+
+    with caplog.at_level(logging.WARNING, logger="emulator.spark.offsets_source"):
+        rows = list(current_rows(daemon.url, None))
+    assert [(r[0], r[1], r[2]) for r in rows] == [(plain, '{"f":"a"}', '{"p":1}')]
+    assert any(repr(unreadable) in r.getMessage() and "skipped" in r.getMessage() for r in caplog.records)
