@@ -100,8 +100,9 @@ def test_all_connectors_skip_one_whose_name_no_url_may_hold_and_say_so(
     daemon_factory: DaemonFactory, caplog: pytest.LogCaptureFixture
 ) -> None:
     """Any tool may write ``["ctl\\nx",…]`` to the log; the daemon refuses that name in a URL (400, as
-    Connect does), and reading every connector failed on it. A daemon of its own: such a connector
+    Connect does), and reading every connector (offsets or history) failed on it. A daemon of its own: such a connector
     stays in its log for good."""
+    from emulator.history.spark import rows as history_rows
     from emulator.spark.offsets_source import current_rows
 
     daemon = daemon_factory()
@@ -118,4 +119,10 @@ def test_all_connectors_skip_one_whose_name_no_url_may_hold_and_say_so(
     with caplog.at_level(logging.WARNING, logger="emulator.spark.offsets_source"):
         rows = list(current_rows(daemon.url, None))
     assert [(r[0], r[1], r[2]) for r in rows] == [(plain, '{"f":"a"}', '{"p":1}')]
+    assert any(repr(unreadable) in r.getMessage() and "skipped" in r.getMessage() for r in caplog.records)
+
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="emulator.history.spark"):
+        changes = list(history_rows({"url": daemon.url}))
+    assert {change[0] for change in changes} == {plain}
     assert any(repr(unreadable) in r.getMessage() and "skipped" in r.getMessage() for r in caplog.records)
