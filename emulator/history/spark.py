@@ -12,7 +12,6 @@ left out, every change, read a page at a time). Rows oldest first.
 from __future__ import annotations
 
 import json
-import logging
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -20,9 +19,7 @@ from emulator.client.errors import ApiError, NotFoundError
 from emulator.client.history import HistoryClient
 from emulator.codec.surrogates import escape_in_json
 from emulator.model.times import parse_time_ms
-from emulator.spark.options import DaemonAccess, OptionError, int_option
-
-log = logging.getLogger(__name__)
+from emulator.spark.options import DaemonAccess, OptionError, int_option, skipped_for_its_name
 
 SCHEMA = (
     "connector string, time_ms long, kafka_partition int, kafka_offset long, origin string, operation string, "
@@ -124,12 +121,8 @@ def rows(options: Mapping[str, str]) -> Iterator[tuple[Any, ...]]:
                     raise
                 continue  # listed by a Connect cluster without any history yet
             except ApiError as exc:
-                if exc.status != 400 or options.get("connector") or name.isprintable():
+                if options.get("connector") or not skipped_for_its_name(exc, name, "connect-offsets history"):
                     raise
-                # A name with a control character: in the log, but no URL may name it (Connect's rule).
-                log.warning(
-                    "connect-offsets history: connector %r skipped: the daemon refuses its name (%s)", name, exc
-                )
                 continue
             for change in changes:
                 yield (

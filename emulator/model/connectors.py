@@ -88,3 +88,10 @@ def not_stopped_message(connector: str) -> str:
 def not_found_message(connector: str) -> str:
     """Connect's exact 404 message (``AbstractHerder.connectorOffsets``, ``modifyConnectorOffsetsChecks``)."""
     return f"Connector {connector} not found"
+
+
+def control_characters(name: str) -> list[int]:
+    """The code points of ``name`` that Connect's name validator refuses
+    (``ConfigDef.NonEmptyStringWithoutControlChars``: Java's ``Character.isISOControl``). The log may
+    hold such a name (any tool may write one); no URL of the daemon's, as of Connect's, may name it."""
+    return [ord(c) for c in name if ord(c) <= 0x1F or 0x7F <= ord(c) <= 0x9F]

@@ -19,7 +19,6 @@ import base64
 import binascii
 import importlib
 import json
-import logging
 from collections.abc import Iterator, Mapping, Sequence
 from types import ModuleType
 from typing import Any
@@ -31,9 +30,7 @@ from emulator.client.credentials import Credentials
 from emulator.client.errors import ApiError
 from emulator.client.http import OffsetsClient
 from emulator.codec.surrogates import escape_in_json
-from emulator.spark.options import DaemonAccess, OptionError, bool_option, only_known
-
-log = logging.getLogger(__name__)
+from emulator.spark.options import DaemonAccess, OptionError, bool_option, only_known, skipped_for_its_name
 
 SCHEMA = "connector string, partition string, offset string, kafka_partition int, kafka_offset long, timestamp_ms long"
 HISTORY_MODULE = "emulator.history.spark"
@@ -107,10 +104,7 @@ def current_rows(
             except ApiError as exc:
                 if exc.status == 404 and connector is None:
                     continue  # removed between the two calls
-                if exc.status == 400 and connector is None and not name.isprintable():
-                    # A name with a control character is in the log (any tool may write one) but no
-                    # URL may name it (Connect's rule, 400): its rows cannot be read, the others can.
-                    log.warning("connect-offsets: connector %r skipped: the daemon refuses its name (%s)", name, exc)
+                if connector is None and skipped_for_its_name(exc, name, "connect-offsets"):
                     continue
                 raise
             where = record_coordinates(client, name)

@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 import difflib
+import logging
 import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from emulator.client.credentials import Credentials, CredentialsError
+from emulator.client.errors import ApiError
 from emulator.client.http import DEFAULT_URL
 from emulator.client.retry_window import EXPECTED, parse_retry_for_s
+from emulator.model.connectors import control_characters
 from emulator.spark.committer import DaemonOffsets
+
+log = logging.getLogger(__name__)
 
 
 class OptionError(ValueError):
@@ -103,3 +108,13 @@ def only_known(options: Mapping[str, str], source: str, known: Iterable[str], pr
         raise OptionError(
             f"{source} has no option {given!r}{hint} (it takes {', '.join(sorted(names.values()))}{extra})"
         )
+
+
+def skipped_for_its_name(exc: ApiError, name: str, source: str) -> bool:
+    """Whether ``exc`` is the daemon refusing ``name`` in a URL for its control characters (then a
+    WARNING is logged): a source reading every connector skips that one and reads the others, since
+    the name is in the log but no request may name it (as in Connect)."""
+    if exc.status != 400 or not control_characters(name):
+        return False
+    log.warning("%s: connector %r skipped: the daemon refuses its name (%s)", source, name, exc)
+    return True

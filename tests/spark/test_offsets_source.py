@@ -116,13 +116,13 @@ def test_all_connectors_skip_one_whose_name_no_url_may_hold_and_say_so(
     ]
     assert httpx.post(f"{daemon.url}/offsets/records", json={"records": records}).status_code == 200
 
-    with caplog.at_level(logging.WARNING, logger="emulator.spark.offsets_source"):
+    with caplog.at_level(logging.WARNING, logger="emulator.spark.options"):
         rows = list(current_rows(daemon.url, None))
     assert [(r[0], r[1], r[2]) for r in rows] == [(plain, '{"f":"a"}', '{"p":1}')]
     assert any(repr(unreadable) in r.getMessage() and "skipped" in r.getMessage() for r in caplog.records)
 
     caplog.clear()
-    with caplog.at_level(logging.WARNING, logger="emulator.history.spark"):
+    with caplog.at_level(logging.WARNING, logger="emulator.spark.options"):
         changes = list(history_rows({"url": daemon.url}))
     assert {change[0] for change in changes} == {plain}
     assert any(repr(unreadable) in r.getMessage() and "skipped" in r.getMessage() for r in caplog.records)

@@ -18,6 +18,7 @@ from fastapi import Request
 from starlette.requests import ClientDisconnect
 
 from emulator.codec.jackson_writer import JAVA_LONG_MAX, JAVA_LONG_MIN
+from emulator.model.connectors import control_characters
 from emulator.model.errors import InvalidRequest, RequestTooLarge
 from emulator.service.bulk import note_request_bytes
 
@@ -99,11 +100,6 @@ def int64_param(name: str, value: int | None) -> int | None:
     return value
 
 
-def _iso_control(code_point: int) -> bool:
-    """Java's ``Character.isISOControl``."""
-    return code_point <= 0x1F or 0x7F <= code_point <= 0x9F
-
-
 def connector_name_problem(raw_segment: bytes) -> str | None:
     """Why a percent-encoded ``{connector}`` path segment names no connector, or ``None``.
 
@@ -130,7 +126,7 @@ def connector_name_problem(raw_segment: bytes) -> str | None:
             f"({raw_segment[:200].decode('ascii', 'backslashreplace')}: {exc.reason} at byte {exc.start}); "
             "percent-encode the name's UTF-8 bytes"
         )
-    controls = [str(ord(c)) for c in name if _iso_control(ord(c))]
+    controls = [str(code) for code in control_characters(name)]
     if controls:
         shown = name.encode("unicode_escape").decode("ascii")
         # Connect's ConfigException text for its name validator.
