@@ -58,6 +58,26 @@ def source_commit(daemon: DaemonProcess, connector: str, file: Path, position: i
     assert committer_for(daemon.url, connector, reader.daemon.credentials, claim_epoch=reader.claim_epoch).flush(30)
 
 
+def assert_claim_advice(warning: str, source: str, connector: str, given: str, first: int, current: int) -> None:
+    """A source's refused commit names the claim (its holder 'spark-run-8' and epoch ``current``),
+    what the commit gave (the stale epoch ``first``, or none) and the source's option to change."""
+    if given == "stale":
+        assert (
+            f"claimed by 'spark-run-8' with epoch {current}; the writer with epoch {first} has been fenced" in warning
+        )
+        assert (
+            f"This commit to {connector} gave claim epoch {first} ({source}'s option claimEpoch), which is not "
+            f"the connector's current claim" in warning
+        )
+        assert f"`connect-offsets claims {connector}`" in warning
+    else:
+        assert f"claimed by 'spark-run-8' (epoch {current})" in warning
+        assert (
+            f"This commit to {connector} gave no claim epoch: if this job holds that claim, give its epoch "
+            f"with {source}'s option claimEpoch" in warning
+        )
+
+
 # -- connect-file's own commit: option claimEpoch -----------------------------------------------------------
 
 
@@ -81,21 +101,7 @@ def test_connect_file_refused_for_the_claim_warns_what_to_change_and_writes_noth
         source_commit(embedded_daemon, connector, file, 4, **options)
     assert stored_position(embedded_daemon.client(), connector, str(file)) == 0
     (warning,) = [r.getMessage() for r in caplog.records if connector in r.getMessage()]
-    if given == "stale":
-        assert (
-            f"claimed by 'spark-run-8' with epoch {current}; the writer with epoch {first} has been fenced" in warning
-        )
-        assert (
-            f"This commit to {connector} gave claim epoch {first} (connect-file's option claimEpoch), which is not "
-            f"the connector's current claim" in warning
-        )
-        assert f"`connect-offsets claims {connector}`" in warning
-    else:
-        assert f"claimed by 'spark-run-8' (epoch {current})" in warning
-        assert (
-            f"This commit to {connector} gave no claim epoch: if this job holds that claim, give its epoch "
-            "with connect-file's option claimEpoch" in warning
-        )
+    assert_claim_advice(warning, "connect-file", connector, given, first, current)
 
 
 # -- connect-kafka's own commit (a sink connector's consumer group): option claimEpoch ---------------------
@@ -169,21 +175,7 @@ def test_connect_kafka_refused_for_the_claim_warns_what_to_change_and_writes_not
     assert group_offset(daemon, connector) == 0
     (warning,) = [r.getMessage() for r in caplog.records if connector in r.getMessage()]
     assert warning.startswith(f"connect-kafka {connector}: could not commit"), warning
-    if given == "stale":
-        assert (
-            f"claimed by 'spark-run-8' with epoch {current}; the writer with epoch {first} has been fenced" in warning
-        )
-        assert (
-            f"This commit to {connector} gave claim epoch {first} (connect-kafka's option claimEpoch), which is not "
-            f"the connector's current claim" in warning
-        )
-        assert f"`connect-offsets claims {connector}`" in warning
-    else:
-        assert f"claimed by 'spark-run-8' (epoch {current})" in warning
-        assert (
-            f"This commit to {connector} gave no claim epoch: if this job holds that claim, give its epoch "
-            "with connect-kafka's option claimEpoch" in warning
-        )
+    assert_claim_advice(warning, "connect-kafka", connector, given, first, current)
 
 
 @pytest.mark.kafka
