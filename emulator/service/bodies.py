@@ -14,7 +14,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from emulator.codec.keys import read_back_id
@@ -34,6 +34,12 @@ class OffsetChange:
 
     partition: dict[str, Any]
     offset: dict[str, Any] | None
+    partition_id: str = field(init=False, compare=False)
+    """The partition as Connect reads it back (``read_back_id``): found in the view, deduplicated and
+    sequenced by it. Computed once here; for a partition holding a float it is a round trip."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "partition_id", read_back_id(self.partition))
 
 
 def parse_alter_body(raw: bytes) -> list[OffsetChange]:
@@ -57,9 +63,8 @@ def parse_alter_body(raw: bytes) -> list[OffsetChange]:
     changes: dict[str, OffsetChange] = {}
     for index, item in enumerate(offsets):
         change = _parse_item(index, item)
-        lid = read_back_id(change.partition)
-        changes.pop(lid, None)
-        changes[lid] = change
+        changes.pop(change.partition_id, None)
+        changes[change.partition_id] = change
     return list(changes.values())
 
 

@@ -31,7 +31,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable, Hashable, Sequence
 
-from emulator.codec.keys import encode_key, logical_id, read_back_id
+from emulator.codec.keys import encode_key, logical_id
 from emulator.codec.murmur2 import partition_for
 from emulator.codec.values import encode_offset
 from emulator.connect_cluster.offset_stores import WORKER_ONLY, ConnectorStores
@@ -222,7 +222,7 @@ class SourceOffsets:
         plan = StorePlan()
         for change in changes:
             value = encode_offset(change.offset)
-            lid = read_back_id(change.partition)
+            lid = change.partition_id
             found = self._worker_view.find(connector, lid) + (() if own is None else own.view.find(connector, lid))
             keys = list(dict.fromkeys(found)) or [encode_key(connector, change.partition)]
             for key in keys:

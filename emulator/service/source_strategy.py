@@ -16,7 +16,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from emulator.codec.keys import encode_key, read_back_id
+from emulator.codec.keys import encode_key
 from emulator.codec.values import encode_offset
 from emulator.history.origins import write_origin
 from emulator.model.offsets import ConnectorOffset
@@ -112,7 +112,7 @@ class SourceStrategy:
         records: list[PlannedRecord] = []
         for change in changes:
             value = encode_offset(change.offset)
-            existing = self._view.find(connector, read_back_id(change.partition))
+            existing = self._view.find(connector, change.partition_id)
             if existing:
                 records.extend(self._writer.planned(key, value, existing=True) for key in existing)
             else:

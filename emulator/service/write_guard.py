@@ -22,7 +22,6 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from emulator.codec.keys import read_back_id
 from emulator.logs.base import OffsetLog
 from emulator.model.claims import Claim, Fence, Fenced, fenced_message, held_message
 from emulator.model.connectors import ConnectorStates
@@ -149,15 +148,15 @@ class WriteGuard:
         accepted: list[OffsetChange] = []
         dropped: list[DroppedCommit] = []
         for change in changes:
-            verdict = self.tracker.check((connector, read_back_id(change.partition)), auth.sequence)
+            verdict = self.tracker.check((connector, change.partition_id), auth.sequence)
             if verdict.accepted:
                 accepted.append(change)
             else:
-                self.tracker.touch((connector, read_back_id(change.partition)))
+                self.tracker.touch((connector, change.partition_id))
                 dropped.append(DroppedCommit(partition=change.partition, reason=verdict.reason(auth.sequence)))
         return SequencedChanges(accepted, dropped)
 
     def record_sequence(self, connector: str, changes: list[OffsetChange], auth: WriteAuth) -> None:
         if auth.sequence is not None:
             for change in changes:
-                self.tracker.record((connector, read_back_id(change.partition)), auth.sequence)
+                self.tracker.record((connector, change.partition_id), auth.sequence)
