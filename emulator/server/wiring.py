@@ -46,6 +46,7 @@ from emulator.server.connections import (
     tls_accepting,
 )
 from emulator.server.heap import CollectorPauses, collect_young_less_often, freeze_long_lived
+from emulator.server.heap_trim import start_trimming
 from emulator.server.listen import ListenError, listen_early, url_of
 from emulator.server.log_format import configure_logging
 from emulator.server.metrics_port import serve_metrics, starting_registry
@@ -614,11 +615,13 @@ def _serve(settings: Settings, bound_socket: Callable[[], socket.socket]) -> Non
         **proxy_options(settings),
     )
     stop_gc_metrics = CollectorPauses(app.state.metrics.registry).install()
+    stop_trimming = start_trimming(app.state.metrics.registry)
     freeze_long_lived("app built")
     announcement = Announcement(url, settings.url_file, lambda: runtime.health.readiness()["ready"])
     try:
         AnnouncingServer(config, announcement).run(sockets=[sock])
     finally:
+        stop_trimming()
         stop_gc_metrics()
         remove_url_file(settings.url_file)
         if stop_metrics is not None:
