@@ -14,7 +14,7 @@ import threading
 import time
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from concurrent.futures import Future
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from confluent_kafka.admin import AdminClient
 
@@ -37,7 +37,7 @@ from emulator.logs.kafka.writer import OffsetsWriter, checked_entry
 from emulator.logs.own_writes import OwnWrites
 from emulator.logs.write_timings import WriteTimings
 from emulator.model.claims import Claim, Fence, Fenced, fenced_message
-from emulator.model.errors import LogConfigError, LogTimeout, LogUnavailable, LogWriteError
+from emulator.model.errors import LogConfigError, LogTimeout, LogUnavailable, LogWriteError, WriteOutcomeUnknown
 from emulator.model.records import LogRecord, Position
 
 log = logging.getLogger(__name__)
@@ -133,10 +133,14 @@ class KafkaOffsetLog(OffsetLog):
         self._claims: KafkaClaims | None = None
         self._claims_lock = threading.Lock()
         self._watch: BrokerWatch | None = None
-        # Writes outside the topic (``write_fenced``: sink connectors' groups) begun while there was no
-        # claims store, per connector: the claim that opens the store waits for them (under _claims_lock).
+        # Unclaimed writes begun while there was no claims store, per connector (a source's records,
+        # ``append_fenced`` / ``start_append_fenced``; a sink's group, ``write_fenced``): they hold no
+        # connector lock, so the claim that opens the store waits for them instead (``_storeless``).
+        # Counted under _claims_lock together with the check that there is no store; their own lock,
+        # so that a write ending on the producer's delivery-report thread never waits for
+        # _claims_lock, which opening the store holds across broker calls.
         self._storeless_writes: dict[str, int] = {}
-        self._storeless_done = threading.Condition(self._claims_lock)
+        self._storeless_done = threading.Condition(threading.Lock())
 
     # ---------------------------------------------------------------- description & health
 
@@ -420,13 +424,14 @@ class KafkaOffsetLog(OffsetLog):
     def claim(self, connector: str, owner: str) -> Claim:
         store = self._claims_store(create=True)
         assert store is not None
-        # A write of the connector's group that began before there was a store held no connector lock:
-        # wait for it, as a claim waits for a write holding the lock (every later one takes the lock).
+        # A write of the connector (its records or its group) that began before there was a store held
+        # no connector lock: wait until it was answered, as a claim waits for a write holding the lock
+        # (every later one takes it). No new one can begin: the store exists from here on.
         with self._storeless_done:
             if not self._storeless_done.wait_for(lambda: connector not in self._storeless_writes, self._timeout_s):
                 raise LogTimeout(
-                    f"a write of connector {connector}'s consumer group begun before this claim is still waiting "
-                    f"for the broker's answer after {self._timeout_s:g} s; nothing was claimed"
+                    f"a write of connector {connector} begun before this claim is still waiting for the "
+                    f"broker's answer after {self._timeout_s:g} s; nothing was claimed"
                 )
         return store.claim(connector, owner)
 
@@ -469,13 +474,20 @@ class KafkaOffsetLog(OffsetLog):
     def append_fenced(
         self, fence: Fence, entries: Sequence[tuple[bytes, bytes | None]], timeout_s: float = 30.0
     ) -> list[Position]:
+        """A writer without a claim epoch: appended at once while nobody ever claimed on this topic
+        (the claim that opens the store waits until it was answered, ``_unclaimed``), else under the
+        store's connector lock (``KafkaClaims.append_unclaimed``); with an epoch, in the claim's
+        transaction."""
         checked = self._checked(entries)
         if fence.epoch is None:
-            store = self._claims_store(create=False)
-            if store is None:
-                return self._noted(self._writer.append(checked, timeout_s))
             return self._noted(
-                store.append_unclaimed(fence.connector, lambda: self._writer.append(checked, timeout_s), timeout_s)
+                self._unclaimed(
+                    fence.connector,
+                    lambda: self._writer.append(checked, timeout_s),
+                    lambda store: store.append_unclaimed(
+                        fence.connector, lambda: self._writer.append(checked, timeout_s), timeout_s
+                    ),
+                )
             )
         store = self._claims_store(create=False)
         if store is None:  # a claim epoch, but nobody ever claimed on this topic
@@ -485,48 +497,100 @@ class KafkaOffsetLog(OffsetLog):
     def write_fenced(self, fence: Fence, write: Callable[[], T], timeout_s: float = 30.0) -> T:
         """Under the claims store's connector lock (``KafkaClaims.write_fenced``). While nobody ever
         claimed on this topic there is no store: a write without a claim epoch runs at once, and the
-        claim that opens the store waits until it returned."""
+        claim that opens the store waits until it returned (``_unclaimed``)."""
         if fence.epoch is not None:
             store = self._claims_store(create=False)
             if store is None:  # a claim epoch, but nobody ever claimed on this topic
                 raise Fenced(fenced_message(fence.connector, fence.epoch, None))
             return store.write_fenced(fence, write, timeout_s)
-        with self._claims_lock:
-            watch = self._watch
-            storeless = self._claims is None and (watch is None or not watch.topic_exists)
-            if storeless:
-                self._storeless_writes[fence.connector] = self._storeless_writes.get(fence.connector, 0) + 1
-        if storeless:
-            try:
-                return write()
-            finally:
-                with self._storeless_done:
-                    left = self._storeless_writes.pop(fence.connector) - 1
-                    if left:
-                        self._storeless_writes[fence.connector] = left
-                    self._storeless_done.notify_all()
-        store = self._claims_store(create=False)
-        return write() if store is None else store.write_fenced(fence, write, timeout_s)
+        return self._unclaimed(fence.connector, write, lambda store: store.write_fenced(fence, write, timeout_s))
 
     def start_append_fenced(
         self, fence: Fence, entries: Sequence[tuple[bytes, bytes | None]]
     ) -> Future[list[Position]] | None:
         """Only a write without a claim epoch while nobody ever claimed on this topic (the common
         case, and the one ``append_fenced`` appends with no claims lookup): anything else needs the
-        claims store's lock or a transaction, both blocking."""
+        claims store's lock or a transaction, both blocking. Counted as a store-less write until its
+        records were answered, as ``append_fenced`` counts it."""
         if fence.epoch is not None:
             return None
+        checked = self._checked(entries)
         if not self._claims_lock.acquire(blocking=False):  # the store is being opened: wait in a worker
             return None
         try:
-            watch = self._watch
-            if self._claims is not None or (watch is not None and watch.topic_exists):
-                return None
+            storeless = self._begin_storeless(fence.connector)
         finally:
             self._claims_lock.release()
-        started = self._writer.start(self._checked(entries))
+        if not storeless:
+            return None
+        return self._storeless(fence.connector, lambda: self._noting(self._writer.start(checked)), lambda s: s)
+
+    # ---------------------------------------------------------------- writes begun without a claims store
+
+    def _unclaimed(self, connector: str, write: Callable[[], T], under_store: Callable[[KafkaClaims], T]) -> T:
+        """A write presenting no claim epoch: ``write()`` at once, counted as store-less, while nobody
+        ever claimed on this topic; else ``under_store(store)``, which checks it under the store's
+        connector lock."""
+        while True:
+            with self._claims_lock:
+                storeless = self._begin_storeless(connector)
+            if storeless:
+                return self._storeless(connector, write)
+            store = self._claims_store(create=False)
+            if store is not None:
+                return under_store(store)
+            # The store was dropped meanwhile (``close``, on a log without a watch): decide again.
+
+    def _begin_storeless(self, connector: str) -> bool:
+        """True, with ``connector``'s write counted in ``_storeless_writes``, when there is no claims
+        store and the watch has seen no claims topic; False when writes go through the store. The
+        caller holds ``_claims_lock``: the check and the count are one step, so the claim that opens
+        the store either finds the write counted or the write finds the store."""
+        watch = self._watch
+        if self._claims is not None or (watch is not None and watch.topic_exists):
+            return False
+        with self._storeless_done:
+            self._storeless_writes[connector] = self._storeless_writes.get(connector, 0) + 1
+        return True
+
+    def _storeless(
+        self,
+        connector: str,
+        write: Callable[[], T],
+        pending: Callable[[T], Future[Any] | None] = lambda _: None,
+    ) -> T:
+        """``write()``, counted (``_begin_storeless`` returned True) until it was answered: when it
+        returns or raises, or later, once an outcome still open then is known (``pending(result)``:
+        a started write's future; the outcome of a ``WriteOutcomeUnknown``: records with the producer,
+        unacknowledged by the deadline, which may still land). Like the connector lock a write keeps
+        until the broker answered (``KafkaClaims.append_unclaimed``), so a claim never answers while
+        such a write may still land behind it."""
+        outcome: Future[Any] | None = None
+        try:
+            result = write()
+            outcome = pending(result)
+            return result
+        except WriteOutcomeUnknown as unknown:
+            outcome = unknown.outcome
+            raise
+        finally:
+            if outcome is None:
+                self._end_storeless(connector)
+            else:
+                outcome.add_done_callback(lambda _: self._end_storeless(connector))
+
+    def _end_storeless(self, connector: str) -> None:
+        """A counted write was answered (on its own thread, or the producer's delivery-report thread)."""
+        with self._storeless_done:
+            left = self._storeless_writes.pop(connector) - 1
+            if left:
+                self._storeless_writes[connector] = left
+            self._storeless_done.notify_all()
+
+    def _noting(self, started: Future[list[Position]] | None) -> Future[list[Position]] | None:
+        """Notes a started write's positions once written, before the caller's callbacks run."""
         if started is not None:
-            started.add_done_callback(self._noted_when_written)  # before the caller's callbacks
+            started.add_done_callback(self._noted_when_written)
         return started
 
     def _noted_when_written(self, done: Future[list[Position]]) -> None:
