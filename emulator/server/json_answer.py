@@ -13,8 +13,10 @@ A worker thread alone is not enough: the C encoder holds the interpreter lock fo
 one ``json.dumps`` of 52 MB would still stop the event loop as long. ``encode`` therefore encodes
 lists longer than ``SLICE_ITEMS`` a slice per call; between two calls the loop gets its turn.
 Every function here sends exactly the bytes Starlette's ``JSONResponse`` would for the same body,
-except that a lone surrogate (which Starlette cannot send at all) is escaped as Jackson escapes it
-(``emulator.codec.surrogates``).
+except two that Starlette cannot send at all, which are written as Connect's REST layer (Jackson)
+writes them: a lone surrogate is escaped (``emulator.codec.surrogates``), and a double beyond the
+finite range — Connect reads ``1e999`` in a record as an infinite double — is the string
+``"Infinity"`` or ``"-Infinity"`` (``QUOTE_NON_NUMERIC_NUMBERS``, on by default), not a 500.
 """
 
 from __future__ import annotations
@@ -22,17 +24,40 @@ from __future__ import annotations
 import asyncio
 import functools
 import json
+import math
 from collections.abc import Mapping
 from typing import Any
 
 from fastapi import Response
 
+from emulator.codec.jackson_writer import java_double_str
 from emulator.codec.surrogates import json_utf8
 
 SLICE_ITEMS = 1000
 """Items of a long list per encoder call: a few milliseconds of holding the interpreter lock."""
 
-_dumps = functools.partial(json.dumps, ensure_ascii=False, allow_nan=False, indent=None, separators=(",", ":"))
+_strict_dumps = functools.partial(json.dumps, ensure_ascii=False, allow_nan=False, indent=None, separators=(",", ":"))
+
+
+def _dumps(content: Any) -> str:
+    """Starlette's arguments; only a body the encoder refuses for a non-finite float is walked again."""
+    try:
+        return _strict_dumps(content)
+    except ValueError as refused:
+        if "Out of range float" not in str(refused):
+            raise
+        return _strict_dumps(_quoted_non_finite(content))
+
+
+def _quoted_non_finite(value: Any) -> Any:
+    """``value`` with every infinite or NaN float as the string Jackson writes for it."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return java_double_str(value)
+    if isinstance(value, dict):
+        return {key: _quoted_non_finite(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_quoted_non_finite(item) for item in value]
+    return value
 
 
 def render_json(content: Any) -> bytes:
