@@ -12,7 +12,7 @@ import json
 import os
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -671,6 +671,63 @@ def test_fenced_appends_through_the_tracked_log_reach_the_backend_and_are_attrib
     (row,) = stack.rows()
     assert (row["origin"], row["operation"]) == ("daemon", "commit")
     assert stack.writer.release(Fence("c", claim.epoch)) is True
+
+
+def test_a_write_the_log_refused_leaves_no_origin_for_someone_elses_record_with_its_bytes(
+    tmp_path: Path, stacks: list[Stack]
+) -> None:
+    """A refused write wrote nothing, so a later record with its bytes is someone else's: ``external``.
+    It used to keep its registration as a failed write for two minutes, and the archive then credited
+    the claim holder's record to the refused request as ``(unacknowledged)`` (QA, two daemons)."""
+    from emulator.model.claims import Fence, Fenced
+    from emulator.model.errors import ClaimHeld, InvalidRecord
+
+    stack = open_stack(tmp_path)
+    stacks.append(stack)
+    claim = stack.writer.claim("c", "holder")
+    refusals: list[tuple[type[Exception], Fence, list[tuple[Any, bytes | None]]]] = [
+        (Fenced, Fence("c", claim.epoch + 1), [(key(1), value(1))]),  # an epoch never issued
+        (ClaimHeld, Fence("c", None), [(key(2), value(2))]),  # no epoch while claimed
+        (InvalidRecord, Fence("c", claim.epoch), [(key(3), value(3)), (None, value(3))]),  # a keyless record
+    ]
+    for error, fence, entries in refusals:
+        with write_origin("PATCH", "c"), pytest.raises(error):
+            stack.writer.append_fenced(fence, entries)
+    for n in (1, 2, 3):
+        stack.append([(key(n), value(n))])  # the holder's write of the same bytes, not through this writer
+    rows = {r["key"]: r for r in stack.rows()}
+    assert [(rows[key(n)]["origin"], rows[key(n)]["operation"]) for n in (1, 2, 3)] == [("external", None)] * 3
+
+
+def test_a_refused_write_that_may_have_left_records_keeps_its_origin(tmp_path: Path, stacks: list[Stack]) -> None:
+    """A transaction fenced after its records reached the broker is aborted, yet an uncommitted reader
+    (Tansu's every reader) still sees them: those records are this daemon's, ``(unacknowledged)``."""
+    from emulator.model.claims import Fence, Fenced
+
+    class AbortingLog(EmbeddedOffsetLog):
+        """Writes the records, then refuses as a fenced Kafka transaction does after producing them."""
+
+        written: tuple[Position, ...] = ()
+
+        def append_fenced(
+            self, fence: Fence, entries: Sequence[tuple[bytes, bytes | None]], timeout_s: float = 30.0
+        ) -> list[Position]:
+            self.written = tuple(self.append(entries, timeout_s))
+            aborted = Fenced("a newer claim fenced the transaction")
+            aborted.left_no_records = False
+            raise aborted
+
+    stack = open_stack(tmp_path)
+    stacks.append(stack)
+    aborting = AbortingLog(tmp_path / "data", partitions=3, synchronous="NORMAL")
+    aborting.open()
+    try:
+        with write_origin("PATCH", "c"), pytest.raises(Fenced):
+            TrackedLog(aborting, stack.archive.origins).append_fenced(Fence("c", 1), [(key(1), value(1))])
+    finally:
+        aborting.close()
+    stack.wait_applied(list(aborting.written))
+    assert [(r["origin"], r["operation"]) for r in stack.rows()] == [("daemon", "PATCH (unacknowledged)")]
 
 
 def wait_mode(stack: Stack, mode: str, timeout_s: float = 20.0) -> dict[str, Any]:
