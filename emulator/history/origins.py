@@ -18,7 +18,8 @@ through the write path.
 Limits (documented, not hidden): the mapping lives in memory, so a daemon killed between appending
 and archiving re-archives those records from the log on restart as ``external``; and a write whose
 acknowledgement failed part-way (positions unknown) attributes records with exactly its bytes to
-the daemon, flagged ``uncertain``.
+the daemon, flagged ``uncertain``. A write the log refused before handing it any record leaves
+nothing (``WriteTicket.withdraw``): its bytes, written next by another writer, are that writer's.
 """
 
 from __future__ import annotations
@@ -99,7 +100,8 @@ class WriteTicket:
             self.registry._failed(self)
 
     def withdraw(self) -> None:
-        """Nothing was appended after all (the log declined to start the append): forget the ticket."""
+        """Nothing was appended after all (the log declined to start the append, or refused it before
+        any record reached it): forget the ticket."""
         if self.registry is not None:
             self.registry._withdrawn(self)
 

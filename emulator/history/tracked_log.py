@@ -14,7 +14,7 @@ from emulator.history.origins import OriginRegistry, WriteTicket, current_write_
 from emulator.logs.base import OffsetLog, ReadProgress, RecordSink
 from emulator.logs.write_timings import WriteTimings
 from emulator.model.claims import Claim, Fence
-from emulator.model.errors import WriteOutcomeUnknown
+from emulator.model.errors import OffsetsError, WriteOutcomeUnknown
 from emulator.model.records import LogRecord, Position
 
 T = TypeVar("T")
@@ -123,18 +123,35 @@ class TrackedLog(OffsetLog):
 
     @classmethod
     def _settle_after(cls, ticket: WriteTicket, exc: BaseException) -> None:
-        """An append raised: failed, unless the log tells later (then attribute the records then)."""
+        """An append raised: attribute the records once the log tells (``WriteOutcomeUnknown`` with an
+        outcome), else ``_refused``."""
         if isinstance(exc, WriteOutcomeUnknown) and exc.outcome is not None:
             exc.outcome.add_done_callback(lambda done: cls._settle(ticket, done))
         else:
-            ticket.failed()
+            cls._refused(ticket, exc)
 
-    @staticmethod
-    def _settle(ticket: WriteTicket, done: Future[list[Position]]) -> None:
-        if done.cancelled() or done.exception() is not None:
+    @classmethod
+    def _settle(cls, ticket: WriteTicket, done: Future[list[Position]]) -> None:
+        if done.cancelled():
             ticket.failed()
+            return
+        error = done.exception()
+        if error is not None:
+            cls._refused(ticket, error)
         else:
             ticket.landed(done.result())
+
+    @staticmethod
+    def _refused(ticket: WriteTicket, exc: BaseException) -> None:
+        """A write that did not land: withdrawn when the log says it left no record (a claim check, a
+        timeout before the write began, an invalid record), else failed (records may be in the log at
+        unknown positions). A failed ticket makes the archiver credit any record with its bytes to this
+        write, ``(unacknowledged)``, for minutes: after a refusal that is another writer's record, e.g.
+        the claim holder's through another daemon, which the refused request had sent the same bytes as."""
+        if isinstance(exc, OffsetsError) and exc.left_no_records:
+            ticket.withdraw()
+        else:
+            ticket.failed()
 
     def close(self) -> None:
         self.inner.close()

@@ -29,6 +29,15 @@ class OffsetsError(Exception):
 
     kind: ClassVar[str] = "internal_error"
 
+    left_no_records: bool = False
+    """True when the refused operation put no record into the log, not even one of a transaction it
+    then aborted (a ``read_uncommitted`` reader, and Tansu's every reader, still sees those). The
+    history's origin registry reads it: a write refused so forgets its registered bytes, while one
+    that may have left records keeps them, and a record with those bytes is archived as this daemon's
+    ``(unacknowledged)`` (emulator.history.tracked_log). Set by the classes whose every refusal comes
+    before any record is handed to the log; an instance raised after that says False (an aborted
+    transaction). Unknown, the default, keeps the bytes: only a refusal that is sure forgets them."""
+
     def __init__(self, message: str) -> None:
         super().__init__(message)
         self.message = message
@@ -41,6 +50,7 @@ class InvalidRequest(OffsetsError):
     """The request itself is wrong (body, parameters, ...): sending it again changes nothing."""
 
     kind = "invalid_request"
+    left_no_records = True
 
 
 class RequestTooLarge(InvalidRequest):
@@ -84,6 +94,7 @@ class NotStopped(OffsetsError):
     """Offsets may be modified only while the connector is STOPPED with zero tasks (Connect's rule)."""
 
     kind = "not_stopped"
+    left_no_records = True
 
 
 class ClaimHeld(NotStopped):
@@ -103,6 +114,7 @@ class Conflict(OffsetsError):
     """The operation lost to another writer or to the cluster's state; nothing was written."""
 
     kind = "conflict"
+    left_no_records = True
 
 
 class ConnectorRunning(Conflict):
@@ -212,6 +224,7 @@ class LogStorageRefused(LogWriteError):
     ``/readyz`` says so until a write succeeds again (``emulator.logs.embedded.storage_faults``)."""
 
     kind = "log_storage_refused"
+    left_no_records = True
 
 
 class LogTimeout(LogUnavailable):
@@ -220,6 +233,7 @@ class LogTimeout(LogUnavailable):
     whose outcome is still unknown), or a fresh read could not reach the log's end. Retry later."""
 
     kind = "log_timeout"
+    left_no_records = True
 
 
 class WriteOutcomeUnknown(LogUnavailable):

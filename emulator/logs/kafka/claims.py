@@ -478,14 +478,20 @@ class KafkaClaims:
         return held[1], held
 
     def _fenced(self, fence: Fence, held: tuple[int, Producer], current: Claim | None = None) -> Fenced:
-        """The claim's producer was fenced: forget it, and say who holds the connector now."""
+        """The claim's producer was fenced: forget it, and say who holds the connector now.
+
+        Always after the transaction's records were handed to the producer: the broker aborts them,
+        but an uncommitted reader may still see them, so the refusal does not say the log holds none
+        (``OffsetsError.left_no_records``; a refusal before the transaction began says it does)."""
         assert fence.epoch is not None
         with self._lock:
             if self._producers.get(fence.connector) is held:
                 del self._producers[fence.connector]
         if current is None:
             current = self._current_or_cached(fence.connector)
-        return Fenced(fenced_message(fence.connector, fence.epoch, current))
+        fenced = Fenced(fenced_message(fence.connector, fence.epoch, current))
+        fenced.left_no_records = False
+        return fenced
 
     def _current_or_cached(self, connector: str) -> Claim | None:
         """The claim as the topic says now, or as last read when the broker does not answer soon."""

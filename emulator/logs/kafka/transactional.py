@@ -226,10 +226,12 @@ class TransactionalAppender:
         """What a Kafka error during the transaction means; None: only the broker knows yet."""
         if _fatal_or_fenced(exc):
             batch.close()
-            return Conflict(
+            taken_over = Conflict(
                 f"a newer producer with transactional id {batch.transactional_id} took over while the daemon was "
                 f"writing (is the connector's task running again?): {exc}; nothing was committed"
             )
+            taken_over.left_no_records = False  # records of the aborted transaction may be seen uncommitted
+            return taken_over
         if _needs_abort(exc) or not _retriable(exc):
             self._abort(batch)
             return LogWriteError(

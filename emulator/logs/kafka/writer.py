@@ -364,7 +364,9 @@ class OffsetsWriter:
         pending.abandon()
         pending.handed_over(index)
         if index == 0:
-            return LogWriteError(f"{why}; nothing was written")
+            refused = LogWriteError(f"{why}; nothing was written")
+            refused.left_no_records = True  # not one record reached the producer
+            return refused
         return WriteOutcomeUnknown(
             f"{why}: {index} of {total} records were handed to the producer and may still be written",
             pending.outcome,
