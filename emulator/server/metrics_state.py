@@ -165,14 +165,18 @@ class StateCollector(Collector):
     def _view_metrics(self) -> Iterator[Metric]:
         stats = self._view.stats
         yield _counter(
-            "connect_offsets_records_applied", "Records the view applied (every kind)", stats.records_applied
+            "connect_offsets_records_applied",
+            "Records the reader delivered to the view (every kind, each once, those it skipped as older included)",
+            stats.records_applied,
         )
         yield _counter(
-            "connect_offsets_tombstones_applied", "Tombstones (null values) the view applied", stats.tombstones_applied
+            "connect_offsets_tombstones_applied",
+            "Tombstones (null values) among the records the reader delivered to the view",
+            stats.tombstones_applied,
         )
         yield _counter(
             "connect_offsets_empty_values_applied",
-            "Records with an empty (not null) value the view applied",
+            "Records with an empty (not null) value among those the reader delivered to the view",
             stats.empty_values,
         )
         skipped = CounterMetricFamily(

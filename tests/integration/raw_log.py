@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
+from collections.abc import Iterator
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
@@ -15,6 +16,27 @@ def read_topic(bootstrap: str, topic: str, partitions: int, key: bytes, committe
 
     ``read_uncommitted`` by default, as Connect's reader is unless exactly-once source is enabled.
     """
+    return [
+        json.loads(value)["position"]
+        for found, value in messages(bootstrap, topic, partitions, committed_only)
+        if found == key and value is not None
+    ]
+
+
+def count_records(bootstrap: str, topic: str, partitions: int) -> tuple[int, int]:
+    """(records, tombstones) in the topic up to the end offsets at the call: what a reader that read
+    it whole delivered, whoever wrote them."""
+    records = tombstones = 0
+    for _, value in messages(bootstrap, topic, partitions):
+        records += 1
+        tombstones += value is None
+    return records, tombstones
+
+
+def messages(
+    bootstrap: str, topic: str, partitions: int, committed_only: bool = False
+) -> Iterator[tuple[bytes | None, bytes | None]]:
+    """(key, value) of every record, in log order per partition, up to the end offsets at the call."""
     consumer = Consumer(
         {
             "bootstrap.servers": bootstrap,
@@ -27,7 +49,6 @@ def read_topic(bootstrap: str, topic: str, partitions: int, key: bytes, committe
     try:
         ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in range(partitions)}
         consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
-        found: list[int] = []
         positions = dict.fromkeys(ends, 0)
         deadline = time.monotonic() + 30
         while any(positions[p] < end for p, end in ends.items()):
@@ -38,12 +59,10 @@ def read_topic(bootstrap: str, topic: str, partitions: int, key: bytes, committe
                 partition, offset = message.partition(), message.offset()
                 assert partition is not None and offset is not None
                 positions[partition] = offset + 1
-                if message.key() == key and message.value() is not None:
-                    found.append(json.loads(message.value())["position"])
+                yield message.key(), message.value()
             for p, end in ends.items():  # transaction markers leave no message; the position says where we are
                 if positions[p] < end:
                     [at] = consumer.position([TopicPartition(topic, p)])
                     positions[p] = max(positions[p], at.offset)
-        return found
     finally:
         consumer.close()

@@ -60,3 +60,21 @@ def test_other_partitions_are_not_ordered_against_each_other() -> None:
     view.apply_acknowledged([rec(10, b'{"p":10}', partition=3)])
     view.apply([rec(1, b'{"p":1}', partition=4)])  # the same key in another partition: log order wins
     assert offset_of(view) == {"p": 1}
+
+
+def test_a_tombstone_the_guard_skips_is_still_counted_once() -> None:
+    """Another daemon's DELETE between two PATCHes of this one: the reader delivers the tombstone after
+    the second PATCH's write-through, so the guard skips it (it is older), yet it is a tombstone in the
+    log. The counters count what the reader delivers, as ``records_applied`` does (QA D4: this daemon
+    counted 1 of 30 such tombstones, a restarted one all 30)."""
+    view = OffsetView()
+    view.apply_acknowledged([rec(5, b'{"p":5}')])
+    view.apply([rec(5, b'{"p":5}')])
+    view.apply_acknowledged([rec(7, b'{"p":7}')])  # our next PATCH, acknowledged before the reader saw 6
+    view.apply([rec(6, None), rec(7, b'{"p":7}'), rec(8, b"")])
+    view.apply_acknowledged([rec(10, b'{"p":10}')])
+    view.apply([rec(9, b"")])  # an empty value the guard skips counts as one too
+    assert offset_of(view) == {"p": 10}, "the older tombstone did not undo the newer write"
+    assert (view.stats.records_applied, view.stats.tombstones_applied, view.stats.empty_values) == (5, 1, 2)
+    view.apply([rec(10, b'{"p":10}')])
+    assert (view.stats.records_applied, view.stats.tombstones_applied, view.stats.empty_values) == (6, 1, 2)
