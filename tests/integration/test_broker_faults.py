@@ -31,8 +31,9 @@ from confluent_kafka.admin import AdminClient
 
 from emulator.client.http import Auth, OffsetsClient
 from emulator.codec.keys import encode_key
+from emulator.logs.kafka.offsets_log import KafkaOffsetLog
 from emulator.logs.kafka.topics import wait_for_partition_count
-from emulator.model.errors import LogConfigError
+from emulator.model.errors import LogConfigError, LogTimeout
 from tests.fixtures.broker import TansuBroker, _resolve_tansu, own_tansu
 from tests.fixtures.cli import run_cli
 from tests.fixtures.daemon import DaemonFactory, DaemonProcess, free_port
@@ -618,3 +619,81 @@ def test_a_migration_whose_write_the_broker_never_acknowledges_exits_4_may_still
     last = lines[-1] if lines else ""
     assert code == 4, "".join(lines)
     assert last.startswith("error: ") and "the write may still land" in last, last
+
+
+@pytest.mark.slow
+def test_an_outage_only_the_broker_watch_met_stays_the_last_error_after_recovery(
+    own_broker: TansuBroker, daemon_factory: DaemonFactory
+) -> None:
+    """An idle daemon lives through a stall: nothing but its broker watch (``/readyz``) and its claims
+    reader ask the broker meanwhile, and librdkafka reports nothing for a broker that stops answering
+    on open connections. The daemon logged the failed metadata requests, yet ``reader.last_error``
+    stayed ``null`` and ``connect_offsets_reader_last_error_timestamp_seconds`` absent once it was
+    ready again, so the ``ConnectOffsetsReaderErrors`` alert (docs/operations.md) never fired (QA D5).
+    And nothing is recorded while nothing failed: a claim, its reader, writes and reads leave none."""
+    topic = own_broker.unique_topic("stall-last-error")
+    daemon = daemon_factory(
+        "--bootstrap-servers", own_broker.bootstrap, "--offsets-topic", topic, "--offsets-partitions", "3"
+    )
+    connector = f"stall-last-error-{uuid.uuid4().hex[:8]}"
+    with OffsetsClient(daemon.url) as client:
+        client.alter(connector, body(0), create=True)
+        client.claim(connector, "stall-test")  # the claims store and its reader run from here on
+        assert client.offsets(connector, fresh=True) == [{"partition": PARTITION, "offset": {"position": 0}}]
+
+    def reader_status() -> dict[str, Any]:
+        reader: dict[str, Any] = httpx.get(f"{daemon.url}/status", timeout=5).json()["reader"]
+        return reader
+
+    def last_error_at() -> float | None:
+        return scrape(daemon.url).get("connect_offsets_reader_last_error_timestamp_seconds")
+
+    time.sleep(1.0)  # two probes of the watch, answered
+    before = reader_status()
+    assert (before["last_error"], before["last_error_at"], last_error_at()) == (None, None, None), before
+
+    paused_at = time.time()
+    with own_broker.paused():
+        until(
+            lambda: httpx.get(f"{daemon.url}/readyz", timeout=5).status_code == 503,
+            "/readyz says the broker does not answer",
+            timeout_s=10,
+        )
+        time.sleep(3.0)
+    resumed_at = time.time()
+    daemon.wait_until("/readyz", 30)
+
+    after = reader_status()
+    assert after["last_error"] and "did not answer a metadata request" in after["last_error"], after
+    assert own_broker.bootstrap in after["last_error"], after
+    at = last_error_at()
+    assert at is not None and paused_at <= at <= resumed_at + 1.0, (paused_at, at, resumed_at)
+    time.sleep(1.5)
+    assert last_error_at() == at, "kept after recovery, and no error recorded once the broker answers"
+
+
+@pytest.mark.slow
+def test_the_claims_readers_failure_during_a_stall_is_the_offsets_logs_last_error(own_broker: TansuBroker) -> None:
+    """The claims topic's reader kept its errors to itself: through an outage daemon A logged "cannot
+    read the end offsets of …-emulator-claims" (a claim it was asked for) and ``/status``
+    ``reader.last_error``, the offsets log's ``last_error``, had nothing of it (QA D5). The log is
+    opened without its broker watch (``claims=False``; ``claim`` still opens the claims store), whose
+    failed probes would be the last error too: here only the claims reader's can be."""
+    topic = own_broker.unique_topic("stall-claims-error")
+    log = KafkaOffsetLog(own_broker.bootstrap, topic, partitions=3, claims=False, operation_timeout_s=10)
+    log.open()
+    try:
+        claim = log.claim("c", "stall-test")
+        assert log.current_claim("c", timeout_s=10) == claim
+        assert (log.last_error, log.last_error_at) == (None, None), "nothing failed: no error"
+        with own_broker.paused():
+            failed_from = time.time()
+            with pytest.raises(LogTimeout):
+                log.current_claim("c", timeout_s=3)
+        claims_topic = f"{topic}-emulator-claims"
+        assert log.last_error is not None and f"cannot read the end offsets of {claims_topic}" in log.last_error, (
+            log.last_error
+        )
+        assert log.last_error_at is not None and log.last_error_at >= failed_from
+    finally:
+        log.close()

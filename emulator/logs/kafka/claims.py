@@ -149,14 +149,19 @@ class KafkaClaims:
         partition_count: Callable[[], int],
         replication_factor: int = -1,
         timeout_s: float = 30.0,
+        *,
+        errors_to: LastError | None = None,
     ) -> None:
+        """``errors_to``: the offsets log's last error, which keeps this store's errors too (its
+        reader's, its admin client's), so that ``/status`` and the metrics show a claims topic that
+        could not be read; logged under the claims topic's own description."""
         self._offsets_topic = offsets_topic
         self._claims_topic = claims_topic
         self._clients = clients
         self._partition_count = partition_count
         self._replication_factor = replication_factor
         self._timeout_s = timeout_s
-        self._errors = LastError(f"kafka://{clients.bootstrap}/{claims_topic}", log)
+        self._errors = LastError(f"kafka://{clients.bootstrap}/{claims_topic}", log, also=errors_to)
         self._lock = threading.Lock()
         self._claims: dict[str, Claim | None] = {}
         self._last_epoch: dict[str, int] = {}

@@ -3,6 +3,11 @@
 librdkafka retries connection losses by itself and our reader threads back off and go on, so most
 errors leave no other trace than a log line; this keeps the latest one (and when it happened) for
 ``/status`` and tests, shared by the clients of one log.
+
+A part of the log with a description of its own (the claims topic's reader and admin client) keeps
+its errors in a ``LastError`` of its own that passes each one on (``also``) to the log's: ``/status``
+``reader.last_error`` and ``connect_offsets_reader_last_error_timestamp_seconds`` read the log's
+alone, and showed nothing of a claims reader that failed through a whole broker outage.
 """
 
 from __future__ import annotations
@@ -21,9 +26,12 @@ log = logging.getLogger(__name__)
 class LastError:
     """Logs an error with its source's description and remembers it; thread-safe."""
 
-    def __init__(self, description: str, logger: logging.Logger = log) -> None:
+    def __init__(self, description: str, logger: logging.Logger = log, *, also: LastError | None = None) -> None:
+        """``also``: the log's own ``LastError``, which remembers every error of this one too (prefixed
+        with this description, which says where it happened), without logging it a second time."""
         self.description = description
         self._log = logger
+        self._also = also
         self._lock = threading.Lock()
         self._message: str | None = None
         self._at: float | None = None
@@ -31,18 +39,23 @@ class LastError:
 
     def record(self, message: str, level: int = logging.WARNING) -> None:
         self._log.log(level, "%s: %s", self.description, message)
-        self._remember(message)
+        self.remember(message)
 
-    def _remember(self, message: str) -> None:
+    def remember(self, message: str) -> None:
+        """Keep ``message`` as the last error, now, without a log line: for a caller that logs the
+        failure itself, with its own throttling (the broker watch logs the first failed probe of an
+        outage, and every one is remembered, so the time is the outage's last failure)."""
         with self._lock:
             self._message = message
             self._at = time.time()
+        if self._also is not None:
+            self._also.remember(f"{self.description}: {message}")
 
     def client_error(self, role: str, err: KafkaError) -> None:
         """For librdkafka's ``error_cb`` (connection loss and the like): clients retry by themselves,
         so each kind of error is logged at most once per ``log_throttle.WINDOW_S`` (always remembered)."""
         message = f"Kafka {role} error: {err}"
-        self._remember(message)
+        self.remember(message)
         held = self._throttle.admit((role, err.code()))
         if held is not None:
             self._log.warning("%s: %s%s", self.description, message, held_note(held, self._throttle.window_s))

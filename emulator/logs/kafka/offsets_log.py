@@ -230,7 +230,9 @@ class KafkaOffsetLog(OffsetLog):
                 self._opened = True
             log.info("Opened %s with %d partitions", self.description, count)
             return
-        watch = BrokerWatch(admin, self._clients.bootstrap, self._claims_topic, on_topic=self._claims_topic_found)
+        watch = BrokerWatch(
+            admin, self._clients.bootstrap, self._claims_topic, on_topic=self._claims_topic_found, errors=self._errors
+        )
         with self._lock:
             self._opened = True
             self._watch = watch
@@ -398,6 +400,7 @@ class KafkaOffsetLog(OffsetLog):
                     lambda: self.partition_count,
                     self._spec.replication_factor,
                     self._timeout_s,
+                    errors_to=self._errors,
                 )
                 created = claims.open()
                 self._claims = claims

@@ -10,6 +10,13 @@ every ``interval_s``, for the claims topic's metadata, and the answer serves bot
 - **the claims topic's existence**: a daemon that never claims still learns, within one interval,
   that another daemon created the topic, and from then on checks claims before every write.
 
+A failed probe is also kept as the log's last error (``errors``, ``emulator.logs.kafka.health``), for
+``/status`` ``reader.last_error`` and ``connect_offsets_reader_last_error_timestamp_seconds``: librdkafka
+reports no error for a broker that stops answering without closing its connections (a stalled or
+paused process; ``socket.timeout.ms`` is a minute), so an idle daemon that lived through a 20 s outage
+kept no trace of it once ``/readyz`` answered 200 again. Only a failure is kept: an answered probe
+records nothing.
+
 librdkafka sends a metadata request for a named topic to a broker each time (it does not answer
 from its cache), with ``allow.auto.create.topics=false`` (``emulator.logs.kafka.config``), so the
 probe never creates the topic it asks about.
@@ -25,6 +32,7 @@ from collections.abc import Callable
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
+from emulator.logs.kafka.health import LastError
 from emulator.model.errors import LogConfigError
 
 log = logging.getLogger(__name__)
@@ -43,10 +51,14 @@ class BrokerWatch:
         topic: str,
         *,
         on_topic: Callable[[], None] | None = None,
+        errors: LastError | None = None,
         interval_s: float = PROBE_INTERVAL_S,
         probe_timeout_s: float = PROBE_TIMEOUT_S,
     ) -> None:
+        """``errors``: where every failed probe is remembered (the log's last error); the watch logs
+        an outage's first failure and its end itself."""
         self._admin = admin
+        self._errors = errors
         self._bootstrap = bootstrap
         self._topic = topic
         self._on_topic = on_topic
@@ -119,6 +131,8 @@ class BrokerWatch:
             self._failure = message
             if self._failing_since is None:
                 self._failing_since = started
+        if self._errors is not None:
+            self._errors.remember(message)
         if first:
             log.warning("%s; /readyz answers 503 until it does", message)
 
@@ -128,6 +142,8 @@ class BrokerWatch:
                 self.probe()
             except Exception as exc:  # never die: a watch that stops would report "reachable" forever
                 log.error("broker watch for %s failed: %r", self._bootstrap, exc)
+                if self._errors is not None:
+                    self._errors.remember(f"broker watch failed: {exc!r}")
             self._stop.wait(self.interval_s)
 
 
