@@ -472,6 +472,41 @@ def test_reads_from_the_log_end_during_a_stall_answer_503_within_the_write_timeo
 
 
 @pytest.mark.slow
+def test_a_rollback_during_a_stall_answers_503_within_the_write_timeout(
+    own_broker: TansuBroker, daemon_factory: DaemonFactory
+) -> None:
+    """A rollback, and its dry run, plan from the log read to its end, as a reset does. With the broker
+    stalled that read ends at ``--write-timeout`` in a 503 ``log_timeout`` that says so, nothing
+    written; both answered 200 from the view as it stood ("Nothing to roll back"), which may lack
+    another writer's latest write."""
+    topic = own_broker.unique_topic("stall-rollback")
+    daemon = daemon_factory(
+        "--bootstrap-servers", own_broker.bootstrap, "--offsets-topic", topic, "--offsets-partitions", "3",
+        "--write-timeout", "3s",
+    )  # fmt: skip
+    path = f"/connectors/stall-rollback-{uuid.uuid4().hex[:8]}/offsets"
+    with httpx.Client(base_url=daemon.url, timeout=60) as http:
+        assert http.patch(path, params={"create": "true"}, json=body(0)).status_code == 200
+        time.sleep(0.05)
+        at = str(time.time_ns() // 1_000_000)
+        with own_broker.paused():
+            answers = {}
+            for dry_run in ("true", "false"):
+                sent = time.monotonic()
+                answer = http.post(f"{path}/rollback", params={"to": at, "dry_run": dry_run}, json={})
+                answers[dry_run] = (answer, time.monotonic() - sent)
+        after = http.post(f"{path}/rollback", params={"to": at}, json={})
+    for dry_run, (answer, took) in answers.items():
+        assert answer.status_code == 503, (dry_run, answer.text)
+        assert answer.headers["X-Connect-Offsets-Error"] == "log_timeout", (dry_run, answer.headers)
+        assert answer.headers["Retry-After"] == "1"
+        message = answer.json()["message"]
+        assert "not read to its end within 3 s" in message, (dry_run, message)
+        assert took < 3 + 2, f"the rollback (dry_run={dry_run}) took {took:.1f} s with --write-timeout 3s"
+    assert after.status_code == 200 and after.json()["changes"] == [], after.text
+
+
+@pytest.mark.slow
 def test_a_sink_read_during_a_stall_answers_503_with_why_within_the_write_timeout(
     own_broker: TansuBroker, daemon_factory: DaemonFactory
 ) -> None:
