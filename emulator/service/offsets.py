@@ -183,6 +183,14 @@ class OffsetsService:
                 await self._read_own_topic_to_end(connector, deadline)
             return await self._strategy(resolved).reset(connector, dry_run, auth, section)
 
+    async def read_source_to_end(self, connector: str, deadline: Deadline) -> None:
+        """The worker's offsets log and the connector's own offsets topic (KIP-618), when it has one,
+        each read to its current end within ``deadline``: what a rollback plans from, as a reset does,
+        so that a write another daemon or a Connect task acknowledged before the request is in the
+        state it is compared with (503 ``log_timeout`` when the log does not get there in time)."""
+        await self.read_to_end(deadline)
+        await self._read_own_topic_to_end(connector, deadline)
+
     async def _read_own_topic_to_end(self, connector: str, deadline: Deadline) -> None:
         """A connector's own offsets topic (KIP-618 ``offsets.storage.topic``), when it has one."""
         reading = asyncio.to_thread(self._source.read_to_end, connector, deadline.remaining())

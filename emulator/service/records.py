@@ -2,10 +2,11 @@
 
 KIP-875 bodies carry parsed JSON, so they cannot move a key whose bytes differ from Jackson's
 canonical form, or a key Connect ignores; backups, restores, migrations and rollbacks need the
-bytes themselves. Every write here follows the same rules as PATCH: the log read to its end and
-the config topic refreshed, STOPPED connectors only, no unpresented claim, read-your-writes; and
-no value Connect's reader cannot read back (``emulator.codec.readable``) unless the caller says
-``allow_malformed``, in which case the answer counts them.
+bytes themselves. Every write here follows the same rules as PATCH: the config topic refreshed,
+STOPPED connectors only, no unpresented claim, read-your-writes; and no value Connect's reader
+cannot read back (``emulator.codec.readable``) unless the caller says ``allow_malformed``, in which
+case the answer counts them. A rollback, like a reset, first reads the log to its end: it writes a
+diff against the current state, so that state must hold every write acknowledged before it.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import operator
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TypedDict
 
@@ -34,7 +35,7 @@ from emulator.service.checks import ConnectorChecks
 from emulator.service.connector_stores import SourceOffsets, checked_store
 from emulator.service.history import read_past
 from emulator.service.write_guard import NO_AUTH, WriteGuard
-from emulator.service.writer import OffsetsWriter
+from emulator.service.writer import Deadline, OffsetsWriter
 from emulator.view.offset_view import Entry, OffsetView
 
 
@@ -157,14 +158,19 @@ class RecordsService:
         guard: WriteGuard,
         writer: OffsetsWriter,
         stores: SourceOffsets | None = None,
+        *,
+        read_to_end: Callable[[str, Deadline], Awaitable[None]],
     ) -> None:
-        """``stores``: where Connect keeps each source connector's offsets (KIP-618 connector stores)."""
+        """``stores``: where Connect keeps each source connector's offsets (KIP-618 connector stores).
+        ``read_to_end(connector, deadline)``: read the logs that hold the connector's offsets to their
+        current ends (``OffsetsService.read_source_to_end``), which a rollback does before it plans."""
         self._log_description = log_description
         self._view = view
         self._checks = checks
         self._guard = guard
         self._writer = writer
         self._stores = stores
+        self._read_to_end = read_to_end
 
     def _special(self, connector: str | None) -> bool:
         return connector is not None and self._stores is not None and self._stores.special(connector)
@@ -338,8 +344,18 @@ class RecordsService:
 
         A state rebuilt from a damaged archive (records of a damaged block were skipped) may be one
         that never existed: writing it is refused (``HistoryDamaged``) unless ``allow_damaged``; its
-        dry run answers, and says so."""
+        dry run answers, and says so.
+
+        The log (and the connector's own topic) is read to its end first, within ``--write-timeout``
+        (503 ``log_timeout`` after it, nothing written), as a reset does: the plan is a diff against
+        the current state, and from a view a moment behind another writer's acknowledged write (a
+        second daemon on the topic, a Connect task, a producer) the diff left that write in place and
+        answered "Nothing to roll back". Before the archive is read, too: the records the reader
+        delivered are then queued to the archiver, and on the daemon that writes the archive its read
+        waits for that queue (``HistoryArchive.sync``), so the state at ``at_ms`` and the current
+        state come from the same records. A dry run plans the same way."""
         self._checks.ensure_ready()
+        await self._read_to_end(connector, self._writer.deadline())
         special = self._stores is not None and self._special(connector)
         view = self._view
         if special:
