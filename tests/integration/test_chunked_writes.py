@@ -14,6 +14,7 @@ answers each chunk well within the timeout) or to stall on one chunk.
 
 from __future__ import annotations
 
+import base64
 import sqlite3
 import threading
 import time
@@ -25,6 +26,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 import emulator.service.writer as writer_module
+from emulator.codec.keys import encode_key
+from emulator.codec.values import encode_offset
 from emulator.logs.embedded.offsets_log import EmbeddedOffsetLog
 from emulator.model.connectors import NoConnectCluster
 from emulator.model.errors import WriteOutcomeUnknown
@@ -194,3 +197,80 @@ def test_a_later_chunk_the_log_gives_up_on_says_what_is_written_and_what_never_w
             f"the other {total - 3 * CHUNK} were not and will not be (sending the same request again writes the rest)"
         )
         assert _positions(client, connector) == {f"f{i}": 1 for i in range(2 * CHUNK)}
+
+
+def _hold_next_commit(log: EmbeddedOffsetLog) -> tuple[threading.Event, threading.Event]:
+    """``(arm, release)``: once armed, the log's next group commit does not come back until released,
+    as a commit stuck in its fsync: the thread running it holds the log's writing lock meanwhile."""
+    real = log._commits._write
+    arm, release = threading.Event(), threading.Event()
+
+    def write(conn: Any, batch: Any, deadline: float) -> Any:
+        if arm.is_set():
+            arm.clear()
+            release.wait(30)
+        return real(conn, batch, deadline)
+
+    log._commits._write = write  # type: ignore[method-assign]
+    return arm, release
+
+
+def _records(connector: str, count: int, position: int) -> dict[str, Any]:
+    def b64(raw: bytes) -> str:
+        return base64.b64encode(raw).decode()
+
+    return {
+        "records": [
+            {"key": b64(encode_key(connector, {"file": f"f{i}"})), "value": b64(encode_offset({"position": position}))}
+            for i in range(count)
+        ]
+    }
+
+
+def test_an_import_whose_embedded_commit_hangs_answers_503_within_its_deadline(log: EmbeddedOffsetLog) -> None:
+    """``POST /offsets/records`` waited for its write with no deadline of its own: a commit that did not
+    come back held the request (and every later import) until it did. Now it answers as a PATCH does,
+    503 ``write_outcome_unknown`` one ``--write-timeout`` (+ the overrun) after it handed its records to
+    the log, keeps every connector's section until the log answers (so a write meanwhile answers
+    ``log_timeout`` within its own deadline, having written nothing), and the import lands once the
+    commit comes back. (Before the fix the request waited until the test let the commit go: 200 after
+    ``HELD_S``.)"""
+    arm, release = _hold_next_commit(log)
+    connector = f"held-import-{time.monotonic_ns()}"
+    other = f"held-other-{time.monotonic_ns()}"
+    held_s = 4.0
+    letting_go = threading.Timer(held_s, release.set)  # so that the request, unfixed, ends rather than hangs
+    try:
+        with _client(log) as client:
+            until(lambda: client.get("/readyz").status_code == 200, "ready after the replay")
+            arm.set()
+            letting_go.start()
+            started = time.monotonic()
+            answer = client.post("/offsets/records", json=_records(connector, 5, 1))
+            took = time.monotonic() - started
+            assert answer.status_code == 503, f"{answer.status_code} after {took:.1f} s: {answer.text}"
+            assert answer.headers["X-Connect-Offsets-Error"] == "write_outcome_unknown"
+            assert answer.headers["Retry-After"] == "1"
+            assert set(answer.json()) == {"error_code", "message"} and answer.json()["error_code"] == 503
+            assert "(--write-timeout); it may still be applied" in answer.json()["message"], answer.text
+            assert took < WRITE_TIMEOUT_S + OVERRUN_S + 1.0, f"answered after {took:.1f} s"
+            assert not release.is_set(), "answered while the commit still hangs"
+
+            started = time.monotonic()
+            again = client.post("/offsets/records", json=_records(connector, 5, 2))
+            patch = client.patch(f"/connectors/{other}/offsets?create=true", json=_body(1, 1))
+            took = time.monotonic() - started
+            for waited in (again, patch):
+                assert waited.status_code == 503, waited.text
+                assert waited.headers["X-Connect-Offsets-Error"] == "log_timeout"
+                assert waited.json()["message"].endswith("nothing was written"), waited.text
+            assert took < 2 * WRITE_TIMEOUT_S + 1.0, f"both answered after {took:.1f} s"
+            assert not release.is_set(), "answered while the commit still hangs"
+
+            release.set()
+            until(lambda: _positions(client, connector) == {f"f{i}": 1 for i in range(5)}, "the import landed")
+            answer = client.patch(f"/connectors/{other}/offsets?create=true", json=_body(1, 1))
+            assert answer.status_code == 200, "every connector's section is free once the commit came back"
+    finally:
+        letting_go.cancel()
+        release.set()
