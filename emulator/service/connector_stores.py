@@ -48,7 +48,7 @@ from emulator.service.bulk import bulk_pass
 from emulator.service.results import RESET, ModifyResult, PlannedRecord
 from emulator.service.source_strategy import SourceStrategy, altered_message, view_offsets
 from emulator.service.write_guard import NO_AUTH, WriteAuth, WriteGuard
-from emulator.service.writer import AppendTarget, Entries, OffsetsWriter, WriteSection
+from emulator.service.writer import AppendTarget, Entries, ImportSection, WriteSection
 from emulator.view.offset_view import OffsetView
 
 log = logging.getLogger(__name__)
@@ -307,11 +307,11 @@ class SourceOffsets:
         stores = self.stores_of(connector)
         await self._write(connector, stores, self._own_store(stores), plan, NO_AUTH, section)
 
-    async def write_planned_locked(self, connector: str, plan: StorePlan, writer: OffsetsWriter) -> None:
-        """An import's write: the caller holds every connector's section (``OffsetsWriter.lock``)."""
+    async def write_planned_locked(self, connector: str, plan: StorePlan, section: ImportSection) -> None:
+        """An import's write, in its section of every connector (``OffsetsWriter.exclusive``)."""
 
         async def step(records: Sequence[PlannedRecord], target: AppendTarget | None, done: Done) -> None:
-            await writer.append_locked([(r.key, r.value) for r in records], connector, target=target)
+            await section.append([(r.key, r.value) for r in records], connector, target=target)
             if done is not None:
                 done()
 

@@ -35,7 +35,7 @@ from emulator.service.checks import ConnectorChecks
 from emulator.service.connector_stores import SourceOffsets, checked_store
 from emulator.service.history import read_past
 from emulator.service.write_guard import NO_AUTH, WriteGuard
-from emulator.service.writer import Deadline, OffsetsWriter
+from emulator.service.writer import Deadline, ImportSection, OffsetsWriter
 from emulator.view.offset_view import Entry, OffsetView
 
 
@@ -267,7 +267,7 @@ class RecordsService:
                 unreadable_message(records, problems, ". Pass allow_malformed=true to import them as-is")
             )
         unreadable_keys = {records[i].key for i in problems}
-        async with self._writer.lock:
+        async with self._writer.exclusive() as section:
 
             def planned() -> tuple[Diff, list[str], list[RawRecord]]:
                 diff = compute_diff(self._live_value_of(keys), records, keys)
@@ -283,7 +283,7 @@ class RecordsService:
                 await self._guard.check_writer(connector, NO_AUTH)
             if not dry_run and to_write:
                 with write_origin("import", touched[0] if len(touched) == 1 else None):
-                    await self._write_locked(to_write, keys)
+                    await self._write_locked(to_write, keys, section)
         # The last record per key is the one written: count those whose value is unreadable.
         kept = await bulk_pass(
             len(to_write),
@@ -303,15 +303,16 @@ class RecordsService:
 
         return live
 
-    async def _write_locked(self, to_write: list[RawRecord], keys: KeyIndex) -> None:
+    async def _write_locked(self, to_write: list[RawRecord], keys: KeyIndex, section: ImportSection) -> None:
         """The worker's log for most records; a connector with a combined store (KIP-618) gets its records
-        written as Connect's ``set`` writes them: both topics, in order, task 0's transaction if exactly-once."""
+        written as Connect's ``set`` writes them: both topics, in order, task 0's transaction if exactly-once.
+        Each write within its own deadline (``ImportSection``)."""
         special, plain = await bulk_pass(len(to_write), lambda: self._by_store(to_write, keys))
         if plain:
-            await self._writer.append_locked(plain)
+            await section.append(plain)
         for name, entries in special.items():
             assert self._stores is not None
-            await self._stores.write_planned_locked(name, self._stores.plan_raw(name, entries), self._writer)
+            await self._stores.write_planned_locked(name, self._stores.plan_raw(name, entries), section)
 
     def _by_store(
         self, to_write: list[RawRecord], keys: KeyIndex

@@ -7,19 +7,20 @@ Every modification of the offsets log (PATCH, DELETE, imports, rollbacks) goes t
   (``WriteSection``): a commit sequence is checked, written and recorded with no other write of
   that connector in between, so two racing commits can never land in the wrong order. Writes to
   different connectors do not wait for each other. A write that spans connectors (an import)
-  takes every connector at once (``exclusive``).
+  takes every connector at once (``exclusive``: an ``ImportSection``).
 - **A deadline.** Waiting for the section and for the log's acknowledgement both end at the
-  request's deadline (``--write-timeout``): ``LogTimeout`` when nothing was written yet,
+  request's deadline (``--write-timeout``; an import's write gets a whole one of its own, since its
+  checks and diff come between): ``LogTimeout`` when nothing was written yet,
   ``WriteOutcomeUnknown`` once records were handed to the log. Nothing blocks the event loop: the
   log is called in a write thread (``write_threads``), the lock is an asyncio lock. A log that can take a commit
   without blocking (``OffsetLog.start_append_fenced``: Kafka while nobody uses claims) is called on
   the loop instead, and its own thread (the producer's delivery reports) wakes the loop when the
   write is acknowledged: no worker thread parked per write.
 - **An unknown outcome keeps the section.** The log keeps waiting for its answer in the background;
-  the connector's section stays taken until it came, and the write is then finished as if it had
-  been on time (applied to the view, its sequence recorded). So a client that retries after a 503
-  with the same commit sequence is applied at most once: its retry either waits for the answer or
-  finds the sequence recorded and is dropped as a replay.
+  the connector's section (an import's: every connector's) stays taken until it came, and the write
+  is then finished as if it had been on time (applied to the view, its sequence recorded). So a
+  client that retries after a 503 with the same commit sequence is applied at most once: its retry
+  either waits for the answer or finds the sequence recorded and is dropped as a replay.
 - **Read-your-writes.** Acknowledged records are applied to the view at once
   (``OffsetView.apply_acknowledged``), before the answer.
 
@@ -147,6 +148,8 @@ class ConnectorLocks:
         self._sections = 0
         self._idle = asyncio.Event()
         self._idle.set()
+        self.exclusive_held = False
+        """Whether a write holds every connector (an import): what a section that timed out waited for."""
 
     async def acquire(self, connector: str, timeout_s: float) -> None:
         """Take ``connector``'s lock within ``timeout_s`` (``TimeoutError`` otherwise)."""
@@ -175,65 +178,79 @@ class ConnectorLocks:
         if self._sections == 0:
             self._idle.set()
 
-    @contextlib.asynccontextmanager
-    async def exclusive(self) -> AsyncIterator[None]:
-        """Every connector at once (a write whose connectors are known only once it is planned)."""
-        async with self._gate:
-            await self._idle.wait()
-            yield
-
-
-class WriteSection:
-    """One connector's critical section: everything between taking its lock and answering.
-
-    Obtained from ``OffsetsWriter.section``; ``append`` writes, and after ``WriteOutcomeUnknown``
-    the section belongs to the background task that waits for the log's answer.
-    """
-
-    def __init__(self, writer: OffsetsWriter, connector: str, deadline: Deadline) -> None:
-        self._writer = writer
-        self.connector = connector
-        self.deadline = deadline
-        self.handed_over = False
-
-    async def append(
-        self,
-        records: Sequence[PlannedRecord],
-        auth: WriteAuth,
-        on_applied: Callable[[], None] | None = None,
-        target: AppendTarget | None = None,
-    ) -> None:
-        """Write ``records`` under the writer's claim (if any), apply them to the view, then call
-        ``on_applied`` (e.g. record the commit sequence). Nothing to write: only ``on_applied``.
-        ``target``: write another log (and apply to its view) instead, in the same section."""
-        entries = [(r.key, r.value) for r in records]
-        if not entries:
-            if on_applied is not None:
-                on_applied()
-            return
-        remaining = self.deadline.remaining()
-        if remaining <= 0:
-            raise LogTimeout(
-                f"the checks before writing connector {self.connector} took the whole {self.deadline.seconds:g} s "
-                "(--write-timeout); nothing was written"
-            )
-        where = self._writer.description if target is None else target.description
-        if target is None:
+    async def acquire_exclusive(self, timeout_s: float | None) -> None:
+        """Every connector at once (a write whose connectors are known only once it is planned), within
+        ``timeout_s`` (``TimeoutError`` otherwise, holding nothing): a section whose write's outcome is
+        unknown stays held until the log answers, however long that takes."""
+        async with asyncio.timeout(timeout_s):
+            await self._gate.acquire()
             try:
-                started = self._writer.start_append(self.connector, auth, entries)
-            except WriteOutcomeUnknown as unknown:
-                self._unknown(unknown, on_applied)
+                await self._idle.wait()
+            except BaseException:
+                self._gate.release()
                 raise
-            if started is not None:  # the log's own thread wakes the loop: no worker parked for it
-                await self._settled(asyncio.wrap_future(started), self.deadline.remaining(), on_applied, where)
-                return
-        # A future the write thread resolves (no task around it): the write outlives this request if
-        # the deadline passes (see ``_hand_over``), and waiting on it costs no task of its own.
-        append_now = self._writer.append_now
-        connector = self.connector
-        progress = AppendProgress(len(entries)) if len(entries) > _APPEND_CHUNK else None
-        call = WRITE_THREADS.submit(lambda: append_now(connector, auth, entries, remaining, target, progress))
-        await self._settled(call, self.deadline.remaining() + _OVERRUN_S, on_applied, where, progress)
+        self.exclusive_held = True
+
+    def release_exclusive(self) -> None:
+        """Not necessarily by the task that acquired it: a write handed over to the background releases
+        it once the log answered (``OffsetsWriter.finish_later``)."""
+        self.exclusive_held = False
+        self._gate.release()
+
+    @contextlib.asynccontextmanager
+    async def exclusive(self, timeout_s: float | None = None) -> AsyncIterator[None]:
+        """``acquire_exclusive`` … ``release_exclusive`` around the block."""
+        await self.acquire_exclusive(timeout_s)
+        try:
+            yield
+        finally:
+            self.release_exclusive()
+
+
+class _Section:
+    """What a write holds from taking its lock(s) until it is answered, and how it waits for the log.
+
+    Held by the request and, after a write's outcome turned out unknown (``WriteOutcomeUnknown``),
+    also by the background task that waits for the log's answer (``OffsetsWriter.finish_later``): the
+    lock(s) go back once both let go (``leave``), so a retry never overtakes the write it retries. A
+    count, not a flag: a section may hand over more than one write (an import of several stores)."""
+
+    def __init__(self, writer: OffsetsWriter, deadline: Deadline, subject: str, release: Callable[[], None]) -> None:
+        self._writer = writer
+        self.deadline = deadline
+        self.subject = subject
+        """What is written, for messages: ``a write of connector c``, ``an import's write``."""
+        self._release = release
+        self._holders = 1
+
+    @property
+    def handed_over(self) -> bool:
+        """Whether a write of this section still waits for the log's answer in the background."""
+        return self._holders > 1
+
+    def leave(self) -> None:
+        """One holder (the request, or a write handed over) is done; the last one gives the lock(s) back."""
+        self._holders -= 1
+        if self._holders == 0:
+            self._release()
+
+    async def _in_thread(
+        self,
+        append: Callable[[float, AppendProgress | None], None],
+        count: int,
+        timeout_s: float,
+        where: str,
+        on_applied: Callable[[], None] | None = None,
+    ) -> None:
+        """``append(timeout_s, progress)`` (a blocking ``OffsetsWriter.append_now`` of ``count``
+        records) in a write thread, waited for within ``timeout_s`` + the overrun, chunk by chunk
+        (``_settled``), then ``on_applied``.
+
+        A future the write thread resolves (no task around it): the write outlives this request if
+        the deadline passes (see ``_hand_over``), and waiting on it costs no task of its own."""
+        progress = AppendProgress(count) if count > _APPEND_CHUNK else None
+        call = WRITE_THREADS.submit(lambda: append(timeout_s, progress))
+        await self._settled(call, timeout_s + _OVERRUN_S, on_applied, where, progress)
 
     async def _settled(
         self,
@@ -271,13 +288,13 @@ class WriteSection:
             if seen:
                 assert progress is not None
                 raise WriteOutcomeUnknown(
-                    f"{where} did not answer a write of connector {self.connector} within "
+                    f"{where} did not answer {self.subject} within "
                     f"{self.deadline.seconds:g} s (--write-timeout) of its previous chunk; the first {seen:,} of "
                     f"this write's {progress.total:,} records were written and are in effect, the other "
                     f"{progress.total - seen:,} may still be applied"
                 )
             raise WriteOutcomeUnknown(
-                f"{where} did not answer a write of connector {self.connector} within "
+                f"{where} did not answer {self.subject} within "
                 f"{self.deadline.seconds:g} s (--write-timeout); it may still be applied"
             )
         try:
@@ -295,8 +312,95 @@ class WriteSection:
             self._hand_over(outcome, on_applied)
 
     def _hand_over(self, outcome: Awaitable[object], on_applied: Callable[[], None] | None) -> None:
-        self.handed_over = True
+        self._holders += 1
         self._writer.finish_later(self, outcome, on_applied)
+
+
+class WriteSection(_Section):
+    """One connector's critical section: everything between taking its lock and answering.
+
+    Obtained from ``OffsetsWriter.section``; ``append`` writes, and after ``WriteOutcomeUnknown``
+    the section belongs to the background task that waits for the log's answer too.
+    """
+
+    def __init__(self, writer: OffsetsWriter, connector: str, deadline: Deadline, release: Callable[[], None]) -> None:
+        super().__init__(writer, deadline, f"a write of connector {connector}", release)
+        self.connector = connector
+
+    async def append(
+        self,
+        records: Sequence[PlannedRecord],
+        auth: WriteAuth,
+        on_applied: Callable[[], None] | None = None,
+        target: AppendTarget | None = None,
+    ) -> None:
+        """Write ``records`` under the writer's claim (if any), apply them to the view, then call
+        ``on_applied`` (e.g. record the commit sequence). Nothing to write: only ``on_applied``.
+        ``target``: write another log (and apply to its view) instead, in the same section."""
+        entries = [(r.key, r.value) for r in records]
+        if not entries:
+            if on_applied is not None:
+                on_applied()
+            return
+        remaining = self.deadline.remaining()
+        if remaining <= 0:
+            raise LogTimeout(
+                f"the checks before writing connector {self.connector} took the whole {self.deadline.seconds:g} s "
+                "(--write-timeout); nothing was written"
+            )
+        where = self._writer.description if target is None else target.description
+        if target is None:
+            try:
+                started = self._writer.start_append(self.connector, auth, entries)
+            except WriteOutcomeUnknown as unknown:
+                self._unknown(unknown, on_applied)
+                raise
+            if started is not None:  # the log's own thread wakes the loop: no worker parked for it
+                await self._settled(asyncio.wrap_future(started), self.deadline.remaining(), on_applied, where)
+                return
+        append_now = self._writer.append_now
+        connector = self.connector
+
+        def append(timeout_s: float, progress: AppendProgress | None) -> None:
+            append_now(connector, auth, entries, timeout_s, target, progress)
+
+        await self._in_thread(append, len(entries), remaining, where, on_applied)
+
+
+class ImportSection(_Section):
+    """Every connector's section at once, for an import: its checks and diff against the live view, and
+    its writes (``OffsetsWriter.exclusive``).
+
+    Each ``append`` gets a whole ``--write-timeout`` of its own for its first chunk (what came before it,
+    the diff of up to ~280,000 records, is the daemon's work, not a wait on the log) and each later chunk
+    a whole one from when it is handed to the log, as a PATCH's chunks do. A log that does not answer
+    within that (+ the overrun) is answered 503 ``write_outcome_unknown``, and every connector stays held
+    until the log's answer came: an import does not know which connectors its write will turn out to
+    have touched."""
+
+    def __init__(self, writer: OffsetsWriter, deadline: Deadline, release: Callable[[], None]) -> None:
+        super().__init__(writer, deadline, "an import's write", release)
+
+    async def append(
+        self,
+        entries: Entries,
+        connector: str | None = None,
+        auth: WriteAuth = NO_AUTH,
+        target: AppendTarget | None = None,
+    ) -> None:
+        """Write ``entries`` (the worker's log, unfenced: the import checked every connector's claim in
+        this section) and apply them to the view; ``connector`` and ``target``: another log and its view
+        (a connector's own offsets topic, ``AppendTarget``)."""
+        if not entries:
+            return
+        self.deadline = self._writer.deadline()
+        append_now = self._writer.append_now
+        where = self._writer.description if target is None else target.description
+
+        def append(timeout_s: float, progress: AppendProgress | None) -> None:
+            append_now(connector, auth, entries, timeout_s, target, progress)
+
+        await self._in_thread(append, len(entries), self.deadline.remaining(), where)
 
 
 class OffsetsWriter:
@@ -312,11 +416,25 @@ class OffsetsWriter:
     def description(self) -> str:
         return self._log.description
 
-    @property
-    def lock(self) -> contextlib.AbstractAsyncContextManager[None]:
-        """Every connector's section at once, for a caller that must check and write atomically
-        across connectors (an import diffs against the live view); it then calls ``append_locked``."""
-        return self._locks.exclusive()
+    @contextlib.asynccontextmanager
+    async def exclusive(self) -> AsyncIterator[ImportSection]:
+        """Every connector's section at once, for a caller that must check and write atomically across
+        connectors (an import diffs against the live view), taken within ``--write-timeout`` or
+        ``LogTimeout``; it writes with ``ImportSection.append``."""
+        deadline = self.deadline()
+        try:
+            await self._locks.acquire_exclusive(deadline.remaining())
+        except TimeoutError:
+            raise LogTimeout(
+                f"an import waits for every connector's write in progress, and one still held its connector "
+                f"after {deadline.seconds:g} s (--write-timeout): its log has not answered that write yet; "
+                "nothing was written"
+            ) from None
+        section = ImportSection(self, deadline, self._locks.release_exclusive)
+        try:
+            yield section
+        finally:
+            section.leave()
 
     def planned(self, key: bytes, value: bytes | None, existing: bool) -> PlannedRecord:
         """A record to write, placed as Connect's producer places it (murmur2 over the partitions);
@@ -337,16 +455,21 @@ class OffsetsWriter:
         try:
             await self._locks.acquire(connector, deadline.remaining())
         except TimeoutError:
+            if self._locks.exclusive_held:
+                raise LogTimeout(
+                    f"an import held every connector, {connector} included, for {deadline.seconds:g} s "
+                    "(--write-timeout): it is still being checked or written (or its log has not answered its "
+                    "write yet); nothing was written"
+                ) from None
             raise LogTimeout(
                 f"connector {connector}'s previous write still held it after {deadline.seconds:g} s "
                 "(--write-timeout): its log has not answered that write yet; nothing was written"
             ) from None
-        section = WriteSection(self, connector, deadline)
+        section = WriteSection(self, connector, deadline, lambda: self._locks.release(connector))
         try:
             yield section
         finally:
-            if not section.handed_over:
-                self._locks.release(connector)
+            section.leave()
 
     async def write(self, connector: str, records: Sequence[PlannedRecord], auth: WriteAuth = NO_AUTH) -> None:
         """Write ``records`` for ``connector`` in its own section, within the write deadline."""
@@ -354,17 +477,6 @@ class OffsetsWriter:
             return
         async with self.section(connector, self.deadline()) as section:
             await section.append(records, auth)
-
-    async def append_locked(
-        self,
-        entries: Entries,
-        connector: str | None = None,
-        auth: WriteAuth = NO_AUTH,
-        target: AppendTarget | None = None,
-    ) -> None:
-        """Append with no deadline of its own (an import may be large); the caller holds ``lock``.
-        ``target``: another log and its view (a connector's own offsets topic)."""
-        await asyncio.to_thread(self.append_now, connector, auth, entries, self.write_timeout_s, target)
 
     def start_append(self, connector: str, auth: WriteAuth, entries: Entries) -> Future[list[Position]] | None:
         """On the event loop: ``append_now``'s write of a commit-sized ``entries`` without a worker
@@ -459,15 +571,15 @@ class OffsetsWriter:
         return applied
 
     def finish_later(
-        self, section: WriteSection, outcome: Awaitable[object], on_applied: Callable[[], None] | None
+        self, section: _Section, outcome: Awaitable[object], on_applied: Callable[[], None] | None
     ) -> None:
-        """Keep ``section``'s connector until ``outcome`` is known, then finish the write as if on time."""
+        """Keep ``section``'s connector(s) until ``outcome`` is known, then finish the write as if on time."""
         task = asyncio.get_running_loop().create_task(self._finish(section, outcome, on_applied))
         self._background.add(task)
         task.add_done_callback(self._background.discard)
 
     async def _finish(
-        self, section: WriteSection, outcome: Awaitable[object], on_applied: Callable[[], None] | None
+        self, section: _Section, outcome: Awaitable[object], on_applied: Callable[[], None] | None
     ) -> None:
         started = time.monotonic()
         try:
@@ -482,23 +594,23 @@ class OffsetsWriter:
                     outcome = resolved
         except Exception as exc:
             log.warning(
-                "a write of connector %s that timed out was not applied (known %.1f s after it timed out): %s",
-                section.connector,
+                "%s that timed out was not applied (known %.1f s after it timed out): %s",
+                section.subject,
                 time.monotonic() - started,
                 getattr(exc, "message", repr(exc)),
             )
-            self._locks.release(section.connector)
+            section.leave()
             return
         try:
             if on_applied is not None:
                 on_applied()
             log.warning(
-                "a write of connector %s that timed out was applied (known %.1f s after it timed out)",
-                section.connector,
+                "%s that timed out was applied (known %.1f s after it timed out)",
+                section.subject,
                 time.monotonic() - started,
             )
         finally:
-            self._locks.release(section.connector)
+            section.leave()
 
 
 def partly_written(error: OffsetsError, written: int, total: int) -> OffsetsError:
