@@ -110,7 +110,9 @@ def test_a_log_that_stops_answering_mid_write_is_answered_within_one_chunks_dead
 ) -> None:
     """The third chunk waits for SQLite's write lock, which another connection holds: that chunk
     times out after its own ``--write-timeout``, nothing of it written, and the answer says the
-    first two chunks are written and in effect and the rest were not."""
+    first two chunks are written and in effect and the rest were not. Its kind is
+    ``write_partly_applied``, 503 with the timeout's ``Retry-After``: it was ``log_timeout``, whose
+    meaning (docs/api.md's table of kinds) is that nothing was written."""
     other = sqlite3.connect(log.path, isolation_level=None, check_same_thread=False)
     stalled_at: list[float] = []
 
@@ -130,14 +132,46 @@ def test_a_log_that_stops_answering_mid_write_is_answered_within_one_chunks_dead
             answered = time.monotonic()
             other.execute("ROLLBACK")
             assert answer.status_code == 503, answer.text
-            assert answer.headers["X-Connect-Offsets-Error"] == "log_timeout"
+            assert answer.headers["X-Connect-Offsets-Error"] == "write_partly_applied"
+            assert answer.headers["Retry-After"] == "1"
             message = answer.json()["message"]
+            assert "nothing was written" not in message, message
             assert f"the first {2 * CHUNK} of this write's {total} records were written before it" in message, message
             assert f"the other {total - 2 * CHUNK} were not" in message, message
             assert answered - stalled_at[0] < WRITE_TIMEOUT_S + OVERRUN_S + 1.0
             assert _positions(client, connector) == {f"f{i}": 1 for i in range(2 * CHUNK)}
     finally:
         other.close()
+
+
+def test_a_later_chunk_refused_by_a_claim_keeps_the_claims_status_and_says_what_is_written(
+    log: EmbeddedOffsetLog,
+) -> None:
+    """Someone claims the connector between the second and third chunk of an unclaimed PATCH: the
+    log refuses the third (``claim_held``, 400: the connector is as good as running), but the first two
+    are written. The answer keeps the refusal's status and says so, under ``write_partly_applied``
+    (``claim_held`` says nothing was written)."""
+    connector = f"claimed-{time.monotonic_ns()}"
+
+    def before(n: int) -> None:
+        if n == 2:
+            log.claim(connector, "intruder")
+
+    _wrap_appends(log, before)
+    total = CHUNK * CHUNKS
+    with _client(log) as client:
+        until(lambda: client.get("/readyz").status_code == 200, "ready after the replay")
+        answer = client.patch(f"/connectors/{connector}/offsets?create=true", json=_body(total, 1))
+        assert answer.status_code == 400, answer.text
+        assert answer.headers["X-Connect-Offsets-Error"] == "write_partly_applied"
+        assert "Retry-After" not in answer.headers
+        message = answer.json()["message"]
+        assert "intruder" in message and "nothing was written" not in message, message
+        assert message.endswith(
+            f"the first {2 * CHUNK} of this write's {total} records were written before it and are in effect, the "
+            f"other {total - 2 * CHUNK} were not (sending the same request again writes the rest)"
+        ), message
+        assert _positions(client, connector) == {f"f{i}": 1 for i in range(2 * CHUNK)}
 
 
 def test_a_chunk_the_log_does_not_return_from_answers_503_saying_what_is_written(log: EmbeddedOffsetLog) -> None:

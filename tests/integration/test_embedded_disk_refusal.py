@@ -183,7 +183,9 @@ def test_a_large_import_refused_midway_says_how_much_was_written_and_sending_it_
 
             refused = client.post("/offsets/records", json={"records": records})
             assert refused.status_code == 503, refused.text
-            assert refused.headers["X-Connect-Offsets-Error"] == "log_storage_refused"
+            # Not log_storage_refused, which says nothing was written: the disk's status and pause, though.
+            assert refused.headers["X-Connect-Offsets-Error"] == "write_partly_applied"
+            assert refused.headers["Retry-After"] == "5"
             message = refused.json()["message"]
             assert "refused the write: the disk is full (SQLite: database or disk is full)" in message
             assert "nothing was written" not in message
