@@ -81,8 +81,10 @@ OUTCOME_UNKNOWN = "write_outcome_unknown"
 class NotReadyError(ApiError):
     """503: the daemon cannot answer now: it has not read its log to the end yet, or cannot read it
     (``not_ready``), or the log did not answer within its write timeout (``log_timeout``: nothing was
-    written; ``write_outcome_unknown``: the write may still land). Raised once the client's retries
-    (``retry_for_s``) are spent, or at once where a retry is not safe or would not help."""
+    written; ``write_outcome_unknown``: the write may still land; ``write_partly_applied``: part of a
+    write of several chunks is in effect, the rest was not written, and sending it again writes the
+    rest). Raised once the client's retries (``retry_for_s``) are spent, or at once where a retry is not
+    safe or would not help."""
 
 
 class FencedError(ApiError):

@@ -15,6 +15,11 @@ again after its ``Retry-After``, but only where sending it again cannot apply an
   ``history_behind`` (a rollback refused until the archive holds this daemon's writes), and
   ``not_ready`` when it carries ``Retry-After`` (the daemon is reading its log to its end, or opening
   it; a ``not_ready`` without one, a log that cannot be read, is not retried): any request;
+- ``write_partly_applied`` with 503 (a write of several chunks that the log timed out on or refused
+  after some were written: those are in effect, the rest was not and will not be written): any
+  request too, since sending it again is how the rest gets written (it writes what it meant to write,
+  not more: absolute values, an import only what differs); these were ``log_timeout`` and
+  ``log_storage_refused`` before, and retried as such;
 - ``write_outcome_unknown`` (the write may still land): only reads and a PATCH carrying a commit
   sequence, which the daemon applies at most once; its answer then lists the partition under
   ``dropped`` ("N was already applied") if the first attempt landed. A DELETE, an import or an
@@ -94,6 +99,9 @@ MIN_RETRY_WAIT_S = 0.1
 """The shortest pause between two tries, whatever ``Retry-After`` says (0 from a proxy would otherwise
 send the request again and again, as fast as the daemon answers, for ``retry_for_s``)."""
 _NOTHING_DONE = frozenset({"log_timeout", "log_storage_refused", "too_many_connections", "busy", "history_behind"})
+_PARTLY_APPLIED = "write_partly_applied"
+"""Only with 503 (``_retriable`` asks that first): the log's timeout or disk stopped it, which passes; a
+claim's refusal (409, 400) does not."""
 _NOT_READY = "not_ready"
 
 
@@ -104,7 +112,7 @@ def _retriable(request: _Request, response: httpx.Response) -> bool:
     kind = response.headers.get(ERROR_HEADER)
     if kind == _NOT_READY:  # only while it passes by itself: the daemon then says when to ask again
         return not request.reports and "Retry-After" in response.headers
-    return kind in _NOTHING_DONE or (kind == OUTCOME_UNKNOWN and request.replayable)
+    return kind in _NOTHING_DONE or kind == _PARTLY_APPLIED or (kind == OUTCOME_UNKNOWN and request.replayable)
 
 
 class _Retries:

@@ -252,6 +252,27 @@ class WriteOutcomeUnknown(LogUnavailable):
         self.outcome = outcome
 
 
+class WritePartlyApplied(OffsetsError):
+    """A write of several chunks (more than 10,000 records go to the log a chunk at a time, each durable
+    on its own: ``emulator.service.writer``) that was refused after some of its chunks were written:
+    those are in effect, the rest was not written and will not be. Neither "nothing was written"
+    (``LogTimeout``, ``LogStorageRefused``, ``Fenced`` say that) nor "it may still land"
+    (``WriteOutcomeUnknown``): the message says how many records are in effect. Sending the same
+    request again writes the rest once ``cause`` has passed (a PATCH, a DELETE and a rollback write
+    absolute values, an import only what differs).
+
+    ``cause`` is what refused the chunk: the answer's status and ``Retry-After`` are its
+    (``emulator.server.errors``), since it says what a caller can do (wait for the log or the disk,
+    release the claim); the kind says what a caller must know first, that part of the write is in
+    effect. Without one, it is answered as a log that did not answer in time."""
+
+    kind = "write_partly_applied"
+
+    def __init__(self, message: str, cause: OffsetsError | None = None) -> None:
+        super().__init__(message)
+        self.cause = cause
+
+
 # -- who asks ---------------------------------------------------------------------------------
 
 

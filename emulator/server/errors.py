@@ -48,15 +48,18 @@ too_many_connections     503    ``--max-connections`` are open; this one is clos
 busy                     503    large bodies take turns (--max-body-bytes at once); this one waited in vain
 log_storage_refused      503    the embedded log's disk refused the write (full, I/O error, read-only)
 history_behind           503    a rollback from an archive that may lack this daemon's writes is refused
+write_partly_applied     503    a write of several chunks refused after some were written (those are in
+                         (the   effect; the message says how many); the status and ``Retry-After`` of
+                         cause) what refused it (503 for the log's timeout or disk, 409/400 for a claim)
 ======================== ====== ===========================================================
 
-``log_timeout``, ``write_outcome_unknown``, ``log_storage_refused``, ``busy``, ``history_behind`` and a ``not_ready``
-that passes by itself carry ``Retry-After`` (seconds); ``/readyz`` and ``/status`` never do (they report, and a probe
-asks again on its own schedule). After ``write_outcome_unknown`` the daemon holds the connector's next
-write until the log answered, so a retry with the same commit sequence (``sequence_source`` +
-``sequence``) is applied at most once: its answer lists the partition under ``dropped`` ("N was
-already applied") if the first attempt landed, and applies it if it did not (docs/operations.md,
-"Faults").
+``log_timeout``, ``write_outcome_unknown``, ``log_storage_refused``, ``busy``, ``history_behind``, a ``not_ready``
+that passes by itself and a ``write_partly_applied`` refused by one of them carry ``Retry-After`` (seconds);
+``/readyz`` and ``/status`` never do (they report, and a probe asks again on its own schedule). After
+``write_outcome_unknown`` the daemon holds the connector's next write until the log answered, so a
+retry with the same commit sequence (``sequence_source`` + ``sequence``) is applied at most once: its
+answer lists the partition under ``dropped`` ("N was already applied") if the first attempt landed,
+and applies it if it did not (docs/operations.md, "Faults").
 
 Answers of the web framework itself (no such route: 404, method not allowed: 405) carry no kind;
 clients fall back on the status, as they must for daemons that predate the header.
@@ -114,8 +117,10 @@ STATUS: Mapping[type, int] = {
     errors.RequestHeadTooLarge: 431,
     errors.TooManyConnections: 503,
     errors.BusyWithLargeRequests: 503,
+    errors.WritePartlyApplied: 503,
 }
-"""Status per class; a class not listed takes its nearest listed ancestor's."""
+"""Status per class; a class not listed takes its nearest listed ancestor's. A ``WritePartlyApplied``
+with a ``cause`` takes the cause's (``answered_as``)."""
 
 
 NOT_FAULTS: tuple[type[OffsetsError], ...] = (
@@ -162,7 +167,16 @@ def allowed_methods(request: Request) -> list[str]:
 _METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE")
 
 
+def answered_as(error: OffsetsError) -> OffsetsError:
+    """The error whose status and ``Retry-After`` ``error`` is answered with: a partly applied write's
+    are those of what refused it (``WritePartlyApplied.cause``); its kind stays its own."""
+    if isinstance(error, errors.WritePartlyApplied) and error.cause is not None:
+        return answered_as(error.cause)
+    return error
+
+
 def status_of(error: OffsetsError) -> int:
+    error = answered_as(error)
     for cls in type(error).__mro__:
         status = STATUS.get(cls)
         if status is not None:
@@ -178,6 +192,7 @@ RETRY_AFTER_S: Mapping[type, int] = {
     errors.LogStorageRefused: 5,
     errors.NotReadyYet: 1,
     errors.HistoryBehind: 1,
+    errors.WritePartlyApplied: 1,
 }
 """``Retry-After`` per class (exact class): the log was slow or its disk refused, not the request wrong
 (a disk is freed in minutes, not within a second, hence its longer pause), or the log is still being
@@ -193,7 +208,7 @@ def error_response(
     status = status_of(error)
     body = {"error_code": status, "message": error.message if message is None else message, **(extra or {})}
     headers = {ERROR_HEADER: error.kind}
-    retry_after = RETRY_AFTER_S.get(type(error))
+    retry_after = RETRY_AFTER_S.get(type(answered_as(error)))
     if retry_after is not None:
         headers["Retry-After"] = str(retry_after)
     response = JSONResponse(body, status_code=status, headers=headers)

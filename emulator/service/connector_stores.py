@@ -39,7 +39,7 @@ from emulator.connect_cluster.offsets_topics import ConnectorTopics, TopicStore
 from emulator.history.archive import HistoryArchive
 from emulator.history.origins import write_origin
 from emulator.logs.base import OffsetLog, check_record_size
-from emulator.model.errors import ClaimsUnsupported, InvalidRequest, LogUnavailable, LogWriteError
+from emulator.model.errors import ClaimsUnsupported, InvalidRequest, LogUnavailable, LogWriteError, WritePartlyApplied
 from emulator.model.offsets import ConnectorOffset
 from emulator.model.records import Position
 from emulator.service.audit_notes import note_planned
@@ -256,7 +256,9 @@ class SourceOffsets:
             return
         try:
             await step(plan.secondary_values, None, None)
-        except (LogWriteError, LogUnavailable) as exc:
+        except (LogWriteError, LogUnavailable, WritePartlyApplied) as exc:
+            if isinstance(exc, WritePartlyApplied) and not isinstance(exc.cause, LogWriteError | LogUnavailable | None):
+                raise  # refused for another reason than the log's (a fence): as before this error had its own kind
             # Connect writes these fire-and-forget and only logs a failure: reads take the connector store's value.
             self.secondary_write_failures += 1
             log.warning(

@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import copy
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
@@ -43,7 +42,7 @@ from typing import TypeVar
 
 from emulator.codec.murmur2 import partition_for
 from emulator.logs.base import OffsetLog, check_record_size
-from emulator.model.errors import LogTimeout, LogWriteError, OffsetsError, WriteOutcomeUnknown
+from emulator.model.errors import LogTimeout, LogWriteError, OffsetsError, WriteOutcomeUnknown, WritePartlyApplied
 from emulator.model.records import LogRecord, Position
 from emulator.service.results import PlannedRecord
 from emulator.service.write_guard import NO_AUTH, WriteAuth, WriteGuard
@@ -613,18 +612,17 @@ class OffsetsWriter:
             section.leave()
 
 
-def partly_written(error: OffsetsError, written: int, total: int) -> OffsetsError:
+def partly_written(error: OffsetsError, written: int, total: int) -> WritePartlyApplied:
     """``error``, which refused one chunk of a write, said of the whole write: the chunks before it
-    are durable and in effect, so "nothing was written" would be false. Same class, so the status
-    and kind stay those of what went wrong."""
-    said = copy.copy(error)
-    said.message = (
+    are durable and in effect, so "nothing was written" would be false, and so would ``error``'s kind
+    (``log_timeout``, ``log_storage_refused``, ``fenced``… mean nothing was written). The status stays
+    that of what went wrong (``WritePartlyApplied.cause``)."""
+    return WritePartlyApplied(
         f"{error.message.removesuffix('; nothing was written')}; the first {written:,} of this write's {total:,} "
         f"records were written before it and are in effect, the other {total - written:,} were not (sending "
-        "the same request again writes the rest)"
+        "the same request again writes the rest)",
+        error,
     )
-    said.args = (said.message,)
-    return said
 
 
 def partly_unknown(message: str, written: int, chunk: int, unwritten: int) -> str:

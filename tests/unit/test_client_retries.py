@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from emulator.client.errors import NotReadyError
+from emulator.client.errors import ApiError, NotReadyError
 from emulator.client.http import OffsetsClient
 from emulator.client.retry_window import RetryWindowError, parse_retry_for_s
 from emulator.server.starting import StartingApp, Startup
@@ -82,6 +82,33 @@ def test_a_retry_after_of_zero_still_paces_the_retries() -> None:
     ):
         client.connectors()
     assert 2 <= len(asked) <= 11, f"{len(asked)} tries in 1 s"
+
+
+@pytest.mark.parametrize(("status", "tries"), [(503, 2), (409, 1)])
+def test_a_partly_applied_write_is_sent_again_only_when_the_log_stopped_it(status: int, tries: int) -> None:
+    """``write_partly_applied``: part of a write is in effect and sending it again writes the rest. With
+    503 (the log's timeout or disk, which pass: it was ``log_timeout`` or ``log_storage_refused`` and
+    retried as such) the client sends it again, an import included; with a claim's 409 it does not."""
+    asked: list[float] = []
+
+    async def partly_then_done(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        asked.append(time.monotonic())
+        if len(asked) > 1:
+            await send(
+                {"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"application/json")]}
+            )
+            await send({"type": "http.response.body", "body": b'{"written":1}'})
+            return
+        headers = [(b"x-connect-offsets-error", b"write_partly_applied"), (b"retry-after", b"0")]
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+        await send({"type": "http.response.body", "body": b'{"error_code":%d,"message":"the first 1 ..."}' % status})
+
+    with served(partly_then_done) as url, OffsetsClient(url, retry_for_s=5) as client:
+        try:
+            client.import_records([(b'["c",{"f":"a"}]', b'{"p":1}')])
+        except ApiError as exc:
+            assert (exc.status, tries) == (409, 1), exc
+    assert len(asked) == tries
 
 
 def test_the_window_comes_from_connect_offsets_retry_for_unless_the_client_names_one(

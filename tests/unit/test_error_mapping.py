@@ -34,10 +34,14 @@ from emulator.model.errors import (
     ConnectorNotFound,
     InvalidOffsetFormat,
     InvalidRequest,
+    LogStorageRefused,
+    LogTimeout,
+    LogWriteError,
     NotReady,
     NotReadyYet,
     NotStopped,
     OffsetsError,
+    WritePartlyApplied,
 )
 from emulator.server.errors import error_response, status_of
 
@@ -95,6 +99,28 @@ def test_the_body_is_connects_and_the_kind_travels_in_a_header(error: OffsetsErr
 def test_only_a_not_ready_that_passes_by_itself_says_when_to_ask_again() -> None:
     assert error_response(NotReadyYet("The offsets log has not been read to the end yet")).headers["Retry-After"] == "1"
     assert "Retry-After" not in error_response(NotReady("The offsets log cannot be read: corrupt")).headers
+
+
+@pytest.mark.parametrize(
+    ("cause", "status", "retry_after"),
+    [
+        (LogTimeout("the write timed out"), 503, "1"),
+        (LogStorageRefused("the disk is full"), 503, "5"),
+        (Fenced("fenced"), 409, None),
+        (ClaimHeld("held"), 400, None),
+        (LogWriteError("not acknowledged"), 500, None),
+        (None, 503, "1"),
+    ],
+)
+def test_a_partly_applied_write_keeps_its_kind_with_the_status_of_what_refused_it(
+    cause: OffsetsError | None, status: int, retry_after: str | None
+) -> None:
+    """Its own kind, since the refusal's (``log_timeout``, ``fenced``…) would say nothing was written;
+    the refusal's status and ``Retry-After``, since they say what a caller can do."""
+    response = error_response(WritePartlyApplied("…; the first 10,000 … are in effect", cause))
+    assert response.status_code == status
+    assert response.headers[ERROR_HEADER] == "write_partly_applied"
+    assert response.headers.get("Retry-After") == retry_after
 
 
 def test_extra_fields_follow_connects_two() -> None:

@@ -29,6 +29,10 @@ export function explain(error, connector) {
     unauthenticated: ["Your credentials were not accepted: sign in again."],
     write_outcome_unknown: ["The write may still land. Wait for the table to refresh before you try again."],
     log_timeout: ["The log did not answer in time; nothing was written. Try again."],
+    write_partly_applied: [
+      "Part of this change is in effect (the message says how much); the rest was not written.",
+      "Apply the same change again to write the rest.",
+    ],
     connector_not_found: ["The daemon does not know this connector (any more)."],
   }[error.kind];
   if (advice) box.append(h("div", { class: "advice" }, advice.map((line) => h("p", {}, line))));
