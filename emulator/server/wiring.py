@@ -220,7 +220,7 @@ def assemble_runtime(
         offsets=offsets,
         claims=ClaimsService(checks, guard, offsets.read_to_end, write_timeout_s, source.claims_refusal),
         records=RecordsService(
-            offset_log.description, view, checks, guard, writer, source, read_to_end=offsets.read_source_to_end
+            offset_log.description, view, checks, guard, writer, source, read_to_end=offsets.read_sources_to_end
         ),
         history=HistoryQueries(checks),
         health=Health(offset_log, view, cluster, topics),

@@ -18,7 +18,7 @@ the herder does before a modification, so it reflects every write any daemon ack
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Hashable
+from collections.abc import Collection, Hashable
 from typing import Protocol
 
 from emulator.logs.base import OffsetLog
@@ -183,13 +183,15 @@ class OffsetsService:
                 await self._read_own_topic_to_end(connector, deadline)
             return await self._strategy(resolved).reset(connector, dry_run, auth, section)
 
-    async def read_source_to_end(self, connector: str, deadline: Deadline) -> None:
-        """The worker's offsets log and the connector's own offsets topic (KIP-618), when it has one,
-        each read to its current end within ``deadline``: what a rollback plans from, as a reset does,
-        so that a write another daemon or a Connect task acknowledged before the request is in the
-        state it is compared with (503 ``log_timeout`` when the log does not get there in time)."""
+    async def read_sources_to_end(self, connectors: Collection[str], deadline: Deadline) -> None:
+        """The worker's offsets log, and each of ``connectors``' own offsets topic (KIP-618) where it has
+        one, read to their current ends within ``deadline``: what a rollback and an import diff against,
+        as a reset does, so that a write another daemon or a Connect task acknowledged before the request
+        is in the state it is compared with (503 ``log_timeout`` when the log does not get there in time)."""
         await self.read_to_end(deadline)
-        await self._read_own_topic_to_end(connector, deadline)
+        for connector in connectors:
+            if self._source.special(connector):
+                await self._read_own_topic_to_end(connector, deadline)
 
     async def _read_own_topic_to_end(self, connector: str, deadline: Deadline) -> None:
         """A connector's own offsets topic (KIP-618 ``offsets.storage.topic``), when it has one."""

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import operator
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass
 from typing import TypedDict
 
@@ -159,11 +159,12 @@ class RecordsService:
         writer: OffsetsWriter,
         stores: SourceOffsets | None = None,
         *,
-        read_to_end: Callable[[str, Deadline], Awaitable[None]],
+        read_to_end: Callable[[Collection[str], Deadline], Awaitable[None]],
     ) -> None:
         """``stores``: where Connect keeps each source connector's offsets (KIP-618 connector stores).
-        ``read_to_end(connector, deadline)``: read the logs that hold the connector's offsets to their
-        current ends (``OffsetsService.read_source_to_end``), which a rollback does before it plans."""
+        ``read_to_end(connectors, deadline)``: read the logs that hold the connectors' offsets to their
+        current ends (``OffsetsService.read_sources_to_end``), which a rollback and an import do before
+        they plan."""
         self._log_description = log_description
         self._view = view
         self._checks = checks
@@ -243,19 +244,24 @@ class RecordsService:
         ``allow_malformed`` (a record no task can read is almost always a mistake), and every
         connector touched must be STOPPED. Records that change nothing are not written unless
         ``write_all``, so re-running an import is a no-op. The diff and the checks are made under
-        the write lock, so that no other write can change what they saw.
+        the write lock, so that no other write can change what they saw, and after the log (and the
+        connectors' own topics) was read to its end, as a reset and a rollback do: from a view a moment
+        behind another writer's acknowledged write (a second daemon, a Connect task), a record equal to
+        what the view still held was left out as "changing nothing", and that write stayed in place.
         """
         self._checks.ensure_ready()
         await self._checks.refresh()
         keys = KeyIndex()
 
-        def screened() -> tuple[list[bytes], dict[int, ValueProblem]]:
-            """Keys Connect would ignore, values it cannot read. An import holds up to ~280,000 records
-            (--max-body-bytes): every pass over a bulk of them runs on a worker thread, or it would hold
-            every other request on the event loop for seconds."""
-            return [r.key for r in records if keys.connector(r.key) is None], unreadable_values(records)
+        def screened() -> tuple[list[bytes], dict[int, ValueProblem], set[str]]:
+            """Keys Connect would ignore, values it cannot read, the connectors named. An import holds up
+            to ~280,000 records (--max-body-bytes): every pass over a bulk of them runs on a worker
+            thread, or it would hold every other request on the event loop for seconds."""
+            names = [keys.connector(r.key) for r in records]
+            malformed = [r.key for r, name in zip(records, names, strict=True) if name is None]
+            return malformed, unreadable_values(records), {name for name in names if name is not None}
 
-        malformed, problems = await bulk_pass(len(records), screened)
+        malformed, problems, named = await bulk_pass(len(records), screened)
         if malformed and not allow_malformed:
             first = malformed[0][:200].decode("utf-8", "backslashreplace")
             raise InvalidRequest(
@@ -267,6 +273,7 @@ class RecordsService:
                 unreadable_message(records, problems, ". Pass allow_malformed=true to import them as-is")
             )
         unreadable_keys = {records[i].key for i in problems}
+        await self._read_to_end(named, self._writer.deadline())
         async with self._writer.exclusive() as section:
 
             def planned() -> tuple[Diff, list[str], list[RawRecord]]:
@@ -356,7 +363,7 @@ class RecordsService:
         waits for that queue (``HistoryArchive.sync``), so the state at ``at_ms`` and the current
         state come from the same records. A dry run plans the same way."""
         self._checks.ensure_ready()
-        await self._read_to_end(connector, self._writer.deadline())
+        await self._read_to_end((connector,), self._writer.deadline())
         special = self._stores is not None and self._special(connector)
         view = self._view
         if special:

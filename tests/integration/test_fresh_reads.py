@@ -160,3 +160,36 @@ def test_a_rollback_right_after_another_writers_write_reaches_the_state_at_its_t
         f"daemon, {after_producer} of {ROLLBACKS} after a producer's write"
     )
     assert (through_other_daemon, after_producer) == (0, 0), "rollbacks planned from a view behind the log"
+
+
+IMPORTS = 10
+
+
+@pytest.mark.slow
+def test_an_import_right_after_another_daemons_write_writes_what_it_imports(
+    kafka_broker: TansuBroker, daemon_factory: DaemonFactory
+) -> None:
+    """An import writes only the records that differ from the current state. Diffed against a view
+    that had not yet read another daemon's just-acknowledged write, a record equal to what that view
+    still held was left out ("changes nothing") and the other write stayed: the import reads the log
+    to its end first, as a reset and a rollback do."""
+    topic = kafka_broker.unique_topic("fresh-import")
+    args = (
+        *("--bootstrap-servers", kafka_broker.bootstrap, "--offsets-topic", topic, "--offsets-partitions", "3"),
+        *("--tail-fetch-wait", "200ms"),  # each reader a moment behind the other daemon's writes (as above)
+    )
+    first, second = daemon_factory(*args), daemon_factory(*args)
+    connector = f"import-{uuid.uuid4().hex[:8]}"
+    key = json.dumps([connector, PARTITION], separators=(",", ":")).encode()
+    missed = []
+    with OffsetsClient(first.url) as a, OffsetsClient(second.url) as b:
+        a.alter(connector, body(0), create=True)
+        for n in range(IMPORTS):
+            position = 2 * n
+            a.alter(connector, body(position))
+            assert b.offsets(connector, fresh=True) == body(position)["offsets"]  # b has read it
+            a.alter(connector, body(position + 1))
+            written = b.import_records([(key, json.dumps({"position": position}, separators=(",", ":")).encode())])
+            if written["written"] != 1 or b.offsets(connector, fresh=True) != body(position)["offsets"]:
+                missed.append(n)
+    assert missed == [], f"imports diffed against a view behind the other daemon's write in rounds {missed}"
