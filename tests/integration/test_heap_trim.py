@@ -33,29 +33,28 @@ def test_after_a_burst_of_large_values_the_daemon_gives_the_freed_memory_back(da
     assert daemon.proc is not None
     name = unique("big-values")
     started = rss_bytes(daemon.proc.pid)
+    peak = started
     for i in range(VALUES):
         offsets = [{"partition": {"p": i}, "offset": {"v": "x" * VALUE_CHARS}}]
         answer = httpx.patch(
             f"{daemon.url}/connectors/{name}/offsets", params={"create": "true"}, json={"offsets": offsets}, timeout=120
         )
         assert answer.status_code == 200, answer.text
+        peak = max(peak, rss_bytes(daemon.proc.pid))
     assert len(httpx.get(f"{daemon.url}/connectors/{name}/offsets", timeout=120).json()["offsets"]) == VALUES
-    peak = rss_bytes(daemon.proc.pid)
+    peak = max(peak, rss_bytes(daemon.proc.pid))  # sampled as it goes: a slow burst may see a look midway
     grown = peak - started
     assert grown > 2 * GROWTH_BYTES, f"the burst grew the RSS by {grown} bytes only: nothing to give back"
 
     deadline = time.monotonic() + 20  # looks every 5 s
-    now = peak
-    while now > peak - grown // 4:
-        assert time.monotonic() < deadline, (
-            f"RSS {now} bytes 20 s after the burst: still near its peak {peak} (start {started})"
-        )
-        time.sleep(0.5)
-        now = rss_bytes(daemon.proc.pid)
-
     samples = scrape(daemon.url)
-    assert samples.value("connect_offsets_heap_trims_total") >= 1
-    assert samples.value("connect_offsets_heap_returned_bytes_total") >= grown // 4
+    while samples.value("connect_offsets_heap_trims_total") < 1:
+        assert time.monotonic() < deadline, f"no trim 20 s after the burst (RSS peak {peak}, start {started})"
+        time.sleep(0.5)
+        samples = scrape(daemon.url)
+    assert samples.value("connect_offsets_heap_returned_bytes_total") >= FREE_BYTES
+    assert rss_bytes(daemon.proc.pid) < peak - FREE_BYTES
+
     # What is still held is still served.
     values = httpx.get(f"{daemon.url}/connectors/{name}/offsets", timeout=120).json()["offsets"]
     assert sorted(o["partition"]["p"] for o in values) == list(range(VALUES))
