@@ -130,6 +130,24 @@ def claim(daemon: Daemon, connector: str, owner: str = "spark-run") -> httpx.Res
     return httpx.post(f"{daemon.url}/connectors/{connector}/claim", json={"owner": owner}, timeout=60)
 
 
+def claim_while_held(daemon: Daemon, name: str, send: Callable[[], httpx.Response], gate: Any, stuck: str) -> None:
+    """``send`` a write whose log call ``gate`` holds, claim ``name`` meanwhile, keep the write held
+    ``HOLD_S``, then let it go: both answer 200 and the claim gets epoch 1 (the order of the events
+    is for the caller to assert). ``stuck``: the failure when the write never reached the gate."""
+    writing, written = in_thread(daemon, send, "write answered")
+    assert gate.entered.wait(30), stuck
+    claiming, claimed = in_thread(daemon, lambda: claim(daemon, name), "claim answered")
+    claiming.join(HOLD_S)
+    daemon.note("gate opened")
+    gate.open.set()
+    writing.join(60)
+    claiming.join(60)
+
+    assert written and written[0].status_code == 200, written and written[0].text
+    assert claimed and claimed[0].status_code == 200, claimed and claimed[0].text
+    assert claimed[0].json()["epoch"] == 1
+
+
 def open_claims_store(daemon: Daemon) -> None:
     """A claim (on another connector) and its release: the claims topic exists from then on."""
     other = unique("other")
@@ -168,18 +186,7 @@ def test_a_claim_answers_only_after_an_unclaimed_sink_write_on_its_way_returned(
             expected = {0: None, 1: None, 2: None}
         setattr(daemon.sinks._groups, gate.name, gate)
 
-        writing, written = in_thread(daemon, send, "write answered")
-        assert gate.entered.wait(30), "the group write never reached the admin call"
-        claiming, claimed = in_thread(daemon, lambda: claim(daemon, name), "claim answered")
-        claiming.join(HOLD_S)
-        daemon.note("gate opened")
-        gate.open.set()
-        writing.join(60)
-        claiming.join(60)
-
-        assert written and written[0].status_code == 200, written and written[0].text
-        assert claimed and claimed[0].status_code == 200, claimed and claimed[0].text
-        assert claimed[0].json()["epoch"] == 1
+        claim_while_held(daemon, name, send, gate, "the group write never reached the admin call")
         # The claim waited for the write: not answered while the admin call was held, only after it returned.
         assert daemon.events.index("gate opened") < daemon.events.index(f"{gate.name} returned")
         assert daemon.events.index(f"{gate.name} returned") < daemon.events.index("claim answered"), daemon.events

@@ -33,7 +33,7 @@ from emulator.model.records import Position
 from tests.fixtures.broker import TANSU_TAIL_FETCH_WAIT_MS, TansuBroker
 from tests.fixtures.waits import until
 from tests.integration.connect_helpers import unique
-from tests.integration.test_sink_claims_atomic import Daemon, claim, daemon_on, in_thread
+from tests.integration.test_sink_claims_atomic import Daemon, claim_while_held, daemon_on
 
 pytestmark = pytest.mark.kafka
 
@@ -134,18 +134,7 @@ def test_the_first_claim_answers_only_after_an_unclaimed_source_write_on_its_way
         url = daemon.offsets_url(name)
         send = lambda: httpx.patch(url, params={"create": "true"}, json=source_body(151), timeout=60)  # noqa: E731
 
-        writing, written = in_thread(daemon, send, "write answered")
-        assert gate.entered.wait(30), "the source write never reached the producer"
-        claiming, claimed = in_thread(daemon, lambda: claim(daemon, name), "claim answered")
-        claiming.join(HOLD_S)
-        daemon.note("gate opened")
-        gate.open.set()
-        writing.join(60)
-        claiming.join(60)
-
-        assert written and written[0].status_code == 200, written and written[0].text
-        assert claimed and claimed[0].status_code == 200, claimed and claimed[0].text
-        assert claimed[0].json()["epoch"] == 1
+        claim_while_held(daemon, name, send, gate, "the source write never reached the producer")
         # The claim waited for the write: not answered while it was held, only once it was acknowledged.
         assert daemon.events.index("gate opened") < daemon.events.index("write returned"), daemon.events
         assert daemon.events.index("write returned") < daemon.events.index("claim answered"), daemon.events
