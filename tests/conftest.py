@@ -1,6 +1,7 @@
 """Session-wide fixtures live in their own modules, one per real component."""
 
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -26,10 +27,29 @@ def _client_defaults_of_the_environment() -> Iterator[None]:
     use_default_retry_for(None)
 
 
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+@pytest.hookimpl(wrapper=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> Iterator[None]:
     """With pytest-xdist (``-n``, ``--dist loadgroup``): a module's tests run in one worker, so its
     module fixtures (a private broker, a Connect cluster) start once; every test that needs Spark
-    runs in one worker, so one Spark session serves them all."""
+    runs in one worker, so one Spark session serves them all.
+
+    A wrapper, because xdist reads the marks in its own hook of this name: they are set before it
+    runs (a plain hook here ran after it, and grouped nothing)."""
     for item in items:
         group = "spark" if item.get_closest_marker("spark") else item.nodeid.split("::")[0]
         item.add_marker(pytest.mark.xdist_group(group))
+    yield
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_node_collection_finished(node: Any, ids: list[str]) -> None:
+    """xdist groups by a suffix ``@group`` it appends to each test's id in the worker. When that does
+    not happen, nothing fails: the tests are spread one by one, each module's broker and the Spark
+    session start in both workers, and the suite runs minutes longer. That went unnoticed (this hook
+    once ran after xdist's, and pytest 9.2 drops xdist 3.8's suffix), so the run now stops instead."""
+    if node.config.getvalue("dist") == "loadgroup" and ids and not any("@" in test for test in ids):
+        pytest.exit(
+            f"--dist loadgroup grouped none of the {len(ids)} tests {node.gateway.id} collected: pytest-xdist 3.8 "
+            "cannot group under pytest 9.2 or later, which pip install -e '.[test]' excludes",
+            returncode=pytest.ExitCode.USAGE_ERROR,
+        )
