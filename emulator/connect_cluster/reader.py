@@ -20,8 +20,8 @@ from confluent_kafka.admin import AdminClient
 
 from emulator.logs.base import ReadProgress, RecordSink
 from emulator.logs.kafka.config import DEFAULT_TAIL_FETCH_WAIT_MS, KafkaClientConfig
-from emulator.logs.kafka.health import LastError
 from emulator.logs.kafka.reader import TopicReader
+from emulator.logs.last_error import LastError
 from emulator.model.errors import LogConfigError, LogUnavailable
 
 log = logging.getLogger(__name__)

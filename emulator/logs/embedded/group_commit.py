@@ -11,6 +11,11 @@ A commit waits for another process's write lock only until the earliest deadline
 that wait runs out, the requests whose deadline has passed are answered "nothing was written" and the
 others go back to the queue for the next commit, so every request times out at its own deadline — not
 earlier because it shared a commit with a shorter one, nor later because a longer one led it.
+
+A commit still running after ``stalled_s`` is a disk that stopped answering its fsync, or another
+process holding the write lock: ``stalled`` says so (``/readyz``), and the stall is kept as the log's
+last error each time it is seen and once more when the commit ends, with how long it took, so
+``/status`` tells afterwards what held the writes and when (``/readyz`` says so only while it lasts).
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from emulator.codec.murmur2 import partition_for
 from emulator.logs.embedded.claims import EmbeddedClaims
 from emulator.logs.embedded.storage import end_offsets, is_busy
 from emulator.logs.embedded.writing import WritingConnection
+from emulator.logs.last_error import LastError
 from emulator.logs.own_writes import OwnWrites
 from emulator.logs.write_timings import WriteTimings
 from emulator.model.claims import Fence
@@ -78,14 +84,29 @@ def prepare(entries: Sequence[tuple[bytes | None, bytes | None]], partitions: in
     return prepared
 
 
+_STALL_CAUSE = "(the disk is not answering, or another process holds the log's write lock)"
+_STALLED_CAUSE = "(the disk did not answer, or another process held the log's write lock)"
+
+
 class GroupCommit:
     def __init__(
-        self, writing: WritingConnection, claims: EmbeddedClaims, own_writes: OwnWrites, timings: WriteTimings
+        self,
+        writing: WritingConnection,
+        claims: EmbeddedClaims,
+        own_writes: OwnWrites,
+        timings: WriteTimings,
+        *,
+        errors: LastError,
+        stalled_s: float,
     ) -> None:
+        """``errors``: the log's last error, where a stalled commit is kept; ``stalled_s``: how long a
+        commit runs before it counts as stalled."""
         self._writing = writing
         self._claims = claims
         self._own_writes = own_writes
         self._timings = timings
+        self._errors = errors
+        self._stalled_s = stalled_s
         self._pending_lock = threading.Lock()  # guards _pending and _closed
         self._pending: list[_WriteRequest] = []
         self._closed = False
@@ -95,6 +116,21 @@ class GroupCommit:
     @property
     def description(self) -> str:
         return self._writing.description
+
+    def stalled(self) -> str | None:
+        """Why writes wait now: the commit running has run for ``stalled_s`` or more; else None. Kept
+        as the log's last error each time it is seen (its time: the stall's latest sighting). Never
+        blocks: it reads an attribute the committing thread sets and clears."""
+        started = self.commit_started
+        running = 0.0 if started is None else time.monotonic() - started
+        if running < self._stalled_s:
+            return None
+        why = (
+            f"a write to {self.description} has been waiting for SQLite's write lock, commit and fsync for "
+            f"{running:.1f} s {_STALL_CAUSE}"
+        )
+        self._errors.remember(why)
+        return why
 
     def append(self, entries: Prepared, timeout_s: float, fence: Fence | None) -> list[Position]:
         """Write ``entries`` in the next group commit; their positions, in input order."""
@@ -143,6 +179,7 @@ class GroupCommit:
             batch, self._pending = self._pending, []
         if not batch:
             return
+        started: float | None = None
         try:
             if not self._writing.is_open:
                 raise LogWriteError(f"{self.description} was closed; nothing was written")
@@ -181,6 +218,23 @@ class GroupCommit:
                 if req.positions is None and req.error is None:
                     req.error = LogWriteError(f"{self.description}: write interrupted; nothing was written")
                 req.done.set()
+            if started is not None:
+                self._note_stall(time.monotonic() - started, batch)
+
+    def _note_stall(self, took: float, batch: list[_WriteRequest]) -> None:
+        """A commit that ran ``stalled_s`` or more is kept as the log's last error once it ended, with
+        how long it took and whether it wrote: the stall is on record even when nothing asked
+        ``/readyz`` while it lasted."""
+        if took < self._stalled_s:
+            return
+        written = sum(len(req.positions) for req in batch if req.positions is not None)
+        error = next((req.error for req in batch if req.error is not None), None)
+        records = f"{written} record" + ("" if written == 1 else "s")
+        outcome = f"then it wrote {records}" if written or error is None else f"then it failed: {error}"
+        self._errors.remember(
+            f"a write to {self.description} waited {took:.1f} s for SQLite's write lock, commit and fsync "
+            f"{_STALLED_CAUSE}; {outcome}"
+        )
 
     def _requeue_unexpired(self, batch: list[_WriteRequest]) -> list[_WriteRequest]:
         """After a wait for another process's lock ran out: put the requests with time left back at the

@@ -41,6 +41,7 @@ from emulator.logs.embedded.reader import TAIL_POLL_S, LogReader
 from emulator.logs.embedded.storage import NETWORK_FILESYSTEMS, LogFile, end_offsets, filesystem_type
 from emulator.logs.embedded.storage_faults import no_space_left, storage_fault
 from emulator.logs.embedded.writing import WritingConnection
+from emulator.logs.last_error import LastError
 from emulator.logs.own_writes import OwnWrites
 from emulator.logs.write_timings import WriteTimings
 from emulator.model.claims import Claim, Fence
@@ -115,17 +116,26 @@ class EmbeddedOffsetLog(OffsetLog):
             self._file.description,
             "SQLite's write lock, commit and fsync (the disk, or another process writing to this log)",
         )
-        self._stalled_commit_s = stalled_commit_s
         self._startup_timeout_s = startup_timeout_s
         self._on_startup_wait = on_startup_wait
         self._closed = False
         self._keep_floors: list[Callable[[int], int | None]] = []
         self._own_writes = OwnWrites()
-        self._writing = WritingConnection(self._file.description, self._file.path)
+        # The log's one last error (``/status`` ``reader.last_error``): the reader's errors, a stalled
+        # commit and writes the storage refused, each kept where it is noticed.
+        self._errors = LastError(self._file.description, log)
+        self._writing = WritingConnection(self._file.description, self._file.path, self._errors)
         seen = ClaimsSeen(TAIL_POLL_S)
         self._claims = EmbeddedClaims(self._file, self._writing, seen)
-        self._commits = GroupCommit(self._writing, self._claims, self._own_writes, self._write_timings)
-        self._reader = LogReader(self._file, seen, name)
+        self._commits = GroupCommit(
+            self._writing,
+            self._claims,
+            self._own_writes,
+            self._write_timings,
+            errors=self._errors,
+            stalled_s=stalled_commit_s,
+        )
+        self._reader = LogReader(self._file, seen, name, self._errors)
         self._compactor = (
             None
             if compaction_interval_s is None
@@ -364,17 +374,13 @@ class EmbeddedOffsetLog(OffsetLog):
         succeeds again), a transaction has been running for ``stalled_commit_s`` or more (see
         ``STALLED_COMMIT_S``), or a write timed out on the write lock another process holds, until the
         lock is seen free (``lock_contention``). Never blocks: it reads attributes the writing threads
-        set and clear."""
+        set and clear. The first two are the log's last error too (``/status``), kept after they end."""
         refused = self._writing.faults.reason()
         if refused is not None:
             return refused
-        started = self._commits.commit_started
-        running = 0.0 if started is None else time.monotonic() - started
-        if running >= self._stalled_commit_s:
-            return (
-                f"a write to {self.description} has been waiting for SQLite's write lock, commit and fsync for "
-                f"{running:.1f} s (the disk is not answering, or another process holds the log's write lock)"
-            )
+        stalled = self._commits.stalled()
+        if stalled is not None:
+            return stalled
         return self._writing.contention.reason()
 
     # ------------------------------------------------------------------ ownership

@@ -27,6 +27,7 @@ from itertools import starmap
 from emulator.logs.base import ReadProgress, RecordSink
 from emulator.logs.embedded.claims_seen import ClaimsSeen
 from emulator.logs.embedded.storage import LogFile, end_offsets, is_corruption
+from emulator.logs.last_error import LastError
 from emulator.model.errors import LogConfigError, LogTimeout, LogUnavailable
 from emulator.model.records import LogRecord
 
@@ -55,8 +56,11 @@ Python code: that construction is most of the replay cost."""
 class LogReader:
     """The reader thread and its progress; ``start`` once, ``stop`` then ``join`` to end it."""
 
-    def __init__(self, file: LogFile, claims_seen: ClaimsSeen, name: str) -> None:
+    def __init__(self, file: LogFile, claims_seen: ClaimsSeen, name: str, errors: LastError) -> None:
+        """``errors``: the log's last error, which the reader's errors go to with the log's other
+        ones (a stalled commit, refused writes), for ``progress``."""
         self._file = file
+        self._errors = errors
         self._claims_seen = claims_seen  # refreshed on the reader's connection, between two looks
         self._name = name
         self._thread: threading.Thread | None = None
@@ -76,8 +80,6 @@ class LogReader:
         self._latest_ends: dict[int, int] = {}
         self._last_poll_at: float | None = None
         self._last_records_at: float | None = None
-        self._last_error: str | None = None
-        self._last_error_at: float | None = None
 
     @property
     def description(self) -> str:
@@ -146,6 +148,7 @@ class LogReader:
         """
         thread = self._thread
         alive = thread is not None and thread.is_alive()
+        last_error, last_error_at = self._errors.last()
         with self._progress_cond:
             ends = self._initial_ends
             if self._caught_up:
@@ -160,8 +163,8 @@ class LogReader:
                 alive=alive,
                 last_poll_at=self._last_poll_at,
                 last_records_at=self._last_records_at,
-                last_error=self._last_error,
-                last_error_at=self._last_error_at,
+                last_error=last_error,
+                last_error_at=last_error_at,
             )
 
     def wait_passed(self, ends: Mapping[int, int], timeout_s: float) -> bool:
@@ -196,11 +199,6 @@ class LogReader:
         """The positions reached ``ends``. The caller holds ``_progress_cond``."""
         return all(self._positions.get(p, 0) >= end for p, end in ends.items())
 
-    def _remember_error(self, message: str) -> None:
-        with self._progress_cond:
-            self._last_error = message
-            self._last_error_at = time.time()
-
     def _read_forever(self, sink: RecordSink) -> None:
         started = time.monotonic()
         backoff = TAIL_POLL_S
@@ -221,13 +219,13 @@ class LogReader:
                     if is_corruption(e):
                         err = self._file.config_error("became unreadable while reading", e)
                         log.error("%s; reader stopped", err.message)
-                        self._remember_error(err.message)
+                        self._errors.remember(err.message)
                         with self._progress_cond:
                             self._error = err
                             self._progress_cond.notify_all()
                         return
                     log.warning("reading %s failed (%s); retrying in %.2f s", self.description, e, backoff)
-                    self._remember_error(f"reading failed: {e}")
+                    self._errors.remember(f"reading failed: {e}")
                     if conn is not None:
                         conn.close()
                         conn = None
@@ -310,7 +308,7 @@ class LogReader:
                 rows[-1][3],
                 len(rows),
             )
-            self._remember_error(f"sink failed; skipped {len(rows)} records: {e!r}")
+            self._errors.remember(f"sink failed; skipped {len(rows)} records: {e!r}")
             with self._progress_cond:
                 self._sink_failures += 1
                 self._records_dropped += len(rows)

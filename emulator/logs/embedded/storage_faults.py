@@ -26,6 +26,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from emulator.logs.embedded.probed_condition import ProbedCondition
+from emulator.logs.last_error import LastError
 
 log = logging.getLogger(__name__)
 
@@ -107,19 +108,33 @@ class StorageFaults(ProbedCondition):
 
     ``probe(n)`` makes a durable write of ``n`` bytes, leaves nothing behind, and raises
     ``sqlite3.Error`` when it fails; it runs on a thread of this class's own, never on a request's.
+
+    Every refusal, a write's or the probe's, is also kept as the log's last error (``errors``), as
+    the Kafka backend keeps every failed probe of its broker watch: ``/readyz`` says so only while
+    the fault lasts, and ``/status`` ``reader.last_error`` then still tells what happened, and its
+    time is when the fault was last seen.
     """
 
     _log = log
 
-    def __init__(self, description: str, probe: Callable[[int], None], interval_s: float = PROBE_INTERVAL_S) -> None:
+    def __init__(
+        self,
+        description: str,
+        probe: Callable[[int], None],
+        interval_s: float = PROBE_INTERVAL_S,
+        *,
+        errors: LastError | None = None,
+    ) -> None:
         super().__init__(description, interval_s)
         self._probe = probe
+        self._errors = errors
         self._reason = ""
         self._probe_bytes = PROBE_MIN_BYTES
 
     def failed(self, reason: str, size: int) -> None:
         """A write of ``size`` bytes was refused for ``reason``; the first refusal of a fault is logged
         and starts the probe, which then writes as much as the latest refused write."""
+        self._remember(reason)
         with self._lock:
             self._reason = reason
             self._probe_bytes = min(max(size, PROBE_MIN_BYTES), PROBE_MAX_BYTES)
@@ -132,6 +147,10 @@ class StorageFaults(ProbedCondition):
             reason,
             self._interval_s,
         )
+
+    def _remember(self, reason: str) -> None:
+        if self._errors is not None:
+            self._errors.remember(f"the storage refuses writes: {reason}")
 
     def reason(self) -> str | None:
         """``/readyz``'s reason while writes are refused, else None. Never blocks on the storage."""
@@ -149,6 +168,7 @@ class StorageFaults(ProbedCondition):
         except sqlite3.Error as e:
             reason = storage_fault(e)
             if reason is not None:
+                self._remember(reason)
                 with self._lock:
                     self._reason = reason
             else:

@@ -18,17 +18,19 @@ from pathlib import Path
 from emulator.logs.embedded.lock_contention import LockContention
 from emulator.logs.embedded.storage import immediate, is_busy
 from emulator.logs.embedded.storage_faults import StorageFaults, storage_fault
+from emulator.logs.last_error import LastError
 from emulator.model.errors import LogStorageRefused, LogTimeout, LogWriteError, OffsetsError
 
 
 class WritingConnection:
-    def __init__(self, description: str, path: Path | None = None) -> None:
+    def __init__(self, description: str, path: Path | None = None, errors: LastError | None = None) -> None:
+        """``errors``: the log's last error, where a refusal by the storage is kept (``StorageFaults``)."""
         self.description = description
         self.path = path
         """The log's file, to say why the storage refuses a write (its owner, its mount)."""
         self.lock = threading.Lock()
         """Held by whoever uses the connection: the commit leader, a claim, a compaction step."""
-        self.faults = StorageFaults(description, self._probe_write)
+        self.faults = StorageFaults(description, self._probe_write, errors=errors)
         self.contention = LockContention(description, self._probe_lock)
         self._conn: sqlite3.Connection | None = None
         self._busy_ms = 0  # the connection's busy_timeout, as last set by set_busy_timeout

@@ -33,9 +33,9 @@ from confluent_kafka.admin import AdminClient
 
 from emulator.codec.murmur2 import partition_for
 from emulator.logs.kafka.config import KafkaClientConfig
-from emulator.logs.kafka.health import LastError
 from emulator.logs.kafka.reader import TopicReader
 from emulator.logs.kafka.topics import TopicSpec, ensure_topic
+from emulator.logs.last_error import LastError
 from emulator.model.claims import Claim, Fence, Fenced, fenced_message, held_message, refuse_unless_current
 from emulator.model.errors import ClaimHeld, Conflict, LogTimeout, LogUnavailable, LogWriteError, WriteOutcomeUnknown
 from emulator.model.records import LogRecord, Position

@@ -21,7 +21,6 @@ from confluent_kafka.admin import AdminClient
 from emulator.logs.base import OffsetLog, ReadProgress, RecordSink
 from emulator.logs.kafka.claims import KafkaClaims
 from emulator.logs.kafka.config import DEFAULT_TAIL_FETCH_WAIT_MS, ErrorCallback, KafkaClientConfig
-from emulator.logs.kafka.health import LastError
 from emulator.logs.kafka.reader import TopicReader
 from emulator.logs.kafka.topics import (
     LATEST,
@@ -34,6 +33,7 @@ from emulator.logs.kafka.topics import (
 from emulator.logs.kafka.transactional import TransactionalAppender
 from emulator.logs.kafka.watch import BrokerWatch, wait_for_cluster
 from emulator.logs.kafka.writer import OffsetsWriter, checked_entry
+from emulator.logs.last_error import LastError
 from emulator.logs.own_writes import OwnWrites
 from emulator.logs.write_timings import WriteTimings
 from emulator.model.claims import Claim, Fence, Fenced, fenced_message

@@ -44,8 +44,8 @@ from confluent_kafka.admin import AdminClient
 
 from emulator.logs.base import ReadProgress, RecordSink
 from emulator.logs.kafka.config import KafkaClientConfig
-from emulator.logs.kafka.health import LastError
 from emulator.logs.kafka.topics import EARLIEST, LATEST, list_offsets, wait_for_partition_count
+from emulator.logs.last_error import LastError
 from emulator.model.errors import LogConfigError, LogTimeout, LogUnavailable
 from emulator.model.records import LogRecord
 

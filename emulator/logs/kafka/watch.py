@@ -10,7 +10,7 @@ every ``interval_s``, for the claims topic's metadata, and the answer serves bot
 - **the claims topic's existence**: a daemon that never claims still learns, within one interval,
   that another daemon created the topic, and from then on checks claims before every write.
 
-A failed probe is also kept as the log's last error (``errors``, ``emulator.logs.kafka.health``), for
+A failed probe is also kept as the log's last error (``errors``, ``emulator.logs.last_error``), for
 ``/status`` ``reader.last_error`` and ``connect_offsets_reader_last_error_timestamp_seconds``: librdkafka
 reports no error for a broker that stops answering without closing its connections (a stalled or
 paused process; ``socket.timeout.ms`` is a minute), so an idle daemon that lived through a 20 s outage
@@ -32,7 +32,7 @@ from collections.abc import Callable
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
-from emulator.logs.kafka.health import LastError
+from emulator.logs.last_error import LastError
 from emulator.model.errors import LogConfigError
 
 log = logging.getLogger(__name__)

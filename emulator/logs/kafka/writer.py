@@ -24,7 +24,7 @@ from confluent_kafka import KafkaError, KafkaException, Message, Producer
 from emulator.codec.murmur2 import partition_for
 from emulator.logs.base import record_too_large
 from emulator.logs.kafka.config import KafkaClientConfig
-from emulator.logs.kafka.health import LastError
+from emulator.logs.last_error import LastError
 from emulator.logs.write_timings import WriteTimings
 from emulator.model.errors import InvalidRecord, LogConfigError, LogWriteError, WriteOutcomeUnknown
 from emulator.model.records import Position

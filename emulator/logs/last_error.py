@@ -1,13 +1,20 @@
-"""The last error a Kafka component met, kept after recovery so that health endpoints can show it.
+"""The last error a log met, kept after recovery so that health endpoints can show it.
 
-librdkafka retries connection losses by itself and our reader threads back off and go on, so most
-errors leave no other trace than a log line; this keeps the latest one (and when it happened) for
-``/status`` and tests, shared by the clients of one log.
+Both backends keep one per log, read by ``/status`` ``reader.last_error`` and
+``connect_offsets_reader_last_error_timestamp_seconds``: an error that the log recovers from by
+itself leaves no other trace than a log line, and an operator looking afterwards needs to learn
+what happened and when.
 
-A part of the log with a description of its own (the claims topic's reader and admin client) keeps
-its errors in a ``LastError`` of its own that passes each one on (``also``) to the log's: ``/status``
-``reader.last_error`` and ``connect_offsets_reader_last_error_timestamp_seconds`` read the log's
-alone, and showed nothing of a claims reader that failed through a whole broker outage.
+On Kafka, librdkafka retries connection losses by itself and the reader threads back off and go on;
+the clients of one log share its ``LastError``. A part of the log with a description of its own (the
+claims topic's reader and admin client) keeps its errors in a ``LastError`` of its own that passes
+each one on (``also``) to the log's, which alone ``/status`` reads: it showed nothing of a claims
+reader that failed through a whole broker outage.
+
+On the embedded log the reader's errors, a stalled commit and the storage refusing writes are kept
+in the log's one ``LastError`` (``emulator.logs.embedded``): ``/readyz`` says so only while they
+last, and a commit stalled for a minute, or a disk that was full for one, left nothing in ``/status``
+once it was over.
 """
 
 from __future__ import annotations
@@ -15,10 +22,12 @@ from __future__ import annotations
 import logging
 import threading
 import time
-
-from confluent_kafka import KafkaError
+from typing import TYPE_CHECKING
 
 from emulator.log_throttle import Throttle, held_note
+
+if TYPE_CHECKING:  # the embedded log keeps its errors here too, and never imports librdkafka
+    from confluent_kafka import KafkaError
 
 log = logging.getLogger(__name__)
 
@@ -70,3 +79,8 @@ class LastError:
         """Wall-clock time (``time.time()``) of ``message``."""
         with self._lock:
             return self._at
+
+    def last(self) -> tuple[str | None, float | None]:
+        """``message`` and ``at`` read together: a snapshot never pairs one error with another's time."""
+        with self._lock:
+            return self._message, self._at
