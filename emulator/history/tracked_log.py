@@ -156,8 +156,8 @@ class TrackedLog(OffsetLog):
     def close(self) -> None:
         self.inner.close()
 
-    def claim(self, connector: str, owner: str) -> Claim:
-        return self.inner.claim(connector, owner)
+    def claim(self, connector: str, owner: str, timeout_s: float | None = None) -> Claim:
+        return self.inner.claim(connector, owner, timeout_s)
 
     def end_offsets(self, timeout_s: float | None = None) -> dict[int, int]:
         return self.inner.end_offsets(timeout_s)

@@ -242,8 +242,10 @@ class OffsetLog(abc.ABC):
         return None
 
     # -- ownership (see emulator/model/claims.py); backends that support it override all of them ----
-    def claim(self, connector: str, owner: str) -> Claim:
-        """Durably give ``connector`` to ``owner`` with the next epoch, fencing every older claim."""
+    def claim(self, connector: str, owner: str, timeout_s: float | None = None) -> Claim:
+        """Durably give ``connector`` to ``owner`` with the next epoch, fencing every older claim.
+        ``timeout_s``: how long the claim may wait for writes of the connector still on their way
+        before it refuses with ``LogTimeout`` (the request's deadline; None: the log's own timeout)."""
         raise ClaimsUnsupported(f"{self.description} does not support claims")
 
     def current_claim(self, connector: str, timeout_s: float | None = None) -> Claim | None:

@@ -3,7 +3,9 @@
 The guard stores and checks claims; this service adds what the API promises around them: a claim
 is answered only from a log read to its end, and only once the new owner can see every write of
 the owner it fenced. Claiming and releasing are writes, so they answer within ``--write-timeout``
-too (503 ``write_outcome_unknown`` after it: ``GET …/claim`` then says whether the claim was made).
+too (503 ``write_outcome_unknown`` after it: ``GET …/claim`` then says whether the claim was made;
+a claim, whose log call is given the time left, is waited for ``OVERRUN_S`` longer, as a write's is,
+so its own refusal at the deadline — ``log_timeout``, nothing was claimed — is the answer).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from emulator.model.claims import Claim
 from emulator.model.errors import ClaimNotFound, ClaimsUnsupported, OffsetsError
 from emulator.service.checks import ConnectorChecks
 from emulator.service.write_guard import WriteGuard
-from emulator.service.writer import Deadline
+from emulator.service.writer import OVERRUN_S, Deadline
 
 
 class ClaimsService:
@@ -42,7 +44,12 @@ class ClaimsService:
         if why is not None:
             raise ClaimsUnsupported(why)
         deadline = Deadline(self._write_timeout_s)
-        claim = await deadline.within_unknown(self._guard.claim(connector, owner, force), f"Claiming {connector}")
+        # The log gets the time left (a first claim on Kafka waits for the connector's writes begun
+        # before it only so long, then refuses: ``log_timeout``), and is waited for a little longer,
+        # as a write's log call is, so that refusal is the answer, not "it may still happen".
+        claim = await deadline.within_unknown(
+            self._guard.claim(connector, owner, force, deadline.remaining()), f"Claiming {connector}", OVERRUN_S
+        )
         await self._read_to_end()
         return claim
 

@@ -17,6 +17,7 @@ the guard inside the connector's write section (``emulator.service.writer``) and
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
@@ -72,7 +73,10 @@ class WriteGuard:
         self.tracker = tracker
 
     # -- claims ---------------------------------------------------------------------------
-    async def claim(self, connector: str, owner: str, force: bool = False) -> Claim:
+    async def claim(self, connector: str, owner: str, force: bool = False, timeout_s: float | None = None) -> Claim:
+        """``timeout_s``: the time the request has left, counted from this call; the log gets what is
+        left of it once the Connect cluster's states were read (``OffsetLog.claim``)."""
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
         if not owner.strip():
             raise InvalidRequest("A claim needs a non-empty 'owner' (e.g. the Spark query id, or the operator's name)")
         await asyncio.to_thread(self._states.refresh, 30.0)
@@ -81,7 +85,8 @@ class WriteGuard:
                 f"Connector {connector} is running in the Connect cluster (not STOPPED with 0 tasks); its tasks "
                 "would overwrite any offset written now. Stop it first, or claim with force=true"
             )
-        return await asyncio.to_thread(self._log.claim, connector, owner)
+        left = None if deadline is None else max(deadline - time.monotonic(), 0.0)
+        return await asyncio.to_thread(self._log.claim, connector, owner, left)
 
     async def current(self, connector: str, timeout_s: float | None = None) -> Claim | None:
         return await asyncio.to_thread(self._log.current_claim, connector, timeout_s)

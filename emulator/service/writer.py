@@ -56,7 +56,7 @@ _START_MAX_ENTRIES = 256
 """Larger writes (imports, resets of big connectors) go through a worker thread: checking and
 handing over their records, and applying them to the view, would hold up the loop or the log's
 acknowledgement thread."""
-_OVERRUN_S = 2.0
+OVERRUN_S = 2.0
 """A log call gets the time left as its timeout; if it overruns that by this much, the outcome is
 treated as unknown (the thread is still running) rather than waited for on the request's time."""
 
@@ -116,11 +116,14 @@ class Deadline:
         except TimeoutError:
             raise LogTimeout(f"{what} took longer than {self.seconds:g} s (--write-timeout); {then}") from None
 
-    async def within_unknown(self, awaitable: Awaitable[T], what: str) -> T:
+    async def within_unknown(self, awaitable: Awaitable[T], what: str, overrun_s: float = 0.0) -> T:
         """Await a write that has no way to learn its outcome later (a consumer-group change):
-        ``WriteOutcomeUnknown`` after the deadline (a later read says whether it happened)."""
+        ``WriteOutcomeUnknown`` after the deadline (a later read says whether it happened).
+        ``overrun_s``: for a log call given the time left as its own timeout (a claim), how much
+        longer it is waited for, so that its own answer at the deadline (``log_timeout``: nothing
+        was done) arrives instead of "it may still happen"."""
         try:
-            async with asyncio.timeout(self.remaining()):
+            async with asyncio.timeout(self.remaining() + overrun_s):
                 return await awaitable
         except TimeoutError:
             raise WriteOutcomeUnknown(
@@ -249,7 +252,7 @@ class _Section:
         the deadline passes (see ``_hand_over``), and waiting on it costs no task of its own."""
         progress = AppendProgress(count) if count > _APPEND_CHUNK else None
         call = WRITE_THREADS.submit(lambda: append(timeout_s, progress))
-        await self._settled(call, timeout_s + _OVERRUN_S, on_applied, where, progress)
+        await self._settled(call, timeout_s + OVERRUN_S, on_applied, where, progress)
 
     async def _settled(
         self,
@@ -281,7 +284,7 @@ class _Section:
                 started = progress.started
                 if written > seen:  # a chunk was acknowledged meanwhile: wait for the next one
                     seen = written
-                    wait_s = max(started + self._writer.write_timeout_s + _OVERRUN_S - time.monotonic(), 0.0)
+                    wait_s = max(started + self._writer.write_timeout_s + OVERRUN_S - time.monotonic(), 0.0)
                     continue
             self._hand_over(call, on_applied)
             if seen:

@@ -45,7 +45,7 @@ SLOW_CHUNK_S = 0.15  # each chunk well within the timeout; all of them together 
 @pytest.fixture
 def log(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[EmbeddedOffsetLog]:
     monkeypatch.setattr(writer_module, "_APPEND_CHUNK", CHUNK)
-    monkeypatch.setattr(writer_module, "_OVERRUN_S", OVERRUN_S)
+    monkeypatch.setattr(writer_module, "OVERRUN_S", OVERRUN_S)
     opened = EmbeddedOffsetLog(tmp_path, partitions=2, synchronous="NORMAL")
     opened.open()
     try:

@@ -33,13 +33,16 @@ from emulator.model.records import Position
 from tests.fixtures.broker import TANSU_TAIL_FETCH_WAIT_MS, TansuBroker
 from tests.fixtures.waits import until
 from tests.integration.connect_helpers import unique
-from tests.integration.test_sink_claims_atomic import Daemon, claim_while_held, daemon_on
+from tests.integration.test_sink_claims_atomic import Daemon, claim, claim_while_held, daemon_on, in_thread
 
 pytestmark = pytest.mark.kafka
 
 HOLD_S = 6.0
 """How long the write is held while the first claim is asked for: unfixed, that claim (which creates
 the claims topic) answered within it, in about 2 s on Tansu."""
+SHORT_WRITE_TIMEOUT_S = 3.0
+"""``--write-timeout`` of the test whose write stays unanswered past the claim's deadline: room for a
+first claim's creation of the claims topic (about 2 s on Tansu), and a fast test."""
 
 Entries = list[tuple[bytes, bytes | None]]
 
@@ -205,3 +208,47 @@ def test_the_first_claim_waits_for_an_unclaimed_source_write_answered_after_its_
         assert holder is not None and holder.epoch == 1
     finally:
         log.close()
+
+
+def test_the_first_claim_refuses_with_log_timeout_when_an_unclaimed_source_write_is_unanswered_at_its_deadline(
+    kafka_broker: TansuBroker,
+) -> None:
+    """The write's records are with the producer, unanswered, and may land until its
+    ``message.timeout.ms`` (300 s, which the daemon leaves at librdkafka's default), longer than any
+    request waits. The first claim waits for them only until its own deadline (``--write-timeout``),
+    then answers 503 ``log_timeout`` saying nothing was claimed, and nothing is claimed later either.
+    It answered ``write_outcome_unknown`` at the deadline ("it may still happen") and went on waiting
+    in the background, for the log's 30 s, to claim once the write was answered, with nobody told."""
+    name = unique("source")
+    with daemon_on(kafka_broker, write_timeout_s=SHORT_WRITE_TIMEOUT_S) as daemon:
+        assert not daemon.log.may_be_claimed(name), "no claims store yet: this is the topic's first claim"
+        gate = Gate(daemon.log, daemon.note)
+        gate.hold_started()
+        url = daemon.offsets_url(name)
+        send = lambda: httpx.patch(url, params={"create": "true"}, json=source_body(151), timeout=60)  # noqa: E731
+        writing, written = in_thread(daemon, send, "write answered")
+        try:
+            assert gate.entered.wait(30), "the source write never reached the producer"
+            sent = time.monotonic()
+            refused = claim(daemon, name)
+            took = time.monotonic() - sent
+            assert refused.status_code == 503, refused.text
+            assert refused.headers["X-Connect-Offsets-Error"] == "log_timeout", refused.text
+            assert refused.headers["Retry-After"] == "1"
+            message = refused.json()["message"]
+            assert f"a write of connector {name} begun before this claim" in message, message
+            assert "may still land until the producer's message.timeout.ms (300 s) has passed" in message, message
+            assert message.endswith("nothing was claimed (claim again once it was answered)"), message
+            assert took < SHORT_WRITE_TIMEOUT_S + 2.0, f"the claim answered after {took:.1f} s"
+            assert httpx.get(f"{daemon.url}/connectors/{name}/claim", timeout=30).status_code == 404
+        finally:
+            daemon.note("gate opened")
+            gate.open.set()
+        writing.join(60)
+        assert written, "the source write was never answered"
+        until(lambda: positions_read(daemon, name) == [151], "the held write to land once answered", 30)
+
+        # Nothing was claimed behind the write: the claim asked now is the connector's first.
+        again = claim(daemon, name)
+        assert again.status_code == 200, again.text
+        assert again.json()["epoch"] == 1, again.json()

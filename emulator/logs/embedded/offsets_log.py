@@ -385,7 +385,9 @@ class EmbeddedOffsetLog(OffsetLog):
 
     # ------------------------------------------------------------------ ownership
 
-    def claim(self, connector: str, owner: str) -> Claim:
+    def claim(self, connector: str, owner: str, timeout_s: float | None = None) -> Claim:
+        """``timeout_s`` is not needed: every write of a connector checks its claim in the transaction
+        that writes it (``append_fenced``), so no write of it can be on its way past a claim."""
         return self._claims.claim(connector, owner)
 
     def current_claim(self, connector: str, timeout_s: float | None = None) -> Claim | None:

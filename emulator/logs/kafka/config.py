@@ -21,6 +21,9 @@ from emulator.logs.kafka.log_throttle import LibrdkafkaFilter
 from emulator.model.errors import LogConfigError
 
 LIBRDKAFKA_MAX_MESSAGE_BYTES = 1_000_000
+LIBRDKAFKA_MESSAGE_TIMEOUT_MS = 300_000
+"""librdkafka's ``message.timeout.ms`` (alias ``delivery.timeout.ms``), which the daemon does not set:
+how long a record handed to the producer may still be written, at the latest."""
 
 log = logging.getLogger(__name__)
 
@@ -72,6 +75,18 @@ class KafkaClientConfig:
             return int(self.user.get("message.max.bytes", LIBRDKAFKA_MAX_MESSAGE_BYTES))
         except ValueError:  # librdkafka itself refuses the setting when the producer is created
             return LIBRDKAFKA_MAX_MESSAGE_BYTES
+
+    def producer_message_timeout_s(self) -> float:
+        """The producers' ``message.timeout.ms`` (or its alias ``delivery.timeout.ms``), in seconds: the
+        user's, else librdkafka's default (300 s). Every record handed over is reported within it, so a
+        write whose answer is late may land until then and no longer (0, "infinite", is taken as the
+        default: the claim's message names a bound, and none is known then)."""
+        given = self.user.get("message.timeout.ms", self.user.get("delivery.timeout.ms"))
+        try:
+            ms = int(given) if given is not None else LIBRDKAFKA_MESSAGE_TIMEOUT_MS
+        except ValueError:  # librdkafka itself refuses the setting when the producer is created
+            ms = LIBRDKAFKA_MESSAGE_TIMEOUT_MS
+        return (ms or LIBRDKAFKA_MESSAGE_TIMEOUT_MS) / 1000
 
     def build(
         self,

@@ -424,17 +424,30 @@ class KafkaOffsetLog(OffsetLog):
         except Exception as exc:  # retried by the next write that needs it
             self._errors.record(f"cannot open the claims topic {self._claims_topic}: {exc!r}")
 
-    def claim(self, connector: str, owner: str) -> Claim:
+    def claim(self, connector: str, owner: str, timeout_s: float | None = None) -> Claim:
+        """The first claim on the topic opens the claims store, then waits for the connector's writes
+        begun without one (``_storeless``) until they were answered, as long as ``timeout_s`` (the
+        request's deadline; None: the log's operation timeout) allows, and refuses with ``LogTimeout``
+        when they were not: such a write may land until the producer's ``message.timeout.ms`` (300 s
+        by default), longer than any request waits, and a claim answered before it would have it
+        land behind the claim. Refused at the deadline, nothing is claimed later either: a claim the
+        request gave up on used to wait on for the log's 30 s and then be made with nobody told."""
+        waited_s = self._timeout_s if timeout_s is None else timeout_s
+        deadline = time.monotonic() + waited_s
         store = self._claims_store(create=True)
         assert store is not None
         # A write of the connector (its records or its group) that began before there was a store held
         # no connector lock: wait until it was answered, as a claim waits for a write holding the lock
         # (every later one takes it). No new one can begin: the store exists from here on.
         with self._storeless_done:
-            if not self._storeless_done.wait_for(lambda: connector not in self._storeless_writes, self._timeout_s):
+            if not self._storeless_done.wait_for(
+                lambda: connector not in self._storeless_writes, max(deadline - time.monotonic(), 0.0)
+            ):
                 raise LogTimeout(
-                    f"a write of connector {connector} begun before this claim is still waiting for the "
-                    f"broker's answer after {self._timeout_s:g} s; nothing was claimed"
+                    f"a write of connector {connector} begun before this claim (before the first claim on "
+                    f"{self.topic}) was not answered by the broker within {waited_s:g} s, and may still land "
+                    f"until the producer's message.timeout.ms ({self._clients.producer_message_timeout_s():g} s) "
+                    "has passed; nothing was claimed (claim again once it was answered)"
                 )
         return store.claim(connector, owner)
 
