@@ -35,7 +35,7 @@ from emulator.service.checks import ConnectorChecks
 from emulator.service.connector_stores import SourceOffsets, checked_store
 from emulator.service.history import read_past
 from emulator.service.write_guard import NO_AUTH, WriteGuard
-from emulator.service.writer import Deadline, ImportSection, OffsetsWriter
+from emulator.service.writer import Deadline, ImportSection, OffsetsWriter, WriteSection
 from emulator.view.offset_view import Entry, OffsetView
 
 
@@ -354,69 +354,85 @@ class RecordsService:
         that never existed: writing it is refused (``HistoryDamaged``) unless ``allow_damaged``; its
         dry run answers, and says so.
 
-        The log (and the connector's own topic) is read to its end first, within ``--write-timeout``
-        (503 ``log_timeout`` after it, nothing written), as a reset does: the plan is a diff against
-        the current state, and from a view a moment behind another writer's acknowledged write (a
-        second daemon on the topic, a Connect task, a producer) the diff left that write in place and
-        answered "Nothing to roll back". Before the archive is read, too: the records the reader
-        delivered are then queued to the archiver, and on the daemon that writes the archive its read
-        waits for that queue (``HistoryArchive.sync``), so the state at ``at_ms`` and the current
-        state come from the same records. A dry run plans the same way."""
-        self._checks.ensure_ready()
-        await self._read_to_end((connector,), self._writer.deadline())
-        special = self._stores is not None and self._special(connector)
-        view = self._view
-        if special:
-            assert self._stores is not None
-            archive = self._stores.own_archive(connector, "effective") or archive
-            view = self._stores.primary_view(connector)
-        past = await read_past(archive, connector, at_ms, epoch)
-        if not past.known and not view.knows(connector):
-            raise ConnectorNotFound(f"Connector {connector} not found")
-        if past.synced is False:  # a past state missing a write of ours would undo it
-            raise HistoryBehind(f"Rolling back {connector} is refused for now: {past.warning()}; nothing was written")
-        if past.report.damaged and not dry_run and not allow_damaged:
-            raise HistoryDamaged(
-                f"Rolling back {connector} to {format_time_ms(at_ms)} is refused: the history archive is damaged, "
-                f"so the state rebuilt for that time may be one that never existed. {past.report.damage_summary()} "
-                "Nothing was written. Restore the damaged file(s) from a backup (docs/operations.md, Backups) and "
-                "roll back again, or set the offsets by hand with a PATCH (this rollback's dry run lists the rebuilt "
-                "state); allow_damaged=true writes the rebuilt state anyway."
-            )
+        The plan is made and written in the connector's write section (``OffsetsWriter.section``), so a
+        PATCH or DELETE of the connector through this daemon lands wholly before the rollback (its write
+        is in the state the plan is a diff against) or wholly after it (it waits for the section): planned
+        outside it, a PATCH answered between plan and write was overwritten by a plan made without it, and
+        a partition it added was not tombstoned. A dry run plans in the section too, as a write would.
 
-        def planned() -> tuple[list[RollbackChange], list[RawRecord], dict[int, ValueProblem]]:
-            changes = plan_rollback(past, current_state(view, connector))
-            note_rollback_plan(changes)  # audited even if the write then fails or times out
-            targets = [RawRecord(c.key, c.target) for c in changes]
-            return changes, targets, unreadable_values(targets)
-
-        # A connector may have 10,000 partitions: the plan and its check pass over all of them, off the loop.
-        changes, targets, problems = await asyncio.to_thread(planned)
-        await self._checks.refresh()
+        In the section, the log (and the connector's own topic) is first read to its end, within
+        ``--write-timeout`` (503 ``log_timeout`` after it, or when the section is not had by then; nothing
+        written), as a reset does: the plan is a diff against the current state, and from a view a moment
+        behind another writer's acknowledged write (a second daemon on the topic, a Connect task, a
+        producer) the diff left that write in place and answered "Nothing to roll back". Before the
+        archive is read, too: the records the reader delivered are then queued to the archiver, and on the
+        daemon that writes the archive its read waits for that queue (``HistoryArchive.sync``), so the
+        state at ``at_ms`` and the current state come from the same records. The write then gets a whole
+        ``--write-timeout`` of its own, as before, and as an import's does: the archive read and the plan
+        before it are the daemon's work, not a wait on the log."""
         self._checks.ensure_ready()
-        self._checks.require_stopped(connector)
-        await self._guard.check_writer(connector, NO_AUTH, takes_epoch=False)
-        if problems:
-            # A past value no task can read (a bad producer wrote it then) is not written back.
-            raise InvalidRequest(
-                f"Rolling back {connector} would write {unreadable_message(targets, problems, indexed=False)}"
-            )
-        if not dry_run:
-            with write_origin("rollback", connector):
-                await self._write_rollback(connector, changes, view)
+        deadline = self._writer.deadline()
+        async with self._writer.section(connector, deadline) as section:
+            await self._read_to_end((connector,), deadline)
+            special = self._stores is not None and self._special(connector)
+            view = self._view
+            if special:
+                assert self._stores is not None
+                archive = self._stores.own_archive(connector, "effective") or archive
+                view = self._stores.primary_view(connector)
+            past = await read_past(archive, connector, at_ms, epoch)
+            if not past.known and not view.knows(connector):
+                raise ConnectorNotFound(f"Connector {connector} not found")
+            if past.synced is False:  # a past state missing a write of ours would undo it
+                raise HistoryBehind(
+                    f"Rolling back {connector} is refused for now: {past.warning()}; nothing was written"
+                )
+            if past.report.damaged and not dry_run and not allow_damaged:
+                raise HistoryDamaged(
+                    f"Rolling back {connector} to {format_time_ms(at_ms)} is refused: the history archive is "
+                    f"damaged, so the state rebuilt for that time may be one that never existed. "
+                    f"{past.report.damage_summary()} Nothing was written. Restore the damaged file(s) from a "
+                    "backup (docs/operations.md, Backups) and roll back again, or set the offsets by hand with a "
+                    "PATCH (this rollback's dry run lists the rebuilt state); allow_damaged=true writes the "
+                    "rebuilt state anyway."
+                )
+
+            def planned() -> tuple[list[RollbackChange], list[RawRecord], dict[int, ValueProblem]]:
+                changes = plan_rollback(past, current_state(view, connector))
+                note_rollback_plan(changes)  # audited even if the write then fails or times out
+                targets = [RawRecord(c.key, c.target) for c in changes]
+                return changes, targets, unreadable_values(targets)
+
+            # A connector may have 10,000 partitions: the plan and its check pass over all of them, off the loop.
+            changes, targets, problems = await asyncio.to_thread(planned)
+            await self._checks.refresh()
+            self._checks.ensure_ready()
+            self._checks.require_stopped(connector)
+            await self._guard.check_writer(connector, NO_AUTH, takes_epoch=False)
+            if problems:
+                # A past value no task can read (a bad producer wrote it then) is not written back.
+                raise InvalidRequest(
+                    f"Rolling back {connector} would write {unreadable_message(targets, problems, indexed=False)}"
+                )
+            if not dry_run:
+                section.deadline = self._writer.deadline()
+                with write_origin("rollback", connector):
+                    await self._write_rollback(connector, changes, view, section)
         return RollbackResult(at_ms, changes, dry_run, past.report)
 
-    async def _write_rollback(self, connector: str, changes: list[RollbackChange], view: OffsetView) -> None:
+    async def _write_rollback(
+        self, connector: str, changes: list[RollbackChange], view: OffsetView, section: WriteSection
+    ) -> None:
+        """The plan's records, in the section it was planned in."""
         if self._stores is not None and self._special(connector):
             plan = self._stores.plan_raw(connector, [(c.key, c.target) for c in changes])
-            async with self._writer.section(connector, self._writer.deadline()) as section:
-                await self._stores.write_planned(connector, plan, section)
+            await self._stores.write_planned(connector, plan, section)
             return
         records = await bulk_pass(
             len(changes),
             lambda: [self._writer.planned(c.key, c.target, existing=view.get_raw(c.key) is not None) for c in changes],
         )
-        await self._writer.write(connector, records)
+        await section.append(records, NO_AUTH)
 
     def _live_value(self, key: bytes) -> bytes | None:
         entry = self._view.get_raw(key)
