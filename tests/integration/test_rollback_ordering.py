@@ -32,7 +32,7 @@ from emulator.server.starting import Startup
 from emulator.server.runtime import Runtime
 from emulator.server.wiring import close_runtime, make_app, open_storage
 from emulator.service import records
-from tests.fixtures.asgi import served
+from tests.fixtures.asgi import section_users, served
 from tests.fixtures.waits import until
 from tests.integration.connect_helpers import unique
 
@@ -45,10 +45,6 @@ class Daemon:
     def offsets_url(self, connector: str) -> str:
         return f"{self.url}/connectors/{connector}/offsets"
 
-    def holding_or_waiting(self, connector: str) -> int:
-        """How many requests hold ``connector``'s write section or wait for it (the writer's own count)."""
-        held = self.runtime.offsets._writer._locks._held.get(connector)
-        return 0 if held is None else held.users
 
 
 @contextmanager
@@ -118,7 +114,7 @@ def test_a_patch_sent_while_a_rollback_plans_lands_wholly_after_it(
         # The PATCH changes a partition the plan restores and adds one the plan does not know.
         patching, patched = in_thread(lambda: httpx.patch(url, json=offsets(a=9, c=3), timeout=30))
         until(
-            lambda: bool(patched) or daemon.holding_or_waiting(name) >= 2,
+            lambda: bool(patched) or section_users(daemon.runtime, name) >= 2,
             "the PATCH answered, or waiting for the connector's section",
         )
         answered_while_held = bool(patched)

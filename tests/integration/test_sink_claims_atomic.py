@@ -28,6 +28,7 @@ from emulator.logs.kafka.offsets_log import KafkaOffsetLog
 from emulator.model.claims import Fence, Fenced, fenced_message, held_message
 from emulator.model.connectors import NoConnectCluster
 from emulator.model.errors import ClaimHeld
+from emulator.server.runtime import Runtime
 from emulator.server.wiring import assemble_runtime, close_runtime, make_app, start_reading
 from emulator.service.sinks import SinkOffsets
 from emulator.view.offset_view import OffsetView
@@ -49,6 +50,7 @@ class Daemon:
     url: str
     log: KafkaOffsetLog
     sinks: SinkOffsets
+    runtime: Runtime
     events: list[str] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -93,7 +95,7 @@ def daemon_on(broker: TansuBroker, write_timeout_s: float) -> Iterator[Daemon]:
         start_reading(runtime)
         with served(make_app(runtime, reading_started=True)) as url:
             until(lambda: httpx.get(f"{url}/readyz").status_code == 200, "the daemon to be ready", 30)
-            yield Daemon(url, log, sinks)
+            yield Daemon(url, log, sinks, runtime)
     finally:
         close_runtime(runtime, None)
 
