@@ -27,9 +27,9 @@ import pytest
 
 from emulator.history.origins import OriginRegistry
 from emulator.history.rollback import RollbackChange
+from emulator.server.runtime import Runtime
 from emulator.server.settings import Settings
 from emulator.server.starting import Startup
-from emulator.server.runtime import Runtime
 from emulator.server.wiring import close_runtime, make_app, open_storage
 from emulator.service import records
 from tests.fixtures.asgi import section_users, served
@@ -44,7 +44,6 @@ class Daemon:
 
     def offsets_url(self, connector: str) -> str:
         return f"{self.url}/connectors/{connector}/offsets"
-
 
 
 @contextmanager
