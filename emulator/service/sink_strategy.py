@@ -63,10 +63,14 @@ class SinkStrategy:
         group = self._group(connector)
         if not dry_run:
             altering = sinks.alter(connector, group, parsed, self._fenced(connector, auth, section))
-            await section.deadline.within_unknown(altering, f"altering group {group}")
+            await section.outside(altering, f"altering group {group}")
         return ModifyResult(ALTERED, plan_alter(group, parsed), dry_run)
 
     async def reset(self, connector: str, dry_run: bool, auth: WriteAuth, section: WriteSection) -> ModifyResult:
+        """List the group's committed offsets, then delete the group, both in the connector's write
+        section, which a group write of this daemon answered late keeps until its admin call returned
+        (``WriteSection.outside``): the listing (what the answer and the audit line name) holds every
+        group write made through this daemon before the reset, and none of them lands after it."""
         sinks, group = self._require_sinks(), self._group(connector)
         if dry_run:
             plan = await sinks.plan_reset(connector, group)
@@ -74,14 +78,15 @@ class SinkStrategy:
             return ModifyResult(RESET, plan, dry_run)
         # Noted once listed, before the group is deleted: audited even if the deletion fails or times out.
         resetting = sinks.reset(connector, group, self._fenced(connector, auth, section), on_planned=note_planned)
-        planned = await section.deadline.within_unknown(resetting, f"resetting group {group}")
+        planned = await section.outside(resetting, f"resetting group {group}")
         return ModifyResult(RESET, planned, dry_run)
 
     def _fenced(self, connector: str, auth: WriteAuth, section: WriteSection) -> GroupWrite:
         """The group's writes, run (in their worker thread) under the connector's claim check, which
         waits for the connector's lock until just before the request's deadline at most. A write
         answered late (503, outcome unknown) keeps that lock until the admin client returns, so no
-        claim made through this daemon answers while it may still land."""
+        claim made through this daemon answers while it may still land; and its write section
+        (``WriteSection.outside``), so no other modification of the connector does either."""
 
         def fenced(write: Callable[[], T]) -> T:
             wait_s = max(section.deadline.remaining() - _LOCK_ANSWER_S, 0.0)

@@ -368,6 +368,31 @@ class WriteSection(_Section):
 
         await self._in_thread(append, len(entries), remaining, where, on_applied)
 
+    async def outside(self, write: Awaitable[T], what: str) -> T:
+        """Await ``write``, a change this daemon makes outside any log (a sink connector's consumer group
+        through the admin client), within the deadline: ``WriteOutcomeUnknown`` after it, as
+        ``Deadline.within_unknown`` answers (no later answer says whether it happened).
+
+        The write goes on after that answer, and the section with it until it returned, as a log write
+        answered late keeps it (``finish_later``): so the connector's next modification through this
+        daemon (a PATCH, a reset that lists the group before deleting it) comes wholly after it. Released
+        at the answer, a reset listed the group without that write and then deleted it, or, with no claim
+        ever made on the topic (nothing else orders the two), deleted the group before the late commit
+        landed on it."""
+        task = asyncio.ensure_future(write)
+        try:
+            async with asyncio.timeout(self.deadline.remaining()):
+                return await asyncio.shield(task)
+        except TimeoutError:
+            self._hand_over(task, None)
+            raise WriteOutcomeUnknown(
+                f"{what} did not finish within {self.deadline.seconds:g} s (--write-timeout); it may still happen"
+            ) from None
+        except asyncio.CancelledError:  # the request went away; the write goes on, and so must its end
+            if not task.done():
+                self._hand_over(task, None)
+            raise
+
 
 class ImportSection(_Section):
     """Every connector's section at once, for an import: its checks and diff against the live view, and

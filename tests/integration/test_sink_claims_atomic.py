@@ -208,8 +208,9 @@ def test_a_sink_write_answered_late_keeps_the_connector_until_the_admin_call_ret
     kafka_broker: TansuBroker,
 ) -> None:
     """The request's deadline passes (503, outcome unknown) while the admin call is held: the connector
-    stays locked until it returned, so the next write waits at most its own deadline (503, nothing
-    written) and a claim answers only once the late write has landed."""
+    stays locked until it returned (its write section, and the claims' connector lock), so the next
+    write waits at most its own deadline (503, nothing written) and a claim answers only once the late
+    write has landed."""
     topic = unique("orders")
     kafka_broker.create_topic(topic, 3)
     name = unique("sink")
@@ -228,9 +229,9 @@ def test_a_sink_write_answered_late_keeps_the_connector_until_the_admin_call_ret
         started = time.monotonic()
         waiting = httpx.patch(url, params={"kind": "sink"}, json=body, timeout=60)
         assert waiting.status_code == 503, waiting.text
-        assert waiting.json()["message"] == (
-            f"an earlier write or claim of connector {name} is still waiting for the broker's answer; "
-            "nothing was written"
+        assert waiting.json()["message"] == (  # the connector's write section, kept by the late write
+            f"connector {name}'s previous write still held it after 2 s (--write-timeout): its log has not "
+            "answered that write yet; nothing was written"
         )
         assert time.monotonic() - started >= 1.0, "it waited for the lock within its own deadline"
         assert gate.calls == 1, "the waiting write never reached the group"
