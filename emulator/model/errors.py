@@ -273,6 +273,36 @@ class WritePartlyApplied(OffsetsError):
         self.cause = cause
 
 
+SEND_AGAIN = "sending the same request again"
+"""How the daemon's answers say a partly applied write is completed (``partly_written``'s ``again``)."""
+
+
+def partly_written(error: OffsetsError, written: int, total: int, again: str = SEND_AGAIN) -> WritePartlyApplied:
+    """``error``, which refused one chunk of a write, said of the whole write: the chunks before it
+    are durable and in effect, so "nothing was written" would be false, and so would ``error``'s kind
+    (``log_timeout``, ``log_storage_refused``, ``fenced``… mean nothing was written). The status stays
+    that of what went wrong (``WritePartlyApplied.cause``). ``again`` says how the rest gets written:
+    the daemon's answers name the request, the CLI's direct writes to a log the command."""
+    return WritePartlyApplied(
+        f"{error.message.removesuffix('; nothing was written')}; the first {written:,} of this write's {total:,} "
+        f"records were written before it and are in effect, the other {total - written:,} were not ({again} "
+        "writes the rest)",
+        error,
+    )
+
+
+def partly_unknown(message: str, written: int, chunk: int, unwritten: int, again: str = SEND_AGAIN) -> str:
+    """``message``, a log's "may still be written" about one chunk of a write, said of the whole
+    write: the chunks before it are durable and in effect, the ones after it were never sent."""
+    said = (
+        f"{message}; the first {written:,} of this write's {written + chunk + unwritten:,} records were written "
+        f"before it and are in effect, the next {chunk:,} may still be applied"
+    )
+    if unwritten:
+        said += f", the other {unwritten:,} were not and will not be ({again} writes the rest)"
+    return said
+
+
 # -- who asks ---------------------------------------------------------------------------------
 
 

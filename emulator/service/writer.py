@@ -42,7 +42,14 @@ from typing import TypeVar
 
 from emulator.codec.murmur2 import partition_for
 from emulator.logs.base import OffsetLog, check_record_size
-from emulator.model.errors import LogTimeout, LogWriteError, OffsetsError, WriteOutcomeUnknown, WritePartlyApplied
+from emulator.model.errors import (
+    LogTimeout,
+    LogWriteError,
+    OffsetsError,
+    WriteOutcomeUnknown,
+    partly_unknown,
+    partly_written,
+)
 from emulator.model.records import LogRecord, Position
 from emulator.service.results import PlannedRecord
 from emulator.service.write_guard import NO_AUTH, WriteAuth, WriteGuard
@@ -638,28 +645,3 @@ class OffsetsWriter:
             )
         finally:
             section.leave()
-
-
-def partly_written(error: OffsetsError, written: int, total: int) -> WritePartlyApplied:
-    """``error``, which refused one chunk of a write, said of the whole write: the chunks before it
-    are durable and in effect, so "nothing was written" would be false, and so would ``error``'s kind
-    (``log_timeout``, ``log_storage_refused``, ``fenced``… mean nothing was written). The status stays
-    that of what went wrong (``WritePartlyApplied.cause``)."""
-    return WritePartlyApplied(
-        f"{error.message.removesuffix('; nothing was written')}; the first {written:,} of this write's {total:,} "
-        f"records were written before it and are in effect, the other {total - written:,} were not (sending "
-        "the same request again writes the rest)",
-        error,
-    )
-
-
-def partly_unknown(message: str, written: int, chunk: int, unwritten: int) -> str:
-    """``message``, a log's "may still be written" about one chunk of a write, said of the whole
-    write: the chunks before it are durable and in effect, the ones after it were never sent."""
-    said = (
-        f"{message}; the first {written:,} of this write's {written + chunk + unwritten:,} records were written "
-        f"before it and are in effect, the next {chunk:,} may still be applied"
-    )
-    if unwritten:
-        said += f", the other {unwritten:,} were not and will not be (sending the same request again writes the rest)"
-    return said
