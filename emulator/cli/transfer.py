@@ -246,14 +246,18 @@ def _run(args: argparse.Namespace, source: Location, destination: Location) -> i
     except LogConfigError as exc:  # a log location that cannot be opened as given: bad input, before any write
         print(f"error: {exc.message}; nothing was written", file=sys.stderr)
         return EXIT_USAGE
-    except WriteOutcomeUnknown as exc:  # handed to the log, unacknowledged: it may still land
+    except WriteOutcomeUnknown as exc:  # handed to the log, unacknowledged (or a commit that never came back)
         print(
             f"error: {exc.message}; the write may still land: see what the destination holds (the same "
             "command with --dry-run) before writing again",
             file=sys.stderr,
         )
         return EXIT_ANSWER_LOST
-    except OffsetsError as exc:  # the log refused (a write, bad records)
+    except OffsetsError as exc:
+        # The log refused (a write, bad records). Refused after some chunks of a direct write, it is
+        # ``WritePartlyApplied``, whose message says how many records are in effect and that the same
+        # command writes the rest: exit 1 as the daemon's ``write_partly_applied`` does, since running
+        # it again is what a script should do.
         print(f"error: {exc.message}", file=sys.stderr)
         return EXIT_REFUSED
     _print(args, report)

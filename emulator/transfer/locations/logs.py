@@ -2,7 +2,10 @@
 
 Reading is Connect's startup read: every partition to its end offset, applied to an ``OffsetView``
 exactly as the daemon materializes it. Writing appends the records the diff marks as changes in
-chunks, placed by murmur2 over the log's *current* partition count. A direct write cannot check
+chunks, placed by murmur2 over the log's *current* partition count, each durable on its own and
+waited for at most ``--timeout``: a chunk refused after others were written says how many are in
+effect (``WritePartlyApplied``), one the log does not answer is of unknown outcome
+(``WriteOutcomeUnknown``), as the daemon answers its own chunked writes. A direct write cannot check
 Connect's STOPPED rule (no cluster is consulted): a warning says so; importing through a daemon
 has it enforced.
 """
@@ -12,13 +15,21 @@ from __future__ import annotations
 import abc
 import threading
 from collections.abc import Sequence
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
 from pathlib import Path
 
 from emulator.formats.diff import compute_diff
 from emulator.formats.model import Loaded, RawRecord
 from emulator.logs.base import OffsetLog
-from emulator.model.errors import LogUnavailable
-from emulator.model.records import LogRecord
+from emulator.model.errors import (
+    LogUnavailable,
+    OffsetsError,
+    WriteOutcomeUnknown,
+    partly_unknown,
+    partly_written,
+)
+from emulator.model.records import LogRecord, Position
 from emulator.transfer.errors import LocationError
 from emulator.transfer.locations.base import Location
 from emulator.transfer.options import TransferContext
@@ -26,6 +37,12 @@ from emulator.transfer.report import ApplyResult
 from emulator.view.offset_view import OffsetView
 
 _WRITE_CHUNK = 10_000
+_OVERRUN_S = 2.0
+"""As the daemon's ``emulator.service.writer._OVERRUN_S``: a log call gets ``--timeout`` as its own
+timeout; one that overruns it by this much is still running, and its outcome is unknown."""
+RUN_AGAIN = "running the same command again"
+"""How a direct write that was refused after some of its chunks says the rest gets written
+(``emulator.model.errors.partly_written``): the diff then finds only the rest to write."""
 
 
 class LogLocation(Location):
@@ -58,6 +75,7 @@ class LogLocation(Location):
                 ctx.count_unreadable(diff.records_to_write(ctx.options.write_all)),
             )
         log = self.make_log(ctx)
+        writes = _BoundedWrites(log, ctx.options.timeout_s)
         try:
             log.open()
             view = _read_to_end(log, ctx)
@@ -73,12 +91,28 @@ class LogLocation(Location):
             written = 0
             for start in range(0, len(to_write), _WRITE_CHUNK):
                 chunk = to_write[start : start + _WRITE_CHUNK]
-                log.append([(r.key, r.value) for r in chunk], ctx.options.timeout_s)
+                try:
+                    writes.append([(r.key, r.value) for r in chunk])
+                except WriteOutcomeUnknown as unknown:
+                    if not written:
+                        raise
+                    unwritten = len(to_write) - written - len(chunk)
+                    message = partly_unknown(unknown.message, written, len(chunk), unwritten, RUN_AGAIN)
+                    raise WriteOutcomeUnknown(message, unknown.outcome) from unknown
+                except OffsetsError as error:
+                    if not written:
+                        raise
+                    raise partly_written(error, written, len(to_write), RUN_AGAIN) from error
                 written += len(chunk)
                 ctx.progress.report(f"writing {self.description}", written, len(to_write))
             return ApplyResult(diff.as_dict(ctx.options.diff_limit), written, unreadable_values=unreadable)
         finally:
-            log.close()
+            if writes.unfinished:
+                # The chunk still inside the log (a commit whose fsync has not come back) holds the log's
+                # writing lock, which closing waits for: close once that write is done, and answer now.
+                threading.Thread(target=log.close, name="close after an unanswered write", daemon=True).start()
+            else:
+                log.close()
 
 
 class KafkaLocation(LogLocation):
@@ -157,6 +191,42 @@ class EmbeddedLocation(LogLocation):
         if ctx.role == "from":
             partitions = stored_partition_count(self.data_dir / f"{self.name}.sqlite3") or partitions
         return EmbeddedOffsetLog(self.data_dir, partitions=partitions, name=self.name)
+
+
+class _BoundedWrites:
+    """Each chunk appended in a thread of its own and waited for at most ``--timeout`` (+ the overrun):
+    the embedded log bounds its wait for the write lock but not a commit already under way, so a
+    commit whose fsync never came back held the command (an import, a migrate) without end. Past the
+    deadline the chunk's outcome is unknown, as the daemon answers (``write_outcome_unknown``): the
+    command exits 4 and the write may still land."""
+
+    def __init__(self, log: OffsetLog, timeout_s: float) -> None:
+        self._log = log
+        self._timeout_s = timeout_s
+        self.unfinished = False
+        """True once a chunk's append outlived its deadline: its thread still runs inside the log."""
+
+    def append(self, entries: list[tuple[bytes, bytes | None]]) -> list[Position]:
+        outcome: Future[list[Position]] = Future()
+        outcome.set_running_or_notify_cancel()
+
+        def run() -> None:
+            try:
+                outcome.set_result(self._log.append(entries, self._timeout_s))
+            except BaseException as exc:  # handed back to the waiting command, or to ``outcome``'s reader
+                outcome.set_exception(exc)
+
+        threading.Thread(target=run, name=f"append to {self._log.description}", daemon=True).start()
+        try:
+            return outcome.result(self._timeout_s + _OVERRUN_S)
+        except FutureTimeout:
+            self.unfinished = True
+            raise WriteOutcomeUnknown(
+                f"{self._log.description} did not answer the write of {len(entries):,} records within "
+                f"{self._timeout_s:g} s (--timeout): its commit has not come back (a disk that does not answer "
+                "its fsync?), and whether the records were written is unknown",
+                outcome,
+            ) from None
 
 
 # --- reading logs ---------------------------------------------------------------------------------------
