@@ -23,7 +23,7 @@ from emulator.client.retry_window import (
     use_default_retry_for,
     use_default_timeout,
 )
-from emulator.codec.shown import shown_json
+from emulator.codec.shown import shown_json, shown_text
 from emulator.codec.surrogates import printable
 from emulator.server.options import HTTP_URL, OPTIONAL_TEXT, Kind, SettingsError, add_options, option
 
@@ -179,9 +179,11 @@ class OutputFailed(Exception):
 
 def out(text: str) -> None:
     """Print ``text`` on stdout, flushed, so that a stdout that cannot take it (a full disk) fails here,
-    as ``OutputFailed``, and not in the interpreter's last flush as a traceback."""
+    as ``OutputFailed``, and not in the interpreter's last flush as a traceback. Its lines are the
+    command's own layout; anything unprintable within them (a daemon's message, a name from the log)
+    is escaped (``emulator.codec.shown.shown_text``), so that it cannot drive the terminal."""
     try:
-        print(text)
+        print(shown_text(text, lines=True))
         sys.stdout.flush()
     except BrokenPipeError:
         raise
@@ -190,7 +192,23 @@ def out(text: str) -> None:
 
 
 def emit(args: argparse.Namespace, data: Any, text: Callable[[], str]) -> None:
-    out(json.dumps(data, indent=2, ensure_ascii=False) if getattr(args, "json", False) else text())
+    out(json_text(data) if getattr(args, "json", False) else text())
+
+
+def json_text(data: Any) -> str:
+    """``data`` as indented JSON for stdout, with what ``json.dumps`` leaves raw (C1 controls such as
+    CSI, bidirectional overrides, separators) as JSON escapes: the same JSON to a parser, and no
+    terminal control to a person reading it. Every raw newline of ``json.dumps``'s output is its
+    layout (inside strings it writes ``\\n``), so each line is escaped on its own."""
+    return "\n".join(shown_json(line) for line in json.dumps(data, indent=2, ensure_ascii=False).split("\n"))
+
+
+def say(label: str, text: object) -> None:
+    """One line on stderr, ``label: text`` (``error``, ``warning``, ``note``, ``hint``, ``aborted``),
+    ``text`` escaped (``emulator.codec.shown.shown_text``): error texts quote the daemon, the log and
+    records, where a hostile writer may have put terminal controls. The one way the CLI says things
+    on stderr."""
+    print(f"{label}: {shown_text(str(text))}", file=sys.stderr)
 
 
 def compact(value: Any) -> str:
@@ -238,7 +256,7 @@ def confirm(args: argparse.Namespace, question: str, plan: Callable[[], tuple[st
         )
     try:
         text, changes = plan()
-        print(text, file=sys.stderr)
+        print(shown_text(text, lines=True), file=sys.stderr)
         if changes == 0:
             return
         sys.stderr.write(f"{question}? [y/N] ")

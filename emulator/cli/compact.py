@@ -13,11 +13,10 @@ before its archiver caught up): the next daemon archives those records when it r
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 from typing import Any
 
-from emulator.cli.common import EXIT_OK, EXIT_REFUSED, UsageError
+from emulator.cli.common import EXIT_OK, EXIT_REFUSED, UsageError, out, say
 from emulator.model.errors import OffsetsError
 
 
@@ -88,16 +87,16 @@ def run(args: argparse.Namespace) -> int:
             end > archived.get(p, 0) for p, end in log.end_offsets(timeout_s=30.0).items()
         )
     except OffsetsError as exc:
-        print(f"error: {exc.message}", file=sys.stderr)
+        say("error", exc.message)
         return EXIT_REFUSED
     finally:
         log.close()
-    print(
+    out(
         f"{log.description}: {report.records_before:,} -> {report.records_after:,} records "
         f"({report.removed:,} removed) in {report.duration_s:.2f} s"
     )
     if unarchived:
-        print(
+        out(
             f"kept every record its history archive ({history}) has not archived yet: the next daemon "
             "archives them, then compacts them itself (--force removes them unarchived)"
         )

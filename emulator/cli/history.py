@@ -27,11 +27,12 @@ from emulator.cli.common import (
     confirm,
     connector_name,
     emit,
+    say,
 )
 from emulator.cli.offsets import offsets_table
 from emulator.client.errors import ApiError
 from emulator.client.history import HistoryClient
-from emulator.codec.shown import shown_json, shown_name
+from emulator.codec.shown import shown_json, shown_name, shown_text
 from emulator.model.times import format_time_ms, is_relative_time, parse_time_ms
 
 _T = "T (ISO-8601, epoch ms or now-<duration> such as now-1h)"
@@ -83,7 +84,7 @@ def _time(option: str, value: str | None) -> int | None:
     except ValueError as exc:
         raise UsageError(f"{option}: {exc}") from exc
     if is_relative_time(value):
-        print(f"{option} {value.strip()}: {format_time_ms(ms)}", file=sys.stderr)
+        print(shown_text(f"{option} {value.strip()}: {format_time_ms(ms)}"), file=sys.stderr)
     return ms
 
 
@@ -132,7 +133,7 @@ def _as_of(args: argparse.Namespace) -> int:
     with HistoryClient(args.settings.url) as client:
         past = client.past_offsets(args.name, at or 0, args.epoch)
     if past.warning:  # on stderr in both modes: the rows (or the JSON) stay what a script reads
-        print(f"warning: {past.warning}", file=sys.stderr)
+        say("warning", past.warning)
     rows = past.offsets
     if partition is not None:  # types count, as in Java's Map.equals (1.0 is not 1), key order does not
         wanted = _canonical(partition)
@@ -211,7 +212,7 @@ def who_text(change: dict[str, Any]) -> str:
 
 
 def rollback_text(result: dict[str, Any]) -> str:
-    lines = [str(result.get("message", ""))]
+    lines = [shown_text(str(result.get("message", "")))]
     if result.get("damaged_files"):  # the message says UNRELIABLE; the damage lines come first, not after
         lines.extend(_damage_lines(result))
     for c in result.get("changes", []):
@@ -223,4 +224,6 @@ def rollback_text(result: dict[str, Any]) -> str:
 
 
 def _damage_lines(body: dict[str, Any]) -> list[str]:
-    return [f"warning: damaged archive file {d['file']}: {d['problem']}" for d in body.get("damaged_files", [])]
+    return [
+        shown_text(f"warning: damaged archive file {d['file']}: {d['problem']}") for d in body.get("damaged_files", [])
+    ]

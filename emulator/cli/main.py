@@ -37,9 +37,11 @@ from emulator.cli.common import (
     InterruptedBeforeWrite,
     OutputFailed,
     UsageError,
+    say,
 )
 from emulator.cli.environment import unknown_variable_warnings
 from emulator.client.errors import OUTCOME_UNKNOWN, AnswerLost, ApiError, DaemonUnavailable
+from emulator.codec.shown import shown_text
 from emulator.server.options import SettingsError, resolve, sources_named
 
 COMMAND_GROUPS = [
@@ -113,7 +115,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:
         return _closed_pipe()
     except OutputFailed as exc:
-        print(_output_failed(args, exc), file=sys.stderr)
+        print(shown_text(_output_failed(args, exc)), file=sys.stderr)
         _stdout_to_devnull()  # the interpreter's last flush would fail again, with a traceback
         return EXIT_OUTPUT_FAILED
     except KeyboardInterrupt as exc:  # Ctrl-C: ``serve`` has shut down by then (uvicorn re-raises it after)
@@ -209,9 +211,29 @@ def _output_failed(args: argparse.Namespace, exc: OutputFailed) -> str:
     return line
 
 
+class _EscapedFormatter(logging.Formatter):
+    """A log record's text as ``say`` prints a line: escaped (``emulator.codec.shown.shown_text``)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return shown_text(super().format(record))
+
+
+def _log_warnings_escaped() -> None:
+    """The clients' warnings (``asking again every 1 s …``, which quote the daemon's error message)
+    reached stderr through logging's last-resort handler, raw: printed instead by a handler of the
+    same level and format whose text is escaped. Only where nothing else handles the root logger (a
+    command run from a shell; an embedding process or a test harness keeps its own handlers)."""
+    root = logging.getLogger()
+    if not root.handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setLevel(logging.WARNING)
+        handler.setFormatter(_EscapedFormatter("%(message)s"))
+        root.addHandler(handler)
+
+
 def _warn(warnings: Sequence[str]) -> None:
     for warning in warnings:
-        print(f"warning: {warning}", file=sys.stderr)
+        say("warning", warning)
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -220,6 +242,7 @@ def _run(args: argparse.Namespace) -> int:
     args.env_warnings = unknown_variable_warnings(os.environ)
     if args.command != "serve":
         restore_sighup()
+        _log_warnings_escaped()
         _warn(args.env_warnings)
     try:
         settings_type = getattr(args, "settings_type", None)
@@ -237,25 +260,26 @@ def _run(args: argparse.Namespace) -> int:
     except SettingsError as exc:
         if args.command == "serve":
             _warn(args.env_warnings)
-        print(f"error: {exc}", file=sys.stderr)
+        say("error", exc)
         return EXIT_USAGE
     except DaemonUnavailable as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        say("error", exc)
         return EXIT_UNREACHABLE
     except AnswerLost as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        say("error", exc)
         return EXIT_ANSWER_LOST
     except ApiError as exc:
-        print(f"error: {exc.message} (HTTP {exc.status})", file=sys.stderr)
+        say("error", f"{exc.message} (HTTP {exc.status})")
         # The daemon handed the write to its log and got no acknowledgement in time: it may still land, as
         # when the answer is lost (1 told a script "refused: nothing changed", and it sent the write again).
         return EXIT_ANSWER_LOST if exc.kind == OUTCOME_UNKNOWN else EXIT_REFUSED
     except Hinted as exc:
-        print(f"error: {exc.error.message} (HTTP {exc.error.status})\nhint: {exc.hint}", file=sys.stderr)
+        say("error", f"{exc.error.message} (HTTP {exc.error.status})")
+        say("hint", exc.hint)
         return EXIT_REFUSED
     except UsageError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        say("error", exc)
         return EXIT_USAGE
     except Declined as exc:
-        print(f"aborted: {exc}", file=sys.stderr)
+        say("aborted", exc)
         return EXIT_REFUSED

@@ -24,7 +24,7 @@ from emulator.cli.common import (
 )
 from emulator.client.errors import ClientError, FencedError, NotFoundError, NotStoppedError
 from emulator.client.http import Auth, OffsetsClient
-from emulator.codec.shown import shown_json, shown_name
+from emulator.codec.shown import shown_json, shown_name, shown_text
 
 
 def register(sub: Any) -> None:
@@ -180,7 +180,7 @@ def modify_text(result: dict[str, Any]) -> str:
     """The daemon's message, then each planned change of a dry run: a log record (a tombstone shows
     as ``(delete)``), or for a sink connector a change to its consumer group (names, keys and values
     escaped as ``emulator.codec.shown`` says)."""
-    lines = [str(result.get("message", ""))]
+    lines = [shown_text(str(result.get("message", "")))]
     for record in result.get("records", []):
         if "consumer_group" in record:
             topic = record["kafka_topic"]

@@ -5,10 +5,9 @@ from __future__ import annotations
 import argparse
 import faulthandler
 import os
-import sys
 from typing import Any
 
-from emulator.cli.common import EXIT_OK, EXIT_USAGE
+from emulator.cli.common import EXIT_OK, EXIT_USAGE, say
 from emulator.server.options import add_options, sources_named
 from emulator.server.permissions import restrict_umask
 from emulator.server.settings import Settings
@@ -43,10 +42,10 @@ def run(args: argparse.Namespace) -> int:
     try:
         serve(settings, early, warnings=getattr(args, "env_warnings", ()))
     except OffsetsError as exc:
-        print(f"error: {_named(exc.message, args)}", file=sys.stderr)
+        say("error", _named(exc.message, args))
         return EXIT_USAGE
     except ListenError as exc:
-        print(f"error: {_named(str(exc), args)}", file=sys.stderr)
+        say("error", _named(str(exc), args))
         return EXIT_USAGE
     return EXIT_OK
 

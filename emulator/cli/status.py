@@ -14,6 +14,7 @@ from typing import Any
 from emulator.cli.common import EXIT_OK, EXIT_REFUSED, add_client_options, emit
 from emulator.client.errors import NotReadyError
 from emulator.client.http import OffsetsClient
+from emulator.codec.shown import shown_text
 
 
 def register(sub: Any) -> None:
@@ -47,7 +48,7 @@ def status_text(url: str, status: Mapping[str, Any]) -> str:
     lines = [f"{url}: {'ready' if status.get('ready') else 'NOT READY'}"]
     why = status.get("unreachable") or status.get("error") or str(status.get("message", "")).removeprefix("Not ready: ")
     if why:
-        lines.append(f"  why: {why}")
+        lines.append(f"  why: {shown_text(why)}")
     rows = [
         ("log", status.get("log")),
         ("read", _read(status)),
@@ -63,7 +64,7 @@ def status_text(url: str, status: Mapping[str, Any]) -> str:
     ]
     lines += [f"{name:<11} {text}" for name, text in rows if text]
     warnings = (status.get("security") or {}).get("warnings") or []
-    lines += [f"warning: {w}" for w in warnings]
+    lines += [f"warning: {shown_text(str(w))}" for w in warnings]
     return "\n".join(lines)
 
 

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
-import sys
 from typing import Any
 
 from emulator.cli.common import (
@@ -23,7 +21,9 @@ from emulator.cli.common import (
     UsageError,
     add_confirmation_option,
     confirm,
+    json_text,
     out,
+    say,
 )
 from emulator.formats.diff import render_text
 from emulator.formats.model import FormatError
@@ -238,19 +238,19 @@ def _run(args: argparse.Namespace, source: Location, destination: Location) -> i
             confirm(args, f"Write these changes to {destination.description}, deletions included", plan)
         report = transfer(source, destination, options, progress)
     except (FormatError, LocationError) as exc:
-        print(f"error: {exc}; nothing was written", file=sys.stderr)
+        say("error", f"{exc}; nothing was written")
         return EXIT_USAGE
     except TransferError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        say("error", exc)
         return EXIT_USAGE
     except LogConfigError as exc:  # a log location that cannot be opened as given: bad input, before any write
-        print(f"error: {exc.message}; nothing was written", file=sys.stderr)
+        say("error", f"{exc.message}; nothing was written")
         return EXIT_USAGE
     except WriteOutcomeUnknown as exc:  # handed to the log, unacknowledged (or a commit that never came back)
-        print(
-            f"error: {exc.message}; the write may still land: see what the destination holds (the same "
+        say(
+            "error",
+            f"{exc.message}; the write may still land: see what the destination holds (the same "
             "command with --dry-run) before writing again",
-            file=sys.stderr,
         )
         return EXIT_ANSWER_LOST
     except OffsetsError as exc:
@@ -258,7 +258,7 @@ def _run(args: argparse.Namespace, source: Location, destination: Location) -> i
         # ``WritePartlyApplied``, whose message says how many records are in effect and that the same
         # command writes the rest: exit 1 as the daemon's ``write_partly_applied`` does, since running
         # it again is what a script should do.
-        print(f"error: {exc.message}", file=sys.stderr)
+        say("error", exc.message)
         return EXIT_REFUSED
     _print(args, report)
     return EXIT_OK
@@ -266,10 +266,10 @@ def _run(args: argparse.Namespace, source: Location, destination: Location) -> i
 
 def _print(args: argparse.Namespace, report: TransferReport) -> None:
     if args.json:
-        out(json.dumps(report.as_dict(), indent=2, ensure_ascii=False))
+        out(json_text(report.as_dict()))
         return
     for note in report.notes:
-        print(f"note: {note}", file=sys.stderr)
+        say("note", note)
     out(_text(args, report))
 
 

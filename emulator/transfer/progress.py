@@ -11,6 +11,8 @@ import time
 from collections.abc import Callable
 from typing import TextIO
 
+from emulator.codec.shown import shown_text
+
 PROGRESS_THRESHOLD = 10_000
 """Above this many records, long phases report progress on stderr."""
 
@@ -32,12 +34,14 @@ class Progress:
             return
         self._last = now
         suffix = f"/{total}" if total is not None else ""
-        print(f"{what}: {done}{suffix} records", file=self._stream, flush=True)
+        print(shown_text(f"{what}: {done}{suffix} records"), file=self._stream, flush=True)
 
     def ticker(self, what: str) -> Callable[[int, int | None], None]:
         """``report(what, …)`` as the readers and writers of ``emulator.formats`` call it (their ``Tick``)."""
         return lambda done, total: self.report(what, done, total)
 
     def note(self, text: str) -> None:
-        """A line the operator must see whatever the size (warnings), even with ``--quiet``."""
-        print(text, file=self._stream, flush=True)
+        """A line the operator must see whatever the size (warnings), even with ``--quiet``; escaped
+        (``emulator.codec.shown.shown_text``) like every line the CLI prints, since it names
+        locations and may quote a log's or a broker's words."""
+        print(shown_text(text), file=self._stream, flush=True)
