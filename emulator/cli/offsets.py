@@ -149,6 +149,7 @@ def run_reset(args: argparse.Namespace) -> int:
 
 
 def read_body(path: str) -> dict[str, Any]:
+    source = "standard input (--file -)" if path == "-" else path  # "- is not valid JSON" read as a typo
     try:
         text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
     except KeyboardInterrupt:  # Ctrl-C while the body was still being read: nothing was sent
@@ -158,10 +159,10 @@ def read_body(path: str) -> dict[str, Any]:
     try:
         body = json.loads(text)
     except ValueError as exc:
-        raise UsageError(f"{path} is not valid JSON: {exc}") from exc
+        raise UsageError(f"{source} is not valid JSON: {exc}") from exc
     if not isinstance(body, dict) or not isinstance(body.get("offsets"), list):
         raise UsageError(
-            f'{path} must hold a KIP-875 body: {{"offsets": [{{"partition": {{...}}, "offset": {{...}}}}]}}'
+            f'{source} must hold a KIP-875 body: {{"offsets": [{{"partition": {{...}}, "offset": {{...}}}}]}}'
         )
     return body
 

@@ -132,6 +132,8 @@ def test_bad_files_are_clear_errors_with_exit_2(embedded_daemon: DaemonProcess, 
     broken.write_text('{"offsets": [')
     invalid = cli("alter", "x", "--file", str(broken), *url)
     assert invalid.returncode == 2 and "is not valid JSON" in invalid.stderr
+    piped = cli("alter", "x", "--file", "-", *url, stdin='{"offsets": [')
+    assert piped.returncode == 2 and "error: standard input (--file -) is not valid JSON" in piped.stderr
     wrong = tmp_path / "wrong.json"
     wrong.write_text('{"partition": {}}')
     shape = cli("alter", "x", "--file", str(wrong), *url)
