@@ -7,6 +7,7 @@ import argparse
 import getpass
 import json
 import os
+import select
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -242,6 +243,22 @@ class Hinted(Exception):
         self.hint = hint
 
 
+_CTRL_C_CHECK_S = 0.2
+
+
+def _answer_line() -> str:
+    """The line typed at the question. Ctrl-C at a blocking ``readline`` is lost when its SIGINT lands
+    between Python's last look for signals and the ``read`` call: the handler only flags it, and the
+    read, begun after the signal, is never interrupted (the command then waited for ever; seen under
+    load in tests/integration/test_cli_findings.py, 2 hangs in 36). Waiting in short ``select`` calls
+    lets Python run the handler within ``_CTRL_C_CHECK_S``; a terminal in line mode is readable once a
+    whole line is typed. Where ``select`` cannot wait on a terminal (Windows), it reads as before."""
+    if os.name != "nt":
+        while not select.select([sys.stdin], [], [], _CTRL_C_CHECK_S)[0]:
+            pass
+    return sys.stdin.readline()
+
+
 def confirm(args: argparse.Namespace, question: str, plan: Callable[[], tuple[str, int]]) -> None:
     """Ask before a command changes offsets: show what would change (``plan`` answers the dry run's
     text and how many changes it holds), then ``question [y/N]``. ``--yes`` skips this; without a
@@ -261,7 +278,7 @@ def confirm(args: argparse.Namespace, question: str, plan: Callable[[], tuple[st
             return
         sys.stderr.write(f"{question}? [y/N] ")
         sys.stderr.flush()
-        answer = sys.stdin.readline()
+        answer = _answer_line()
     except KeyboardInterrupt:  # only the dry run was sent
         raise InterruptedBeforeWrite from None
     if answer.strip().lower() not in ("y", "yes"):
