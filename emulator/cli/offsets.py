@@ -25,6 +25,7 @@ from emulator.cli.common import (
 from emulator.client.errors import ClientError, FencedError, NotFoundError, NotStoppedError
 from emulator.client.http import Auth, OffsetsClient
 from emulator.codec.shown import shown_json, shown_name, shown_text
+from emulator.formats.file_kinds import STREAM_TIMEOUT_S, NotRegularFileError, StreamError, read_source
 
 
 def register(sub: Any) -> None:
@@ -151,11 +152,15 @@ def run_reset(args: argparse.Namespace) -> int:
 def read_body(path: str) -> dict[str, Any]:
     source = "standard input (--file -)" if path == "-" else path  # "- is not valid JSON" read as a typo
     try:
-        text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
+        text = sys.stdin.read() if path == "-" else read_source(Path(path), timeout_s=STREAM_TIMEOUT_S).decode("utf-8")
     except KeyboardInterrupt:  # Ctrl-C while the body was still being read: nothing was sent
         raise InterruptedBeforeWrite from None
+    except (NotRegularFileError, StreamError) as exc:
+        raise UsageError(str(exc)) from exc
     except OSError as exc:
         raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"{source} is not UTF-8 text: {exc.reason} at byte {exc.start}") from exc
     try:
         body = json.loads(text)
     except ValueError as exc:

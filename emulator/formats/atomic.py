@@ -11,6 +11,8 @@ import os
 import secrets
 from pathlib import Path
 
+from emulator.formats.file_kinds import check_replaceable, replacement_target
+
 
 def atomic_write(path: str | Path, data: bytes) -> int:
     """Temp file in the same directory, fsync, rename over ``path``, fsync of the directory.
@@ -19,8 +21,13 @@ def atomic_write(path: str | Path, data: bytes) -> int:
     (``mkstemp`` would leave 0600). The temp file is created with that mode, so the umask is never
     read by setting it: ``os.umask`` is process-wide, and another thread creating a file meanwhile
     would get the momentary one. Returns the bytes written.
+
+    Only a regular file is replaced (``NotRegularFileError`` otherwise, before anything is written):
+    renaming over a device node or a FIFO would destroy it. A symbolic link's target is replaced,
+    and the link kept.
     """
-    path = Path(path)
+    path = replacement_target(Path(path))
+    check_replaceable(path)
     directory = path.parent if str(path.parent) else Path(".")
     fd, tmp_name = _create_temp(directory, path.name)
     try:

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Final
 
 from emulator.formats.atomic import atomic_write
+from emulator.formats.file_kinds import STREAM_TIMEOUT_S, read_source
 from emulator.formats.model import FormatError, Loaded, RawRecord, Tick, tick
 
 __all__ = ["dumps", "load_file", "loads", "write_file"]
@@ -408,7 +409,7 @@ def loads(data: bytes, source: str | None = None, progress: Tick | None = None) 
 def load_file(path: str | Path) -> Loaded:
     path = Path(path)
     try:
-        data = path.read_bytes()
+        data = read_source(path, timeout_s=STREAM_TIMEOUT_S)
     except OSError as exc:
         raise FormatError(f"cannot read the standalone offsets file: {exc.strerror or exc}", source=str(path)) from exc
     return loads(data, source=str(path))

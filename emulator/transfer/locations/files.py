@@ -11,6 +11,13 @@ from pathlib import Path
 from emulator.formats import cdc_state, kip875, snapshot, standalone
 from emulator.formats.atomic import atomic_write
 from emulator.formats.diff import compute_diff
+from emulator.formats.file_kinds import (
+    NotRegularFileError,
+    StreamError,
+    check_replaceable,
+    read_source,
+    replacement_target,
+)
 from emulator.formats.model import Encoded, FormatError, Loaded, RawRecord, Tick, latest_per_key
 from emulator.transfer.errors import LocationError
 from emulator.transfer.locations.base import Location
@@ -26,11 +33,14 @@ class FileLocation(Location):
     def description(self) -> str:
         return f"{self.kind}:{self.path}"
 
-    def _data(self) -> bytes:
+    def _data(self, ctx: TransferContext) -> bytes:
+        """The file's bytes; a pipe is read within ``--timeout``, a device or directory is refused."""
         try:
-            return self.path.read_bytes()
+            return read_source(self.path, timeout_s=ctx.options.timeout_s)
         except FileNotFoundError:
             raise LocationError(f"{self.description}: no such file") from None
+        except (NotRegularFileError, StreamError) as exc:
+            raise LocationError(f"{self.description}: {exc}") from exc
         except OSError as exc:
             raise LocationError(f"{self.description}: cannot read: {exc.strerror or exc}") from exc
 
@@ -55,6 +65,10 @@ class FileLocation(Location):
         parent = self.path.parent if str(self.path.parent) else Path(".")
         if not parent.is_dir():
             raise LocationError(f"{self.description}: directory {parent} does not exist")
+        try:
+            check_replaceable(replacement_target(self.path))
+        except NotRegularFileError as exc:
+            raise LocationError(f"{self.description}: {exc}") from exc
 
     def _replace(self, write: Callable[[], object]) -> None:
         """Run ``write`` (an atomic replacement of the file) and say plainly when the disk refused it
@@ -109,7 +123,7 @@ class StandaloneLocation(FileLocation):
     store = True
 
     def load(self, ctx: TransferContext, progress: Tick) -> Loaded:
-        return standalone.loads(self._data(), source=str(self.path), progress=progress)
+        return standalone.loads(self._data(ctx), source=str(self.path), progress=progress)
 
     def apply(self, incoming: list[RawRecord], ctx: TransferContext) -> ApplyResult:
         self._check_writable()
@@ -132,7 +146,7 @@ class CdcLocation(DocumentLocation):
     kind = "cdc"
 
     def load(self, ctx: TransferContext, progress: Tick) -> Loaded:
-        data = self._data()
+        data = self._data(ctx)
         return cdc_state.loads_file(data, default_connector=ctx.options.name, source=str(self.path), progress=progress)
 
     def encode(self, records: list[RawRecord], ctx: TransferContext) -> Encoded:
@@ -143,7 +157,7 @@ class Kip875Location(DocumentLocation):
     kind = "kip875"
 
     def load(self, ctx: TransferContext, progress: Tick) -> Loaded:
-        data = self._data()
+        data = self._data(ctx)
         return kip875.loads_file(data, default_connector=ctx.options.name, source=str(self.path), progress=progress)
 
     def encode(self, records: list[RawRecord], ctx: TransferContext) -> Encoded:
@@ -159,7 +173,7 @@ class SnapshotLocation(DocumentLocation):
         """What the snapshot's header names as its source; the pipeline sets it before writing."""
 
     def load(self, ctx: TransferContext, progress: Tick) -> Loaded:
-        loaded, info = snapshot.loads(self._data(), source=str(self.path), progress=progress)
+        loaded, info = snapshot.loads(self._data(ctx), source=str(self.path), progress=progress)
         if info.source:
             taken = (
                 time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(info.taken_at_ms / 1000))

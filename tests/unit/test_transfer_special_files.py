@@ -1,0 +1,156 @@
+"""Paths that are not regular files (docs/transfers.md, "Files that are not regular files").
+
+An export replaces its destination by renaming a new file over it, which destroys a device node
+or a FIFO: it once turned a machine's ``/dev/null`` into a regular file. A device as a source never
+ends (``/dev/zero``), and a FIFO blocks until somebody writes to it. So a destination must be a
+regular file, and a source a regular file or a pipe read within ``--timeout``.
+
+The device nodes here are private ones made in the test's own directory (``mknod`` needs root),
+never the machine's.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from emulator.cli.main import main
+from emulator.formats import kip875, standalone
+from emulator.formats.atomic import atomic_write
+from emulator.formats.file_kinds import NotRegularFileError
+from emulator.formats.model import RawRecord
+
+A = RawRecord(b'["pg",{"server":"a"}]', b'{"lsn":1}')
+KINDS = ["standalone", "kip875", "cdc", "snapshot"]
+needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="making a device node (mknod) needs root")
+
+
+def cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
+    code = main([*args, "--quiet"])
+    return code, capsys.readouterr().err
+
+
+def device(path: Path, minor: int) -> Path:
+    """A private node of the memory devices (1,3 is null, 1,5 zero, 1,7 full)."""
+    os.mknod(path, 0o666 | stat.S_IFCHR, os.makedev(1, minor))
+    return path
+
+
+def source(tmp_path: Path) -> Path:
+    path = tmp_path / "s.offsets"
+    standalone.write_file(path, [A])
+    return path
+
+
+@needs_root
+@pytest.mark.parametrize("kind", KINDS)
+def test_an_export_to_a_device_node_is_refused_and_the_node_is_left_alone(
+    kind: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    null = device(tmp_path / "null", 3)
+    code, err = cli(capsys, "migrate", "--from", f"standalone:{source(tmp_path)}", "--to", f"{kind}:{null}")
+    assert code == 2
+    assert "is a character device, not a regular file; an export only writes regular files" in err
+    assert stat.S_ISCHR(os.stat(null).st_mode)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_an_export_to_a_fifo_is_refused_at_once_and_the_fifo_is_left_alone(
+    kind: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    started = time.monotonic()
+    code, err = cli(capsys, "migrate", "--from", f"standalone:{source(tmp_path)}", "--to", f"{kind}:{fifo}")
+    assert code == 2 and "is a FIFO (named pipe), not a regular file" in err
+    assert time.monotonic() - started < 5
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode)
+
+
+def test_a_dry_run_to_a_directory_is_refused_as_the_real_run_is(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "d").mkdir()
+    code, err = cli(capsys, "migrate", "--from", str(source(tmp_path)), "--to", f"kip875:{tmp_path / 'd'}", "--dry-run")
+    assert code == 2 and "is a directory, not a regular file" in err
+
+
+@needs_root
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_device_that_never_ends_is_refused_as_a_source(
+    kind: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    zero = device(tmp_path / "zero", 5)
+    code, err = cli(capsys, "migrate", "--from", f"{kind}:{zero}", "--to", f"standalone:{tmp_path / 'out'}")
+    assert code == 2
+    assert "is a character device; only a regular file or a pipe can be read" in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_fifo_source_is_read_until_its_writer_closes_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    body = kip875.encode_file([A]).data
+
+    def write() -> None:
+        with open(fifo, "wb") as pipe:  # blocks until the CLI opens the read end
+            for i in range(0, len(body), 7):  # in pieces, as a slow producer delivers it
+                pipe.write(body[i : i + 7])
+                pipe.flush()
+                time.sleep(0.01)
+
+    writer = threading.Thread(target=write, daemon=True)
+    writer.start()
+    out = tmp_path / "out.offsets"
+    code, err = cli(capsys, "migrate", "--from", f"kip875:{fifo}", "--to", f"standalone:{out}")
+    writer.join(5)
+    assert code == 0 and "error" not in err
+    assert standalone.load_file(out).records == [A]
+
+
+def test_a_fifo_nobody_writes_to_ends_at_the_timeout_with_a_reason(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    started = time.monotonic()
+    code, err = cli(
+        capsys, "migrate", "--from", f"cdc:{fifo}", "--to", f"standalone:{tmp_path / 'out'}", "--timeout", "0.5"
+    )
+    assert code == 2
+    assert "is a pipe that delivered 0 byte(s) and did not reach its end within 0.5 s" in err
+    assert time.monotonic() - started < 5
+
+
+def test_an_export_through_a_symbolic_link_replaces_its_target_and_keeps_the_link(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    target = tmp_path / "real.json"
+    target.write_text("{}")
+    link = tmp_path / "link.json"
+    link.symlink_to(target)
+    code, err = cli(capsys, "migrate", "--from", str(source(tmp_path)), "--to", f"kip875:{link}")
+    assert (code, err) == (0, "")
+    assert link.is_symlink()
+    assert kip875.loads_file(target.read_bytes(), default_connector=None, source=str(target)).records == [A]
+
+
+@needs_root
+def test_atomic_write_itself_refuses_a_device_before_writing_anything(tmp_path: Path) -> None:
+    null = device(tmp_path / "null", 3)
+    with pytest.raises(NotRegularFileError, match="is a character device"):
+        atomic_write(null, b"x")
+    assert [p.name for p in tmp_path.iterdir()] == ["null"]  # no temporary file left behind either
+
+
+@needs_root
+def test_alter_refuses_a_device_as_its_body_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    zero = device(tmp_path / "zero", 5)
+    code = main(["alter", "c", "--file", str(zero), "--url", "http://127.0.0.1:9"])
+    assert code == 2
+    assert "is a character device; only a regular file or a pipe can be read" in capsys.readouterr().err
