@@ -24,6 +24,7 @@ import fastavro
 
 from emulator.formats.atomic import atomic_write
 from emulator.formats.avro_schemas import schema_text as avro_schema_text
+from emulator.formats.file_kinds import STREAM_TIMEOUT_S, read_source
 from emulator.formats.model import FormatError, Loaded, RawRecord, Tick, connector_of, tick
 
 __all__ = ["FORMAT", "SnapshotInfo", "dumps", "load_file", "loads", "schema_text", "snapshot_schema", "write_file"]
@@ -108,6 +109,13 @@ def loads(data: bytes, source: str | None = None, progress: Tick | None = None) 
     except FormatError:
         raise
     except Exception as exc:  # fastavro raises many types (EOFError, ValueError, SchemaResolutionError, ...)
+        if isinstance(exc, ValueError) and "you need to install" in str(exc):  # fastavro's missing_codec_lib
+            raise FormatError(
+                f"the snapshot is compressed with a codec this installation cannot decompress ({exc}); the file "
+                "is not known to be damaged: install that package (pip install cramjam backports.zstd) and run "
+                "the command again",
+                source=source,
+            ) from exc
         raise FormatError(
             f"not a readable snapshot ({type(exc).__name__}: {exc}); {len(rows)} record(s) were readable before the "
             "damage, none will be imported",
@@ -132,7 +140,7 @@ def loads(data: bytes, source: str | None = None, progress: Tick | None = None) 
 def load_file(path: str | Path) -> tuple[Loaded, SnapshotInfo]:
     path = Path(path)
     try:
-        data = path.read_bytes()
+        data = read_source(path, timeout_s=STREAM_TIMEOUT_S)
     except OSError as exc:
         raise FormatError(f"cannot read the snapshot: {exc.strerror or exc}", source=str(path)) from exc
     return loads(data, source=str(path))

@@ -105,6 +105,8 @@ def _b64(raw: bytes) -> str:
 
 
 def _shown(raw: bytes) -> str:
+    if not raw:
+        return "(empty: 0 bytes)"
     return raw[:200].decode("utf-8", "backslashreplace") + ("…" if len(raw) > 200 else "")
 
 
@@ -263,7 +265,7 @@ class RecordsService:
 
         malformed, problems, named = await bulk_pass(len(records), screened)
         if malformed and not allow_malformed:
-            first = malformed[0][:200].decode("utf-8", "backslashreplace")
+            first = _shown(malformed[0])
             raise InvalidRequest(
                 f'{len(malformed)} record key(s) are not Connect offsets keys ["<connector>",{{…}}] '
                 f"(first: {first}); Connect would ignore them. Pass allow_malformed=true to import them as-is"

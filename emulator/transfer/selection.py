@@ -111,6 +111,8 @@ def _shown(raw: bytes | None, limit: int = 200) -> str:
     """Key or value bytes for a message (``null`` for a tombstone's value)."""
     if raw is None:
         return "null"
+    if not raw:
+        return "(empty: 0 bytes)"
     return raw[:limit].decode("utf-8", "backslashreplace") + ("…" if len(raw) > limit else "")
 
 

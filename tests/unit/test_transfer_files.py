@@ -282,3 +282,11 @@ def test_a_connector_name_that_is_not_utf8_is_one_line_and_exit_2(
         "error: the connector name 'c\\xed\\xb0\\x80' is not valid UTF-8 (at byte 1); connector names are UTF-8 "
         "text: check the shell's quoting and the terminal's encoding\n"
     )
+
+
+def test_an_empty_key_is_named_as_empty_not_printed_as_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    standalone.write_file(tmp_path / "s.offsets", [RawRecord(b"", b'{"lsn":1}')])
+    code, _, err = cli(capsys, "migrate", "--from", str(tmp_path / "s.offsets"), "--to", str(tmp_path / "o.offsets"))
+    assert code == 2 and "first: (empty: 0 bytes));" in err

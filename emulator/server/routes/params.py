@@ -40,7 +40,8 @@ def max_body_bytes(request: Request) -> int:
 def _too_large(limit: int, size: str) -> RequestTooLarge:
     return RequestTooLarge(
         f"Request body of {size} exceeds this daemon's limit of {limit} bytes (--max-body-bytes); split a large "
-        "import by connector, or import directly into the log (kafka://, embedded:)"
+        "import into several requests (by connector, or a connector's records in parts), or import directly into "
+        "the log (kafka://, embedded:)"
     )
 
 
