@@ -497,7 +497,8 @@ class OffsetsWriter:
                 ) from None
             raise LogTimeout(
                 f"connector {connector}'s previous write still held it after {deadline.seconds:g} s "
-                "(--write-timeout): its log has not answered that write yet; nothing was written"
+                "(--write-timeout): that write has not finished (it waits for its log's answer, a sink group's "
+                "admin call on the broker, or a rollback's read of the history); nothing was written"
             ) from None
         section = WriteSection(self, connector, deadline, lambda: self._locks.release(connector))
         try:

@@ -230,8 +230,9 @@ def test_a_sink_write_answered_late_keeps_the_connector_until_the_admin_call_ret
         waiting = httpx.patch(url, params={"kind": "sink"}, json=body, timeout=60)
         assert waiting.status_code == 503, waiting.text
         assert waiting.json()["message"] == (  # the connector's write section, kept by the late write
-            f"connector {name}'s previous write still held it after 2 s (--write-timeout): its log has not "
-            "answered that write yet; nothing was written"
+            f"connector {name}'s previous write still held it after 2 s (--write-timeout): that write has not "
+            "finished (it waits for its log's answer, a sink group's admin call on the broker, or a rollback's "
+            "read of the history); nothing was written"
         )
         assert time.monotonic() - started >= 1.0, "it waited for the lock within its own deadline"
         assert gate.calls == 1, "the waiting write never reached the group"
