@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import sys
+from collections.abc import Callable
 from typing import Any
 
 from emulator.cli.common import (
@@ -25,6 +27,7 @@ from emulator.cli.common import (
     out,
     say,
 )
+from emulator.codec.shown import shown_text
 from emulator.formats.diff import render_text
 from emulator.formats.model import FormatError
 from emulator.model.errors import LogConfigError, OffsetsError, WriteOutcomeUnknown
@@ -42,10 +45,12 @@ from emulator.transfer import (
     parse_location,
     transfer,
 )
+from emulator.transfer.locations.files import FileLocation
 
 LOCATIONS_HELP = (
     "kafka://HOST:PORT/TOPIC, embedded:DIR (or a .sqlite3 file), http://DAEMON, standalone:PATH, cdc:PATH "
-    "(JSON lines), kip875:PATH, snapshot:PATH (Avro); bare paths ending in .offsets/.jsonl/.json/.avro also work"
+    "(JSON lines), kip875:PATH, snapshot:PATH (Avro); bare paths ending in .offsets/.jsonl/.json/.avro also work; "
+    "a file kind's PATH - is standard input (--from) or standard output (--to)"
 )
 
 TRANSFER_TIMEOUT_S = 300.0
@@ -260,17 +265,26 @@ def _run(args: argparse.Namespace, source: Location, destination: Location) -> i
         # it again is what a script should do.
         say("error", exc.message)
         return EXIT_REFUSED
-    _print(args, report)
+    _print(args, report, out if not _writes_stdout(destination) else _err)
     return EXIT_OK
 
 
-def _print(args: argparse.Namespace, report: TransferReport) -> None:
+def _writes_stdout(destination: Location) -> bool:
+    """``KIND:-`` as the destination: standard output holds the file, so the report goes to stderr."""
+    return isinstance(destination, FileLocation) and destination.stdio
+
+
+def _err(text: str) -> None:
+    print(shown_text(text, lines=True), file=sys.stderr)
+
+
+def _print(args: argparse.Namespace, report: TransferReport, show: Callable[[str], None]) -> None:
     if args.json:
-        out(json_text(report.as_dict()))
+        show(json_text(report.as_dict()))
         return
     for note in report.notes:
         say("note", note)
-    out(_text(args, report))
+    show(_text(args, report))
 
 
 def _change_count(report: TransferReport) -> int:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import select
 import stat
+import sys
 import time
 from pathlib import Path
 
@@ -94,12 +95,31 @@ def read_source(path: Path, *, timeout_s: float) -> bytes:
                 return handle.read()
         if not stat.S_ISFIFO(mode):
             raise NotRegularFileError(f"{path} is {kind(mode)}; only a regular file or a pipe can be read")
-        return _read_stream(fd, path, timeout_s)
+        return _read_stream(fd, str(path), timeout_s)
     finally:
         os.close(fd)
 
 
-def _read_stream(fd: int, path: Path, timeout_s: float) -> bytes:
+def read_stdin(timeout_s: float) -> bytes:
+    """Standard input's whole content (a location's path ``-``): a redirected file or a pipe, read as
+    ``read_source`` reads them. A terminal is refused: the command would sit waiting for typing."""
+    fd = sys.stdin.fileno() if sys.stdin is not None else 0
+    mode = os.fstat(fd).st_mode
+    if os.isatty(fd):
+        raise StreamError(
+            "standard input is a terminal: pipe the file into it (… | connect-offsets …) or redirect it (< FILE)"
+        )
+    if stat.S_ISREG(mode):
+        chunks = []
+        while chunk := os.read(fd, _CHUNK):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    if stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode):
+        return _read_stream(fd, "standard input", timeout_s)
+    raise NotRegularFileError(f"standard input is {kind(mode)}; only a regular file or a pipe can be read")
+
+
+def _read_stream(fd: int, name: str, timeout_s: float) -> bytes:
     deadline = time.monotonic() + timeout_s
     chunks: list[bytes] = []
     size = 0
@@ -108,7 +128,7 @@ def _read_stream(fd: int, path: Path, timeout_s: float) -> bytes:
         ready, _, _ = select.select([fd], [], [], max(remaining, 0.0)) if remaining > 0 else ([], [], [])
         if not ready:
             raise StreamError(
-                f"{path} is a pipe that delivered {size} byte(s) and did not reach its end within "
+                f"{name} is a pipe that delivered {size} byte(s) and did not reach its end within "
                 f"{timeout_s:g} s; is anything writing to it?"
             )
         try:
@@ -120,6 +140,6 @@ def _read_stream(fd: int, path: Path, timeout_s: float) -> bytes:
         size += len(chunk)
         if size > STREAM_LIMIT_BYTES:
             raise StreamError(
-                f"{path} is a pipe that delivered more than {STREAM_LIMIT_BYTES >> 20} MiB; write it to a file first"
+                f"{name} is a pipe that delivered more than {STREAM_LIMIT_BYTES >> 20} MiB; write it to a file first"
             )
         chunks.append(chunk)

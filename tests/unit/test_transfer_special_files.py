@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import os
 import stat
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -20,10 +22,11 @@ from pathlib import Path
 import pytest
 
 from emulator.cli.main import main
-from emulator.formats import kip875, standalone
+from emulator.formats import kip875, snapshot, standalone
 from emulator.formats.atomic import atomic_write
 from emulator.formats.file_kinds import NotRegularFileError
 from emulator.formats.model import RawRecord
+from tests.fixtures.cli import run_cli
 
 A = RawRecord(b'["pg",{"server":"a"}]', b'{"lsn":1}')
 KINDS = ["standalone", "kip875", "cdc", "snapshot"]
@@ -154,3 +157,42 @@ def test_alter_refuses_a_device_as_its_body_file(tmp_path: Path, capsys: pytest.
     code = main(["alter", "c", "--file", str(zero), "--url", "http://127.0.0.1:9"])
     assert code == 2
     assert "is a character device; only a regular file or a pipe can be read" in capsys.readouterr().err
+
+
+# --- standard input and output: KIND:- ---------------------------------------------------------------
+
+
+def test_a_conversion_can_run_from_standard_input_to_standard_output(tmp_path: Path) -> None:
+    """``KIND:-`` is the stream; the file goes to stdout alone and the report to stderr."""
+    body = kip875.encode_file([A]).data.decode()
+    done = run_cli("migrate", "--from", "kip875:-", "--to", "cdc:-", stdin=body)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == '{"connector":"pg","state":{"sourcePartition":{"server":"a"},"sourceOffset":{"lsn":1}}}\n'
+    assert "kip875:- -> cdc:-: read 1 record(s), 1 selected, wrote 1 change(s)" in done.stderr
+    assert not list(tmp_path.iterdir())
+
+
+def test_a_binary_export_to_standard_output_reads_back_as_the_same_records(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "emulator.cli", "migrate", "--from", str(source(tmp_path)), "--to", "snapshot:-"],
+        capture_output=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
+    assert done.returncode == 0, done.stderr
+    loaded, _ = snapshot.loads(done.stdout, source="stdout")
+    assert loaded.records == [A]
+
+
+def test_standard_input_that_is_not_a_file_or_pipe_is_refused_by_name(tmp_path: Path) -> None:
+    done = run_cli("migrate", "--from", "kip875:-", "--to", str(tmp_path / "o.offsets"))  # stdin: /dev/null
+    assert done.returncode == 2
+    assert "kip875:-: standard input is a character device; only a regular file or a pipe can be read" in done.stderr
+
+
+def test_a_file_named_dash_is_reached_as_dot_slash_dash(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    done = run_cli("migrate", "--from", str(source(tmp_path)), "--to", "kip875:./-")
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "-").is_file()
+    assert "-> kip875:./-: read 1 record(s)" in done.stdout

@@ -4,6 +4,7 @@ export replaces (Flink CDC / RisingWave states, KIP-875 bodies, Avro snapshots).
 from __future__ import annotations
 
 import abc
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -16,6 +17,7 @@ from emulator.formats.file_kinds import (
     StreamError,
     check_replaceable,
     read_source,
+    read_stdin,
     replacement_target,
 )
 from emulator.formats.model import Encoded, FormatError, Loaded, RawRecord, Tick, latest_per_key
@@ -26,16 +28,23 @@ from emulator.transfer.report import ApplyResult
 
 
 class FileLocation(Location):
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, stdio: bool = False) -> None:
         self.path = path
+        self.stdio = stdio
+        """``KIND:-``: standard input as a source, standard output as a destination (a file named
+        ``-`` is ``KIND:./-``, which ``Path`` also spells ``-``)."""
 
     @property
     def description(self) -> str:
+        if str(self.path) == "-":
+            return f"{self.kind}:-" if self.stdio else f"{self.kind}:./-"
         return f"{self.kind}:{self.path}"
 
     def _data(self, ctx: TransferContext) -> bytes:
         """The file's bytes; a pipe is read within ``--timeout``, a device or directory is refused."""
         try:
+            if self.stdio:
+                return read_stdin(ctx.options.timeout_s)
             return read_source(self.path, timeout_s=ctx.options.timeout_s)
         except FileNotFoundError:
             raise LocationError(f"{self.description}: no such file") from None
@@ -56,12 +65,22 @@ class FileLocation(Location):
         """Every record of the file (``progress`` told how far the format's reader got)."""
 
     def _existing(self, ctx: TransferContext) -> Loaded | None:
-        return self.read(ctx) if self.path.exists() else None
+        """What the destination holds now: nothing for standard output."""
+        return self.read(ctx) if self.exists(ctx) else None
 
     def exists(self, ctx: TransferContext) -> bool:
-        return self.path.exists()
+        return not self.stdio and self.path.exists()
 
-    def _check_writable(self) -> None:
+    def _check_writable(self, binary: bool = False) -> None:
+        """Refused before anything is read or written: a missing directory, a destination that is no
+        regular file, binary bytes for a terminal."""
+        if self.stdio:
+            if binary and sys.stdout.isatty():
+                raise LocationError(
+                    f"{self.description}: standard output is a terminal, and a {self.kind} file is binary: "
+                    "redirect it (> FILE) or name a file"
+                )
+            return
         parent = self.path.parent if str(self.path.parent) else Path(".")
         if not parent.is_dir():
             raise LocationError(f"{self.description}: directory {parent} does not exist")
@@ -69,6 +88,17 @@ class FileLocation(Location):
             check_replaceable(replacement_target(self.path))
         except NotRegularFileError as exc:
             raise LocationError(f"{self.description}: {exc}") from exc
+
+    def _emit(self, data: bytes) -> None:
+        """The whole file on standard output (``KIND:-``), where an export cannot replace anything."""
+        try:
+            sys.stdout.flush()
+            sys.stdout.buffer.write(data)
+            sys.stdout.buffer.flush()
+        except BrokenPipeError:
+            raise
+        except OSError as exc:
+            raise LocationError(f"{self.description}: cannot write standard output: {exc.strerror or exc}") from exc
 
     def _replace(self, write: Callable[[], object]) -> None:
         """Run ``write`` (an atomic replacement of the file) and say plainly when the disk refused it
@@ -87,7 +117,7 @@ class DocumentLocation(FileLocation):
         """Encode first, dry run too: a record the format cannot express is refused (or left out,
         with a note) the same way in both, and the diff, the count written and the count of values
         Connect cannot read back are those of the records the file really holds."""
-        self._check_writable()
+        self._check_writable(binary=self.kind == "snapshot")
         replaced: list[str] = []
         try:
             existing = self._existing(ctx)
@@ -105,7 +135,10 @@ class DocumentLocation(FileLocation):
         unreadable = ctx.count_unreadable(held.values())
         if ctx.options.dry_run:
             return ApplyResult(diff.as_dict(ctx.options.diff_limit), 0, [*replaced, *encoded.notes], unreadable)
-        self._replace(lambda: atomic_write(self.path, encoded.data))
+        if self.stdio:
+            self._emit(encoded.data)
+        else:
+            self._replace(lambda: atomic_write(self.path, encoded.data))
         return ApplyResult(diff.as_dict(ctx.options.diff_limit), len(held), [*replaced, *encoded.notes], unreadable)
 
     @abc.abstractmethod
@@ -126,7 +159,7 @@ class StandaloneLocation(FileLocation):
         return standalone.loads(self._data(ctx), source=str(self.path), progress=progress)
 
     def apply(self, incoming: list[RawRecord], ctx: TransferContext) -> ApplyResult:
-        self._check_writable()
+        self._check_writable(binary=True)
         existing = self._existing(ctx)
         merged: dict[bytes, RawRecord] = latest_per_key(existing.records) if existing else {}
         diff = compute_diff(lambda k: r.value if (r := merged.get(k)) else None, incoming, ctx.keys)
@@ -137,8 +170,12 @@ class StandaloneLocation(FileLocation):
         for record in to_write:
             merged[record.key] = record
         writing = ctx.progress.ticker(f"writing {self.description}")
-        self._replace(lambda: standalone.write_file(self.path, merged.values(), writing))
-        notes = ["a standalone worker must be stopped while its offsets file is replaced"]
+        if self.stdio:
+            self._emit(standalone.dumps(merged.values(), writing))
+            notes = []
+        else:
+            self._replace(lambda: standalone.write_file(self.path, merged.values(), writing))
+            notes = ["a standalone worker must be stopped while its offsets file is replaced"]
         return ApplyResult(diff.as_dict(ctx.options.diff_limit), len(to_write), notes, unreadable)
 
 
@@ -167,8 +204,8 @@ class Kip875Location(DocumentLocation):
 class SnapshotLocation(DocumentLocation):
     kind = "snapshot"
 
-    def __init__(self, path: Path) -> None:
-        super().__init__(path)
+    def __init__(self, path: Path, stdio: bool = False) -> None:
+        super().__init__(path, stdio)
         self.source_description = "unknown"
         """What the snapshot's header names as its source; the pipeline sets it before writing."""
 

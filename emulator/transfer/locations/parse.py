@@ -11,6 +11,7 @@
 ``cdc:PATH``                   Flink CDC / RisingWave states, JSON lines (see ``formats.cdc_state``)
 ``kip875:PATH``                KIP-875 bodies per connector (see ``formats.kip875``)
 ``snapshot:PATH``              an Avro snapshot (``schemas/snapshot.avsc``)
+``KIND:-``                     a file kind on standard input (``--from``) or output (``--to``)
 =============================  ===================================================================
 
 A bare path is accepted by extension: ``.avro`` snapshot, ``.jsonl`` cdc, ``.json`` kip875,
@@ -40,13 +41,13 @@ from emulator.transfer.locations.files import (
 )
 from emulator.transfer.locations.logs import EmbeddedLocation, KafkaLocation
 
-_EXTENSIONS: dict[str, Callable[[Path], Location]] = {
+_EXTENSIONS: dict[str, Callable[[Path, bool], Location]] = {
     ".avro": SnapshotLocation,
     ".jsonl": CdcLocation,
     ".json": Kip875Location,
     ".offsets": StandaloneLocation,
 }
-_FILE_KINDS: dict[str, Callable[[Path], Location]] = {
+_FILE_KINDS: dict[str, Callable[[Path, bool], Location]] = {
     "standalone": StandaloneLocation,
     "cdc": CdcLocation,
     "kip875": Kip875Location,
@@ -79,7 +80,7 @@ def parse_location(text: str) -> Location:
     if sep and kind in _FILE_KINDS:
         if not rest:
             raise LocationError(f"{kind}: needs a file path")
-        return _FILE_KINDS[kind](Path(rest))
+        return _FILE_KINDS[kind](Path(rest), rest == "-")
     if sep and _SCHEME_LIKE.fullmatch(kind):
         raise LocationError(_unknown_scheme(text, kind))
     path = Path(text)
@@ -90,7 +91,7 @@ def parse_location(text: str) -> Location:
             "standalone:/cdc:/kip875:/snapshot: followed by a path (bare paths ending in .offsets, .jsonl, "
             ".json or .avro are recognised)"
         )
-    return factory(path)
+    return factory(path, False)
 
 
 _ALIASES = {
