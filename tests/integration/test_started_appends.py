@@ -197,7 +197,7 @@ def test_a_commit_during_a_broker_stall_answers_at_its_deadline_keeps_its_connec
             # The connector stays taken until the broker answers: a retry cannot overtake the write.
             with pytest.raises(
                 LogTimeout,
-                match=r"previous write still held it after 0\.3 s .*: that write has not finished \(it waits for its log's",
+                match=r"previous write still held it after 0\.3 s .*: that write has not finished \(it waits",
             ):
                 async with w.writer.section("c", Deadline(0.3)):
                     pass
