@@ -12,6 +12,7 @@ from __future__ import annotations
 import io
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -290,3 +291,35 @@ def test_an_empty_key_is_named_as_empty_not_printed_as_nothing(
     standalone.write_file(tmp_path / "s.offsets", [RawRecord(b"", b'{"lsn":1}')])
     code, _, err = cli(capsys, "migrate", "--from", str(tmp_path / "s.offsets"), "--to", str(tmp_path / "o.offsets"))
     assert code == 2 and "first: (empty: 0 bytes));" in err
+
+
+@pytest.mark.parametrize("kind", ["kip875", "cdc"])
+def test_an_export_of_records_not_in_jacksons_form_reports_what_the_file_holds_and_a_rerun_nothing(
+    kind: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A JSON format re-encodes keys and values as Jackson would (spaces go, ``2.50`` becomes ``2.5``,
+    an empty value reads back as null): the report is of those records, not the source's bytes."""
+    source = tmp_path / "s.offsets"
+    standalone.write_file(
+        source,
+        [
+            RawRecord(b'["w1", {"a": 1}]', b'{"pos": 1}'),
+            RawRecord(b'["w1",{"a":2}]', b'{"pos":2.50}'),
+        ],
+    )
+    out = tmp_path / f"out.{kind}"
+
+    def export() -> dict[str, Any]:
+        code, printed, err = cli(capsys, "migrate", "--from", str(source), "--to", f"{kind}:{out}", "--json")
+        assert code == 0, err
+        report: dict[str, Any] = json.loads(printed)
+        return report
+
+    first = export()
+    assert first["diff"]["summary"] == {"added": 2, "changed": 0, "removed": 0, "unchanged": 0}
+    listed = {(e["key"], e["new"]) for e in first["diff"]["entries"]}
+    assert listed == {('["w1",{"a":1}]', '{"pos":1}'), ('["w1",{"a":2}]', '{"pos":2.5}')}  # as the file holds them
+    bytes_after_first = out.read_bytes()
+    second = export()
+    assert second["diff"]["summary"] == {"added": 0, "changed": 0, "removed": 0, "unchanged": 2}
+    assert out.read_bytes() == bytes_after_first
