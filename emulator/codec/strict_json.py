@@ -91,16 +91,55 @@ _NAME_CHECK_FROM: Final = MAX_NAME_LENGTH // 4
 _STRING_CHECK_FROM: Final = MAX_STRING_LENGTH // 2
 
 
-def loads_strict(data: bytes | str) -> Any:
+class Duplicates:
+    """Names that appeared twice in one JSON object while parsing: Jackson (and ``json``) keep the
+    later value without a word, which a file migration must not do silently. ``at_top`` holds those of
+    the document's outermost object (``loads_strict`` fills it once the parse is done)."""
+
+    def __init__(self) -> None:
+        self.names: list[str] = []
+        self.at_top: list[str] = []
+        self._by_object: dict[int, tuple[dict[str, Any], list[str]]] = {}
+        """By ``id``, each object that held a name twice, kept alive so no later object reuses its id."""
+
+    def _hook(self, pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        made = dict(pairs)
+        if len(made) != len(pairs):
+            seen: set[str] = set()
+            twice: list[str] = []
+            for name, _ in pairs:
+                if name in seen:
+                    twice.append(name)
+                seen.add(name)
+            self.names.extend(twice)
+            self._by_object[id(made)] = (made, twice)
+        return made
+
+    def _settle(self, document: Any) -> None:
+        found = self._by_object.get(id(document)) if isinstance(document, dict) else None
+        self.at_top = found[1] if found is not None and found[0] is document else []
+        self._by_object.clear()
+
+
+def loads_strict(data: bytes | str, duplicates: Duplicates | None = None) -> Any:
     """Parse a JSON document within Jackson's read limits.
 
     Raises ``JsonLimitExceeded`` naming the limit, or ``ValueError`` (``json.JSONDecodeError``,
-    ``UnicodeDecodeError``) for text that is not JSON.
+    ``UnicodeDecodeError``) for text that is not JSON. ``duplicates``, when given, is told every name
+    an object held twice (the later value is kept, as Jackson keeps it); the parse is then slower.
     """
     # As json.loads does with bytes (and Jackson): UTF-8, or UTF-16/32 recognised by the first bytes.
     text = data.decode(json.detect_encoding(data), "surrogatepass") if isinstance(data, bytes | bytearray) else data
+    decoder = _decoder
+    if duplicates is not None:
+        decoder = json.JSONDecoder(
+            parse_int=_parse_int,
+            parse_float=_parse_float,
+            parse_constant=_reject_constant,
+            object_pairs_hook=duplicates._hook,
+        )
     try:
-        value = _decoder.decode(text)
+        value = decoder.decode(text)
     except RecursionError:
         if exceeds_depth(text):
             raise JsonLimitExceeded(depth_exceeded(MAX_NESTING_DEPTH + 1)) from None
@@ -116,6 +155,8 @@ def loads_strict(data: bytes | str) -> Any:
         raise JsonLimitExceeded(depth_exceeded(MAX_NESTING_DEPTH + 1))
     if len(text) > _NAME_CHECK_FROM:
         _check_lengths(value, check_strings=len(text) > _STRING_CHECK_FROM)
+    if duplicates is not None:
+        duplicates._settle(value)
     return value
 
 

@@ -21,10 +21,10 @@ from collections.abc import Iterable
 from typing import Any
 
 from emulator.codec.keys import KeyProblem, encode_key, parse_key
-from emulator.codec.strict_json import JsonLimitExceeded, TooDeepHere, loads_strict
+from emulator.codec.strict_json import Duplicates, JsonLimitExceeded, TooDeepHere, loads_strict
 from emulator.codec.surrogates import json_utf8
 from emulator.codec.values import CodecError, InvalidOffsets, encode_offset, loads_lenient, validate_format
-from emulator.formats.model import Encoded, FormatError, Loaded, RawRecord, Tick, tick
+from emulator.formats.model import Encoded, FormatError, Loaded, RawRecord, Tick, duplicate_names_note, tick
 
 __all__ = ["body_records", "dumps_file", "encode_file", "loads_file", "records_to_bodies"]
 
@@ -69,8 +69,9 @@ def loads_file(
 ) -> Loaded:
     """A ``kip875:`` file's records, body by body (``progress``: told how many entries were read, of
     how many, every ``TICK_EVERY``)."""
+    duplicates = Duplicates()
     try:
-        document = loads_strict(data)
+        document = loads_strict(data, duplicates)
     except JsonLimitExceeded as exc:
         raise FormatError(f"beyond what Connect's JSON reader (Jackson) accepts: {exc}", source=source) from exc
     except TooDeepHere as exc:
@@ -84,9 +85,16 @@ def loads_file(
                     'a bare {"offsets":[…]} body names no connector; give the connector name, or write the file as '
                     '{"<connector>": {"offsets": […]}}'
                 )
-            return Loaded(body_records(default_connector, document, progress=_ticks(progress, 0, _entries(document))))
+            bare = body_records(default_connector, document, progress=_ticks(progress, 0, _entries(document)))
+            return Loaded(bare, duplicate_names_note(duplicates.names))
         if not isinstance(document, dict):
             raise FormatError(f'expected {{"<connector>": {{"offsets": […]}}, …}}, got {type(document).__name__}')
+        if duplicates.at_top:
+            names = ", ".join(json.dumps(n, ensure_ascii=False) for n in dict.fromkeys(duplicates.at_top))
+            raise FormatError(
+                f"connector {names} has more than one body in this file (two exports joined by hand?); a JSON "
+                "reader keeps only the last one, which would drop the others' offsets: merge them into one body"
+            )
         records: list[RawRecord] = []
         total = sum(_entries(body) for body in document.values())
         for connector, body in document.items():
@@ -94,7 +102,7 @@ def loads_file(
             records.extend(body_records(connector, body, where, _ticks(progress, len(records), total)))
     except FormatError as exc:
         raise FormatError(exc.detail, source=source, where=exc.where) from None
-    return Loaded(records)
+    return Loaded(records, duplicate_names_note(duplicates.names))
 
 
 def _entries(body: Any) -> int:

@@ -8,6 +8,7 @@ can only carry parsed JSON (KIP-875 bodies, CDC state) say so when the bytes the
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
@@ -116,3 +117,13 @@ def latest_per_key(records: Iterable[RawRecord]) -> dict[bytes, RawRecord]:
     for record in records:
         latest[record.key] = record
     return latest
+
+
+def duplicate_names_note(names: list[str]) -> list[str]:
+    """The note for names a JSON object held twice inside partitions, offsets or bodies (none: no note)."""
+    if not names:
+        return []
+    return [
+        f"{len(names)} name(s) appear twice in one JSON object (first: {json.dumps(names[0], ensure_ascii=False)}); "
+        "the later value was kept, as Connect's JSON reader (Jackson) keeps it"
+    ]
