@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from emulator.client.credentials import ENV, Credentials, CredentialsError, use_default
+from emulator.client.defaults import DEFAULT_URL
 from emulator.client.errors import ApiError
-from emulator.client.http import DEFAULT_URL
 from emulator.client.retry_window import (
     EXPECTED,
     TIMEOUT_EXPECTED,

@@ -4,7 +4,10 @@ Human-readable tables by default, ``--json`` for scripts; errors are one clear l
 with a non-zero exit code (1 = the daemon refused, 2 = bad usage or input, 3 = daemon unreachable,
 4 = a write reached the daemon and its answer was lost: it may have been applied, 74 = the output
 could not be written to stdout).
-Command groups are the other modules of ``emulator.cli``; add one and list it in ``COMMAND_GROUPS``.
+Command groups are the other modules of ``emulator.cli``; add one and list it, with the commands it
+registers, in ``COMMAND_GROUPS``. A command loads only its own group (``serve`` never imports the HTTP
+client, the transfers or Spark's modules: they cost every daemon start 0.1–0.2 s); ``--help``, and a
+command line naming none, load them all.
 
 A command's settings (flags backed by ``CONNECT_OFFSETS_*`` variables, see
 ``emulator.server.options``) are parsed after the command line, so a bad environment value is a
@@ -20,7 +23,6 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
-from importlib import metadata
 from typing import Any, NoReturn
 
 from emulator.cli import restore_sighup
@@ -44,17 +46,20 @@ from emulator.client.errors import OUTCOME_UNKNOWN, AnswerLost, ApiError, Daemon
 from emulator.codec.shown import shown_text
 from emulator.server.options import SettingsError, resolve, sources_named
 
-COMMAND_GROUPS = [
-    "emulator.cli.serve",
-    "emulator.cli.offsets",
-    "emulator.cli.claims",
-    "emulator.cli.status",
-    "emulator.cli.history",
-    "emulator.cli.transfer",
-    "emulator.cli.compact",
-    "emulator.cli.spark",
-    "emulator.cli.tokens",
-]
+COMMAND_GROUPS: dict[str, tuple[str, ...]] = {
+    "emulator.cli.serve": ("serve",),
+    "emulator.cli.offsets": ("list", "get", "alter", "reset"),
+    "emulator.cli.claims": ("claim", "claims", "release"),
+    "emulator.cli.status": ("status",),
+    "emulator.cli.history": ("history", "rollback"),
+    "emulator.cli.transfer": ("export", "import", "migrate"),
+    "emulator.cli.compact": ("compact",),
+    "emulator.cli.spark": ("spark-handoff",),
+    "emulator.cli.tokens": ("token",),
+}
+"""Each command group's module and the commands its ``register`` adds (tests/unit/test_cli_parser.py
+holds the two to each other), so that a command line is parsed with its command's module alone."""
+COMMAND_NAMES = frozenset(name for names in COMMAND_GROUPS.values() for name in names)
 
 
 class Parser(argparse.ArgumentParser):
@@ -68,20 +73,43 @@ class Parser(argparse.ArgumentParser):
 
 
 def version() -> str:
+    from importlib import metadata
+
     try:
         return metadata.version("connect-offsets-emulator")
     except metadata.PackageNotFoundError:  # run from a source tree that was never installed
         return "unknown (not installed)"
 
 
-def build_parser() -> Parser:
+class _Version(argparse.Action):
+    """``--version``, whose package metadata (and ``importlib.metadata``) is read only when asked for."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str = argparse.SUPPRESS, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: Any) -> NoReturn:
+        parser._print_message(f"{parser.prog} {version()}\n", sys.stdout)
+        parser.exit()
+
+
+def build_parser(command: str | None = None) -> Parser:
+    """The whole command line; given the ``command`` being run, with only that command's group
+    (``command_names`` still lists every command, so that ``command_first`` finds it the same way)."""
     parser = Parser(prog="connect-offsets", description="Kafka Connect offsets: daemon, and operations through it.")
-    parser.add_argument("--version", action="version", version=f"%(prog)s {version()}")
+    parser.add_argument("--version", action=_Version, help="show program's version number and exit")
     sub = parser.add_subparsers(dest="command", required=True)
-    for name in COMMAND_GROUPS:
-        importlib.import_module(name).register(sub)
-    parser.command_names = frozenset(sub.choices)
+    for module, names in COMMAND_GROUPS.items():
+        if command is None or command in names:
+            importlib.import_module(module).register(sub)
+    parser.command_names = COMMAND_NAMES
     return parser
+
+
+def command_named(argv: Sequence[str]) -> str | None:
+    """The command ``argv`` runs, as the parser will find it (``command_first``); None when it names
+    none, or asks for the top level's ``--help`` or ``--version`` (which list every command)."""
+    tokens = command_first(argv, COMMAND_NAMES)
+    return tokens[0] if tokens and tokens[0] in COMMAND_NAMES else None
 
 
 def command_first(argv: Sequence[str], commands: frozenset[str]) -> list[str]:
@@ -106,8 +134,9 @@ def command_first(argv: Sequence[str], commands: frozenset[str]) -> list[str]:
 def main(argv: Sequence[str] | None = None) -> int:
     _closed_standard_streams_to_devnull()
     _print_lone_surrogates_escaped()
-    parser = build_parser()
-    args, unknown = parser.parse_known_args(command_first(sys.argv[1:] if argv is None else argv, parser.command_names))
+    argv = sys.argv[1:] if argv is None else argv
+    parser = build_parser(command_named(argv))
+    args, unknown = parser.parse_known_args(command_first(argv, parser.command_names))
     if unknown:  # said by the command's own parser, with its usage, not the top level's
         chosen(parser, args).error(f"unrecognized arguments: {' '.join(unknown)}")
     try:

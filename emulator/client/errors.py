@@ -9,10 +9,13 @@ route of a connect-offsets daemon (``UnknownRouteError``).
 
 from __future__ import annotations
 
-import httpx
+from typing import TYPE_CHECKING
 
 from emulator.client.credentials import redact
 from emulator.model.errors import ERROR_HEADER
+
+if TYPE_CHECKING:  # only annotated here: the errors are imported where httpx is not (the CLI's ``serve``)
+    import httpx
 
 
 class ClientError(Exception):

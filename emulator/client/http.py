@@ -51,6 +51,7 @@ from urllib.parse import quote
 import httpx
 
 from emulator.client.credentials import Credentials, default_credentials, redact
+from emulator.client.defaults import DEFAULT_URL as DEFAULT_URL  # re-exported: its home until it moved
 from emulator.client.errors import (
     OUTCOME_UNKNOWN,
     AnswerLost,
@@ -62,8 +63,6 @@ from emulator.client.errors import (
 from emulator.client.retry_window import chosen_retry_for_s, default_retry_for_s, default_timeout_s, describe_window
 from emulator.codec.surrogates import json_utf8
 from emulator.model.errors import ERROR_HEADER
-
-DEFAULT_URL = "http://127.0.0.1:8081"
 
 log = logging.getLogger(__name__)
 

@@ -45,8 +45,8 @@ from pyspark.sql import SparkSession
 from pyspark.sql.streaming.listener import StreamingQueryListener
 
 from emulator.client.credentials import Credentials, CredentialsError, redact
+from emulator.client.defaults import DEFAULT_URL
 from emulator.client.errors import AnswerLost, ClientError, DaemonUnavailable, NotReadyError
-from emulator.client.http import DEFAULT_URL
 from emulator.client.retry_window import RetryWindowError
 from emulator.spark.checkpoint import CheckpointError, latest_completed_batch, parse_offset
 from emulator.spark.committer import ClaimRefused, CommitOutcome, DaemonOffsets, Kind, SinkOffsetsUnsupported

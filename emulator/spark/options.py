@@ -9,8 +9,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from emulator.client.credentials import Credentials, CredentialsError
+from emulator.client.defaults import DEFAULT_URL
 from emulator.client.errors import ApiError
-from emulator.client.http import DEFAULT_URL
 from emulator.client.retry_window import EXPECTED, parse_retry_for_s
 from emulator.model.connectors import control_characters
 from emulator.spark.committer import DaemonOffsets
