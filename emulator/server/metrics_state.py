@@ -9,17 +9,20 @@ can say ``time() - connect_offsets_reader_last_poll_timestamp_seconds > 60``.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from emulator.connect_cluster import ConnectCluster
 from emulator.connect_cluster.offsets_topics import ConnectorTopics
 from emulator.history.archive import HistoryArchive
 from emulator.logs.base import OffsetLog, ReadProgress
 from emulator.server.metrics_topics import connector_topic_metrics
 from emulator.server.sink_lag import SinkLag
 from emulator.view.offset_view import OffsetView
+
+if TYPE_CHECKING:  # the Kafka client behind it is imported only when a Connect cluster is read
+    from emulator.connect_cluster import ConnectCluster
 
 HISTORY_MODES = ("writing", "reading-back", "read-only", "stalled", "failed")
 

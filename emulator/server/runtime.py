@@ -8,8 +8,8 @@ imports instead of following them.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from emulator.connect_cluster import ConnectCluster
 from emulator.connect_cluster.offsets_topics import ConnectorTopics
 from emulator.logs.base import OffsetLog
 from emulator.server.body_cache import BodyCache
@@ -21,6 +21,9 @@ from emulator.service.offsets import OffsetsService
 from emulator.service.records import RecordsService
 from emulator.service.sinks import SinkOffsets
 from emulator.view.offset_view import OffsetView
+
+if TYPE_CHECKING:  # the Kafka client behind it is imported only when a Connect cluster is read
+    from emulator.connect_cluster import ConnectCluster
 
 
 @dataclass(frozen=True, slots=True)

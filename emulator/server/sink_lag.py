@@ -21,18 +21,18 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from confluent_kafka import ConsumerGroupTopicPartitions, IsolationLevel, TopicPartition
-from confluent_kafka.admin import AdminClient, OffsetSpec  # type: ignore[attr-defined]
-
-from emulator.connect_cluster import ConnectCluster, connector_kind
-from emulator.logs.kafka.config import KafkaClientConfig
-from emulator.logs.kafka.topics import answered_offset
+from emulator.connect_cluster.kind import connector_kind
 from emulator.service.sinks import consumer_group_id
 
-log = logging.getLogger(__name__)
+if TYPE_CHECKING:  # the Kafka client is imported by the daemons that ask a broker (a Connect cluster's sinks)
+    from confluent_kafka.admin import AdminClient
 
-_LATEST: OffsetSpec = OffsetSpec.latest()  # type: ignore[no-untyped-call]
+    from emulator.connect_cluster import ConnectCluster
+    from emulator.logs.kafka.config import KafkaClientConfig
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,12 +149,16 @@ class SinkLag:
         log.warning("sink lag: %s", message)
 
     def _admin_client(self) -> AdminClient:
+        from confluent_kafka.admin import AdminClient
+
         if self._admin is None:
             self._admin = self._clients.create("admin", AdminClient)
         return self._admin
 
     @staticmethod
     def _committed(admin: AdminClient, group: str, timeout_s: float) -> dict[tuple[str, int], int]:
+        from confluent_kafka import ConsumerGroupTopicPartitions
+
         future = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)], request_timeout=timeout_s)[
             group
         ]
@@ -171,7 +175,13 @@ class SinkLag:
     ) -> dict[tuple[str, int], int]:
         """High watermarks (``READ_UNCOMMITTED``, as ``kafka-consumer-groups`` reports log end offsets);
         a partition the broker does not answer for is left out."""
-        request = {TopicPartition(t, p): _LATEST for t, p in sorted(partitions)}
+        from confluent_kafka import IsolationLevel, TopicPartition
+        from confluent_kafka.admin import OffsetSpec  # type: ignore[attr-defined]
+
+        from emulator.logs.kafka.topics import answered_offset
+
+        latest = OffsetSpec.latest()  # type: ignore[no-untyped-call]
+        request = {TopicPartition(t, p): latest for t, p in sorted(partitions)}
         futures = admin.list_offsets(
             request, isolation_level=IsolationLevel.READ_UNCOMMITTED, request_timeout=timeout_s
         )

@@ -21,7 +21,6 @@ from typing import TYPE_CHECKING, Any
 import uvicorn
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-from emulator.connect_cluster import ConnectCluster
 from emulator.connect_cluster.offsets_topics import ConnectorTopics, OpenStore, TopicStore
 from emulator.history.adoption import locate
 from emulator.history.archive import HistoryArchive, HistoryError
@@ -29,7 +28,6 @@ from emulator.history.directory import written_by_a_live_process
 from emulator.history.origins import OriginRegistry
 from emulator.history.tracked_log import TrackedLog
 from emulator.logs.base import OffsetLog
-from emulator.logs.kafka.config import KafkaClientConfig
 from emulator.model.connectors import ConnectorStates, NoConnectCluster
 from emulator.model.errors import LogConfigError
 from emulator.model.exactly_once import DISABLED, ExactlyOnceSource
@@ -74,6 +72,7 @@ from emulator.view.offset_view import OffsetView
 if TYPE_CHECKING:
     from fastapi import FastAPI
 
+    from emulator.connect_cluster import ConnectCluster
     from emulator.server.metrics import Metrics
     from emulator.server.observability import Observability
 
@@ -248,6 +247,8 @@ def build_cluster(
     for flag, topic in (("--config-topic", settings.config_topic), ("--status-topic", settings.status_topic)):
         if topic == settings.offsets_topic:  # the daemon would write offsets into Connect's own topic
             raise LogConfigError(f"--offsets-topic and {flag} name the same topic '{topic}': Connect keeps them apart")
+    from emulator.connect_cluster import ConnectCluster
+
     cluster = ConnectCluster(
         settings.bootstrap_servers,
         settings.config_topic,
@@ -369,6 +370,8 @@ def build_observability(settings: Settings, runtime: Runtime) -> Observability:
 
     sink_lag = None
     if runtime.cluster is not None and settings.bootstrap_servers is not None:
+        from emulator.logs.kafka.config import KafkaClientConfig
+
         clients = KafkaClientConfig(settings.bootstrap_servers, settings.kafka_config, "sink lag metrics")
         sink_lag = SinkLag(clients, cluster_sinks(runtime.cluster))
     return Observability(access_log=settings.access_log, sink_lag=sink_lag)

@@ -16,14 +16,16 @@ are shown to the ``admin`` scope only (``emulator.server.auth.status``).
 
 from __future__ import annotations
 
-from typing import Any, NotRequired, TypedDict
+from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
 
-from emulator.connect_cluster import ConnectCluster
 from emulator.connect_cluster.offsets_topics import ConnectorTopics
 from emulator.history.archive import HistoryArchive
 from emulator.logs.base import OffsetLog, ReadProgress
 from emulator.model.times import format_time_ms
 from emulator.view.offset_view import OffsetView
+
+if TYPE_CHECKING:  # the Kafka client behind it is imported only when a Connect cluster is read
+    from emulator.connect_cluster import ConnectCluster
 
 
 class Readiness(TypedDict):

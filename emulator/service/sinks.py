@@ -21,15 +21,16 @@ import asyncio
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from emulator.connect_cluster.java_text import parse_int, string_value_of
-from emulator.logs.kafka.config import KafkaClientConfig
-from emulator.logs.kafka.groups import ConsumerGroups, GroupAdminError, GroupFailure
 from emulator.model.errors import InvalidRequest, LogTimeout, SinkOffsetsFailed
 from emulator.model.offsets import ConnectorOffset
 from emulator.service.bodies import OffsetChange
 from emulator.service.results import PlannedGroupChangeBody
+
+if TYPE_CHECKING:
+    from emulator.logs.kafka.groups import GroupFailure
 
 log = logging.getLogger(__name__)
 
@@ -208,6 +209,11 @@ class SinkOffsets:
     def __init__(
         self, bootstrap_servers: str, client_config: Mapping[str, str] | None = None, timeout_s: float = 30.0
     ) -> None:
+        # The Kafka client (confluent_kafka) only here: a daemon on the embedded log has no sinks to read,
+        # and imports this module for its request rules alone.
+        from emulator.logs.kafka.config import KafkaClientConfig
+        from emulator.logs.kafka.groups import ConsumerGroups
+
         self._groups = ConsumerGroups(
             KafkaClientConfig(bootstrap_servers, dict(client_config or {}), "sink connectors' offsets"), timeout_s
         )
@@ -221,6 +227,8 @@ class SinkOffsets:
         The partition map lists ``kafka_partition`` before ``kafka_topic``, the order Connect's
         ``HashMap`` serializes them in; an unknown group has no offsets (``[]``), as in Connect.
         """
+        from emulator.logs.kafka.groups import GroupAdminError  # loaded by __init__ already
+
         try:
             committed = await asyncio.to_thread(self._groups.committed, group)
         except GroupAdminError as exc:
@@ -283,6 +291,8 @@ class SinkOffsets:
         """DELETE: delete the group (through ``guard``, after listing its offsets). A group that is
         already gone counts as reset (idempotent). ``on_planned`` learns the partitions to reset once
         they are listed, before the deletion."""
+        from emulator.logs.kafka.groups import GroupAdminError  # loaded by __init__ already
+
         try:
             committed = await asyncio.to_thread(self._groups.committed, group)
         except GroupAdminError as exc:
@@ -303,6 +313,8 @@ class SinkOffsets:
 
     async def plan_reset(self, connector: str, group: str) -> list[PlannedGroupChange]:
         """Dry run of DELETE: the group and the committed offsets it would lose."""
+        from emulator.logs.kafka.groups import GroupAdminError  # loaded by __init__ already
+
         try:
             committed = await asyncio.to_thread(self._groups.committed, group)
         except GroupAdminError as exc:

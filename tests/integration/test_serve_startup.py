@@ -43,6 +43,24 @@ def test_the_serve_wiring_imports_without_fastapi() -> None:
     assert out.stdout.strip() == "False"
 
 
+def test_a_started_daemon_on_the_embedded_log_never_imported_httpx_or_the_kafka_client(
+    daemon_factory: DaemonFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The real ``connect-offsets serve``, up to ready: every module it imported is in its log
+    (``-X importtime`` on stderr). The HTTP client and the Kafka client are for other commands and the
+    Kafka backend; both cost every start time (tests/unit/test_cli_imports.py pins the import path)."""
+    monkeypatch.setenv("PYTHONPROFILEIMPORTTIME", "1")
+    daemon = daemon_factory()
+    imported = {
+        line.rsplit("|", 1)[1].strip()
+        for line in daemon.log_path.read_text(errors="replace").splitlines()
+        if line.startswith("import time:") and "|" in line
+    }
+    assert "emulator.server.wiring" in imported and "fastapi" in imported  # the log is the import trace
+    unwanted = ("httpx", "confluent_kafka", "emulator.client.http", "emulator.logs.kafka", "emulator.transfer")
+    assert sorted(m for m in imported if m.startswith(unwanted)) == []
+
+
 def test_an_app_over_a_log_already_being_read_serves_the_replay_without_restarting_the_reader(
     tmp_path: Path,
 ) -> None:

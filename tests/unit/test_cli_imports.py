@@ -2,7 +2,9 @@
 
 Every ``connect-offsets serve`` start imported the HTTP client (httpx, with click and rich behind it),
 the transfers and Spark's modules through the CLI's other command groups: 0.15–0.2 s the daemon
-never uses, paid by every daemon the suite and users' test kits start (``emulator.cli.main``).
+never uses, paid by every daemon the suite and users' test kits start (``emulator.cli.main``). On the
+embedded log it imported the Kafka client too (confluent_kafka and ``emulator.logs.kafka``, for a
+Connect cluster's topics and sinks it has none of).
 """
 
 from __future__ import annotations
@@ -26,12 +28,21 @@ import sys
 from emulator.cli.main import build_parser, command_named
 build_parser(command_named(["serve", "--port", "0"]))
 import emulator.server.listen, emulator.model.errors, emulator.server.wiring, emulator.server.app
+import emulator.logs.embedded.offsets_log
 print(" ".join(sorted(m for m in sys.modules if m.split(".")[0] == "httpx" or m.startswith(UNUSED))))
 """
-UNUSED = ("emulator.client.http", "emulator.client.history", "emulator.transfer", "emulator.spark")
+UNUSED = (
+    "emulator.client.http",
+    "emulator.client.history",
+    "emulator.transfer",
+    "emulator.spark",
+    "confluent_kafka",
+    "emulator.logs.kafka",
+    "emulator.connect_cluster.cluster",
+)
 
 
-def test_serve_imports_neither_httpx_nor_the_other_commands_modules() -> None:
+def test_serve_on_the_embedded_log_imports_neither_httpx_kafka_nor_the_other_commands_modules() -> None:
     code = f"UNUSED = {UNUSED!r}\n{SERVE_PATH}"
     result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
