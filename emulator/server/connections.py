@@ -49,10 +49,8 @@ import ssl
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
-import h11
-from uvicorn.protocols.http.h11_impl import H11Protocol
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from emulator.model.errors import (
@@ -84,7 +82,10 @@ MAX_PIPELINED = 64
 TLS_SPARE = 16
 """Connections over ``--max-connections`` that may complete a TLS handshake to read the 503."""
 
-P = TypeVar("P", HttpToolsProtocol, H11Protocol)
+if TYPE_CHECKING:  # h11 is imported only by a daemon asking for client certificates (auth.peer_certificate)
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+P = TypeVar("P", HttpToolsProtocol, "H11Protocol")
 
 SWEEP_S = 1.0
 _LOG_EVERY_S = 10.0
@@ -326,6 +327,8 @@ def guarded_protocol(guard: ConnectionGuard, base: type[P]) -> type[P]:
         def _check_complete_heads(self) -> None:
             """h11 refuses a head longer than its limit only while incomplete; one whole in a read is
             measured here, before uvicorn serves it."""
+            import h11  # loaded with the h11 protocol already
+
             next_event = self.conn.next_event
 
             def checked() -> Any:

@@ -35,7 +35,7 @@ from emulator.model.sequences import SequenceTracker
 from emulator.server.announce import Announcement, AnnouncingServer, clear_url_file, remove_url_file
 from emulator.server.auth import reload as credentials_reload
 from emulator.server.auth.config import Security, build_security, metrics_host_rule
-from emulator.server.auth.tls import PeerCertificateProtocol, TlsError, TlsFiles, server_context
+from emulator.server.auth.tls import TlsError, TlsFiles, server_context
 from emulator.server.connections import (
     MAX_HEAD_BYTES,
     ConnectionGuard,
@@ -663,7 +663,11 @@ def tls_options(settings: Settings, security: Security) -> tuple[ssl.SSLContext 
         context = server_context(files, certificate_required=required)
     except TlsError as exc:
         raise SettingsError(str(exc)) from None
-    return context, HttpToolsProtocol if files.client_ca is None else PeerCertificateProtocol
+    if files.client_ca is None:
+        return context, HttpToolsProtocol
+    from emulator.server.auth.peer_certificate import PeerCertificateProtocol
+
+    return context, PeerCertificateProtocol
 
 
 def http_protocol(guard: ConnectionGuard, protocol: type[Any], tls: ssl.SSLContext | None) -> type[Any]:

@@ -57,7 +57,7 @@ def test_a_started_daemon_on_the_embedded_log_never_imported_httpx_or_the_kafka_
         if line.startswith("import time:") and "|" in line
     }
     assert "emulator.server.wiring" in imported and "fastapi" in imported  # the log is the import trace
-    unwanted = ("httpx", "confluent_kafka", "emulator.client.http", "emulator.logs.kafka", "emulator.transfer")
+    unwanted = ("httpx", "confluent_kafka", "emulator.client.http", "emulator.logs.kafka", "emulator.transfer", "h11")
     assert sorted(m for m in imported if m.startswith(unwanted)) == []
 
 

@@ -39,6 +39,8 @@ UNUSED = (
     "confluent_kafka",
     "emulator.logs.kafka",
     "emulator.connect_cluster.cluster",
+    "h11",  # uvicorn's h11 protocol: only with --tls-client-ca (emulator.server.auth.peer_certificate)
+    "uvicorn.protocols.http.h11_impl",
 )
 
 

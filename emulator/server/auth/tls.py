@@ -6,7 +6,8 @@ a client without one is refused during the handshake; with other ways configured
 optional and the request must then authenticate otherwise.
 
 uvicorn does not pass the client certificate to the app, so with ``--tls-client-ca`` it runs
-``PeerCertificateProtocol``: its h11 protocol, which puts the verified certificate's subject into
+``emulator.server.auth.peer_certificate.PeerCertificateProtocol``: its h11 protocol (h11 is imported
+only then), which puts the verified certificate's subject into
 each request's scope as the ASGI TLS extension does (``scope["extensions"]["tls"]["client_cert_name"]``,
 RFC 4514 text, most specific attribute first: ``CN=spark-etl,O=Example``). That text is the name
 the scopes file lists.
@@ -14,14 +15,10 @@ the scopes file lists.
 
 from __future__ import annotations
 
-import asyncio
 import ssl
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-from uvicorn.protocols.http.h11_impl import H11Protocol
 
 _SHORT_NAMES = {
     "commonName": "CN",
@@ -97,20 +94,3 @@ def _escape(value: str) -> str:
     if out.endswith(" ") and not out.endswith("\\ "):
         out = out[:-1] + "\\ "
     return out
-
-
-class PeerCertificateProtocol(H11Protocol):
-    """uvicorn's h11 protocol, plus the verified client certificate's subject in every request's scope."""
-
-    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-        super().connection_made(transport)
-        ssl_object = transport.get_extra_info("ssl_object")
-        certificate = ssl_object.getpeercert() if ssl_object is not None else None
-        name = subject_text(certificate["subject"]) if certificate and certificate.get("subject") else None
-        inner = self.app
-
-        async def app(scope: Any, receive: Any, send: Any) -> None:
-            scope.setdefault("extensions", {})["tls"] = {"client_cert_name": name}
-            await inner(scope, receive, send)
-
-        self.app = app
