@@ -57,7 +57,7 @@ COMMAND_GROUPS: dict[str, tuple[str, ...]] = {
     "emulator.cli.spark": ("spark-handoff",),
     "emulator.cli.tokens": ("token",),
 }
-"""Each command group's module and the commands its ``register`` adds (tests/unit/test_cli_parser.py
+"""Each command group's module and the commands its ``register`` adds (tests/unit/test_cli_imports.py
 holds the two to each other), so that a command line is parsed with its command's module alone."""
 COMMAND_NAMES = frozenset(name for names in COMMAND_GROUPS.values() for name in names)
 
