@@ -152,6 +152,8 @@ def seeded_in_both_stores(cluster: Kip618Cluster, label: str) -> str:
     name = cluster.source(unique(label), topic := own_topic(label))
     cluster.java_topic_write(cluster.worker_topic, name, [(partition(f="w"), offset(pos=1))])
     cluster.java_topic_write(topic, name, [(partition(f="c"), offset(pos=2)), (partition(f="gone"), offset(pos=3))])
+    opened = cluster.wait_get(name)  # the daemon opens the topic once it reads the new config: 503 until then
+    assert opened.status_code == 200, opened.text
     assert cluster.get(name) == plain(cluster.java_view(name)["offsets"])
     return name
 
