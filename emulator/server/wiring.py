@@ -217,7 +217,7 @@ def assemble_runtime(
         log=offset_log,
         view=view,
         offsets=offsets,
-        claims=ClaimsService(checks, guard, offsets.read_to_end, write_timeout_s, source.claims_refusal),
+        claims=ClaimsService(checks, guard, writer, offsets.read_to_end, write_timeout_s, source.claims_refusal),
         records=RecordsService(
             offset_log.description, view, checks, guard, writer, source, read_to_end=offsets.read_sources_to_end
         ),

@@ -6,6 +6,15 @@ the owner it fenced. Claiming and releasing are writes, so they answer within ``
 too (503 ``write_outcome_unknown`` after it: ``GET …/claim`` then says whether the claim was made;
 a claim, whose log call is given the time left, is waited for ``OVERRUN_S`` longer, as a write's is,
 so its own refusal at the deadline — ``log_timeout``, nothing was claimed — is the answer).
+
+A claim is made in the connector's write section (``OffsetsWriter.section``), as a write is, so it is
+ordered wholly before or wholly after every write of the connector through this daemon, an import
+(which holds every connector's section) included. An import checks that no connector it touches is
+claimed and then writes unfenced: its check in the section is its fence, so a claim must not come
+between the two. It used to (the claim took no section), and the import's records then landed after a
+claim that had answered, without its epoch. The section is waited for within the claim's deadline
+(503 ``log_timeout``, nothing claimed, after it), and kept, like a write's, until the log answered the
+claim, even when the request was answered ``write_outcome_unknown`` first.
 """
 
 from __future__ import annotations
@@ -16,7 +25,7 @@ from emulator.model.claims import Claim
 from emulator.model.errors import ClaimNotFound, ClaimsUnsupported, OffsetsError
 from emulator.service.checks import ConnectorChecks
 from emulator.service.write_guard import WriteGuard
-from emulator.service.writer import OVERRUN_S, Deadline
+from emulator.service.writer import OVERRUN_S, Deadline, OffsetsWriter
 
 
 class ClaimsService:
@@ -24,13 +33,16 @@ class ClaimsService:
         self,
         checks: ConnectorChecks,
         guard: WriteGuard,
+        writer: OffsetsWriter,
         read_to_end: Callable[[], Awaitable[None]],
         write_timeout_s: float = 10.0,
         refusal: Callable[[str], str | None] | None = None,
     ) -> None:
-        """``refusal(connector)``: why a connector cannot be claimed at all (KIP-618 connectors), or None."""
+        """``writer``: whose connector sections a claim takes, as the writes it orders against do.
+        ``refusal(connector)``: why a connector cannot be claimed at all (KIP-618 connectors), or None."""
         self._checks = checks
         self._guard = guard
+        self._writer = writer
         self._read_to_end = read_to_end
         self._write_timeout_s = write_timeout_s
         self._refusal = refusal
@@ -38,18 +50,25 @@ class ClaimsService:
     async def claim(self, connector: str, owner: str, force: bool = False) -> Claim:
         """Claim, then read the log to its end before answering: the new owner's next read must see
         every write of the owner it fenced (none can follow: the fence is in the log), or it could
-        resume from a stale offset and move it backwards."""
+        resume from a stale offset and move it backwards.
+
+        Made in the connector's write section (see the module's docstring): a write or an import that
+        holds it is waited for, one sent meanwhile waits for the claim and then presents its epoch or
+        is refused."""
         self._checks.ensure_ready()
         why = None if self._refusal is None else self._refusal(connector)
         if why is not None:
             raise ClaimsUnsupported(why)
         deadline = Deadline(self._write_timeout_s)
-        # The log gets the time left (a first claim on Kafka waits for the connector's writes begun
-        # before it only so long, then refuses: ``log_timeout``), and is waited for a little longer,
-        # as a write's log call is, so that refusal is the answer, not "it may still happen".
-        claim = await deadline.within_unknown(
-            self._guard.claim(connector, owner, force, deadline.remaining()), f"Claiming {connector}", OVERRUN_S
-        )
+        async with self._writer.section(connector, deadline, "nothing was claimed") as section:
+            section.subject = f"a claim of connector {connector}"
+            # The log gets the time left once the section is had (a first claim on Kafka waits for the
+            # connector's writes begun before it only so long, then refuses: ``log_timeout``), and is
+            # waited for a little longer, as a write's log call is, so that refusal is the answer, not
+            # "it may still happen". Answered late, the claim keeps the section until the log answered.
+            claim = await section.outside(
+                self._guard.claim(connector, owner, force, deadline.remaining()), f"Claiming {connector}", OVERRUN_S
+            )
         await self._read_to_end()
         return claim
 

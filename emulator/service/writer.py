@@ -7,7 +7,10 @@ Every modification of the offsets log (PATCH, DELETE, imports, rollbacks) goes t
   (``WriteSection``): a commit sequence is checked, written and recorded with no other write of
   that connector in between, so two racing commits can never land in the wrong order. Writes to
   different connectors do not wait for each other. A write that spans connectors (an import)
-  takes every connector at once (``exclusive``: an ``ImportSection``).
+  takes every connector at once (``exclusive``: an ``ImportSection``). A claim takes its
+  connector's section too (``ClaimsService.claim``), so it is ordered wholly before or after every
+  write of the connector, an import's included: an import's claim check, made in its section, is
+  what fences its unfenced write.
 - **A deadline.** Waiting for the section and for the log's acknowledgement both end at the
   request's deadline (``--write-timeout``; an import's write gets a whole one of its own, since its
   checks and diff come between): ``LogTimeout`` when nothing was written yet,
@@ -375,10 +378,11 @@ class WriteSection(_Section):
 
         await self._in_thread(append, len(entries), remaining, where, on_applied)
 
-    async def outside(self, write: Awaitable[T], what: str) -> T:
+    async def outside(self, write: Awaitable[T], what: str, overrun_s: float = 0.0) -> T:
         """Await ``write``, a change this daemon makes outside any log (a sink connector's consumer group
-        through the admin client), within the deadline: ``WriteOutcomeUnknown`` after it, as
-        ``Deadline.within_unknown`` answers (no later answer says whether it happened).
+        through the admin client, a claim), within the deadline: ``WriteOutcomeUnknown`` after it, as
+        ``Deadline.within_unknown`` answers (no later answer says whether it happened). ``overrun_s``: as
+        for ``within_unknown``, for a call given the time left as its own timeout (a claim).
 
         The write goes on after that answer, and the section with it until it returned, as a log write
         answered late keeps it (``finish_later``): so the connector's next modification through this
@@ -388,7 +392,7 @@ class WriteSection(_Section):
         landed on it."""
         task = asyncio.ensure_future(write)
         try:
-            async with asyncio.timeout(self.deadline.remaining()):
+            async with asyncio.timeout(self.deadline.remaining() + overrun_s):
                 return await asyncio.shield(task)
         except TimeoutError:
             self._hand_over(task, None)
@@ -423,8 +427,9 @@ class ImportSection(_Section):
         target: AppendTarget | None = None,
     ) -> None:
         """Write ``entries`` (the worker's log, unfenced: the import checked every connector's claim in
-        this section) and apply them to the view; ``connector`` and ``target``: another log and its view
-        (a connector's own offsets topic, ``AppendTarget``)."""
+        this section, and a claim through this daemon takes its connector's section, so none can come
+        between that check and this write) and apply them to the view; ``connector`` and ``target``:
+        another log and its view (a connector's own offsets topic, ``AppendTarget``)."""
         if not entries:
             return
         self.deadline = self._writer.deadline()
@@ -484,8 +489,11 @@ class OffsetsWriter:
         return Deadline(self.write_timeout_s)
 
     @contextlib.asynccontextmanager
-    async def section(self, connector: str, deadline: Deadline) -> AsyncIterator[WriteSection]:
-        """``connector``'s critical section, taken before ``deadline`` or ``LogTimeout``."""
+    async def section(
+        self, connector: str, deadline: Deadline, then: str = "nothing was written"
+    ) -> AsyncIterator[WriteSection]:
+        """``connector``'s critical section, taken before ``deadline`` or ``LogTimeout`` (whose message
+        ends with ``then``: what the request did not do, e.g. ``nothing was claimed``)."""
         try:
             await self._locks.acquire(connector, deadline.remaining())
         except TimeoutError:
@@ -493,12 +501,13 @@ class OffsetsWriter:
                 raise LogTimeout(
                     f"an import held every connector, {connector} included, for {deadline.seconds:g} s "
                     "(--write-timeout): it is still being checked or written (or its log has not answered its "
-                    "write yet); nothing was written"
+                    f"write yet); {then}"
                 ) from None
             raise LogTimeout(
                 f"connector {connector}'s previous write still held it after {deadline.seconds:g} s "
                 "(--write-timeout): that write has not finished (it waits for its log's answer, a sink group's "
-                "admin call on the broker, or a rollback's read of the history); nothing was written"
+                "admin call on the broker, or a rollback's read of the history), or a claim of it is still being made; "
+                f"{then}"
             ) from None
         section = WriteSection(self, connector, deadline, lambda: self._locks.release(connector))
         try:

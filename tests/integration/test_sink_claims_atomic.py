@@ -232,7 +232,7 @@ def test_a_sink_write_answered_late_keeps_the_connector_until_the_admin_call_ret
         assert waiting.json()["message"] == (  # the connector's write section, kept by the late write
             f"connector {name}'s previous write still held it after 2 s (--write-timeout): that write has not "
             "finished (it waits for its log's answer, a sink group's admin call on the broker, or a rollback's "
-            "read of the history); nothing was written"
+            "read of the history), or a claim of it is still being made; nothing was written"
         )
         assert time.monotonic() - started >= 1.0, "it waited for the lock within its own deadline"
         assert gate.calls == 1, "the waiting write never reached the group"
