@@ -306,6 +306,7 @@ def test_murmur2_and_partitions_match_java(java_oracle: JavaOracle) -> None:
         assert java_oracle.partition(keys, n) == [partition_for(k, n) for k in keys], f"{n} partitions"
 
 
+@pytest.mark.slow
 def test_parse_key_reads_javas_keys_as_connect_does(java_oracle: JavaOracle) -> None:
     java_keys = _encode_batch(java_oracle).java_keys
     decoded = java_oracle.json_decode(list(java_keys))

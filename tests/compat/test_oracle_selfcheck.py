@@ -112,6 +112,7 @@ def read_raw(bootstrap: str, topic: str, done: Callable[[list[Any]], bool], time
 # --- JsonConverter bytes ------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_jackson_string_escaping_matches_the_documented_vector(oracle: JavaOracle) -> None:
     assert oracle.json_encode([STRINGS]) == [STRINGS_JSON]
 

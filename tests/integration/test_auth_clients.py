@@ -54,6 +54,7 @@ def writer(files: SecurityFiles) -> Credentials:
     return Credentials(token=files.tokens["writer"])
 
 
+@pytest.mark.slow
 def test_sync_client_with_a_token_and_refused_without(daemon: DaemonProcess, files: SecurityFiles) -> None:
     name = orders()
     with OffsetsClient(daemon.url, credentials=writer(files)) as client:

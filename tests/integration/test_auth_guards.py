@@ -169,6 +169,7 @@ def test_no_cors_unless_origins_are_given(embedded_daemon: DaemonProcess, daemon
     assert "access-control-allow-origin" not in other.headers
 
 
+@pytest.mark.slow
 def test_listening_beyond_loopback_without_authentication_refuses_to_start(tmp_path: Path) -> None:
     result = cli("serve", "--host", "0.0.0.0", "--port", str(free_port()), "--data-dir", str(tmp_path))
     assert result.returncode == 2
@@ -194,6 +195,7 @@ def test_insecure_no_auth_starts_with_a_warning_in_the_log_and_in_status(daemon_
     assert other_host.status_code == 400, "without authentication, only addresses and this machine's names"
 
 
+@pytest.mark.slow
 def test_an_empty_credentials_file_refuses_to_start_where_connect_would_let_everyone_in(tmp_path: Path) -> None:
     empty = tmp_path / "users.properties"
     empty.write_text("# nobody yet\n\n")

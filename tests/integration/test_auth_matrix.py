@@ -191,6 +191,7 @@ def test_every_route_of_the_app_is_in_the_matrix(tmp_path: Path) -> None:
     assert seen == covered, f"the matrix names routes the app does not have: {covered - seen}"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("principal", PRINCIPALS)
 def test_each_principal_gets_exactly_the_expected_status_on_every_route(
     daemon: DaemonProcess, files: SecurityFiles, principal: str

@@ -601,6 +601,7 @@ def test_a_broker_that_is_gone_is_logged_once_per_client_and_kind_not_on_every_r
     daemon.stop()
 
 
+@pytest.mark.slow
 def test_a_metadata_wait_the_cluster_never_answers_says_so_not_that_the_topic_lacks_partitions() -> None:
     """After a stall, the Connect topics' readers reported "Offsets topic 'connect-configs' has no
     partitions in metadata" — a config topic, and partitions it had: the broker had not answered."""

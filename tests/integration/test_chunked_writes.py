@@ -87,6 +87,7 @@ def _positions(client: TestClient, connector: str) -> dict[str, int]:
     return {row["partition"]["file"]: row["offset"]["position"] for row in answer.json()["offsets"]}
 
 
+@pytest.mark.slow
 def test_a_write_of_many_chunks_that_keeps_progressing_is_not_cut_off(log: EmbeddedOffsetLog) -> None:
     sizes = _wrap_appends(log, lambda _: time.sleep(SLOW_CHUNK_S))
     connector = f"chunks-{time.monotonic_ns()}"
@@ -108,6 +109,7 @@ def test_a_write_of_many_chunks_that_keeps_progressing_is_not_cut_off(log: Embed
         assert _positions(client, connector) == {}
 
 
+@pytest.mark.slow
 def test_a_log_that_stops_answering_mid_write_is_answered_within_one_chunks_deadline(
     log: EmbeddedOffsetLog,
 ) -> None:
@@ -177,6 +179,7 @@ def test_a_later_chunk_refused_by_a_claim_keeps_the_claims_status_and_says_what_
         assert _positions(client, connector) == {f"f{i}": 1 for i in range(2 * CHUNK)}
 
 
+@pytest.mark.slow
 def test_a_chunk_the_log_does_not_return_from_answers_503_saying_what_is_written(log: EmbeddedOffsetLog) -> None:
     """The third chunk's log call does not come back (as a commit stuck in its fsync): the request is
     answered ``write_outcome_unknown`` one ``--write-timeout`` + overrun after that chunk started,
@@ -264,6 +267,7 @@ def _records(connector: str, count: int, position: int) -> dict[str, Any]:
     }
 
 
+@pytest.mark.slow
 def test_an_import_whose_embedded_commit_hangs_answers_503_within_its_deadline(log: EmbeddedOffsetLog) -> None:
     """``POST /offsets/records`` waited for its write with no deadline of its own: a commit that did not
     come back held the request (and every later import) until it did. Now it answers as a PATCH does,

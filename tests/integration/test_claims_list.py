@@ -97,10 +97,12 @@ def claims_listed_exactly(daemon: DaemonProcess) -> list[dict[str, Any]]:
     return expected
 
 
+@pytest.mark.slow
 def test_every_current_claim_is_listed_on_the_embedded_log(daemon_factory: DaemonFactory) -> None:
     claims_listed_exactly(daemon_factory())
 
 
+@pytest.mark.slow
 @pytest.mark.kafka
 def test_every_current_claim_is_listed_on_kafka(daemon_factory: DaemonFactory, kafka_broker: TansuBroker) -> None:
     args = ("--bootstrap-servers", kafka_broker.bootstrap, "--offsets-topic", unique("claims-list"))
@@ -110,6 +112,7 @@ def test_every_current_claim_is_listed_on_kafka(daemon_factory: DaemonFactory, k
     claims_seen_becomes(other, 2)
 
 
+@pytest.mark.slow
 def test_a_token_scoped_to_some_connectors_lists_only_their_claims(
     daemon_factory: DaemonFactory, tmp_path: Path
 ) -> None:

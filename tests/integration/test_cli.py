@@ -47,6 +47,7 @@ def test_alter_get_list_reset_round_trip(embedded_daemon: DaemonProcess, tmp_pat
     assert cli("get", name, *url).stdout.strip() == "(no offsets)"
 
 
+@pytest.mark.slow
 def test_alter_reads_the_body_from_stdin(embedded_daemon: DaemonProcess) -> None:
     name = f"cli-{uuid.uuid4().hex[:8]}"
     body = json.dumps({"offsets": [{"partition": {"p": 1}, "offset": {"o": 2}}]})
@@ -56,12 +57,14 @@ def test_alter_reads_the_body_from_stdin(embedded_daemon: DaemonProcess) -> None
     }
 
 
+@pytest.mark.slow
 def test_unknown_connector_is_a_clear_error_with_exit_1(embedded_daemon: DaemonProcess) -> None:
     result = cli("get", "no-such-connector-xyz", "--url", embedded_daemon.url)
     assert result.returncode == 1
     assert result.stderr.strip() == "error: Connector no-such-connector-xyz not found (HTTP 404)"
 
 
+@pytest.mark.slow
 def test_altering_a_connector_without_offsets_says_how_to_create_it(embedded_daemon: DaemonProcess) -> None:
     body = json.dumps({"offsets": [{"partition": {"p": 1}, "offset": {"o": 2}}]})
     result = cli("alter", "no-offsets-yet-xyz", "--file", "-", "--url", embedded_daemon.url, stdin=body)
@@ -72,6 +75,7 @@ def test_altering_a_connector_without_offsets_says_how_to_create_it(embedded_dae
     ]
 
 
+@pytest.mark.slow
 def test_status_says_ready_and_what_the_daemon_holds(embedded_daemon: DaemonProcess) -> None:
     name = f"cli-{uuid.uuid4().hex[:8]}"
     body = json.dumps({"offsets": [{"partition": {"p": 1}, "offset": {"o": 2}}]})
@@ -89,6 +93,7 @@ def test_status_says_ready_and_what_the_daemon_holds(embedded_daemon: DaemonProc
     assert as_json["ready"] is True and as_json["live_keys"] >= 1
 
 
+@pytest.mark.slow
 def test_a_write_refused_for_a_claim_says_which_flags_answer_it(embedded_daemon: DaemonProcess) -> None:
     name, url = f"cli-{uuid.uuid4().hex[:8]}", ("--url", embedded_daemon.url)
     body = json.dumps({"offsets": [{"partition": {"p": 1}, "offset": {"o": 2}}]})
@@ -116,6 +121,7 @@ def test_a_write_refused_for_a_claim_says_which_flags_answer_it(embedded_daemon:
     )
 
 
+@pytest.mark.slow
 def test_daemon_down_is_a_clear_error_with_exit_3() -> None:
     result = cli("list", "--url", f"http://127.0.0.1:{free_port()}")
     assert result.returncode == 3
@@ -158,6 +164,7 @@ def test_claim_then_write_with_the_claim_epoch(embedded_daemon: DaemonProcess, t
     assert cli("claims", name, *url).stdout.strip() == f"{name}: not claimed"
 
 
+@pytest.mark.slow
 def test_a_connector_name_holding_a_newline_is_listed_escaped_on_one_line(daemon_factory: DaemonFactory) -> None:
     """Connect's name validator only applies to names that come through its REST API: any tool may
     write ``["ctl\\nfake-name",…]`` to the log, and ``list`` printed ``ctl`` and a fake ``fake-name``.

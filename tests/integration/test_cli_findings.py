@@ -93,6 +93,7 @@ def unique(prefix: str) -> str:
 # --- confirmation ---------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_reset_without_a_terminal_needs_yes_and_changes_nothing_without_it(embedded_daemon: DaemonProcess) -> None:
     name = unique("cli-reset")
     seed(embedded_daemon, name)
@@ -152,6 +153,7 @@ def test_import_with_prune_needs_yes_without_a_terminal(tmp_path: Path) -> None:
 # --- output ---------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_transfer_summary_counts_every_change_not_only_the_listed_ones(tmp_path: Path) -> None:
     body = tmp_path / "offsets.json"
     body.write_text(json.dumps({"offsets": [{"partition": {"f": i}, "offset": {"p": i}} for i in range(30)]}))
@@ -177,6 +179,7 @@ def test_migrate_warns_about_the_destination_it_was_given_partitions_for(tmp_pat
     assert "src/connect-offsets.sqlite3" not in again.stderr
 
 
+@pytest.mark.slow
 def test_a_connector_name_the_source_lacks_is_refused_or_named(tmp_path: Path) -> None:
     """A mistyped --connector selected nothing and exited 0: an export could replace a backup with an
     empty file. None of the names found: refused, nothing written; some: a note names the rest."""
@@ -224,6 +227,7 @@ def test_a_connector_reset_at_the_source_is_carried_over_by_naming_it_with_prune
     assert "has none to delete (--prune); nothing was written" in nobody.stderr
 
 
+@pytest.mark.slow
 def test_a_log_location_that_cannot_be_opened_is_bad_input(tmp_path: Path) -> None:
     """Exit 2 and "nothing was written", as for a file that cannot be read (it was 1, "refused")."""
     body = tmp_path / "offsets.json"
@@ -350,6 +354,7 @@ def test_a_kafka_destination_nobody_answers_ends_the_transfer_at_its_timeout(tmp
         assert f"({role}) within 2 s (--timeout)" in said.stderr and "nothing was written" in said.stderr
 
 
+@pytest.mark.slow
 def test_a_closed_pipe_ends_the_command_quietly(embedded_daemon: DaemonProcess) -> None:
     name = unique("cli-pipe")
     seed(embedded_daemon, name, partitions=3000)  # ~200 KB of JSON: more than a pipe holds
@@ -367,6 +372,7 @@ def test_a_closed_pipe_ends_the_command_quietly(embedded_daemon: DaemonProcess) 
     assert "Traceback" not in stderr and "BrokenPipeError" not in stderr, stderr
 
 
+@pytest.mark.slow
 def test_a_stdout_that_cannot_be_written_is_one_line_and_exit_74(embedded_daemon: DaemonProcess) -> None:
     """``> /dev/full`` gave a traceback and exit 1; after ``alter`` nobody could tell it had been applied."""
     name = unique("cli-full")

@@ -27,6 +27,7 @@ def cli(*args: str, env: dict[str, str] | None = None, timeout_s: float = 60) ->
     return run_cli(*args, env={**clean, **(env or {})}, timeout_s=timeout_s)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("args", [["--help"], ["serve", "--help"], ["list", "--help"]])
 def test_help_works_whatever_the_environment_holds(args: list[str]) -> None:
     shown = cli(*args, env={"CONNECT_OFFSETS_PORT": "abc", "CONNECT_OFFSETS_URL": "nowhere"})
@@ -35,6 +36,7 @@ def test_help_works_whatever_the_environment_holds(args: list[str]) -> None:
     assert shown.stderr == ""
 
 
+@pytest.mark.slow
 def test_a_bad_environment_value_stops_serve_with_one_line_and_exit_2(tmp_path: Path) -> None:
     result = cli("serve", "--data-dir", str(tmp_path), env={"CONNECT_OFFSETS_PORT": "abc"})
     assert result.returncode == 2
@@ -65,6 +67,7 @@ def _self_signed(directory: Path) -> tuple[Path, Path]:
     return cert, key
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("variables", "expected"),
     [
@@ -112,6 +115,7 @@ def test_a_file_setting_from_the_environment_that_cannot_be_used_stops_serve_nam
     assert "None" not in last
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("variables", "expected"),
     [
@@ -145,6 +149,7 @@ def test_a_tls_file_from_the_environment_that_cannot_be_read_stops_a_client_comm
     assert result.stderr == expected + "\n"
 
 
+@pytest.mark.slow
 def test_timeout_bounds_the_wait_for_a_daemon_that_accepts_and_never_answers(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every client command waited 90 s there, and ``--retry-for 0`` did not shorten it."""
     with silent_port() as port:
@@ -171,6 +176,7 @@ def test_timeout_bounds_the_wait_for_a_daemon_that_accepts_and_never_answers(mon
     assert bad_env.returncode == 2 and bad_env.stderr.startswith("error: CONNECT_OFFSETS_TIMEOUT: expected")
 
 
+@pytest.mark.slow
 def test_version_prints_the_installed_package_version() -> None:
     result = cli("--version")
     assert result.returncode == 0

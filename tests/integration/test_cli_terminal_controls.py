@@ -17,6 +17,7 @@ import uuid
 from pathlib import Path
 
 import httpx
+import pytest
 
 from emulator.formats import standalone
 from emulator.formats.model import RawRecord
@@ -45,6 +46,7 @@ def test_a_refused_import_names_a_hostile_record_without_its_controls(tmp_path: 
     assert f"{name}\\x1b[2J\\x1b]0;owned\\x07\\r\\x9b31m\\u202e" in done.stderr, done.stderr
 
 
+@pytest.mark.slow
 def test_the_daemons_error_text_is_printed_with_its_controls_escaped(
     embedded_daemon: DaemonProcess, tmp_path: Path
 ) -> None:
@@ -61,6 +63,7 @@ def test_the_daemons_error_text_is_printed_with_its_controls_escaped(
     assert "field f\\x1b[2J\\x1b]0;owned\\x07\\r\\x9b31m\\u202e contains MAP (HTTP 500)" in done.stderr, done.stderr
 
 
+@pytest.mark.slow
 def test_json_output_escapes_what_json_dumps_leaves_raw_and_parses_the_same(embedded_daemon: DaemonProcess) -> None:
     """An offset holding a C1 CSI and a right-to-left override: ``get --json`` printed them raw (JSON
     escapes only C0). Now they are JSON escapes, and the output parses to the very same value."""

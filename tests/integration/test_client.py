@@ -176,6 +176,7 @@ def test_a_write_whose_answer_is_lost_is_answer_lost_not_daemon_unavailable(
         assert (client.current_claim(name) or {}).get("epoch") == 2, "both claims were applied"
 
 
+@pytest.mark.slow
 def test_a_daemon_that_never_answers_is_named_so_and_a_write_to_it_may_have_landed() -> None:
     with silent_port() as port, OffsetsClient(f"http://127.0.0.1:{port}", timeout_s=0.5) as client:
         with pytest.raises(DaemonUnavailable) as read:
@@ -200,6 +201,7 @@ def test_the_cli_exits_4_when_a_writes_answer_is_lost(embedded_daemon: DaemonPro
         assert (client.current_claim(name) or {}).get("epoch") == 1, "the claim was applied"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("kind", "code"), [("write_outcome_unknown", 4), ("log_timeout", 1)])
 def test_the_cli_exits_4_when_the_daemon_says_a_write_may_still_land(kind: str, code: int) -> None:
     """503 ``write_outcome_unknown`` (the log did not acknowledge in time) was exit 1, "refused": a

@@ -100,6 +100,7 @@ def test_a_daemon_still_reading_says_when_to_ask_again_and_its_probes_do_not(
     assert errors == [], "a replay is the daemon's normal start, not an error (the access log has each answer)"
 
 
+@pytest.mark.slow
 def test_the_client_waits_for_the_replay_and_says_so_once(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     with daemon_app(tmp_path, "reading-sync") as served:
         with OffsetsClient(served.url, retry_for_s=0) as impatient:
@@ -125,6 +126,7 @@ def test_the_client_waits_for_the_replay_and_says_so_once(tmp_path: Path, caplog
     assert warnings[0].endswith("asking again every 1 s for up to 30 s")
 
 
+@pytest.mark.slow
 def test_the_async_client_waits_for_the_replay_too(tmp_path: Path) -> None:
     async def alter(url: str) -> dict[str, object]:
         async with AsyncOffsetsClient(url) as client:
@@ -145,6 +147,7 @@ def test_the_async_client_waits_for_the_replay_too(tmp_path: Path) -> None:
     assert offsets == [{"partition": {"file": "a"}, "offset": {"position": 9}}], "written once the log was read"
 
 
+@pytest.mark.slow
 def test_the_cli_says_it_is_waiting_then_answers(tmp_path: Path) -> None:
     with daemon_app(tmp_path, "reading-cli") as served:
         timer = read_later(served.runtime)
@@ -176,6 +179,7 @@ def test_a_log_that_cannot_be_read_is_not_waited_for(tmp_path: Path, caplog: pyt
     assert wait_warnings(caplog) == []
 
 
+@pytest.mark.slow
 def test_the_cli_waits_as_long_as_retry_for_says(tmp_path: Path) -> None:
     with daemon_app(tmp_path, "reading-cli-window") as served:
         started = time.monotonic()

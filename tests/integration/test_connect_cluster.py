@@ -43,6 +43,7 @@ pytestmark = [pytest.mark.kafka, pytest.mark.jvm]
 FILE_OFFSET = [{"partition": {"filename": "/data/in.txt"}, "offset": {"position": 42}}]
 
 
+@pytest.mark.slow
 def test_an_unknown_connector_is_404_even_with_offsets_in_the_topic(cluster: ConnectClusterDaemon) -> None:
     name = unique("ghost")
     cluster.oracle.offsets_write(

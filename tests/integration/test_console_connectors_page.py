@@ -28,6 +28,7 @@ def claims_on_page(daemon: DaemonProcess, names: list[str]) -> dict[str, Any]:
     return {name: rows[name]["claim"] for name in names}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", ["embedded_daemon", "kafka_daemon"])
 def test_the_page_shows_held_claims_and_none_for_released_or_never_claimed(
     backend: str, request: pytest.FixtureRequest

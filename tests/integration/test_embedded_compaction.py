@@ -171,6 +171,7 @@ def test_the_daemon_compacts_at_its_interval_once_it_holds_100000_records(
     assert (metrics.get("connect_offsets_log_compaction_last_timestamp_seconds") or 0) > time.time() - 60
 
 
+@pytest.mark.slow
 def test_connect_offsets_compact_compacts_a_log_no_daemon_serves_and_names_a_missing_one(tmp_path: Path) -> None:
     data = tmp_path / "copy"
     log = EmbeddedOffsetLog(data, partitions=3, name="backup", synchronous="NORMAL")
@@ -196,6 +197,7 @@ def test_connect_offsets_compact_compacts_a_log_no_daemon_serves_and_names_a_mis
     assert not (tmp_path / "nowhere").exists(), "a log was created where none was"
 
 
+@pytest.mark.slow
 def test_connect_offsets_compact_refuses_a_log_a_running_daemon_archives_unless_forced(
     daemon_factory: DaemonFactory, tmp_path: Path
 ) -> None:
@@ -229,6 +231,7 @@ def test_connect_offsets_compact_refuses_a_log_a_running_daemon_archives_unless_
     assert cli("--force").returncode == 0
 
 
+@pytest.mark.slow
 def test_connect_offsets_compact_keeps_what_the_history_archive_has_not_archived_yet(
     daemon_factory: DaemonFactory, tmp_path: Path
 ) -> None:
@@ -250,6 +253,7 @@ def test_connect_offsets_compact_keeps_what_the_history_archive_has_not_archived
     until(lambda: len(httpx.get(url, params={"limit": 1000}).json()["changes"]) == 60, "all 60 changes in history")
 
 
+@pytest.mark.slow
 def test_connect_offsets_compact_on_a_moved_data_directory_keeps_what_its_history_archive_has_not_archived(
     daemon_factory: DaemonFactory, tmp_path: Path
 ) -> None:
@@ -269,6 +273,7 @@ def test_connect_offsets_compact_on_a_moved_data_directory_keeps_what_its_histor
     assert "kept every record its history archive" in done.stdout, done.stdout
 
 
+@pytest.mark.slow
 def test_connect_offsets_compact_says_it_kept_records_only_when_the_archive_lacks_some(
     daemon_factory: DaemonFactory, tmp_path: Path
 ) -> None:

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 from fastapi.testclient import TestClient
 
 from emulator.codec.keys import encode_key
@@ -50,6 +51,7 @@ def at(reader: dict[str, Any]) -> float:
     return datetime.fromisoformat(reader["last_error_at"].replace("Z", "+00:00")).timestamp()
 
 
+@pytest.mark.slow
 def test_writes_the_disk_refused_stay_the_logs_last_error_after_it_takes_writes_again(
     daemon_factory: DaemonFactory, tmp_path: Path
 ) -> None:

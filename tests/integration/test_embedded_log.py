@@ -276,6 +276,7 @@ def looks_during(offsets_log: EmbeddedOffsetLog, seconds: float) -> int:
     return looks
 
 
+@pytest.mark.slow
 def test_an_idle_reader_rests_and_an_own_append_wakes_it(
     log: EmbeddedOffsetLog, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -295,6 +296,7 @@ def test_an_idle_reader_rests_and_an_own_append_wakes_it(
     assert [r.value for r in sink.snapshot()] == [b"woken"]
 
 
+@pytest.mark.slow
 def test_an_idle_reader_finds_another_processs_append_within_its_longest_pause(
     data_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -402,6 +404,7 @@ def test_another_process_shares_the_log_safely_and_its_appends_are_tailed(log: E
 # ---------------------------------------------------------------------------- writing
 
 
+@pytest.mark.slow
 def test_a_write_waits_for_another_processs_write_lock_only_until_its_deadline(log: EmbeddedOffsetLog) -> None:
     """The wait for another writer's lock follows each write's own deadline, short or long, one after
     the other on the same connection (the busy timeout is set per write, not once at open)."""
@@ -432,6 +435,7 @@ def test_a_write_waits_for_another_processs_write_lock_only_until_its_deadline(l
     assert not [r for r in replay_all(log.path.parent, 5) if r.key == connect_key("blocked", 0)]
 
 
+@pytest.mark.slow
 def test_each_transaction_is_timed_with_its_records_and_one_held_past_a_second_is_logged(
     log: EmbeddedOffsetLog, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -726,6 +730,7 @@ def test_damaged_pages_are_a_clear_config_error(data_dir: Path) -> None:
     assert "\n" not in str(refused.value), "a start-up refusal is one line (SQLite's check answers in several)"
 
 
+@pytest.mark.slow
 def test_a_log_file_this_process_may_not_write_stops_the_start_naming_owner_and_mode(data_dir: Path) -> None:
     """SQLite opens a file it may not write read-only without a word: the daemon answered ready and
     only its first write met "attempt to write a readonly database". The start is refused instead,

@@ -150,6 +150,7 @@ def test_import_into_a_topic_is_read_back_by_kafka_offset_backing_store(
         ], connector
 
 
+@pytest.mark.slow
 def test_a_file_we_export_is_loaded_by_file_offset_backing_store(java_oracle: JavaOracle, tmp_path: Path) -> None:
     connector = unique("export-src")
     partitions = [
@@ -177,6 +178,7 @@ def test_a_file_we_export_is_loaded_by_file_offset_backing_store(java_oracle: Ja
     assert sorted(canon(from_java(p)) for p in listed) == sorted(canon(from_java(p)) for p in partitions[:2])
 
 
+@pytest.mark.slow
 def test_a_filestream_connector_resumes_from_an_exported_file(java_oracle: JavaOracle, tmp_path: Path) -> None:
     connector = unique("fs-resume")
     # ASCII: FileStreamSourceTask counts emitted chars but skips bytes on resume (equal only for ASCII).

@@ -27,6 +27,7 @@ def rss_bytes(pid: int) -> int:
     return rss_kib(pid)["VmRSS"] * 1024
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(GlibcHeap.load() is None, reason="the C library has no mallinfo2/malloc_trim (not glibc 2.33+)")
 def test_after_a_burst_of_large_values_the_daemon_gives_the_freed_memory_back(daemon_factory: DaemonFactory) -> None:
     daemon = daemon_factory()

@@ -84,6 +84,7 @@ def test_a_full_history_disk_at_start_defers_the_archive_and_loses_nothing(
     assert {c["origin"] for c in changes} == {"daemon"}
 
 
+@pytest.mark.slow
 def test_a_daemon_stopped_before_its_archive_could_open_stops_at_once(
     daemon_factory: DaemonFactory, history_disk: Path, tmp_path: Path
 ) -> None:

@@ -36,6 +36,7 @@ def changes(url: str, connector: str) -> list[tuple[Any, ...]]:
     return [(c["origin"], c["operation"], c["offset"]) for c in found]
 
 
+@pytest.mark.slow
 def test_an_embedded_data_directory_moved_with_mv_keeps_its_history(
     daemon_factory: DaemonFactory, tmp_path: Path
 ) -> None:
@@ -54,6 +55,7 @@ def test_an_embedded_data_directory_moved_with_mv_keeps_its_history(
     assert len(os.listdir(tmp_path / "after" / "history")) == 1, "no second archive beside the first"
 
 
+@pytest.mark.slow
 @pytest.mark.kafka
 def test_a_kafka_daemon_restarted_with_another_bootstrap_string_keeps_its_history(
     kafka_broker: TansuBroker, daemon_factory: DaemonFactory, tmp_path: Path

@@ -85,6 +85,7 @@ def test_a_claim_through_another_daemon_fences_the_older_writer(
     assert stored == [b'{"position":10}', b'{"position":20}']
 
 
+@pytest.mark.slow
 def test_a_commit_through_a_daemon_that_does_not_hold_the_claim_is_refused(
     daemons: Callable[[str], KafkaOffsetLog],
 ) -> None:
@@ -95,6 +96,7 @@ def test_a_commit_through_a_daemon_that_does_not_hold_the_claim_is_refused(
         b.append_fenced(Fence("c", claim.epoch), [(key("c"), b"{}")])
 
 
+@pytest.mark.slow
 def test_release_ends_the_claim_and_epochs_keep_counting(daemons: Callable[[str], KafkaOffsetLog]) -> None:
     topic = f"claims-{uuid.uuid4().hex[:8]}"
     a = daemons(topic)

@@ -176,6 +176,7 @@ def test_open_refuses_an_existing_topic_whose_cleanup_policy_is_not_exactly_comp
 # ------------------------------------------------------------------------------------ reading
 
 
+@pytest.mark.slow
 def test_replays_existing_records_per_partition_in_order_with_tombstones_empty_values_and_null_keys(
     kafka_broker: TansuBroker, make_log: LogFactory, topic_name: str
 ) -> None:
@@ -368,6 +369,7 @@ def test_a_failing_sink_is_retried_and_then_counted_never_silently_dropped(
 # ------------------------------------------------------------------------------------ writing
 
 
+@pytest.mark.slow
 def test_append_places_every_record_on_javas_murmur2_partition(
     kafka_broker: TansuBroker, make_log: LogFactory, topic_name: str
 ) -> None:
@@ -390,6 +392,7 @@ def test_append_places_every_record_on_javas_murmur2_partition(
     assert by_position[(positions[-1].partition, positions[-1].offset)][1] == b""
 
 
+@pytest.mark.slow
 def test_append_returns_positions_that_the_reader_then_delivers(make_log: LogFactory, topic_name: str) -> None:
     sink = Collector()
     log = make_log(topic_name, partitions=3)
@@ -408,6 +411,7 @@ def test_append_returns_positions_that_the_reader_then_delivers(make_log: LogFac
     assert positions[3].partition == positions[-1].partition and positions[3].offset < positions[-1].offset
 
 
+@pytest.mark.slow
 def test_reread_returns_exactly_the_records_of_each_range_as_the_reader_delivered_them(
     make_log: LogFactory, topic_name: str
 ) -> None:
@@ -432,6 +436,7 @@ def test_reread_returns_exactly_the_records_of_each_range_as_the_reader_delivere
     assert list(log.reread({}, WAIT_S)) == [] and list(log.reread({0: (5, 5)}, WAIT_S)) == []
 
 
+@pytest.mark.slow
 def test_reread_from_a_broker_that_does_not_answer_times_out_with_the_log_error(
     make_log: LogFactory, topic_name: str, kafka_broker: TansuBroker
 ) -> None:
@@ -499,6 +504,7 @@ def test_append_rejects_malformed_entries_before_writing_anything(make_log: LogF
     assert log.append([]) == []
 
 
+@pytest.mark.slow
 def test_a_record_over_the_producers_message_max_bytes_is_refused_before_anything_is_written(
     make_log: LogFactory, topic_name: str
 ) -> None:

@@ -65,6 +65,7 @@ def holder(daemon: DaemonProcess) -> Iterator[socket.socket]:
     sock.close()
 
 
+@pytest.mark.slow
 def test_a_large_body_waits_its_turn_and_is_answered_503_busy_when_none_comes(
     daemon: DaemonProcess, holder: socket.socket
 ) -> None:
@@ -87,6 +88,7 @@ def test_a_large_body_waits_its_turn_and_is_answered_503_busy_when_none_comes(
     assert small.status_code == 200, "a small write never waits for large ones"
 
 
+@pytest.mark.slow
 def test_a_large_body_gets_its_turn_once_the_one_before_is_answered(daemon: DaemonProcess) -> None:
     name = f"turn-{uuid.uuid4().hex[:8]}"
     for _ in range(3):  # one after the other: each gives its share back

@@ -15,6 +15,7 @@ import base64
 from typing import Any
 
 import httpx
+import pytest
 
 from tests.fixtures.daemon import DaemonFactory
 from tests.integration.connect_helpers import unique
@@ -24,6 +25,7 @@ def raw(text: str) -> str:
     return base64.b64encode(text.encode()).decode()
 
 
+@pytest.mark.slow
 def test_numbers_beyond_a_double_are_served_as_connects_rest_writes_them(daemon_factory: DaemonFactory) -> None:
     daemon = daemon_factory()
     name = unique("beyond-double")

@@ -79,6 +79,7 @@ def writes(samples: Samples, connector: str, operation: str, result: str) -> flo
     return samples.value("connect_offsets_writes_total", connector=connector, operation=operation, result=result)
 
 
+@pytest.mark.slow
 def test_n_writes_are_counted_n_times_per_connector_route_and_status(observed: DaemonProcess) -> None:
     name, stranger = unique("counted"), unique("never-created")
     before = scrape(observed.url)
@@ -339,6 +340,7 @@ def test_a_method_no_route_has_is_neither_audited_nor_counted_as_a_write(observe
     )
 
 
+@pytest.mark.slow
 def test_a_write_without_valid_credentials_is_audited_with_its_connector(
     daemon_factory: DaemonFactory, tmp_path: Path
 ) -> None:
@@ -446,6 +448,7 @@ def test_without_the_access_log_writes_are_still_audited_in_text_lines(
     assert "emulator.access" not in text
 
 
+@pytest.mark.slow
 def test_at_warning_level_no_line_is_written_and_every_write_is_still_counted(daemon_factory: DaemonFactory) -> None:
     """The access and audit lines are built only when INFO is on; the metrics never depend on it."""
     daemon = daemon_factory("--log-level", "WARNING")

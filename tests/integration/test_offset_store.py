@@ -51,6 +51,7 @@ def started(daemon: DaemonProcess, config: dict[str, str] | None = None) -> Daem
     return store
 
 
+@pytest.mark.slow
 def test_get_returns_javas_values_for_javas_exact_key_bytes(setup: StoreSetup, java_oracle: JavaOracle) -> None:
     broker, topic, daemon = setup
     connector = f"jdbc-{uuid.uuid4().hex[:6]}"

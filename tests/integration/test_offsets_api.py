@@ -72,6 +72,7 @@ def by_partition(response: httpx.Response) -> dict[str, Any]:
     return {json.dumps(o["partition"], sort_keys=True): o["offset"] for o in response.json()["offsets"]}
 
 
+@pytest.mark.slow
 def test_a_written_offset_is_listed_immediately(daemon: DaemonProcess, name: str) -> None:
     seed(daemon, name, [{"partition": {"filename": "/data/a.txt"}, "offset": {"position": 42}}])
     response = get(daemon, name)

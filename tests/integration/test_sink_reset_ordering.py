@@ -27,6 +27,7 @@ from tests.integration.test_sink_claims_atomic import Gate, committed, daemon_on
 pytestmark = pytest.mark.kafka
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("claims_topic", [False, True], ids=["no-claims-topic", "claims-topic-exists"])
 def test_a_reset_after_a_sink_write_answered_late_lists_and_deletes_after_that_write(
     kafka_broker: TansuBroker, claims_topic: bool

@@ -210,6 +210,7 @@ def test_the_first_claim_waits_for_an_unclaimed_source_write_answered_after_its_
         log.close()
 
 
+@pytest.mark.slow
 def test_the_first_claim_refuses_with_log_timeout_when_an_unclaimed_source_write_is_unanswered_at_its_deadline(
     kafka_broker: TansuBroker,
 ) -> None:

@@ -63,6 +63,7 @@ def test_the_subject_text_is_rfc_4514_as_cryptography_prints_it(authority: Autho
 _LONG = {NameOID.COMMON_NAME: "commonName", NameOID.ORGANIZATION_NAME: "organizationName"}
 
 
+@pytest.mark.slow
 def test_a_client_with_the_cas_certificate_gets_in_as_its_subject(mtls_daemon: TlsDaemon, authority: Authority) -> None:
     credentials = Credentials(ca=str(authority.ca_file), client_cert=str(authority.directory / "client.pem"))
     with OffsetsClient(mtls_daemon.url, credentials=credentials) as client:
@@ -99,6 +100,7 @@ def test_a_certificate_from_another_ca_is_refused(mtls_daemon: TlsDaemon, author
         httpx.get(mtls_daemon.url + "/healthz", verify=client_context(authority.ca_file, certificate))
 
 
+@pytest.mark.slow
 def test_the_cli_carries_the_ca_and_the_client_certificate(mtls_daemon: TlsDaemon, authority: Authority) -> None:
     env = {"CONNECT_OFFSETS_CA": str(authority.ca_file)}
     flags = ("--url", mtls_daemon.url, "--client-cert", str(authority.directory / "client.pem"), "--json")
@@ -110,6 +112,7 @@ def test_the_cli_carries_the_ca_and_the_client_certificate(mtls_daemon: TlsDaemo
     assert "requires client certificates (--tls-client-ca)" in without.stderr, "says what the handshake wanted"
 
 
+@pytest.mark.slow
 def test_a_cli_that_cannot_connect_over_tls_is_told_why(mtls_daemon: TlsDaemon, authority: Authority) -> None:
     """A TLS failure reads as a daemon that is down unless the message says what to give."""
     certificate = ("--client-cert", str(authority.directory / "client.pem"))

@@ -64,6 +64,7 @@ def _stored(data: Path, connector: str) -> dict[bytes, bytes | None]:
     return {r.key: r.value for r in records if r.key.startswith(f'["{connector}"'.encode())}
 
 
+@pytest.mark.slow
 def test_a_direct_import_refused_after_some_chunks_says_how_many_records_were_written(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -109,6 +110,7 @@ def test_a_direct_import_refused_after_some_chunks_says_how_many_records_were_wr
     assert len(_stored(data, connector)) == 10 * CHUNK
 
 
+@pytest.mark.slow
 def test_a_direct_import_whose_embedded_commit_hangs_exits_4_within_its_timeout(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -188,6 +188,7 @@ def limited_file_size() -> None:
     resource.setrlimit(resource.RLIMIT_FSIZE, (64 * 1024, 64 * 1024))
 
 
+@pytest.mark.slow
 def test_a_file_the_disk_refuses_is_a_one_line_error_and_the_old_file_stays(tmp_path: Path) -> None:
     """The kernel refuses the write (the CLI runs under a file-size limit, as on a disk with no
     space left): one ``error:`` line naming the file and why, exit code 2, no traceback, and the

@@ -81,6 +81,7 @@ def assert_claim_advice(warning: str, source: str, connector: str, given: str, f
 # -- connect-file's own commit: option claimEpoch -----------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_connect_file_commits_to_a_claimed_connector_under_option_claim_epoch(
     embedded_daemon: DaemonProcess, tmp_path: Path
 ) -> None:
@@ -152,6 +153,7 @@ def kafka_commit(
     assert committer.flush(30)
 
 
+@pytest.mark.slow
 @pytest.mark.kafka
 def test_connect_kafka_commits_to_a_claimed_connector_under_option_claim_epoch(
     kafka_broker: TansuBroker, daemon_factory: DaemonFactory
@@ -161,6 +163,7 @@ def test_connect_kafka_commits_to_a_claimed_connector_under_option_claim_epoch(
     assert group_offset(daemon, connector) == 4
 
 
+@pytest.mark.slow
 @pytest.mark.kafka
 @pytest.mark.parametrize("given", ["stale", "none"])
 def test_connect_kafka_refused_for_the_claim_warns_what_to_change_and_writes_nothing(

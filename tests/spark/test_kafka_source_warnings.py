@@ -20,6 +20,7 @@ from tests.spark.helpers import unique
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
 
 
+@pytest.mark.slow
 def test_a_group_offset_past_the_end_starts_from_the_earliest_with_a_warning(
     kafka_broker: TansuBroker, daemon_factory: DaemonFactory, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -81,6 +81,7 @@ TEXT = st.lists(
 ).map(b"".join)
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(data=TEXT, reads=st.lists(st.integers(1, 7), max_size=5))
 def test_scan_and_read_match_the_transcribed_task(

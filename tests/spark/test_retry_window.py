@@ -38,6 +38,7 @@ def _start_s(url: str, retry_for: str) -> tuple[float, str]:
     return time.monotonic() - started, str(failed.value)
 
 
+@pytest.mark.slow
 def test_a_querys_start_waits_as_long_as_retry_for_says() -> None:
     with served(_restoring()) as url:
         at_once, message = _start_s(url, "0")

@@ -157,6 +157,7 @@ def test_the_url_file_appears_only_when_readyz_answers_200(
     assert not_ready_without_file > 0, "the replay was too short to observe the window before readiness"
 
 
+@pytest.mark.slow
 def test_a_wildcard_host_is_announced_as_the_loopback_url(
     tmp_path: Path, processes: list[subprocess.Popen[str]]
 ) -> None:

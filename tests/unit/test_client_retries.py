@@ -38,6 +38,7 @@ def _seconds(call: Callable[[], object]) -> float:
     return time.monotonic() - started
 
 
+@pytest.mark.slow
 def test_the_client_reports_a_starting_daemon_at_once_and_waits_on_its_other_routes() -> None:
     with served(StartingApp(_startup(), show_reason=True)) as url, OffsetsClient(url, retry_for_s=2.5) as client:
         assert _seconds(client.ready) < 1 and client.ready() is False
@@ -65,6 +66,7 @@ def test_the_client_never_waits_on_readyz_or_status_whatever_the_daemon_says() -
         assert _seconds(client.status) < 1
 
 
+@pytest.mark.slow
 def test_a_retry_after_of_zero_still_paces_the_retries() -> None:
     """A proxy in front of the daemon may say ``Retry-After: 0``: the client pauses anyway."""
     asked: list[float] = []
@@ -111,6 +113,7 @@ def test_a_partly_applied_write_is_sent_again_only_when_the_log_stopped_it(statu
     assert len(asked) == tries
 
 
+@pytest.mark.slow
 def test_the_window_comes_from_connect_offsets_retry_for_unless_the_client_names_one(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

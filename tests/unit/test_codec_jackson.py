@@ -227,6 +227,7 @@ def test_flat_map_fast_path_is_byte_identical_to_the_reference_encoder(value: di
     assert dumps(["conn", value]) == "".join(out).encode("utf-8")
 
 
+@pytest.mark.slow
 @settings(max_examples=300)
 @given(_values)
 def test_output_is_ascii_safe_utf8_without_raw_surrogates(value: object) -> None:

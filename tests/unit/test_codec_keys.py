@@ -214,6 +214,7 @@ def test_logical_id_is_a_stable_ascii_string() -> None:
     assert ident == '["M",["n",1],["s","\\u00e9\\ud83d\\ude00"]]'  # pinned: persisted ids must not drift
 
 
+@pytest.mark.slow
 @settings(max_examples=300)
 @given(st.dictionaries(st.text(), st.integers() | st.text() | st.booleans() | st.none() | st.floats(), max_size=6))
 def test_flat_fast_path_equals_the_general_canonical_form(partition: dict) -> None:
@@ -257,6 +258,7 @@ def test_a_map_connect_cannot_write_keeps_its_logical_id() -> None:
     assert read_back_id(too_big) == logical_id(too_big)
 
 
+@pytest.mark.slow
 @settings(max_examples=300)
 @given(
     st.dictionaries(

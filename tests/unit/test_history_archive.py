@@ -145,6 +145,7 @@ def test_every_applied_record_is_archived_with_origin_coordinates_and_raw_bytes(
         assert (row["key"], row["value"], row["connector"], row["key_problem"]) == (k, v, connector, problem)
 
 
+@pytest.mark.slow
 def test_a_restart_replays_the_log_but_archives_nothing_twice(tmp_path: Path, stacks: list[Stack]) -> None:
     stack = open_stack(tmp_path)
     for n in range(30):
@@ -259,6 +260,7 @@ def test_a_damaged_file_is_reported_and_skipped_never_raised(tmp_path: Path, sta
     assert len(report.damaged) == 3 and "unreadable Avro header" in report.damaged[2]["problem"]
 
 
+@pytest.mark.slow
 def test_a_damaged_block_costs_that_block_reading_resumes_at_the_next_sync_marker(
     tmp_path: Path, stacks: list[Stack]
 ) -> None:

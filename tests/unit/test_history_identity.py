@@ -186,6 +186,7 @@ def test_an_archive_an_earlier_version_named_after_the_path_is_taken_over_withou
     assert len(list(read_history(data / "history", log=description))) == 3, "still found by its old name"
 
 
+@pytest.mark.slow
 def test_an_earlier_versions_archive_its_daemon_still_writes_is_left_where_it_is(
     tmp_path: Path, started: list[Daemon], caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -10,9 +10,12 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
+import pytest
+
 from emulator.history.directory import WriterLock, written_by_a_live_process
 
 
+@pytest.mark.slow
 def test_a_writer_starting_while_the_question_is_asked_always_gets_the_lock(tmp_path: Path) -> None:
     directory = tmp_path / "archive"
     first = WriterLock(directory, "embedded:///x")

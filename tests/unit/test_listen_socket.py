@@ -5,9 +5,12 @@ from __future__ import annotations
 import asyncio
 import socket
 
+import pytest
+
 from emulator.server.listen import listen
 
 
+@pytest.mark.slow
 def test_connections_accepted_on_the_daemons_socket_have_nagle_off() -> None:
     # asyncio sets TCP_NODELAY only on sockets whose protocol says TCP; a socket made with protocol 0
     # left Nagle on, and each answer on a kept-alive connection waited ~40 ms for a delayed ACK.

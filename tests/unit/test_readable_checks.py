@@ -198,6 +198,7 @@ def test_kip875_and_cdc_files_are_read_within_jacksons_limits() -> None:
 # --- the Spark committers -----------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_the_committer_refuses_an_unreadable_entry_before_sending_anything() -> None:
     daemon = DaemonOffsets("http://127.0.0.1:9")  # nothing listens: any request would fail differently
     for entries in (

@@ -26,6 +26,7 @@ def _check(arena: RecordArena, data: dict[bytes, bytes], groups: dict[bytes, tup
             assert slot == data[key] and logical == groups[key][1]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("compact_floor", "step_bytes", "move_cells"),
     [

@@ -90,6 +90,7 @@ _VALUES = st.sampled_from(
 )  # fmt: skip
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("model", MODELS, ids=lambda m: m.__name__)
 @settings(max_examples=80, deadline=None)
 @given(data=st.data())

@@ -162,6 +162,7 @@ def test_alter_refuses_a_device_as_its_body_file(tmp_path: Path, capsys: pytest.
 # --- standard input and output: KIND:- ---------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_conversion_can_run_from_standard_input_to_standard_output(tmp_path: Path) -> None:
     """``KIND:-`` is the stream; the file goes to stdout alone and the report to stderr."""
     body = kip875.encode_file([A]).data.decode()
@@ -190,6 +191,7 @@ def test_standard_input_that_is_not_a_file_or_pipe_is_refused_by_name(tmp_path: 
     assert "kip875:-: standard input is a character device; only a regular file or a pipe can be read" in done.stderr
 
 
+@pytest.mark.slow
 def test_a_file_named_dash_is_reached_as_dot_slash_dash(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     done = run_cli("migrate", "--from", str(source(tmp_path)), "--to", "kip875:./-")
