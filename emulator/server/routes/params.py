@@ -39,9 +39,10 @@ def max_body_bytes(request: Request) -> int:
 
 def _too_large(limit: int, size: str) -> RequestTooLarge:
     return RequestTooLarge(
-        f"Request body of {size} exceeds this daemon's limit of {limit} bytes (--max-body-bytes); split a large "
-        "import into several requests (by connector, or a connector's records in parts), or import directly into "
-        "the log (kafka://, embedded:)"
+        f"Request body of {size} exceeds this daemon's limit of {limit} bytes (--max-body-bytes); send a large "
+        "import in several requests (by connector, a large connector's records in parts: `connect-offsets import` "
+        "does so itself), import directly into the log (kafka://, embedded:), or start the daemon with a larger "
+        "--max-body-bytes"
     )
 
 
