@@ -237,9 +237,15 @@ class OffsetsKit:
 
     def restore(self, snapshot: LogSnapshot) -> int:
         """Put the log's live records back to ``snapshot``; returns the records written. Records
-        written since by anyone are seen first (``offsets`` says why), so they are undone too."""
+        written since by anyone are seen first (``offsets`` says why), so they are undone too.
+
+        Every connector is then as the snapshot has it, so none is left for the end of the test to
+        reset: resetting the ones this kit seeded would delete what the restore just put back (the
+        documented ``snapshot``/``restore`` fixture runs its restore before the kit's own teardown)."""
         self._catch_up()
-        return snapshots.restore(self.client, snapshot)
+        written = snapshots.restore(self.client, snapshot)
+        self._touched.clear()
+        return written
 
     # ---- clients and lifecycle ---------------------------------------------------------------
 

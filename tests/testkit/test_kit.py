@@ -387,3 +387,17 @@ def test_restore_puts_a_whole_log_back_byte_for_byte(daemon_factory: DaemonFacto
         assert kit.offsets("added-later") == []
         assert LogSnapshot.load(tmp_path / "baseline.avro") == before
         assert kit.restore(before) == 0  # nothing left to change
+
+
+@pytest.mark.slow  # a daemon of its own: restoring a whole log must not touch the session daemon's
+def test_a_restore_is_not_undone_by_the_reset_of_what_the_test_seeded(daemon_factory: DaemonFactory) -> None:
+    """docs/testing.md's ``same_offsets_for_every_test``: the restore runs first, then the kit resets
+    the connectors the test seeded. That reset deleted a baseline connector the restore had put back."""
+    daemon = daemon_factory()
+    with OffsetsKit(daemon.url) as kit:
+        kit.client.alter("baseline-src", {"offsets": [{"partition": FILE, "offset": {"position": 100}}]}, create=True)
+        baseline = kit.snapshot()
+        kit.seed("baseline-src", [(FILE, {"position": 500})])  # the test changes a shared connector
+        kit.restore(baseline)
+        assert kit.reset_touched() == []  # the kit's teardown
+        kit.assert_offsets("baseline-src", [(FILE, {"position": 100})])
