@@ -183,6 +183,13 @@ def entry_to_state(key: bytes, value: bytes | None) -> tuple[str, CdcState, list
     Notes say when the state cannot reproduce the record's bytes: an envelope key, or key/value
     bytes that are not what Jackson writes for their own content (other whitespace, number forms).
     """
+    connector, state, notes, _ = _to_state(key, value)
+    return connector, state, notes
+
+
+def _to_state(key: bytes, value: bytes | None) -> tuple[str, CdcState, list[str], RawRecord]:
+    """``entry_to_state``, and the record restoring the state writes (``state_to_entry``'s key and
+    value), computed once: the notes compare it with the record given."""
     unwrapped = unwrap_key(key)
     shown = key[:200].decode("utf-8", "backslashreplace")
     if isinstance(unwrapped, KeyProblem):
@@ -193,7 +200,8 @@ def entry_to_state(key: bytes, value: bytes | None) -> tuple[str, CdcState, list
             f"key {shown} has a schema envelope (Flink CDC / Debezium 1.x key converter with schemas.enable=true); "
             "unwrapped"
         )
-    elif encode_key(unwrapped.connector, unwrapped.partition) != key:
+    restored_key = encode_key(unwrapped.connector, unwrapped.partition)
+    if not unwrapped.enveloped and restored_key != key:
         notes.append(f"key {shown} is not in Jackson's canonical form; the state holds its parsed content")
     offset: dict[str, Any] | None = None
     if value is not None:
@@ -204,9 +212,11 @@ def entry_to_state(key: bytes, value: bytes | None) -> tuple[str, CdcState, list
         if parsed_value is not None and not isinstance(parsed_value, dict):
             raise FormatError(f"the value of key {shown} is a {_type(parsed_value)}, not an offset map")
         offset = parsed_value
-        if offset is not None and encode_offset(offset) != value:
-            notes.append(f"the value of key {shown} is not in Jackson's canonical form; the state holds its content")
-    return unwrapped.connector, CdcState(unwrapped.partition, offset), notes
+    restored_value = encode_offset(offset)
+    if restored_value is not None and restored_value != value:
+        notes.append(f"the value of key {shown} is not in Jackson's canonical form; the state holds its content")
+    restored = RawRecord(restored_key, restored_value)
+    return unwrapped.connector, CdcState(unwrapped.partition, offset), notes, restored
 
 
 # --- the cdc: file (JSON lines) ----------------------------------------------------------------------
@@ -322,19 +332,28 @@ def loads_file(
 
 
 def encode_file(records: Iterable[RawRecord], *, risingwave: bool = False, progress: Tick | None = None) -> Encoded:
-    """Records as a JSON-lines CDC state file, and the records it holds: tombstones are left out (a
-    state has no deletion). ``FormatError`` for a record no state can express (a key Connect
-    ignores, a value that is not an offset map)."""
+    """Records as a JSON-lines CDC state file, and the records it holds as ``loads_file`` reads them
+    back (each key and value as restoring the state writes it, Jackson's encoding of the parsed
+    maps, not the bytes offered), so a diff against an existing file compares like with like.
+
+    Tombstones are left out (a state has no deletion), and so are values that read as null without
+    being one (empty or ``null`` bytes: a null ``sourceOffset`` restores as a deletion).
+    ``FormatError`` for a record no state can express (a key Connect ignores, a value that is not an
+    offset map)."""
     lines: list[bytes] = []
     held: list[RawRecord] = []
     notes: list[str] = []
     tombstones = 0
+    null_values = 0
     for number, record in enumerate(records, start=1):
         tick(progress, number, None)
         if record.value is None:
             tombstones += 1
             continue
-        connector, state, record_notes = entry_to_state(record.key, record.value)
+        connector, state, record_notes, restored = _to_state(record.key, record.value)
+        if state.offset is None:
+            null_values += 1
+            continue
         notes.extend(record_notes)
         line = (
             b'{"connector":' + jackson_dumps(connector) + b',"state":' + state_bytes(state, with_heartbeat=risingwave)
@@ -343,9 +362,14 @@ def encode_file(records: Iterable[RawRecord], *, risingwave: bool = False, progr
             if raw in line:
                 line = line.replace(raw, escaped)
         lines.append(line + b"}\n")
-        held.append(record)
+        held.append(restored)
     if tombstones:
         notes.append(f"{tombstones} tombstone(s) left out: a CDC state has no way to say 'deleted'")
+    if null_values:
+        notes.append(
+            f"{null_values} record(s) whose value reads as null without being a tombstone (empty or 'null' bytes: "
+            "Connect lists the partition with no offset) left out: a null sourceOffset restores as a deletion"
+        )
     return Encoded(b"".join(lines), held, notes)
 
 

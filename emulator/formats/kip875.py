@@ -132,14 +132,19 @@ def _bodies(records: Iterable[RawRecord], progress: Tick | None) -> tuple[Bodies
     """Records as KIP-875 bodies per connector (in first-seen order), the records they hold, and
     notes on what was lost.
 
-    Keys Connect ignores and values that are no offset map cannot be expressed: they are left out
-    and counted; so are keys and values whose bytes differ from what importing the body would write.
+    The records held are those ``loads_file`` reads back from the bodies, in its order: each key and
+    value as importing the body writes it (Jackson's encoding of the parsed maps), not the bytes
+    offered, so a diff against an existing file (read by ``loads_file``) compares like with like.
+    Keys Connect ignores, values that are no offset map, and values that read as null without being
+    a tombstone (null in a body is a deletion) cannot be expressed: they are left out and counted;
+    keys and values whose bytes differ from what importing the body would write are counted too.
     """
     bodies: Bodies = {}
-    held: list[RawRecord] = []
+    held: dict[str, list[RawRecord]] = {}  # per connector, so in the file's order (bodies grouped by connector)
     skipped = 0
     inexact = 0
     unreadable = 0
+    null_values = 0
     for number, record in enumerate(records, start=1):
         tick(progress, number, None)
         parsed = parse_key(record.key)
@@ -156,13 +161,16 @@ def _bodies(records: Iterable[RawRecord], progress: Tick | None) -> tuple[Bodies
             if offset is not None and not isinstance(offset, dict):
                 unreadable += 1
                 continue
-        if encode_key(parsed.connector, parsed.partition) != record.key or (
-            record.value is not None and encode_offset(offset) != record.value
-        ):
+            if offset is None:
+                null_values += 1
+                continue
+        key = encode_key(parsed.connector, parsed.partition)
+        value = encode_offset(offset)
+        if key != record.key or value != record.value:
             inexact += 1
         body = bodies.setdefault(parsed.connector, {"offsets": []})
         body["offsets"].append({"partition": parsed.partition, "offset": offset})
-        held.append(record)
+        held.setdefault(parsed.connector, []).append(RawRecord(key, value))
     notes: list[str] = []
     if skipped:
         notes.append(
@@ -174,12 +182,18 @@ def _bodies(records: Iterable[RawRecord], progress: Tick | None) -> tuple[Bodies
             f"{unreadable} record(s) whose value is not an offset map Connect can read cannot be written as KIP-875 "
             "JSON and were left out"
         )
+    if null_values:
+        notes.append(
+            f"{null_values} record(s) whose value reads as null without being a tombstone (empty or 'null' bytes: "
+            "Connect lists the partition with no offset) cannot be written as KIP-875 JSON, where a null offset "
+            "is a deletion, and were left out"
+        )
     if inexact:
         notes.append(
             f"{inexact} record(s) are not in Jackson's canonical form: importing this KIP-875 JSON would write "
             "different key/value bytes; use standalone: or snapshot: for a byte-exact copy"
         )
-    return bodies, held, notes
+    return bodies, [record for connector in bodies for record in held[connector]], notes
 
 
 def encode_file(records: Iterable[RawRecord], progress: Tick | None = None) -> Encoded:

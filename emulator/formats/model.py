@@ -45,9 +45,14 @@ class Loaded:
 
 @dataclass(slots=True)
 class Encoded:
-    """What a writer produced for a document file: its bytes, the records it really holds (a format
-    may be unable to hold some: tombstones in a CDC state, keys Connect ignores in KIP-875 JSON), and
-    what the operator should know."""
+    """What a writer produced for a document file: its bytes, the records it really holds, and what
+    the operator should know.
+
+    ``records`` are as the format's own reader reads them back from ``data``: a format may be unable
+    to hold some (tombstones in a CDC state, keys Connect ignores in KIP-875 JSON), and one that
+    carries parsed JSON holds each key and value as Jackson encodes its content, not the bytes it
+    was given (``["c", {"a": 1}]`` is held as ``["c",{"a":1}]``). A diff against the existing file,
+    read by that reader, then compares like with like."""
 
     data: bytes
     records: list[RawRecord]

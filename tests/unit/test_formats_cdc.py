@@ -104,6 +104,35 @@ def test_the_file_is_json_lines_with_connector_and_state() -> None:
     assert cdc_state.loads_file(data).records == [records[0], records[2]]
 
 
+# Key and value bytes Connect reads but did not write (other spellings of the same content), values that
+# read as null, a tombstone: what the file holds for them is what its reader reads back, and that is what
+# the writer must say it holds (``Encoded.records``).
+READ_BACK_CASES = [
+    RawRecord(b'["a", {"p": 1}]', b'{"o": 2.50}'),  # spaces, a trailing zero
+    RawRecord(b'["b",{"p":2}]', b'{"o":1E2,"z":-0.0,"big":9223372036854775807,"e":1e16}'),  # -0.0 reads as 0.0
+    RawRecord(b'["a",{"z":1,"y":"\\ud800"}]', '{"s":"\u2028\\u00e9","d":1,"d":2}'.encode()),
+    RawRecord(b'["a",{"p":1}]', b'{"o":3}'),  # the first key's canonical spelling, later: the file holds one
+    RawRecord(b'["b",{"p":3}]', b""),  # reads as null without being a tombstone: left out
+    RawRecord(b'["b",{"p":4}]', b"null"),
+    RawRecord(b'["c",{"p":5}]', None),
+]
+
+
+def test_the_records_a_cdc_file_holds_are_those_its_reader_reads_back() -> None:
+    envelope = RawRecord(b'{"schema":null,"payload":["engine",{"server":"f1"}]}', b'{"lsn":1}')
+    encoded = cdc_state.encode_file([*READ_BACK_CASES, envelope], risingwave=True)
+    assert encoded.records == cdc_state.loads_file(encoded.data).records
+    assert [(r.key, r.value) for r in encoded.records] == [
+        (b'["a",{"p":1}]', b'{"o":2.5}'),
+        (b'["b",{"p":2}]', b'{"o":100.0,"z":0.0,"big":9223372036854775807,"e":1.0E16}'),
+        (b'["a",{"z":1,"y":"\\uD800"}]', '{"s":"\u2028\u00e9","d":2}'.encode()),
+        (b'["a",{"p":1}]', b'{"o":3}'),
+        (b'["engine",{"server":"f1"}]', b'{"lsn":1}'),
+    ]
+    assert "1 tombstone(s) left out: a CDC state has no way to say 'deleted'" in encoded.notes
+    assert any("2 record(s) whose value reads as null without being a tombstone" in n for n in encoded.notes)
+
+
 def test_a_state_held_as_a_json_string_is_accepted() -> None:
     line = json.dumps({"connector": "rw", "state": RISINGWAVE_STATE.decode()}).encode()
     (record,) = cdc_state.loads_file(line).records

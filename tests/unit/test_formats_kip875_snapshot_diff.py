@@ -69,6 +69,33 @@ def test_export_groups_by_connector_and_says_what_it_cannot_carry() -> None:
     assert kip875.loads_file(data).records == [records[0], RawRecord(b'["a",{"p":2}]', b'{"o":2}'), records[3]]
 
 
+# Key and value bytes Connect reads but did not write (other spellings of the same content), values that
+# read as null, a tombstone, and connectors interleaved: what a KIP-875 or CDC file holds for them is
+# what its reader reads back, and that is what the writer must say it holds (``Encoded.records``).
+READ_BACK_CASES = [
+    RawRecord(b'["a", {"p": 1}]', b'{"o": 2.50}'),  # spaces, a trailing zero
+    RawRecord(b'["b",{"p":2}]', b'{"o":1E2,"z":-0.0,"big":9223372036854775807,"e":1e16}'),  # -0.0 reads as 0.0
+    RawRecord(b'["a",{"z":1,"y":"\\ud800"}]', '{"s":"\u2028\\u00e9","d":1,"d":2}'.encode()),
+    RawRecord(b'["a",{"p":1}]', b'{"o":3}'),  # the first key's canonical spelling, later: the file holds one
+    RawRecord(b'["b",{"p":3}]', b""),  # reads as null without being a tombstone: left out
+    RawRecord(b'["b",{"p":4}]', b"null"),
+    RawRecord(b'["c",{"p":5}]', None),
+]
+
+
+def test_the_records_a_kip875_file_holds_are_those_its_reader_reads_back() -> None:
+    encoded = kip875.encode_file(READ_BACK_CASES)
+    assert encoded.records == kip875.loads_file(encoded.data).records
+    assert [(r.key, r.value) for r in encoded.records] == [
+        (b'["a",{"p":1}]', b'{"o":2.5}'),
+        (b'["a",{"z":1,"y":"\\uD800"}]', '{"s":"\u2028\u00e9","d":2}'.encode()),
+        (b'["a",{"p":1}]', b'{"o":3}'),
+        (b'["b",{"p":2}]', b'{"o":100.0,"z":0.0,"big":9223372036854775807,"e":1.0E16}'),
+        (b'["c",{"p":5}]', None),
+    ]
+    assert any("2 record(s) whose value reads as null without being a tombstone" in n for n in encoded.notes)
+
+
 # --- snapshots ------------------------------------------------------------------------------------------
 
 

@@ -18,7 +18,8 @@ import pytest
 
 from emulator.cli.main import main
 from emulator.formats import cdc_state, kip875, snapshot, standalone
-from emulator.formats.model import FormatError, RawRecord
+from emulator.formats.diff import compute_diff
+from emulator.formats.model import FormatError, RawRecord, latest_per_key
 from emulator.transfer import (
     CdcLocation,
     DaemonLocation,
@@ -98,6 +99,105 @@ def test_a_cdc_dry_run_refuses_what_the_real_run_refuses(tmp_path: Path, capsys:
     assert real[0] == 2 and error in real[2].splitlines()
     assert dry[0] == 2 and error in dry[2].splitlines(), dry
     assert dry[1] == real[1] == "" and not (tmp_path / "mk.jsonl").exists()
+
+
+# --- a document destination's report is what the file holds, read back -----------------------------------
+
+# Bytes a producer other than Connect may have written: Connect reads them, but a document format holds
+# their parsed content, which reads back as Jackson's encoding of it (docs/transfers.md).
+SPACED = RawRecord(b'["w1", {"a": 1}]', b'{"pos": 1}')
+TRAILING_ZERO = RawRecord(b'["w1",{"a":2}]', b'{"pos":2.50}')
+OTHER = RawRecord(b'["w2" ,{"b":"x"}]', b'{"lsn":1E2}')
+SAME_KEY_LATER = RawRecord(b'["w1",{"a":1}]', b'{"pos":7}')
+"""The canonical spelling of ``SPACED``'s key, later in the source: the file holds one entry for both."""
+EMPTY = RawRecord(b'["w1",{"a":3}]', b"")
+NULL = RawRecord(b'["w1",{"a":4}]', b"null")
+"""Values Connect reads as null without them being tombstones: the partition stays listed, no offset."""
+
+DOCUMENTS = {"kip875": (Kip875Location, kip875.loads_file), "cdc": (CdcLocation, cdc_state.loads_file)}
+
+
+def standalone_of(tmp_path: Path, *records: RawRecord) -> StandaloneLocation:
+    path = tmp_path / "source.offsets"
+    standalone.write_file(path, records)
+    return StandaloneLocation(path)
+
+
+def entries(diff: dict[str, object]) -> list[tuple[str, str, str | None, str | None]]:
+    listed = diff["entries"]
+    assert isinstance(listed, list)
+    return sorted((e["key"], e["status"], e["old"], e["new"]) for e in listed)
+
+
+@pytest.mark.parametrize("kind", sorted(DOCUMENTS))
+def test_exporting_twice_reports_what_the_file_holds_then_no_change(tmp_path: Path, kind: str) -> None:
+    """The specification: the first export reports the diff between nothing and what the file holds
+    when read back, and a second one reports no change (docs/transfers.md, step 5)."""
+    location, load = DOCUMENTS[kind]
+    source = standalone_of(tmp_path, SPACED, TRAILING_ZERO, OTHER, SAME_KEY_LATER)
+    out = location(tmp_path / f"out.{kind}")
+    first = transfer(source, out, TransferOptions(), quiet())
+    data = out.path.read_bytes()
+    held = list(latest_per_key(load(data).records).values())
+    assert [(r.key, r.value) for r in held] == [
+        (b'["w1",{"a":1}]', b'{"pos":7}'),
+        (b'["w1",{"a":2}]', b'{"pos":2.5}'),
+        (b'["w2",{"b":"x"}]', b'{"lsn":100.0}'),
+    ]
+    expected = compute_diff(lambda _key: None, held).as_dict()
+    assert first.diff["summary"] == expected["summary"] == {"added": 3, "changed": 0, "removed": 0, "unchanged": 0}
+    assert entries(first.diff) == entries(expected)
+    assert first.written == 3
+    second = transfer(source, out, TransferOptions(), quiet())
+    assert second.diff["summary"] == {"added": 0, "changed": 0, "removed": 0, "unchanged": 3}, second.diff
+    assert second.changes() == []
+    assert out.path.read_bytes() == data
+    dry = transfer(source, out, TransferOptions(dry_run=True), quiet())
+    assert dry.diff["summary"]["unchanged"] == 3 and dry.changes() == []
+
+
+@pytest.mark.parametrize("kind", sorted(DOCUMENTS))
+def test_a_value_that_reads_as_null_is_left_out_of_a_document_with_a_note(tmp_path: Path, kind: str) -> None:
+    """A null offset in a KIP-875 body or a CDC state is a deletion: a record whose value is empty or
+    ``null`` (not a tombstone) cannot be held, so it is left out, and the report does not list it."""
+    location, load = DOCUMENTS[kind]
+    out = location(tmp_path / f"out.{kind}")
+    report = transfer(standalone_of(tmp_path, TRAILING_ZERO, EMPTY, NULL), out, TransferOptions(), quiet())
+    assert [(r.key, r.value) for r in load(out.path.read_bytes()).records] == [(TRAILING_ZERO.key, b'{"pos":2.5}')]
+    assert [e["key"] for e in report.changes()] == [TRAILING_ZERO.key.decode()]
+    assert report.written == 1
+    assert any("2 record(s) whose value reads as null without being a tombstone" in n for n in report.notes)
+    again = transfer(standalone_of(tmp_path, TRAILING_ZERO, EMPTY, NULL), out, TransferOptions(), quiet())
+    assert again.changes() == []
+    # a file that held a live offset for that key no longer does: that is a removal, and reported as one
+    previous = location(tmp_path / f"previous.{kind}")
+    transfer(standalone_of(tmp_path, RawRecord(EMPTY.key, b'{"pos":3}')), previous, TransferOptions(), quiet())
+    replaced = transfer(standalone_of(tmp_path, EMPTY), previous, TransferOptions(), quiet())
+    assert [(e["status"], e["old"]) for e in replaced.changes()] == [("removed", '{"pos":3}')]
+    assert load(previous.path.read_bytes()).records == []
+
+
+@pytest.mark.parametrize("kind", ["standalone", "snapshot"])
+def test_the_byte_preserving_exports_hold_the_bytes_and_report_no_change_the_second_time(
+    tmp_path: Path, kind: str
+) -> None:
+    """Standalone files and snapshots hold key and value bytes as they are (an empty value too)."""
+    records = [SPACED, TRAILING_ZERO, EMPTY, NULL, SAME_KEY_LATER]
+    out: Location = (
+        StandaloneLocation(tmp_path / "out.offsets") if kind == "standalone" else SnapshotLocation(tmp_path / "o.avro")
+    )
+    first = transfer(standalone_of(tmp_path, *records), out, TransferOptions(), quiet())
+    assert first.diff["summary"]["added"] == first.written == 5
+    assert entries(first.diff) == sorted(
+        (r.key.decode(), "added", None, r.value.decode()) for r in records if r.value is not None
+    )
+    data = out.path.read_bytes()
+    held = standalone.load_file(out.path) if kind == "standalone" else snapshot.load_file(out.path)[0]
+    assert sorted((r.key, r.value) for r in held.records) == sorted((r.key, r.value) for r in records)
+    second = transfer(standalone_of(tmp_path, *records), out, TransferOptions(), quiet())
+    assert second.changes() == [] and second.diff["summary"]["unchanged"] == 5
+    if kind == "standalone":
+        assert out.path.read_bytes() == data
 
 
 # --- CDC lines -------------------------------------------------------------------------------------------

@@ -116,7 +116,9 @@ class DocumentLocation(FileLocation):
     def apply(self, incoming: list[RawRecord], ctx: TransferContext) -> ApplyResult:
         """Encode first, dry run too: a record the format cannot express is refused (or left out,
         with a note) the same way in both, and the diff, the count written and the count of values
-        Connect cannot read back are those of the records the file really holds."""
+        Connect cannot read back are those of the records the file really holds, as its reader reads
+        them back (``Encoded.records``), compared with the existing file read the same way: a second
+        run of the same export reports no change."""
         self._check_writable(binary=self.kind == "snapshot")
         replaced: list[str] = []
         try:
@@ -127,7 +129,7 @@ class DocumentLocation(FileLocation):
         old = {r.key: r.value for r in latest_per_key(existing.records).values()} if existing else {}
         latest = latest_per_key(incoming)
         encoded = self.encode(list(latest.values()), ctx)
-        held = latest_per_key(self.held(encoded, ctx))
+        held = latest_per_key(encoded.records)
         if encoded.data:  # a snapshot's dry run encodes nothing
             ctx.progress.report(f"encoded {self.description}", len(latest), len(latest), force=True)
         dropped = [RawRecord(k, None) for k, v in old.items() if v is not None and k not in held]
@@ -144,13 +146,6 @@ class DocumentLocation(FileLocation):
     @abc.abstractmethod
     def encode(self, records: list[RawRecord], ctx: TransferContext) -> Encoded:
         """The file's bytes for ``records`` (one per key), and the records it holds."""
-
-    def held(self, encoded: Encoded, ctx: TransferContext) -> list[RawRecord]:
-        """The records the new file holds, as a read of it will give them: a format of parsed JSON
-        re-encodes keys and values with Jackson's rules (``["w1", {"a": 1}]`` is read back as
-        ``["w1",{"a":1}]``, ``2.50`` as ``2.5``, an empty value as null), so the diff compares what
-        the existing file gives with what the new one will, and a second export reports nothing."""
-        return encoded.records
 
     def _encoding(self, ctx: TransferContext, records: list[RawRecord]) -> Tick:
         """Progress of ``encode``: the format's writer counts records, the total is known here."""
@@ -196,11 +191,6 @@ class CdcLocation(DocumentLocation):
     def encode(self, records: list[RawRecord], ctx: TransferContext) -> Encoded:
         return cdc_state.encode_file(records, risingwave=ctx.options.risingwave, progress=self._encoding(ctx, records))
 
-    def held(self, encoded: Encoded, ctx: TransferContext) -> list[RawRecord]:
-        if not encoded.data:
-            return []
-        return cdc_state.loads_file(encoded.data, default_connector=None, source=self.description).records
-
 
 class Kip875Location(DocumentLocation):
     kind = "kip875"
@@ -211,9 +201,6 @@ class Kip875Location(DocumentLocation):
 
     def encode(self, records: list[RawRecord], ctx: TransferContext) -> Encoded:
         return kip875.encode_file(records, progress=self._encoding(ctx, records))
-
-    def held(self, encoded: Encoded, ctx: TransferContext) -> list[RawRecord]:
-        return kip875.loads_file(encoded.data, default_connector=None, source=self.description).records
 
 
 class SnapshotLocation(DocumentLocation):
