@@ -338,8 +338,8 @@ def encode_file(records: Iterable[RawRecord], *, risingwave: bool = False, progr
 
     Tombstones are left out (a state has no deletion), and so are values that read as null without
     being one (empty or ``null`` bytes: a null ``sourceOffset`` restores as a deletion).
-    ``FormatError`` for a record no state can express (a key Connect ignores, a value that is not an
-    offset map)."""
+    ``FormatError`` for a record no state can express (a key Connect ignores, a partition or value
+    that is not a flat offset map, which ``loads_file`` would refuse)."""
     lines: list[bytes] = []
     held: list[RawRecord] = []
     notes: list[str] = []
@@ -354,6 +354,7 @@ def encode_file(records: Iterable[RawRecord], *, risingwave: bool = False, progr
         if state.offset is None:
             null_values += 1
             continue
+        _check_format(state, record.key)
         notes.extend(record_notes)
         line = (
             b'{"connector":' + jackson_dumps(connector) + b',"state":' + state_bytes(state, with_heartbeat=risingwave)
@@ -371,6 +372,19 @@ def encode_file(records: Iterable[RawRecord], *, risingwave: bool = False, progr
             "Connect lists the partition with no offset) left out: a null sourceOffset restores as a deletion"
         )
     return Encoded(b"".join(lines), held, notes)
+
+
+def _check_format(state: CdcState, key: bytes) -> None:
+    """``FormatError`` for a state ``parse_state`` (so ``loads_file``) would refuse: a partition or
+    offset that is not a flat map of primitive values (Connect's ``OffsetUtils.validateFormat``)."""
+    for label, value in (("partition", state.partition), ("value", state.offset)):
+        try:
+            validate_format(value)
+        except InvalidOffsets as exc:
+            shown = key[:200].decode("utf-8", "backslashreplace")
+            raise FormatError(
+                f"the {label} of key {shown} cannot be a CDC state: {exc} (Connect's OffsetUtils.validateFormat)"
+            ) from exc
 
 
 def dumps_file(records: Iterable[RawRecord], *, risingwave: bool = False) -> tuple[bytes, list[str]]:

@@ -135,15 +135,17 @@ def _bodies(records: Iterable[RawRecord], progress: Tick | None) -> tuple[Bodies
     The records held are those ``loads_file`` reads back from the bodies, in its order: each key and
     value as importing the body writes it (Jackson's encoding of the parsed maps), not the bytes
     offered, so a diff against an existing file (read by ``loads_file``) compares like with like.
-    Keys Connect ignores, values that are no offset map, and values that read as null without being
-    a tombstone (null in a body is a deletion) cannot be expressed: they are left out and counted;
-    keys and values whose bytes differ from what importing the body would write are counted too.
+    Keys Connect ignores, partitions and values that are no flat offset map (the reader refuses
+    them, as PATCH does), and values that read as null without being a tombstone (null in a body is
+    a deletion) cannot be expressed: they are left out and counted; keys and values whose bytes
+    differ from what importing the body would write are counted too.
     """
     bodies: Bodies = {}
     held: dict[str, list[RawRecord]] = {}  # per connector, so in the file's order (bodies grouped by connector)
     skipped = 0
     inexact = 0
     unreadable = 0
+    bad_partitions = 0
     null_values = 0
     for number, record in enumerate(records, start=1):
         tick(progress, number, None)
@@ -151,14 +153,17 @@ def _bodies(records: Iterable[RawRecord], progress: Tick | None) -> tuple[Bodies
         if isinstance(parsed, KeyProblem):
             skipped += 1
             continue
+        try:
+            validate_format(parsed.partition)
+        except InvalidOffsets:
+            bad_partitions += 1
+            continue
         offset: Any = None
         if record.value is not None:
             try:
                 offset = loads_lenient(record.value)
-            except CodecError:
-                unreadable += 1
-                continue
-            if offset is not None and not isinstance(offset, dict):
+                validate_format(offset)
+            except (CodecError, InvalidOffsets):
                 unreadable += 1
                 continue
             if offset is None:
@@ -181,6 +186,11 @@ def _bodies(records: Iterable[RawRecord], progress: Tick | None) -> tuple[Bodies
         notes.append(
             f"{unreadable} record(s) whose value is not an offset map Connect can read cannot be written as KIP-875 "
             "JSON and were left out"
+        )
+    if bad_partitions:
+        notes.append(
+            f"{bad_partitions} record(s) whose partition is not a flat map of primitive values (Connect's "
+            "OffsetUtils.validateFormat refuses it on import) cannot be written as KIP-875 JSON and were left out"
         )
     if null_values:
         notes.append(

@@ -133,6 +133,20 @@ def test_the_records_a_cdc_file_holds_are_those_its_reader_reads_back() -> None:
     assert any("2 record(s) whose value reads as null without being a tombstone" in n for n in encoded.notes)
 
 
+@pytest.mark.parametrize(
+    ("record", "error"),
+    [
+        (RawRecord(b'["a",{"p":[1]}]', b'{"o":1}'), 'the partition of key ["a",{"p":[1]}] cannot be a CDC state'),
+        (RawRecord(b'["a",{"p":1}]', b'{"o":{"x":1}}'), 'the value of key ["a",{"p":1}] cannot be a CDC state'),
+    ],
+    ids=["nested-partition", "nested-value"],
+)
+def test_a_cdc_export_refuses_what_its_reader_would_refuse(record: RawRecord, error: str) -> None:
+    with pytest.raises(FormatError) as info:
+        cdc_state.encode_file([record])
+    assert str(info.value).startswith(error) and "OffsetUtils.validateFormat" in str(info.value)
+
+
 def test_a_state_held_as_a_json_string_is_accepted() -> None:
     line = json.dumps({"connector": "rw", "state": RISINGWAVE_STATE.decode()}).encode()
     (record,) = cdc_state.loads_file(line).records

@@ -96,6 +96,20 @@ def test_the_records_a_kip875_file_holds_are_those_its_reader_reads_back() -> No
     assert any("2 record(s) whose value reads as null without being a tombstone" in n for n in encoded.notes)
 
 
+@pytest.mark.parametrize(
+    ("record", "note"),
+    [
+        (RawRecord(b'["a",{"p":[1]}]', b'{"o":1}'), "whose partition is not a flat map of primitive values"),
+        (RawRecord(b'["a",{"p":1}]', b'{"o":{"x":1}}'), "whose value is not an offset map Connect can read"),
+    ],
+    ids=["nested-partition", "nested-value"],
+)
+def test_a_kip875_export_leaves_out_what_its_import_would_refuse(record: RawRecord, note: str) -> None:
+    encoded = kip875.encode_file([record, RawRecord(b'["a",{"p":2}]', b'{"o":2}')])
+    assert encoded.records == kip875.loads_file(encoded.data).records == [RawRecord(b'["a",{"p":2}]', b'{"o":2}')]
+    assert any(f"1 record(s) {note}" in n and "left out" in n for n in encoded.notes), encoded.notes
+
+
 # --- snapshots ------------------------------------------------------------------------------------------
 
 
