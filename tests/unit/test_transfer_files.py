@@ -174,7 +174,10 @@ def test_a_value_that_reads_as_null_is_left_out_of_a_document_with_a_note(tmp_pa
     transfer(standalone_of(tmp_path, RawRecord(EMPTY.key, b'{"pos":3}')), previous, TransferOptions(), quiet())
     replaced = transfer(standalone_of(tmp_path, EMPTY), previous, TransferOptions(), quiet())
     assert [(e["status"], e["old"]) for e in replaced.changes()] == [("removed", '{"pos":3}')]
-    assert load(previous.path.read_bytes()).records == []
+    if kind == "cdc":  # a CDC file holding no state is empty, and its import refuses it (it holds nothing to import)
+        assert previous.path.read_bytes() == b""
+    else:
+        assert load(previous.path.read_bytes()).records == []
 
 
 @pytest.mark.parametrize("kind", ["standalone", "snapshot"])
