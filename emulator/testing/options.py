@@ -124,6 +124,7 @@ def resolve(
         where = origins[status.name]
         needed = config.flag if where == status.flag else config.env if where == status.env else config.name
         raise ValueError(f"{where} needs {needed} (the workers' config topic)")
+    _one_daemon_source(values, origins)
     try:
         serve_args = shlex.split(values["connect_offsets_serve_args"] or "")
     except ValueError as exc:  # "No closing quotation"
@@ -137,6 +138,41 @@ def resolve(
         serve_args=serve_args,
         start_timeout_s=timeout,
     )
+
+
+_RANK = {"option": 0, "variable": 1, "ini key": 2}
+
+
+def _level(origin: str) -> str:
+    return "option" if origin.startswith("--") else "ini key" if origin.startswith("connect_offsets_") else "variable"
+
+
+def _one_daemon_source(values: dict[str, str | None], origins: dict[str, str]) -> None:
+    """A URL and a broker are two ways to get a daemon: the one given at the higher level (option, then
+    variable, then ini key) is used and the other dropped, so a broker on the command line overrides a
+    URL in pyproject.toml; at the same level they conflict. Without a broker or a URL the daemon runs on
+    the embedded log, which has no topics: a topic setting then would be reported as in use while
+    nothing used it, and is refused."""
+    url, servers = "connect_offsets_url", "connect_offsets_bootstrap_servers"
+    if values[url] and values[servers]:
+        at_url, at_servers = _level(origins[url]), _level(origins[servers])
+        if at_url == at_servers:
+            raise ValueError(
+                f"{origins[url]} and {origins[servers]} both given: the kit either uses the daemon at a URL or "
+                "starts one on a broker; give one"
+            )
+        values[servers if _RANK[at_url] < _RANK[at_servers] else url] = None
+    if values[url] or values[servers]:
+        return
+    for name in ("connect_offsets_offsets_topic", "connect_offsets_config_topic", "connect_offsets_status_topic"):
+        if values[name] and not origins[name].endswith("(default)"):
+            needed = _SETTING[servers]
+            level = _level(origins[name])
+            named = needed.flag if level == "option" else needed.env if level == "variable" else needed.name
+            raise ValueError(
+                f"{origins[name]} names a topic, but no broker is given ({named}): the session's daemon would "
+                "run on the embedded log, which has no topics"
+            )
 
 
 def _seconds(text: str, origin: str) -> float:

@@ -108,3 +108,47 @@ def test_every_setting_has_an_option_a_variable_and_an_ini_key() -> None:
 @pytest.mark.parametrize("url", ["http://127.0.0.1:8083", "https://u:p@offsets.example:443/base", "http://[::1]:1"])
 def test_a_daemon_url_with_a_scheme_and_a_host_is_taken_as_given(url: str) -> None:
     assert resolve({"connect_offsets_url": url}, {}, {}).url == url
+
+
+@pytest.mark.parametrize(
+    ("flags", "environ", "ini", "mode"),
+    [
+        ({NAME: "b:9092"}, {}, {"connect_offsets_url": "http://h:1"}, "kafka"),  # the command line wins
+        ({}, {"CONNECT_OFFSETS_TEST_URL": "http://h:1"}, {NAME: "b:9092"}, "url"),
+    ],
+)
+def test_a_url_and_a_broker_at_different_levels_the_higher_one_is_used(
+    flags: dict[str, str], environ: dict[str, str], ini: dict[str, str], mode: str
+) -> None:
+    options = resolve(flags, ini, environ)
+    assert options.mode == mode
+    assert (options.url is None) == (mode == "kafka") and (options.bootstrap_servers is None) == (mode == "url")
+
+
+def test_a_url_and_a_broker_at_the_same_level_are_refused() -> None:
+    with pytest.raises(ValueError, match=r"^--connect-offsets-url and --connect-offsets-bootstrap-servers both given"):
+        resolve({"connect_offsets_url": "http://h:1", NAME: "b:9092"}, {}, {})
+
+
+@pytest.mark.parametrize(
+    ("flags", "ini", "origin", "needed"),
+    [
+        (
+            {"connect_offsets_offsets_topic": "my-offsets"},
+            {},
+            "--connect-offsets-offsets-topic",
+            "--connect-offsets-bootstrap-servers",
+        ),
+        (
+            {},
+            {"connect_offsets_config_topic": "configs"},
+            "connect_offsets_config_topic",
+            "connect_offsets_bootstrap_servers",
+        ),
+    ],
+)
+def test_a_topic_without_a_broker_is_refused_not_reported_as_in_use(
+    flags: dict[str, str], ini: dict[str, str], origin: str, needed: str
+) -> None:
+    with pytest.raises(ValueError, match=f"^{re.escape(origin)} names a topic, but no broker is given \\({needed}\\)"):
+        resolve(flags, ini, {})
