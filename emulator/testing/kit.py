@@ -24,7 +24,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from typing import Any, Self, TypeAlias
 
-from emulator.client.errors import ClientError, NotFoundError
+from emulator.client.errors import ApiError, ClientError, NotFoundError
 from emulator.client.history import HistoryClient
 from emulator.client.http import AsyncOffsetsClient
 from emulator.testing import report, snapshots
@@ -138,13 +138,24 @@ class OffsetsKit:
         connector's consumer group instead. A source partition or offset holding a map or a list is
         a ``ValueError`` before anything is sent: Connect keeps only flat maps (``shapes.require_flat``).
         """
+        if not isinstance(connector, str) or not connector.strip():
+            raise ValueError(f"a connector name is a non-empty string, got {connector!r}")
         listed = entries(offsets)
         if kind != "sink":  # a sink's entries are Connect's SinkUtils shape, which the daemon checks as Connect does
             require_flat(listed)
         body = {"offsets": listed}
+        before = dict(self._touched)
         if self._touched.get(connector) is None:  # unique_name() left the kind open: a sink's is its group
             self._touched[connector] = kind
-        self.client.alter(connector, body, create=True, kind=kind)
+        try:
+            self.client.alter(connector, body, create=True, kind=kind)
+        except ApiError as exc:
+            # Refused (4xx): nothing was written, so the test's end has no more to reset than before (a
+            # reset as this kind would fail too, and its note name the wrong cause). A 5xx may have
+            # been applied: kept.
+            if exc.status < 500:
+                self._touched = before
+            raise
 
     # ---- reading -----------------------------------------------------------------------------
 

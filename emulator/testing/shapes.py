@@ -13,6 +13,7 @@ Comparison is Connect's: partitions are equal as maps (key order does not matter
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterable, Mapping
 from typing import Any, TypeAlias
 
@@ -34,6 +35,11 @@ def entries(offsets: OffsetsInput) -> list[Entry]:
                 f"(partition, offset) pairs; got a mapping with keys {sorted(offsets)}"
             )
         items: Iterable[Any] = offsets["offsets"]
+    elif isinstance(offsets, str | bytes):  # iterated, a string would be refused a character at a time
+        raise ValueError(
+            'offsets must be {"offsets": [...]}, a list of {"partition", "offset"} entries or of '
+            f"(partition, offset) pairs; got {type(offsets).__name__} {offsets[:60]!r}"
+        )
     else:
         items = offsets
     out: list[Entry] = []
@@ -58,10 +64,16 @@ def require_flat(listed: Iterable[Entry]) -> None:
     """A ``ValueError`` naming the partition and the field when a partition or an offset holds a map
     or a list: Connect's ``OffsetUtils.validateFormat`` refuses them (its ``DataException``, an HTTP
     500 from the daemon as from Connect; docs/protocol.md §1.1), so the kit says so before sending.
-    Only nesting is checked here; whatever else that rule refuses, the daemon answers."""
+    Only nesting (and NaN or infinity, which no JSON body carries) is checked here; whatever else that
+    rule refuses, the daemon answers."""
     for index, entry in enumerate(listed):
         for where, mapping in (("the partition", entry["partition"]), ("its offset", entry["offset"] or {})):
             for key, value in mapping.items():
+                if isinstance(value, float) and not math.isfinite(value):
+                    raise ValueError(
+                        f"offsets[{index}], partition {shown(entry['partition'])}: field {key!r} of {where} is "
+                        f"{value}; JSON has no NaN or infinity, so neither a PATCH body nor Connect can carry it"
+                    )
                 if isinstance(value, Mapping | list | tuple):
                     held = "a map" if isinstance(value, Mapping) else "a list"
                     raise ValueError(

@@ -22,7 +22,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from emulator.client.errors import NotFoundError
+from emulator.client.errors import ApiError, NotFoundError
 from emulator.testing import LogSnapshot, OffsetsKit, unique_name
 from tests.fixtures.daemon import DaemonFactory, DaemonProcess
 
@@ -68,6 +68,8 @@ def test_seed_takes_pairs_entries_or_connects_patch_body(kit: OffsetsKit, shape:
         ([(FILE, 7)], "offsets[0]: an offset is a mapping or None, got 7"),
         ([("file", {"position": 1})], "offsets[0]: a partition is a mapping, got 'file'"),
         ({"partition": FILE}, 'offsets must be {"offsets": [...]}'),
+        ("not offsets", 'offsets must be {"offsets": [...]}, a list of'),  # was refused character by character
+        ([(FILE, {"position": float("nan")})], 'offsets[0], partition {"filename": "/data/in.txt"}: field '),
     ],
 )
 def test_a_shape_seed_cannot_use_is_refused_before_anything_is_written(
@@ -401,3 +403,19 @@ def test_a_restore_is_not_undone_by_the_reset_of_what_the_test_seeded(daemon_fac
         kit.restore(baseline)
         assert kit.reset_touched() == []  # the kit's teardown
         kit.assert_offsets("baseline-src", [(FILE, {"position": 100})])
+
+
+def test_an_empty_connector_name_is_refused_by_the_kit_not_as_a_wrong_url(kit: OffsetsKit) -> None:
+    with pytest.raises(ValueError, match=r"^a connector name is a non-empty string, got ''$"):
+        kit.seed("", [(FILE, {"position": 1})])
+
+
+def test_a_seed_the_daemon_refuses_leaves_nothing_for_the_teardown_to_reset(kit: OffsetsKit) -> None:
+    """A 400 wrote nothing: the end of the test used to try to reset it, fail too, and report
+    "not reset (running, claimed, or the daemon is gone)", none of which was the cause."""
+    with pytest.raises(ApiError) as refused:
+        kit.seed(
+            kit.unique_name("sink"), [({"kafka_topic": "t", "kafka_partition": 0}, {"kafka_offset": 1})], kind="sink"
+        )
+    assert refused.value.status == 400  # no sink groups on the embedded log
+    assert kit.reset_touched() == []
