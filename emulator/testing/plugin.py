@@ -168,7 +168,14 @@ def connect_offsets_daemon(pytestconfig: pytest.Config) -> Iterator[DaemonProces
     if daemon is None:
         daemon = pytestconfig.stash[_DAEMON] = _new_daemon(options).launch()
     started = time.monotonic()
-    pytestconfig.stash[_DAEMON_URL] = daemon.wait_ready()
+    from emulator.testing.process import DaemonStartError
+
+    try:
+        pytestconfig.stash[_DAEMON_URL] = daemon.wait_ready()
+    except DaemonStartError as exc:
+        # The daemon's own words (its log's tail) say why; the kit's traceback around them, repeated
+        # for every test that needed the daemon, buried them (1,100 lines for 15 tests).
+        pytest.fail(f"connect-offsets: {exc}", pytrace=False)
     pytestconfig.stash[_WAITED] = time.monotonic() - started
     try:
         yield daemon

@@ -423,3 +423,23 @@ def test_a_conftest_that_overrides_the_url_is_named_and_no_daemon_is_launched(in
         ["connect-offsets: connect_offsets_url is overridden (conftest.py): the kit uses that daemon and launches none"]
     )
     result.stdout.no_fnmatch_line("connect-offsets: daemon ready*")
+
+
+@pytest.mark.slow  # a pytest session of its own, whose daemon fails to start
+def test_a_daemon_that_cannot_start_is_reported_in_its_own_words_without_the_kits_traceback(
+    inner: pytest.Pytester,
+) -> None:
+    inner.makepyfile(
+        test_two="""
+        def test_one(connect_offsets):
+            pass
+
+        def test_two(connect_offsets):
+            pass
+        """
+    )
+    result = run_inner(inner, "--connect-offsets-serve-args=--no-such-flag")
+    result.assert_outcomes(errors=2)
+    output = result.stdout.str()
+    assert "unrecognized arguments: --no-such-flag" in output
+    assert "emulator/testing/plugin.py" not in output and "Traceback" not in output
