@@ -28,7 +28,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Self
 
-from emulator.client.errors import ClientError
+from emulator.client.errors import ClientError, UnknownRouteError
 from emulator.client.history import HistoryClient
 from emulator.client.http import AsyncOffsetsClient
 from emulator.server.options import ENV_PREFIX
@@ -323,19 +323,35 @@ class KafkaDaemon(DaemonProcess):
         return [*args, "--data-dir", str(self.workdir / "data")]
 
 
+NOT_A_DAEMON_S = 5.0
+"""How long ``wait_until_ready`` takes answers that come from something other than a daemon."""
+
+
 def wait_until_ready(url: str, timeout_s: float = 60.0) -> str:
     """Wait until a daemon someone else started (a compose stack, a CI service) answers 200 on
     ``/readyz``; returns ``url``. Raises ``TimeoutError`` with the last answer seen."""
     deadline = time.monotonic() + timeout_s
     last = "no answer"
+    foreign_since: float | None = None
     with HistoryClient(url, timeout_s=5.0) as client:
         while True:
             try:
                 if client.ready():
                     return url
                 last = "503: still reading its offsets log to the end"
+                foreign_since = None
+            except UnknownRouteError as exc:
+                # Something answers there, and it is no daemon: not worth the whole timeout, but given
+                # NOT_A_DAEMON_S, as a proxy in front of a daemon still starting may answer so briefly.
+                last = str(exc)
+                foreign_since = time.monotonic() if foreign_since is None else foreign_since
+                if time.monotonic() - foreign_since >= NOT_A_DAEMON_S:
+                    raise TimeoutError(
+                        f"{url} answers, but not as a connect-offsets daemon (for {NOT_A_DAEMON_S:g} s): {last}"
+                    ) from None
             except ClientError as exc:
                 last = str(exc)
+                foreign_since = None
             if time.monotonic() >= deadline:
                 raise TimeoutError(f"the connect-offsets daemon at {url} was not ready within {timeout_s:g} s: {last}")
             time.sleep(0.2)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -108,3 +109,27 @@ def test_a_kafka_daemon_works_on_the_brokers_offsets_topic(kafka_broker: TansuBr
             assert kit.offsets("c") == [{"partition": {"f": 1}, "offset": {"p": 1}}]
 
     assert status["log"] == f"kafka://{kafka_broker.bootstrap}/{topic}" and status["partitions"] == 3
+
+
+def test_waiting_for_a_url_where_something_else_answers_ends_in_seconds_not_at_the_timeout(tmp_path: Path) -> None:
+    """A web server that is no daemon (a wrong port, say) answers 404 for every route: final, so the
+    wait ends after ``NOT_A_DAEMON_S``, not the session's 60 s, with what answered."""
+    from emulator.testing.process import NOT_A_DAEMON_S, wait_until_ready
+
+    server = subprocess.Popen(
+        [sys.executable, "-m", "http.server", "0", "--bind", "127.0.0.1", "--directory", str(tmp_path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        assert server.stdout is not None
+        port = int(server.stdout.readline().split(" port ")[1].split()[0])
+        started = time.monotonic()
+        with pytest.raises(TimeoutError, match="answers, but not as a connect-offsets daemon") as failure:
+            wait_until_ready(f"http://127.0.0.1:{port}", timeout_s=60)
+        assert NOT_A_DAEMON_S <= time.monotonic() - started < NOT_A_DAEMON_S + 5
+        assert "404" in str(failure.value)
+    finally:
+        server.kill()
+        server.wait()
