@@ -21,52 +21,26 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import httpx
 
-from emulator.history.origins import OriginRegistry
 from emulator.model.claims import held_message
-from emulator.server.runtime import Runtime
-from emulator.server.settings import Settings
-from emulator.server.starting import Startup
-from emulator.server.wiring import close_runtime, make_app, open_storage
-from tests.fixtures.asgi import served
-from tests.fixtures.waits import until
+from tests.fixtures.in_process import InProcessDaemon, embedded_in_process, in_thread
 from tests.integration.connect_helpers import unique
 
 HOLD_S = 3.0
 """How long the import is held after the claim was sent: unfixed, an embedded claim answered in milliseconds."""
 
 
-@dataclass
-class Daemon:
-    url: str
-    runtime: Runtime
-    events: list[str] = field(default_factory=list)
-    lock: threading.Lock = field(default_factory=threading.Lock)
-
-    def note(self, event: str) -> None:
-        with self.lock:
-            self.events.append(event)
-
-    def offsets_url(self, connector: str) -> str:
-        return f"{self.url}/connectors/{connector}/offsets"
+Daemon = InProcessDaemon
 
 
 @contextmanager
 def daemon_in(directory: Path, write_timeout_s: float = 10.0) -> Iterator[Daemon]:
-    """A daemon on the embedded log in ``directory``, served over loopback HTTP."""
-    settings = Settings(data_dir=directory, write_timeout_s=write_timeout_s)
-    runtime, history = open_storage(settings, OriginRegistry(), Startup())
-    try:
-        with served(make_app(runtime, history, reading_started=True)) as url:
-            until(lambda: httpx.get(f"{url}/readyz").status_code == 200, "the daemon to be ready", 30)
-            yield Daemon(url, runtime)
-    finally:
-        close_runtime(runtime, history)
+    with embedded_in_process(directory, write_timeout_s) as daemon:
+        yield daemon
 
 
 class ImportGate:
@@ -89,21 +63,6 @@ class ImportGate:
             self.daemon.note("import written")
             return
         self.real(connector, *args)
-
-
-def in_thread(daemon: Daemon, call: Callable[[], httpx.Response], event: str) -> tuple[threading.Thread, list[Any]]:
-    """``call`` on a thread of its own; its response lands in the list, and ``event`` in the daemon's
-    events as soon as it was answered."""
-    answers: list[Any] = []
-
-    def run() -> None:
-        answer = call()
-        daemon.note(event)
-        answers.append(answer)
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    return thread, answers
 
 
 def record(connector: str, file: str, pos: int) -> dict[str, str]:
@@ -141,9 +100,9 @@ def test_a_claim_sent_while_an_import_is_between_its_check_and_its_write_is_orde
         assert state(daemon, name) == {"a": 1}
 
         gate = ImportGate(daemon)
-        importing, imported = in_thread(daemon, lambda: import_records(daemon, name, a=5, b=5), "import answered")
+        importing, imported = in_thread(lambda: import_records(daemon, name, a=5, b=5), daemon, "import answered")
         assert gate.entered.wait(10), "the import never reached its write"
-        claiming, claimed = in_thread(daemon, lambda: claim(daemon, name), "claim answered")
+        claiming, claimed = in_thread(lambda: claim(daemon, name), daemon, "claim answered")
         claiming.join(HOLD_S)
         daemon.note("gate opened")
         gate.open.set()
@@ -184,7 +143,7 @@ def test_a_claim_that_does_not_get_the_connector_from_an_import_in_time_claims_n
     write_timeout_s = 1.5
     with daemon_in(tmp_path, write_timeout_s=write_timeout_s) as daemon:
         gate = ImportGate(daemon)
-        importing, imported = in_thread(daemon, lambda: import_records(daemon, name, a=5), "import answered")
+        importing, imported = in_thread(lambda: import_records(daemon, name, a=5), daemon, "import answered")
         try:
             assert gate.entered.wait(10), "the import never reached its write"
             sent = time.monotonic()

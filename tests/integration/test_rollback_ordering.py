@@ -18,45 +18,26 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-from emulator.history.origins import OriginRegistry
 from emulator.history.rollback import RollbackChange
-from emulator.server.runtime import Runtime
-from emulator.server.settings import Settings
-from emulator.server.starting import Startup
-from emulator.server.wiring import close_runtime, make_app, open_storage
 from emulator.service import records
-from tests.fixtures.asgi import section_users, served
+from tests.fixtures.asgi import section_users
+from tests.fixtures.in_process import InProcessDaemon, embedded_in_process, in_thread
 from tests.fixtures.waits import until
 from tests.integration.connect_helpers import unique
 
-
-@dataclass
-class Daemon:
-    url: str
-    runtime: Runtime
-
-    def offsets_url(self, connector: str) -> str:
-        return f"{self.url}/connectors/{connector}/offsets"
+Daemon = InProcessDaemon
 
 
 @contextmanager
 def daemon_in(directory: Path) -> Iterator[Daemon]:
-    """A daemon on the embedded log in ``directory``, history on, served over loopback HTTP."""
-    settings = Settings(data_dir=directory, write_timeout_s=10.0)
-    runtime, history = open_storage(settings, OriginRegistry(), Startup())
-    try:
-        with served(make_app(runtime, history, reading_started=True)) as url:
-            until(lambda: httpx.get(f"{url}/readyz").status_code == 200, "the daemon to be ready", 30)
-            yield Daemon(url, runtime)
-    finally:
-        close_runtime(runtime, history)
+    with embedded_in_process(directory) as daemon:
+        yield daemon
 
 
 class PlanGate:
@@ -72,13 +53,6 @@ class PlanGate:
         self.entered.set()
         assert self.open.wait(30), "the test never opened the gate"
         self.real(changes)
-
-
-def in_thread(call: Callable[[], httpx.Response]) -> tuple[threading.Thread, list[httpx.Response]]:
-    answers: list[httpx.Response] = []
-    thread = threading.Thread(target=lambda: answers.append(call()), daemon=True)
-    thread.start()
-    return thread, answers
 
 
 def offsets(**positions: int) -> dict[str, Any]:

@@ -34,6 +34,7 @@ from emulator.service.sinks import SinkOffsets
 from emulator.view.offset_view import OffsetView
 from tests.fixtures.asgi import served
 from tests.fixtures.broker import TANSU_TAIL_FETCH_WAIT_MS, TansuBroker
+from tests.fixtures.in_process import in_thread
 from tests.fixtures.waits import until
 from tests.integration.connect_helpers import unique
 
@@ -113,21 +114,6 @@ def entry(topic: str, partition: int, offset: int) -> dict[str, Any]:
     return {"partition": {"kafka_topic": topic, "kafka_partition": partition}, "offset": {"kafka_offset": offset}}
 
 
-def in_thread(daemon: Daemon, call: Callable[[], httpx.Response], event: str) -> tuple[threading.Thread, list[Any]]:
-    """``call`` on a thread of its own; its response lands in the list, and ``event`` in the daemon's
-    events as soon as it was answered."""
-    answers: list[Any] = []
-
-    def run() -> None:
-        answer = call()
-        daemon.note(event)
-        answers.append(answer)
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    return thread, answers
-
-
 def claim(daemon: Daemon, connector: str, owner: str = "spark-run") -> httpx.Response:
     return httpx.post(f"{daemon.url}/connectors/{connector}/claim", json={"owner": owner}, timeout=60)
 
@@ -136,9 +122,9 @@ def claim_while_held(daemon: Daemon, name: str, send: Callable[[], httpx.Respons
     """``send`` a write whose log call ``gate`` holds, claim ``name`` meanwhile, keep the write held
     ``HOLD_S``, then let it go: both answer 200 and the claim gets epoch 1 (the order of the events
     is for the caller to assert). ``stuck``: the failure when the write never reached the gate."""
-    writing, written = in_thread(daemon, send, "write answered")
+    writing, written = in_thread(send, daemon, "write answered")
     assert gate.entered.wait(30), stuck
-    claiming, claimed = in_thread(daemon, lambda: claim(daemon, name), "claim answered")
+    claiming, claimed = in_thread(lambda: claim(daemon, name), daemon, "claim answered")
     claiming.join(HOLD_S)
     daemon.note("gate opened")
     gate.open.set()
@@ -237,7 +223,7 @@ def test_a_sink_write_answered_late_keeps_the_connector_until_the_admin_call_ret
         assert time.monotonic() - started >= 1.0, "it waited for the lock within its own deadline"
         assert gate.calls == 1, "the waiting write never reached the group"
 
-        claiming, claimed = in_thread(daemon, lambda: claim(daemon, name), "claim answered")
+        claiming, claimed = in_thread(lambda: claim(daemon, name), daemon, "claim answered")
         claiming.join(0.8)  # within the claim's own 2 s: unfixed, a claim on an open claims topic answered by then
         daemon.note("gate opened")
         gate.open.set()
