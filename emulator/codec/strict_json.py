@@ -116,9 +116,12 @@ class Duplicates:
         return made
 
     def _settle(self, document: Any) -> None:
-        found = self._by_object.get(id(document)) if isinstance(document, dict) else None
-        self.at_top = found[1] if found is not None and found[0] is document else []
-        self._by_object.clear()
+        self.at_top = self.in_object(document)
+
+    def in_object(self, value: Any) -> list[str]:
+        """The names ``value`` (an object of a document this parsed) held twice; none for anything else."""
+        found = self._by_object.get(id(value)) if isinstance(value, dict) else None
+        return found[1] if found is not None and found[0] is value else []
 
 
 def loads_strict(data: bytes | str, duplicates: Duplicates | None = None) -> Any:

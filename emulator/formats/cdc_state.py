@@ -233,6 +233,16 @@ these byte sequences can only be those characters, and in JSON text they can onl
 string, so replacing the bytes changes no value."""
 
 
+def _refuse_repeated_state(state: Any, where: str, duplicates: Duplicates) -> None:
+    """A state naming ``sourcePartition`` or ``sourceOffset`` twice is ambiguous: refused, not read last-wins."""
+    twice = duplicates.in_object(state)
+    if twice:
+        raise FormatError(
+            f"{where} names {json.dumps(twice[0], ensure_ascii=False)} twice; which one is meant is unclear (a JSON "
+            "reader would keep the later one): write it once"
+        )
+
+
 _BLANK_LINES = re.compile(r"[ \t\r\n]*\n")
 """Blank lines up to the last line break of the run: one character class, no repeated group, so the
 regular-expression engine keeps no state per line (a repeated group kept 3.4 GB for 20 million)."""
@@ -306,6 +316,7 @@ def loads_file(
                 connector = document.get("connector")
                 if not isinstance(connector, str) or not connector:
                     raise FormatError(f"{where}: 'connector' must be a non-empty string")
+                _refuse_repeated_state(document["state"], f"{where}.state", duplicates)
                 state = parse_state(document["state"], f"{where}.state")
             elif not isinstance(document, dict):
                 raise FormatError(
@@ -319,6 +330,7 @@ def loads_file(
                         "connector (engine) name for bare states"
                     )
                 connector = default_connector
+                _refuse_repeated_state(document, where, duplicates)
                 state = parse_state(document, where)
         except FormatError as exc:
             raise FormatError(exc.detail, source=source, where=where) from None

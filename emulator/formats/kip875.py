@@ -29,11 +29,22 @@ from emulator.formats.model import Encoded, FormatError, Loaded, RawRecord, Tick
 __all__ = ["body_records", "dumps_file", "encode_file", "loads_file", "records_to_bodies"]
 
 
-def body_records(connector: str, body: Any, where: str = "body", progress: Tick | None = None) -> list[RawRecord]:
+def body_records(
+    connector: str,
+    body: Any,
+    where: str = "body",
+    progress: Tick | None = None,
+    duplicates: Duplicates | None = None,
+) -> list[RawRecord]:
     """One connector's ``{"offsets":[…]}`` body as records, validated as Connect validates PATCH
-    (``progress``, if given, is told every ``TICK_EVERY`` entries how many this body has done)."""
+    (``progress``, if given, is told every ``TICK_EVERY`` entries how many this body has done).
+
+    ``duplicates``: the parse's repeated names. A field of the body's own shape given twice
+    (``offsets``, ``partition``, ``offset``) is refused: a JSON reader keeps the later one, which
+    drops a whole list of entries or changes which partition is meant without a word."""
     if not isinstance(body, dict):
         raise FormatError(f'{where} must be an object {{"offsets":[…]}}, got {type(body).__name__}')
+    _refuse_repeated(where, body, duplicates)
     unknown = sorted(set(body) - {"offsets"})
     if unknown:
         raise FormatError(f"{where} has unknown field(s) {unknown}; expected only 'offsets'")
@@ -46,6 +57,7 @@ def body_records(connector: str, body: Any, where: str = "body", progress: Tick 
         at = f"{where}.offsets[{index}]"
         if not isinstance(item, dict):
             raise FormatError(f"{at} must be an object with 'partition' and 'offset'")
+        _refuse_repeated(at, item, duplicates)
         extra = sorted(set(item) - {"partition", "offset"})
         if extra:
             raise FormatError(f"{at} has unknown field(s) {extra}; expected 'partition' and 'offset'")
@@ -62,6 +74,15 @@ def body_records(connector: str, body: Any, where: str = "body", progress: Tick 
             raise FormatError(f"{at}: {exc} (Connect's OffsetUtils.validateFormat)") from exc
         records.append(RawRecord(encode_key(connector, partition), encode_offset(offset)))
     return records
+
+
+def _refuse_repeated(where: str, value: dict[str, Any], duplicates: Duplicates | None) -> None:
+    twice = duplicates.in_object(value) if duplicates is not None else []
+    if twice:
+        raise FormatError(
+            f"{where} names {json.dumps(twice[0], ensure_ascii=False)} twice; a JSON reader would keep only the "
+            "later one (dropping the other's content): write it once"
+        )
 
 
 def loads_file(
@@ -85,7 +106,9 @@ def loads_file(
                     'a bare {"offsets":[…]} body names no connector; give the connector name, or write the file as '
                     '{"<connector>": {"offsets": […]}}'
                 )
-            bare = body_records(default_connector, document, progress=_ticks(progress, 0, _entries(document)))
+            bare = body_records(
+                default_connector, document, progress=_ticks(progress, 0, _entries(document)), duplicates=duplicates
+            )
             return Loaded(bare, duplicate_names_note(duplicates.names))
         if not isinstance(document, dict):
             raise FormatError(f'expected {{"<connector>": {{"offsets": […]}}, …}}, got {type(document).__name__}')
@@ -99,7 +122,7 @@ def loads_file(
         total = sum(_entries(body) for body in document.values())
         for connector, body in document.items():
             where = json.dumps(connector, ensure_ascii=False)
-            records.extend(body_records(connector, body, where, _ticks(progress, len(records), total)))
+            records.extend(body_records(connector, body, where, _ticks(progress, len(records), total), duplicates))
     except FormatError as exc:
         raise FormatError(exc.detail, source=source, where=exc.where) from None
     return Loaded(records, duplicate_names_note(duplicates.names))

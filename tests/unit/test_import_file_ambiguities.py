@@ -68,6 +68,36 @@ def test_a_cdc_line_naming_two_connectors_is_refused(tmp_path: Path, capsys: pyt
 
 
 @pytest.mark.parametrize(
+    ("name", "content", "message"),
+    [
+        (
+            "b.json",
+            '{"c1":{"offsets":[{"partition":{"p":1},"offset":{"o":1}}],"offsets":[{"partition":{"p":2},"offset":{"o":2}}]}}',
+            '"c1" names "offsets" twice',
+        ),
+        (
+            "e.json",
+            '{"c1":{"offsets":[{"partition":{"p":1},"partition":{"p":2},"offset":{"o":1}}]}}',
+            '"c1".offsets[0] names "partition" twice',
+        ),
+        (
+            "s.jsonl",
+            '{"connector":"c1","state":{"sourcePartition":{"p":1},"sourcePartition":{"p":2},"sourceOffset":{"o":1}}}\n',
+            'line 1.state names "sourcePartition" twice',
+        ),
+    ],
+)
+def test_a_field_of_the_files_own_shape_given_twice_is_refused(
+    name: str, content: str, message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Kept last-wins, a second ``offsets`` drops a whole list, a second ``partition`` moves an offset."""
+    (tmp_path / name).write_text(content)
+    code, _, err = cli(capsys, "migrate", "--from", str(tmp_path / name), "--to", str(tmp_path / "o.offsets"))
+    assert code == 2 and message in err, err
+    assert not (tmp_path / "o.offsets").exists()
+
+
+@pytest.mark.parametrize(
     ("name", "content"),
     [
         ("s.jsonl", '{"connector":"c1","state":{"sourcePartition":{"p":1,"p":2},"sourceOffset":{"o":1}}}\n'),
