@@ -198,3 +198,9 @@ def test_a_file_named_dash_is_reached_as_dot_slash_dash(tmp_path: Path, monkeypa
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "-").is_file()
     assert "-> kip875:./-: read 1 record(s)" in done.stdout
+
+
+def test_a_refusal_of_what_came_on_standard_input_names_standard_input(tmp_path: Path) -> None:
+    done = run_cli("migrate", "--from", "kip875:-", "--to", str(tmp_path / "o.offsets"), stdin="{not json")
+    assert done.returncode == 2
+    assert done.stderr.startswith("error: standard input: not valid JSON"), done.stderr

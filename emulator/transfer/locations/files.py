@@ -35,6 +35,11 @@ class FileLocation(Location):
         ``-`` is ``KIND:./-``, which ``Path`` also spells ``-``)."""
 
     @property
+    def source_name(self) -> str:
+        """How a reader's refusal names the file (``FormatError.source``)."""
+        return "standard input" if self.stdio else str(self.path)
+
+    @property
     def description(self) -> str:
         if str(self.path) == "-":
             return f"{self.kind}:-" if self.stdio else f"{self.kind}:./-"
@@ -158,7 +163,7 @@ class StandaloneLocation(FileLocation):
     store = True
 
     def load(self, ctx: TransferContext, progress: Tick) -> Loaded:
-        return standalone.loads(self._data(ctx), source=str(self.path), progress=progress)
+        return standalone.loads(self._data(ctx), source=self.source_name, progress=progress)
 
     def apply(self, incoming: list[RawRecord], ctx: TransferContext) -> ApplyResult:
         self._check_writable(binary=True)
@@ -186,7 +191,9 @@ class CdcLocation(DocumentLocation):
 
     def load(self, ctx: TransferContext, progress: Tick) -> Loaded:
         data = self._data(ctx)
-        return cdc_state.loads_file(data, default_connector=ctx.options.name, source=str(self.path), progress=progress)
+        return cdc_state.loads_file(
+            data, default_connector=ctx.options.name, source=self.source_name, progress=progress
+        )
 
     def encode(self, records: list[RawRecord], ctx: TransferContext) -> Encoded:
         return cdc_state.encode_file(records, risingwave=ctx.options.risingwave, progress=self._encoding(ctx, records))
@@ -197,7 +204,7 @@ class Kip875Location(DocumentLocation):
 
     def load(self, ctx: TransferContext, progress: Tick) -> Loaded:
         data = self._data(ctx)
-        return kip875.loads_file(data, default_connector=ctx.options.name, source=str(self.path), progress=progress)
+        return kip875.loads_file(data, default_connector=ctx.options.name, source=self.source_name, progress=progress)
 
     def encode(self, records: list[RawRecord], ctx: TransferContext) -> Encoded:
         return kip875.encode_file(records, progress=self._encoding(ctx, records))
@@ -212,7 +219,7 @@ class SnapshotLocation(DocumentLocation):
         """What the snapshot's header names as its source; the pipeline sets it before writing."""
 
     def load(self, ctx: TransferContext, progress: Tick) -> Loaded:
-        loaded, info = snapshot.loads(self._data(ctx), source=str(self.path), progress=progress)
+        loaded, info = snapshot.loads(self._data(ctx), source=self.source_name, progress=progress)
         if info.source:
             taken = (
                 time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(info.taken_at_ms / 1000))
