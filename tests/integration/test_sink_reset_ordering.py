@@ -20,9 +20,10 @@ import pytest
 
 from tests.fixtures.asgi import section_users
 from tests.fixtures.broker import TansuBroker
+from tests.fixtures.in_process import in_thread
 from tests.fixtures.waits import until
 from tests.integration.connect_helpers import unique
-from tests.integration.test_sink_claims_atomic import Gate, committed, daemon_on, entry, in_thread, open_claims_store
+from tests.integration.test_sink_claims_atomic import Gate, committed, daemon_on, entry, open_claims_store
 
 pytestmark = pytest.mark.kafka
 
@@ -61,7 +62,7 @@ def test_a_reset_after_a_sink_write_answered_late_lists_and_deletes_after_that_w
         assert late.status_code == 503, late.text
         assert "may still happen" in late.json()["message"]
 
-        resetting, reset = in_thread(daemon, lambda: httpx.delete(url, params={"kind": "sink"}, timeout=60), "reset")
+        resetting, reset = in_thread(lambda: httpx.delete(url, params={"kind": "sink"}, timeout=60), daemon, "reset")
         # Unfixed, the reset lists the group at once (and, with no claims topic, answers); fixed, it waits for
         # the connector's section, which the late write still holds.
         until(

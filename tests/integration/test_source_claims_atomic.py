@@ -31,9 +31,10 @@ from emulator.model.claims import Fence, held_message
 from emulator.model.errors import WriteOutcomeUnknown
 from emulator.model.records import Position
 from tests.fixtures.broker import TANSU_TAIL_FETCH_WAIT_MS, TansuBroker
+from tests.fixtures.in_process import in_thread
 from tests.fixtures.waits import until
 from tests.integration.connect_helpers import unique
-from tests.integration.test_sink_claims_atomic import Daemon, claim, claim_while_held, daemon_on, in_thread
+from tests.integration.test_sink_claims_atomic import Daemon, claim, claim_while_held, daemon_on
 
 pytestmark = pytest.mark.kafka
 
@@ -231,7 +232,7 @@ def test_the_first_claim_refuses_with_log_timeout_when_an_unclaimed_source_write
         gate.hold_started()
         url = daemon.offsets_url(name)
         send = lambda: httpx.patch(url, params={"create": "true"}, json=source_body(151), timeout=60)  # noqa: E731
-        writing, written = in_thread(daemon, send, "write answered")
+        writing, written = in_thread(send, daemon, "write answered")
         try:
             assert gate.entered.wait(30), "the source write never reached the producer"
             sent = time.monotonic()
