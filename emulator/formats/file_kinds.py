@@ -89,13 +89,7 @@ def read_source(path: Path, *, timeout_s: float) -> bytes:
         raise NotRegularFileError(f"{path} is {kind(mode)}; only a regular file or a pipe can be read")
     fd = os.open(path, flags if stat.S_ISFIFO(mode) else os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
     try:
-        mode = os.fstat(fd).st_mode  # what was opened, should the path have changed since the stat
-        if stat.S_ISREG(mode):
-            with os.fdopen(os.dup(fd), "rb") as handle:
-                return handle.read()
-        if not stat.S_ISFIFO(mode):
-            raise NotRegularFileError(f"{path} is {kind(mode)}; only a regular file or a pipe can be read")
-        return _read_stream(fd, str(path), timeout_s)
+        return _read_opened(fd, str(path), timeout_s)  # what was opened, should the path have changed since
     finally:
         os.close(fd)
 
@@ -104,19 +98,24 @@ def read_stdin(timeout_s: float) -> bytes:
     """Standard input's whole content (a location's path ``-``): a redirected file or a pipe, read as
     ``read_source`` reads them. A terminal is refused: the command would sit waiting for typing."""
     fd = sys.stdin.fileno() if sys.stdin is not None else 0
-    mode = os.fstat(fd).st_mode
     if os.isatty(fd):
         raise StreamError(
             "standard input is a terminal: pipe the file into it (… | connect-offsets …) or redirect it (< FILE)"
         )
+    return _read_opened(fd, "standard input", timeout_s)
+
+
+def _read_opened(fd: int, name: str, timeout_s: float) -> bytes:
+    """All of an open regular file, or of a pipe or socket within ``timeout_s``; anything else refused."""
+    mode = os.fstat(fd).st_mode
     if stat.S_ISREG(mode):
         chunks = []
         while chunk := os.read(fd, _CHUNK):
             chunks.append(chunk)
         return b"".join(chunks)
     if stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode):
-        return _read_stream(fd, "standard input", timeout_s)
-    raise NotRegularFileError(f"standard input is {kind(mode)}; only a regular file or a pipe can be read")
+        return _read_stream(fd, name, timeout_s)
+    raise NotRegularFileError(f"{name} is {kind(mode)}; only a regular file or a pipe can be read")
 
 
 def _read_stream(fd: int, name: str, timeout_s: float) -> bytes:
