@@ -12,6 +12,7 @@ import pytest
 
 from emulator.formats import cdc_state
 from emulator.formats.model import FormatError, RawRecord
+from tests.unit.test_formats_kip875_snapshot_diff import READ_BACK_CASES
 
 FLINK_STATE = (
     b'{"sourcePartition":{"server":"mysql_binlog_source"},"sourceOffset":{"file":"mysql-bin.000003","pos":154,'
@@ -104,18 +105,7 @@ def test_the_file_is_json_lines_with_connector_and_state() -> None:
     assert cdc_state.loads_file(data).records == [records[0], records[2]]
 
 
-# Key and value bytes Connect reads but did not write (other spellings of the same content), values that
-# read as null, a tombstone: what the file holds for them is what its reader reads back, and that is what
-# the writer must say it holds (``Encoded.records``).
-READ_BACK_CASES = [
-    RawRecord(b'["a", {"p": 1}]', b'{"o": 2.50}'),  # spaces, a trailing zero
-    RawRecord(b'["b",{"p":2}]', b'{"o":1E2,"z":-0.0,"big":9223372036854775807,"e":1e16}'),  # -0.0 reads as 0.0
-    RawRecord(b'["a",{"z":1,"y":"\\ud800"}]', '{"s":"\u2028\\u00e9","d":1,"d":2}'.encode()),
-    RawRecord(b'["a",{"p":1}]', b'{"o":3}'),  # the first key's canonical spelling, later: the file holds one
-    RawRecord(b'["b",{"p":3}]', b""),  # reads as null without being a tombstone: left out
-    RawRecord(b'["b",{"p":4}]', b"null"),
-    RawRecord(b'["c",{"p":5}]', None),
-]
+# The read-back cases are the KIP-875 tests' (one list for both JSON formats).
 
 
 def test_the_records_a_cdc_file_holds_are_those_its_reader_reads_back() -> None:
