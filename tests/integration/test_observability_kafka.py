@@ -15,7 +15,7 @@ from confluent_kafka import Consumer, TopicPartition
 from emulator.logs.kafka.topics import LATEST, list_offsets
 from tests.fixtures.broker import TansuBroker
 from tests.fixtures.connect_cluster import ConnectClusterDaemon, Step, config, connector_config, tasks
-from tests.fixtures.daemon import DaemonFactory, DaemonProcess, KafkaDaemon
+from tests.fixtures.daemon import DaemonFactory, DaemonProcess
 from tests.fixtures.waits import until
 from tests.integration.connect_helpers import unique
 from tests.integration.raw_log import count_records
@@ -49,18 +49,25 @@ def at_end(samples: Samples, before: Samples, records: int) -> bool:
 
 @pytest.mark.slow
 def test_writes_are_counted_and_the_reader_follows_the_topics_end(
-    kafka_broker: TansuBroker, kafka_daemon: KafkaDaemon
+    kafka_broker: TansuBroker, daemon_factory: DaemonFactory
 ) -> None:
-    name, topic = unique("kafka-src"), kafka_daemon.offsets_topic
-    before = scrape(kafka_daemon.url)
-    url = f"{kafka_daemon.url}/connectors/{name}/offsets"
+    """On a topic of its own: the session daemon's topic may hold multi-record batches of earlier
+    tests, after which Tansu's ListOffsets under-reports the end (docs/testing.md, "The test broker:
+    Tansu"), while the reader rightly counts the records it read (ci of stop 50: 7 read, 5 listed)."""
+    topic = kafka_broker.unique_topic("observed")
+    daemon = daemon_factory(
+        "--bootstrap-servers", kafka_broker.bootstrap, "--offsets-topic", topic, "--offsets-partitions", "7"
+    )
+    name = unique("kafka-src")
+    before = scrape(daemon.url)
+    url = f"{daemon.url}/connectors/{name}/offsets"
     for n in range(3):
         body = {"offsets": [{"partition": {"file": "in.txt"}, "offset": {"position": n}}]}
         assert httpx.patch(url, json=body, params={"create": "true"}).status_code == 200
     others = [(b'["%s-other",{"file":"f%d"}]' % (name.encode(), n), b'{"position":1}', n) for n in range(3)]
     kafka_broker.produce_raw(topic, others)  # Connect writing at the same time: not the daemon's
 
-    samples = scrape_until(kafka_daemon.url, lambda s: at_end(s, before, 6), "the reader at the end after 6 records")
+    samples = scrape_until(daemon.url, lambda s: at_end(s, before, 6), "the reader at the end after 6 records")
     partitions = sorted(int(dict(labels)["partition"]) for labels in samples.series("connect_offsets_reader_lag"))
     ends = list_offsets(kafka_broker.admin(), topic, partitions, LATEST, 15)
     for partition, end in ends.items():
@@ -75,7 +82,7 @@ def test_writes_are_counted_and_the_reader_follows_the_topics_end(
     assert samples.value("connect_offsets_log_write_duration_seconds_sum") > before.value(
         "connect_offsets_log_write_duration_seconds_sum"
     )
-    status = httpx.get(f"{kafka_daemon.url}/status").json()
+    status = httpx.get(f"{daemon.url}/status").json()
     assert status["end_offsets"] == {str(p): e for p, e in ends.items()} == status["positions"]
     assert status["lag_total"] == 0
 
