@@ -299,7 +299,7 @@ def loads_file(
     total = text.count("\n") + (0 if text.endswith("\n") else 1)
     for number, line in _lines(text):
         tick(progress, number, total)
-        if not line.strip(" \t"):
+        if not line.strip(" \t\r"):
             continue
         where = f"line {number}"
         try:

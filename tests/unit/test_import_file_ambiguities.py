@@ -149,3 +149,12 @@ def test_a_file_of_only_states_still_reads_every_line() -> None:
     )
     with pytest.raises(FormatError, match="no state"):
         cdc_state.loads_file(b"\xef\xbb\xbf\n")
+
+
+@pytest.mark.parametrize("tail", [b"\r", b"\r\r", b" \r \r", b"\r\t"], ids=["cr", "cr-cr", "spaced", "cr-tab"])
+def test_a_last_line_of_only_json_whitespace_is_blank_with_or_without_a_line_break(tail: bytes) -> None:
+    """JSON's whitespace includes the carriage return: a last line of it (an editor's stray ``\\r``, no
+    ``\\n`` after it) holds nothing, as the same characters before a ``\\n`` do; it was a JSON error."""
+    state = b'{"connector":"c","state":{"sourcePartition":{"p":1},"sourceOffset":{"o":1}}}\n'
+    assert len(cdc_state.loads_file(state + tail).records) == 1
+    assert len(cdc_state.loads_file(state + tail + b"\n" + state).records) == 2
