@@ -85,8 +85,10 @@ def _json(text: str | bytes, what: str, duplicates: Duplicates | None = None) ->
 
 def parse_state(document: Any, where: str = "state") -> CdcState:
     """Validate a parsed state document (a dict, or a JSON string holding one)."""
-    if isinstance(document, str | bytes):
-        document = _json(document, where)
+    if isinstance(document, str | bytes):  # an engine property's text: the file reader's rule on repeated fields
+        duplicates = Duplicates()
+        document = _json(document, where, duplicates)
+        _refuse_repeated_state(document, where, duplicates)
     if not isinstance(document, dict):
         raise FormatError(f"{where} must be a JSON object, got {type(document).__name__}")
     unknown = sorted(set(document) - {"sourcePartition", "sourceOffset", "isHeartbeat"})

@@ -82,6 +82,10 @@ def test_a_null_source_offset_is_a_tombstone() -> None:
         ),
         (b'{"sourcePartition":{"n":NaN},"sourceOffset":{}}', "not valid JSON"),
         (b'{"sourcePartition":{"big":99999999999999999999},"sourceOffset":{}}', "primitive types"),
+        # An engine property's state (Flink CDC, RisingWave) follows the files' rule on repeated fields:
+        # last-wins would restore the engine from one of two offsets without a word.
+        (b'{"sourcePartition":{},"sourceOffset":{"lsn":1},"sourceOffset":{"lsn":9}}', 'names "sourceOffset" twice'),
+        (b'{"sourcePartition":{"a":1},"sourcePartition":{"a":2},"sourceOffset":{}}', 'names "sourcePartition" twice'),
     ],
 )
 def test_invalid_states_are_refused_with_the_reason(document: bytes, message: str) -> None:
