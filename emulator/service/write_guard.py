@@ -56,6 +56,9 @@ class WriteAuth:
         return Fence(connector, self.claim_epoch)
 
 
+CLAIM_REFRESH_S = 30.0
+"""How long a claim without a deadline of its own reads Connect's config topic for (the log's own wait)."""
+
 NO_AUTH = WriteAuth()
 """Connect's own API: no claim epoch, no sequence."""
 
@@ -79,7 +82,10 @@ class WriteGuard:
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
         if not owner.strip():
             raise InvalidRequest("A claim needs a non-empty 'owner' (e.g. the Spark query id, or the operator's name)")
-        await asyncio.to_thread(self._states.refresh, 30.0)
+        # Within the request's time: the claim holds its connector's write section meanwhile, and a
+        # stalled config topic must not keep every write of the connector waiting for 30 s.
+        refresh_s = CLAIM_REFRESH_S if deadline is None else min(CLAIM_REFRESH_S, max(deadline - time.monotonic(), 0.0))
+        await asyncio.to_thread(self._states.refresh, refresh_s)
         if self._states.exists(connector) and not self._states.is_stopped(connector) and not force:
             raise ConnectorRunning(
                 f"Connector {connector} is running in the Connect cluster (not STOPPED with 0 tasks); its tasks "

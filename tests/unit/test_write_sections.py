@@ -8,13 +8,14 @@ every section and holds new ones off meanwhile.
 from __future__ import annotations
 
 import asyncio
+import time
 from pathlib import Path
 
 import pytest
 
 from emulator.logs.embedded.offsets_log import EmbeddedOffsetLog
 from emulator.model.connectors import NoConnectCluster
-from emulator.model.errors import LogTimeout
+from emulator.model.errors import LogTimeout, LogUnavailable
 from emulator.model.sequences import SequenceTracker
 from emulator.service.write_guard import NO_AUTH, WriteGuard
 from emulator.service.writer import ConnectorLocks, Deadline, OffsetsWriter
@@ -91,5 +92,35 @@ def test_a_write_waiting_for_a_busy_connector_answers_log_timeout_having_written
         asyncio.run(asyncio.wait_for(scenario(), 10))
         assert sum(log.end_offsets().values()) == 1, "only the other connector's record reached the log"
         assert view.connectors() == ["other"]
+    finally:
+        log.close()
+
+
+class _StalledConfigTopic(NoConnectCluster):
+    """A Connect cluster whose config topic is not read to its end in any time given (a stalled broker)."""
+
+    def __init__(self) -> None:
+        self.given: list[float] = []
+
+    def refresh(self, timeout_s: float) -> None:
+        self.given.append(timeout_s)
+        time.sleep(timeout_s)
+        raise LogUnavailable("Connect's config topic was not read to its end")
+
+
+def test_a_claim_reads_connects_config_topic_within_its_own_deadline_not_the_logs_30_s(tmp_path: Path) -> None:
+    """A claim holds its connector's write section while it reads the config topic; with the log's own 30 s
+    a stalled broker kept every write of the connector waiting that long after the claim had answered."""
+    log = EmbeddedOffsetLog(tmp_path, partitions=3, synchronous="NORMAL")
+    log.open()
+    try:
+        states = _StalledConfigTopic()
+        guard = WriteGuard(log, states, SequenceTracker())
+        started = time.monotonic()
+        with pytest.raises(LogUnavailable):
+            asyncio.run(asyncio.wait_for(guard.claim("c", "spark-query", timeout_s=0.5), 10))
+        assert states.given and states.given[0] <= 0.5
+        assert time.monotonic() - started < 2.0
+        assert log.current_claim("c", 1.0) is None, "nothing was claimed"
     finally:
         log.close()
