@@ -19,6 +19,14 @@ Mode = Literal["embedded", "kafka", "url"]
 
 ENV_PREFIX = "CONNECT_OFFSETS_TEST_"
 
+DEFAULT_START_TIMEOUT_S = 60.0
+"""How long a daemon the kit starts may take to be ready, in the plugin and outside pytest alike
+(``EmbeddedDaemon``, ``KafkaDaemon``, ``wait_until_ready``): the same daemon started by hand waited 30 s
+where the plugin gave it 60, for no reason a user could see. Sized for a daemon on a broker (its
+topics read to their ends) on a loaded CI machine; a daemon that exits is reported at once anyway,
+so the time is only spent on one that hangs. Here, not in ``process``, because the plugin reads it
+when pytest starts and must not import the HTTP stack for that."""
+
 
 @dataclass(frozen=True, slots=True)
 class Setting:
@@ -65,7 +73,12 @@ SETTINGS = (
         metavar="ARGS",
         ini_type="args",
     ),
-    Setting("connect_offsets_start_timeout", "seconds the daemon may take to be ready", "60", "SECONDS"),
+    Setting(
+        "connect_offsets_start_timeout",
+        "seconds the daemon may take to be ready",
+        f"{DEFAULT_START_TIMEOUT_S:g}",
+        "SECONDS",
+    ),
 )
 
 _SETTING = {setting.name: setting for setting in SETTINGS}
@@ -82,7 +95,7 @@ class KitOptions:
     config_topic: str | None = None
     status_topic: str | None = None
     serve_args: list[str] = field(default_factory=list)
-    start_timeout_s: float = 60.0
+    start_timeout_s: float = DEFAULT_START_TIMEOUT_S
 
     @property
     def mode(self) -> Mode:
@@ -115,7 +128,10 @@ def resolve(
         )
         origin, value = next(((where, v) for where, v in given if v), (f"{setting.name} (default)", setting.default))
         values[setting.name], origins[setting.name] = value, origin
-    timeout = _seconds(values["connect_offsets_start_timeout"] or "60", origins["connect_offsets_start_timeout"])
+    timeout = _seconds(
+        values["connect_offsets_start_timeout"] or f"{DEFAULT_START_TIMEOUT_S:g}",
+        origins["connect_offsets_start_timeout"],
+    )
     if values["connect_offsets_url"]:
         _check_url(values["connect_offsets_url"], origins["connect_offsets_url"])
     if values["connect_offsets_status_topic"] and not values["connect_offsets_config_topic"]:

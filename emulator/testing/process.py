@@ -32,10 +32,10 @@ from emulator.client.errors import ClientError, UnknownRouteError
 from emulator.client.history import HistoryClient
 from emulator.client.http import AsyncOffsetsClient
 from emulator.server.options import ENV_PREFIX
+from emulator.testing.options import DEFAULT_START_TIMEOUT_S
 
 __all__ = ["DaemonProcess", "DaemonStartError", "EmbeddedDaemon", "KafkaDaemon", "wait_until_ready"]
 
-DEFAULT_START_TIMEOUT_S = 30.0
 _PR_SET_PDEATHSIG = 1
 
 
@@ -306,7 +306,7 @@ class KafkaDaemon(DaemonProcess):
         status_topic: str | None = None,
         extra_args: Sequence[str] = (),
         workdir: str | Path | None = None,
-        start_timeout_s: float = 60.0,
+        start_timeout_s: float = DEFAULT_START_TIMEOUT_S,
     ) -> None:
         super().__init__(extra_args, workdir=workdir, start_timeout_s=start_timeout_s)
         self.bootstrap_servers = bootstrap_servers
@@ -327,7 +327,7 @@ NOT_A_DAEMON_S = 5.0
 """How long ``wait_until_ready`` takes answers that come from something other than a daemon."""
 
 
-def wait_until_ready(url: str, timeout_s: float = 60.0) -> str:
+def wait_until_ready(url: str, timeout_s: float = DEFAULT_START_TIMEOUT_S) -> str:
     """Wait until a daemon someone else started (a compose stack, a CI service) answers 200 on
     ``/readyz``; returns ``url``. Raises ``TimeoutError`` with the last answer seen."""
     deadline = time.monotonic() + timeout_s

@@ -37,6 +37,18 @@ def test_defaults_modes_and_serve_arguments() -> None:
     assert resolve({}, {}, {"CONNECT_OFFSETS_TEST_URL": "http://h:1"}).mode == "url"
 
 
+def test_a_daemon_started_by_hand_waits_as_long_as_the_plugins() -> None:
+    """``EmbeddedDaemon`` waited 30 s by default where the plugin gave the same daemon 60 s."""
+    import inspect
+
+    from emulator.testing.process import EmbeddedDaemon, KafkaDaemon, wait_until_ready
+
+    plugin = resolve({}, {}, {}).start_timeout_s
+    assert plugin == 60.0
+    assert EmbeddedDaemon().start_timeout_s == KafkaDaemon("127.0.0.1:1").start_timeout_s == plugin
+    assert inspect.signature(wait_until_ready).parameters["timeout_s"].default == plugin
+
+
 TIMEOUT = "connect_offsets_start_timeout"
 SECONDS = "expected a number of seconds above 0, got"
 NOT_A_URL = "expected the daemon's http:// or https:// URL with a host, got"
