@@ -9,6 +9,24 @@ through ``--url-file`` once ``/readyz`` would answer 200, so starting needs no f
 The child gets no ``CONNECT_OFFSETS_*`` variable from the environment: a test session started in a
 shell that configures a daemon for production must not turn the test daemon into that daemon.
 Everything it needs is on its command line.
+
+A work directory the kit makes itself (``tempfile.mkdtemp``, prefix ``connect-offsets-``) is removed
+when the daemon stops. A run killed before that (SIGTERM or SIGKILL to pytest, a CI timeout) runs no
+cleanup code at all: the daemon exits with its parent (see ``_die_with_parent``) but the directory,
+with its log and data, stays. So every work directory the kit makes holds ``kit-owner.lock``, locked
+(``flock``) by the kit and inherited by its daemon, and the next time the kit makes one, in any run
+or script, it first removes the directories of its own whose lock it can take: the kernel releases a
+``flock`` only when every process holding it has gone, however it went. Why this and not:
+
+- a pid in the marker: pids are reused, and a ``/tmp`` shared between containers (pid namespaces)
+  shows another container's live run as a pid that does not exist here, whose directory would go;
+- pytest's base temporary directory: it serves the plugin only, and pytest keeps a killed run's
+  numbered directory for 3 days (its lock file is removed at exit, which a killed run never reaches),
+  so a CI that kills a run every hour would still gather 72 of them;
+- the daemon deleting the directory when its parent dies: a SIGKILL to the process group (what most
+  CI timeouts send) kills the daemon as well, and the log that says why the run hung would go with it.
+
+A killed run's log therefore stays readable until the kit next starts a daemon on that machine.
 """
 
 from __future__ import annotations
@@ -38,6 +56,13 @@ __all__ = ["DaemonProcess", "DaemonStartError", "EmbeddedDaemon", "KafkaDaemon",
 
 _PR_SET_PDEATHSIG = 1
 
+WORKDIR_PREFIX = "connect-offsets-"
+OWNER_LOCK = "kit-owner.lock"
+"""In each work directory the kit made: locked while the kit or its daemon runs (module docstring)."""
+
+if sys.platform != "win32":
+    import fcntl
+
 
 class DaemonStartError(RuntimeError):
     """The daemon exited, or was not ready within its deadline; the message ends with its log's tail."""
@@ -51,6 +76,67 @@ def _die_with_parent() -> None:  # pragma: no cover - runs in the child between 
     """
     with contextlib.suppress(Exception):
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+def make_owned_workdir() -> tuple[Path, int | None]:
+    """A fresh temporary work directory and the descriptor holding its owner lock (None where
+    ``flock`` is not available: such a directory is never taken for stale), after removing the
+    stale ones a killed run left (module docstring).
+
+    The lock is taken on a file of another name and renamed into place, so a sweep running at the
+    same moment never finds ``OWNER_LOCK`` unlocked in a directory that is just being made."""
+    remove_stale_workdirs()
+    path = Path(tempfile.mkdtemp(prefix=WORKDIR_PREFIX))
+    if sys.platform == "win32":
+        return path, None
+    claim = path / (OWNER_LOCK + ".new")
+    fd = os.open(claim, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        os.write(fd, f"{os.getpid()}\n".encode())
+        os.rename(claim, path / OWNER_LOCK)
+    except OSError:  # a file system without flock: the directory is only removed when the daemon stops
+        os.close(fd)
+        claim.unlink(missing_ok=True)
+        return path, None
+    return path, fd
+
+
+def remove_stale_workdirs(root: str | Path | None = None) -> list[Path]:
+    """Remove the work directories the kit made in ``root`` (the temporary directory) whose owner
+    lock nobody holds any more; returns them.
+
+    Only this user's directories named ``connect-offsets-*`` that hold ``OWNER_LOCK`` are looked
+    at: a directory without it is someone else's, an older kit's, or one being made. A lock held
+    means a live kit or daemon, on this machine or in another container sharing the directory; the
+    lock is kept while the directory is removed, so two sweeps never remove the same one at once."""
+    if sys.platform == "win32":
+        return []
+    removed: list[Path] = []
+    try:
+        entries = list(os.scandir(tempfile.gettempdir() if root is None else root))
+    except OSError:
+        return removed
+    for entry in entries:
+        if not entry.name.startswith(WORKDIR_PREFIX):
+            continue
+        try:
+            if not entry.is_dir(follow_symlinks=False) or entry.stat(follow_symlinks=False).st_uid != os.getuid():
+                continue
+            fd = os.open(os.path.join(entry.path, OWNER_LOCK), os.O_RDWR | os.O_NOFOLLOW)
+        except OSError:
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:  # held by a live kit or daemon (or no flock here: then nothing is known either)
+            os.close(fd)
+            continue
+        try:
+            shutil.rmtree(entry.path, ignore_errors=True)
+        finally:
+            os.close(fd)
+        removed.append(Path(entry.path))
+    return removed
 
 
 def clean_environment(environ: Mapping[str, str]) -> dict[str, str]:
@@ -82,6 +168,7 @@ class DaemonProcess:
     ) -> None:
         self._own_workdir = workdir is None
         self._workdir = None if workdir is None else Path(workdir)
+        self._owner_lock: int | None = None
         self.serve_args = list(serve_args)
         self.host = host
         self.start_timeout_s = start_timeout_s
@@ -101,7 +188,7 @@ class DaemonProcess:
         """Created on first use (a temporary directory unless one was given), so an object that
         is never started leaves nothing behind."""
         if self._workdir is None:
-            self._workdir = Path(tempfile.mkdtemp(prefix="connect-offsets-"))
+            self._workdir, self._owner_lock = make_owned_workdir()
         return self._workdir
 
     @property
@@ -146,6 +233,9 @@ class DaemonProcess:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 env=clean_environment(os.environ),
+                # the daemon holds the owner lock too: a daemon that outlives this process (no parent-death
+                # signal outside Linux's main thread) keeps its directory from being taken for stale
+                pass_fds=() if self._owner_lock is None else (self._owner_lock,),
                 preexec_fn=_die_with_parent if _main_thread_on_linux() else None,
             )
         self.launched_at = time.monotonic()
@@ -226,6 +316,9 @@ class DaemonProcess:
         self._url = None
         if self._own_workdir and self._workdir is not None:
             shutil.rmtree(self._workdir, ignore_errors=True)
+        if self._owner_lock is not None:  # after the removal: until then no sweep takes the directory
+            os.close(self._owner_lock)
+            self._owner_lock = None
 
     def __enter__(self) -> Self:
         return self.start()

@@ -8,6 +8,8 @@ under test. The inner run gets a clean ``CONNECT_OFFSETS_*`` environment unless 
 from __future__ import annotations
 
 import os
+import time
+from pathlib import Path
 
 import pytest
 
@@ -35,3 +37,19 @@ def run_inner(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
     return pytester.runpytest_subprocess(
         "-p", "no:cacheprovider", *NOT_THE_USERS, "-rA", *args, timeout=INNER_TIMEOUT_S
     )
+
+
+def exited(pid: int, within_s: float = 0.0) -> bool:
+    """Whether the process (not necessarily a child of this one) has closed its files (so released
+    its locks): it is gone, or a zombie whose other threads are gone too (its main thread shows as a
+    zombie while the others are still exiting, holding the files). Waits up to ``within_s`` for it."""
+    deadline = time.monotonic() + within_s
+    while True:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+            gone = state == "Z" and os.listdir(f"/proc/{pid}/task") == [str(pid)]
+        except FileNotFoundError:
+            gone = True
+        if gone or time.monotonic() >= deadline:
+            return gone
+        time.sleep(0.05)

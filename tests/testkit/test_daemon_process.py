@@ -9,7 +9,9 @@ a broker's offsets topic.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -20,8 +22,10 @@ import httpx
 import pytest
 
 from emulator.testing import DaemonStartError, EmbeddedDaemon, KafkaDaemon, OffsetsKit
+from emulator.testing.process import OWNER_LOCK, remove_stale_workdirs
 from tests.fixtures.broker import TansuBroker
 from tests.fixtures.sockets import silent_port
+from tests.testkit.conftest import exited
 
 SCRIPT = """
 import sys
@@ -49,6 +53,60 @@ def test_a_script_runs_a_daemon_with_the_context_manager_and_without_pytest(tmp_
     assert url.startswith("http://127.0.0.1:") and not url.endswith(":0")
     assert Path(workdir).name.startswith("connect-offsets-")
     assert second == "False False True"  # no pytest imported; work directory removed; process stopped
+
+
+ORPHANING_SCRIPT = """
+import threading, time
+from emulator.testing import EmbeddedDaemon
+
+daemon = EmbeddedDaemon()
+starter = threading.Thread(target=daemon.start)  # not the main thread: no parent-death signal for the daemon
+starter.start()
+starter.join()
+print(daemon.workdir, daemon.proc.pid, daemon.url, flush=True)
+time.sleep(600)
+"""
+
+
+@pytest.mark.slow  # a Python process of its own that starts a daemon
+@pytest.mark.skipif(sys.platform == "win32", reason="no flock: a directory there is removed only when its daemon stops")
+def test_a_work_directory_is_taken_for_stale_only_once_neither_its_kit_nor_its_daemon_runs(tmp_path: Path) -> None:
+    """The sweep at the next start (docs/testing.md) removes a killed run's directory, and never one
+    still in use: not while the script that made it runs, nor while its daemon runs on without it.
+    A directory without the kit's lock file is not the kit's to remove."""
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    (temp / "connect-offsets-not-the-kits").mkdir()  # the prefix, without the lock file
+    (temp / "other").mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CONNECT_OFFSETS_")} | {"TMPDIR": str(temp)}
+    script = subprocess.Popen(
+        [sys.executable, "-c", ORPHANING_SCRIPT], stdout=subprocess.PIPE, text=True, env=env, cwd=tmp_path
+    )
+    daemon_pid = 0
+    try:
+        assert script.stdout is not None
+        workdir, pid, url = script.stdout.readline().split()
+        daemon_pid = int(pid)
+        assert (Path(workdir) / OWNER_LOCK).read_text() == f"{script.pid}\n"
+        assert remove_stale_workdirs(temp) == []  # the script runs
+
+        script.kill()
+        script.wait(10)
+        assert not exited(daemon_pid, within_s=1.0)  # orphaned, it runs on
+        assert remove_stale_workdirs(temp) == []
+        assert httpx.get(url + "/readyz", timeout=10).status_code == 200
+
+        os.kill(daemon_pid, signal.SIGKILL)
+        assert exited(daemon_pid, within_s=30)
+        assert remove_stale_workdirs(temp) == [Path(workdir)]
+        assert sorted(p.name for p in temp.iterdir()) == ["connect-offsets-not-the-kits", "other"]
+    finally:
+        if script.poll() is None:
+            script.kill()
+            script.wait(10)
+        if daemon_pid and not exited(daemon_pid):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(daemon_pid, signal.SIGKILL)
 
 
 @pytest.mark.slow  # two daemons, one after the other

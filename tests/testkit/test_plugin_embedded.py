@@ -11,11 +11,16 @@ elsewhere is used with ``--connect-offsets-url`` (or its variable, or an ini key
 from __future__ import annotations
 
 import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import pytest
 
 from emulator.testing import EmbeddedDaemon
-from tests.testkit.conftest import run_inner
+from tests.testkit.conftest import NOT_THE_USERS, exited, run_inner
 
 USER_TESTS = """
 import asyncio
@@ -209,6 +214,56 @@ def test_the_daemon_launches_at_collection_only_when_a_test_needs_it(
     result.assert_outcomes(passed=2)
     assert (inner.path / "launched.txt").read_text() == "1"
     assert list(tmp.glob("connect-offsets-*")) == []  # stopped, and its work directory removed
+
+
+HANGING_TEST = """
+import pathlib, time
+
+def test_hangs(connect_offsets, connect_offsets_daemon):
+    daemon = connect_offsets_daemon
+    pathlib.Path("started.txt").write_text(f"{daemon.workdir} {daemon.proc.pid}")
+    time.sleep(600)  # a CI job's timeout kills the run here
+"""
+
+
+@pytest.mark.slow  # two pytest sessions of their own, with a daemon each
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL], ids=["SIGTERM", "SIGKILL"])
+def test_a_killed_runs_work_directory_is_removed_by_the_next_run(
+    inner: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, sig: signal.Signals
+) -> None:
+    """Killed, pytest runs no cleanup: its daemon exits with it, but the daemon's temporary directory
+    stayed, and a CI that kills runs on timeout filled /tmp. The promise: it stays (with the log that
+    says why the run hung) until the kit next starts a daemon, which removes it."""
+    tmp = inner.mkdir("tmp")
+    monkeypatch.setenv("TMPDIR", str(tmp))  # where the inner sessions' daemons make their work directories
+    inner.makepyfile(test_hangs=HANGING_TEST)
+    with (inner.path / "killed-run.out").open("wb") as out:
+        run = inner.popen(
+            [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *NOT_THE_USERS, "test_hangs.py"],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        started = inner.path / "started.txt"
+        deadline = time.monotonic() + 120
+        while not started.exists() and run.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert started.exists(), (inner.path / "killed-run.out").read_text()
+        run.send_signal(sig)
+        run.wait(30)
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.wait(10)
+    workdir, pid = started.read_text().split()
+    assert exited(int(pid), within_s=30), "the killed run's daemon outlived it"  # SIGTERM when its parent died
+    left = Path(workdir)
+    assert left.parent == tmp and (left / "daemon.log").read_text()  # left behind, its log readable
+
+    inner.makepyfile(test_hangs="def test_next_run(connect_offsets):\n    assert connect_offsets.url\n")
+    run_inner(inner).assert_outcomes(passed=1)
+
+    assert list(tmp.glob("connect-offsets-*")) == []  # the killed run's directory, and the next run's own
 
 
 @pytest.mark.slow  # a pytest session of its own, with a daemon
