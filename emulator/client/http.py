@@ -31,17 +31,23 @@ sent again by the client.
 
 A call that starts waiting logs one warning (logger ``emulator.client.http``) saying why and for how
 long. ``ready()`` asks ``/readyz``, which reports and never asks the client to wait.
+
+Ctrl-C: in the main thread, the synchronous client sends each request from a thread of its own and
+waits for it in steps (``_Interruptible``), so that a Ctrl-C is acted on within ``CTRL_C_CHECK_S``
+whatever the request is doing; a request its caller was interrupted in sends nothing more.
 """
 
 from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import errno
 import json
 import logging
 import os
 import ssl
+import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -304,6 +310,108 @@ def _segment(connector: str) -> str:
     return quote(connector, safe="")
 
 
+CTRL_C_CHECK_S = 0.2
+"""The longest a Ctrl-C waits for the synchronous client to act on it (``_Interruptible``, ``_pause``),
+as it does at the CLI's confirmation question (``emulator.cli.common._answer_line``)."""
+_ENDING_STEPS = frozenset({"response_closed", "close"})
+"""The steps that only tidy up (they also run after a failure): an abandoned request still takes them."""
+
+
+class _Abandoned(Exception):
+    """Raised in a request's thread as its next step starts once its caller was interrupted: it sends,
+    and waits for, nothing more."""
+
+
+class _Interruptible:
+    """The requests of one synchronous client, each sent from a thread of its own while the caller
+    waits for it in steps of ``CTRL_C_CHECK_S``.
+
+    Ctrl-C during a blocking socket call is lost when its SIGINT lands between Python's last look for
+    signals and the call (``poll``, ``recv``, ``connect``, a TLS read), or reaches another thread: the
+    handler only flags it, the call is not interrupted, and the command waited up to its ``--timeout``
+    (90 s by default; seen under load in tests/integration/test_cli_findings.py). A wait in steps looks
+    for signals after each step, whatever the request is doing (resolving the name, connecting,
+    sending, waiting for the answer, reading its body), and the caller's ``KeyboardInterrupt`` comes
+    from the same call as before, so that what it is taken to mean (the CLI's "may have been applied",
+    or "sent no change" at a dry run) is unchanged.
+
+    A request whose caller was interrupted is left to its thread (a daemon thread: it never delays
+    the exit), which starts no further step of it (``_Abandoned``, through httpcore's ``trace`` request
+    extension, called as each step starts): no connection, no request or body sent, no answer read;
+    a step under way (a large body half sent) goes on, within the timeout, until the process ends, as
+    a Ctrl-C that landed just before a ``send`` let that ``send`` finish. Its outcome goes nowhere, and
+    nothing it raises is printed. The client is closed by the last such thread when closed meanwhile:
+    closing a socket that another thread is inside lets its descriptor number be reused under it.
+    """
+
+    def __init__(self, http: httpx.Client) -> None:
+        self._http = http
+        self._lock = threading.Lock()
+        self._running = 0
+        self._closed = False
+
+    def send(self, method: str, path: str, **options: Any) -> httpx.Response:
+        if threading.current_thread() is not threading.main_thread():  # signals reach the main thread only
+            return self._http.request(method, path, **options)
+        abandoned = threading.Event()
+        done = threading.Event()
+        outcome: list[httpx.Response | BaseException] = []
+
+        def trace(event: str, _: dict[str, Any]) -> None:
+            step, when = event.split(".")[-2:]  # "http11.send_request_body.started"
+            if when == "started" and abandoned.is_set() and step not in _ENDING_STEPS:
+                raise _Abandoned(event)
+
+        def run() -> None:
+            try:
+                with self._lock:  # counted here, not by the caller, which may be interrupted before it starts
+                    if self._closed:
+                        raise RuntimeError("Cannot send a request, as the client has been closed.")
+                    self._running += 1
+                try:
+                    outcome.append(self._http.request(method, path, extensions={"trace": trace}, **options))
+                finally:
+                    with contextlib.suppress(Exception):  # closing it (abandoned): nobody is left to tell
+                        self._finished()
+            except BaseException as exc:  # the caller's to raise; threading's hook would print it
+                outcome.append(exc)
+            done.set()  # after ``_finished``: a caller that closes the client next closes it itself
+
+        try:
+            threading.Thread(target=run, name=f"connect-offsets {method} {path}", daemon=True).start()
+            while not done.wait(CTRL_C_CHECK_S):
+                pass
+        except BaseException:
+            abandoned.set()
+            raise
+        result = outcome[0]
+        if isinstance(result, BaseException):
+            raise result
+        return result
+
+    def _finished(self) -> None:
+        with self._lock:
+            self._running -= 1
+            close = self._closed and not self._running
+        if close:
+            self._http.close()
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            if self._running:  # an abandoned request's thread: it closes the client when it ends
+                return
+        self._http.close()
+
+
+def _pause(seconds: float) -> None:
+    """``time.sleep`` in steps of ``CTRL_C_CHECK_S``: a Ctrl-C that lands just before one long sleep
+    would wait for its end (a ``Retry-After`` within a ``--retry-for`` of forever)."""
+    until = time.monotonic() + seconds
+    while (left := until - time.monotonic()) > 0:
+        time.sleep(min(left, CTRL_C_CHECK_S))
+
+
 def _connector_path(connector: str) -> str:
     return f"/connectors/{_segment(connector)}/offsets"
 
@@ -429,7 +537,7 @@ class OffsetsClient:
     ) -> None:
         chosen = credentials if credentials is not None else default_credentials()
         timeout_s = default_timeout_s() if timeout_s is None else timeout_s
-        self._http = httpx.Client(**_http_options(url.rstrip("/"), timeout_s, chosen))
+        self._http = _Interruptible(httpx.Client(**_http_options(url.rstrip("/"), timeout_s, chosen)))
         self._client_cert = bool(chosen.client_cert)
         self._timeout_s = timeout_s
         self.url = redact(url.rstrip("/"))
@@ -449,7 +557,7 @@ class OffsetsClient:
         retries = _Retries(self.url, self._retry_for_s, self._refused_for_s)
         while True:
             try:
-                response = self._http.request(
+                response = self._http.send(
                     request.method,
                     request.path,
                     params=request.params,
@@ -460,12 +568,12 @@ class OffsetsClient:
                 refused = retries.refused_wait_s(request, exc)
                 if refused is None:
                     raise _transport_error(self.url, request, exc, self._client_cert, self._timeout_s) from exc
-                time.sleep(refused)
+                _pause(refused)
                 continue
             wait = retries.wait_s(request, response)
             if wait is None:
                 return _result(request, response)
-            time.sleep(wait)
+            _pause(wait)
 
     def request(
         self, method: str, path: str, *, params: Mapping[str, str | list[str]] | None = None, json: Any = None
