@@ -185,6 +185,29 @@ def test_a_binary_export_to_standard_output_reads_back_as_the_same_records(tmp_p
     assert loaded.records == [A]
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", ["snapshot", "kip875", "cdc"])
+def test_an_export_whose_reader_goes_away_exits_141_and_claims_nothing(kind: str, tmp_path: Path) -> None:
+    """``export --to snapshot:- | head -c 10``: the pipe took 64 KiB, the rest could not go, and the
+    export exited 0 saying it wrote every change (a buffered write returns the short count, no error)."""
+    path = tmp_path / "big.offsets"
+    standalone.write_file(path, [RawRecord(b'["c",{"n":%d}]' % n, b'{"position":%d}' % n) for n in range(20_000)])
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "emulator.cli", "migrate", "--from", str(path), "--to", f"{kind}:-"],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    assert len(proc.stdout.read(10)) == 10
+    proc.stdout.close()  # the reader goes away, as head does
+    status = proc.wait(timeout=60)
+    stderr = proc.stderr.read().decode()
+    proc.stderr.close()
+    assert status == 141, stderr
+    assert "wrote" not in stderr
+
+
 def test_standard_input_that_is_not_a_file_or_pipe_is_refused_by_name(tmp_path: Path) -> None:
     done = run_cli("migrate", "--from", "kip875:-", "--to", str(tmp_path / "o.offsets"))  # stdin: /dev/null
     assert done.returncode == 2
