@@ -329,7 +329,7 @@ def loads_file(
                 if default_connector is None:
                     raise FormatError(
                         f'{where} is a bare state document; wrap it as {{"connector":…,"state":…}} or give the '
-                        "connector (engine) name for bare states"
+                        "connector (engine) name for bare states (the CLI's --name ENGINE)"
                     )
                 connector = default_connector
                 _refuse_repeated_state(document, where, duplicates)

@@ -103,8 +103,8 @@ def loads_file(
         if isinstance(document, dict) and isinstance(document.get("offsets"), list) and len(document) == 1:
             if default_connector is None:
                 raise FormatError(
-                    'a bare {"offsets":[…]} body names no connector; give the connector name, or write the file as '
-                    '{"<connector>": {"offsets": […]}}'
+                    'a bare {"offsets":[…]} body names no connector; give the connector name (the CLI\'s --name '
+                    'CONNECTOR), or write the file as {"<connector>": {"offsets": […]}}'
                 )
             bare = body_records(
                 default_connector, document, progress=_ticks(progress, 0, _entries(document)), duplicates=duplicates

@@ -148,7 +148,7 @@ def test_a_state_held_as_a_json_string_is_accepted() -> None:
 
 
 def test_bare_states_need_a_connector_name() -> None:
-    with pytest.raises(FormatError, match="bare state document") as info:
+    with pytest.raises(FormatError, match=r"bare state document.*\(the CLI.s --name ENGINE\)") as info:
         cdc_state.loads_file(b"\n" + FLINK_STATE + b"\n", source="f.jsonl")
     assert str(info.value).endswith("(at line 2)")
     (record,) = cdc_state.loads_file(FLINK_STATE, default_connector=cdc_state.FLINK_DEFAULT_ENGINE).records

@@ -30,7 +30,9 @@ def test_bodies_per_connector_become_jackson_encoded_records_in_body_key_order()
 
 def test_a_bare_body_needs_the_connector_name() -> None:
     body = b'{"offsets":[{"partition":{"p":1},"offset":{"o":2}}]}'
-    with pytest.raises(FormatError, match="names no connector"):
+    with pytest.raises(
+        FormatError, match=r"names no connector; give the connector name \(the CLI.s --name CONNECTOR\)"
+    ):
         kip875.loads_file(body)
     assert kip875.loads_file(body, default_connector="c").records == [RawRecord(b'["c",{"p":1}]', b'{"o":2}')]
 
