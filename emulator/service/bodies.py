@@ -159,6 +159,9 @@ def parse_claim_body(raw: bytes) -> ClaimRequest:
     if not isinstance(body, dict):
         got = json_type(body) if raw.strip() else "no body"
         raise InvalidRequest(f"A claim body is a JSON object, {form}; got {got}")
+    unknown = sorted(set(body) - {"owner", "force"})
+    if unknown:  # as a PATCH refuses them: a mistyped "froce": true would claim without force, unsaid
+        raise InvalidRequest(f"Unrecognized field(s) {unknown} in the request body; expected only 'owner' and 'force'")
     if "owner" not in body:
         raise InvalidRequest(f"A claim needs 'owner' (who writes: the Spark query id, or the operator's name): {form}")
     if not isinstance(body["owner"], str):

@@ -129,6 +129,7 @@ def test_the_client_types_a_real_daemons_errors_by_kind(embedded_daemon: Any) ->
         (b"", 'A claim body is a JSON object, {"owner": "<who writes>", "force": false}; got no body'),
         (b"null", 'A claim body is a JSON object, {"owner": "<who writes>", "force": false}; got null'),
         ({"owner": "me", "force": "yes"}, "'force' must be true or false"),
+        ({"owner": "me", "froce": True}, "Unrecognized field(s) ['froce'] in the request body; expected only 'owner'"),
     ],
 )
 def test_a_bad_claim_body_says_what_is_wrong_with_it(embedded_daemon: Any, claim_body: Any, says: str) -> None:
