@@ -81,3 +81,14 @@ def url_of(sock: socket.socket, scheme: str = "http") -> str:
     address, port = sock.getsockname()[:2]
     host = _WILDCARDS.get(address, address)
     return f"{scheme}://[{host}]:{port}" if ":" in host else f"{scheme}://{host}:{port}"
+
+
+def listening_on(sock: socket.socket, scheme: str = "http") -> str:
+    """Where the socket listens, for the log: a wildcard address is named as such (every interface),
+    with the URL a client on this machine uses beside it; an operator reading "127.0.0.1" for a
+    daemon bound to 0.0.0.0 would believe it unreachable from other machines."""
+    address, port = sock.getsockname()[:2]
+    if address not in _WILDCARDS:
+        return url_of(sock, scheme)
+    shown = f"[{address}]:{port}" if ":" in address else f"{address}:{port}"
+    return f"{shown}, every interface ({url_of(sock, scheme)} from this machine)"

@@ -45,7 +45,7 @@ from emulator.server.connections import (
 )
 from emulator.server.heap import CollectorPauses, collect_young_less_often, freeze_long_lived
 from emulator.server.heap_trim import start_trimming
-from emulator.server.listen import ListenError, listen_early, url_of
+from emulator.server.listen import ListenError, listen_early, listening_on, url_of
 from emulator.server.log_format import configure_logging
 from emulator.server.metrics_port import serve_metrics, starting_registry
 from emulator.server.options import SettingsError
@@ -554,7 +554,9 @@ def _serve(settings: Settings, bound_socket: Callable[[], socket.socket]) -> Non
         sock = bound_socket()
         scheme = "https" if security.tls else "http"
         log.warning(
-            "listening on %s while the storage opens; not ready until then: %s", url_of(sock, scheme), startup.reason()
+            "listening on %s while the storage opens; not ready until then: %s",
+            listening_on(sock, scheme),
+            startup.reason(),
         )
         if settings.metrics_port is not None:
             stop_metrics = serve_metrics(
@@ -600,7 +602,7 @@ def _serve(settings: Settings, bound_socket: Callable[[], socket.socket]) -> Non
     log.info(
         "connect-offsets emulator on %s, listening on %s (authentication: %s)",
         runtime.log.description,
-        url,
+        listening_on(sock, "https" if security.tls else "http"),
         ", ".join(security.authenticator.mechanisms()) or "none",
     )
     for warning in security.warnings():

@@ -169,6 +169,11 @@ def test_a_wildcard_host_is_announced_as_the_loopback_url(
 
     assert URL.match(url), url
     assert httpx.get(url + "/healthz", timeout=5).status_code == 200
+    # The log names the wildcard: "listening on http://127.0.0.1:…" read as unreachable from elsewhere.
+    proc.terminate()
+    _, logged = proc.communicate(timeout=30)
+    port = url.rsplit(":", 1)[1]
+    assert f"listening on 0.0.0.0:{port}, every interface ({url} from this machine)" in logged, logged
 
 
 @pytest.mark.parametrize(
