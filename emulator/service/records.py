@@ -261,7 +261,9 @@ class RecordsService:
             thread, or it would hold every other request on the event loop for seconds."""
             names = [keys.connector(r.key) for r in records]
             malformed = [r.key for r, name in zip(records, names, strict=True) if name is None]
-            return malformed, unreadable_values(records), {name for name in names if name is not None}
+            # The value under a key Connect ignores is never read, so not judged (docs/transfers.md).
+            problems = {i: p for i, p in unreadable_values(records).items() if names[i] is not None}
+            return malformed, problems, {name for name in names if name is not None}
 
         malformed, problems, named = await bulk_pass(len(records), screened)
         if malformed and not allow_malformed:

@@ -174,6 +174,22 @@ def test_a_name_at_the_limit_reaches_javas_kafka_offset_store(
     assert [from_java(o) for o in read] == [{NAME_AT_LIMIT: 7}]
 
 
+def test_a_value_under_a_key_connect_ignores_is_not_counted_as_unreadable(embedded_daemon: DaemonProcess) -> None:
+    """Connect never reads a record whose key is not an offsets key, so its value is not judged: an import
+    of one such record and one unreadable value under a real key counted 2 unreadable values."""
+    connector = unique("ignored-key")
+    body = {
+        "records": [
+            {"key": base64.b64encode(f'["{connector}",{{"p":1}}]'.encode()).decode(), "value": "WzFd"},  # [1]
+            {"key": base64.b64encode(f"{connector}-not-a-key".encode()).decode(), "value": "WzFd"},
+        ]
+    }
+    url = f"{embedded_daemon.url}/offsets/records"
+    kept = httpx.post(url, json=body, params={"allow_malformed": "true"}, timeout=60)
+    assert kept.status_code == 200, kept.text
+    assert kept.json()["unreadable_values"] == 1
+
+
 def test_a_rollback_does_not_write_back_a_value_no_task_can_read(embedded_daemon: DaemonProcess) -> None:
     connector = unique("rollback-poison")
     key = f'["{connector}",{{"p":1}}]'.encode()
