@@ -41,6 +41,16 @@ def _syscall(tid: int) -> str:
 
 
 @contextlib.contextmanager
+def _running(watcher: threading.Thread) -> Iterator[None]:
+    """``watcher`` runs while the block does, and is waited for after it (it gives up by itself)."""
+    watcher.start()
+    try:
+        yield
+    finally:
+        watcher.join(TIMEOUT_S)
+
+
+@contextlib.contextmanager
 def _interrupt_when_blocked(ready: threading.Event) -> Iterator[list[str]]:
     """Once ``ready`` is set and the main thread, or a thread started after this one, waits in
     ``poll``: schedule the SIGINT handler in the main thread (``interrupt_main``). Yields where it
@@ -64,11 +74,8 @@ def _interrupt_when_blocked(ready: threading.Event) -> Iterator[list[str]]:
         said.append("never blocked in poll")
 
     watcher = threading.Thread(target=watch, daemon=True)
-    watcher.start()
-    try:
+    with _running(watcher):
         yield said
-    finally:
-        watcher.join(TIMEOUT_S)
 
 
 @contextlib.contextmanager
@@ -82,12 +89,8 @@ def _interrupt_when(event: threading.Event) -> Iterator[list[str]]:
             said.append("interrupted")
             _thread.interrupt_main()
 
-    watcher = threading.Thread(target=watch, daemon=True)
-    watcher.start()
-    try:
+    with _running(threading.Thread(target=watch, daemon=True)):
         yield said
-    finally:
-        watcher.join(TIMEOUT_S)
 
 
 @contextlib.contextmanager
