@@ -288,10 +288,16 @@ class RecordsService:
                 return diff, diff.connectors(), to_write
 
             diff, touched, to_write = await bulk_pass(len(records), planned)
+            # Every claim lookup within one --write-timeout (a Kafka claims topic read to its end): given
+            # none, each waited the claims store's own 30 s, one connector after another, in a stall.
+            checking = self._writer.deadline()
             for connector in touched:
                 if not self._checks.is_stopped(connector):
                     raise NotStopped(not_stopped_message(connector))
-                await self._guard.check_writer(connector, NO_AUTH)
+                if self._guard.looks_up(connector, NO_AUTH):
+                    await checking.within(
+                        self._guard.check_writer(connector, NO_AUTH, checking.remaining()), "Checking claims"
+                    )
             if not dry_run and to_write:
                 with write_origin("import", touched[0] if len(touched) == 1 else None):
                     await self._write_locked(to_write, keys, section)
@@ -371,9 +377,10 @@ class RecordsService:
         producer) the diff left that write in place and answered "Nothing to roll back". Before the
         archive is read, too: the records the reader delivered are then queued to the archiver, and on the
         daemon that writes the archive its read waits for that queue (``HistoryArchive.sync``), so the
-        state at ``at_ms`` and the current state come from the same records. The write then gets a whole
-        ``--write-timeout`` of its own, as before, and as an import's does: the archive read and the plan
-        before it are the daemon's work, not a wait on the log."""
+        state at ``at_ms`` and the current state come from the same records. The checks that follow the
+        plan (Connect's config topic, the connector's claim) and the write then get a whole
+        ``--write-timeout`` of their own, as an import's do: the archive read and the plan before them are
+        the daemon's work, not a wait on the log."""
         self._checks.ensure_ready()
         deadline = self._writer.deadline()
         async with self._writer.section(connector, deadline) as section:
@@ -409,17 +416,22 @@ class RecordsService:
 
             # A connector may have 10,000 partitions: the plan and its check pass over all of them, off the loop.
             changes, targets, problems = await asyncio.to_thread(planned)
+            checking = self._writer.deadline()  # the checks, then the write: a --write-timeout of their own
             await self._checks.refresh()
             self._checks.ensure_ready()
             self._checks.require_stopped(connector)
-            await self._guard.check_writer(connector, NO_AUTH, takes_epoch=False)
+            if self._guard.looks_up(connector, NO_AUTH):
+                await checking.within(
+                    self._guard.check_writer(connector, NO_AUTH, checking.remaining(), takes_epoch=False),
+                    "Checking claims",
+                )
             if problems:
                 # A past value no task can read (a bad producer wrote it then) is not written back.
                 raise InvalidRequest(
                     f"Rolling back {connector} would write {unreadable_message(targets, problems, indexed=False)}"
                 )
             if not dry_run:
-                section.deadline = self._writer.deadline()
+                section.deadline = checking
                 with write_origin("rollback", connector):
                     await self._write_rollback(connector, changes, view, section)
         return RollbackResult(at_ms, changes, dry_run, past.report)
