@@ -191,6 +191,12 @@ class StateCollector(Collector):
             skipped.add_metric([reason], count)
         yield skipped
         yield _counter(
+            "connect_offsets_keys_in_two_partitions",
+            "Records whose key the view last had from another Kafka partition (no defined winner; a deletion may "
+            "not last a restart)",
+            stats.keys_in_two_partitions,
+        )
+        yield _counter(
             "connect_offsets_unparseable_values",
             "Values no Connect task could read (counted once per record, when first read)",
             stats.unparseable_values,

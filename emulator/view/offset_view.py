@@ -83,6 +83,8 @@ class ViewStats:
     empty_values: int = 0
     skipped_keys: Counter[str] = field(default_factory=Counter)
     unparseable_values: int = 0
+    keys_in_two_partitions: int = 0
+    """Records whose key the view last had from another Kafka partition (see ``_note_other_partition``)."""
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -92,6 +94,7 @@ class ViewStats:
             "skipped_keys": dict(self.skipped_keys),
             "skipped_keys_total": sum(self.skipped_keys.values()),
             "unparseable_values": self.unparseable_values,
+            "keys_in_two_partitions": self.keys_in_two_partitions,
         }
 
 
@@ -199,6 +202,8 @@ class OffsetView:
                 stats.tombstones_applied += 1
             elif not value:
                 stats.empty_values += 1
+            if current is not None and current.partition != record.partition:
+                self._note_other_partition(key, current.partition, record.partition, value is None)
         if key is not None and self._written_through and self._is_older(record, current):
             return
         if value is None:
@@ -230,6 +235,28 @@ class OffsetView:
             self._bump(parsed.connector)
             new_slot = slots.pack(value, record.partition, record.offset, record.timestamp_ms, owner)
             records.insert(key, new_slot, owner, bucket_of(logical_id(parsed.partition)))
+
+    def _note_other_partition(self, key: bytes | None, before: int, now: int, tombstone: bool) -> None:
+        """One key in two Kafka partitions: a producer that placed it without murmur2 (librdkafka's
+        default partitioner), or a topic whose partition count changed. Connect's reader has no order
+        across partitions, so which record wins differs from one reader (one restart) to the next, and
+        a tombstone removes the key from one partition only: a DELETE answered 200 can come back after
+        a restart. Cheap to see here (the key's current record is at hand), so counted and logged."""
+        self.stats.keys_in_two_partitions += 1
+        count = self.stats.keys_in_two_partitions
+        if count == 1 or count % self._WARN_EVERY == 0:
+            shown = (key or b"")[:200].decode("utf-8", "backslashreplace")
+            what = "a tombstone" if tombstone else "a record"
+            log.warning(
+                "key %s: %s in Kafka partition %d while its last record was in partition %d; a key in two "
+                "partitions has no defined winner for Connect's reader, and a deletion may not last a restart "
+                "(docs/protocol.md, §3) (%d such record(s) so far)",
+                shown,
+                what,
+                now,
+                before,
+                count,
+            )
 
     def _count_skip(self, problem: KeyProblem, key: bytes | None) -> None:
         count = self.stats.skipped_keys[problem.value] + 1

@@ -155,3 +155,20 @@ def test_connector_names_stay_known_after_their_last_key_is_deleted_and_from_tom
     assert view.connectors() == ["c", "ghost"]
     assert view.offsets("c") == [] and view.offsets("ghost") == []
     assert view.knows("ghost") and not view.knows("other")
+
+
+def test_a_key_met_in_a_second_kafka_partition_is_counted_and_logged(caplog: pytest.LogCaptureFixture) -> None:
+    """A foreign producer's default partitioner, or a changed partition count, puts one key in two
+    partitions: no defined winner for Connect's reader, and a DELETE's tombstone (in murmur2's
+    partition) leaves the other copy to come back after a restart. It was seen nowhere (QA on Kafka)."""
+    view, key = OffsetView(), b'["c",{"p":1}]'
+    view.apply([LogRecord(key, b'{"k":1}', 4, 0, 1), LogRecord(key, b'{"k":2}', 4, 1, 2)])  # one partition: fine
+    assert view.stats.keys_in_two_partitions == 0
+    with caplog.at_level("WARNING", logger="emulator.view.offset_view"):
+        view.apply([LogRecord(key, b'{"k":3}', 9, 0, 3)])  # the same key from partition 9
+        view.apply([LogRecord(key, None, 4, 2, 4)])  # a DELETE's tombstone in partition 4
+    assert view.stats.keys_in_two_partitions == 2
+    assert view.stats.as_dict()["keys_in_two_partitions"] == 2
+    (warned,) = [r.getMessage() for r in caplog.records]  # the first only: then every 1,000th
+    assert warned.startswith('key ["c",{"p":1}]: a record in Kafka partition 9 while its last record was in partition 4')
+    assert "a deletion may not last a restart" in warned
