@@ -32,6 +32,9 @@ from emulator.service.results import ModifyResult
 from emulator.service.write_guard import NO_AUTH, WriteAuth, WriteGuard
 from emulator.service.writer import Deadline, OffsetsWriter, WriteSection
 
+_READING = "Reading the log to its end"
+"""What ``read_to_end`` waits for, as ``Deadline.within`` words its timeout."""
+
 
 class OffsetsStrategy(Protocol):
     """How one type of connector keeps its offsets; called once Connect's checks have passed."""
@@ -137,11 +140,13 @@ class OffsetsService:
         deadline = deadline or Deadline(self._write_timeout_s)
         try:
             reading = asyncio.to_thread(self._log.read_to_end, deadline.remaining())
-            await deadline.within(reading, "Reading the log to its end", "try again")
+            await deadline.within(reading, _READING, "try again")
         except LogTimeout as exc:
+            # The log's own reason when it gave one; the deadline's own words would only repeat this.
+            why = "" if exc.message.startswith(_READING) else f" ({exc.message})"
             raise LogTimeout(
-                f"The offsets log was not read to its end within {self._write_timeout_s:g} s (see /readyz); "
-                f"try again ({exc.message})"
+                f"The offsets log was not read to its end within {self._write_timeout_s:g} s (--write-timeout; "
+                f"see /readyz); try again{why}"
             ) from exc
         except LogUnavailable as exc:
             raise LogUnavailable(f"The offsets log cannot be read to its end (see /readyz): {exc.message}") from exc

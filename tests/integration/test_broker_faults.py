@@ -462,6 +462,9 @@ def test_reads_from_the_log_end_during_a_stall_answer_503_within_the_write_timeo
         assert took < 3 + 2, f"GET {path} took {took:.1f} s with --write-timeout 3s"
     assert "not read to its end" in answers[f"/connectors/{connector}/claim"][0].json()["message"]
     assert "not read to its end" in answers["/claims"][0].json()["message"], "every claim: read as one is"
+    fresh = answers[f"/connectors/{connector}/offsets?fresh=true"][0].json()["message"]
+    assert fresh.startswith("The offsets log was not read to its end within 3 s (--write-timeout; see /readyz)"), fresh
+    assert fresh.count("within 3 s") == 1, f"said twice: {fresh}"
     shown = page.json()
     assert page.status_code == 200 and page_took < 2 + 2, (page_took, page.text)
     assert shown["ready"] is False and "did not answer a metadata request" in shown["progress"]["unreachable"]

@@ -115,27 +115,27 @@ def ensure_topic(admin: AdminClient, spec: TopicSpec, timeout_s: float) -> bool:
             code = err.code() if err is not None else None
             if code == KafkaError.TOPIC_ALREADY_EXISTS:
                 # Also the losing side of a create race with another worker or emulator.
-                log.info("Offsets topic '%s' already exists; verifying its cleanup policy", spec.name)
+                log.info("Topic '%s' already exists; verifying its cleanup policy", spec.name)
                 verify_cleanup_policy(admin, spec.name, max(deadline - time.monotonic(), 1.0))
                 return False
             if code in _CANNOT_CREATE_BUT_MAY_EXIST:
                 log.warning(
-                    "Unable to create offsets topic '%s' (%s); assuming it exists or will be auto-created",
+                    "Unable to create topic '%s' (%s); assuming it exists or will be auto-created",
                     spec.name,
                     err,
                 )
                 return False
             retriable = err is not None and (code in _RETRIABLE_CREATE or err.retriable())
             if retriable and time.monotonic() < deadline:
-                log.info("Retrying creation of offsets topic '%s' after: %s", spec.name, err)
+                log.info("Retrying creation of topic '%s' after: %s", spec.name, err)
                 time.sleep(0.5)
                 continue
             raise LogConfigError(
-                f"Unable to create offsets topic '{spec.name}' with {spec.partitions} partitions and "
+                f"Unable to create topic '{spec.name}' with {spec.partitions} partitions and "
                 f"replication factor {spec.replication_factor}: {err if err is not None else exc}"
             ) from exc
         log.info(
-            "Created offsets topic '%s' (partitions=%d, replication.factor=%d, %s=%s)",
+            "Created topic '%s' (partitions=%d, replication.factor=%d, %s=%s)",
             spec.name,
             spec.partitions,
             spec.replication_factor,
