@@ -17,7 +17,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
@@ -28,13 +28,12 @@ from emulator.logs.kafka.offsets_log import KafkaOffsetLog
 from emulator.model.claims import Fence, Fenced, fenced_message, held_message
 from emulator.model.connectors import NoConnectCluster
 from emulator.model.errors import ClaimHeld
-from emulator.server.runtime import Runtime
 from emulator.server.wiring import assemble_runtime, close_runtime, make_app, start_reading
 from emulator.service.sinks import SinkOffsets
 from emulator.view.offset_view import OffsetView
 from tests.fixtures.asgi import served
 from tests.fixtures.broker import TANSU_TAIL_FETCH_WAIT_MS, TansuBroker
-from tests.fixtures.in_process import in_thread
+from tests.fixtures.in_process import InProcessDaemon, in_thread
 from tests.fixtures.waits import until
 from tests.integration.connect_helpers import unique
 
@@ -46,21 +45,12 @@ HOLD_S = 6.0
 within it (a first claim, which creates the claims topic, took about 2 s on Tansu)."""
 
 
-@dataclass
-class Daemon:
-    url: str
+@dataclass(kw_only=True)
+class Daemon(InProcessDaemon):
+    """The in-process daemon on Kafka, with the log and sink offsets the gates wrap."""
+
     log: KafkaOffsetLog
     sinks: SinkOffsets
-    runtime: Runtime
-    events: list[str] = field(default_factory=list)
-    lock: threading.Lock = field(default_factory=threading.Lock)
-
-    def note(self, event: str) -> None:
-        with self.lock:
-            self.events.append(event)
-
-    def offsets_url(self, connector: str) -> str:
-        return f"{self.url}/connectors/{connector}/offsets"
 
 
 class Gate:
@@ -96,7 +86,7 @@ def daemon_on(broker: TansuBroker, write_timeout_s: float) -> Iterator[Daemon]:
         start_reading(runtime)
         with served(make_app(runtime, reading_started=True)) as url:
             until(lambda: httpx.get(f"{url}/readyz").status_code == 200, "the daemon to be ready", 30)
-            yield Daemon(url, log, sinks, runtime)
+            yield Daemon(url=url, runtime=runtime, log=log, sinks=sinks)
     finally:
         close_runtime(runtime, None)
 
