@@ -30,7 +30,7 @@ from emulator.service.checks import ConnectorChecks
 from emulator.service.connector_stores import SourceOffsets
 from emulator.service.results import ModifyResult
 from emulator.service.write_guard import NO_AUTH, WriteAuth, WriteGuard
-from emulator.service.writer import Deadline, OffsetsWriter, WriteSection
+from emulator.service.writer import Deadline, OffsetsWriter, WriteSection, check_writer_within
 
 _READING = "Reading the log to its end"
 """What ``read_to_end`` waits for, as ``Deadline.within`` words its timeout."""
@@ -221,5 +221,4 @@ class OffsetsService:
     async def _check_writer(self, deadline: Deadline, connector: str, auth: WriteAuth, kind: ConnectorKind) -> None:
         if kind == "source" and self._source.special(connector):
             self._source.refuse_claimed(connector, auth)  # before the claim lookup: no claim can exist there
-        if self._guard.looks_up(connector, auth):
-            await deadline.within(self._guard.check_writer(connector, auth, deadline.remaining()), "Checking claims")
+        await check_writer_within(self._guard, deadline, connector, auth)

@@ -35,7 +35,7 @@ from emulator.service.checks import ConnectorChecks
 from emulator.service.connector_stores import SourceOffsets, checked_store
 from emulator.service.history import read_past
 from emulator.service.write_guard import NO_AUTH, WriteGuard
-from emulator.service.writer import Deadline, ImportSection, OffsetsWriter, WriteSection
+from emulator.service.writer import Deadline, ImportSection, OffsetsWriter, WriteSection, check_writer_within
 from emulator.view.offset_view import Entry, OffsetView
 
 
@@ -294,10 +294,7 @@ class RecordsService:
             for connector in touched:
                 if not self._checks.is_stopped(connector):
                     raise NotStopped(not_stopped_message(connector))
-                if self._guard.looks_up(connector, NO_AUTH):
-                    await checking.within(
-                        self._guard.check_writer(connector, NO_AUTH, checking.remaining()), "Checking claims"
-                    )
+                await check_writer_within(self._guard, checking, connector, NO_AUTH)
             if not dry_run and to_write:
                 with write_origin("import", touched[0] if len(touched) == 1 else None):
                     await self._write_locked(to_write, keys, section)
@@ -420,11 +417,7 @@ class RecordsService:
             await self._checks.refresh()
             self._checks.ensure_ready()
             self._checks.require_stopped(connector)
-            if self._guard.looks_up(connector, NO_AUTH):
-                await checking.within(
-                    self._guard.check_writer(connector, NO_AUTH, checking.remaining(), takes_epoch=False),
-                    "Checking claims",
-                )
+            await check_writer_within(self._guard, checking, connector, NO_AUTH, takes_epoch=False)
             if problems:
                 # A past value no task can read (a bad producer wrote it then) is not written back.
                 raise InvalidRequest(

@@ -141,6 +141,18 @@ class Deadline:
             ) from None
 
 
+async def check_writer_within(
+    guard: WriteGuard, deadline: Deadline, connector: str, auth: WriteAuth, takes_epoch: bool = True
+) -> None:
+    """``WriteGuard.check_writer`` within ``deadline`` (503 ``log_timeout`` after it): a Kafka claims
+    topic is read to its end for it, which a stalled broker holds for the claims store's own 30 s.
+    No timer where no lookup is made (``looks_up``): a timer on every write costs the loop."""
+    if guard.looks_up(connector, auth):
+        await deadline.within(
+            guard.check_writer(connector, auth, deadline.remaining(), takes_epoch=takes_epoch), "Checking claims"
+        )
+
+
 @dataclass(eq=False, slots=True)
 class _Held:
     lock: asyncio.Lock
