@@ -237,7 +237,9 @@ def test_a_probe_that_fails_for_another_reason_is_logged_and_tried_again(
     """The probe meets another process holding the write lock (SQLITE_BUSY, not the storage): it
     says so, keeps the refusal's reason, and the next probe that writes ends the fault."""
     path = tmp_path / "probe.sqlite3"
-    holder = sqlite3.connect(path, timeout=0)
+    # The holder's COMMIT may meet the probe's shared lock of a failing BEGIN IMMEDIATE (taken, then
+    # dropped): it waits for it, as a real writer's busy handler does; the probe itself never waits.
+    holder = sqlite3.connect(path, timeout=5)
     prober = sqlite3.connect(path, timeout=0, check_same_thread=False)  # used by the probe thread
     holder.execute("CREATE TABLE t (x)")
     holder.commit()
@@ -245,10 +247,14 @@ def test_a_probe_that_fails_for_another_reason_is_logged_and_tried_again(
     attempts: list[str] = []
 
     def probe(size: int) -> None:
-        attempts.append("busy" if holder.in_transaction else "written")
-        prober.execute("BEGIN IMMEDIATE")
+        try:  # what the attempt met, told by its outcome (the holder's state may change meanwhile)
+            prober.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError:
+            attempts.append("busy")
+            raise
         prober.execute("INSERT INTO t VALUES (zeroblob(?))", (size,))
         prober.execute("COMMIT")
+        attempts.append("written")
 
     faults = StorageFaults("embedded://probe", probe, interval_s=0.05)
     try:
