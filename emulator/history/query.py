@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, NotRequired, TypedDict, cast
 
+from emulator.codec.key_forms import key_form, shown_variant
 from emulator.codec.keys import KeyProblem, ParsedKey, logical_id, parse_key, read_back_id
 from emulator.codec.values import CodecError, parse_offset
 from emulator.history.archive import HistoryArchive
@@ -390,17 +391,21 @@ class PastState:
         return behind_warning(self.synced, self.unsynced_because)
 
     def offsets(self) -> list[ConnectorOffset]:
-        """Connect's GET shape; where several keys denote one partition, the newest write wins (as
-        the view answers now)."""
-        by_partition: dict[str, tuple[dict[str, Any], HistoryRow]] = {}
+        """Connect's GET shape; where several keys denote one partition, the value shown is the one
+        ``shown_variant`` picks, as the view answers now (Connect's own form first)."""
+        by_partition: dict[str, list[tuple[dict[str, Any], HistoryRow]]] = {}
         for row in self.rows.values():  # in write order
             parsed = _parsed(row)
             assert parsed is not None
             lid = logical_id(parsed.partition)
-            by_partition.pop(lid, None)
-            by_partition[lid] = (parsed.partition, row)
+            by_partition.setdefault(lid, []).append((parsed.partition, row))
         result = []
-        for partition, row in by_partition.values():
+        for variants in by_partition.values():
+            chosen = shown_variant([key_form(row["key"] or b"") for _, row in variants])  # live rows are keyed
+            if chosen is None:
+                result.append(ConnectorOffset(partition=variants[-1][0], offset=None))
+                continue
+            partition, row = variants[chosen]
             try:
                 offset = parse_offset(row["value"])
             except CodecError:

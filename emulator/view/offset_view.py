@@ -27,6 +27,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from emulator.codec.key_forms import KeyForm, key_form, shown_variant
 from emulator.codec.keys import KeyProblem, ParsedKey, logical_id, parse_key, problem_message
 from emulator.codec.values import CodecError, InvalidOffsets, loads_lenient, validate_format
 from emulator.model.records import LogRecord
@@ -223,7 +224,8 @@ class OffsetView:
             if current.partition == record.partition and current.offset == record.offset:
                 return  # the reader delivering a record already applied by write-through
             owner = current.owner
-            new_slot = slots.pack(value, record.partition, record.offset, record.timestamp_ms, owner)
+            flags = current.flags & slots.KEY_FLAGS
+            new_slot = slots.pack(value, record.partition, record.offset, record.timestamp_ms, owner, flags)
             records.rewrite_at(position, new_slot)
             if problem is None:
                 self._bump(self._names[owner])
@@ -367,21 +369,49 @@ class OffsetView:
 
     def _row_of_one(self, key: bytes, slot: bytes) -> OffsetRow:
         """The row of a key alone in its bucket (an indexed key is a valid ``[name, {partition}]``:
-        its partition is item 1)."""
-        return OffsetRow(loads_lenient(key)[1], self._offset_of(key, slot), (key,), slot)
+        its partition is item 1). Bytes no converter writes are listed, as Connect lists them, with
+        the ``null`` Connect's GET and every task read for them (``emulator.codec.key_forms``)."""
+        form, slot = self._form(key, slot)
+        offset = None if form is KeyForm.FOREIGN else self._offset_of(key, slot)
+        return OffsetRow(loads_lenient(key)[1], offset, (key,), slot)
 
     def _rows_of_crowded(self, bucket: list[Member]) -> list[OffsetRow]:
-        """Rows of a bucket holding several keys: grouped by logical partition, oldest key first."""
+        """Rows of a bucket holding several keys: grouped by logical partition, oldest key first; the
+        value shown is the one ``shown_variant`` picks (Connect's own form first), the same whatever
+        order the keys arrived in."""
         groups: dict[str, list[tuple[Member, ParsedKey]]] = {}
         for member in sorted(bucket, key=lambda m: m.sequence):
             parsed = _indexed(member.key)
             groups.setdefault(logical_id(parsed.partition), []).append((member, parsed))
         rows = []
         for group in groups.values():
-            newest, parsed = group[-1]
             keys = tuple(member.key for member, _ in group)
-            rows.append(OffsetRow(parsed.partition, self._offset_of(newest.key, newest.slot), keys, newest.slot))
+            judged = [self._form(member.key, member.slot) for member, _ in group]
+            chosen = shown_variant([form for form, _ in judged])
+            if chosen is None:
+                _, parsed = group[-1]
+                rows.append(OffsetRow(parsed.partition, None, keys, judged[-1][1]))
+            else:
+                (shown, parsed), slot = group[chosen], judged[chosen][1]
+                rows.append(OffsetRow(parsed.partition, self._offset_of(shown.key, slot), keys, slot))
         return rows
+
+    def _form(self, key: bytes, slot: bytes) -> tuple[KeyForm, bytes]:
+        """The key's form and its slot: the form is found on the key's first read and kept in the
+        slot's flags (a rewrite of the key carries them), so a listing judges each key once. The slot
+        returned holds the flags, as the view now does (``_offset_of`` compares it with the view's)."""
+        flags = slot[slots.FLAGS_AT]
+        form = slots.form_in(flags)
+        if form is not None:
+            return form, slot
+        form = key_form(key)
+        marked = slots.with_flags(slot, slots.with_form(flags, form))
+        with self._lock:
+            position = self._records.locate(key)
+            if position != ABSENT and self._records.slot_at(position) == slot:
+                self._records.rewrite_at(position, marked, newest=False)
+                return form, marked
+        return form, slot
 
     def _offset_of(self, key: bytes, slot: bytes) -> Any:
         """The parsed value; an unreadable one is counted and logged once per record, as Connect
@@ -398,7 +428,7 @@ class OffsetView:
                 position = self._records.locate(key)
                 live = position != ABSENT and self._records.slot_at(position) == slot
                 if live and not head.flags & slots.FLAG_UNPARSEABLE_COUNTED:
-                    marked = slots.with_flags(slot, slots.FLAG_UNPARSEABLE_COUNTED)
+                    marked = slots.with_flags(slot, head.flags | slots.FLAG_UNPARSEABLE_COUNTED)
                     self._records.rewrite_at(position, marked, newest=False)
                     self.stats.unparseable_values += 1
                     log.error(

@@ -15,6 +15,7 @@ from __future__ import annotations
 import struct
 from typing import Final, NamedTuple
 
+from emulator.codec.key_forms import KeyForm
 from emulator.codec.keys import KeyProblem
 
 _HEAD: Final = struct.Struct("<qqiIB")  # offset, timestamp_ms, partition, owner, flags
@@ -26,6 +27,12 @@ MAX_CONNECTORS: Final = _PROBLEM_BASE
 """Owners below this are connector indexes; a view can name up to ~4.29 billion connectors."""
 
 FLAG_UNPARSEABLE_COUNTED: Final = 1
+FLAG_FORM_KNOWN: Final = 2
+"""The key's form (``emulator.codec.key_forms.KeyForm``) is in bits 2-3: found when the key is first
+read, and kept when a record rewrites the key, since it belongs to the key's bytes, not the value."""
+_FORM_SHIFT: Final = 2
+KEY_FLAGS: Final = FLAG_FORM_KNOWN | 0b1100
+"""The flags that describe the key, carried from a key's record to its next one."""
 
 
 class Head(NamedTuple):
@@ -64,3 +71,17 @@ def problem_owner(problem: KeyProblem) -> int:
 def owner_problem(owner: int) -> KeyProblem | None:
     """The problem an owner code stands for, or ``None`` if it is a connector index."""
     return _PROBLEMS[owner - _PROBLEM_BASE] if owner >= _PROBLEM_BASE else None
+
+
+FLAGS_AT: Final = HEAD_SIZE - 1
+"""The flags' byte in a slot: ``slot[FLAGS_AT]`` reads them without unpacking the header."""
+_FORMS: Final = tuple(KeyForm)
+
+
+def form_in(flags: int) -> KeyForm | None:
+    """The key form these flags hold, or ``None`` if not found yet."""
+    return _FORMS[(flags >> _FORM_SHIFT) & 3] if flags & FLAG_FORM_KNOWN else None
+
+
+def with_form(flags: int, form: KeyForm) -> int:
+    return (flags & ~KEY_FLAGS) | FLAG_FORM_KNOWN | (form << _FORM_SHIFT)

@@ -237,6 +237,15 @@ class JavaOracle:
             for r in self._call("json_decode", {"raws": wire})
         ]
 
+    def json_reencode(self, raws: list[bytes]) -> list[bytes | JavaError]:
+        """``fromConnectData(toConnectData(raw))`` per input, in the JVM: what Connect writes back for
+        what it read (the key bytes its GET looks up); failures as data."""
+        wire = [base64.b64encode(r).decode("ascii") for r in raws]
+        return [
+            JavaError.from_wire(r["error"]) if "error" in r else base64.b64decode(r["b64"])
+            for r in self._call("json_reencode", {"raws": wire})
+        ]
+
     def offset_check(self, raws: Sequence[bytes | None]) -> list[dict[str, Any]]:
         """Per value, what ``OffsetStorageReaderImpl`` makes of it (``JsonConverter`` then
         ``OffsetUtils.validateFormat``): ``{"readable": True, "entries": [[key, value], …]}`` with each

@@ -382,6 +382,21 @@ class Ops:
             out.append(None if raw is None else {"b64": base64.b64encode(bytes(raw)).decode("ascii")})
         return out
 
+    def json_reencode(self, a: dict[str, Any]) -> Any:
+        """The bytes Connect writes back for what it read: ``fromConnectData(toConnectData(raw))``, the
+        key its GET looks up for a partition read from ``raw`` (no Python value in between)."""
+        out: list[Any] = []
+        for r in a["raws"]:
+            topic = a.get("topic", "t")
+            try:
+                value = self.enc.toConnectData(topic, self.jp.JArray(self.jp.JByte)(base64.b64decode(r))).value()
+                raw = self.enc.fromConnectData(topic, None, value)
+            except (self.jp.JException, UnicodeDecodeError) as e:  # see Bridge.error
+                out.append({"error": self.b.error(e)})
+                continue
+            out.append({"b64": base64.b64encode(bytes(raw)).decode("ascii")})
+        return out
+
     def json_decode(self, a: dict[str, Any]) -> Any:
         out: list[Any] = []
         for r in a["raws"]:

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from emulator.codec.key_forms import key_form, shown_variant
 from emulator.codec.keys import KeyProblem, logical_id, parse_key
 from emulator.codec.values import CodecError, parse_offset
 from emulator.model.records import LogRecord
@@ -46,7 +47,9 @@ def _offset(value: bytes) -> Any:
 
 
 class Model:
-    """Connect's reader, written plainly: latest value per key, keys grouped by logical partition."""
+    """Connect's reader, written plainly: latest value per key, keys grouped by logical partition, the
+    value shown picked by ``shown_variant`` from every key's form (tests/compat/test_key_forms.py and
+    tests/integration/test_aliased_keys.py check that rule against Java)."""
 
     def __init__(self) -> None:
         self.data: dict[bytes | None, bytes] = {}
@@ -69,9 +72,11 @@ class Model:
             groups.setdefault(logical_id(parsed.partition), []).append(key)  # type: ignore[arg-type]
         result = {}
         for lid, keys in groups.items():
-            newest = parse_key(keys[-1])
-            assert not isinstance(newest, KeyProblem)
-            result[lid] = (newest.partition, _offset(self.data[keys[-1]]), tuple(keys))
+            chosen = shown_variant([key_form(key) for key in keys])  # type: ignore[arg-type]  # parsed keys
+            shown = keys[-1] if chosen is None else keys[chosen]
+            parsed = parse_key(shown)
+            assert not isinstance(parsed, KeyProblem)
+            result[lid] = (parsed.partition, None if chosen is None else _offset(self.data[shown]), tuple(keys))
         return result
 
 
@@ -130,6 +135,7 @@ def test_an_unparseable_value_is_counted_once_per_record_however_often_it_is_lis
     key = b'["c",{"f":1}]'
     view.apply([LogRecord(key, b"garbage{", 0, 0, 0)])
     assert [r.offset for r in view.offsets("c")] == [None]
+    assert view.stats.unparseable_values == 1, "counted at the first listing, which also judges the key's form"
     assert [r.offset for r in view.offsets("c")] == [None]
     assert view.stats.unparseable_values == 1
     entry = view.get_raw(key)
@@ -139,13 +145,17 @@ def test_an_unparseable_value_is_counted_once_per_record_however_often_it_is_lis
     assert view.stats.unparseable_values == 2, "a new record with a bad value is counted again"
 
 
-def test_a_rewrite_of_a_live_key_moves_it_last_among_its_aliases() -> None:
+def test_a_rewrite_of_a_live_key_moves_it_last_among_its_aliases_and_connects_form_is_shown() -> None:
     view = OffsetView()
     compact, spaced = b'["c",{"f":1}]', b'["c", {"f": 1}]'
     view.apply([LogRecord(compact, b'{"p":1}', 0, 0, 0), LogRecord(spaced, b'{"p":2}', 0, 1, 0)])
-    assert [(r.keys, r.offset) for r in view.offsets("c")] == [((compact, spaced), {"p": 2})]
+    assert [(r.keys, r.offset) for r in view.offsets("c")] == [((compact, spaced), {"p": 1})]
     view.apply([LogRecord(compact, b'{"p":3}', 0, 2, 0)])
     assert [(r.keys, r.offset) for r in view.offsets("c")] == [((spaced, compact), {"p": 3})]
+    view.apply([LogRecord(spaced, b'{"p":4}', 0, 3, 0)])  # the form is the key's: kept across rewrites
+    assert [(r.keys, r.offset) for r in view.offsets("c")] == [((compact, spaced), {"p": 3})]
+    view.apply([LogRecord(compact, None, 0, 4, 0)])
+    assert [(r.keys, r.offset) for r in view.offsets("c")] == [((spaced,), None)], "no task reads spaced bytes"
 
 
 def test_connector_names_stay_known_after_their_last_key_is_deleted_and_from_tombstones_alone() -> None:
