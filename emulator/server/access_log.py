@@ -23,6 +23,7 @@ import logging
 import time
 from urllib.parse import parse_qs
 
+from starlette.routing import Mount, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from emulator.model.audit import AuditEvent, current_audit
@@ -98,7 +99,7 @@ class RequestObserver:
         seconds: float,
     ) -> None:
         matched = scope.get("route")
-        route: str = getattr(matched, "path", None) or UNMATCHED_ROUTE
+        route = route_label(scope)
         try:
             if self._access_log and log.isEnabledFor(logging.INFO):  # built only to be written
                 log.info(
@@ -151,3 +152,21 @@ class _Answer:
         for name, value in message.get("headers", ()):
             if name.lower() == _ERROR_HEADER:
                 self.error_kind = value.decode("latin-1")
+
+
+def route_label(scope: Scope) -> str:
+    """The template of the route that answered: FastAPI's routes name themselves in the scope;
+    Starlette's plain routes and mounts (the console's page, its static files, the API docs) leave
+    only their endpoint there, so it is looked up among the app's routes (a mount is labelled with
+    ``/{path}``). ``unmatched`` only where no route matched."""
+    path = getattr(scope.get("route"), "path", None)
+    if path:
+        return str(path)
+    endpoint = scope.get("endpoint")
+    if endpoint is not None:
+        for route in getattr(scope.get("app"), "routes", ()):
+            if isinstance(route, Mount) and route.app is endpoint:
+                return f"{route.path}/{{path}}"
+            if isinstance(route, Route) and route.endpoint is endpoint:
+                return route.path
+    return UNMATCHED_ROUTE

@@ -288,6 +288,24 @@ def test_the_access_log_names_route_templates_and_client_mistakes_are_not_errors
     assert [line for line in log_lines(observed) if line["level"] in ("ERROR", "CRITICAL")] == []
 
 
+def test_the_console_and_the_api_docs_are_counted_under_their_routes_not_as_unmatched(
+    observed: DaemonProcess,
+) -> None:
+    """The console's page and files and the API docs are Starlette routes and mounts, which leave no
+    route in the request's scope: they were all counted and logged as ``unmatched`` (soak QA)."""
+    routes = {"/ui": "/ui", "/ui/static/app.js": "/ui/static/{path}", "/docs": "/docs"}
+    before = scrape(observed.url)
+    for path in routes:
+        assert httpx.get(observed.url + path).status_code == 200, path
+    after = scrape(observed.url)
+    for path, route in routes.items():
+        labels = {"method": "GET", "route": route, "status": "200"}
+        counted = after.value("connect_offsets_http_requests_total", **labels)
+        assert counted == before.value("connect_offsets_http_requests_total", **labels) + 1, path
+    unmatched = {"method": "GET", "route": "unmatched", "status": "200"}
+    assert after.value("connect_offsets_http_requests_total", **unmatched) == 0
+
+
 def test_a_write_refused_before_routing_is_counted_logged_and_audited_under_its_route(
     observed: DaemonProcess,
 ) -> None:
