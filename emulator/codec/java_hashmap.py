@@ -27,9 +27,20 @@ _TREEIFY_AT = 9  # entries in one bucket: HashMap.TREEIFY_THRESHOLD (8) exceeded
 _MIN_TREEIFY_CAPACITY = 64
 
 
-@functools.lru_cache(maxsize=4096)  # partitions of one connector repeat their field names
+_CACHED_UP_TO = 64  # characters: field names repeat across a connector's partitions; long text is rare
+
+
 def string_hash(text: str) -> int:
     """``String.hashCode`` (over UTF-16 code units) as an unsigned 32-bit int."""
+    return _short_hash(text) if len(text) <= _CACHED_UP_TO else _hash(text)
+
+
+@functools.lru_cache(maxsize=4096)
+def _short_hash(text: str) -> int:
+    return _hash(text)
+
+
+def _hash(text: str) -> int:
     data = text.encode("utf-16-be", "surrogatepass")
     h = 0
     for unit in struct.unpack(f">{len(data) // 2}H", data):

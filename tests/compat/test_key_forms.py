@@ -50,6 +50,7 @@ def key_sets() -> list[list[str]]:
         ordered = list(keys)
         rng.shuffle(ordered)
         sets.append(ordered)
+    sets.append([f"{'long-field-name-' * 5}{i}" for i in range(14)])  # past the cache of short names
     # Full collisions: 8 stay a list at 16; 9 and 10 resize the table (16 -> 32 -> 64) instead of
     # making a tree; 11 make a tree (order unknown: None). Mixed with ordinary keys, in random order.
     for n in (2, 5, 8, 9, 10, 11, 16):
