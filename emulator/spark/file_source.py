@@ -17,6 +17,7 @@ connector refuses commits without it).
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 from collections.abc import Iterator, Mapping, Sequence
@@ -34,6 +35,8 @@ from pyspark.sql.streaming.datasource import (
 from pyspark.sql.types import StructType
 
 from emulator.client.errors import ClientError
+from emulator.codec.keys import ParsedKey, parse_key
+from emulator.codec.values import CodecError, loads_lenient
 from emulator.spark.background import committer_for
 from emulator.spark.filestream import Cursor, iter_chunks, scan, split_at_lines
 from emulator.spark.options import DaemonAccess, OptionError, bool_option, int_option, only_known
@@ -86,6 +89,33 @@ def same_file(other: object, path: str) -> bool:
     return os.path.realpath(other) == os.path.realpath(path)
 
 
+def file_holders(records: Mapping[bytes, bytes | None], connector: str, path: str) -> list[tuple[str, str, Any]]:
+    """``(connector, filename, offset)`` for each connector other than ``connector`` whose live
+    records (the daemon's raw keys and values) hold an offset for partition ``{"filename": path}``,
+    or for the same file spelled differently (``same_file``); sorted by connector and filename."""
+    found: list[tuple[str, str, Any]] = []
+    for key, value in records.items():
+        parsed = parse_key(key)
+        if not isinstance(parsed, ParsedKey) or parsed.connector == connector or value is None:
+            continue
+        filename = parsed.partition.get("filename")
+        if set(parsed.partition) != {"filename"} or not isinstance(filename, str):
+            continue
+        if filename != path and not same_file(filename, path):
+            continue
+        try:
+            offset = loads_lenient(value)
+        except CodecError:
+            continue  # not an offset Connect reads back
+        if offset is not None:
+            found.append((parsed.connector, filename, offset))
+    return sorted(found, key=lambda item: (item[0], item[1]))
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
 class ConnectFileStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def __init__(self, options: Mapping[str, str]) -> None:
         only_known(
@@ -136,10 +166,43 @@ class ConnectFileStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
                     partition.get("filename"),
                     self.file,
                 )
+        if stored is None:
+            self._warn_other_holders()
         position = connect_position(stored)
         log.info("connect-file %s: starting at Connect position %d of %s", self.connector, position, self.file)
         self._resume_checked = True
         return FileOffset(self.connector, self.file, Cursor.from_connect(position)).spark()
+
+    def _warn_other_holders(self) -> None:
+        """A fresh query whose connector has no offset for the file reads it from the beginning; when
+        other connectors hold an offset for this file (a misspelt option connector?), that is said
+        once, naming them. Starting a new connector on a file is legitimate: nothing is refused."""
+        try:
+            with self.daemon.offsets() as daemon:
+                records = daemon.client.records()
+        except ClientError as exc:  # an older daemon, or a token without admin (all records are admin's)
+            log.info(
+                "connect-file %s: could not look for other connectors' offsets for %s: %s",
+                self.connector,
+                self.file,
+                exc,
+            )
+            return
+        holders = file_holders(records, self.connector, self.file)
+        if not holders:
+            return
+        log.warning(
+            "connect-file %s: the connector has no offset for file %r, so this query reads it from the beginning; "
+            "but %s: is option connector misspelt? To continue where one of them stopped, give its name as option "
+            "connector (and file as it spells it); to start a new connector on this file, carry on",
+            self.connector,
+            self.file,
+            "; ".join(
+                f"connector {name!r} holds {_json(offset)} for "
+                + ("this file" if filename == self.file else f"the same file spelled {filename!r}")
+                for name, filename, offset in holders
+            ),
+        )
 
     def _check_resume(self, cursor: Cursor) -> None:
         """A query resumed from its checkpoint starts there, as Spark resumes every source; when
@@ -197,12 +260,26 @@ class ConnectFileStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
         parsed = FileOffset.parse(dict(offset))
         if parsed is None:
             raise ConnectFileError(f"not a connect-file offset: {dict(offset)!r}")
+        mismatch = self._other_checkpoint(parsed)
+        if mismatch:
+            raise ConnectFileError(mismatch)
+        return parsed.cursor
+
+    def _other_checkpoint(self, parsed: FileOffset) -> str | None:
+        """Why an offset from the checkpoint is not this query's (another connector or another file),
+        or ``None``. Resuming it would read from another query's position and commit that position
+        to this connector (creating it at a position it never read up to)."""
+        if parsed.connector != self.connector:
+            return (
+                f"the checkpoint is for connector {parsed.connector!r}, but option connector is "
+                f"{self.connector!r}; use a new checkpoint location for another connector"
+            )
         if parsed.filename != self.file:
-            raise ConnectFileError(
+            return (
                 f"the checkpoint is for file {parsed.filename!r}, but option file is {self.file!r}; "
                 "use a new checkpoint location for another file"
             )
-        return parsed.cursor
+        return None
 
     def getDefaultReadLimit(self) -> ReadLimit:
         return ReadMaxRows(self.max_lines) if self.max_lines else ReadAllAvailable()
@@ -241,7 +318,11 @@ class ConnectFileStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
         if parsed is None:
             log.warning("connect-file %s: not committing an unknown offset %r", self.connector, end)
             return
-        entry = FileOffset(self.connector, parsed.filename, parsed.cursor).connect_entry()
+        mismatch = self._other_checkpoint(parsed)
+        if mismatch:  # a restart may repeat the checkpoint's last commit before latestOffset refuses it
+            log.warning("connect-file %s: not committing %r: %s", self.connector, end, mismatch)
+            return
+        entry = parsed.connect_entry()
         committer = committer_for(
             self.daemon.url, self.connector, self.daemon.credentials, claim_epoch=self.claim_epoch
         )

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from pyspark.sql.streaming.datasource import ReadAllAvailable
 
+from emulator.spark.background import committer_for
 from emulator.spark.file_source import ConnectFileStreamReader
 from emulator.spark.filestream import Cursor
 from emulator.spark.shapes import FileOffset
@@ -106,3 +107,60 @@ def test_the_same_file_spelled_otherwise_than_the_connector_warns_naming_both(
     (warning,) = [r.getMessage() for r in caplog.records]
     assert f"for filename {str(file)!r}, the same file as option file {spelled!r}" in warning
     assert "Give option file exactly as the connector's 'file' setting spells it" in warning
+
+
+def test_a_checkpoint_of_another_connector_is_refused_and_never_committed_to_this_one(
+    embedded_daemon: DaemonProcess, tmp_path: Path
+) -> None:
+    """The checkpoint's offsets name their connector, as they name their file: resuming another
+    connector's checkpoint read from that connector's position and committed it to this one."""
+    file, theirs, ours = tmp_path / "in.txt", unique("file-src"), unique("other-src")
+    file.write_text("one\ntwo\nthree\n")
+    source = reader(embedded_daemon.url, ours, file)
+
+    for call in (
+        lambda: source.latestOffset(at(theirs, file, 4), ReadAllAvailable()),
+        lambda: source.partitions(at(theirs, file, 4), at(theirs, file, 8)),
+    ):
+        with pytest.raises(ValueError) as refused:
+            call()
+        assert str(refused.value) == (
+            f"the checkpoint is for connector {theirs!r}, but option connector is {ours!r}; "
+            "use a new checkpoint location for another connector"
+        )
+
+    source.commit(at(theirs, file, 8))  # a restart may repeat the checkpoint's last commit first
+    source.commit(at(ours, tmp_path / "other.txt", 8))
+    assert committer_for(embedded_daemon.url, ours).flush(10.0)  # the commits run in the background
+    assert ours not in embedded_daemon.client().connectors()
+
+
+def test_a_fresh_query_on_a_file_another_connector_has_an_offset_for_names_that_connector(
+    embedded_daemon: DaemonProcess, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A misspelt option connector started the file from 0 without a word, although the daemon
+    holds an offset for exactly this file under the right name. Warned, never refused: a new
+    connector on a file is legitimate."""
+    file, right = tmp_path / "in.txt", unique("file-src4")
+    misspelt = right.replace("src", "scr")
+    file.write_text("a\nb\nc\n")
+    embedded_daemon.client().alter(
+        right, {"offsets": [{"partition": {"filename": str(file)}, "offset": {"position": 6}}]}, create=True
+    )
+
+    with caplog.at_level(logging.WARNING, logger="emulator.spark.file_source"):
+        source = reader(embedded_daemon.url, misspelt, file)
+        start = source.initialOffset()
+        for _ in range(3):
+            source.latestOffset(start, ReadAllAvailable())
+
+    assert start["position"] == 0
+    (warning,) = [r.getMessage() for r in caplog.records]
+    assert f"connect-file {misspelt}: the connector has no offset for file {str(file)!r}" in warning
+    assert f'connector {right!r} holds {{"position":6}} for this file' in warning
+    assert "is option connector misspelt?" in warning
+
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="emulator.spark.file_source"):
+        assert reader(embedded_daemon.url, right, file).initialOffset()["position"] == 6
+    assert caplog.records == [], "the connector that holds the offset resumes from it, without a word"

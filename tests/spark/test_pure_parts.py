@@ -442,3 +442,28 @@ def test_commit_target_names_the_argument_and_the_value_it_refuses(
 
 def test_a_well_formed_commit_target_is_accepted() -> None:
     assert CommitTarget(2, "conn", "sink", "q").connector == "conn"
+
+
+def test_file_holders_are_the_other_connectors_with_an_offset_for_the_file(tmp_path: Path) -> None:
+    """What a fresh ``connect-file`` query names when its own connector has no offset for the file
+    (a misspelt option connector otherwise re-read the file from 0 without a word)."""
+    from emulator.codec.keys import encode_key
+    from emulator.spark.file_source import file_holders
+
+    file = tmp_path / "in.txt"
+    file.write_text("a\n")
+    path, other = str(file), str(tmp_path / "other.txt")
+    records: dict[bytes, bytes | None] = {
+        encode_key("file-src4", {"filename": path}): b'{"position":6}',
+        encode_key("file-scr4", {"filename": path}): b'{"position":2}',  # the query's own connector
+        encode_key("b-src", {"filename": f"{tmp_path}/./in.txt"}): b'{"position":1}',  # same file, other spelling
+        encode_key("c-src", {"filename": other}): b'{"position":9}',  # another file
+        encode_key("d-src", {"filename": path, "x": 1}): b'{"position":9}',  # not FileStreamSource's partition
+        encode_key("e-src", {"filename": path}): b"not json",  # not an offset Connect reads back
+        b'"not a key"': b'{"position":3}',
+    }
+    assert file_holders(records, "file-scr4", path) == [
+        ("b-src", f"{tmp_path}/./in.txt", {"position": 1}),
+        ("file-src4", path, {"position": 6}),
+    ]
+    assert file_holders(records, "file-src4", other) == [("c-src", other, {"position": 9})]
