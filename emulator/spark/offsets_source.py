@@ -23,7 +23,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from types import ModuleType
 from typing import Any
 
-from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
 from pyspark.sql.types import StructType
 
 from emulator.client.credentials import Credentials
@@ -31,11 +31,19 @@ from emulator.client.errors import ApiError
 from emulator.client.http import OffsetsClient
 from emulator.codec.surrogates import escape_in_json
 from emulator.spark.options import DaemonAccess, OptionError, bool_option, only_known, skipped_for_its_name
+from emulator.spark.refusal import RefusedStreamReader, refuse_now
 
 SCHEMA = "connector string, partition string, offset string, kafka_partition int, kafka_offset long, timestamp_ms long"
 HISTORY_MODULE = "emulator.history.spark"
 HISTORY_ONLY = ("partition", "from", "to", "limit")
 """Options of the history rows alone."""
+
+
+def batch_only() -> OptionError:
+    """What ``spark.readStream.format("connect-offsets")`` is told."""
+    return OptionError(
+        'connect-offsets is a batch source; use spark.read.format("connect-offsets"), not spark.readStream'
+    )
 
 
 class HistoryUnavailable(RuntimeError):
@@ -150,10 +158,19 @@ class ConnectOffsetsDataSource(DataSource):
         return "connect-offsets"
 
     def schema(self) -> str:
-        if bool_option(self.options, "history", False):
+        """Checks the options first (making the reader checks them all, without asking the daemon):
+        PySpark asks for the schema at ``load()`` unless one is given, and makes the reader only when
+        an action plans the read, where an error is a long PythonException (``emulator.spark.refusal``)."""
+        reader = refuse_now(lambda: ConnectOffsetsReader(self.options))
+        if reader.history:
             schema: str = _history().SCHEMA
             return schema
         return SCHEMA
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        return ConnectOffsetsReader(self.options)
+        return refuse_now(lambda: ConnectOffsetsReader(self.options))
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        """``spark.readStream`` gets a reader that refuses from the query's first call with our
+        message (PySpark's own error here is an ``UnboundLocalError``: ``emulator.spark.refusal``)."""
+        return RefusedStreamReader(batch_only())

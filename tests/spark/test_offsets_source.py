@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import json
 import logging
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import httpx
@@ -126,3 +127,51 @@ def test_all_connectors_skip_one_whose_name_no_url_may_hold_and_say_so(
         changes = list(history_rows({"url": daemon.url}))
     assert {change[0] for change in changes} == {plain}
     assert any(repr(unreadable) in r.getMessage() and "skipped" in r.getMessage() for r in caplog.records)
+
+
+NOBODY = "http://127.0.0.1:47250"
+"""No daemon: an option is refused before the daemon is asked anything."""
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"connectr": "c"}, "connect-offsets has no option 'connectr'; did you mean connector? (it takes "),
+        ({"limit": "3"}, "connect-offsets: option limit applies to the history (history=true)"),
+    ],
+    ids=["misspelt", "history-only"],
+)
+def test_load_refuses_an_invalid_option_with_our_message_last(
+    spark: SparkSession, options: dict[str, str], message: str
+) -> None:
+    """The options were checked only when an action planned the read: ``load()`` passed, and the
+    action failed in a long PythonException. Now ``load()`` refuses, as the streaming sources do."""
+    from pyspark.errors import AnalysisException
+
+    with pytest.raises(AnalysisException) as refused:
+        spark.read.format("connect-offsets").option("url", NOBODY).options(**options).load()
+    lines = str(refused.value).splitlines()
+    at = next(i for i, line in enumerate(lines) if message in line)
+    assert lines[at].split(": ", 1)[1].startswith(message), lines
+    assert lines[at + 1].startswith(" SQLSTATE"), lines
+    assert len(lines) <= 8, lines
+
+
+def test_read_stream_is_refused_as_a_batch_source_not_with_pysparks_unbound_local_error(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """PySpark asks no streaming question at ``load()``; the query fails at its start, with ours."""
+    from pyspark.errors import StreamingQueryException
+
+    frame = spark.readStream.format("connect-offsets").option("url", NOBODY).load()
+    query = frame.writeStream.format("noop").option("checkpointLocation", str(tmp_path / "cp")).start()
+    try:
+        with pytest.raises(StreamingQueryException) as failed:
+            query.awaitTermination(60)
+    finally:
+        query.stop()
+    text = str(failed.value)
+    assert "UnboundLocalError" not in text, text
+    assert (
+        'OptionError: connect-offsets is a batch source; use spark.read.format("connect-offsets"), not spark.readStream'
+    ) in text
