@@ -17,6 +17,7 @@ connector refuses commits without it).
 
 from __future__ import annotations
 
+import difflib
 import json
 import logging
 import os
@@ -87,6 +88,11 @@ def same_file(other: object, path: str) -> bool:
     except OSError:  # either is missing: compare the resolved spellings
         pass
     return os.path.realpath(other) == os.path.realpath(path)
+
+
+_SIMILAR_NAMES = 5
+_SIMILAR_CUTOFF = 0.75
+"""``difflib``'s ratio: one or two letters off in names of ten or more (``file-scr4`` for ``file-src4``)."""
 
 
 def file_holders(records: Mapping[bytes, bytes | None], connector: str, path: str) -> list[tuple[str, str, Any]]:
@@ -175,12 +181,17 @@ class ConnectFileStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
 
     def _warn_other_holders(self) -> None:
         """A fresh query whose connector has no offset for the file reads it from the beginning; when
-        other connectors hold an offset for this file (a misspelt option connector?), that is said
-        once, naming them. Starting a new connector on a file is legitimate: nothing is refused."""
+        connectors of a similar name hold an offset for this file (a misspelt option connector?), that
+        is said once, naming them. Starting a new connector on a file is legitimate: nothing is
+        refused. Only similar names are read, so the check costs a few connectors' records."""
         try:
             with self.daemon.offsets() as daemon:
-                records = daemon.client.records()
-        except ClientError as exc:  # an older daemon, or a token without admin (all records are admin's)
+                names = [name for name in daemon.client.connectors() if name != self.connector]
+                similar = difflib.get_close_matches(self.connector, names, n=_SIMILAR_NAMES, cutoff=_SIMILAR_CUTOFF)
+                if not similar:
+                    return
+                records = daemon.client.records(similar)  # those connectors' records only: a daemon may hold millions
+        except ClientError as exc:  # an older daemon, or a token without admin (raw records are admin's)
             log.info(
                 "connect-file %s: could not look for other connectors' offsets for %s: %s",
                 self.connector,

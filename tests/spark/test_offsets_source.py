@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 import httpx
 import pytest
 
+from emulator.codec.keys import encode_key
 from tests.fixtures.daemon import DaemonFactory, DaemonProcess
 from tests.spark.helpers import unique
 
@@ -110,7 +111,7 @@ def test_all_connectors_skip_one_whose_name_no_url_may_hold_and_say_so(
     unreadable, plain = "ctl\nx", unique("src-plain")
     records = [
         {
-            "key": base64.b64encode(json.dumps([name, {"f": "a"}]).encode()).decode(),
+            "key": base64.b64encode(encode_key(name, {"f": "a"})).decode(),  # Connect's bytes: a task reads them
             "value": base64.b64encode(b'{"p":1}').decode(),
         }
         for name in (unreadable, plain)
