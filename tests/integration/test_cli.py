@@ -11,6 +11,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from emulator.codec.keys import encode_key
 from tests.fixtures.cli import run_cli
 from tests.fixtures.daemon import DaemonFactory, DaemonProcess, free_port
 
@@ -175,7 +176,7 @@ def test_a_connector_name_holding_a_newline_is_listed_escaped_on_one_line(daemon
     plain = f"cli-{uuid.uuid4().hex[:8]}"
     value = base64.b64encode(b'{"p":1}').decode()
     records = [
-        {"key": base64.b64encode(json.dumps([connector, {"f": "a\u2028b"}]).encode()).decode(), "value": value}
+        {"key": base64.b64encode(encode_key(connector, {"f": "a\u2028b"})).decode(), "value": value}
         for connector in (name, plain)
     ]
     imported = httpx.post(f"{embedded_daemon.url}/offsets/records", json={"records": records})
