@@ -399,8 +399,8 @@ def child_json(cmd: Sequence[str], timeout_s: float, log_path: Path) -> dict[str
 class Daemon:
     """A ``connect-offsets serve`` process, always stopped on exit."""
 
-    def __init__(self, args: list[str], log_path: Path, ready_timeout_s: float = 60.0) -> None:
-        self.port = free_port()
+    def __init__(self, args: list[str], log_path: Path, ready_timeout_s: float = 60.0, port: int | None = None) -> None:
+        self.port = port if port is not None else free_port()
         self.ready_timeout_s = ready_timeout_s
         self.url = f"http://127.0.0.1:{self.port}"
         self.log_path = log_path

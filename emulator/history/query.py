@@ -24,7 +24,7 @@ from emulator.codec.keys import KeyProblem, ParsedKey, logical_id, parse_key, re
 from emulator.codec.values import CodecError, parse_offset
 from emulator.history.archive import HistoryArchive
 from emulator.history.directory import log_slug, read_marker
-from emulator.history.files import ArchiveFile, ReadReport, iter_file, read_metadata, scan_dir
+from emulator.history.files import ArchiveFile, BlockSummary, ReadReport, SkipBlock, iter_file, read_metadata, scan_dir
 from emulator.history.rows import HistoryRow, record_time
 from emulator.model.errors import ConnectorNotFound, InvalidRequest
 from emulator.model.offsets import ConnectorOffset
@@ -104,11 +104,12 @@ class HistoryReader:
     """Closed files whose records all lie outside ``[min_ms, max_ms]`` (by the times in their names)
     are not opened; rows are not filtered here."""
 
-    def rows(self) -> Iterator[HistoryRow]:
-        """Archive rows (every schema field, raw bytes) plus ``time_ms``, oldest first."""
+    def rows(self, skip: SkipBlock | None = None) -> Iterator[HistoryRow]:
+        """Archive rows (every schema field, raw bytes) plus ``time_ms``, oldest first; without the
+        rows of blocks ``skip`` passes over (``files.iter_file``)."""
         for file, handle in self._open():
             with handle:
-                for archived in iter_file(file, self.report, handle=handle):
+                for archived in iter_file(file, self.report, handle=handle, skip=skip):
                     row = cast(HistoryRow, archived)  # completed in place: a copy per row would cost
                     row["time_ms"] = record_time(archived)
                     yield row
@@ -179,9 +180,22 @@ def read_history(
     """
     reader = HistoryReader(log_directory(history_dir, log), report=report or ReadReport(), min_ms=from_ms, max_ms=to_ms)
     lid = read_back_id(partition) if partition is not None else None
-    for row in reader.rows():
+    for row in reader.rows(_outside(connector, from_ms, to_ms)):
         if _matches(row, connector, lid, from_ms, to_ms):
             yield row
+
+
+def _outside(connector: str | None, from_ms: int | None, to_ms: int | None) -> SkipBlock:
+    """A block without rows of ``connector`` (any, for None) within ``[from_ms, to_ms]``."""
+
+    def skip(block: BlockSummary) -> bool:
+        return (
+            (connector is not None and connector not in block.connectors)
+            or (from_ms is not None and block.max_time < from_ms)
+            or (to_ms is not None and block.min_time > to_ms)
+        )
+
+    return skip
 
 
 def _matches(row: HistoryRow, connector: str | None, lid: str | None, from_ms: int | None, to_ms: int | None) -> bool:
@@ -339,7 +353,17 @@ def connector_history(
     newest: list[tuple[Place, HistoryRow]] = []  # a min-heap by place (unique: rows never compared)
     seen = 0
     known = False
-    for row in reader.rows():
+    outside = _outside(connector, from_ms, to_ms)  # with a time range, "known" is not needed
+
+    def skip(block: BlockSummary) -> bool:
+        return (
+            outside(block)
+            or (before is not None and block.min_time > before[0])  # every row sorts at or after ``before``
+            # the page is full and known to be truncated: rows all older than its oldest change it
+            or (seen > limit and block.max_time < newest[0][0][0])
+        )
+
+    for row in reader.rows(skip):
         if row["connector"] != connector:
             continue
         known = True
@@ -425,7 +449,18 @@ def state_as_of(reader: HistoryReader, connector: str, at_ms: int, epoch: int | 
     states: dict[int, dict[bytes, HistoryRow]] = {}
     known = False
     log_epoch: int | None = None
-    for row in reader.rows():
+
+    def skip(block: BlockSummary) -> bool:
+        """A block without the connector's rows by then: only its epochs count (the log's epoch)."""
+        nonlocal log_epoch
+        if connector in block.connectors and block.min_time <= at_ms:
+            return False
+        for e, earliest in block.epochs:
+            if earliest <= at_ms and (epoch is None or e == epoch) and (log_epoch is None or e > log_epoch):
+                log_epoch = e
+        return True
+
+    for row in reader.rows(skip):
         if row["time_ms"] > at_ms or (epoch is not None and row["epoch"] != epoch):
             continue
         if log_epoch is None or row["epoch"] > log_epoch:
