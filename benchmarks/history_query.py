@@ -28,7 +28,7 @@ def _timed(client: httpx.Client, path: str, params: dict[str, Any]) -> float:
 
 def _measure(client: httpx.Client, n: int) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    queries = {
+    queries: dict[str, tuple[str, dict[str, Any]]] = {
         "history_limit_1": ("/connectors/tiny/offsets/history", {"limit": 1}),
         "as_of_now": ("/connectors/tiny/offsets", {"as_of": str(int(time.time() * 1000) + 60_000)}),
     }
