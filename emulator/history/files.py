@@ -32,6 +32,7 @@ and reported as before.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import json
@@ -237,14 +238,54 @@ def _block_digest(schema_id: bytes, num_records: int, data: Any) -> bytes:
     return digest.digest()
 
 
+@dataclass(frozen=True, slots=True)
+class Deferred:
+    """A block summarised before and not skipped, left undecoded for the query to read if it needs it."""
+
+    summary: BlockSummary
+    handle: IO[bytes]
+    header: bytes
+    offset: int
+    digest: bytes
+    schema_id: bytes
+    missing: tuple[str, ...]
+
+
+def read_deferred(block: Deferred, report: ReadReport) -> list[ArchiveRow] | None:
+    """The records of a deferred block; None if its bytes are no longer the ones summarised, or it
+    does not read intact (the file changed under the query: read it again without deferring)."""
+    try:
+        blocks = fastavro.block_reader(cast(IO[bytes], _Spliced(block.header, block.handle, block.offset)))
+        found = next(blocks)
+        if _block_digest(block.schema_id, found.num_records, cast(Any, found).bytes_) != block.digest:
+            return None
+        decoded = cast(list[dict[str, Any]], list(found))
+    except Exception:
+        return None
+    for record in decoded if block.missing else ():
+        record.update(dict.fromkeys(block.missing))
+    records = cast(list[ArchiveRow], decoded)
+    if any(r.get("crc32") != content_crc(r) for r in records):
+        return None
+    report.blocks_decoded += 1
+    return records
+
+
 def iter_file(
-    file: ArchiveFile, report: ReadReport, handle: IO[bytes] | None = None, skip: SkipBlock | None = None
+    file: ArchiveFile,
+    report: ReadReport,
+    handle: IO[bytes] | None = None,
+    skip: SkipBlock | None = None,
+    later: list[Deferred] | None = None,
 ) -> Iterator[ArchiveRow]:
     """Records of one file, block by block. Damage is recorded in ``report`` and costs the damaged
     block: reading resumes at the next sync marker (``_resume_after``).
 
     ``skip``: blocks seen intact before (``BLOCK_SUMMARIES``) whose summary it answers True for are
     not decoded, and their records not yielded; blocks decoded here are summarised for the next read.
+    ``later`` (with ``skip`` and ``handle``): the other summarised blocks are not decoded either but
+    appended to it, to be read with ``read_deferred`` in the order the caller likes; ``handle`` is
+    then left open, for the caller to close once done with them.
 
     ``handle`` is an already opened file (it is closed here). A ``.open`` file may end in a partial
     block (another process's live file, or a crash leftover not yet recovered): that is reported as
@@ -258,10 +299,14 @@ def iter_file(
         return
     report.files_read += 1
     yielded = 0
-    with fo:
+    with fo if later is None else contextlib.nullcontext(fo):
         try:
             blocks = fastavro.block_reader(fo)
             header_end = fo.tell()
+            header = b""
+            if later is not None:
+                fo.seek(0)
+                header = fo.read(header_end)
         except Exception as exc:
             _damaged(report, file, f"unreadable Avro header ({type(exc).__name__}: {exc})", 0)
             return
@@ -289,6 +334,12 @@ def iter_file(
                         good_end = block.offset + block.size
                         report.records += summary.records
                         report.blocks_skipped += 1
+                        yielded += summary.records
+                        continue
+                    if summary is not None and later is not None:
+                        later.append(Deferred(summary, fo, header, block.offset, digest, schema_id, missing))
+                        good_end = block.offset + block.size
+                        report.records += summary.records
                         yielded += summary.records
                         continue
                 decoded = cast(list[dict[str, Any]], list(block))

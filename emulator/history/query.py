@@ -13,6 +13,7 @@ the re-creation wiped the older state.
 
 from __future__ import annotations
 
+import contextlib
 import heapq
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -24,8 +25,18 @@ from emulator.codec.keys import KeyProblem, ParsedKey, logical_id, parse_key, re
 from emulator.codec.values import CodecError, parse_offset
 from emulator.history.archive import HistoryArchive
 from emulator.history.directory import log_slug, read_marker
-from emulator.history.files import ArchiveFile, BlockSummary, ReadReport, SkipBlock, iter_file, read_metadata, scan_dir
-from emulator.history.rows import HistoryRow, record_time
+from emulator.history.files import (
+    ArchiveFile,
+    BlockSummary,
+    Deferred,
+    ReadReport,
+    SkipBlock,
+    iter_file,
+    read_deferred,
+    read_metadata,
+    scan_dir,
+)
+from emulator.history.rows import ArchiveRow, HistoryRow, record_time
 from emulator.model.errors import ConnectorNotFound, InvalidRequest
 from emulator.model.offsets import ConnectorOffset
 from emulator.model.times import format_time_ms
@@ -99,20 +110,33 @@ class HistoryReader:
     synced: bool | None = None
     unsynced_because: str | None = None
     """Why the archive may lag behind (a write it keeps retrying, archiving stopped), when known."""
+    _kept: list[IO[bytes]] = field(default_factory=list, init=False, repr=False)
     min_ms: int | None = None
     max_ms: int | None = None
     """Closed files whose records all lie outside ``[min_ms, max_ms]`` (by the times in their names)
     are not opened; rows are not filtered here."""
 
-    def rows(self, skip: SkipBlock | None = None) -> Iterator[HistoryRow]:
+    def rows(self, skip: SkipBlock | None = None, later: list[Deferred] | None = None) -> Iterator[HistoryRow]:
         """Archive rows (every schema field, raw bytes) plus ``time_ms``, oldest first; without the
-        rows of blocks ``skip`` passes over (``files.iter_file``)."""
+        rows of blocks ``skip`` passes over, nor of those deferred to ``later`` (``files.iter_file``:
+        their files stay open until ``close``)."""
         for file, handle in self._open():
-            with handle:
-                for archived in iter_file(file, self.report, handle=handle, skip=skip):
-                    row = cast(HistoryRow, archived)  # completed in place: a copy per row would cost
-                    row["time_ms"] = record_time(archived)
-                    yield row
+            with handle if later is None else contextlib.nullcontext(handle):
+                if later is not None:
+                    self._kept.append(handle)
+                for archived in iter_file(file, self.report, handle=handle, skip=skip, later=later):
+                    yield _completed(archived)
+
+    def deferred_rows(self, block: Deferred) -> list[HistoryRow] | None:
+        """The rows of a block ``rows`` deferred; None if they cannot be read as they were then."""
+        records = read_deferred(block, self.report)
+        return None if records is None else [_completed(r) for r in records]
+
+    def close(self) -> None:
+        """Close the files ``rows`` left open for deferred blocks."""
+        for handle in self._kept:
+            handle.close()
+        self._kept.clear()
 
     def _open(self) -> list[tuple[ArchiveFile, IO[bytes]]]:
         if self.archive is not None and (self.archive.writable or self.archive.read_only):
@@ -141,6 +165,12 @@ class HistoryReader:
         if self.max_ms is not None and file.min_time > self.max_ms:
             return False
         return not (self.min_ms is not None and file.max_time < self.min_ms)
+
+
+def _completed(archived: ArchiveRow) -> HistoryRow:
+    row = cast(HistoryRow, archived)  # completed in place: a copy per row would cost
+    row["time_ms"] = record_time(archived)
+    return row
 
 
 def _open_files(directory: Path) -> list[tuple[ArchiveFile, IO[bytes]]]:
@@ -355,27 +385,56 @@ def connector_history(
     known = False
     outside = _outside(connector, from_ms, to_ms)  # with a time range, "known" is not needed
 
+    def full_before(max_time: int) -> bool:
+        """The page is full and known to be truncated, and rows all at or before ``max_time`` sort
+        below its oldest change: they cannot change it."""
+        return seen > limit and max_time < newest[0][0][0]
+
     def skip(block: BlockSummary) -> bool:
         return (
             outside(block)
             or (before is not None and block.min_time > before[0])  # every row sorts at or after ``before``
-            # the page is full and known to be truncated: rows all older than its oldest change it
-            or (seen > limit and block.max_time < newest[0][0][0])
+            or full_before(block.max_time)
         )
 
-    for row in reader.rows(skip):
+    def take(row: HistoryRow) -> None:
+        nonlocal seen, known
         if row["connector"] != connector:
-            continue
+            return
         known = True
         if _matches(row, None, lid, from_ms, to_ms):
             place = _place(row)
             if before is not None and place >= before:
-                continue
+                return
             seen += 1
             if len(newest) < limit:
                 heapq.heappush(newest, (place, row))
             elif place > newest[0][0]:
                 heapq.heapreplace(newest, (place, row))
+
+    # Blocks decoded before (summarised) are read last, newest first, until the page is full and no
+    # block left can hold a row sorting after its oldest change; blocks never decoded are read in
+    # archive order on the way (and summarised for the next page).
+    later: list[Deferred] = []
+    try:
+        for row in reader.rows(skip, later):
+            take(row)
+        later.sort(key=lambda block: block.summary.max_time, reverse=True)
+        for block in later:
+            if full_before(block.summary.max_time):
+                break
+            rows = reader.deferred_rows(block)
+            if rows is None:  # the file changed under the query: read it all again, in archive order
+                newest, seen, known = [], 0, False
+                reader.report = ReadReport()
+                reader.close()
+                for row in reader.rows(skip):
+                    take(row)
+                break
+            for row in rows:
+                take(row)
+    finally:
+        reader.close()
     if not known and from_ms is None and to_ms is None:
         # With a time range, files outside it are not read, so "no rows" cannot mean "unknown".
         raise ConnectorNotFound(

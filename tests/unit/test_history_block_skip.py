@@ -12,7 +12,7 @@ from typing import Any
 import fastavro
 import pytest
 
-from emulator.history import files
+from emulator.history import files, query
 from emulator.history.files import ReadReport, closed_name, open_name
 from emulator.history.query import (
     MAX_LIMIT,
@@ -191,12 +191,20 @@ def test_a_full_page_of_a_connector_passes_over_its_blocks_older_than_the_page(t
     reader = HistoryReader(directory)
     again = connector_history(reader, "bulk", limit=5)
     assert again.as_dict() == first.as_dict() and again.next == cursor((2_781, 0, 0, 796))
-    # Oldest first, the page fills up in the first bulk block: blocks of older rows than its oldest change are
-    # never met after that, but every later block is; with ``before`` all blocks of newer rows are passed over.
-    assert reader.report.blocks_decoded == 40
+    # Summarised blocks are read newest first: the newest one fills the page (and one more row says it is
+    # truncated); every other block holds only rows older than the page's oldest change.
+    assert (reader.report.blocks_decoded, reader.report.blocks_skipped) == (1, 1)
     older = HistoryReader(directory)
-    connector_history(older, "bulk", limit=5, before=parse_cursor(again.next or ""))
-    assert older.report.blocks_skipped >= 1
+    second = connector_history(older, "bulk", limit=5, before=parse_cursor(again.next or ""))
+    assert older.report.blocks_decoded == 1
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(files, "BLOCK_SUMMARIES", files._Summaries(0))
+        assert (
+            second.as_dict()
+            == connector_history(
+                HistoryReader(directory), "bulk", limit=5, before=parse_cursor(again.next or "")
+            ).as_dict()
+        )
 
 
 def test_a_block_damaged_after_it_was_summarised_is_decoded_and_reported_again(tmp_path: Path) -> None:
@@ -217,3 +225,17 @@ def test_a_block_damaged_after_it_was_summarised_is_decoded_and_reported_again(t
     damaged = connector_history(reader, "tiny", limit=1).as_dict()
     assert damaged == expected and damaged["damaged_files"], "the damage is reported as by a read of every block"
     assert reader.report.blocks_skipped == 39
+
+
+def test_a_deferred_block_that_no_longer_reads_as_summarised_sends_the_page_back_to_reading_everything(
+    tmp_path: Path,
+) -> None:
+    directory = tmp_path / "archive"
+    tiny_and_bulk(directory)
+    files.BLOCK_SUMMARIES.clear()
+    expected = connector_history(HistoryReader(directory), "bulk", limit=5).as_dict()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(query, "read_deferred", lambda block, report: None)  # as if the file changed meanwhile
+        reader = HistoryReader(directory)
+        assert connector_history(reader, "bulk", limit=5).as_dict() == expected
+    assert reader.report.blocks_decoded == 40, "read again in archive order: every bulk block"
