@@ -47,7 +47,9 @@ def test_numbers_beyond_a_double_are_served_as_connects_rest_writes_them(daemon_
     assert served == {
         str({"good": 1}): {"position": 1},
         str({"big": 1}): {"x": "Infinity", "y": "-Infinity", "z": 1.5},
-        str({"k": "Infinity"}): {"position": 2},
+        # Listed as Connect lists it; Connect writes the partition back as {"k":"Infinity"}, other
+        # bytes, so its GET and its tasks read no offset for this key (docs/api.md).
+        str({"k": "Infinity"}): None,
     }
 
     history = httpx.get(f"{daemon.url}/connectors/{name}/offsets/history", timeout=30)
