@@ -11,15 +11,21 @@ where Connect shows null only because the connector's map iterates in another or
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
 from emulator.client.history import HistoryClient
 from emulator.codec.murmur2 import partition_for
 from tests.fixtures.broker import TansuBroker
 from tests.fixtures.daemon import DaemonFactory
-from tests.integration.connect_helpers import canon, eventually, from_java, kafka_daemon_args, status, unique
+from tests.integration.connect_helpers import (
+    canon,
+    daemon_offsets,
+    eventually,
+    from_java,
+    kafka_daemon_args,
+    status,
+    unique,
+)
 from tests.oracle import JavaOracle
 from tests.oracle import typed as T
 
@@ -88,15 +94,6 @@ def test_get_shows_connects_value_for_aliased_keys_in_any_arrival_order(
     }, "Java's answers, as this test states them"
     for daemon in (tailing, restored):
         eventually(lambda d=daemon: status(d.url)["view"], lambda v: v["records_applied"] >= len(records))  # type: ignore[misc]
-        assert shown(daemon.client().offsets(c)) == expected
+        assert daemon_offsets(daemon.client().offsets(c)) == expected
         with HistoryClient(daemon.url) as history:
-            assert shown(history.offsets_as_of(c, as_of="now")) == expected
-
-
-def shown(rows: list[dict[str, Any]]) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for row in rows:
-        key = canon(row["partition"])
-        assert key not in out, f"partition listed twice: {row['partition']!r}"
-        out[key] = canon(row["offset"])
-    return out
+            assert daemon_offsets(history.offsets_as_of(c, as_of="now")) == expected
