@@ -18,6 +18,7 @@ from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass
 from typing import TypedDict
 
+from emulator.codec.key_forms import KeyForm, key_form
 from emulator.codec.readable import ValueProblem, value_problem
 from emulator.connect_cluster.offsets_topics import TopicStore
 from emulator.formats.diff import Diff, compute_diff
@@ -75,6 +76,9 @@ class ImportResult:
     unreadable_values: int = 0
     """Records written (or, in a dry run, to be written) whose value Connect cannot read back;
     non-zero only with ``allow_malformed``."""
+    unread_keys: int = 0
+    """Values written (or to be) under keys in bytes no converter writes (``key_forms.FOREIGN``):
+    Connect lists their partitions, but no task and no GET reads these values."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -298,12 +302,20 @@ class RecordsService:
             if not dry_run and to_write:
                 with write_origin("import", touched[0] if len(touched) == 1 else None):
                     await self._write_locked(to_write, keys, section)
-        # The last record per key is the one written: count those whose value is unreadable.
-        kept = await bulk_pass(
-            len(to_write),
-            lambda: sum(1 for r in to_write if r.key in unreadable_keys and value_problem(r.value) is not None),
-        )
-        return ImportResult(diff, 0 if dry_run else len(to_write), dry_run, kept)
+
+        # The last record per key is the one written: count those whose value is unreadable, and the
+        # values under keys in bytes no converter writes (listed by Connect, read by no task).
+        def counted() -> tuple[int, int]:
+            unreadable = sum(1 for r in to_write if r.key in unreadable_keys and value_problem(r.value) is not None)
+            unread = sum(
+                1
+                for r in to_write
+                if r.value is not None and keys.connector(r.key) is not None and key_form(r.key) is KeyForm.FOREIGN
+            )
+            return unreadable, unread
+
+        kept, unread = await bulk_pass(len(to_write), counted)
+        return ImportResult(diff, 0 if dry_run else len(to_write), dry_run, kept, unread)
 
     def _live_value_of(self, keys: KeyIndex) -> Callable[[bytes], bytes | None]:
         """A key's live value where Connect reads it: a connector's own store when it has one."""

@@ -71,8 +71,11 @@ def test_import_is_byte_exact_and_answers_the_diff(app_client: TestClient) -> No
     assert dry.json()["diff"]["summary"] == {"added": 2, "changed": 0, "removed": 0, "unchanged": 0}
     assert app_client.get("/offsets/records").json()["records"] == [], "a dry run writes nothing"
 
+    assert dry.json()["unread_keys"] == 1 and "1 key(s) would hold a value in bytes no converter writes" in dry.text
     done = post(app_client, records)
     assert done.status_code == 200 and done.json()["written"] == 2
+    assert done.json()["unread_keys"] == 1, "the spaced key: Connect lists it, no task reads it"
+    assert "no task reads these values and GET shows null" in done.json()["message"]
     listed = app_client.get("/offsets/records").json()["records"]
     assert {(base64.b64decode(r["key"]), base64.b64decode(r["value"])) for r in listed} == set(records)
     assert {r["kafka_partition"] for r in listed} == {partition_for(k, 3) for k, _ in records}
@@ -189,3 +192,25 @@ def test_a_damaged_file_imports_nothing_into_the_daemon(embedded_daemon: DaemonP
     assert "nothing was written" in result.stderr
     listed = embedded_daemon.client().connectors()
     assert name not in listed
+
+
+def test_an_import_of_keys_no_task_reads_says_so(embedded_daemon: DaemonProcess, tmp_path: Path) -> None:
+    """A standalone file written by another tool may hold keys in bytes no converter writes: they are
+    imported as given (byte exact), and the CLI's report says that no task reads their values."""
+    name = f"spaced-{uuid.uuid4().hex[:8]}"
+    source = tmp_path / "in.offsets"
+    standalone.write_file(
+        source,
+        [
+            RawRecord(f'["{name}", {{"filename": "/a"}}]'.encode(), b'{"position":10}'),
+            RawRecord(f'["{name}",{{"filename":"/b"}}]'.encode(), b'{"position":20}'),
+        ],
+    )
+    done = run_cli("import", "--from", f"standalone:{source}", "--url", embedded_daemon.url, timeout_s=120)
+    assert done.returncode == 0, done.stderr
+    shown = done.stdout + done.stderr
+    assert "1 key(s) hold a value in bytes no converter writes" in shown, shown
+    assert embedded_daemon.client().offsets(name) == [
+        {"partition": {"filename": "/a"}, "offset": None},
+        {"partition": {"filename": "/b"}, "offset": {"position": 20}},
+    ]

@@ -108,11 +108,18 @@ async def post_records(
         if result.unreadable_values:
             verb = "would be" if result.dry_run else "were"
             message += f" {result.unreadable_values} value(s) Connect cannot read back {verb} written as-is."
+        if result.unread_keys:
+            verb = "would hold" if result.dry_run else "hold"
+            message += (
+                f" {result.unread_keys} key(s) {verb} a value in bytes no converter writes (spaces, another number"
+                " form): Connect lists their partitions, but no task reads these values and GET shows null."
+            )
         return {
             "message": message,
             "dry_run": result.dry_run,
             "written": result.written,
             "unreadable_values": result.unreadable_values,
+            "unread_keys": result.unread_keys,
             "diff": result.diff.as_dict(diff_limit),
         }
 

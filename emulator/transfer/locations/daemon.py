@@ -183,6 +183,13 @@ class DaemonLocation(Location):
                 f"the daemon {done} each on its own"
             )
             notes += [_split_note(name, count) for name, count in spread.items() if count > 1]
+        unread = sum(int(a.get("unread_keys", 0)) for a in answers if isinstance(a, dict))
+        if unread:
+            verb = "would hold" if ctx.options.dry_run else "hold"
+            notes.append(
+                f"{unread} key(s) {verb} a value in bytes no converter writes (spaces, another number form): "
+                "Connect lists their partitions, but no task reads these values and GET shows null"
+            )
         try:
             # An older daemon does not check values and answers no count.
             return ApplyResult(
