@@ -210,7 +210,8 @@ def test_an_import_of_keys_no_task_reads_says_so(embedded_daemon: DaemonProcess,
     assert done.returncode == 0, done.stderr
     shown = done.stdout + done.stderr
     assert "1 key(s) hold a value in bytes no converter writes" in shown, shown
-    assert embedded_daemon.client().offsets(name) == [
+    rows = sorted(embedded_daemon.client().offsets(name), key=lambda row: row["partition"]["filename"])
+    assert rows == [  # the daemon lists in the order the log applied them, which an import does not fix
         {"partition": {"filename": "/a"}, "offset": None},
         {"partition": {"filename": "/b"}, "offset": {"position": 20}},
     ]
