@@ -73,12 +73,26 @@ class Members(NamedTuple):
 
 
 class RecordArena:
-    __slots__ = ("_arena", "_dest", "_garbage", "_groups", "_keys", "_none_slot", "_scan", "_sequence", "compactions")
+    __slots__ = (
+        "_arena",
+        "_dest",
+        "_garbage",
+        "_group_bytes",
+        "_groups",
+        "_keys",
+        "_none_slot",
+        "_scan",
+        "_sequence",
+        "compactions",
+    )
 
     def __init__(self) -> None:
         self._arena = bytearray()
         self._keys = PositionTable(self._key_hash_at)
         self._groups: list[PositionTable] = []
+        self._group_bytes: list[int] = []
+        """Per group, the bytes of its live keys and slots, kept with every change: a listing decides
+        whether it leaves the event loop by them, and counting them meant reading every member."""
         self._none_slot: bytes | None = None
         """The record of the ``null`` key, if live (Connect ignores it; exports keep it)."""
         self._garbage = 0
@@ -183,6 +197,10 @@ class RecordArena:
                 sequences.append(sequence)
         return Members(keys, slots, logicals, sequences)
 
+    def extent(self, group: int) -> tuple[int, int]:
+        """The group's live records and the bytes of their keys and slots, without reading them."""
+        return len(self._groups[group]), self._group_bytes[group]
+
     def members_with(self, group: int, logical: int) -> list[Member]:
         """The group's records whose logical hash is ``logical`` (aliases, or a collision), oldest first."""
         logical &= _HASH_MASK
@@ -198,6 +216,7 @@ class RecordArena:
     def add_group(self) -> int:
         group = len(self._groups)
         self._groups.append(PositionTable(self._logical_hash_at))
+        self._group_bytes.append(0)
         return group
 
     def insert(self, key: bytes | None, slot: bytes, group: int | None, logical: int) -> None:
@@ -211,6 +230,7 @@ class RecordArena:
         self._keys.add(khash, code)
         if group is not None:
             self._groups[group].add(logical, code)
+            self._group_bytes[group] += len(key) + len(slot)
         if self._scan >= 0:
             self._compact_step((code - 1) << 3)
 
@@ -221,7 +241,9 @@ class RecordArena:
             self._none_slot = slot
             return
         arena = self._arena
-        klen, capacity, _, khash, logical, stored_group, sequence = _HEAD.unpack_from(arena, position)
+        klen, capacity, old_len, khash, logical, stored_group, sequence = _HEAD.unpack_from(arena, position)
+        if stored_group != _NO_GROUP:
+            self._group_bytes[stored_group] += len(slot) - old_len
         if newest:
             self._sequence += 1
             sequence = self._sequence
@@ -246,10 +268,11 @@ class RecordArena:
             self._none_slot = None
             return
         code = (position >> 3) + 1
-        khash, logical, group = _HEAD.unpack_from(self._arena, position)[3:6]
+        klen, _, slen, khash, logical, group, _ = _HEAD.unpack_from(self._arena, position)
         self._keys.remove(khash, code)
         if group != _NO_GROUP:
             self._groups[group].remove(logical, code)
+            self._group_bytes[group] -= klen + slen
         self._bury(position)
         self._maybe_compact()
 

@@ -24,6 +24,8 @@ def _check(arena: RecordArena, data: dict[bytes, bytes], groups: dict[bytes, tup
         assert sorted(members.keys) == sorted(expected)
         for key, slot, logical in zip(members.keys, members.slots, members.logicals, strict=True):
             assert slot == data[key] and logical == groups[key][1]
+        # kept with every change, never recounted: it must equal what the members add up to
+        assert arena.extent(group) == (len(expected), sum(len(key) + len(data[key]) for key in expected))
 
 
 @pytest.mark.slow

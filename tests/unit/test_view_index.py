@@ -121,6 +121,7 @@ def test_listing_and_finding_match_a_plain_model_of_connects_reader(hashing: str
                 expected = model.rows(connector)
                 assert _listed(view, connector) == expected, f"{hashing}, seed {seed}, step {step}"
                 assert view.partition_count(connector) == len(expected)
+                assert view.extent(connector)[0] == sum(len(keys) for _, _, keys in expected.values())
                 for lid, (_, _, keys) in expected.items():
                     assert view.find(connector, lid) == keys
             assert view.live_keys() == len(model.data)
