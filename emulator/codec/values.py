@@ -51,6 +51,19 @@ def validate_format(m: object) -> None:
     """
     if m is None:
         return
+    if type(m) is dict:  # what every parser here returns: settle the usual flat map without ABC checks
+        for key, value in m.items():
+            kind = type(value)
+            if type(key) is not str or not (
+                value is None
+                or kind is str
+                or kind is bool
+                or kind is float
+                or (kind is int and JAVA_LONG_MIN <= value <= JAVA_LONG_MAX)
+            ):
+                break  # the general checks below name the problem, as Connect does
+        else:
+            return
     if not isinstance(m, Mapping):
         raise InvalidOffsets("Offsets must be specified as a Map")
     for key, value in m.items():
