@@ -36,8 +36,6 @@ from pyspark.sql.streaming.datasource import (
 from pyspark.sql.types import StructType
 
 from emulator.client.errors import ClientError
-from emulator.codec.keys import ParsedKey, parse_key
-from emulator.codec.values import CodecError, loads_lenient
 from emulator.spark.background import committer_for
 from emulator.spark.filestream import Cursor, iter_chunks, scan, split_at_lines
 from emulator.spark.options import DaemonAccess, OptionError, bool_option, int_option, only_known
@@ -95,26 +93,22 @@ _SIMILAR_CUTOFF = 0.75
 """``difflib``'s ratio: one or two letters off in names of ten or more (``file-scr4`` for ``file-src4``)."""
 
 
-def file_holders(records: Mapping[bytes, bytes | None], connector: str, path: str) -> list[tuple[str, str, Any]]:
-    """``(connector, filename, offset)`` for each connector other than ``connector`` whose live
-    records (the daemon's raw keys and values) hold an offset for partition ``{"filename": path}``,
-    or for the same file spelled differently (``same_file``); sorted by connector and filename."""
+def file_holders(listings: Mapping[str, list[Any]], path: str) -> list[tuple[str, str, Any]]:
+    """``(connector, filename, offset)`` for each connector's row (its GET listing: partitions and
+    the offsets Connect's reader sees for them) that holds an offset for partition
+    ``{"filename": path}``, or for the same file spelled differently (``same_file``); sorted by
+    connector and filename."""
     found: list[tuple[str, str, Any]] = []
-    for key, value in records.items():
-        parsed = parse_key(key)
-        if not isinstance(parsed, ParsedKey) or parsed.connector == connector or value is None:
-            continue
-        filename = parsed.partition.get("filename")
-        if set(parsed.partition) != {"filename"} or not isinstance(filename, str):
-            continue
-        if filename != path and not same_file(filename, path):
-            continue
-        try:
-            offset = loads_lenient(value)
-        except CodecError:
-            continue  # not an offset Connect reads back
-        if offset is not None:
-            found.append((parsed.connector, filename, offset))
+    for connector, rows in listings.items():
+        for row in rows:
+            if not isinstance(row, dict):
+                continue
+            partition, offset = row.get("partition"), row.get("offset")
+            if not isinstance(partition, dict) or set(partition) != {"filename"} or offset is None:
+                continue
+            filename = partition["filename"]
+            if isinstance(filename, str) and (filename == path or same_file(filename, path)):
+                found.append((connector, filename, offset))
     return sorted(found, key=lambda item: (item[0], item[1]))
 
 
@@ -183,15 +177,21 @@ class ConnectFileStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
         """A fresh query whose connector has no offset for the file reads it from the beginning; when
         connectors of a similar name hold an offset for this file (a misspelt option connector?), that
         is said once, naming them. Starting a new connector on a file is legitimate: nothing is
-        refused. Only similar names are read, so the check costs a few connectors' records."""
+        refused. Only similar names are read, through the same GET a task's reader answers, so the check
+        costs a few connectors' listings and needs no admin token."""
+        listings: dict[str, list[Any]] = {}
         try:
             with self.daemon.offsets() as daemon:
                 names = [name for name in daemon.client.connectors() if name != self.connector]
                 similar = difflib.get_close_matches(self.connector, names, n=_SIMILAR_NAMES, cutoff=_SIMILAR_CUTOFF)
-                if not similar:
-                    return
-                records = daemon.client.records(similar)  # those connectors' records only: a daemon may hold millions
-        except ClientError as exc:  # an older daemon, or a token without admin (raw records are admin's)
+                for name in similar:  # each one's GET: what its tasks read, and a token's read grant is enough
+                    try:
+                        listings[name] = daemon.offsets(name) or []
+                    except ClientError as exc:  # e.g. a token that may not read that connector
+                        log.info(
+                            "connect-file %s: could not read connector %s's offsets: %s", self.connector, name, exc
+                        )
+        except ClientError as exc:
             log.info(
                 "connect-file %s: could not look for other connectors' offsets for %s: %s",
                 self.connector,
@@ -199,7 +199,7 @@ class ConnectFileStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
                 exc,
             )
             return
-        holders = file_holders(records, self.connector, self.file)
+        holders = file_holders(listings, self.file)
         if not holders:
             return
         log.warning(

@@ -14,6 +14,7 @@ import shlex
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -444,26 +445,25 @@ def test_a_well_formed_commit_target_is_accepted() -> None:
     assert CommitTarget(2, "conn", "sink", "q").connector == "conn"
 
 
-def test_file_holders_are_the_other_connectors_with_an_offset_for_the_file(tmp_path: Path) -> None:
+def test_file_holders_are_the_connectors_whose_listing_has_an_offset_for_the_file(tmp_path: Path) -> None:
     """What a fresh ``connect-file`` query names when its own connector has no offset for the file
-    (a misspelt option connector otherwise re-read the file from 0 without a word)."""
-    from emulator.codec.keys import encode_key
+    (a misspelt option connector otherwise re-read the file from 0 without a word). It reads the
+    similar connectors' GET listings: the offsets their tasks read, ``null`` where no task reads one."""
     from emulator.spark.file_source import file_holders
 
     file = tmp_path / "in.txt"
     file.write_text("a\n")
     path, other = str(file), str(tmp_path / "other.txt")
-    records: dict[bytes, bytes | None] = {
-        encode_key("file-src4", {"filename": path}): b'{"position":6}',
-        encode_key("file-scr4", {"filename": path}): b'{"position":2}',  # the query's own connector
-        encode_key("b-src", {"filename": f"{tmp_path}/./in.txt"}): b'{"position":1}',  # same file, other spelling
-        encode_key("c-src", {"filename": other}): b'{"position":9}',  # another file
-        encode_key("d-src", {"filename": path, "x": 1}): b'{"position":9}',  # not FileStreamSource's partition
-        encode_key("e-src", {"filename": path}): b"not json",  # not an offset Connect reads back
-        b'"not a key"': b'{"position":3}',
+    listings: dict[str, list[Any]] = {
+        "file-src4": [{"partition": {"filename": path}, "offset": {"position": 6}}],
+        "b-src": [{"partition": {"filename": f"{tmp_path}/./in.txt"}, "offset": {"position": 1}}],  # other spelling
+        "c-src": [{"partition": {"filename": other}, "offset": {"position": 9}}],  # another file
+        "d-src": [{"partition": {"filename": path, "x": 1}, "offset": {"position": 9}}],  # not FileStreamSource's
+        "e-src": [{"partition": {"filename": path}, "offset": None}],  # listed, but no task reads an offset
+        "f-src": ["not a row", {"partition": "not a map", "offset": {"position": 3}}],
     }
-    assert file_holders(records, "file-scr4", path) == [
+    assert file_holders(listings, path) == [
         ("b-src", f"{tmp_path}/./in.txt", {"position": 1}),
         ("file-src4", path, {"position": 6}),
     ]
-    assert file_holders(records, "file-src4", other) == [("c-src", other, {"position": 9})]
+    assert file_holders(listings, other) == [("c-src", other, {"position": 9})]
