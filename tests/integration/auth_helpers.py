@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,6 +15,7 @@ from pathlib import Path
 import httpx
 
 from emulator.server.auth import tokens
+from tests.fixtures.daemon import DaemonProcess
 
 PASSWORDS = {"alice": "s3cret:with colon", "bob": "bob-pw", "carol": "carol-pw"}
 """Basic users of the credentials file; alice is admin, bob reads orders-*, carol is listed nowhere."""
@@ -89,3 +91,14 @@ def basic(user: str) -> httpx.BasicAuth:
 
 def bearer(token: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}"}
+
+
+def audit_line_of(daemon: DaemonProcess, connector: str) -> str:
+    """The daemon's latest audit line naming ``connector``, waited for (the line follows the answer)."""
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        lines = [line for line in daemon.log_tail().splitlines() if "emulator.audit" in line and connector in line]
+        if lines:
+            return lines[-1]
+        time.sleep(0.05)
+    raise AssertionError(f"no audit line for {connector}")

@@ -23,7 +23,7 @@ import httpx
 import pytest
 
 from tests.fixtures.daemon import DaemonFactory, DaemonProcess, free_port
-from tests.integration.auth_helpers import PASSWORDS, basic, cli, write_security_files
+from tests.integration.auth_helpers import PASSWORDS, audit_line_of, basic, cli, write_security_files
 
 
 def seeded(daemon: DaemonProcess) -> str:
@@ -116,16 +116,6 @@ def test_a_request_without_a_host_header_is_refused(embedded_daemon: DaemonProce
     assert b"Host header" in body
     with_host = f"GET /connectors HTTP/{version}\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n".encode()
     assert raw_get(embedded_daemon.url, with_host)[0].split()[1] == "200"
-
-
-def audit_line_of(daemon: DaemonProcess, connector: str) -> str:
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        lines = [line for line in daemon.log_tail().splitlines() if "emulator.audit" in line and connector in line]
-        if lines:
-            return lines[-1]
-        time.sleep(0.05)
-    raise AssertionError(f"no audit line for {connector}")
 
 
 def write_from(daemon: DaemonProcess, claimed_address: str) -> str:

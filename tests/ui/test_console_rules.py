@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from tests.fixtures.daemon import DaemonFactory, DaemonProcess
-from tests.integration.auth_helpers import write_security_files
+from tests.integration.auth_helpers import audit_line_of, write_security_files
 
 CONSOLE = {"X-Connect-Offsets-Console": "1"}
 BODY = {"offsets": [{"partition": {"file": "a"}, "offset": {"position": 1}}]}
@@ -53,10 +53,16 @@ def test_the_page_and_d3_come_from_the_daemon_with_a_same_origin_policy(embedded
 def test_browser_writes_from_elsewhere_or_without_the_console_header_are_refused(
     embedded_daemon: DaemonProcess, headers: dict[str, str], why: str
 ) -> None:
-    answer = patch(embedded_daemon, f"csrf-{uuid.uuid4().hex[:8]}", headers)
+    name = f"csrf-{uuid.uuid4().hex[:8]}"
+    answer = patch(embedded_daemon, name, headers)
     assert answer.status_code == 403, answer.text
     assert answer.headers["X-Connect-Offsets-Error"] == "cross_origin_write"
     assert why in answer.json()["message"]
+    # a refusal is audited like any other, under the route it was for (docs/operations.md, "Audit")
+    audited = audit_line_of(embedded_daemon, name)
+    assert "403 cross_origin_write" in audited and "dry run" in audited, audited
+    access = [line for line in embedded_daemon.log_tail().splitlines() if "emulator.access" in line and "403" in line]
+    assert any("PATCH /connectors/{connector}/offsets 403 cross_origin_write" in line for line in access), access
 
 
 def test_the_consoles_own_writes_and_programs_pass_the_browser_rules(embedded_daemon: DaemonProcess) -> None:

@@ -35,7 +35,7 @@ from urllib.parse import unquote, urlsplit
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from emulator.model.errors import CrossOriginWrite
-from emulator.server.errors import error_response
+from emulator.server.auth.guards import refuse_before_routing
 
 CONSOLE_HEADER = "X-Connect-Offsets-Console"
 _CONSOLE_KEY = CONSOLE_HEADER.lower().encode()
@@ -126,7 +126,8 @@ class ConsoleGuard:
         headers = _headers(scope)  # once: this runs before every request
         why = refusal(scope["method"], headers, self.allowed)
         if why is not None:
-            await error_response(CrossOriginWrite(f"Refused: {why}"))(scope, receive, send)
+            # the route named first: the access log, the metrics and the audit line say what was refused
+            await refuse_before_routing(CrossOriginWrite(f"Refused: {why}"), scope, receive, send)
             return
         if _CONSOLE_KEY not in headers:
             await self.app(scope, receive, send)
