@@ -28,7 +28,7 @@ from emulator.connect_cluster.state import ClusterState
 from emulator.history.archive import HistoryArchive
 from emulator.logs.base import OffsetLog
 from emulator.model.errors import ConnectorStoreUnavailable, NotReady, NotReadyYet, TopicMisconfigured
-from emulator.model.exactly_once import ExactlyOnceSource
+from emulator.model.exactly_once import ExactlyOnceSource, TaskTransactionalIds
 from emulator.model.times import format_time_ms
 from emulator.view.offset_view import OffsetView
 
@@ -136,11 +136,12 @@ class ConnectorTopics:
             return WORKER_ONLY
         return connector_stores(config, self.worker_topic, self._bootstrap, self.eos)
 
-    def fence_ids(self, connector: str) -> list[str]:
+    def fence_ids(self, connector: str) -> TaskTransactionalIds:
         """Transactional ids of tasks 1..N-1 of the last fenced generation (``tasks-fencing-<c>``: N), which
-        the leader fences before modifying offsets; task 0's is fenced by the write itself."""
+        the leader fences before modifying offsets; task 0's is fenced by the write itself. Made as
+        they are fenced: N is whatever the record says."""
         record = self._state.snapshot(connector).task_count_record or 0
-        return [self.eos.transactional_id(connector, task) for task in range(1, record)]
+        return TaskTransactionalIds(self.eos, connector, record)
 
     def separate_topic_connectors(self) -> list[str]:
         """Source connectors whose current config gives them an offsets topic besides the worker's."""

@@ -11,8 +11,9 @@ a rolling upgrade; offsets are handled as with ``disabled``.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, overload
 
 Support = Literal["disabled", "preparing", "enabled"]
 SUPPORT_VALUES: tuple[Support, ...] = ("disabled", "preparing", "enabled")
@@ -34,6 +35,30 @@ class ExactlyOnceSource:
         if self.group_id is None:
             raise ValueError("exactly-once source support needs the Connect workers' group.id")
         return f"{self.group_id}-{connector}-{task}"
+
+
+class TaskTransactionalIds(Sequence[str]):
+    """The transactional ids of tasks ``first``..``count``-1, made as they are read. A task count comes
+    from a ``tasks-fencing-<c>`` record, read as Connect reads it (any int up to 2,147,483,647): as a
+    list, a hostile or corrupt count held gigabytes before the first id was fenced."""
+
+    __slots__ = ("_connector", "_count", "_eos", "_first")
+
+    def __init__(self, eos: ExactlyOnceSource, connector: str, count: int, first: int = 1) -> None:
+        self._eos, self._connector, self._count, self._first = eos, connector, count, first
+
+    def __len__(self) -> int:
+        return max(self._count - self._first, 0)
+
+    @overload
+    def __getitem__(self, index: int) -> str: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[str]: ...
+    def __getitem__(self, index: int | slice) -> str | Sequence[str]:
+        tasks = range(self._first, max(self._count, self._first))
+        if isinstance(index, slice):
+            return [self._eos.transactional_id(self._connector, task) for task in tasks[index]]
+        return self._eos.transactional_id(self._connector, tasks[index])
 
 
 DISABLED = ExactlyOnceSource()

@@ -17,6 +17,7 @@ from __future__ import annotations
 import base64
 import json
 import subprocess
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -355,6 +356,37 @@ def test_a_connector_with_many_tasks_is_fenced_within_the_write_timeout(eos: Kip
     assert patched.status_code == 200, patched.text
     assert took < 10, f"60 task ids fenced and the offsets written in {took:.1f} s"
     assert eos.get(name) == [{"partition": {"f": "p"}, "offset": {"pos": 7}}]
+
+
+@pytest.mark.slow
+def test_a_task_count_no_broker_fences_in_time_answers_503_by_the_deadline_and_nothing_stalls(
+    eos: Kip618Cluster,
+) -> None:
+    """A ``tasks-fencing`` record is read as Connect reads it, up to 2,147,483,647 tasks. The daemon
+    made every task's transactional id before fencing the first: gigabytes, a 500 MemoryError or no
+    answer at all, and /healthz stalled for seconds (cluster QA, HIGH). Now the ids are made as they
+    are fenced and the deadline is checked between waves: 503 log_timeout, nothing written."""
+    name = eos.source(unique("huge-count"), own_topic("huge"), fencing=2_147_483_647)
+    answer: list[httpx.Response] = []
+    body = {"offsets": [{"partition": {"f": "p"}, "offset": {"pos": 7}}]}
+    writer = threading.Thread(target=lambda: answer.append(eos.http.patch(f"/connectors/{name}/offsets", json=body)))
+    started = time.monotonic()
+    writer.start()
+    slowest_probe = 0.0
+    while writer.is_alive() and time.monotonic() - started < 60:
+        probe_started = time.monotonic()
+        assert eos.http.get("/healthz").status_code == 200
+        slowest_probe = max(slowest_probe, time.monotonic() - probe_started)
+        time.sleep(0.2)
+    writer.join(timeout=5)
+    took = time.monotonic() - started
+    (patched,) = answer
+    assert patched.status_code == 503, patched.text
+    assert patched.headers["X-Connect-Offsets-Error"] == "log_timeout"
+    assert "tasks-fencing record" in patched.json()["message"], patched.text
+    assert took < 10 + 5, f"answered after {took:.1f} s with --write-timeout 10 s"
+    assert slowest_probe < 2, f"/healthz took {slowest_probe:.1f} s while the write was fencing"
+    assert eos.get(name) == [], "nothing was written"
 
 
 # --- visible: status, fencing records, the store parameter ---------------------------------------------

@@ -141,12 +141,28 @@ class TransactionalAppender:
         every earlier holder of these ids (zombie tasks) is fenced and its open transaction aborted.
         Up to ``_FENCE_AT_ONCE`` ids at a time: one after another, a connector of 200 tasks took 200
         broker round trips and could not be written within ``--write-timeout``."""
-        if not transactional_ids:
+        total = len(transactional_ids)
+        if not total:
             return
-        with ThreadPoolExecutor(min(_FENCE_AT_ONCE, len(transactional_ids)), thread_name_prefix="fence") as pool:
-            for failure in pool.map(lambda tid: self._fence_one(tid, deadline), transactional_ids):
-                if failure is not None:  # the first is the answer; the others end by the deadline
-                    raise failure
+        with ThreadPoolExecutor(min(_FENCE_AT_ONCE, total), thread_name_prefix="fence") as pool:
+            # In waves, the deadline checked between them: the ids of a count read from the config
+            # topic may be far more than any broker fences within --write-timeout.
+            for start in range(0, total, _FENCE_AT_ONCE):
+                if start and time.monotonic() >= deadline:
+                    raise self._fencing_timeout(start, total)
+                wave = transactional_ids[start : start + _FENCE_AT_ONCE]
+                for failure in pool.map(lambda tid: self._fence_one(tid, deadline), wave):
+                    if isinstance(failure, LogTimeout) and total > _FENCE_AT_ONCE:
+                        raise self._fencing_timeout(start, total) from failure
+                    if failure is not None:  # the first is the answer; the others end by the deadline
+                        raise failure
+
+    def _fencing_timeout(self, fenced: int, total: int) -> LogTimeout:
+        return LogTimeout(
+            f"{self._description} did not let the daemon fence the transactional ids of the connector's earlier "
+            f"tasks within the write timeout: {fenced} of {total} fenced (its tasks-fencing record counts "
+            f"{total + 1} tasks); nothing was written"
+        )
 
     def _fence_one(self, transactional_id: str, deadline: float) -> LogTimeout | Conflict | None:
         producer = self._producer(transactional_id)
