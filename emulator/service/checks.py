@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from emulator.logs.base import OffsetLog
 from emulator.model.connectors import (
@@ -30,6 +30,17 @@ from emulator.model.errors import (
     WrongConnectorType,
 )
 from emulator.view.offset_view import OffsetView
+
+if TYPE_CHECKING:
+    from emulator.service.writer import Deadline
+
+READING_CONFIG = "Reading Connect's config topic to its end (the connector's state is checked there first)"
+NOTHING_WRITTEN = "nothing was written; is the Kafka cluster answering? Try again"
+
+
+_PAST_DEADLINE_S = 1.0
+"""How much longer than the deadline the config topic's read may go on in its thread: the deadline's
+503 is the answer, and the thread is free again soon after (a stalled broker must not pile them up)."""
 
 
 class ConnectorChecks:
@@ -63,6 +74,14 @@ class ConnectorChecks:
         call ``NoConnectCluster.refresh``, a no-op, on every PATCH and DELETE."""
         if self._has_registry:
             await asyncio.to_thread(self._states.refresh, self._refresh_timeout_s)
+
+    async def refresh_within(self, deadline: Deadline, then: str = NOTHING_WRITTEN) -> None:
+        """``refresh`` within the request's deadline: 503 ``log_timeout`` at it, as every step of a
+        modification that waits on the broker answers (docs/connect-cluster.md). The read's own
+        timeout (Connect's 500 text when it fails before the deadline) is no longer than the time left."""
+        if self._has_registry:
+            timeout_s = min(self._refresh_timeout_s, deadline.remaining() + _PAST_DEADLINE_S)
+            await deadline.within(asyncio.to_thread(self._states.refresh, timeout_s), READING_CONFIG, then)
 
     def require_known(self, connector: str) -> None:
         """Connect's not-found: with a Connect cluster, a live config decides; without one, having offsets."""

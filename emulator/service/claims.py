@@ -62,6 +62,10 @@ class ClaimsService:
         deadline = Deadline(self._write_timeout_s)
         async with self._writer.section(connector, deadline, "nothing was claimed") as section:
             section.subject = f"a claim of connector {connector}"
+            # the config topic within the request's time: a stalled broker is a 503, as for every write
+            await self._checks.refresh_within(
+                deadline, "nothing was claimed; is the Kafka cluster answering? Try again"
+            )
             # The log gets the time left once the section is had (a first claim on Kafka waits for the
             # connector's writes begun before it only so long, then refuses: ``log_timeout``), and is
             # waited for a little longer, as a write's log call is, so that refusal is the answer, not

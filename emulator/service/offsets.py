@@ -211,11 +211,7 @@ class OffsetsService:
     ) -> ConnectorKind:
         self._checks.ensure_ready()
         if self._checks.reads_a_registry:
-            await deadline.within(
-                self._checks.refresh(),
-                "Reading Connect's config topic to its end (the connector's state is checked there first)",
-                "nothing was written; is the Kafka cluster answering? Try again",
-            )
+            await self._checks.refresh_within(deadline)
         return self._checks.modifiable(connector, kind, create)
 
     async def _check_writer(self, deadline: Deadline, connector: str, auth: WriteAuth, kind: ConnectorKind) -> None:

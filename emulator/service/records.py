@@ -256,7 +256,7 @@ class RecordsService:
         what the view still held was left out as "changing nothing", and that write stayed in place.
         """
         self._checks.ensure_ready()
-        await self._checks.refresh()
+        await self._checks.refresh_within(self._writer.deadline())
         keys = KeyIndex()
 
         def screened() -> tuple[list[bytes], dict[int, ValueProblem], set[str]]:
@@ -426,7 +426,7 @@ class RecordsService:
             # A connector may have 10,000 partitions: the plan and its check pass over all of them, off the loop.
             changes, targets, problems = await asyncio.to_thread(planned)
             checking = self._writer.deadline()  # the checks, then the write: a --write-timeout of their own
-            await self._checks.refresh()
+            await self._checks.refresh_within(checking)
             self._checks.ensure_ready()
             self._checks.require_stopped(connector)
             await check_writer_within(self._guard, checking, connector, NO_AUTH, takes_epoch=False)

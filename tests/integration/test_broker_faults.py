@@ -13,6 +13,7 @@ exactly once or not at all, which a retry with the same commit sequence (and a l
 
 from __future__ import annotations
 
+import base64
 import os
 import signal
 import subprocess
@@ -31,6 +32,7 @@ from confluent_kafka.admin import AdminClient
 
 from emulator.client.http import Auth, OffsetsClient
 from emulator.codec.keys import encode_key
+from emulator.codec.values import encode_offset
 from emulator.logs.kafka.offsets_log import KafkaOffsetLog
 from emulator.logs.kafka.topics import wait_for_partition_count
 from emulator.model.errors import LogConfigError, LogTimeout
@@ -541,14 +543,24 @@ def test_a_sink_read_during_a_stall_answers_503_with_why_within_the_write_timeou
     assert after.status_code == 200 and after.json()["offsets"][0]["offset"] == {"kafka_offset": 4}, after.text
 
 
+def _import_of(connector: str) -> dict[str, Any]:
+    key, value = encode_key(connector, PARTITION), encode_offset({"position": 1})
+    return {"records": [{"key": base64.b64encode(key).decode(), "value": base64.b64encode(value).decode()}]}
+
+
 @pytest.mark.slow
+@pytest.mark.parametrize(
+    ("what", "then"),
+    [("patch", "nothing was written"), ("claim", "nothing was claimed"), ("import", "nothing was written")],
+)
 def test_a_write_checked_against_a_stalled_config_topic_answers_503_naming_that_read(
-    own_broker: TansuBroker, daemon_factory: DaemonFactory
+    own_broker: TansuBroker, daemon_factory: DaemonFactory, what: str, then: str
 ) -> None:
-    """With a Connect cluster, a PATCH first reads the config topic to its end (a ``PUT /stop`` a
-    moment earlier must be seen). With the broker stalled that read ends at ``--write-timeout`` in a
-    503 that says which read it was and that nothing was written (it said "Checking the connector
-    took longer", naming neither the topic nor the cluster)."""
+    """With a Connect cluster, a PATCH, a claim and an import first read the config topic to its end
+    (a ``PUT /stop`` a moment earlier must be seen). With the broker stalled that read ends at
+    ``--write-timeout`` in a 503 that says which read it was and that nothing was done (a PATCH said
+    "Checking the connector took longer", naming neither the topic nor the cluster; a claim and an
+    import answered 500 ``log_unavailable``, which the clients do not retry: cluster QA)."""
     config_topic = own_broker.unique_topic("stall-config")
     own_broker.create_topic(config_topic, 1, {"cleanup.policy": "compact"})
     daemon = daemon_factory(
@@ -561,20 +573,29 @@ def test_a_write_checked_against_a_stalled_config_topic_answers_503_naming_that_
         "--write-timeout",
         "3s",
     )
-    path = f"/connectors/stall-config-{uuid.uuid4().hex[:8]}/offsets"
+    connector = f"stall-config-{uuid.uuid4().hex[:8]}"
+
+    def send(http: httpx.Client) -> httpx.Response:
+        if what == "claim":
+            return http.post(f"/connectors/{connector}/claim", json={"owner": "operator"})
+        if what == "import":
+            return http.post("/offsets/records", json=_import_of(connector))
+        return http.patch(f"/connectors/{connector}/offsets", json=body(1))
+
     with httpx.Client(base_url=daemon.url, timeout=60) as http:
         with own_broker.paused():
             sent = time.monotonic()
-            answer = http.patch(path, json=body(1))
+            answer = send(http)
             took = time.monotonic() - sent
-        after = http.patch(path, json=body(1))
+        after = send(http)
     assert answer.status_code == 503, answer.text
     assert answer.headers["X-Connect-Offsets-Error"] == "log_timeout"
+    assert answer.headers["Retry-After"] == "1"
     message = answer.json()["message"]
     assert message.startswith("Reading Connect's config topic to its end"), message
-    assert "took longer than 3 s (--write-timeout); nothing was written" in message, message
-    assert took < 3 + 2, f"the PATCH took {took:.1f} s with --write-timeout 3s"
-    assert after.status_code == 404, "answered again once the broker is back (Connect's: no such connector)"
+    assert f"took longer than 3 s (--write-timeout); {then}" in message, message
+    assert took < 3 + 2, f"the {what} took {took:.1f} s with --write-timeout 3s"
+    assert after.status_code != 503, f"answered again once the broker is back: {after.text}"
 
 
 @pytest.mark.slow
