@@ -316,6 +316,9 @@ class ConnectorTopics:
                     partitions=len(progress.end_offsets),
                     lag=sum(progress.lag().values()),
                     live_keys=store.view.live_keys(),
+                    # Keys Connect would skip in this topic, by reason, as /status's view counts the worker's.
+                    skipped_keys=dict(store.view.stats.skipped_keys),
+                    skipped_keys_total=sum(store.view.stats.skipped_keys.values()),
                     error=progress.error,
                     last_error=progress.last_error,
                 )

@@ -40,6 +40,11 @@ def connector_topic_metrics(topics: ConnectorTopics) -> Iterator[Metric]:
     live_keys = GaugeMetricFamily(
         "connect_offsets_connector_topic_live_keys", "Raw keys with a live value in the topic's view", labels=LABELS
     )
+    skipped = CounterMetricFamily(
+        "connect_offsets_connector_topic_records_skipped",
+        "Records in the topic whose key Connect would skip, by reason (not-json, not-a-list, partition-null, ...)",
+        labels=[*LABELS, "reason"],
+    )
     writes = HistogramMetricFamily(
         "connect_offsets_connector_topic_write_duration_seconds",
         "Time from handing a write's first record to the topic's producer to the broker's last acknowledgement",
@@ -55,6 +60,8 @@ def connector_topic_metrics(topics: ConnectorTopics) -> Iterator[Metric]:
             lag.add_metric(labels, entry["lag"])
             read.add_metric(labels, entry["records_read"])
             live_keys.add_metric(labels, entry["live_keys"])
+            for reason, count in sorted(entry["skipped_keys"].items()):
+                skipped.add_metric([*labels, reason], count)
     for store in topics.open_stores():
         timings = store.log.write_timings
         if timings is None:
@@ -63,4 +70,4 @@ def connector_topic_metrics(topics: ConnectorTopics) -> Iterator[Metric]:
         labels = [store.topic, isolation_name(store.read_committed)]
         writes.add_metric(labels, t.prometheus_buckets(), t.sum_s)
         records.add_metric(labels, t.records)
-    yield from (ready, lag, read, live_keys, writes, records)
+    yield from (ready, lag, read, live_keys, skipped, writes, records)

@@ -135,7 +135,7 @@ def build_runtime(settings: Settings, origins: OriginRegistry | None = None, sta
         )
     return assemble_runtime(
         offset_log,
-        OffsetView(),
+        OffsetView(offset_log.description),
         NoConnectCluster() if cluster is None else cluster,
         cluster=cluster,
         sinks=sinks,
@@ -168,7 +168,7 @@ def topic_store_opener(settings: Settings) -> OpenStore:
             tail_fetch_wait_ms=settings.tail_fetch_wait_ms,
         )
         log_.open()
-        view = OffsetView()
+        view = OffsetView(log_.description)
         service_log: OffsetLog = log_
         archive = None
         if settings.history:

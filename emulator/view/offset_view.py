@@ -104,7 +104,9 @@ class OffsetView:
 
     _WARN_EVERY = 1000
 
-    def __init__(self) -> None:
+    def __init__(self, source: str | None = None) -> None:
+        self.source = source
+        """Which log this view reads (its description, naming the topic), opening its log lines."""
         self._lock = threading.Lock()
         self._records = RecordArena()
         """Raw key → its slot (``emulator.view.slots``); per connector id (a group), its live keys
@@ -264,7 +266,15 @@ class OffsetView:
         count = self.stats.skipped_keys[problem.value] + 1
         self.stats.skipped_keys[problem.value] = count
         if problem is not KeyProblem.PARTITION_NULL and (count == 1 or count % self._WARN_EVERY == 0):
-            log.warning("%s (%d such record(s) so far)", problem_message(problem, key), count)
+            # Counted per reason (the first of each and every 1,000th are logged) and in all, per log:
+            # a connector's own offsets topic (KIP-618) has a view of its own, so the line names it.
+            log.warning(
+                "%s%s (%d such record(s) so far, %d skipped key(s) in all)",
+                "" if self.source is None else f"{self.source}: ",
+                problem_message(problem, key),
+                count,
+                sum(self.stats.skipped_keys.values()),
+            )
 
     def _connector_id(self, name: str) -> int:
         found = self._ids.get(name)
