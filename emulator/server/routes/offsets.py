@@ -26,7 +26,7 @@ from emulator.server.json_answer import encode, json_answer, json_bytes, json_re
 from emulator.server.openapi import documented
 from emulator.server.openapi_bodies import DryRun, Modified, Offsets
 from emulator.server.routes.history import offsets_as_of
-from emulator.server.routes.params import check_connector_path, int64_param, parse_body, read_body
+from emulator.server.routes.params import check_connector_path, decimal_param, parse_body, read_body, single_param
 from emulator.server.routes.query import QueryModel, RouteQuery
 from emulator.service.bodies import parse_alter_body
 from emulator.service.bulk import bulk_pass, is_bulk
@@ -70,6 +70,9 @@ class GetQuery(QueryModel):
     store: str | None = None
 
 
+# ``claim_epoch``, ``sequence_source`` and ``sequence`` (ours) are declared here for the document and a
+# type error's sentence; their values are read strictly from the request (``claim_epoch_param``,
+# ``params.decimal_param``): given once, plain decimal digits, an epoch of at least 1.
 class AlterQuery(QueryModel):
     dry_run: bool = False
     create: bool = False
@@ -196,7 +199,9 @@ async def alter_offsets(connector: str, request: Request, rt: RuntimeDep) -> Res
     changes = await parse_body(parse_alter_body, await read_body(request))
     await bulk_pass(len(changes), lambda: audit.note_partitions(change.partition for change in changes))
     auth = WriteAuth.from_params(
-        int64_param("claim_epoch", query.claim_epoch), query.sequence_source, int64_param("sequence", query.sequence)
+        claim_epoch_param(request),
+        single_param(request, "sequence_source", allow_empty=False),
+        decimal_param(request, "sequence"),
     )
     result = await rt.offsets.alter(
         connector, changes, dry_run=query.dry_run, create=query.create, kind=query.kind, auth=auth
@@ -212,9 +217,15 @@ async def alter_offsets(connector: str, request: Request, rt: RuntimeDep) -> Res
 )
 async def reset_offsets(connector: str, rt: RuntimeDep, request: Request) -> Response:
     query = _RESET.read(request)
-    auth = WriteAuth(int64_param("claim_epoch", query.claim_epoch))
+    auth = WriteAuth(claim_epoch_param(request))
     result = await rt.offsets.reset(connector, dry_run=query.dry_run, kind=query.kind, auth=auth)
     return await _answer(result)
+
+
+def claim_epoch_param(request: Request) -> int | None:
+    """``claim_epoch``, strictly (``decimal_param``): claims are numbered from 1, so 0 or a negative
+    epoch was never issued and is a malformed request, not a fenced writer."""
+    return decimal_param(request, "claim_epoch", minimum=1, why=" (a claim's epoch: claims are numbered from 1)")
 
 
 async def _answer(result: ModifyResult) -> Response:

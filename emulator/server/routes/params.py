@@ -10,6 +10,7 @@ connector). docs/api.md ("Limits") lists them.
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Callable
 from typing import Final, TypeVar
 from urllib.parse import quote, unquote_to_bytes
@@ -22,7 +23,15 @@ from emulator.model.connectors import control_characters
 from emulator.model.errors import InvalidRequest, RequestTooLarge
 from emulator.service.bulk import note_request_bytes
 
-__all__ = ["DEFAULT_MAX_BODY_BYTES", "check_connector_path", "int64_param", "parse_body", "read_body"]
+__all__ = [
+    "DEFAULT_MAX_BODY_BYTES",
+    "check_connector_path",
+    "decimal_param",
+    "int64_param",
+    "parse_body",
+    "read_body",
+    "single_param",
+]
 
 T = TypeVar("T")
 
@@ -99,6 +108,45 @@ def int64_param(name: str, value: int | None) -> int | None:
             f"query parameter '{name}' is out of range: {value} is not a 64-bit integer "
             f"({JAVA_LONG_MIN}..{JAVA_LONG_MAX})"
         )
+    return value
+
+
+_DECIMAL = re.compile(r"-?[0-9]+")
+_DIGITS = re.compile(r"[0-9]+")
+
+
+def single_param(request: Request, name: str, *, allow_empty: bool = True) -> str | None:
+    """The one value of one of our own write parameters (``claim_epoch``, ``sequence_source``,
+    ``sequence``), ``None`` when absent; 400 when it is repeated (``sequence=5&sequence=1``: which one
+    the writer meant is not ours to guess, and FastAPI would silently take the last) or, unless
+    ``allow_empty``, empty. Connect's own parameters keep FastAPI's reading."""
+    values = request.query_params.getlist(name)
+    if len(values) > 1:
+        shown = ", ".join(repr(v[:60]) for v in values[:5])
+        raise InvalidRequest(f"Query parameter '{name}' is given {len(values)} times ({shown}); give it once")
+    if not values:
+        return None
+    if not allow_empty and values[0] == "":
+        raise InvalidRequest(f"Query parameter '{name}' must not be empty")
+    return values[0]
+
+
+def decimal_param(request: Request, name: str, *, minimum: int | None = None, why: str = "") -> int | None:
+    """One of our own integer write parameters, strictly: plain ASCII decimal digits, with a leading
+    '-' only when ``minimum`` allows negative values; no '+', spaces, '_', exponent or hex (lax int
+    parsing read ``%2B5`` and ``%205`` as 5); at least ``minimum``; a Java ``long``. Given once."""
+    raw = single_param(request, name)
+    if raw is None:
+        return None
+    negative = minimum is None or minimum < 0
+    if not (_DECIMAL if negative else _DIGITS).fullmatch(raw):
+        form = "an integer in plain decimal digits" + (" with an optional leading '-'" if negative else "")
+        shown = repr(raw) if len(raw) <= 60 else f"{raw[:60]!r}… ({len(raw)} characters)"
+        raise InvalidRequest(f"Query parameter '{name}' must be {form}{why}, got {shown}")
+    value = int64_param(name, int(raw))
+    assert value is not None
+    if minimum is not None and value < minimum:
+        raise InvalidRequest(f"Query parameter '{name}' must be at least {minimum}{why}, got '{raw}'")
     return value
 
 
