@@ -163,7 +163,11 @@ def topic_store_opener(settings: Settings) -> OpenStore:
             replication_factor=settings.replication_factor,
             client_config=settings.kafka_config,
             read_committed=read_committed,
+            # Opened (and reopened every few seconds after a failure) while the daemon runs, so its wait
+            # for the cluster is bounded by --write-timeout, which its messages must name, not
+            # --startup-timeout (which bounds only the worker log's opening, and is unset by default).
             startup_timeout_s=settings.write_timeout_s,
+            settings=("--bootstrap-servers", "--write-timeout"),
             claims=False,
             tail_fetch_wait_ms=settings.tail_fetch_wait_ms,
         )
