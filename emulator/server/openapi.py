@@ -177,7 +177,8 @@ QUERY_PARAMETER_SCHEMAS: Mapping[str, dict[str, Any]] = {
     "kind": {"type": "string", "enum": ["source", "sink"]},
     "partition": {"type": "string", "contentMediaType": "application/json", "description": "a JSON object"},
     "limit": {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT, "default": DEFAULT_LIMIT},
-    "claim_epoch": INT64,
+    "claim_epoch": {**INT64, "minimum": 1},  # claims are numbered from 1 (routes/offsets.py: claim_epoch_param)
+    "sequence_source": {"type": "string", "minLength": 1},
     "epoch": INT64,
     "sequence": INT64,
 }

@@ -110,3 +110,14 @@ def test_well_formed_parameters_are_still_accepted_a_negative_sequence_included(
     assert httpx.delete(
         f"{embedded_daemon.url}/connectors/{connector}/claim", params={"epoch": claim["epoch"]}, timeout=10
     ).is_success
+
+
+def test_the_openapi_document_says_the_same(embedded_daemon: DaemonProcess) -> None:
+    document = httpx.get(f"{embedded_daemon.url}/openapi.json", timeout=10).json()
+    operations = document["paths"]["/connectors/{connector}/offsets"]
+    patch_params = {p["name"]: p["schema"] for p in operations["patch"]["parameters"] if p["in"] == "query"}
+    delete_params = {p["name"]: p["schema"] for p in operations["delete"]["parameters"] if p["in"] == "query"}
+
+    assert patch_params["claim_epoch"]["minimum"] == delete_params["claim_epoch"]["minimum"] == 1
+    assert patch_params["sequence_source"] == {"type": "string", "minLength": 1}
+    assert patch_params["sequence"]["minimum"] == -(2**63)
