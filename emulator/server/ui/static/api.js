@@ -34,34 +34,63 @@ export class ApiError extends Error {
   }
 }
 
+// A JSON number written as a floating-point one (2.0, -0.0, 1e+20, 1e16) whose value is an integer:
+// JSON.parse would make it the integer 2, shown and written back as 2, and the daemon (and Java)
+// would then read a long where a double was. It is kept with its text, which jsonText writes back
+// verbatim; valueOf gives its number to arithmetic and to the chart.
+export class JsonDouble {
+  constructor(text) {
+    this.text = text;
+    this.value = Number(text);
+  }
+
+  valueOf() {
+    return this.value;
+  }
+
+  toString() {
+    return this.text;
+  }
+}
+
+// A number of the parsed JSON as a plain number (a JsonDouble's value; anything else as it is).
+export function plain(value) {
+  return value instanceof JsonDouble ? value.value : value;
+}
+
 // Integers beyond 2^53 (LSNs, 64-bit positions) stay exact: parsed as BigInt, written back as digits.
+// Doubles with an integer value stay doubles: JsonDouble (above).
 export function parseJson(text) {
-  // A reviver costs a call per value (on 10,000 partitions, every cell): only when a long integer is there.
-  if (!/\d{16}/.test(text)) return JSON.parse(text);
+  // A reviver costs a call per value (on 10,000 partitions, every cell): only when the text may hold
+  // a long integer (16 digits in a row) or a double with an integer value (a ".0…" fraction, an
+  // exponent; a string holding such text only costs the reviver, it changes nothing).
+  if (!/\d{16}|\d\.0+(?![0-9])|\d[eE]/.test(text)) return JSON.parse(text);
   return JSON.parse(text, (key, value, context) => {
-    if (typeof value === "number" && !Number.isSafeInteger(value) && context && /^-?\d+$/.test(context.source)) {
-      return BigInt(context.source);
-    }
+    if (typeof value !== "number" || !context) return value;
+    const integerLiteral = /^-?\d+$/.test(context.source);
+    if (!Number.isSafeInteger(value) && integerLiteral) return BigInt(context.source);
+    if (Number.isInteger(value) && !integerLiteral) return new JsonDouble(context.source);
     return value;
   });
 }
 
-// JSON text of a value whose integers may be BigInts (parseJson's), every digit kept. JSON.rawJSON
-// where the browser has it (the same proposal as the reviver's context.source); else a marker the
-// replacer leaves (NUL, "big", its number, NUL), which JSON.stringify writes as the escaped text
-// "\u0000big0\u0000": that text is what is replaced by the digits.
+// JSON text of a value whose numbers may be BigInts or JsonDoubles (parseJson's), each written as
+// its digits / its text. JSON.rawJSON where the browser has it (the same proposal as the reviver's
+// context.source); else a marker the replacer leaves (NUL, "raw", its number, NUL), which
+// JSON.stringify writes as the escaped text "\u0000raw0\u0000": that text is what is replaced.
 const RAW_JSON = typeof JSON.rawJSON === "function";
 
 export function jsonText(value, indent) {
   const marks = [];
   const text = JSON.stringify(value, (key, v) => {
-    if (typeof v !== "bigint") return v;
-    if (RAW_JSON) return JSON.rawJSON(v.toString());
-    marks.push(v.toString());
-    return `\u0000big${marks.length - 1}\u0000`;
+    const raw = typeof v === "bigint" ? v.toString() : v instanceof JsonDouble ? v.text : null;
+    if (raw === null) return v;
+    if (RAW_JSON) return JSON.rawJSON(raw);
+    marks.push(raw);
+    return `\u0000raw${marks.length - 1}\u0000`;
   }, indent);
   if (text === undefined) return "undefined";
-  return marks.length ? text.replace(/"\\u0000big(\d+)\\u0000"/g, (m, i) => marks[Number(i)]) : text;
+  return marks.length ? text.replace(/"\\u0000raw(\d+)\\u0000"/g, (m, i) => marks[Number(i)]) : text;
 }
 
 export function base(path) {

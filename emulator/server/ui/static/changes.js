@@ -5,7 +5,7 @@
 // an explicit "Apply" button, the destructive ones (reset, rollback) only after the connector's
 // name is typed. Refusals are shown with what to do about them (Connect's STOPPED rule above all).
 
-import { call, enc, jsonText, parseJson } from "./api.js";
+import { JsonDouble, call, enc, jsonText, parseJson } from "./api.js";
 import { h, toast } from "./dom.js";
 
 const dialog = () => document.getElementById("dialog");
@@ -132,6 +132,7 @@ function query(kind) {
 // Where a number of the typed JSON became ±Infinity (1e400): its field's path, else null. Browsers,
 // Python and Java would each read it differently (Infinity, an error), so it is not sent.
 function nonFinite(value, path = "") {
+  if (value instanceof JsonDouble) return null; // an integer's value, so finite
   if (typeof value === "number") return Number.isFinite(value) ? null : `"${path || "the offset"}"`;
   if (value === null || typeof value !== "object") return null;
   for (const [k, v] of Object.entries(value)) {

@@ -5,7 +5,7 @@
 // partition (a tombstone): those sit on the bottom edge, drawn as a cross, so the count of points
 // is the count of history rows the chart was given.
 
-import { jsonText } from "./api.js";
+import { JsonDouble, jsonText } from "./api.js";
 
 const d3 = window.d3;
 const PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf", "#7f7f7f"];
@@ -23,7 +23,7 @@ export function numericFields(changes) {
   for (const c of changes) {
     if (!c.offset || typeof c.offset !== "object") continue;
     for (const [k, v] of Object.entries(c.offset)) {
-      if (typeof v === "number" || typeof v === "bigint") counts.set(k, (counts.get(k) || 0) + 1);
+      if (typeof v === "number" || typeof v === "bigint" || v instanceof JsonDouble) counts.set(k, (counts.get(k) || 0) + 1);
     }
   }
   const preferred = ["position", "offset", "kafka_offset", "lsn", "lsn_proc", "line"];
@@ -37,7 +37,8 @@ export function numericFields(changes) {
 
 function valueOf(change, field) {
   const v = change.offset && typeof change.offset === "object" ? change.offset[field] : undefined;
-  return typeof v === "bigint" ? Number(v) : typeof v === "number" ? v : null;
+  // A BigInt or a double kept as written (JsonDouble, 2.0) is drawn as its number.
+  return typeof v === "bigint" || v instanceof JsonDouble ? Number(v) : typeof v === "number" ? v : null;
 }
 
 export function drawChart(container, changes, { field, selected, onPick, tooltip }) {

@@ -1,7 +1,7 @@
 // The connector page: its offsets table, the chosen partition's history chart and changes, the
 // comparison of two points in time, and the changes a writer may make.
 
-import { call, enc, jsonText } from "./api.js";
+import { call, enc, jsonText, plain } from "./api.js";
 import { alterPartition, resetConnector, rollbackConnector } from "./changes.js";
 import { drawChart, numericFields, originLabel } from "./chart.js";
 import { copyText, h, keepingFocus, pagerButtons, sortHeader, toast, when } from "./dom.js";
@@ -284,14 +284,17 @@ function drawCompare() {
 }
 
 // B − A of two numbers, exact for integers beyond 2^53 (BigInt, from parseJson) and for a number
-// beside a BigInt; "changed" for anything else.
-function difference(va, vb) {
+// beside a BigInt; a double kept as written (JsonDouble: 2.0) counts as its number; "changed" for
+// anything else, and where only the type changed (2 → 2.0).
+function difference(a, b) {
+  const va = plain(a), vb = plain(b);
   const numeric = (v) => typeof v === "bigint" || (typeof v === "number" && Number.isFinite(v));
   if (!numeric(va) || !numeric(vb)) return "changed";
   let d;
   if (typeof va === "number" && typeof vb === "number") d = vb - va;
   else if (Number.isInteger(Number(va)) && Number.isInteger(Number(vb))) d = BigInt(vb) - BigInt(va);
   else return "changed";
+  if (d === 0 || d === 0n) return "changed"; // the same number written otherwise (2 → 2.0)
   return `${d > 0 ? "+" : ""}${d}`;
 }
 
