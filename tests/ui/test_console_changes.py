@@ -7,6 +7,7 @@ was previewed and still planned, and a lost answer or an unreachable daemon is s
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
@@ -16,7 +17,7 @@ import pytest
 
 from tests.fixtures.daemon import DaemonProcess
 from tests.ui.browser import missing, open_page
-from tests.ui.test_console_connector_page import open_connector, unique
+from tests.ui.test_console_connector_page import open_connector, unique, write
 
 if TYPE_CHECKING:
     from playwright.sync_api import Browser, Page
@@ -111,3 +112,47 @@ def test_editing_a_partition_whose_key_holds_a_double_alters_that_partition(
 
     rows = listed(embedded_daemon, name)
     assert [(typed(r["partition"]), r["offset"]) for r in rows] == [({"k": ("float", 1.0)}, {"position": 2})]
+
+
+def test_the_dialogs_name_the_connector_as_text_with_its_spaces(page: Page, embedded_daemon: DaemonProcess) -> None:
+    from playwright.sync_api import expect
+
+    name = f"dialog  {uuid.uuid4().hex[:8]}"  # two spaces: shown as two
+    for position in (1, 2):
+        write(embedded_daemon, name, [({"file": "/in"}, {"position": position})])
+    open_connector(page, embedded_daemon, name)
+    intro = page.locator("#dialog-content > p").first
+    cancel = page.locator("#dialog-actions button", has_text="Cancel")
+
+    page.get_by_label('Edit {"file":"/in"}').click()
+    expect(intro).to_be_visible()
+    assert intro.inner_text() == (
+        f"Change one partition of “{name}”. The daemon checks the new offset as the API does; "
+        "nothing is written before you apply."
+    )
+    cancel.click()
+    page.click("#reset")
+    expect(intro).to_be_visible()
+    assert intro.inner_text() == f"Delete every offset of “{name}”: its tasks start from scratch next time."
+    cancel.click()
+    page.locator("#history .history-table button", has_text="Roll back to here").last.click()
+    expect(intro).to_be_visible()
+    assert intro.inner_text().startswith(f"Put every offset of “{name}” back as it was at "), intro.inner_text()
+
+
+def test_json_and_names_keep_their_repeated_spaces_on_screen(page: Page, embedded_daemon: DaemonProcess) -> None:
+    from playwright.sync_api import expect
+
+    name = unique("spaces")
+    write(embedded_daemon, name, [({"file": "a b"}, {"note": "x y"}), ({"file": "a   b"}, {"note": "x   y"})])
+    open_connector(page, embedded_daemon, name)
+    rows = page.locator("#offsets-table tbody tr")
+    expect(rows).to_have_count(2)
+    # innerText: what is on screen, where white-space collapses unless kept.
+    shown = sorted(rows.evaluate_all("rows => rows.map((r) => [r.cells[0].innerText, r.cells[1].innerText])"))
+    assert shown == [['{"file":"a   b"}', '{"note":"x   y"}'], ['{"file":"a b"}', '{"note":"x y"}']]
+
+    page.locator("""button[aria-label='Edit {"file":"a   b"}']""").click()  # accessible names collapse spaces
+    page.click("#preview")
+    expect(page.locator("#plan table.plan")).to_be_visible()
+    assert "a   b" in page.locator("#plan table.plan tbody td").first.inner_text()

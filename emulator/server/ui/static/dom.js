@@ -9,7 +9,9 @@ export function h(tag, attrs = {}, ...children) {
     else if (k === "text") el.textContent = v;
     else el.setAttribute(k, v === true ? "" : String(v));
   }
-  for (const child of children.flat()) {
+  // Flattened at every depth: a child list may hold lists (a quoted name is ["“", <code>, "”"]),
+  // which String() would turn into "“,[object HTMLElement],”".
+  for (const child of children.flat(Infinity)) {
     if (child === null || child === undefined || child === false) continue;
     el.append(child instanceof Node ? child : document.createTextNode(String(child)));
   }
