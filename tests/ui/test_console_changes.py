@@ -156,3 +156,42 @@ def test_json_and_names_keep_their_repeated_spaces_on_screen(page: Page, embedde
     page.click("#preview")
     expect(page.locator("#plan table.plan")).to_be_visible()
     assert "a   b" in page.locator("#plan table.plan tbody td").first.inner_text()
+
+
+def test_an_unreachable_daemon_is_said_so_on_load_and_in_a_dry_run(page: Page, embedded_daemon: DaemonProcess) -> None:
+    from playwright.sync_api import expect
+
+    name = unique("down")
+    write(embedded_daemon, name, [({"file": "/in"}, {"position": 1})])
+    open_connector(page, embedded_daemon, name)
+    page.route("**/connectors/**", lambda route: route.abort("connectionrefused"))
+    page.get_by_label('Edit {"file":"/in"}').click()
+    page.click("#preview")
+    alert = page.locator("#plan [role=alert]")
+    expect(alert).to_contain_text("The daemon could not be reached")
+    expect(alert).to_contain_text("Nothing was changed")
+
+    page.route("**/ui/api/**", lambda route: route.abort("connectionrefused"))
+    page.goto("about:blank")
+    page.goto(f"{embedded_daemon.url}/ui")
+    shown = page.locator("#main [role=alert]")
+    expect(shown).to_contain_text("The daemon could not be reached")
+    assert "answered" not in shown.inner_text()
+
+
+def test_the_time_of_the_last_good_read_stays_while_refreshes_fail(page: Page, embedded_daemon: DaemonProcess) -> None:
+    from playwright.sync_api import expect
+
+    name = unique("stale-time")
+    write(embedded_daemon, name, [({"file": "/in"}, {"position": 1})])
+    open_connector(page, embedded_daemon, name)
+    page.route("**/ui/api/**", lambda route: route.abort("connectionrefused"))  # the daemon went away
+    failure = page.locator("#poll-failure")
+    expect(failure).to_be_visible()
+    first = failure.inner_text()
+    for _ in range(2):  # two more failed refreshes, 2 s apart: the time they failed moves, the page's does not
+        with page.expect_event("requestfailed", lambda r: "/ui/api/" in r.url, timeout=10_000):
+            pass
+    expect(failure).to_contain_text("Retrying")
+    assert failure.inner_text() == first
+    assert first.startswith("The daemon could not be reached (Failed to fetch); the page shows what it read at "), first

@@ -99,6 +99,19 @@ export function base(path) {
   return location.origin + root + path.replace(/^\//, "");
 }
 
+// No answer at all: the daemon could not be reached, or the connection broke before its answer came
+// (fetch's bare "Failed to fetch"). For a write that is not "nothing happened": the request may have
+// reached the daemon and been applied, so `write` says whether a change was asked for.
+export class NoAnswer extends Error {
+  constructor(write, cause) {
+    super(write
+      ? `The daemon's answer was lost, or the daemon could not be reached (${cause}): the change may or may not have been applied.`
+      : `The daemon could not be reached (${cause}).`);
+    this.kind = write ? "answer_lost" : "unreachable";
+    this.write = write;
+  }
+}
+
 export async function call(method, path, { body, query } = {}) {
   const url = new URL(base(path));
   for (const [k, v] of Object.entries(query || {})) {
@@ -108,14 +121,20 @@ export async function call(method, path, { body, query } = {}) {
   const authorization = sessionStorage.getItem(CREDENTIALS);
   if (authorization) headers.Authorization = authorization;
   if (method !== "GET") headers["Content-Type"] = "application/json";
-  const response = await fetch(url, {
-    method,
-    headers,
-    body: body === undefined ? undefined : typeof body === "string" ? body : jsonText(body),
-    credentials: "omit",
-    cache: "no-store",
-  });
-  const text = await response.text();
+  let response, text;
+  try {
+    response = await fetch(url, {
+      method,
+      headers,
+      body: body === undefined ? undefined : typeof body === "string" ? body : jsonText(body),
+      credentials: "omit",
+      cache: "no-store",
+    });
+    text = await response.text();
+  } catch (problem) {
+    // A dry run changes nothing, whatever became of it.
+    throw new NoAnswer(method !== "GET" && !(query && query.dry_run), problem.message);
+  }
   let parsed = null;
   try {
     parsed = text ? parseJson(text) : null;

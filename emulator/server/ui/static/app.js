@@ -1,7 +1,7 @@
 // The console's shell: who is signed in, which page is shown (#/ or #/connector/NAME), the replay's
 // progress bar, and the poll that keeps pages current without a reload.
 
-import { ApiError, call, signIn, signOut, signedIn } from "./api.js";
+import { ApiError, NoAnswer, call, signIn, signOut, signedIn } from "./api.js";
 import { h } from "./dom.js";
 import { loadConnectors, renderConnectors, updateConnectors } from "./connectors.js";
 import { currentConnector, leaveConnector, loadConnector, refresh, renderConnector } from "./connector.js";
@@ -10,6 +10,7 @@ const POLL_MS = 2000;
 let session = null;
 let pollTimer = null;
 let lastSeen = new Map(); // connector → what its row looked like at the last poll
+let lastRead = Date.now(); // when the page's data was last read successfully
 
 const main = () => document.getElementById("main");
 
@@ -83,7 +84,9 @@ function showSignIn(problem) {
 }
 
 function showFailure(error) {
-  main().replaceChildren(h("div", { class: "error", role: "alert" }, h("p", {}, `The daemon answered: ${error.message}`)));
+  // A NoAnswer's message says the daemon could not be reached; only an answer is "answered".
+  const text = error instanceof NoAnswer ? error.message : `The daemon answered: ${error.message}`;
+  main().replaceChildren(h("div", { class: "error", role: "alert" }, h("p", {}, text)));
 }
 
 // Replay in progress: records read against the end offsets, instead of the API's 503.
@@ -133,6 +136,7 @@ async function show(prefetched) {
   if (r.page === "bad") return showBadAddress(r);
   try {
     const data = await (prefetched || load(r));
+    lastRead = Date.now();
     showProgress(data);
     if (r.page === "connectors") remember(data);
     if (!data.serving) return main().replaceChildren(h("p", { class: "muted" }, "Waiting for the replay to finish…"));
@@ -171,10 +175,13 @@ function schedulePoll() {
 // A poll the daemon refused (a revoked token, a scope taken away, a 5xx): said where the replay's
 // progress and network failures are, until a poll succeeds again (showProgress replaces it).
 function showPollFailure(error) {
-  const shown = new Date().toLocaleTimeString();
+  // The time of the last read that succeeded: the page is that old, however many retries failed since.
+  const shown = new Date(lastRead).toLocaleTimeString();
   const why = error instanceof ApiError
-    ? `The daemon refused the refresh (${error.status}: ${error.message}); the page shows what it read before ${shown}.`
-    : `The daemon does not answer (${error.message}); the page shows what it read before ${shown}.`;
+    ? `The daemon refused the refresh (${error.status}: ${error.message}); the page shows what it read at ${shown}.`
+    : error instanceof NoAnswer
+      ? `${error.message.replace(/\.$/, "")}; the page shows what it read at ${shown}.`
+      : `The refresh failed (${error.message}); the page shows what it read at ${shown}.`;
   const signInAgain = error instanceof ApiError && error.status === 401
     ? h("button", { type: "button", class: "secondary", onclick: () => { signOut(); location.reload(); } }, "Sign in again")
     : null;
@@ -188,6 +195,7 @@ async function poll() {
     const r = route();
     if (r.page === "bad") return schedulePoll();
     const data = await (r.page === "connector" ? loadConnectors(r.name) : loadConnectors());
+    lastRead = Date.now();
     showProgress(data);
     // A connector page opened by its address has no row to compare with yet: what changed between
     // its load and this first poll would go unseen, so the first poll reloads it.

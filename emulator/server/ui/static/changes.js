@@ -28,6 +28,11 @@ export function explain(error, connector) {
     forbidden: ["Your principal's scopes do not allow this change (it needs write on this connector)."],
     unauthenticated: ["Your credentials were not accepted: sign in again."],
     write_outcome_unknown: ["The write may still land. Wait for the table to refresh before you try again."],
+    answer_lost: [
+      "The request may have reached the daemon and been applied: do not simply try again.",
+      "Check the offsets (read again below), then preview again if the change is still needed.",
+    ],
+    unreachable: ["Nothing was changed. Check that the daemon runs and the network reaches it, then try again."],
     log_timeout: ["The log did not answer in time; nothing was written. Try again."],
     write_partly_applied: [
       "Part of this change is in effect (the message says how much); the rest was not written.",
@@ -150,6 +155,7 @@ export function alterPartition(connector, kind, row, done) {
       h("p", {}, "Partition ", h("code", {}, jsonText(row.partition))),
       h("label", { for: "offset-editor" }, "New offset (a JSON object, or null to delete the partition)"), area),
     focus: () => area.focus(),
+    text: () => area.value,
     value: () => {
       let parsed;
       try {
