@@ -20,7 +20,7 @@ from tests.ui.browser import missing, open_page
 from tests.ui.test_console_connector_page import open_connector, unique, write
 
 if TYPE_CHECKING:
-    from playwright.sync_api import Browser, Page
+    from playwright.sync_api import Browser, Page, Route
 
 SKIP = missing()
 pytestmark = [pytest.mark.skipif(SKIP is not None, reason=SKIP or ""), pytest.mark.slow]
@@ -156,6 +156,93 @@ def test_json_and_names_keep_their_repeated_spaces_on_screen(page: Page, embedde
     page.click("#preview")
     expect(page.locator("#plan table.plan")).to_be_visible()
     assert "a   b" in page.locator("#plan table.plan tbody td").first.inner_text()
+
+
+def test_an_offset_edited_after_its_preview_must_be_previewed_again_before_apply(
+    page: Page, embedded_daemon: DaemonProcess
+) -> None:
+    from playwright.sync_api import expect
+
+    name = unique("stale-preview")
+    write(embedded_daemon, name, [({"file": "/in"}, {"position": 1})])
+    open_connector(page, embedded_daemon, name)
+    page.get_by_label('Edit {"file":"/in"}').click()
+    page.fill("#offset-editor", '{"position": 500}')
+    page.click("#preview")
+    expect(page.locator("#apply")).to_be_enabled()
+
+    page.fill("#offset-editor", '{"position": 777}')
+    expect(page.locator("#apply")).to_be_disabled()
+    expect(page.locator("#stale")).to_contain_text("preview it again")
+    page.fill("#offset-editor", '{"position": 500}')  # back to what was previewed: Apply may apply it
+    expect(page.locator("#apply")).to_be_enabled()
+    page.fill("#offset-editor", '{"position": 777}')
+    page.click("#preview")
+    expect(page.locator("#plan .diff")).to_contain_text('{"position":777}')
+    expect(page.locator("#stale")).to_be_hidden()
+    page.click("#apply")
+    expect(offset_cell(page)).to_have_text('{"position":777}')
+    assert [r["offset"] for r in listed(embedded_daemon, name)] == [{"position": 777}]
+
+
+def test_a_reset_whose_plan_grew_since_its_preview_shows_the_new_plan_and_asks_again(
+    page: Page, embedded_daemon: DaemonProcess
+) -> None:
+    from playwright.sync_api import expect
+
+    name = unique("reset-race")
+    write(embedded_daemon, name, [({"file": "/a"}, {"position": 1})])
+    open_connector(page, embedded_daemon, name)
+    page.click("#reset")
+    page.click("#preview")
+    caption = page.locator("#plan table.plan caption")
+    expect(caption).to_have_text("1 record(s) would be written")
+
+    write(embedded_daemon, name, [({"file": "/b"}, {"position": 1})])  # another writer, meanwhile
+    page.fill("#confirm-name", name)
+    page.click("#apply")
+    expect(page.locator("#plan-changed")).to_contain_text("The plan changed since your preview")
+    expect(caption).to_have_text("2 record(s) would be written")
+    expect(page.locator("#apply")).to_be_disabled()  # the name is typed again for the new plan
+    assert len(listed(embedded_daemon, name)) == 2  # nothing deleted yet
+
+    page.fill("#confirm-name", name)
+    page.click("#apply")
+    expect(page.locator("#dialog")).not_to_be_visible()
+    assert listed(embedded_daemon, name) == []
+
+
+
+def test_an_apply_whose_answer_is_lost_says_it_may_have_been_applied_and_reads_the_offsets_again(
+    page: Page, embedded_daemon: DaemonProcess
+) -> None:
+    from playwright.sync_api import expect
+
+    name = unique("lost")
+    write(embedded_daemon, name, [({"file": "/in"}, {"position": 1})])
+    open_connector(page, embedded_daemon, name)
+
+    def lose_the_answer(route: Route) -> None:
+        """The write reaches the daemon; its answer never reaches the page (the connection resets)."""
+        if route.request.method == "PATCH" and "dry_run" not in route.request.url:
+            route.fetch()
+            route.abort("connectionreset")
+        else:
+            route.fallback()
+
+    page.route("**/offsets*", lose_the_answer)
+    page.get_by_label('Edit {"file":"/in"}').click()
+    page.fill("#offset-editor", '{"position": 42}')
+    page.click("#preview")
+    page.click("#apply")
+    alert = page.locator("#plan [role=alert]")
+    expect(alert).to_contain_text("The daemon's answer was lost")
+    expect(alert).to_contain_text("may or may not have been applied")
+    expect(alert).to_contain_text("do not simply try again")
+    expect(page.locator("#apply")).to_have_count(0)  # a fresh preview first, not a blind retry
+    expect(page.locator("#reread")).to_contain_text("The offsets were read again")
+    expect(offset_cell(page)).to_have_text('{"position":42}')  # the write landed; the table says so
+    assert [r["offset"] for r in listed(embedded_daemon, name)] == [{"position": 42}]
 
 
 def test_an_unreachable_daemon_is_said_so_on_load_and_in_a_dry_run(page: Page, embedded_daemon: DaemonProcess) -> None:

@@ -74,57 +74,117 @@ function rollbackPlan(result) {
       h("td", {}, offsetCell(c.current_offset)), h("td", {}, offsetCell(c.target_offset)))))));
 }
 
-// The dialog's life: optional editor → dry run → plan → confirmation → apply.
+// What a dry run plans, for comparing two of them: the records (alter, reset) or the changes (roll back).
+function planOf(result) {
+  return jsonText(result && (result.records ?? result.changes ?? result));
+}
+
+// The dialog's life: optional editor → dry run → plan → confirmation → dry run again → apply.
+//
+// What is applied is exactly what was previewed, and still is what the daemon plans: an offset
+// edited after its preview disables Apply until it is previewed again, and Apply first asks for the
+// plan again, so that a partition another writer added meanwhile is not reset unseen (a changed
+// plan is shown and must be confirmed again). An Apply whose answer never came may have been
+// applied: the table is read again and the change must be previewed again before another try.
 function openChange({ title, intro, editor, preview, renderPlan, destructive, connector, apply, done }) {
   const d = dialog();
   document.getElementById("dialog-title").textContent = title;
   const content = document.getElementById("dialog-content");
   const actions = document.getElementById("dialog-actions");
-  content.replaceChildren(h("p", {}, intro), editor ? editor.node : "", h("div", { id: "plan", "aria-live": "polite" }));
+  content.replaceChildren(h("p", { id: "dialog-intro" }, intro), editor ? editor.node : "", h("div", { id: "plan", "aria-live": "polite" }));
   const plan = content.querySelector("#plan");
   const cancel = h("button", { type: "button", class: "secondary", onclick: () => d.close() }, "Cancel");
   const previewButton = h("button", { type: "button", id: "preview" }, "Preview (dry run)");
   actions.replaceChildren(cancel, previewButton);
-  let planned = null;
+  let planned = null; // { text, input, result, plan } of the preview on screen
+  let confirmed = () => true; // the typed name matches (destructive changes)
+  const applyButton = () => actions.querySelector("#apply");
+  const edited = () => Boolean(editor && planned && editor.text() !== planned.text);
+  const settle = () => {
+    const button = applyButton();
+    if (!button) return;
+    button.disabled = edited() || !confirmed();
+    plan.querySelector("#stale")?.toggleAttribute("hidden", !edited());
+  };
+  if (editor) editor.node.addEventListener("input", settle);
+
+  const showPlan = (result, note) => {
+    const confirmBox = h("div", { class: "confirm" });
+    const button = h("button", { type: "button", id: "apply", class: destructive ? "danger" : "" }, destructive ? `${title}` : "Apply");
+    confirmed = () => true;
+    if (destructive) {
+      const typed = h("input", { id: "confirm-name", type: "text", autocomplete: "off", spellcheck: "false" });
+      confirmed = () => typed.value === connector;
+      typed.addEventListener("input", settle);
+      confirmBox.append(h("label", { for: "confirm-name" }, "Type the connector's name, ", nameOf(connector), ", to confirm"), typed);
+    }
+    button.addEventListener("click", () => applyNow(button));
+    plan.replaceChildren(note || "", h("h3", {}, "What the daemon would write"), renderPlan(result, planned.input),
+      h("p", { class: "warning stale", id: "stale", role: "status", hidden: true },
+        "The offset was edited after this preview: preview it again to apply what the editor shows."),
+      confirmBox);
+    actions.replaceChildren(cancel, previewButton, button);
+    settle();
+    (destructive ? confirmBox.querySelector("input") : button).focus();
+  };
+
+  // After Apply's failure: what to say, and whether a fresh preview is needed before another try.
+  const failed = async (error) => {
+    plan.append(explain(error, connector));
+    if (error.kind !== "answer_lost" && error.kind !== "write_outcome_unknown") {
+      settle(); // nothing was applied: Apply may be tried again
+      return;
+    }
+    applyButton().remove(); // not a blind retry: the change may be in effect already
+    try {
+      await done(); // the table (and chart) as the daemon has them now
+      plan.append(h("p", { id: "reread" }, "The offsets were read again: check the table, then preview again if the change is still needed."));
+    } catch (again) {
+      plan.append(h("p", { id: "reread" }, `The offsets could not be read again (${again.message}): reload the page before trying again.`));
+    }
+  };
+
+  const applyNow = async (button) => {
+    if (edited()) return settle();
+    button.disabled = true;
+    let result;
+    try {
+      const now = await preview(planned.input);
+      if (planOf(now) !== planned.plan) {
+        planned = { ...planned, result: now, plan: planOf(now) };
+        return showPlan(now, h("p", { class: "error", role: "alert", id: "plan-changed" },
+          "The plan changed since your preview (another writer?): this is what the daemon would write now. Check it and confirm again."));
+      }
+      result = await apply(planned.input);
+    } catch (error) {
+      return failed(error);
+    }
+    d.close();
+    toast(result && result.message ? result.message : "Done.");
+    await done();
+  };
 
   previewButton.addEventListener("click", async () => {
+    planned = null; // no Apply of an older plan while (or after) this one is asked for
+    actions.replaceChildren(cancel, previewButton);
     plan.replaceChildren(h("p", { class: "muted" }, "Asking the daemon for its plan…"));
     let input;
+    const text = editor ? editor.text() : null;
     try {
       input = editor ? editor.value() : undefined;
     } catch (problem) {
       plan.replaceChildren(h("div", { class: "error", role: "alert" }, h("p", {}, problem.message)));
       return;
     }
+    let result;
     try {
-      planned = { input, result: await preview(input) };
+      result = await preview(input);
     } catch (error) {
       plan.replaceChildren(explain(error, connector));
       return;
     }
-    const confirmBox = h("div", { class: "confirm" });
-    const applyButton = h("button", { type: "button", id: "apply", class: destructive ? "danger" : "" }, destructive ? `${title}` : "Apply");
-    if (destructive) {
-      const typed = h("input", { id: "confirm-name", type: "text", autocomplete: "off", spellcheck: "false" });
-      applyButton.disabled = true;
-      typed.addEventListener("input", () => { applyButton.disabled = typed.value !== connector; });
-      confirmBox.append(h("label", { for: "confirm-name" }, "Type the connector's name, ", nameOf(connector), ", to confirm"), typed);
-    }
-    applyButton.addEventListener("click", async () => {
-      applyButton.disabled = true;
-      try {
-        const result = await apply(planned.input);
-        d.close();
-        toast(result && result.message ? result.message : "Done.");
-        await done();
-      } catch (error) {
-        plan.append(explain(error, connector));
-        applyButton.disabled = false;
-      }
-    });
-    plan.replaceChildren(h("h3", {}, "What the daemon would write"), renderPlan(planned.result, planned.input), confirmBox);
-    actions.replaceChildren(cancel, previewButton, applyButton);
-    (destructive ? confirmBox.querySelector("input") : applyButton).focus();
+    planned = { text, input, result, plan: planOf(result) };
+    showPlan(result);
   });
   d.showModal();
   (editor ? editor.focus : () => previewButton.focus())();
