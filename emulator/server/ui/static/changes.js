@@ -30,7 +30,7 @@ export function explain(error, connector) {
     write_outcome_unknown: ["The write may still land. Wait for the table to refresh before you try again."],
     answer_lost: [
       "The request may have reached the daemon and been applied: do not simply try again.",
-      "Check the offsets (read again below), then preview again if the change is still needed.",
+      "Check the offsets in the table (read again now), then preview again if the change is still needed.",
     ],
     unreachable: ["Nothing was changed. Check that the daemon runs and the network reaches it, then try again."],
     log_timeout: ["The log did not answer in time; nothing was written. Try again."],
