@@ -212,7 +212,6 @@ def test_a_reset_whose_plan_grew_since_its_preview_shows_the_new_plan_and_asks_a
     assert listed(embedded_daemon, name) == []
 
 
-
 def test_an_apply_whose_answer_is_lost_says_it_may_have_been_applied_and_reads_the_offsets_again(
     page: Page, embedded_daemon: DaemonProcess
 ) -> None:
