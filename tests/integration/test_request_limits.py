@@ -215,13 +215,15 @@ def test_epochs_and_sequences_beyond_64_bits_are_400s(embedded_daemon: DaemonPro
     seed(embedded_daemon, name)
     body = {"offsets": [{"partition": {"p": 1}, "offset": {"o": 2}}]}
     path = f"/connectors/{name}/offsets"
-    for method, params in [
-        ("PATCH", {"claim_epoch": value}),
-        ("PATCH", {"sequence_source": "s", "sequence": value}),
-        ("DELETE", {"claim_epoch": value}),
+    # a claim's epoch is at least 1: a negative one is refused for its sign before its size
+    epoch_words = ("'claim_epoch'", "plain decimal digits") if value.startswith("-") else ("out of range", "64-bit")
+    for method, params, words in [
+        ("PATCH", {"claim_epoch": value}, epoch_words),
+        ("PATCH", {"sequence_source": "s", "sequence": value}, ("out of range", "64-bit")),
+        ("DELETE", {"claim_epoch": value}, epoch_words),
     ]:
         kwargs = {"json": body} if method == "PATCH" else {}
-        assert_400(request(embedded_daemon, method, path, params=params, **kwargs), "out of range", "64-bit")
+        assert_400(request(embedded_daemon, method, path, params=params, **kwargs), *words)
     assert_400(request(embedded_daemon, "DELETE", f"/connectors/{name}/claim", params={"epoch": value}), "64-bit")
     assert offsets(embedded_daemon, name)["offsets"][0]["offset"] == {"o": 1}
 

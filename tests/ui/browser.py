@@ -9,10 +9,14 @@ from __future__ import annotations
 
 import importlib.util
 import shutil
-from typing import TYPE_CHECKING
-from urllib.parse import urlsplit
+import uuid
+from typing import TYPE_CHECKING, Any
+from urllib.parse import quote, urlsplit
 
+import httpx
 import pytest
+
+from tests.fixtures.daemon import DaemonProcess
 
 if TYPE_CHECKING:
     from playwright.sync_api import Browser, Page, Route
@@ -71,3 +75,20 @@ def sign_in(page: Page, origin: str, user: str, password: str) -> None:
     page.fill("#password", password)
     page.click("#signin button[type=submit]")
     page.wait_for_selector("#who >> text=Signed in as " + user)
+
+
+def unique(prefix: str) -> str:
+    """A connector name no other test uses."""
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+def write(daemon: DaemonProcess, name: str, offsets: list[tuple[dict[str, Any], dict[str, Any] | None]]) -> None:
+    """Offsets written over REST (``?create=true``), as a program would before the page is opened."""
+    body = {"offsets": [{"partition": p, "offset": o} for p, o in offsets]}
+    answer = httpx.patch(f"{daemon.url}/connectors/{quote(name, safe='')}/offsets?create=true", json=body, timeout=30)
+    assert answer.status_code == 200, answer.text
+
+
+def open_connector(page: Page, daemon: DaemonProcess, name: str) -> None:
+    page.goto(f"{daemon.url}/ui#/connector/{quote(name, safe='')}")
+    page.wait_for_selector("#offsets-table")

@@ -16,8 +16,7 @@ import httpx
 import pytest
 
 from tests.fixtures.daemon import DaemonProcess
-from tests.ui.browser import missing, open_page
-from tests.ui.test_console_connector_page import open_connector, unique, write
+from tests.ui.browser import missing, open_connector, open_page, unique, write
 
 if TYPE_CHECKING:
     from playwright.sync_api import Browser, Page, Route

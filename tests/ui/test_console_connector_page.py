@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 from tests.fixtures.daemon import DaemonProcess
-from tests.ui.browser import missing, open_page
+from tests.ui.browser import missing, open_connector, open_page, unique, write
 
 if TYPE_CHECKING:
     from playwright.sync_api import Browser, Page
@@ -25,16 +25,6 @@ pytestmark = [pytest.mark.skipif(SKIP is not None, reason=SKIP or ""), pytest.ma
 
 BIG = 9223372036854775807  # 2^63 - 1: a PostgreSQL LSN's range
 SLOT = {"slot": "pg"}
-
-
-def unique(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:8]}"
-
-
-def write(daemon: DaemonProcess, name: str, offsets: list[tuple[dict[str, Any], dict[str, Any] | None]]) -> None:
-    body = {"offsets": [{"partition": p, "offset": o} for p, o in offsets]}
-    answer = httpx.patch(f"{daemon.url}/connectors/{quote(name, safe='')}/offsets?create=true", json=body, timeout=30)
-    assert answer.status_code == 200, answer.text
 
 
 def offsets_of(daemon: DaemonProcess, name: str) -> dict[str, Any]:
@@ -50,11 +40,6 @@ def page(browser: Browser, embedded_daemon: DaemonProcess) -> Iterator[Page]:
     yield opened
     opened.close()
     assert foreign == [], "the console asked another host"
-
-
-def open_connector(page: Page, daemon: DaemonProcess, name: str) -> None:
-    page.goto(f"{daemon.url}/ui#/connector/{quote(name, safe='')}")
-    page.wait_for_selector("#offsets-table")
 
 
 def focused(page: Page) -> str:
