@@ -18,6 +18,7 @@ from tests.fixtures.daemon import DaemonProcess
 from tests.integration.connect_helpers import unique
 
 BODY = {"offsets": [{"partition": {"f": "p1"}, "offset": {"pos": 79}}]}
+JSON = {"Content-Type": "application/json"}  # every POST needs it, even without a body
 
 
 def patch(daemon: DaemonProcess, connector: str, query: str) -> httpx.Response:
@@ -121,3 +122,30 @@ def test_the_openapi_document_says_the_same(embedded_daemon: DaemonProcess) -> N
     assert patch_params["claim_epoch"]["minimum"] == delete_params["claim_epoch"]["minimum"] == 1
     assert patch_params["sequence_source"] == {"type": "string", "minLength": 1}
     assert patch_params["sequence"]["minimum"] == -(2**63)
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "write"),
+    [
+        ("PATCH", "offsets", "a PATCH"),
+        ("DELETE", "offsets", "a DELETE"),
+        ("POST", "offsets/rollback?to=now", "a rollback"),
+    ],
+)
+def test_store_is_refused_on_writes_which_go_where_connect_writes(
+    embedded_daemon: DaemonProcess, method: str, path: str, write: str
+) -> None:
+    """``store`` picks what a read shows. Ignored on a write like an unknown parameter, ``DELETE
+    ?store=connector`` looked like a reset of one store and reset both (cluster QA)."""
+    connector = unique("store-on-write")
+    assert patch(embedded_daemon, connector, "").status_code == 200
+    separator = "&" if "?" in path else "?"
+    url = f"{embedded_daemon.url}/connectors/{connector}/{path}{separator}store=connector"
+
+    answer = httpx.request(method, url, json=BODY if method == "PATCH" else None, timeout=10, headers=JSON)
+
+    assert answer.status_code == 400, answer.text
+    assert answer.headers[ERROR_HEADER] == "invalid_request"
+    assert answer.json()["message"].startswith(f"Query parameter 'store' picks what a read shows; {write} writes")
+    listed = httpx.get(f"{embedded_daemon.url}/connectors/{connector}/offsets", timeout=10).json()
+    assert listed["offsets"] == [{"partition": {"f": "p1"}, "offset": {"pos": 79}}], "nothing was written"

@@ -29,7 +29,7 @@ from emulator.server.deps import Runtime, RuntimeDep
 from emulator.server.json_answer import json_answer
 from emulator.server.openapi import documented
 from emulator.server.openapi_bodies import HistoryPage, HistoryStatus, Rollback
-from emulator.server.routes.params import check_connector_path
+from emulator.server.routes.params import check_connector_path, refuse_store_on_write
 from emulator.service.bodies import load_json
 from emulator.service.bulk import bulk_pass
 from emulator.service.connector_stores import merged_offsets
@@ -184,6 +184,7 @@ async def rollback_offsets(
 ) -> Response:
     """A state rebuilt from a damaged archive (records of damaged blocks skipped) is not written
     unless ``allow_damaged=true`` (409 ``history_damaged``); its dry run answers with a ``warning``."""
+    refuse_store_on_write(request, "a rollback")
     archive = history_archive(request)
     at_ms = time_param("to", to)
     assert at_ms is not None

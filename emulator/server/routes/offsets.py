@@ -26,7 +26,14 @@ from emulator.server.json_answer import encode, json_answer, json_bytes, json_re
 from emulator.server.openapi import documented
 from emulator.server.openapi_bodies import DryRun, Modified, Offsets
 from emulator.server.routes.history import offsets_as_of
-from emulator.server.routes.params import check_connector_path, decimal_param, parse_body, read_body, single_param
+from emulator.server.routes.params import (
+    check_connector_path,
+    decimal_param,
+    parse_body,
+    read_body,
+    refuse_store_on_write,
+    single_param,
+)
 from emulator.server.routes.query import QueryModel, RouteQuery
 from emulator.service.bodies import parse_alter_body
 from emulator.service.bulk import bulk_pass, is_bulk
@@ -196,6 +203,7 @@ async def alter_offsets(connector: str, request: Request, rt: RuntimeDep) -> Res
     ``sequence_source`` + ``sequence`` (reordering detection: a stale commit is dropped per
     partition and listed under ``dropped``)."""
     query = _ALTER.read(request)
+    refuse_store_on_write(request, "a PATCH")
     changes = await parse_body(parse_alter_body, await read_body(request))
     await bulk_pass(len(changes), lambda: audit.note_partitions(change.partition for change in changes))
     auth = WriteAuth.from_params(
@@ -217,6 +225,7 @@ async def alter_offsets(connector: str, request: Request, rt: RuntimeDep) -> Res
 )
 async def reset_offsets(connector: str, rt: RuntimeDep, request: Request) -> Response:
     query = _RESET.read(request)
+    refuse_store_on_write(request, "a DELETE")
     auth = WriteAuth(claim_epoch_param(request))
     result = await rt.offsets.reset(connector, dry_run=query.dry_run, kind=query.kind, auth=auth)
     return await _answer(result)

@@ -30,6 +30,7 @@ __all__ = [
     "int64_param",
     "parse_body",
     "read_body",
+    "refuse_store_on_write",
     "single_param",
 ]
 
@@ -148,6 +149,18 @@ def decimal_param(request: Request, name: str, *, minimum: int | None = None, wh
     if minimum is not None and value < minimum:
         raise InvalidRequest(f"Query parameter '{name}' must be at least {minimum}{why}, got '{raw}'")
     return value
+
+
+def refuse_store_on_write(request: Request, write: str) -> None:
+    """400 for ``store`` on a write. It picks which store a *read* shows (GET, history, ``GET
+    /offsets/records``); a write goes where Connect writes it, to both stores of a connector with its own
+    offsets topic. Ignored like any unknown parameter, ``DELETE ?store=connector`` looked like a reset
+    of one store and reset both (cluster QA)."""
+    if "store" in request.query_params:
+        raise InvalidRequest(
+            f"Query parameter 'store' picks what a read shows; {write} writes where Connect writes it (a connector "
+            "with its own offsets topic: both stores, in KAFKA-15018's order), so no store can be picked. Leave it out"
+        )
 
 
 def connector_name_problem(raw_segment: bytes) -> str | None:
