@@ -477,7 +477,8 @@ class KafkaClaims:
             if current is not None and current.epoch == fence.epoch:
                 raise Fenced(
                     f"Connector {fence.connector}'s claim with epoch {fence.epoch} was made through another "
-                    "daemon; commit through that daemon (its transactional producer holds the claim)"
+                    "daemon, or through this one before it restarted; commit through the daemon that holds it "
+                    "(its transactional producer holds the claim), or claim again through this one"
                 )
             raise Fenced(fenced_message(fence.connector, fence.epoch, current))
         return held[1], held
