@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import TypedDict
+from urllib.parse import quote
 
 from emulator.model.errors import ClaimHeld, Conflict
 
@@ -77,7 +78,7 @@ def held_message(connector: str, claim: Claim, takes_epoch: bool = True) -> str:
     """Not Connect's not-STOPPED text: that one sends the user to ``PUT /connectors/{c}/stop``, which
     this daemon does not serve, while what blocks this write is a claim, lifted by its holder. A
     request that takes no claim epoch (a rollback) is told only the way that works for it."""
-    release = f"(DELETE /connectors/{connector}/claim?epoch={claim.epoch})"
+    release = f"(DELETE /connectors/{quote(connector, safe='')}/claim?epoch={claim.epoch})"  # a path to type
     held = f"The offsets of connector {connector} are claimed by {claim.owner!r} (epoch {claim.epoch}), so only that "
     if not takes_epoch:
         return (

@@ -280,3 +280,26 @@ def test_the_time_of_the_last_good_read_stays_while_refreshes_fail(page: Page, e
     expect(failure).to_contain_text("Retrying")
     assert failure.inner_text() == first
     assert first.startswith("The daemon could not be reached (Failed to fetch); the page shows what it read at "), first
+
+
+def test_advice_after_a_refusal_keeps_the_names_spaces_and_spells_its_path_for_curl(
+    page: Page, embedded_daemon: DaemonProcess
+) -> None:
+    """The advice under a refusal names paths to type (releasing a claim, stopping in Connect): a name
+    with spaces was put in them raw, and the message shown beside them lost its repeated spaces."""
+    from playwright.sync_api import expect
+
+    name = unique("held  twice")
+    write(embedded_daemon, name, [({"file": "/in"}, {"position": 1})])
+    claimed = httpx.post(
+        f"{embedded_daemon.url}/connectors/{quote(name, safe='')}/claim", json={"owner": "someone"}, timeout=30
+    )
+    assert claimed.status_code == 200, claimed.text
+    open_connector(page, embedded_daemon, name)
+    page.get_by_label('Edit {"file":"/in"}').click()
+    page.fill("#offset-editor", '{"position": 2}')
+    page.click("#preview")
+
+    alert = page.locator("#dialog .error")
+    expect(alert).to_contain_text(f"DELETE /connectors/{quote(name, safe='')}/claim?epoch=N")
+    assert name in alert.locator(".error-message").inner_text(), "the daemon's message, its spaces kept"
