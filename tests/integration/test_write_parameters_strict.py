@@ -149,3 +149,32 @@ def test_store_is_refused_on_writes_which_go_where_connect_writes(
     assert answer.json()["message"].startswith(f"Query parameter 'store' picks what a read shows; {write} writes")
     listed = httpx.get(f"{embedded_daemon.url}/connectors/{connector}/offsets", timeout=10).json()
     assert listed["offsets"] == [{"partition": {"f": "p1"}, "offset": {"pos": 79}}], "nothing was written"
+
+
+@pytest.mark.parametrize(
+    ("query", "message"),
+    [
+        (
+            "epoch=0",
+            "Query parameter 'epoch' must be at least 1 (a claim's epoch: claims are numbered from 1), got '0'",
+        ),
+        (
+            "epoch=%2B1",
+            "Query parameter 'epoch' must be an integer in plain decimal digits (a claim's epoch: claims are "
+            "numbered from 1), got '+1'",
+        ),
+        ("epoch=1&epoch=2", "Query parameter 'epoch' is given 2 times ('1', '2'); give it once"),
+    ],
+)
+def test_a_claims_release_reads_its_epoch_as_strictly(embedded_daemon: DaemonProcess, query: str, message: str) -> None:
+    connector = unique("strict-release")
+    assert patch(embedded_daemon, connector, "").status_code == 200
+    claim = httpx.post(f"{embedded_daemon.url}/connectors/{connector}/claim", json={"owner": "o"}, timeout=10).json()
+    assert claim["epoch"] == 1
+
+    answer = httpx.delete(f"{embedded_daemon.url}/connectors/{connector}/claim?{query}", timeout=10)
+
+    assert answer.status_code == 400, answer.text
+    assert answer.json() == {"error_code": 400, "message": message}
+    still = httpx.get(f"{embedded_daemon.url}/connectors/{connector}/claim", timeout=10)
+    assert still.status_code == 200 and still.json()["epoch"] == 1, "the claim was not released"

@@ -14,7 +14,7 @@ from emulator.server.auth.scopes import grants_of
 from emulator.server.deps import RuntimeDep
 from emulator.server.openapi import documented
 from emulator.server.openapi_bodies import Message
-from emulator.server.routes.params import check_connector_path, int64_param, read_body
+from emulator.server.routes.params import check_connector_path, decimal_param, read_body
 from emulator.service.bodies import parse_claim_body
 
 router = APIRouter(tags=["claims"], dependencies=[Depends(check_connector_path)])
@@ -76,8 +76,10 @@ async def list_claims(rt: RuntimeDep) -> list[dict[str, Any]]:
     summary="Release the claim with this epoch",
     **documented(Message, 400, 404, 500),
 )
-async def release_claim(connector: str, epoch: int, rt: RuntimeDep) -> dict[str, Any]:
-    int64_param("epoch", epoch)
+async def release_claim(connector: str, epoch: int, request: Request, rt: RuntimeDep) -> dict[str, Any]:
+    """``epoch`` is read as strictly as a write's ``claim_epoch`` (plain digits, at least 1, given once)."""
+    checked = decimal_param(request, "epoch", minimum=1, why=" (a claim's epoch: claims are numbered from 1)")
+    epoch = epoch if checked is None else checked  # present: FastAPI required it
     audit.note(epoch=epoch)
     await rt.claims.release(connector, epoch)
     return {"message": f"The claim on connector {connector} with epoch {epoch} was released"}
