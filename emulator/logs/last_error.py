@@ -24,7 +24,7 @@ import threading
 import time
 from typing import TYPE_CHECKING
 
-from emulator.log_throttle import Throttle, held_note
+from emulator.log_throttle import Throttle, held_message
 
 if TYPE_CHECKING:  # the embedded log keeps its errors here too, and never imports librdkafka
     from confluent_kafka import KafkaError
@@ -44,7 +44,7 @@ class LastError:
         self._lock = threading.Lock()
         self._message: str | None = None
         self._at: float | None = None
-        self._throttle = Throttle()
+        self._throttle = Throttle(self._report_held)
 
     def record(self, message: str, level: int = logging.WARNING) -> None:
         self._log.log(level, "%s: %s", self.description, message)
@@ -65,9 +65,13 @@ class LastError:
         so each kind of error is logged at most once per ``log_throttle.WINDOW_S`` (always remembered)."""
         message = f"Kafka {role} error: {err}"
         self.remember(message)
-        held = self._throttle.admit((role, err.code()))
-        if held is not None:
-            self._log.warning("%s: %s%s", self.description, message, held_note(held, self._throttle.window_s))
+        if self._throttle.admit((role, err.code())):
+            self._log.warning("%s: %s", self.description, message)
+
+    def _report_held(self, kind: object, held: int, ends_at: float) -> None:
+        role, code = kind if isinstance(kind, tuple) else (kind, "?")
+        what = f"Kafka {role} errors (code {code})"
+        self._log.warning("%s: %s", self.description, held_message(held, what, self._throttle.window_s, ends_at))
 
     @property
     def message(self) -> str | None:

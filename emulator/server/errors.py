@@ -68,7 +68,7 @@ clients fall back on the status, as they must for daemons that predate the heade
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping
 from http import HTTPStatus
 
 from fastapi import FastAPI, Request
@@ -77,7 +77,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import BaseRoute, Match
 
-from emulator.log_throttle import Throttle, held_note
+from emulator.log_throttle import Throttle, held_message
 from emulator.model import errors
 from emulator.model.claims import Fenced
 from emulator.model.errors import ERROR_HEADER, OffsetsError
@@ -135,19 +135,19 @@ with ERROR lines). Like every answer they appear in the access log (INFO, with t
 ERROR."""
 
 
-_UNAVAILABLE = Throttle()
+def _report_unavailable(kind: Hashable, held: int, ends_at: float) -> None:
+    log.error("request failed: %s", held_message(held, f"{kind} refusals", _UNAVAILABLE.window_s, ends_at))
+
+
+_UNAVAILABLE = Throttle(_report_unavailable)
 """503s: a stalled broker or disk answers every request so; the fault has a line of its own, and
-each kind of refusal is logged once per window with the count of the rest (each one is still in the
-access log and the metrics). A 500 is logged every time."""
+each kind of refusal is logged once per window, the count of the rest in a line of its own when the
+window ends (each one is still in the access log and the metrics). A 500 is logged every time."""
 
 
 def _log_failure(exc: OffsetsError, status: int) -> None:
-    if status != 503:
+    if status != 503 or _UNAVAILABLE.admit(exc.kind):
         log.error("request failed: %s", exc.message)
-        return
-    held = _UNAVAILABLE.admit(exc.kind)
-    if held is not None:
-        log.error("request failed: %s%s", exc.message, held_note(held, _UNAVAILABLE.window_s))
 
 
 def allowed_methods(request: Request) -> list[str]:

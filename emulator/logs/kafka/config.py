@@ -17,7 +17,7 @@ from typing import Any, Literal, TypeVar
 
 from confluent_kafka import KafkaError, KafkaException
 
-from emulator.logs.kafka.log_throttle import LibrdkafkaFilter
+from emulator.logs.kafka.log_throttle import LIBRDKAFKA_LOGGER, LibrdkafkaFilter
 from emulator.model.errors import LogConfigError
 
 LIBRDKAFKA_MAX_MESSAGE_BYTES = 1_000_000
@@ -27,7 +27,7 @@ how long a record handed to the producer may still be written, at the latest."""
 
 log = logging.getLogger(__name__)
 
-LIBRDKAFKA_LOG = logging.getLogger("emulator.logs.kafka.librdkafka")
+LIBRDKAFKA_LOG = logging.getLogger(LIBRDKAFKA_LOGGER)
 """Where every client's librdkafka log lines go (``debug=...`` output included)."""
 LIBRDKAFKA_LOG.addFilter(LibrdkafkaFilter())  # a gone broker: one line per client and kind per 30 s
 
