@@ -19,6 +19,8 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+from emulator.server import invalid_requests
+
 FIELDS = "fields"
 """The ``LogRecord`` attribute holding a line's structured fields (``extra={FIELDS: {...}}``)."""
 
@@ -70,7 +72,8 @@ def configure_logging(level: str, log_format: str = "text") -> None:
     """Send every logger's records to stderr in ``log_format`` at ``level`` and above.
 
     Replaces the root logger's handlers (``logging.basicConfig`` would keep an earlier one), so
-    calling it twice does not print lines twice.
+    calling it twice does not print lines twice. uvicorn's line per request it cannot parse is
+    counted and throttled (``emulator.server.invalid_requests``).
     """
     handler = logging.StreamHandler()
     handler.setFormatter(formatter(log_format))
@@ -79,3 +82,4 @@ def configure_logging(level: str, log_format: str = "text") -> None:
         root.removeHandler(old)
     root.addHandler(handler)
     root.setLevel(level)
+    invalid_requests.install()

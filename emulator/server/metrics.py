@@ -13,7 +13,9 @@ A scrape may ask the broker (sink lag) and takes locks the reader thread takes, 
 blocking: the ``/metrics`` route calls it in a worker thread, never on the event loop.
 
 Label cardinality is bounded by what exists: routes are templates (``/connectors/{connector}/offsets``),
-never raw paths; requests that match no route are counted under ``route="unmatched"``; a connector
+never raw paths; requests that match no route are counted under ``route="unmatched"``, and those
+the HTTP server cannot parse in ``connect_offsets_http_invalid_requests_total`` alone
+(``emulator.server.invalid_requests``: their method and path are whatever a client sent); a connector
 gets its own label values only if it exists (``emulator.server.audit`` decides), and the state
 metrics name partitions of the offsets log, topics of the Connect cluster and the topic-partitions
 of sink connectors' groups, all finite and owned by the operator.
@@ -34,6 +36,7 @@ from prometheus_client.registry import Collector
 
 from emulator import __version__
 from emulator.server.connections import REASONS
+from emulator.server.invalid_requests import InvalidRequestsCollector
 
 UNMATCHED_ROUTE = "unmatched"
 """The route label of requests no route matched (404s of unknown paths): raw paths would let any
@@ -110,6 +113,7 @@ class Metrics:
         self.connections_open = Gauge(
             "connect_offsets_http_connections", "HTTP connections open now (at most --max-connections)", registry=r
         )
+        r.register(InvalidRequestsCollector())  # the process's count: uvicorn answers those before any app
         self._request_children: dict[tuple[str, str, int], tuple[Counter, Histogram]] = {}
         info = Gauge("connect_offsets_build_info", "Always 1; the daemon's version as a label", ["version"], registry=r)
         info.labels(__version__).set(1)

@@ -18,6 +18,7 @@ from emulator.log_throttle import Throttle, held_message
 from emulator.logs.kafka.log_throttle import LibrdkafkaFilter
 from emulator.model import errors
 from emulator.server import errors as server_errors
+from emulator.server.invalid_requests import UVICORN_LOGGER, UVICORN_MESSAGE, InvalidRequests
 
 WINDOW_S = 0.2
 
@@ -125,3 +126,23 @@ def test_librdkafka_lines_left_out_are_counted_on_the_same_logger_and_level(
         "4 more FAIL [rdkafka#producer-1] lines like the last in the 0.2 s before "
     )
     assert len(lines) == 2
+
+
+def test_uvicorns_invalid_request_lines_are_all_counted_one_logged_and_the_rest_reported_at_the_windows_end(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    uvicorn = logging.getLogger(UVICORN_LOGGER)
+    invalid = InvalidRequests(WINDOW_S)
+    uvicorn.addFilter(invalid)
+    try:
+        with caplog.at_level(logging.WARNING, logger=UVICORN_LOGGER):
+            for _ in range(200):
+                uvicorn.warning(UVICORN_MESSAGE)
+            uvicorn.warning("Unsupported upgrade request.")  # any other line passes as it is
+            time.sleep(WINDOW_S + 0.3)
+    finally:
+        uvicorn.removeFilter(invalid)
+    lines = [r.getMessage() for r in caplog.records if r.name == UVICORN_LOGGER]
+    assert lines[:2] == [UVICORN_MESSAGE, "Unsupported upgrade request."]
+    assert lines[2].startswith("199 more invalid HTTP requests (answered 400) like the last in the 0.2 s before ")
+    assert len(lines) == 3 and invalid.count == 200
