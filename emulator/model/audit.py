@@ -36,8 +36,10 @@ class AuditEvent:
     """``PATCH``, ``DELETE``, ``rollback``, ``import``, ``claim``, ``release`` (or ``METHOD /route``)."""
     connector: str | None
     dry_run: bool
-    partitions: list[Any] = field(default_factory=list)
-    """The first ``MAX_LISTED`` partitions touched (source: the partition map; sink: topic and partition)."""
+    partitions: list[str] = field(default_factory=list)
+    """The first ``MAX_LISTED`` partitions touched (source: the partition map; sink: topic and partition),
+    each as its compact JSON text (``json_text``), shortened by ``listed``: always a string, so a log
+    collector's field keeps one type whether or not a partition was too long to list whole."""
     partition_count: int = 0
     details: dict[str, Any] = field(default_factory=dict)
     """Anything else worth an auditor's eye: records written, commits dropped, a claim's epoch."""
@@ -46,7 +48,7 @@ class AuditEvent:
         for partition in partitions:
             self.partition_count += 1
             if len(self.partitions) < MAX_LISTED:
-                self.partitions.append(listed(partition))
+                self.partitions.append(listed(json_text(partition)))
 
     def note(self, details: Mapping[str, Any]) -> None:
         self.details.update(details)
@@ -54,11 +56,15 @@ class AuditEvent:
 
 def listed(value: Any) -> Any:
     """``value`` as an audit line lists it: itself, or the start of its JSON text when too long."""
-    compact = (",", ":")
-    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, separators=compact, default=str)
+    text = value if isinstance(value, str) else json_text(value)
     if len(text) <= MAX_LISTED_CHARS:
         return value
     return f"{text[: MAX_LISTED_CHARS // 2]}… ({len(text):,} characters)"
+
+
+def json_text(value: Any) -> str:
+    """``value`` as compact JSON text (how the audit line lists a partition)."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
 
 
 current_audit: ContextVar[AuditEvent | None] = ContextVar("connect_offsets_audit", default=None)

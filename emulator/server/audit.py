@@ -141,7 +141,7 @@ def _text(event: AuditEvent, principal: Principal, status: int, result: str) -> 
     """The line as people read it; the JSON format carries the same as fields."""
     who = principal.name if principal.remote is None else f"{principal.name} from {principal.remote}"
     target = f" {event.connector}" if event.connector else ""
-    listed = ", ".join(json.dumps(p, ensure_ascii=False, separators=(",", ":"), default=str) for p in event.partitions)
+    listed = ", ".join(event.partitions)  # compact JSON texts already, shortened ones unescaped
     more = event.partition_count - len(event.partitions)
     partitions = f"{event.partition_count} partition(s)" + (
         f" [{listed}{f', +{more} more' if more else ''}]" if listed else ""
