@@ -46,7 +46,8 @@ class ReadProgress:
     """The reader thread is running."""
     last_poll_at: float | None = None
     """Wall-clock time (``time.time()``) the reader last asked the log for records, found or not:
-    a reader whose thread is alive but stuck (a sink that never returns) stops advancing it."""
+    a reader whose thread is alive but stuck (a sink that never returns) stops advancing it. Every
+    batch read is a look, so during a replay it is never older than ``last_records_at``."""
     last_records_at: float | None = None
     """Wall-clock time the reader last delivered records."""
     last_error: str | None = None

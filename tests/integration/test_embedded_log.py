@@ -237,6 +237,33 @@ def test_progress_compares_positions_with_end_offsets_captured_at_start(log: Emb
     until(lambda: log.progress().records_read == 121, "the late record to be tailed")
 
 
+def test_every_batch_of_a_replay_is_a_look_so_the_last_poll_time_keeps_up_with_deliveries(
+    log: EmbeddedOffsetLog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The stale-reader alert watches the last look (``time() - last_poll > 120``). A replay of many
+    batches is many looks: it once set that time only before reading every partition to its end, so a
+    long replay froze it while records kept arriving (QA: 4 s, then 9 s old, records 0.2 s old)."""
+    log.append([(connect_key("looks", i), b"v%d" % i) for i in range(150)])
+    monkeypatch.setattr(embedded_reader, "REPLAY_BATCH", 5)  # 30+ batches of 5 records
+    seen: list[tuple[float, float | None, float | None]] = []
+
+    def slow_sink(batch: Sequence[LogRecord]) -> None:
+        progress = log.progress()
+        seen.append((time.time(), progress.last_poll_at, progress.last_records_at))
+        time.sleep(0.03)
+
+    log.start_reading(slow_sink)
+    until(lambda: log.progress().caught_up, "the replay to catch up")
+    assert len(seen) >= 30
+    for when, last_poll, last_records in seen[1:]:
+        assert last_poll is not None and last_records is not None
+        assert last_poll >= last_records, "the last look was older than the last delivery"
+        assert when - last_poll < 0.03 * 5, "the last look stood still while the replay delivered"
+    done = log.progress()
+    assert done.last_poll_at is not None and done.last_records_at is not None
+    assert done.last_poll_at >= done.last_records_at
+
+
 def test_an_empty_log_is_caught_up_at_once(log: EmbeddedOffsetLog) -> None:
     log.start_reading(Collector())
     progress = log.progress()

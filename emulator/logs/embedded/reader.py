@@ -259,6 +259,10 @@ class LogReader:
         sink calls, so checkpoints and compaction are never blocked by a slow view). A batch shorter
         than the limit means the partition has nothing more below ``end`` — compaction gaps
         included — so the position jumps to ``end``.
+
+        Every batch counts as a look (``last_poll_at``), before and after its sink call, so a replay
+        of minutes keeps the reader's last look as fresh as its last records: the stale-reader alert
+        watches that time.
         """
         ends = end_offsets(conn)
         with self._progress_cond:
@@ -271,6 +275,8 @@ class LogReader:
                 pos = self._positions.get(p, 0)
             while pos < end and not self._stop.is_set():
                 rows = conn.execute(_SELECT_RANGE, (p, pos, end, REPLAY_BATCH)).fetchall()
+                with self._progress_cond:  # every batch is a look: a long replay's last look stays fresh
+                    self._last_poll_at = time.time()
                 new_pos = end if len(rows) < REPLAY_BATCH else rows[-1][3] + 1
                 if rows:
                     found = True
@@ -279,8 +285,10 @@ class LogReader:
                 with self._progress_cond:
                     self._positions[p] = pos
                     self._records_read += len(rows)
+                    # As the Kafka reader: the turn that delivered ends at this time, never before its records.
+                    self._last_poll_at = time.time()
                     if rows:
-                        self._last_records_at = time.time()
+                        self._last_records_at = self._last_poll_at
                     self._progress_cond.notify_all()
                     if not self._caught_up and all(
                         self._positions.get(q, 0) >= e for q, e in self._initial_ends.items()
