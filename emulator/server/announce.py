@@ -74,6 +74,9 @@ class Announcement:
     url_file: Path | None
     is_ready: Callable[[], bool]
     """``/readyz``'s rule (``Health.readiness()["ready"]``)."""
+    on_ready: Callable[[], None] | None = None
+    """Called once ready, before anything is announced: the replay's last line
+    (``wiring.ReplayReport.finish``) comes before ``ready, serving at``, never after it."""
 
     async def when_ready(self) -> None:
         """Poll readiness (5 ms at first, backing off to 250 ms for a long replay), then announce.
@@ -90,6 +93,8 @@ class Announcement:
 
     def _announce(self) -> None:
         """Blocking (a file write with fsync, a write to stdout): run off the event loop."""
+        if self.on_ready is not None:
+            self.on_ready()
         if self.url_file is not None:
             try:
                 atomic_write(self.url_file, f"{self.url}\n".encode())

@@ -14,6 +14,8 @@ import logging
 import os
 import socket
 import ssl
+import threading
+import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -333,38 +335,78 @@ def _archived_elsewhere(root: Path, identity: str, description: str) -> Callable
     return lambda: _LEFT_TO_ARCHIVER if written_by_a_live_process(locate(root, identity, description)) else None
 
 
-async def _report_replay(runtime: Runtime, freeze_heap: bool, every_s: float = 5.0) -> None:
-    """Progress on long work: a replay of millions of records should not look like a hang.
+class ReplayReport:
+    """Progress on long work, so that a replay of millions of records does not look like a hang: a
+    line every ``every_s`` while the daemon is not ready, and a last one (the records read and the
+    view at that moment) once it is, never after.
+
+    The daemon's announcement says that last line (``finish``) just before ``ready, serving at``; an
+    app served without one (in-process) has it from ``run`` when it sees the daemon ready. Either
+    way it is said once, and a progress line is never logged after it.
     ``freeze_heap``: the daemon's, not an in-process app's (``emulator.server.heap``)."""
-    while True:
-        progress = runtime.log.progress()
-        if progress.error is not None:
-            log.error("the offsets log cannot be read; serving 503 until restarted: %s", progress.error)
-            return
-        if progress.caught_up:
+
+    CHECK_S = 0.25
+    """How often ``run`` looks at readiness between two progress lines (the announcement's longest poll)."""
+
+    def __init__(self, runtime: Runtime, freeze_heap: bool, every_s: float = 5.0) -> None:
+        self._runtime = runtime
+        self._freeze_heap = freeze_heap
+        self._every_s = every_s
+        self._lock = threading.Lock()  # finish runs on the announcement's thread, run on the event loop
+        self._done = False
+
+    def finish(self) -> None:
+        """The replay's last line, with the records read now; said once (later calls do nothing)."""
+        with self._lock:
+            if self._done:
+                return
+            self._done = True
+            progress = self._runtime.log.progress()
             log.info(
                 "offsets log read to end: %d records, %d live keys, %d connectors; serving",
                 progress.records_read,
-                runtime.view.live_keys(),
-                len(runtime.view.connectors()),
+                self._runtime.view.live_keys(),
+                len(self._runtime.view.connectors()),
             )
-            if freeze_heap:
-                freeze_long_lived("offsets log read to end")
-            return
-        if not progress.end_offsets:  # the reader has not learnt the topic's partitions and ends yet
-            log.info("replaying %s: waiting for the log's end offsets", runtime.log.description)
-            await asyncio.sleep(every_s)
-            continue
-        total = sum(progress.end_offsets.values())
-        log.info(
-            "replaying %s: %d records read (end offsets sum %d), %d/%d partitions at end",
-            runtime.log.description,
-            progress.records_read,
-            total,
-            progress.partitions_done,
-            len(progress.end_offsets),
-        )
-        await asyncio.sleep(every_s)
+        if self._freeze_heap:
+            freeze_long_lived("offsets log read to end")
+
+    async def run(self) -> None:
+        next_line = 0.0
+        while True:
+            progress = self._runtime.log.progress()
+            if progress.error is not None:
+                with self._lock:
+                    self._done = True
+                log.error("the offsets log cannot be read; serving 503 until restarted: %s", progress.error)
+                return
+            if self._done:
+                return
+            if self._runtime.health.readiness(progress)["ready"]:
+                self.finish()
+                return
+            now = time.monotonic()
+            if now >= next_line:
+                next_line = now + self._every_s
+                self._progress_line()
+            await asyncio.sleep(self.CHECK_S)
+
+    def _progress_line(self) -> None:
+        with self._lock:  # never after the last line
+            if self._done:
+                return
+            progress = self._runtime.log.progress()
+            if not progress.end_offsets:  # the reader has not learnt the topic's partitions and ends yet
+                log.info("replaying %s: waiting for the log's end offsets", self._runtime.log.description)
+                return
+            log.info(
+                "replaying %s: %d records read (end offsets sum %d), %d/%d partitions at end",
+                self._runtime.log.description,
+                progress.records_read,
+                sum(progress.end_offsets.values()),
+                progress.partitions_done,
+                len(progress.end_offsets),
+            )
 
 
 def build_observability(settings: Settings, runtime: Runtime) -> Observability:
@@ -403,11 +445,13 @@ def make_app(
     app.state.max_body_bytes = DEFAULT_MAX_BODY_BYTES if max_body_bytes is None else max_body_bytes
     store = security.authenticator.store if security is not None else None
 
+    report = app.state.replay_report = ReplayReport(runtime, freeze_heap)
+
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         if not reading_started:
             start_reading(runtime)
-        tasks = [asyncio.create_task(_report_replay(runtime, freeze_heap))]
+        tasks = [asyncio.create_task(report.run())]
         if store is not None:
             tasks.append(asyncio.create_task(credentials_reload.watch(store)))
             credentials_reload.on_sighup(store)
@@ -628,7 +672,9 @@ def _serve(settings: Settings, bound_socket: Callable[[], socket.socket]) -> Non
     stop_gc_metrics = CollectorPauses(app.state.metrics.registry).install()
     stop_trimming = start_trimming(app.state.metrics.registry)
     freeze_long_lived("app built")
-    announcement = Announcement(url, settings.url_file, lambda: runtime.health.readiness()["ready"])
+    announcement = Announcement(
+        url, settings.url_file, lambda: runtime.health.readiness()["ready"], app.state.replay_report.finish
+    )
     try:
         AnnouncingServer(config, announcement).run(sockets=[sock])
     finally:
