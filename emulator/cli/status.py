@@ -15,6 +15,7 @@ from emulator.cli.common import EXIT_OK, EXIT_REFUSED, add_client_options, emit
 from emulator.client.errors import NotReadyError
 from emulator.client.http import OffsetsClient
 from emulator.codec.shown import shown_text
+from emulator.model.readiness import still_reading
 
 
 def register(sub: Any) -> None:
@@ -47,6 +48,9 @@ def status_text(url: str, status: Mapping[str, Any]) -> str:
     backend) is left out rather than shown as zero."""
     lines = [f"{url}: {'ready' if status.get('ready') else 'NOT READY'}"]
     why = status.get("unreachable") or status.get("error") or str(status.get("message", "")).removeprefix("Not ready: ")
+    if not why and not status.get("ready") and "records_read" in status:
+        reading = still_reading(status, counts=True)  # a replay, as /readyz words it, with its progress
+        why = reading[:1].lower() + reading[1:]
     if why:
         lines.append(f"  why: {shown_text(why)}")
     rows = [

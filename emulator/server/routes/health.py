@@ -11,6 +11,7 @@ from fastapi.responses import JSONResponse
 from emulator.history.archive import HistoryArchive
 from emulator.model.errors import NotReady
 from emulator.model.principal import current_principal
+from emulator.model.readiness import still_reading
 from emulator.server.auth.status import HIDDEN, for_principal
 from emulator.server.deps import RuntimeDep
 from emulator.server.errors import error_response
@@ -43,33 +44,12 @@ async def readyz(rt: RuntimeDep) -> JSONResponse:
         return JSONResponse(body)
     unreachable = body.get("unreachable")
     if unreachable is None:
-        reason = _still_reading(body)
+        reason = still_reading(body)
     elif unreachable == HIDDEN:  # it names hosts or files
         reason = f"Not ready: the offsets log's storage cannot be reached now (why: {HIDDEN})"
     else:
         reason = f"Not ready: {unreachable}"
     return error_response(NotReady(reason), extra=body)
-
-
-def _still_reading(body: Any) -> str:
-    """Which read the daemon waits for: the worker's log, Connect's config/status topics, or connectors'
-    own offsets topics (naming the first, and its last failure if it has one)."""
-    if body["partitions_at_end"] < body["partitions"] or body.get("error"):
-        return "Reading the offsets log to its end"
-    cluster = body.get("connect_cluster")
-    if cluster is not None and not cluster.get("ready", True):
-        return "Reading the Connect cluster's config and status topics to their end"
-    waiting = [
-        t for t in body.get("connector_offsets_topics", {}).get("topics", []) if t["connectors"] and not t["ready"]
-    ]
-    if not waiting:
-        return "Reading the offsets log to its end"
-    first = waiting[0]
-    why = f" (last attempt: {first['error']})" if first.get("error") else ""
-    return (
-        f"Reading {len(waiting)} connector offsets topic(s) to their end, e.g. '{first['topic']}' of "
-        f"{', '.join(first['connectors'])}{why}"
-    )
 
 
 @router.get(
