@@ -23,7 +23,8 @@ These limits close that (every closure is counted with its reason, ``on_closed``
   then closed (``head_too_large``; httptools has no limit of its own, h11's is set to the same);
 - **a body that stops arriving for ``--header-timeout``** (no byte while the connection is read), **or
   that arrives slower than ``MIN_BODY_RATE`` on average** (16 KiB/s: the body may take
-  ``--header-timeout`` plus one second per 16 KiB received, time the daemon did not read excluded) is
+  ``--header-timeout`` plus one second per 16 KiB of body received, its head not counted, time the
+  daemon did not read excluded) is
   closed without an answer (``body_timeout``): the route reading it sees the client gone, nothing is
   written. A rate, not a fixed total: a 32 MiB body (``--max-body-bytes``' default) from an honest
   client at 1 MB/s takes 33 s, while a byte every few seconds is cut off after ``--header-timeout``;
@@ -208,10 +209,10 @@ class ConnectionGuard:
             # without one, the route sees the client gone and gives up (nothing was written).
             if protocol.data_at < deadline:
                 self.close(protocol, "body_timeout", f"no byte of the request's body within {timeout}", None)
-            elif now - protocol.request_since > self.header_timeout_s + protocol.received / MIN_BODY_RATE:
+            elif now - protocol.request_since > self.header_timeout_s + protocol.body_received / MIN_BODY_RATE:
                 message = (
                     f"the request's body arrived slower than {MIN_BODY_RATE // 1024} KiB/s after {timeout} "
-                    f"({protocol.received} bytes in {now - protocol.request_since:.0f} s)"
+                    f"({protocol.body_received} bytes of body in {now - protocol.request_since:.0f} s)"
                 )
                 self.close(protocol, "body_timeout", message, None)
         self._flush_due(time.monotonic())
@@ -246,8 +247,9 @@ def guarded_protocol(guard: ConnectionGuard, base: type[P]) -> type[P]:
         answer); None while a request is being served or its body read."""
         request_since: float = 0.0
         """When the request now served began to arrive (less the sweeps that found reading paused)."""
-        received: int = 0
-        """Bytes received since ``request_since`` (its body's pace)."""
+        body_received: int = 0
+        """Bytes of request bodies received since ``request_since`` (as the parser hands them over: no
+        head, no chunk framing): the body's pace, and what a ``body_timeout`` says arrived."""
         data_at: float = 0.0
         """When bytes last arrived (a body that stops arriving is cut off by the sweep too)."""
         head_bytes: int = 0
@@ -286,8 +288,7 @@ def guarded_protocol(guard: ConnectionGuard, base: type[P]) -> type[P]:
             idle = self.cycle is None or self.cycle.response_complete
             if idle and self.head_since is None:
                 self.head_since = self.request_since = now
-                self.received = 0
-            self.received += len(data)
+                self.body_received = 0
             if not httptools:
                 super().data_received(data)
                 if self.cycle is not None and not self.cycle.response_complete:
@@ -320,20 +321,26 @@ def guarded_protocol(guard: ConnectionGuard, base: type[P]) -> type[P]:
                 raise _Refused
             super().on_headers_complete()
 
+        def on_body(self, body: bytes) -> None:  # httptools only
+            self.body_received += len(body)
+            super().on_body(body)
+
         def _start_asgi_task(self, cycle: Any, app: Any) -> None:  # httptools only
             self.serving = cycle
             super()._start_asgi_task(cycle, app)
 
         def _check_complete_heads(self) -> None:
             """h11 refuses a head longer than its limit only while incomplete; one whole in a read is
-            measured here, before uvicorn serves it."""
+            measured here, before uvicorn serves it. A body's bytes are counted here too."""
             import h11  # loaded with the h11 protocol already
 
             next_event = self.conn.next_event
 
             def checked() -> Any:
                 event = next_event()
-                if type(event) is h11.Request:
+                if type(event) is h11.Data:
+                    self.body_received += len(event.data)
+                elif type(event) is h11.Request:
                     size = len(event.target) + sum(len(name) + len(value) + 4 for name, value in event.headers)
                     if size > MAX_HEAD_BYTES:
                         self.refusal = ("head_too_large", "", _too_large(f"{size} bytes"))
@@ -396,7 +403,7 @@ def guarded_protocol(guard: ConnectionGuard, base: type[P]) -> type[P]:
             transport.close()
 
     if not httptools:  # h11 parses a pipelined request only once the one before is answered
-        del Guarded.on_headers_complete, Guarded._start_asgi_task
+        del Guarded.on_headers_complete, Guarded._start_asgi_task, Guarded.on_body
     Guarded.__name__ = Guarded.__qualname__ = f"Guarded{base.__name__}"
     return Guarded
 

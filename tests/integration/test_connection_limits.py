@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import select
 import socket
 import time
@@ -291,6 +292,43 @@ def test_a_body_trickled_slower_than_the_minimum_rate_is_cut_off(guarded: Daemon
     assert HEADER_TIMEOUT_S <= ended < HEADER_TIMEOUT_S + 1.5, ended
     after = scrape(guarded.url).value("connect_offsets_http_connections_closed_total", reason="body_timeout")
     assert after == before + 1
+
+
+@pytest.mark.slow  # a daemon of its own (its first body_timeout is logged at once), and waits out --header-timeout
+def test_a_trickled_body_cut_off_is_logged_with_the_bytes_of_its_body_alone(tmp_path: Path) -> None:
+    """The warning once counted the request's head as body (QA: ~11 body bytes sent, "120 bytes in
+    11 s"), which made a client that sent almost nothing look like one that sent a little, slowly."""
+    args = ["--data-dir", str(tmp_path / "data"), "--header-timeout", f"{HEADER_TIMEOUT_S}s"]
+    daemon = DaemonProcess(args, 48062, tmp_path / "daemon.log").start()
+    head = (
+        "PATCH /connectors/trickled/offsets?create=true HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+        "Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n"
+    )
+    sent = 0
+    try:
+        with connect(daemon) as sock:
+            sock.sendall(head.encode())
+            started = time.monotonic()
+            while time.monotonic() - started < HEADER_TIMEOUT_S + 4:
+                try:
+                    sock.sendall(b" ")
+                except OSError:  # reset: the daemon closed it
+                    break
+                sent += 1
+                if select.select([sock], [], [], HEADER_TIMEOUT_S / 3)[0]:
+                    break  # closed
+        warning = ""
+        deadline = time.monotonic() + 5
+        while "(body_timeout" not in warning and time.monotonic() < deadline:
+            warning = next((line for line in daemon.log_tail(200).splitlines() if "(body_timeout" in line), "")
+            time.sleep(0.1)
+    finally:
+        daemon.stop()
+    assert "the request's body arrived slower than 16 KiB/s" in warning, daemon.log_tail(40)
+    counted = re.search(r"\((\d+) bytes(?: of body)? in \d+ s\)", warning)
+    assert counted is not None, warning
+    assert sent - 1 <= int(counted[1]) <= sent, (sent, warning)  # the last byte may cross the close
+    assert f"({counted[1]} bytes of body in " in warning
 
 
 def non_reader(daemon: DaemonProcess, requests: bytes) -> socket.socket:
