@@ -153,6 +153,41 @@ def test_an_encoded_slash_in_a_name_is_a_400_as_in_connect(embedded_daemon: Daem
     assert_400(request(embedded_daemon, "GET", path), "cannot contain an encoded '/' (%2F)")
 
 
+def raw_request(daemon: DaemonProcess, method: str, raw_path: str) -> tuple[int, dict[str, Any]]:
+    """A request whose path is sent byte for byte (an HTTP client may normalise ``%63`` to ``c``)."""
+    url = httpx.URL(daemon.url)
+    head = f"{method} {raw_path} HTTP/1.1\r\nHost: {url.host}:{url.port}\r\nConnection: close\r\n\r\n"
+    with socket.create_connection((url.host, url.port), timeout=30) as sock:
+        sock.sendall(head.encode("ascii"))
+        answer = b""
+        while chunk := sock.recv(65536):
+            answer += chunk
+    status_line, _, rest = answer.partition(b"\r\n")
+    body = rest.partition(b"\r\n\r\n")[2]
+    return int(status_line.split()[1]), json.loads(body)
+
+
+@pytest.mark.parametrize(
+    ("method", "raw_path", "says"),
+    [
+        ("DELETE", "/connectors%2F{name}%2Foffsets", "outside a connector name"),
+        ("GET", "/%63onnectors/{name}%2Foffsets/history", "cannot contain an encoded '/' (%2F)"),
+        ("GET", "/%63onnectors/%FE/offsets", "not valid UTF-8 once percent-decoded"),
+    ],
+)
+def test_a_spelling_of_the_path_does_not_skip_the_checks_of_the_name(
+    embedded_daemon: DaemonProcess, name: str, method: str, raw_path: str, says: str
+) -> None:
+    """Decoded, these are a connector's offsets or history; the name's checks looked for a literal
+    ``connectors`` segment, so the first reset ``name``'s offsets and the last served ``%FE`` and
+    ``%FF`` as one connector (API fuzz QA)."""
+    seed(embedded_daemon, name)
+    status, body = raw_request(embedded_daemon, method, raw_path.format(name=name))
+    assert status == 400, body
+    assert says in body["message"], body
+    assert offsets(embedded_daemon, name)["offsets"][0]["offset"] == {"o": 1}, "nothing was reset"
+
+
 @pytest.mark.parametrize(
     ("request_bytes", "status", "kind", "message"),
     [

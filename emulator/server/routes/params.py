@@ -201,11 +201,21 @@ def connector_name_problem(raw_segment: bytes) -> str | None:
 
 
 def _connector_segment(raw_path: bytes) -> bytes | None:
+    """The raw segment after ``connectors``, however that word is spelled (``%63onnectors`` decodes to
+    it too: matched literally, such a path skipped every check of the name)."""
     parts = raw_path.split(b"/")
-    try:
-        return parts[parts.index(b"connectors") + 1]
-    except (ValueError, IndexError):
-        return None
+    for at, part in enumerate(parts[:-1]):
+        if part == b"connectors" or (b"%" in part and unquote_to_bytes(part) == b"connectors"):
+            return parts[at + 1]
+    return None
+
+
+def _slash_outside_a_name(raw_path: bytes, segment: bytes | None) -> bool:
+    """An encoded ``/`` in a segment other than the connector's: once decoded the path has segments
+    the client did not send (``/connectors%2Fc%2Foffsets`` is routed as ``/connectors/c/offsets``)."""
+    if b"%2f" not in raw_path.lower():
+        return False
+    return segment is None or raw_path.lower().count(b"%2f") > segment.lower().count(b"%2f")
 
 
 def unrouted_connector_problem(request: Request) -> str | None:
@@ -229,6 +239,10 @@ async def check_connector_path(request: Request) -> None:
         return
     raw_path = request.scope.get("raw_path")
     segment = _connector_segment(raw_path) if isinstance(raw_path, bytes) else None
+    if isinstance(raw_path, bytes) and _slash_outside_a_name(raw_path, segment):
+        raise InvalidRequest(
+            "The request path holds an encoded '/' (%2F) outside a connector name; send the path's own '/' as they are"
+        )
     if segment is None:  # no raw path (an ASGI server that does not send one): judge the decoded name
         segment = quote(str(request.path_params["connector"]), safe="", errors="surrogateescape").encode("ascii")
     problem = connector_name_problem(segment)
