@@ -351,3 +351,34 @@ def test_refused_bodies_do_not_outlive_their_requests(daemon_factory: DaemonFact
     while (after := rss_mib(daemon)) >= before + 60:
         assert time.monotonic() < deadline, f"RSS {before:.0f} MiB before, {after:.0f} MiB 10 s after ten refusals"
         time.sleep(0.1)
+
+
+def test_a_write_that_asks_to_upgrade_the_connection_is_refused_saying_why(
+    embedded_daemon: DaemonProcess, name: str
+) -> None:
+    """``curl --http2`` on ``http://`` sends ``Upgrade: h2c``; the HTTP server then hands the app the
+    request without its body, and a PATCH was refused for "no offsets" (API fuzz QA)."""
+    seed(embedded_daemon, name)
+    url = httpx.URL(embedded_daemon.url)
+    body = json.dumps({"offsets": [{"partition": {"p": 1}, "offset": {"o": 5}}]}).encode()
+    head = (
+        f"PATCH /connectors/{name}/offsets HTTP/1.1\r\nHost: {url.host}:{url.port}\r\n"
+        "Connection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\nHTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA\r\n"
+        f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+    )
+    with socket.create_connection((url.host, url.port), timeout=30) as sock:
+        sock.sendall(head.encode("ascii") + body)
+        sock.settimeout(30)
+        answer = b""
+        while b"\r\n\r\n" not in answer or not answer.rstrip().endswith(b"}"):
+            chunk = sock.recv(65536)
+            if not chunk:
+                break
+            answer += chunk
+    status = int(answer.split(b"\r\n", 1)[0].split()[1])
+    message = json.loads(answer.partition(b"\r\n\r\n")[2])["message"]
+    assert status == 400, answer
+    assert "asks to upgrade the connection (Upgrade: h2c)" in message and "--http1.1" in message, message
+    assert offsets(embedded_daemon, name)["offsets"][0]["offset"] == {"o": 1}, "nothing was written"
+    plain = request(embedded_daemon, "GET", f"/connectors/{name}/offsets", headers={"Upgrade": "h2c"})
+    assert plain.status_code == 200, "a request without a body is served as HTTP/1.1"

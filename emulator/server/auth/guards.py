@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from starlette.routing import BaseRoute, Match
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from emulator.model.errors import HostNotAllowed, OffsetsError, UnsupportedMediaType
+from emulator.model.errors import HostNotAllowed, InvalidRequest, OffsetsError, UnsupportedMediaType
 from emulator.model.principal import current_principal
 from emulator.server.auth.authenticate import Authenticator
 from emulator.server.auth.hosts import HostRule
@@ -114,7 +114,7 @@ class Guard:
         scope.setdefault("state", {})["principal"] = principal  # for middleware outside this one
         token = current_principal.set(principal)
         try:
-            refusal = _media_type_refusal(scope)
+            refusal = _media_type_refusal(scope) or _upgrade_refusal(scope)
             if refusal is not None:
                 await refuse_before_routing(refusal, scope, receive, send)
             else:
@@ -131,6 +131,26 @@ def _served(scope: Scope) -> bool:
         return True  # not mounted in a Starlette app: judge every write
     found = _matching(router.routes, scope)
     return found is not None and found[0] is Match.FULL
+
+
+def _upgrade_refusal(scope: Scope) -> InvalidRequest | None:
+    """A request with a body that also asks to upgrade the connection (``Upgrade: h2c``, which ``curl
+    --http2`` sends on ``http://``; a websocket): uvicorn's parser stops at such a request's head and
+    the app got it without its body, so a PATCH was refused for "no offsets" and a claim for "no
+    body". Refused saying why; one without a body (a GET) is served as HTTP/1.1."""
+    upgrade = _header(scope, b"upgrade")
+    if upgrade is None:
+        return None
+    has_body = (_header(scope, b"content-length") or "0").strip() not in ("", "0") or _header(
+        scope, b"transfer-encoding"
+    ) is not None
+    if not has_body:
+        return None
+    return InvalidRequest(
+        f"The request asks to upgrade the connection (Upgrade: {upgrade[:40]}); the daemon speaks HTTP/1.1 "
+        "only and cannot read the body of such a request, so nothing was done. Send it without Upgrade "
+        "(curl: --http1.1)"
+    )
 
 
 def _media_type_refusal(scope: Scope) -> UnsupportedMediaType | None:
