@@ -45,6 +45,8 @@ def patch(daemon: DaemonProcess, connector: str, query: str) -> httpx.Response:
             "got '5_0'",
         ),
         ("sequence_source=&sequence=5", "Query parameter 'sequence_source' must not be empty"),
+        ("sequence_source=%FE&sequence=5", "Query parameter 'sequence_source' is not valid UTF-8 once percent-decoded"),
+        ("sequence_source=a%00b&sequence=5", "Query parameter 'sequence_source' may not contain control characters"),
         (
             "sequence_source=run&sequence=5&sequence=1",
             "Query parameter 'sequence' is given 2 times ('5', '1'); give it once",

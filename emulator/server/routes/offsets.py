@@ -32,7 +32,7 @@ from emulator.server.routes.params import (
     parse_body,
     read_body,
     refuse_store_on_write,
-    single_param,
+    source_param,
 )
 from emulator.server.routes.query import QueryModel, RouteQuery
 from emulator.service.bodies import parse_alter_body
@@ -208,7 +208,7 @@ async def alter_offsets(connector: str, request: Request, rt: RuntimeDep) -> Res
     await bulk_pass(len(changes), lambda: audit.note_partitions(change.partition for change in changes))
     auth = WriteAuth.from_params(
         claim_epoch_param(request),
-        single_param(request, "sequence_source", allow_empty=False),
+        source_param(request, "sequence_source"),
         decimal_param(request, "sequence"),
     )
     result = await rt.offsets.alter(

@@ -32,6 +32,7 @@ __all__ = [
     "read_body",
     "refuse_store_on_write",
     "single_param",
+    "source_param",
 ]
 
 T = TypeVar("T")
@@ -130,6 +131,26 @@ def single_param(request: Request, name: str, *, allow_empty: bool = True) -> st
     if not allow_empty and values[0] == "":
         raise InvalidRequest(f"Query parameter '{name}' must not be empty")
     return values[0]
+
+
+def source_param(request: Request, name: str) -> str | None:
+    """A name parameter of ours (``sequence_source``), given once, not empty, valid UTF-8 once
+    percent-decoded and free of control characters: decoded leniently, ``%FE`` and ``%FF`` both read
+    as U+FFFD, and two writers' sources were one (API fuzz QA)."""
+    value = single_param(request, name, allow_empty=False)
+    if value is None:
+        return None
+    raw_query = request.scope.get("query_string", b"")
+    for key, raw in (pair.partition(b"=")[::2] for pair in raw_query.split(b"&")):
+        if unquote_to_bytes(key.replace(b"+", b" ")) != name.encode():
+            continue
+        try:
+            unquote_to_bytes(raw.replace(b"+", b" ")).decode("utf-8")
+        except UnicodeDecodeError:
+            raise InvalidRequest(f"Query parameter '{name}' is not valid UTF-8 once percent-decoded") from None
+    if control_characters(value):
+        raise InvalidRequest(f"Query parameter '{name}' may not contain control characters")
+    return value
 
 
 def decimal_param(request: Request, name: str, *, minimum: int | None = None, why: str = "") -> int | None:
