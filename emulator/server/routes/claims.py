@@ -74,7 +74,7 @@ async def list_claims(rt: RuntimeDep) -> list[dict[str, Any]]:
 @router.delete(
     "/connectors/{connector}/claim",
     summary="Release the claim with this epoch",
-    **documented(Message, 400, 404, 500),
+    **documented(Message, 400, 404, 500, 503),
 )
 async def release_claim(connector: str, epoch: int, request: Request, rt: RuntimeDep) -> dict[str, Any]:
     """``epoch`` is read as strictly as a write's ``claim_epoch`` (plain digits, at least 1, given once)."""
