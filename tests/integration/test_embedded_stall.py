@@ -183,6 +183,9 @@ def test_after_a_write_timed_out_on_another_processs_lock_readyz_answers_503_unt
     assert said.count("is locked by another process: a write timed out") == 1, "said once, not per write or probe"
     assert "SQLite's write lock is free again after" in said
     assert patch(4).status_code == 200
+    reader = httpx.get(f"{daemon.url}/status", timeout=10).json()["reader"]  # kept after the outage
+    assert "timed out waiting for another process's write (SQLite's write lock)" in str(reader["last_error"]), reader
+    assert reader["last_error_at"] is not None
 
 
 @pytest.mark.slow  # a daemon process, and writes that wait out their 1 s deadline

@@ -30,6 +30,7 @@ class WritingConnection:
         """The log's file, to say why the storage refuses a write (its owner, its mount)."""
         self.lock = threading.Lock()
         """Held by whoever uses the connection: the commit leader, a claim, a compaction step."""
+        self._errors = errors
         self.faults = StorageFaults(description, self._probe_write, errors=errors)
         self.contention = LockContention(description, self._probe_lock)
         self._conn: sqlite3.Connection | None = None
@@ -80,6 +81,10 @@ class WritingConnection:
         lock stays held elsewhere, for ``/readyz``, until a write or the lock probe gets it."""
         if is_busy(e):  # the deadline, spent waiting: a timeout to retry, not a failed write
             self.contention.timed_out()
+            if self._errors is not None:  # /status and the metrics keep it after the lock is free again
+                self._errors.remember(
+                    f"{what} timed out waiting for another process's write (SQLite's write lock); nothing was written"
+                )
             return LogTimeout(
                 f"{self.description}: {what} timed out waiting for another process's write (SQLite's "
                 "write lock); nothing was written"
