@@ -32,6 +32,7 @@ from emulator.server.routes import health as routes_health
 from emulator.server.routes import history as routes_history
 from emulator.server.routes import offsets as routes_offsets
 from emulator.server.routes import records as routes_records
+from emulator.server.trailing_slash import TrailingSlash
 from emulator.server.ui import install_console
 from emulator.server.ui.csrf import ConsoleGuard
 
@@ -87,6 +88,7 @@ def create_app(
         )
     if security.allowed_hosts is not None:
         app.add_middleware(HostGuard, allowed=security.allowed_hosts, ip_literals=security.ip_literal_hosts)
+    app.add_middleware(TrailingSlash)  # outside every rule that reads the path: all judge the same one
     # Access log, audit line and metrics: added after every other middleware, so outermost, so
     # that it times and records every answer, refusals by authentication included.
     observability = observability or Observability()

@@ -382,3 +382,22 @@ def test_a_write_that_asks_to_upgrade_the_connection_is_refused_saying_why(
     assert offsets(embedded_daemon, name)["offsets"][0]["offset"] == {"o": 1}, "nothing was written"
     plain = request(embedded_daemon, "GET", f"/connectors/{name}/offsets", headers={"Upgrade": "h2c"})
     assert plain.status_code == 200, "a request without a body is served as HTTP/1.1"
+
+
+def test_a_trailing_slash_is_the_same_resource_as_in_connect_with_every_rule_applied(
+    embedded_daemon: DaemonProcess, name: str
+) -> None:
+    """Connect (JAX-RS) serves ``…/offsets/`` as ``…/offsets``; the daemon answered a bare 307 redirect
+    (API fuzz QA). The rules that read the path judge the same path: a write still needs its JSON
+    content type there."""
+    seed(embedded_daemon, name)
+    body = {"offsets": [{"partition": {"p": 1}, "offset": {"o": 7}}]}
+    patched = request(embedded_daemon, "PATCH", f"/connectors/{name}/offsets/", json=body)
+    assert patched.status_code == 200, patched.text
+    listed = request(embedded_daemon, "GET", f"/connectors/{name}/offsets/")
+    assert listed.status_code == 200 and listed.json() == offsets(embedded_daemon, name)
+    assert listed.json()["offsets"][0]["offset"] == {"o": 7}
+    untyped = httpx.patch(
+        f"{embedded_daemon.url}/connectors/{name}/offsets/", content=json.dumps(body).encode(), timeout=30
+    )
+    assert untyped.status_code == 415, untyped.text
