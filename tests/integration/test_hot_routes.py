@@ -118,7 +118,7 @@ SCRIPT: list[tuple[str, str, Any, dict[str, str], str]] = [
     ("PATCH", "/connectors/c1/offsets", {"offsets": [{"partition": {"f": 1}, "offset": {"a": [1]}}]}, JSON, "hot"),
     ("PATCH", "/connectors/c1/offsets", b"[" * 5000, JSON, "hot"),  # over --max-body-bytes
     ("PATCH", "/connectors/c1/offsets", BODY, {"content-type": "text/plain"}, "guard"),  # the guard's 415
-    ("GET", "/connectors/c1/offsets/", None, {}, "fastapi"),  # trailing slash: FastAPI's answer
+    ("GET", "/connectors/c1/offsets/", None, {}, "hot"),  # trailing slash: the same resource (TrailingSlash)
     ("PUT", "/connectors/c1/offsets", BODY, JSON, "fastapi"),  # wrong method: FastAPI's 405
     ("HEAD", "/connectors/c1/offsets", None, {}, "fastapi"),
     ("GET", "/connectors/c1/offsets/history", None, {}, "fastapi"),  # another router's route
