@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import threading
 import time
+import weakref
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 
@@ -47,6 +48,7 @@ class Throttle:
         self._report = report
         self._lock = threading.Lock()
         self._windows: dict[Hashable, _Window] = {}
+        _LIVE.add(self)
 
     def admit(self, kind: Hashable) -> bool:
         """True to log this occurrence (it opens a window); False to leave it out (counted). A window
@@ -88,9 +90,10 @@ class Throttle:
             self._report(kind, held, window.ends_at)
 
     def close(self) -> None:
-        """Report every count held now (as of its window's end) and stop the timers."""
+        """Report every count held now (its window ending now, or when it ended) and stop the timers."""
+        now = time.time()
         with self._lock:
-            pending = [(kind, w.held, w.ends_at, w.timer) for kind, w in self._windows.items() if w.held]
+            pending = [(kind, w.held, min(w.ends_at, now), w.timer) for kind, w in self._windows.items() if w.held]
             for window in self._windows.values():
                 window.held, window.timer = 0, None
         for kind, held, ends_at, timer in pending:
@@ -105,3 +108,14 @@ def held_message(held: int, what: str, window_s: float, ends_at: float) -> str:
     """The line that reports how many occurrences of ``what`` a window left out."""
     end = time.strftime("%H:%M:%S", time.localtime(ends_at))
     return f"{held} more {what} like the last in the {window_s:g} s before {end}, not logged"
+
+
+_LIVE: weakref.WeakSet[Throttle] = weakref.WeakSet()
+"""Every throttle in the process, for ``report_all_held`` (weak: a closed log's goes with it)."""
+
+
+def report_all_held() -> None:
+    """Report what every throttle holds now: a daemon that stops ends its windows early, and their
+    timers are daemon threads that would die with the process and take the counts with them."""
+    for throttle in list(_LIVE):
+        throttle.close()

@@ -29,6 +29,7 @@ from emulator.history.archive import HistoryArchive, HistoryError
 from emulator.history.directory import written_by_a_live_process
 from emulator.history.origins import OriginRegistry
 from emulator.history.tracked_log import TrackedLog
+from emulator.log_throttle import report_all_held
 from emulator.logs.base import OffsetLog
 from emulator.model.connectors import ConnectorStates, NoConnectCluster
 from emulator.model.errors import LogConfigError
@@ -678,6 +679,7 @@ def _serve(settings: Settings, bound_socket: Callable[[], socket.socket]) -> Non
     try:
         AnnouncingServer(config, announcement).run(sockets=[sock])
     finally:
+        report_all_held()  # the held counts of 503s and client errors, before the process ends
         stop_trimming()
         stop_gc_metrics()
         remove_url_file(settings.url_file)

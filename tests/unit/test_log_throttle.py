@@ -14,7 +14,7 @@ from collections.abc import Hashable, Iterator
 
 import pytest
 
-from emulator.log_throttle import Throttle, held_message
+from emulator.log_throttle import Throttle, held_message, report_all_held
 from emulator.logs.kafka.log_throttle import LibrdkafkaFilter
 from emulator.model import errors
 from emulator.server import errors as server_errors
@@ -146,3 +146,19 @@ def test_uvicorns_invalid_request_lines_are_all_counted_one_logged_and_the_rest_
     assert lines[:2] == [UVICORN_MESSAGE, "Unsupported upgrade request."]
     assert lines[2].startswith("199 more invalid HTTP requests (answered 400) like the last in the 0.2 s before ")
     assert len(lines) == 3 and invalid.count == 200
+
+
+def test_a_stopping_daemon_reports_what_every_throttle_holds_as_ending_then() -> None:
+    """The timers are daemon threads: a process that ends inside a window took its count with it."""
+    reports = Reports()
+    throttle = Throttle(reports, 30.0)
+    assert throttle.admit("store_unavailable") is True
+    assert throttle.admit("store_unavailable") is False
+    assert throttle.admit("store_unavailable") is False
+
+    report_all_held()  # what serve() does as the server stops
+
+    ((kind, held, ends_at),) = reports.lines
+    assert (kind, held) == ("store_unavailable", 2)
+    assert ends_at <= time.time(), "the window ends at the stop, not 30 s later"
+    assert not timers(), "its timer is stopped"
