@@ -24,6 +24,7 @@ from emulator.server.deps import Runtime
 from emulator.server.deps import runtime as runtime_dep
 from emulator.server.docs_pages import install_docs
 from emulator.server.errors import install_error_handlers
+from emulator.server.head_requests import HeadAsGet
 from emulator.server.hot_routes import HotRoutes, hot_routes_of
 from emulator.server.observability import Observability, install_observability
 from emulator.server.openapi import install_openapi
@@ -89,6 +90,7 @@ def create_app(
     if security.allowed_hosts is not None:
         app.add_middleware(HostGuard, allowed=security.allowed_hosts, ip_literals=security.ip_literal_hosts)
     app.add_middleware(TrailingSlash)  # outside every rule that reads the path: all judge the same one
+    app.add_middleware(HeadAsGet)  # HEAD as Connect answers it: GET's status and headers
     # Access log, audit line and metrics: added after every other middleware, so outermost, so
     # that it times and records every answer, refusals by authentication included.
     observability = observability or Observability()

@@ -85,7 +85,7 @@ SCRIPT: list[tuple[str, str, Any, dict[str, str], str]] = [
     ("GET", "/connectors", None, {}, "hot"),
     ("GET", "/healthz", None, {}, "hot"),
     ("GET", "/healthz?verbose=1", None, {}, "hot"),
-    ("HEAD", "/healthz", None, {}, "fastapi"),
+    ("HEAD", "/healthz", None, {}, "hot"),  # HEAD is GET without a body (HeadAsGet)
     ("GET", "/readyz", None, {}, "fastapi"),
     ("PATCH", "/connectors/c1/offsets", BODY, JSON, "hot"),  # 404: no offsets yet
     ("PATCH", "/connectors/c1/offsets?create=true", BODY, JSON, "hot"),
@@ -120,7 +120,7 @@ SCRIPT: list[tuple[str, str, Any, dict[str, str], str]] = [
     ("PATCH", "/connectors/c1/offsets", BODY, {"content-type": "text/plain"}, "guard"),  # the guard's 415
     ("GET", "/connectors/c1/offsets/", None, {}, "hot"),  # trailing slash: the same resource (TrailingSlash)
     ("PUT", "/connectors/c1/offsets", BODY, JSON, "fastapi"),  # wrong method: FastAPI's 405
-    ("HEAD", "/connectors/c1/offsets", None, {}, "fastapi"),
+    ("HEAD", "/connectors/c1/offsets", None, {}, "hot"),  # HEAD is GET without a body (HeadAsGet)
     ("GET", "/connectors/c1/offsets/history", None, {}, "fastapi"),  # another router's route
     ("DELETE", "/connectors/c1/offsets?dry_run=true", None, {}, "hot"),
     ("DELETE", "/connectors/c1/offsets?dry_run=true&kind=source", None, {}, "hot"),

@@ -23,6 +23,7 @@ import pytest
 
 from tests.fixtures.daemon import DaemonFactory, DaemonProcess
 from tests.fixtures.processes import rss_kib
+from tests.fixtures.waits import until
 from tests.integration.auth_helpers import bearer, write_security_files
 
 DEEP = 2000
@@ -401,3 +402,32 @@ def test_a_trailing_slash_is_the_same_resource_as_in_connect_with_every_rule_app
         f"{embedded_daemon.url}/connectors/{name}/offsets/", content=json.dumps(body).encode(), timeout=30
     )
     assert untyped.status_code == 415, untyped.text
+
+
+@pytest.mark.parametrize("path", ["/connectors", "/connectors/{name}/offsets", "/healthz", "/status", "/ui"])
+def test_head_answers_as_get_without_a_body_as_connect_does(
+    embedded_daemon: DaemonProcess, name: str, path: str
+) -> None:
+    """JAX-RS answers HEAD for every GET route; FastAPI's routes answered 405 (API fuzz QA)."""
+    seed(embedded_daemon, name)
+    url = embedded_daemon.url + path.format(name=name)
+
+    def head_lines() -> int:
+        return sum(
+            1
+            for line in embedded_daemon.log_tail(2000).splitlines()
+            if "emulator.access: HEAD" in line and " 200 " in line
+        )
+
+    before = head_lines()
+    got, head = httpx.get(url, timeout=30), httpx.head(url, timeout=30)
+    assert got.status_code == 200, got.text
+    assert head.status_code == 200, head.text
+    assert head.content == b""
+    assert head.headers["content-type"] == got.headers["content-type"]
+    if path != "/status":  # its body carries the time: its length may differ by a digit
+        assert head.headers["content-length"] == got.headers["content-length"]
+    until(lambda: head_lines() > before, "an access line for the HEAD, under its route", timeout_s=10)
+    assert "HEAD unmatched" not in embedded_daemon.log_tail(2000)
+    refused = httpx.head(f"{embedded_daemon.url}/connectors/{name}/offsets/rollback", timeout=30)
+    assert refused.status_code == 405, "a route without GET has no HEAD either"
