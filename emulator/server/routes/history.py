@@ -159,6 +159,15 @@ def archive_choice(rt: Runtime, connector: str, store: str | None, worker: Histo
 @router.post(
     "/connectors/{connector}/offsets/rollback",
     summary="Roll a connector's offsets back to their state at a past time (dry_run=true shows the diff)",
+    # no body, but every POST is sent as JSON (415 otherwise): the document says so, so a generated
+    # client (or a fuzzer) sends the Content-Type the daemon requires
+    openapi_extra={
+        "requestBody": {
+            "required": False,
+            "description": "none: send Content-Type: application/json without a body",
+            "content": {"application/json": {"schema": {"type": "object", "maxProperties": 0}}},
+        }
+    },
     **documented(Rollback, 400, 404, 409, 500, 503),
 )
 async def rollback_offsets(
