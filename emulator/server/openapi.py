@@ -32,6 +32,7 @@ from emulator.history.query import DEFAULT_LIMIT, MAX_LIMIT
 from emulator.model.errors import ERROR_HEADER
 from emulator.model.times import RELATIVE_TIME_PATTERN
 from emulator.server.auth.policy import rule_for
+from emulator.service.connector_stores import STORES
 
 ERROR_STATUSES: Mapping[int, str] = {
     400: "The request is wrong (body, parameter, connector name or state): Connect's BadRequestException",
@@ -179,10 +180,25 @@ QUERY_PARAMETER_SCHEMAS: Mapping[str, dict[str, Any]] = {
     "limit": {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT, "default": DEFAULT_LIMIT},
     "claim_epoch": {**INT64, "minimum": 1},  # claims are numbered from 1 (routes/offsets.py: claim_epoch_param)
     "sequence_source": {"type": "string", "minLength": 1},
-    "epoch": INT64,
+    "epoch": {**INT64, "minimum": 0},  # an archive's epochs count from 0; a claim's from 1 (below)
     "sequence": INT64,
+    "store": {"type": "string", "enum": list(STORES)},
+    "before": {"type": "string", "pattern": "^[0-9]+\\.[0-9]+\\.[0-9]+\\.[0-9]+$", "description": "a page's next"},
 }
 """Query parameters the routes take as text and parse themselves: their real format, by name."""
+
+OPERATION_PARAMETER_SCHEMAS: Mapping[tuple[str, str, str], dict[str, Any]] = {
+    ("/connectors/{connector}/claim", "delete", "epoch"): {**INT64, "minimum": 1},
+}
+"""Where one operation reads a parameter of a shared name otherwise: (path, method, name)."""
+
+CONNECTOR_NAME_SCHEMA: dict[str, Any] = {
+    "type": "string",
+    "minLength": 1,
+    # Connect's names hold no ISO control character; a '/' cannot be one segment (encoded, a 400)
+    "pattern": "^[^\\u0000-\\u001f\\u007f-\\u009f/]+$",
+}
+"""The ``{connector}`` path segment, as ``params.connector_name_problem`` lets it through."""
 
 
 def install_openapi(app: FastAPI) -> None:
@@ -200,9 +216,12 @@ def install_openapi(app: FastAPI) -> None:
                 operation.get("responses", {}).pop("422", None)
                 _declare_guard_statuses(path, method, operation)
                 for parameter in operation.get("parameters", []):
-                    schema = QUERY_PARAMETER_SCHEMAS.get(parameter["name"])
-                    if parameter.get("in") == "query" and schema is not None:
+                    name, place = parameter["name"], parameter.get("in")
+                    schema = OPERATION_PARAMETER_SCHEMAS.get((path, method, name)) or QUERY_PARAMETER_SCHEMAS.get(name)
+                    if place == "query" and schema is not None:
                         parameter["schema"] = dict(schema)
+                    elif place == "path" and name == "connector":
+                        parameter["schema"] = dict(CONNECTOR_NAME_SCHEMA)
             schemas = document.get("components", {}).get("schemas", {})
             for unused in ("HTTPValidationError", "ValidationError"):
                 schemas.pop(unused, None)

@@ -31,7 +31,11 @@ router = APIRouter(tags=["claims"], dependencies=[Depends(check_connector_path)]
                     "schema": {
                         "type": "object",
                         "required": ["owner"],
-                        "properties": {"owner": {"type": "string"}, "force": {"type": "boolean"}},
+                        "additionalProperties": False,  # another field is a 400 (parse_claim_body)
+                        "properties": {
+                            "owner": {"type": "string", "minLength": 1, "pattern": "\\S"},  # not blank: 400
+                            "force": {"type": "boolean"},
+                        },
                     }
                 }
             },

@@ -45,6 +45,7 @@ router = APIRouter(tags=["offsets"], dependencies=[Depends(check_connector_path)
 _OFFSETS_SCHEMA: dict[str, Any] = {
     "type": "object",
     "required": ["offsets"],
+    "additionalProperties": False,  # Connect's Jackson refuses unknown properties (bodies.py): 400
     "properties": {
         "offsets": {
             "type": "array",
@@ -52,6 +53,7 @@ _OFFSETS_SCHEMA: dict[str, Any] = {
             "items": {
                 "type": "object",
                 "required": ["partition"],
+                "additionalProperties": False,
                 "properties": {
                     "partition": {"type": "object", "additionalProperties": True},
                     "offset": {"type": ["object", "null"], "additionalProperties": True},
