@@ -133,6 +133,12 @@ def _served(scope: Scope) -> bool:
     return found is not None and found[0] is Match.FULL
 
 
+def _has_body(scope: Scope) -> bool:
+    """Whether the request says it has a body (a length above 0, or a chunked one)."""
+    length = (_header(scope, b"content-length") or "0").strip()
+    return length not in ("", "0") or _header(scope, b"transfer-encoding") is not None
+
+
 def _upgrade_refusal(scope: Scope) -> InvalidRequest | None:
     """A request with a body that also asks to upgrade the connection (``Upgrade: h2c``, which ``curl
     --http2`` sends on ``http://``; a websocket): uvicorn's parser stops at such a request's head and
@@ -141,9 +147,7 @@ def _upgrade_refusal(scope: Scope) -> InvalidRequest | None:
     upgrade = _header(scope, b"upgrade")
     if upgrade is None:
         return None
-    has_body = (_header(scope, b"content-length") or "0").strip() not in ("", "0") or _header(
-        scope, b"transfer-encoding"
-    ) is not None
+    has_body = _has_body(scope)
     if not has_body:
         return None
     return InvalidRequest(
@@ -155,9 +159,7 @@ def _upgrade_refusal(scope: Scope) -> InvalidRequest | None:
 
 def _media_type_refusal(scope: Scope) -> UnsupportedMediaType | None:
     method = scope["method"]
-    has_body = (_header(scope, b"content-length") or "0").strip() not in ("", "0") or _header(
-        scope, b"transfer-encoding"
-    ) is not None
+    has_body = _has_body(scope)
     if method not in WRITE_METHODS and not (method == "DELETE" and has_body):
         return None
     content_type = (_header(scope, b"content-type") or "").split(";", 1)[0].strip().lower()

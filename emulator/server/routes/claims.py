@@ -14,7 +14,7 @@ from emulator.server.auth.scopes import grants_of
 from emulator.server.deps import RuntimeDep
 from emulator.server.openapi import documented
 from emulator.server.openapi_bodies import Message
-from emulator.server.routes.params import check_connector_path, decimal_param, read_body
+from emulator.server.routes.params import check_connector_path, claim_epoch_param, read_body
 from emulator.service.bodies import parse_claim_body
 
 router = APIRouter(tags=["claims"], dependencies=[Depends(check_connector_path)])
@@ -82,7 +82,7 @@ async def list_claims(rt: RuntimeDep) -> list[dict[str, Any]]:
 )
 async def release_claim(connector: str, epoch: int, request: Request, rt: RuntimeDep) -> dict[str, Any]:
     """``epoch`` is read as strictly as a write's ``claim_epoch`` (plain digits, at least 1, given once)."""
-    checked = decimal_param(request, "epoch", minimum=1, why=" (a claim's epoch: claims are numbered from 1)")
+    checked = claim_epoch_param(request, "epoch")
     epoch = epoch if checked is None else checked  # present: FastAPI required it
     audit.note(epoch=epoch)
     await rt.claims.release(connector, epoch)

@@ -28,6 +28,7 @@ from emulator.server.openapi_bodies import DryRun, Modified, Offsets
 from emulator.server.routes.history import offsets_as_of
 from emulator.server.routes.params import (
     check_connector_path,
+    claim_epoch_param,
     decimal_param,
     parse_body,
     read_body,
@@ -231,12 +232,6 @@ async def reset_offsets(connector: str, rt: RuntimeDep, request: Request) -> Res
     auth = WriteAuth(claim_epoch_param(request))
     result = await rt.offsets.reset(connector, dry_run=query.dry_run, kind=query.kind, auth=auth)
     return await _answer(result)
-
-
-def claim_epoch_param(request: Request) -> int | None:
-    """``claim_epoch``, strictly (``decimal_param``): claims are numbered from 1, so 0 or a negative
-    epoch was never issued and is a malformed request, not a fenced writer."""
-    return decimal_param(request, "claim_epoch", minimum=1, why=" (a claim's epoch: claims are numbered from 1)")
 
 
 async def _answer(result: ModifyResult) -> Response:

@@ -26,6 +26,7 @@ from emulator.service.bulk import note_request_bytes
 __all__ = [
     "DEFAULT_MAX_BODY_BYTES",
     "check_connector_path",
+    "claim_epoch_param",
     "decimal_param",
     "int64_param",
     "parse_body",
@@ -182,6 +183,13 @@ def refuse_store_on_write(request: Request, write: str) -> None:
             f"Query parameter 'store' picks what a read shows; {write} writes where Connect writes it (a connector "
             "with its own offsets topic: both stores, in KAFKA-15018's order), so no store can be picked. Leave it out"
         )
+
+
+def claim_epoch_param(request: Request, name: str = "claim_epoch") -> int | None:
+    """A claim's epoch (a write's ``claim_epoch``, a release's ``epoch``), strictly (``decimal_param``):
+    claims are numbered from 1, so 0 or a negative epoch was never issued and is a malformed request,
+    not a fenced writer."""
+    return decimal_param(request, name, minimum=1, why=" (a claim's epoch: claims are numbered from 1)")
 
 
 def connector_name_problem(raw_segment: bytes) -> str | None:
