@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import faulthandler
 import os
+import time
 from typing import Any
 
 from emulator.cli.common import EXIT_OK, EXIT_USAGE, say
@@ -31,6 +32,7 @@ def run(args: argparse.Namespace) -> int:
     # Listening before the heavy imports below: a client connecting during the start waits for its
     # answer instead of being refused (emulator.server.listen.listen_early).
     early = listen_early(settings.host, settings.port)
+    bound_at = time.monotonic()  # the starting server's grace counts from here (emulator.server.starting)
     from emulator.model.errors import OffsetsError
     from emulator.server.wiring import serve
 
@@ -40,7 +42,7 @@ def run(args: argparse.Namespace) -> int:
     # still ends the process silently, with signal 11; docs/operations.md, "Faults".)
     faulthandler.enable(all_threads=True)
     try:
-        serve(settings, early, warnings=getattr(args, "env_warnings", ()))
+        serve(settings, early, warnings=getattr(args, "env_warnings", ()), bound_at=bound_at)
     except OffsetsError as exc:
         say("error", _named(exc.message, args))
         return EXIT_USAGE

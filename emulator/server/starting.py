@@ -7,13 +7,17 @@ after that, so for the whole wait a probe met a refused connection: Kubernetes' 
 said "unreachable", and ``/readyz`` could not say why — while the docs promised an HTTP server "up
 from the first second".
 
-Now ``open_answering`` opens the storage in a thread, and when that takes longer than
-``GRACE_S`` it binds the port and answers, until the storage is open, with a small ASGI app of its
-own: ``/healthz`` 200 (the process is alive and serving), ``/readyz`` and ``/status`` 503 with
-Connect's error body naming the wait, every other route 503 ``not_ready`` with ``Retry-After``.
-Then that server steps aside and the daemon's app serves on the same socket (connections waiting
-in the backlog are kept). Within the grace nothing changes: storage errors still come before a port
-in use, and a healthy start runs no second server.
+Now ``open_answering`` opens the storage and builds the app over it in a thread, and when that
+takes longer than ``GRACE_S`` it binds the port and answers, until the app is built, with a small
+ASGI app of its own: ``/healthz`` 200 (the process is alive and serving), ``/readyz`` and
+``/status`` 503 with Connect's error body naming the wait, every other route 503 ``not_ready`` with
+``Retry-After``. Then that server steps aside and the daemon's app serves on the same socket
+(connections waiting in the backlog are kept). Within the grace nothing changes: storage errors
+still come before a port in use, and a start that quick runs no second server.
+
+A SIGTERM before the daemon's server runs (which logs its own shutdown) is logged here, with the
+step the start was at, before the process ends by it (``logged_sigterm_until_serving``): a
+supervisor that stopped a slow start otherwise found a log that ended mid-sentence.
 
 The reason names hosts and files, so, as for ``/readyz`` (``emulator.server.auth.status``), it is
 shown only when authentication is off; the starting app authenticates no one.
@@ -23,6 +27,7 @@ from __future__ import annotations
 
 import json
 import logging
+import signal
 import socket
 import threading
 import time
@@ -39,9 +44,13 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-GRACE_S = 1.0
-"""How long the storage may take to open before the port answers on its behalf (a healthy embedded
-log opens in milliseconds, a reachable Kafka cluster well within a second)."""
+GRACE_S = 0.5
+"""How long the start (the storage, then the app over it) may take before the port answers on its
+behalf. A healthy embedded log opens in milliseconds and a reachable Kafka cluster well within a
+second, but importing and building the app takes ~0.6 s more here and 2-3 s on a loaded machine: with
+the port answering only after the app was built, a liveness probe with Kubernetes' default 1 s
+timeout could fail a daemon that was only starting. Half a second keeps a start that fails at once
+(a damaged log, a refused setting) from binding anything first."""
 
 NOTHING_READ: dict[str, Any] = {
     "ready": False,
@@ -66,7 +75,7 @@ class Startup:
     """What the start-up is doing now and, while it waits, why; written by the opening thread, read by
     the starting app (a reference swap each: no lock needed for a snapshot)."""
 
-    step: str = "starting"
+    step: str = "preparing"
     waiting: str | None = None
     """The last reason an attempt failed (``on_startup_wait`` of the logs), None when none failed."""
     since: float = field(default_factory=time.monotonic)
@@ -124,6 +133,33 @@ async def _send(send: Send, status: int, body: dict[str, Any], headers: list[tup
     head = [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode()), *headers]
     await send({"type": "http.response.start", "status": status, "headers": head})
     await send({"type": "http.response.body", "body": payload})
+
+
+def logged_sigterm_until_serving(startup: Startup) -> Callable[[], None]:
+    """Log a SIGTERM that arrives before the daemon's server runs, then end the process by it as the
+    default action would (the exit status a supervisor expects: -15). Returns what puts the previous
+    handler back, called just before the daemon's server takes the signals: uvicorn restores the
+    handler it found when it stops, and re-raises the signal it was stopped by, which must then end
+    the process, not be logged as a stop during the start.
+
+    The starting server (``open_answering``) takes SIGTERM too while it runs, and on the way out hands
+    it back to this handler the same way. Off the main thread (an embedding application) nothing is
+    installed: signals are the application's."""
+
+    def stop(signum: int, _frame: object) -> None:
+        log.warning("SIGTERM while the daemon starts (%s): stopping", startup.step)
+        signal.signal(signum, signal.SIG_DFL)
+        signal.raise_signal(signum)
+
+    try:
+        previous = signal.signal(signal.SIGTERM, stop)
+    except ValueError:  # not the main thread
+        return lambda: None
+
+    def restore() -> None:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)  # None: set outside Python
+
+    return restore
 
 
 class InterruptedWhileOpening(KeyboardInterrupt):
@@ -185,7 +221,7 @@ def open_answering(
     threading.Thread(target=run, name="open-storage", daemon=True).start()
     sock: socket.socket | None = None
     app = StartingApp(startup, show_reason)
-    if not opening.done.wait(grace_s):
+    if not opening.done.wait(max(0.0, grace_s - (time.monotonic() - startup.since))):  # from the port's binding
         sock = listen()
         # A duplicate of the socket: uvicorn closes what it served on, and the daemon's app serves next on this one.
         served = sock.dup()
@@ -205,7 +241,7 @@ def open_answering(
         raise opening.error
     if sock is not None:
         log.info(
-            "storage opened after %.1f s; the daemon's app takes over the port (%d request(s) were answered 503 "
+            "started after %.1f s; the daemon's app takes over the port (%d request(s) were answered 503 "
             "with Retry-After meanwhile)",
             time.monotonic() - startup.since,
             app.asked_to_retry,

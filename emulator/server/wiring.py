@@ -56,7 +56,7 @@ from emulator.server.permissions import exposed
 from emulator.server.runtime import Runtime
 from emulator.server.settings import Settings, is_loopback
 from emulator.server.sink_lag import SinkLag, cluster_sinks
-from emulator.server.starting import StartingApp, Startup, open_answering
+from emulator.server.starting import StartingApp, Startup, logged_sigterm_until_serving, open_answering
 from emulator.server.worker_config import exactly_once_source
 from emulator.service.checks import ConnectorChecks
 from emulator.service.claims import ClaimsService
@@ -550,7 +550,12 @@ def ignored_proxy_variable(environ: Mapping[str, str]) -> str | None:
     )
 
 
-def serve(settings: Settings, early: socket.socket | ListenError | None = None, warnings: Sequence[str] = ()) -> None:
+def serve(
+    settings: Settings,
+    early: socket.socket | ListenError | None = None,
+    warnings: Sequence[str] = (),
+    bound_at: float | None = None,
+) -> None:
     """Bind the port, open the storage, then serve until stopped.
 
     The port is bound and listening first (``listen.listen_early``), so a client that connects
@@ -576,14 +581,19 @@ def serve(settings: Settings, early: socket.socket | ListenError | None = None, 
             raise bound_early
         return bound_early
 
+    startup = Startup() if bound_at is None else Startup(since=bound_at)  # the grace counts from the binding
+    default_sigterm = logged_sigterm_until_serving(startup)
     try:
-        _serve(settings, bound)
+        _serve(settings, bound, startup, default_sigterm)
     finally:
+        default_sigterm()
         if not isinstance(bound_early, ListenError):
             bound_early.close()
 
 
-def _serve(settings: Settings, bound_socket: Callable[[], socket.socket]) -> None:
+def _serve(
+    settings: Settings, bound_socket: Callable[[], socket.socket], startup: Startup, default_sigterm: Callable[[], None]
+) -> None:
     for warning in exposed(settings):  # before the storage opens: what exists already, as found
         log.warning(warning)
     proxy_warning = ignored_proxy_variable(os.environ)
@@ -594,7 +604,6 @@ def _serve(settings: Settings, bound_socket: Callable[[], socket.socket]) -> Non
     tls, protocol = tls_options(settings, security)  # h11's protocol with client certificates (auth.tls)
     connections = fit_descriptor_limit(settings.max_connections)
     origins = OriginRegistry() if settings.history else None
-    startup = Startup()
 
     stop_metrics: Callable[[], None] | None = None
 
@@ -602,8 +611,11 @@ def _serve(settings: Settings, bound_socket: Callable[[], socket.socket]) -> Non
         nonlocal stop_metrics
         sock = bound_socket()
         scheme = "https" if security.tls else "http"
-        log.warning(
-            "listening on %s while the storage opens; not ready until then: %s",
+        # A warning when the storage keeps the daemon waiting (a broker that does not answer, a lock):
+        # the operator has something to look at; a start that is only slow is said at INFO.
+        log.log(
+            logging.INFO if startup.waiting is None else logging.WARNING,
+            "listening on %s while the daemon starts; not ready until then: %s",
             listening_on(sock, scheme),
             startup.reason(),
         )
@@ -617,11 +629,34 @@ def _serve(settings: Settings, bound_socket: Callable[[], socket.socket]) -> Non
             )
         return sock
 
+    def open_and_build() -> tuple[Runtime, HistoryArchive | None, FastAPI]:
+        """The storage, then the app over it: both in the opening thread, so that the port answers
+        for the daemon until the app can (importing and building it takes ~0.6 s here, 2-3 s on a
+        loaded machine, during which probes met silence)."""
+        runtime, history = open_storage(settings, origins, startup)
+        try:
+            startup.begin("building the HTTP app")
+            observability = build_observability(settings, runtime)
+            app = make_app(
+                runtime,
+                history,
+                security,
+                observability,
+                settings.max_body_bytes,
+                reading_started=True,
+                freeze_heap=True,
+            )
+            app.state.write_timeout_s = settings.write_timeout_s  # how long a large body waits its turn
+        except BaseException:
+            close_runtime(runtime, history)
+            raise
+        return runtime, history, app
+
     try:
-        (runtime, history), bound = open_answering(
-            lambda: open_storage(settings, origins, startup),
+        (runtime, history, app), bound = open_answering(
+            open_and_build,
             listen_while_opening,
-            lambda app: starting_config(app, settings, tls, protocol, connections),
+            lambda starting: starting_config(starting, settings, tls, protocol, connections),
             startup,
             show_reason=not security.authenticator.mechanisms(),
         )
@@ -631,11 +666,6 @@ def _serve(settings: Settings, bound_socket: Callable[[], socket.socket]) -> Non
             stop_metrics = None
     try:
         sock = bound or bound_socket()
-        observability = build_observability(settings, runtime)
-        app = make_app(
-            runtime, history, security, observability, settings.max_body_bytes, reading_started=True, freeze_heap=True
-        )
-        app.state.write_timeout_s = settings.write_timeout_s  # how long a large body waits its turn
         if settings.metrics_port is not None:
             stop_metrics = serve_metrics(
                 app.state.metrics.registry,
@@ -676,6 +706,7 @@ def _serve(settings: Settings, bound_socket: Callable[[], socket.socket]) -> Non
     announcement = Announcement(
         url, settings.url_file, lambda: runtime.health.readiness()["ready"], app.state.replay_report.finish
     )
+    default_sigterm()  # the server's own shutdown says the rest (logged_sigterm_until_serving)
     try:
         AnnouncingServer(config, announcement).run(sockets=[sock])
     finally:

@@ -320,6 +320,8 @@ def test_serve_names_an_unreachable_broker_at_once_and_gives_up_when_asked(tmp_p
             keeps_trying.wait(10)
             raise AssertionError("SIGTERM did not stop a daemon waiting for its broker within 10 s") from None
     assert ended == -signal.SIGTERM, f"ended by {ended}, not by the SIGTERM it was sent"
+    stopped = f"WARNING emulator.server.starting: SIGTERM while the daemon starts (opening the offsets log kafka://{bootstrap}/"
+    assert stopped in log_path.read_text(), "a stop during the start leaves a word in the log"
 
 
 @pytest.mark.slow
@@ -378,7 +380,7 @@ def test_the_port_answers_while_the_broker_is_unreachable_and_the_daemon_serves_
             httpx.patch(f"{daemon.url}/connectors/late/offsets?create=true", json=body, timeout=10).status_code == 200
         )
         assert httpx.get(f"{daemon.url}/connectors/late/offsets", timeout=10).json() == body
-        assert "storage opened after" in daemon.log_tail(40)
+        assert "the daemon's app takes over the port" in daemon.log_tail(40)
     finally:
         daemon.stop()
         kill_process(broker)

@@ -13,6 +13,7 @@ during the start waits for its answer in the backlog instead of meeting a refuse
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import sqlite3
 import subprocess
@@ -143,3 +144,26 @@ def test_a_start_held_by_another_processs_write_lock_says_so(daemon_factory: Dae
         holder.execute("ROLLBACK")
         holder.close()
     daemon.wait_until("/readyz", 30)
+
+
+@pytest.mark.slow
+def test_a_sigterm_while_the_start_waits_is_logged_and_ends_the_process_by_it(
+    daemon_factory: DaemonFactory, tmp_path: Path
+) -> None:
+    """A supervisor stopping a start that hangs on a lock found a log ending at "listening on … while the
+    daemon starts": SIGTERM's default action leaves no word. Now the log says the step it stopped at,
+    and the exit status is still the signal's (what supervisors and ``test_serve_supervised`` expect)."""
+    data = tmp_path / "data"
+    daemon_factory("--data-dir", str(data)).stop()  # the log exists
+    holder = sqlite3.connect(data / "connect-offsets.sqlite3", isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")  # holds the start at "opening the offsets log"
+    try:
+        daemon = daemon_factory("--data-dir", str(data), wait_ready=False)
+        until(lambda: "waiting for SQLite's write lock" in daemon.log_tail(), "the start waits for the lock")
+        assert daemon.stop() == -signal.SIGTERM, daemon.log_tail()
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert "SIGTERM while the daemon starts (opening the offsets log embedded://" in daemon.log_tail(), (
+        daemon.log_tail()
+    )

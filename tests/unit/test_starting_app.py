@@ -93,6 +93,28 @@ def test_an_open_within_the_grace_binds_nothing() -> None:
     assert open_answering(lambda: "opened", _listen, _config, Startup(), True, grace_s=5) == ("opened", None)
 
 
+def test_the_grace_counts_from_the_ports_binding_not_from_the_open() -> None:
+    """The command line binds the port, then imports the daemon (~0.5 s here, seconds under load):
+    that time is part of what a client waiting in the backlog has waited, so it uses up the grace."""
+    bound: list[socket.socket] = []
+
+    def listen() -> socket.socket:
+        bound.append(_listen())
+        return bound[0]
+
+    def open_() -> str:
+        time.sleep(0.3)
+        return "opened"
+
+    bound_long_ago = Startup(since=time.monotonic() - 10)
+    result, sock = open_answering(open_, listen, _config, bound_long_ago, True, grace_s=5)
+    try:
+        assert (result, sock) == ("opened", bound[0]), "the port answered at once: the grace was used up"
+    finally:
+        for each in bound:
+            each.close()
+
+
 def test_an_error_of_the_open_is_raised_after_the_port_answered_meanwhile() -> None:
     def slow_failure() -> str:
         time.sleep(0.5)
