@@ -160,16 +160,22 @@ class OffsetsService:
         create: bool = False,
         kind: str | None = None,
         auth: WriteAuth = NO_AUTH,
+        deadline: Deadline | None = None,
     ) -> ModifyResult:
         """``create`` (ours, off by default for Connect parity) lets a connector that has never
         committed get its first offsets, e.g. a Spark job seeding a connector that does not exist
         yet; without a Connect cluster there is no other registry of connector names. ``auth``
-        carries the writer's claim epoch and commit sequence (``emulator.service.write_guard``)."""
-        deadline = Deadline(self._write_timeout_s)
+        carries the writer's claim epoch and commit sequence (``emulator.service.write_guard``).
+        ``deadline``: the request's, when it started before (a body that took time to parse)."""
+        deadline = self.deadline() if deadline is None else deadline
         resolved = await self._modifiable(deadline, connector, kind, create)
         async with self._writer.section(connector, deadline) as section:
             await self._check_writer(deadline, connector, auth, resolved)
             return await self._strategy(resolved).alter(connector, changes, dry_run, auth, section)
+
+    def deadline(self) -> Deadline:
+        """A write's, starting now: ``--write-timeout`` from here."""
+        return Deadline(self._write_timeout_s)
 
     async def reset(
         self, connector: str, dry_run: bool = False, kind: str | None = None, auth: WriteAuth = NO_AUTH

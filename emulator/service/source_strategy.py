@@ -22,7 +22,7 @@ from emulator.history.origins import write_origin
 from emulator.model.offsets import ConnectorOffset
 from emulator.service.audit_notes import note_planned
 from emulator.service.bodies import OffsetChange, validate_changes
-from emulator.service.bulk import bulk_pass, note_request_bytes
+from emulator.service.bulk import abandonable, bulk_pass, note_request_bytes
 from emulator.service.results import ALTERED, RESET, DroppedCommit, ModifyResult, PlannedRecord
 from emulator.service.write_guard import SequencedChanges, WriteAuth, WriteGuard
 from emulator.service.writer import OffsetsWriter, WriteSection
@@ -84,7 +84,7 @@ class SourceStrategy:
             sequenced = self._guard.filter_sequence(connector, changes, auth)
             return sequenced, self._plan_alter(connector, sequenced.accepted)
 
-        sequenced, records = await bulk_pass(len(changes), planned)
+        sequenced, records = await section.plan(len(changes), planned)
         if not dry_run:
             with write_origin("PATCH", connector):
                 await section.append(
@@ -97,12 +97,12 @@ class SourceStrategy:
 
         def planned() -> list[PlannedRecord]:
             rows = self._view.offsets(connector)
-            records = [self._writer.planned(key, None, existing=True) for row in rows for key in row.keys]
+            records = [self._writer.planned(key, None, existing=True) for row in abandonable(rows) for key in row.keys]
             note_planned(records)  # audited even if the write then fails or times out
             return records
 
         partitions, size = self._view.extent(connector)  # one partition may be a map of 100,000 keys
-        records = await bulk_pass(partitions, planned, size)
+        records = await section.plan(partitions, planned, size)
         if not dry_run:
             with write_origin("DELETE", connector):
                 await section.append(records, auth)
@@ -110,7 +110,7 @@ class SourceStrategy:
 
     def _plan_alter(self, connector: str, changes: list[OffsetChange]) -> list[PlannedRecord]:
         records: list[PlannedRecord] = []
-        for change in changes:
+        for change in abandonable(changes):
             value = encode_offset(change.offset)
             existing = self._view.find(connector, change.partition_id)
             if existing:

@@ -37,7 +37,7 @@ from emulator.server.routes.params import (
 )
 from emulator.server.routes.query import QueryModel, RouteQuery
 from emulator.service.bodies import parse_alter_body
-from emulator.service.bulk import bulk_pass, is_bulk
+from emulator.service.bulk import abandoned_as_timeout, bulk_pass, is_bulk
 from emulator.service.results import ModifyResult
 from emulator.service.write_guard import WriteAuth
 
@@ -207,7 +207,10 @@ async def alter_offsets(connector: str, request: Request, rt: RuntimeDep) -> Res
     partition and listed under ``dropped``)."""
     query = _ALTER.read(request)
     refuse_store_on_write(request, "a PATCH")
-    changes = await parse_body(parse_alter_body, await read_body(request))
+    raw = await read_body(request)
+    deadline = rt.offsets.deadline()  # --write-timeout counts from the body's arrival: reading it is the write's work
+    with abandoned_as_timeout("Reading the request's offsets", deadline.seconds):
+        changes = await parse_body(parse_alter_body, raw, deadline.at)
     await bulk_pass(len(changes), lambda: audit.note_partitions(change.partition for change in changes))
     auth = WriteAuth.from_params(
         claim_epoch_param(request),
@@ -215,7 +218,7 @@ async def alter_offsets(connector: str, request: Request, rt: RuntimeDep) -> Res
         decimal_param(request, "sequence"),
     )
     result = await rt.offsets.alter(
-        connector, changes, dry_run=query.dry_run, create=query.create, kind=query.kind, auth=auth
+        connector, changes, dry_run=query.dry_run, create=query.create, kind=query.kind, auth=auth, deadline=deadline
     )
     return await _answer(result)
 

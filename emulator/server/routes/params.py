@@ -9,7 +9,6 @@ connector). docs/api.md ("Limits") lists them.
 
 from __future__ import annotations
 
-import asyncio
 import re
 from collections.abc import Callable
 from typing import Final, TypeVar
@@ -21,7 +20,7 @@ from starlette.requests import ClientDisconnect
 from emulator.codec.jackson_writer import JAVA_LONG_MAX, JAVA_LONG_MIN
 from emulator.model.connectors import control_characters
 from emulator.model.errors import InvalidRequest, RequestTooLarge
-from emulator.service.bulk import note_request_bytes
+from emulator.service.bulk import in_thread, note_request_bytes
 
 __all__ = [
     "DEFAULT_MAX_BODY_BYTES",
@@ -96,12 +95,13 @@ def client_gone() -> InvalidRequest:
 _INLINE_PARSE_BYTES: Final = 64 * 1024
 
 
-async def parse_body(parse: Callable[[bytes], T], raw: bytes) -> T:
+async def parse_body(parse: Callable[[bytes], T], raw: bytes, stop_at: float | None = None) -> T:
     """``parse(raw)``, in a worker thread when the body is large: parsing and checking 32 MiB of
-    JSON takes long enough to stall every other request on the event loop."""
+    JSON takes long enough to stall every other request on the event loop. ``stop_at``: the loops of
+    ``parse`` that go through ``bulk.abandonable`` stop there (``bulk.PassAbandoned``)."""
     if len(raw) <= _INLINE_PARSE_BYTES:
         return parse(raw)
-    return await asyncio.to_thread(parse, raw)
+    return await in_thread(lambda: parse(raw), stop_at)
 
 
 def int64_param(name: str, value: int | None) -> int | None:
