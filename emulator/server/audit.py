@@ -22,6 +22,7 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from emulator.codec.shown import shown_json, shown_name
 from emulator.formats.diff import Change as DiffChange
 from emulator.formats.diff import Diff
 from emulator.history.rollback import RollbackChange
@@ -117,7 +118,7 @@ class Auditor:
         if metrics is None:
             return
         named = [event.connector] if event.connector else list(event.details.get("connectors", ()))
-        labels = [self._label(c, status) for c in named] or [""]
+        labels = [self._label(c, status, event.dry_run) for c in named] or [""]
         for connector in labels:
             if event.operation in CLAIM_OPERATIONS:
                 metrics.claims.labels(connector, event.operation, result).inc()
@@ -129,9 +130,13 @@ class Auditor:
         if isinstance(dropped, int) and dropped > 0 and not event.dry_run:  # a dry run drops nothing
             metrics.dropped_sequences.labels(labels[0]).inc(dropped)
 
-    def _label(self, connector: str, status: int) -> str:
+    def _label(self, connector: str, status: int, dry_run: bool) -> str:
+        """The connector as a metrics label when it exists, else ``""``: a series per name a client
+        sends would let any writer grow the daemon's memory and Prometheus' series at will. A write that
+        succeeded made its connector exist; a dry run did not (``?dry_run=true&create=true`` on a new
+        name answers 200 and writes nothing)."""
         try:
-            exists = status < 400 or self._known(connector)
+            exists = (status < 400 and not dry_run) or self._known(connector)
         except Exception:  # a label decision must never fail a request
             exists = False
         return connector if exists else ""
@@ -139,9 +144,13 @@ class Auditor:
 
 def _text(event: AuditEvent, principal: Principal, status: int, result: str) -> str:
     """The line as people read it; the JSON format carries the same as fields."""
-    who = principal.name if principal.remote is None else f"{principal.name} from {principal.remote}"
-    target = f" {event.connector}" if event.connector else ""
-    listed = ", ".join(event.partitions)  # compact JSON texts already, shortened ones unescaped
+    # A connector name (or a principal's) is any text a client sends, refused requests' too: a newline in
+    # it wrote a second, forged audit line. Names in Python's quoted form when not plain, partitions as
+    # JSON with every unprintable character escaped (emulator.codec.shown), as the CLI shows them.
+    name = shown_name(principal.name)
+    who = name if principal.remote is None else f"{name} from {principal.remote}"
+    target = f" {shown_name(event.connector)}" if event.connector else ""
+    listed = ", ".join(shown_json(text) for text in event.partitions)  # compact JSON, shortened ones unescaped
     more = event.partition_count - len(event.partitions)
     partitions = f"{event.partition_count} partition(s)" + (
         f" [{listed}{f', +{more} more' if more else ''}]" if listed else ""

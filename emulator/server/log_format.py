@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+from emulator.codec.shown import shown_text
 from emulator.server import invalid_requests
 
 FIELDS = "fields"
@@ -60,11 +61,24 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(body, ensure_ascii=False, default=str, separators=(",", ":"))
 
 
+class TextFormatter(logging.Formatter):
+    """``time LEVEL logger: message``, one line per event whatever the message holds: every character
+    ``str.isprintable`` refuses (a newline, a carriage return, ESC, U+2028) escaped as in a Python
+    string literal (``emulator.codec.shown.shown_text``). Messages quote what clients send (connector
+    names, partitions, owners, refused values): a newline in one wrote a second line that a reader or
+    a log collector took for the daemon's own, an escape sequence drove the terminal of whoever
+    followed the log. A traceback, which the formatter adds after the message, keeps its lines."""
+
+    def formatMessage(self, record: logging.LogRecord) -> str:
+        text = super().formatMessage(record)
+        return text if text.isprintable() else shown_text(text)
+
+
 def formatter(log_format: str) -> logging.Formatter:
     if log_format == "json":
         return JsonFormatter()
     if log_format == "text":
-        return logging.Formatter(_TEXT)
+        return TextFormatter(_TEXT)
     raise ValueError(f"log format must be one of {', '.join(FORMATS)}, got {log_format!r}")
 
 

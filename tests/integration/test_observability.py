@@ -16,11 +16,13 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 import pytest
 
 from tests.fixtures.daemon import DaemonFactory, DaemonProcess, free_port
+from tests.fixtures.waits import until
 from tests.integration.auth_helpers import mint
 from tests.integration.connect_helpers import unique
 from tests.integration.scrape import Samples, scrape, scrape_until
@@ -484,6 +486,46 @@ def test_without_the_access_log_writes_are_still_audited_in_text_lines(
     text = daemon.log_path.read_text()
     assert " INFO emulator.audit: PATCH " in text and "200 ok, 1 partition(s)" in text
     assert "emulator.access" not in text
+
+
+def test_a_connector_name_cannot_forge_a_log_line_or_drive_the_terminal(
+    daemon_factory: DaemonFactory, tmp_path: Path
+) -> None:
+    """The audit line quoted the connector name raw, and a refused request is audited too: a DELETE
+    without credentials naming ``x<LF>2026-… INFO emulator.audit: DELETE payments by alice …`` wrote
+    a whole forged audit line into the default text log (security QA, HIGH). Every line is now one
+    event: the name in Python's quoted form, every unprintable character of any message escaped."""
+    _, line = mint("writer", ["write:*"])
+    (tmp_path / "tokens").write_text(line + "\n")
+    daemon = daemon_factory("--tokens-file", str(tmp_path / "tokens"))  # text lines, the default
+    forged = "2026-11-29 12:00:00,000 INFO emulator.audit: DELETE payments by alice from 10.0.0.9:1: 200 ok"
+    name = f"x\n{forged}"
+    assert httpx.delete(f"{daemon.url}/connectors/{quote(name, safe='')}/offsets").status_code == 401
+    terminal = "payments\x1b[2J\r\u2028"
+    assert httpx.delete(f"{daemon.url}/connectors/{quote(terminal, safe='')}/offsets").status_code == 401
+    until(lambda: daemon.log_tail(200).count(" INFO emulator.audit: DELETE ") >= 2, "both refusals audited")
+    text = daemon.log_path.read_text(encoding="utf-8")
+    assert not [each for each in text.splitlines() if each.startswith(forged)], "a forged line"
+    assert f"DELETE {name!r} by anonymous from 127.0.0.1:" in text
+    assert "DELETE 'payments\\x1b[2J\\r\\u2028' by anonymous" in text
+    assert "\x1b" not in text and "\r" not in text and "\u2028" not in text
+
+
+def test_a_dry_run_on_a_name_that_does_not_exist_makes_no_series(observed: DaemonProcess) -> None:
+    """``?dry_run=true&create=true`` answers 200 for any name and writes nothing: counting it under
+    its name let any writer create series at will (security QA, MEDIUM). Counted under ``""`` as
+    the writes to connectors that do not exist are."""
+    stranger = unique("dry-stranger")
+    before = scrape(observed.url)
+    assert patch(observed, stranger, offsets(1, "a"), create="true", dry_run="true").status_code == 200
+    after = scrape_until(
+        observed.url,
+        lambda s: writes(s, "", "PATCH", "dry_run") > writes(before, "", "PATCH", "dry_run"),
+        "the dry run counted",
+    )
+    assert writes(after, "", "PATCH", "dry_run") - writes(before, "", "PATCH", "dry_run") == 1
+    assert stranger not in after.label_values("connect_offsets_writes_total", "connector")
+    assert stranger not in httpx.get(f"{observed.url}/connectors").json()
 
 
 @pytest.mark.slow
