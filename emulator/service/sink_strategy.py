@@ -58,7 +58,7 @@ class SinkStrategy:
         group's writes (``_fenced``; the broker fences zombie tasks itself); commit sequences apply
         to source records only."""
         sinks = self._require_sinks()
-        parsed = parse_sink_offsets(changes)
+        parsed = await section.plan(len(changes), lambda: parse_sink_offsets(changes))  # off the loop when big
         refuse_negative_offsets(connector, parsed)  # a dry run answers what the write would
         group = self._group(connector)
         if not dry_run:

@@ -27,6 +27,7 @@ from emulator.connect_cluster.java_text import parse_int, string_value_of
 from emulator.model.errors import InvalidRequest, LogTimeout, SinkOffsetsFailed
 from emulator.model.offsets import ConnectorOffset
 from emulator.service.bodies import OffsetChange
+from emulator.service.bulk import abandonable
 from emulator.service.results import PlannedGroupChangeBody
 
 if TYPE_CHECKING:
@@ -143,7 +144,7 @@ def parse_sink_offsets(changes: Sequence[OffsetChange]) -> list[SinkChange]:
     Entries sharing a TopicPartition (e.g. ``0`` and ``"0"``) keep the later one.
     """
     parsed: dict[tuple[str, int], SinkChange] = {}
-    for change in changes:
+    for change in abandonable(changes):  # a request's deadline stops a pass over many
         partition = change.partition
         if KAFKA_TOPIC_KEY not in partition or KAFKA_PARTITION_KEY not in partition:
             raise InvalidRequest(
