@@ -30,11 +30,15 @@ def exposed(settings: Settings) -> list[str]:
     found: list[str] = []
     data = settings.data_dir.absolute()
     history = settings.history_root  # inside the data directory, the data directory's mode decides
-    for directory in (data, *(() if history.is_relative_to(data) else (history,))):
+    directories = [
+        (data, "data directory"),
+        *(() if history.is_relative_to(data) else ((history, "history directory"),)),
+    ]
+    for directory, what in directories:
         mode = _mode(directory)
         if mode is not None and stat.S_ISDIR(mode) and mode & 0o077:
             found.append(
-                f"data directory {directory} is open to other users (mode {stat.S_IMODE(mode):04o}): anyone on this "
+                f"{what} {directory} is open to other users (mode {stat.S_IMODE(mode):04o}): anyone on this "
                 f"machine may read every connector's offsets and history there, whatever the API's scopes; "
                 f"chmod 700 {directory}"
             )

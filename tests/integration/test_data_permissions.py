@@ -91,6 +91,22 @@ def test_exposed_names_only_what_group_or_others_can_reach(tmp_path: Path) -> No
     assert exposed(Settings(data_dir=tmp_path / "not-yet")) == [], "created by the daemon, 0700"
 
 
+def test_an_open_history_directory_outside_the_data_directory_is_named_as_the_history_directory(
+    tmp_path: Path,
+) -> None:
+    """``--history-dir`` elsewhere has its own mode to check; calling it the data directory sent
+    the operator to ``chmod`` the wrong one (security QA LOW)."""
+    data, history = tmp_path / "data", tmp_path / "perm" / "hist"
+    data.mkdir()
+    history.mkdir(parents=True)
+    os.chmod(data, 0o700)
+    os.chmod(history, 0o777)
+    warned = exposed(Settings(data_dir=data, history_dir=history))
+    assert len(warned) == 1, warned
+    assert warned[0].startswith(f"history directory {history} is open to other users (mode 0777)"), warned
+    assert warned[0].endswith(f"chmod 700 {history}")
+
+
 def test_atomic_write_gives_a_new_file_the_umask_mode_without_setting_the_umask(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
