@@ -49,6 +49,14 @@ def test_a_scope_with_a_space_is_refused_when_minting_not_as_line_1_of_a_file() 
         token_line("ab", mint(), ["write:x y"])
 
 
+def test_a_token_name_starting_with_a_hash_is_refused_when_minting() -> None:
+    """Its line would start with ``#``, which the tokens file reads as a comment: the daemon would
+    answer the token 401 "unknown token" while ``token mint`` had printed it as working (security QA LOW)."""
+    with pytest.raises(TokensFileError, match=r"^the token's name '#ci' must not start with '#': .* comment$"):
+        token_line("#ci", mint(), ["read"])
+    assert parse_tokens_file(token_line("c#i", mint(), ["read"]))[0].name == "c#i", "a '#' further on is no comment"
+
+
 @pytest.mark.parametrize(
     ("text", "why"),
     [

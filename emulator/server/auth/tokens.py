@@ -104,6 +104,10 @@ def _parse_line(line: str) -> StoredToken:
 def _check_name(name: str, what: str) -> None:
     if not name or name != name.strip() or ":" in name or any(c.isspace() for c in name):
         raise TokensFileError(f"{what} {name!r} must be non-empty, without ':' or blanks")
+    if name.startswith("#"):  # its line would be a comment: the token minted for it never accepted
+        raise TokensFileError(
+            f"{what} {name!r} must not start with '#': the tokens file reads such a line as a comment"
+        )
 
 
 def find(tokens: Sequence[StoredToken], presented: str) -> StoredToken | None:
