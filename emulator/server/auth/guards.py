@@ -77,7 +77,9 @@ def _matching(routes: Sequence[BaseRoute], scope: Scope) -> tuple[Match, BaseRou
 
 class HostGuard:
     """Serves only the ``Host`` headers of ``allowed`` (``hosts.HostRule``); ``*`` allows any.
-    ``ip_literals``: also any IP address (a web page can only rebind a name it controls)."""
+    ``ip_literals``: also any IP address (a web page can only rebind a name it controls). A
+    request with more than one ``Host`` line, or one that is not ``host[:port]``, is refused
+    whatever is allowed (RFC 9112, section 3.2), as the metrics port refuses it."""
 
     def __init__(self, app: ASGIApp, allowed: Sequence[str], ip_literals: bool = False) -> None:
         self.app = app
@@ -85,7 +87,8 @@ class HostGuard:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
-            why = self.rule.refusal(_header(scope, b"host"), scope.get("http_version", "1.1"))
+            hosts = [bytes(v).decode("latin-1") for k, v in scope.get("headers", ()) if k == b"host"]
+            why = self.rule.refusal_of_all(hosts, scope.get("http_version", "1.1"))
             if why is not None:
                 await refuse_before_routing(HostNotAllowed(why), scope, receive, send)
                 return
