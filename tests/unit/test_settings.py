@@ -241,6 +241,34 @@ def test_without_authentication_beyond_loopback_the_warnings_name_dns_rebinding_
     assert any("DNS rebinding" in w and "any Host" in w for w in anything.warnings())
 
 
+def test_any_host_on_loopback_without_authentication_warns_of_dns_rebinding(tmp_path: Path) -> None:
+    """On loopback the default names are what stops DNS rebinding: a rebound page's requests are
+    same-origin, so the cross-site checks pass them, and without authentication nothing else stands
+    in the way. ``--allowed-hosts '*'`` there was accepted without a word (security QA LOW)."""
+    warned = build_security(settings("--allowed-hosts", "*")).warnings()
+    assert len(warned) == 1 and "DNS rebinding" in warned[0] and "any Host" in warned[0], warned
+    assert "rewrite offsets" in warned[0] and "authentication" in warned[0]
+    assert build_security(settings("--allowed-hosts", "localhost,127.0.0.1")).warnings() == []
+    users = tmp_path / "users.properties"
+    users.write_text("alice=pw\n")
+    assert build_security(settings("--allowed-hosts", "*", "--credentials-file", str(users))).warnings() == [], (
+        "a rebound page has no credentials to send"
+    )
+
+
+def test_cors_for_any_origin_without_authentication_warns_that_any_site_reads_offsets(tmp_path: Path) -> None:
+    """``--cors-origins '*'`` lets every web site a browser opens read the answers of a daemon
+    without authentication (its writes stay refused by the same-origin rule); with authentication a
+    site has no credentials to send. It was accepted without a word (security QA LOW)."""
+    warned = build_security(settings("--cors-origins", "*")).warnings()
+    assert len(warned) == 1 and warned[0].startswith("--cors-origins '*' without authentication"), warned
+    assert "read every connector's offsets" in warned[0]
+    assert build_security(settings("--cors-origins", "https://ui.example")).warnings() == []
+    users = tmp_path / "users.properties"
+    users.write_text("alice=pw\n")
+    assert build_security(settings("--cors-origins", "*", "--credentials-file", str(users))).warnings() == []
+
+
 def test_forwarded_headers_are_believed_from_no_proxy_unless_named() -> None:
     assert proxy_options(settings()) == {"proxy_headers": False, "forwarded_allow_ips": []}
     named = settings("--forwarded-allow-ips", "10.0.0.7,[::1],10.1.0.0/16")

@@ -44,22 +44,34 @@ class Security:
                 "authentication; anyone who reaches it reads metrics naming every connector, topic and consumer "
                 "group"
             )
-        if not (self.insecure_no_auth and self.beyond_loopback):
-            return found
-        found += [
-            "--insecure-no-auth: the daemon listens beyond loopback without authentication; anyone who "
-            "reaches its port can rewrite the offsets every Connect task resumes from"
-        ]
-        if "*" in (self.allowed_hosts or ("*",)):
+        open_port = self.insecure_no_auth and self.beyond_loopback
+        if open_port:
+            found.append(
+                "--insecure-no-auth: the daemon listens beyond loopback without authentication; anyone who "
+                "reaches its port can rewrite the offsets every Connect task resumes from"
+            )
+        if self.authenticator.enabled:
+            return found  # a rebound page, or another site's, has no credentials to send
+        # Beyond loopback, no list at all (an in-process app) means any host; on loopback, the default names.
+        hosts = self.allowed_hosts if self.allowed_hosts is not None else ("*",) if open_port else ()
+        if "*" in hosts:
             found.append(
                 "--allowed-hosts accepts any Host header without authentication: through DNS rebinding, any web "
-                "page a browser that reaches this port opens can rewrite offsets; list the names clients use"
+                "page opened in a browser that reaches this port can rewrite offsets (its requests are then "
+                "same-origin, so the cross-site request checks pass them); list the names clients use, or turn "
+                "authentication on"
             )
-        elif self.ip_literal_hosts:
+        elif open_port and self.ip_literal_hosts:
             found.append(
                 "the Host header must be an IP address or one of this machine's names "
                 f"({', '.join(self.allowed_hosts or ())}), against DNS rebinding (a web page rewriting offsets "
                 "through a browser); give --allowed-hosts with the names clients use to reach the daemon"
+            )
+        if "*" in self.cors_origins:
+            found.append(
+                "--cors-origins '*' without authentication: any web site opened in a browser that reaches this "
+                "port can read every connector's offsets (its writes stay refused); list the origins of your own "
+                "UIs, or turn authentication on"
             )
         return found
 
