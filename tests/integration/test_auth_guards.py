@@ -196,6 +196,25 @@ def test_an_empty_credentials_file_refuses_to_start_where_connect_would_let_ever
 
 
 @pytest.mark.slow
+def test_a_user_without_a_password_is_let_in_as_connect_would_and_warned_about(
+    daemon_factory: DaemonFactory, tmp_path: Path
+) -> None:
+    """The QA's reproduction: a credentials file of the one line ``carol`` starts, and ``carol``
+    with an empty password is admitted (admin, no scopes file), as Connect admits her. The log
+    names her at start; ``/status`` (and so ``connect-offsets status``) says one user has an empty
+    password without naming her to whoever reads it (security QA MEDIUM: nothing was said)."""
+    bare = tmp_path / "bare"
+    bare.write_text("carol\n")
+    os.chmod(bare, 0o600)
+    daemon = daemon_factory("--credentials-file", str(bare))
+    assert httpx.get(f"{daemon.url}/connectors", auth=("carol", "")).status_code == 200
+    assert re.search(r"WARNING .*credentials file .*'carol' have an empty password.* as admin", daemon.log_tail())
+    warnings = httpx.get(f"{daemon.url}/status", auth=("carol", "")).json()["security"]["warnings"]
+    assert [w for w in warnings if "1 user(s) (named in the daemon's log) have an empty password" in w], warnings
+    assert "carol" not in " ".join(warnings)
+
+
+@pytest.mark.slow
 def test_credentials_reload_on_change_and_on_sighup_and_an_emptied_file_revokes_every_user(
     daemon_factory: DaemonFactory, tmp_path: Path
 ) -> None:

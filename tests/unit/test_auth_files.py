@@ -3,10 +3,13 @@ a clear refusal (naming the line) for what the daemon cannot use."""
 
 from __future__ import annotations
 
+import base64
 from pathlib import Path
 
 import pytest
 
+from emulator.server.auth.authenticate import Authenticator
+from emulator.server.auth.config import Security
 from emulator.server.auth.credentials import CredentialFiles, CredentialsError, CredentialStore
 from emulator.server.auth.scopes import ScopeError, grants_of, parse_scopes
 from emulator.server.auth.tokens import TokensFileError, digest, find, mint, parse_tokens_file, token_line
@@ -140,6 +143,47 @@ def test_a_reload_skips_a_malformed_credentials_line_and_keeps_the_others(tmp_pa
     store.reload()
     assert store.current.users == {"alice": "pw"} and store.last_error is not None
     assert f"{paths['credentials']}:2: malformed" in store.last_error
+
+
+def test_users_with_an_empty_password_are_admitted_as_connect_does_and_warned_about_by_name(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """``carol`` alone or ``empty=`` is a user with an empty password to Java's ``Properties``, so
+    to Connect: the daemon reads it the same way, and without a scopes file that user is admin, so
+    whoever sends the name and no password may rewrite every offset. It said nothing (security QA
+    MEDIUM). Now the log at start (``Security.warnings``) and every reload name them; ``/status``,
+    which any authenticated principal reads, counts them only: a name is all one needs to log in."""
+    store, paths = _store(tmp_path, credentials=["carol", "empty=", "alice=s3cret"])
+    assert store.current.users == {"carol": "", "empty": "", "alice": "s3cret"}, "read as Java reads it"
+    assert Authenticator(store).principal(_basic("carol", ""), None, None).scopes == ("admin",)
+    security = Security(Authenticator(store))
+    logged = [w for w in security.warnings() if "empty password" in w]
+    assert len(logged) == 1 and "'carol', 'empty'" in logged[0] and "as admin" in logged[0], logged
+    assert "alice" not in logged[0] and "s3cret" not in logged[0]
+    in_status = security.describe()["warnings"]
+    assert isinstance(in_status, list)
+    shown = [w for w in in_status if "empty password" in w]
+    assert len(shown) == 1 and "2 user(s)" in shown[0] and "carol" not in shown[0], shown
+
+    paths["credentials"].write_text("alice=s3cret\ncarol\n")
+    store.reload()
+    warned = [r for r in caplog.records if r.levelname == "WARNING" and "empty password" in r.message]
+    assert len(warned) == 1 and "'carol'" in warned[0].message and "'empty'" not in warned[0].message
+    assert "s3cret" not in caplog.text
+    paths["credentials"].write_text("alice=s3cret\ncarol=pw\n")
+    store.reload()
+    assert not any("empty password" in w for w in security.warnings()), "once each has a password, nothing to say"
+
+
+def test_an_empty_password_warning_says_which_scopes_the_user_has(tmp_path: Path) -> None:
+    """With a scopes file the user has only what it lists, so the warning does not say admin."""
+    store, _ = _store(tmp_path, credentials=["carol"], scopes=["[scopes]", 'carol = ["read"]'])
+    warned = [w for w in Security(Authenticator(store)).warnings() if "empty password" in w]
+    assert len(warned) == 1 and "scopes file gives them" in warned[0] and "admin" not in warned[0], warned
+
+
+def _basic(user: str, password: str) -> str:
+    return "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
 
 
 @pytest.mark.parametrize(

@@ -11,7 +11,12 @@ import socket
 from dataclasses import dataclass, field
 
 from emulator.server.auth.authenticate import Authenticator
-from emulator.server.auth.credentials import CredentialFiles, CredentialsError, CredentialStore
+from emulator.server.auth.credentials import (
+    CredentialFiles,
+    CredentialsError,
+    CredentialStore,
+    empty_password_warning,
+)
 from emulator.server.auth.hosts import HostRule, is_ip_literal
 from emulator.server.options import SettingsError
 from emulator.server.settings import Settings, is_loopback
@@ -36,8 +41,16 @@ class Security:
     metrics_host: str | None = None
     """``--metrics-host`` when ``--metrics-port`` is given."""
 
-    def warnings(self) -> list[str]:
+    def warnings(self, name_users: bool = True) -> list[str]:
+        """What weakens the daemon's protection, for the log at start and for ``/status``;
+        ``name_users`` False for ``/status``: any authenticated principal reads it, and the name of
+        a user with an empty password is all one needs to log in as that user."""
         found = []
+        store = self.authenticator.store
+        if store is not None:
+            empty_passwords = empty_password_warning(store.files, store.current, name_users)
+            if empty_passwords is not None:
+                found.append(empty_passwords)
         if self.metrics_host is not None and not is_loopback(self.metrics_host):
             found.append(
                 f"--metrics-host {self.metrics_host}: the metrics port listens beyond loopback without "
@@ -81,7 +94,7 @@ class Security:
             "authentication": self.authenticator.mechanisms() or ["none"],
             "tls": self.tls,
             "insecure_no_auth": self.insecure_no_auth,
-            "warnings": self.warnings(),
+            "warnings": self.warnings(name_users=False),
         }
         store = self.authenticator.store
         if store is not None:

@@ -74,6 +74,34 @@ class KnownPrincipals:
     def scopes_of(self, name: str) -> tuple[str, ...]:
         return ADMIN_WITHOUT_SCOPES_FILE if self.scopes is None else self.scopes.get(name, ())
 
+    def without_password(self) -> list[str]:
+        """The Basic users whose password is empty: a line ``carol`` or ``carol=`` (Java's
+        ``Properties``, so Connect's login module, reads it so), who log in with no password."""
+        return sorted(user for user, password in self.users.items() if not password)
+
+
+def empty_password_warning(files: CredentialFiles, known: KnownPrincipals, name_users: bool = True) -> str | None:
+    """The warning for users of the credentials file with an empty password, None when there are
+    none. Read as Connect reads the file (it admits them too), so said, not refused. ``name_users``
+    False: their number only (``/status``, which any authenticated principal reads: the names are
+    all one needs to log in as them); never their passwords, which are empty anyway."""
+    empty = known.without_password()
+    if not empty:
+        return None
+    who = (
+        f"user(s) {', '.join(repr(user) for user in empty)} have"
+        if name_users
+        else f"{len(empty)} user(s) (named in the daemon's log) have"
+    )
+    scopes = (
+        "as admin (there is no --scopes-file)" if known.scopes is None else "with the scopes the scopes file gives them"
+    )
+    return (
+        f"credentials file {files.credentials}: {who} an empty password (a line without one, which Connect "
+        f"reads the same way): anyone who sends such a user name and no password is let in, {scopes}; give "
+        "each a password, or remove its line"
+    )
+
 
 @dataclass(slots=True)
 class Report:
@@ -241,6 +269,9 @@ class CredentialStore:
             log.error("credentials reloaded without: %s", error)
         for warning in report.warnings:
             log.warning("credentials reloaded: %s", warning)
+        empty_passwords = empty_password_warning(self.files, loaded)
+        if empty_passwords is not None:
+            log.warning("credentials reloaded: %s", empty_passwords)
         log.info(
             "credentials reloaded: %d user(s), %d token(s), %s",
             len(loaded.users),
