@@ -16,7 +16,6 @@ each. So a pass also leaves the loop when it handles more than ``BULK_BYTES``: t
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 from collections.abc import Callable, Iterable, Iterator
 from contextvars import ContextVar
@@ -84,18 +83,15 @@ async def in_thread(work: Callable[[], T], stop_at: float | None = None) -> T:
         _stop_at.reset(token)
 
 
-@contextlib.contextmanager
-def abandoned_as_timeout(what: str, seconds: float) -> Iterator[None]:
-    """``PassAbandoned`` raised within, answered as what it is to the client: 503 ``log_timeout``,
-    nothing written. A request that big will not fit the next time either, so the message says what
-    would make it fit."""
-    try:
-        yield
-    except PassAbandoned:
-        raise LogTimeout(
-            f"{what} took longer than {seconds:g} s (--write-timeout); nothing was written "
-            "(send it in smaller requests, or give the daemon a longer --write-timeout)"
-        ) from None
+def abandoned(what: str, seconds: float) -> LogTimeout:
+    """What a ``PassAbandoned`` is to the client: 503 ``log_timeout``, nothing written. A request that
+    big will not fit the next time either, so the message says what would make it fit. (A function
+    the caller raises ``from None`` in its ``except``, not a context manager: one around every PATCH
+    costs its event loop a generator.)"""
+    return LogTimeout(
+        f"{what} took longer than {seconds:g} s (--write-timeout); nothing was written "
+        "(send it in smaller requests, or give the daemon a longer --write-timeout)"
+    )
 
 
 def abandonable(items: Iterable[Item]) -> Iterable[Item]:

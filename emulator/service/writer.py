@@ -54,7 +54,7 @@ from emulator.model.errors import (
     partly_written,
 )
 from emulator.model.records import LogRecord, Position
-from emulator.service.bulk import abandoned_as_timeout, bulk_pass
+from emulator.service.bulk import PassAbandoned, abandoned, bulk_pass
 from emulator.service.results import PlannedRecord
 from emulator.service.write_guard import NO_AUTH, WriteAuth, WriteGuard
 from emulator.service.write_threads import WRITE_THREADS
@@ -357,8 +357,10 @@ class WriteSection(_Section):
         loops of ``work`` that go through ``bulk.abandonable`` stop there, and the request is answered
         503 ``log_timeout`` then, nothing written (before, a plan of 200,000 partitions ran to its end
         and was answered after 15-27 s on a loaded machine)."""
-        with abandoned_as_timeout(f"Planning the write of {partitions:,} partition(s)", self.deadline.seconds):
+        try:
             return await bulk_pass(partitions, work, size, stop_at=self.deadline.at)
+        except PassAbandoned:
+            raise abandoned(f"Planning the write of {partitions:,} partition(s)", self.deadline.seconds) from None
 
     async def append(
         self,

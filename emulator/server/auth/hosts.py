@@ -37,12 +37,10 @@ def host_of(header: str) -> str | None:
     else:
         host, colon, port = header.partition(":")
         rest = colon + port
-    if rest and not (rest[0] == ":" and all(c in _DIGITS for c in rest[1:])):
+    port = rest[1:]
+    if rest and not (rest[0] == ":" and (not port or (port.isascii() and port.isdigit()))):  # port = *DIGIT
         return None
     return host
-
-
-_DIGITS = frozenset("0123456789")
 
 
 def is_ip_literal(host: str) -> bool:

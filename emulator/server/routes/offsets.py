@@ -37,7 +37,7 @@ from emulator.server.routes.params import (
 )
 from emulator.server.routes.query import QueryModel, RouteQuery
 from emulator.service.bodies import parse_alter_body
-from emulator.service.bulk import abandoned_as_timeout, bulk_pass, is_bulk
+from emulator.service.bulk import PassAbandoned, abandoned, bulk_pass, is_bulk
 from emulator.service.results import ModifyResult
 from emulator.service.write_guard import WriteAuth
 
@@ -209,8 +209,10 @@ async def alter_offsets(connector: str, request: Request, rt: RuntimeDep) -> Res
     refuse_store_on_write(request, "a PATCH")
     raw = await read_body(request)
     deadline = rt.offsets.deadline()  # --write-timeout counts from the body's arrival: reading it is the write's work
-    with abandoned_as_timeout("Reading the request's offsets", deadline.seconds):
+    try:
         changes = await parse_body(parse_alter_body, raw, deadline.at)
+    except PassAbandoned:
+        raise abandoned("Reading the request's offsets", deadline.seconds) from None
     await bulk_pass(len(changes), lambda: audit.note_partitions(change.partition for change in changes))
     auth = WriteAuth.from_params(
         claim_epoch_param(request),
