@@ -43,6 +43,7 @@ class EmbeddedClaims:
                         "epoch = excluded.epoch, claimed_at_ms = excluded.claimed_at_ms, released = 0",
                         (claim.connector, claim.owner, claim.epoch, claim.claimed_at_ms),
                     )
+                    self._writing.require_same_file(f"the claim of connector {connector!r}")
             except sqlite3.Error as e:
                 raise self._writing.refused(e, f"the claim of connector {connector!r}") from e
             self.seen.claimed(connector)
@@ -82,6 +83,7 @@ class EmbeddedClaims:
 
     def release(self, fence: Fence) -> bool:
         with self._writing.held() as conn:
+            self._writing.require_same_file(f"the release of connector {fence.connector!r}'s claim")
             try:
                 cursor = conn.execute(
                     "UPDATE claims SET released = 1 WHERE connector = ? AND epoch = ? AND released = 0",

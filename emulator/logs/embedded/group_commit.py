@@ -188,6 +188,8 @@ class GroupCommit:
             first_deadline = min(req.deadline for req in batch)
             try:
                 results = self._write(conn, batch, first_deadline)
+            except OffsetsError:
+                raise
             except sqlite3.Error as e:
                 # Requeue only after a wait that ran out: a "busy" SQLite answers at once (it does
                 # when waiting could deadlock) would otherwise be retried in a tight loop until the
@@ -280,7 +282,11 @@ class GroupCommit:
             conn.executemany(
                 "UPDATE partitions SET next_offset = ? WHERE partition = ?", [(e, p) for p, e in ends.items()]
             )
+            # The file deleted or replaced under the daemon: refused before the commit (rolled back),
+            # and after it when it went during the commit (file_identity).
+            self._writing.require_same_file("the write")
             conn.execute("COMMIT")
+            self._writing.require_same_file("the write", written=True)
             self._own_writes.note_ends(ends)
         except BaseException:
             if conn.in_transaction:

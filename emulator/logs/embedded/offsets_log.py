@@ -280,6 +280,8 @@ class EmbeddedOffsetLog(OffsetLog):
         self._reader.stop()
         self._writing.faults.close()
         self._writing.contention.close()
+        if self._writing.identity is not None:
+            self._writing.identity.close()
         if self._compactor is not None:
             self._compactor.close()
         self._reader.join()
@@ -374,7 +376,11 @@ class EmbeddedOffsetLog(OffsetLog):
         succeeds again), a transaction has been running for ``stalled_commit_s`` or more (see
         ``STALLED_COMMIT_S``), or a write timed out on the write lock another process holds, until the
         lock is seen free (``lock_contention``). Never blocks: it reads attributes the writing threads
-        set and clear. The first two are the log's last error too (``/status``), kept after they end."""
+        set and clear. The first two are the log's last error too (``/status``), kept after they end.
+        First of all, for good: the log's file deleted or replaced under the daemon (``file_identity``)."""
+        gone = None if self._writing.identity is None else self._writing.identity.reason()
+        if gone is not None:
+            return gone
         refused = self._writing.faults.reason()
         if refused is not None:
             return refused

@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from emulator.logs.embedded.file_identity import FileIdentity
 from emulator.logs.embedded.lock_contention import LockContention
 from emulator.logs.embedded.storage import immediate, is_busy
 from emulator.logs.embedded.storage_faults import StorageFaults, storage_fault
@@ -33,6 +34,8 @@ class WritingConnection:
         self._errors = errors
         self.faults = StorageFaults(description, self._probe_write, errors=errors)
         self.contention = LockContention(description, self._probe_lock)
+        self.identity = FileIdentity(description, path, errors) if path is not None else None
+        """Whether the path still leads to the file this connection writes (``file_identity``)."""
         self._conn: sqlite3.Connection | None = None
         self._busy_ms = 0  # the connection's busy_timeout, as last set by set_busy_timeout
 
@@ -42,6 +45,23 @@ class WritingConnection:
 
     def attach(self, conn: sqlite3.Connection) -> None:
         self._conn = conn
+        if self.identity is not None:
+            self.identity.remember()
+
+    def require_same_file(self, what: str, written: bool = False) -> None:
+        """Refuse ``what`` (``LogStorageRefused``) when the log's file is no longer at its path: a
+        restart would not find it. ``written``: the transaction is committed already (the main file
+        is looked at again, the write-ahead log was just before); else the caller rolls it back. The
+        caller holds ``lock``."""
+        reason = None if self.identity is None else self.identity.check(wal=not written)
+        if reason is None:
+            return
+        outcome = (
+            "it reached only the file that is gone, which a restart will not find: it is not acknowledged"
+            if written
+            else "nothing was written"
+        )
+        raise LogStorageRefused(f"{self.description} refused {what}: {reason}; {outcome}")
 
     def close(self) -> None:
         with self.lock:
