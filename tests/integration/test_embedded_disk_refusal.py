@@ -84,6 +84,7 @@ def test_refused_writes_answer_503_readyz_says_why_and_readiness_returns_by_itse
         assert first.headers["Retry-After"] == "5"
         assert first.json()["message"].endswith("nothing was written")
         assert "refused the write: the disk reported an I/O error" in first.json()["message"]
+        assert f"file-size limit (ulimit -f, {headroom} bytes) may be the cause" in first.json()["message"]
 
         ready = http.get("/readyz")
         assert ready.status_code == 503
@@ -148,6 +149,43 @@ def test_only_the_storage_refusing_writes_is_a_storage_fault(tmp_path: Path) -> 
     with pytest.raises(sqlite3.Error) as corrupt:
         sqlite3.connect(damaged).execute("SELECT * FROM sqlite_schema").fetchall()
     assert storage_fault(corrupt.value) is None
+
+
+FILE_SIZE_LIMITED_WRITE = """
+import resource, sqlite3, sys
+from pathlib import Path
+from emulator.logs.embedded.storage_faults import storage_fault
+path = Path(sys.argv[1])
+conn = sqlite3.connect(path, isolation_level=None)
+conn.execute("PRAGMA journal_mode = WAL")
+conn.execute("CREATE TABLE t (v BLOB)")
+limit = max(f.stat().st_size for f in path.parent.iterdir()) + 50_000
+resource.setrlimit(resource.RLIMIT_FSIZE, (limit, resource.RLIM_INFINITY))
+try:
+    for _ in range(20):
+        conn.execute("INSERT INTO t VALUES (zeroblob(20000))")
+except sqlite3.Error as e:
+    print(limit)
+    print(storage_fault(e, path))
+"""
+
+
+def test_a_write_past_the_file_size_limit_names_the_limit(tmp_path: Path) -> None:
+    """``ulimit -f`` reached: the kernel answers ``EFBIG``, which SQLite reports as a mere "disk I/O
+    error", and an operator looked for a failing disk. With a finite ``RLIMIT_FSIZE``, an I/O error on
+    write says the limit may be the cause and how large it is. (A process of its own: the limit is
+    the process's.)"""
+    path = tmp_path / "x.sqlite3"
+    run = subprocess.run(
+        [sys.executable, "-c", FILE_SIZE_LIMITED_WRITE, str(path)], capture_output=True, text=True, timeout=60
+    )
+    assert run.returncode == 0, run.stderr
+    limit, reason = run.stdout.splitlines()
+    assert reason.startswith(
+        f"the disk reported an I/O error on write; this process's file-size limit (ulimit -f, {limit} bytes) "
+        "may be the cause"
+    )
+    assert reason.endswith("(SQLite: disk I/O error)")
 
 
 @pytest.mark.slow  # 50,000 records imported, and up to one probe interval (2 s) waited

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import os
+import resource
 import sqlite3
 from collections.abc import Callable
 from pathlib import Path
@@ -46,16 +47,37 @@ _FAULTS = {
 }
 
 
+_WRITE_IOERRS = frozenset({"SQLITE_IOERR_WRITE", "SQLITE_IOERR_SHORT_WRITE", "SQLITE_IOERR_TRUNCATE"})
+"""The I/O errors of a file growing: what a write past the file-size limit (``EFBIG``) is reported as."""
+
+
 def storage_fault(e: sqlite3.Error, path: Path | None = None) -> str | None:
     """What the storage refused, in an operator's words, or None when ``e`` is not such a refusal.
     With the log's ``path``, a refusal the file's permissions or mount explain says so: SQLite
-    reports a file made immutable as an I/O error, and a file of another owner as a read-only one."""
+    reports a file made immutable as an I/O error, and a file of another owner as a read-only one.
+    An I/O error on write while this process has a file-size limit names the limit: SQLite reports
+    a write past it (``EFBIG``) as a mere "disk I/O error"."""
     name = getattr(e, "sqlite_errorname", "") or ""
     for prefix, meaning in _FAULTS.items():
         if name.startswith(prefix):
             why = why_unwritable(path) if path is not None and prefix != "SQLITE_FULL" else None
+            if why is None and name in _WRITE_IOERRS:
+                why = _file_size_limited()
             return f"{why} (SQLite: {e})" if why else f"{meaning} (SQLite: {e})"
     return None
+
+
+def _file_size_limited() -> str | None:
+    """An I/O error on write, said with this process's file-size limit when it has one (asked only
+    when a write failed: one ``getrlimit``)."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_FSIZE)
+    if soft == resource.RLIM_INFINITY:
+        return None
+    return (
+        f"the disk reported an I/O error on write; this process's file-size limit (ulimit -f, {soft} bytes) "
+        "may be the cause: a file of the log may not grow past it. Raise or lift it (ulimit -f unlimited, "
+        "LimitFSIZE= in a systemd unit, prlimit --fsize on the running daemon)"
+    )
 
 
 def why_unwritable(path: Path) -> str | None:
