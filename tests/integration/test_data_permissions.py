@@ -18,8 +18,10 @@ import httpx
 import pytest
 
 from emulator.formats.atomic import atomic_write
+from emulator.logs.embedded.offsets_log import EmbeddedOffsetLog
 from emulator.server.permissions import exposed
 from emulator.server.settings import Settings
+from tests.fixtures.cli import run_cli
 from tests.fixtures.daemon import DaemonFactory
 from tests.fixtures.waits import until
 
@@ -125,3 +127,33 @@ def test_atomic_write_gives_a_new_file_the_umask_mode_without_setting_the_umask(
         os.umask(previous)
     assert stat.S_IMODE((tmp_path / "url").stat().st_mode) == 0o600
     assert [p.name for p in tmp_path.iterdir()] == ["url"], "no temp file left behind"
+
+
+@pytest.mark.usefixtures("umask_022")
+def test_an_import_into_a_new_embedded_log_keeps_it_to_its_user(tmp_path: Path) -> None:
+    """``connect-offsets import --to embedded:DIR``, no daemon: the log it creates holds the same
+    offsets a daemon's does, and was 0755/0644 under umask 022 where ``serve`` makes 0700/0600. Every
+    command that creates an embedded log now makes it as ``serve`` does, missing parents included."""
+    body = tmp_path / "offsets.json"
+    body.write_text('{"offsets": [{"partition": {"f": 1}, "offset": {"p": 1}}]}')
+    log_dir = tmp_path / "new" / "log"
+    done = run_cli("import", "--from", f"kip875:{body}", "--to", f"embedded:{log_dir}", "--name", "c", "--quiet")
+    assert done.returncode == 0, done.stderr
+    found = modes(tmp_path / "new")
+    assert "new/log/connect-offsets.sqlite3" in found, found
+    assert {path: f"{mode:04o}" for path, mode in found.items() if mode & 0o077} == {}, "directories 0700, files 0600"
+
+
+@pytest.mark.usefixtures("umask_022")
+def test_an_embedded_log_created_by_the_library_is_private_with_its_wal_and_shm(tmp_path: Path) -> None:
+    """The log opened in-process under umask 022, as a script or a test would: the file SQLite writes
+    and its ``-wal`` and ``-shm`` (which SQLite gives the log file's mode) are 0600, its directory 0700."""
+    log = EmbeddedOffsetLog(tmp_path / "data", partitions=1)
+    log.open()
+    try:
+        log.append([(b"k", b"v")])
+        found = modes(tmp_path / "data")
+    finally:
+        log.close()
+    assert {name.rsplit("/", 1)[-1] for name in found} >= {"connect-offsets.sqlite3-wal", "connect-offsets.sqlite3-shm"}
+    assert {path: f"{mode:04o}" for path, mode in found.items() if mode & 0o077} == {}, "directories 0700, files 0600"

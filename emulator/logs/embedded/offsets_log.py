@@ -22,7 +22,9 @@ host, so ``open()`` refuses NFS/SMB/9p/sshfs mounts with a ``LogConfigError``.
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
 import re
 import sqlite3
 import threading
@@ -64,6 +66,29 @@ _SLOW_OPEN_S = 2.0
 """While a full disk keeps the log from opening: how often ``open`` tries again, and says so."""
 
 _TOPIC_NAME = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
+
+
+def _create_private_dirs(data_dir: Path) -> None:
+    """The data directory (and each missing parent) 0700, and then the log's file 0600
+    (``_create_private_file``), when they do not exist yet, whatever the umask (which may only
+    withhold more): what ``serve`` gets from its umask (``emulator.server.permissions``), for every
+    command and library user that creates a log (an ``import --to embedded:DIR`` made them 0755 and
+    0644 under umask 022). What exists is left as it is."""
+    missing = [d for d in (data_dir, *data_dir.parents) if not d.exists()]
+    for directory in reversed(missing):
+        try:
+            directory.mkdir(mode=0o700)
+        except FileExistsError:  # another process made it meanwhile
+            if not directory.is_dir():
+                raise
+
+
+def _create_private_file(path: Path) -> None:
+    """The log's file, empty (an empty SQLite database), 0600 (``_create_private_dirs``): SQLite gives
+    its ``-wal`` and ``-shm`` files its mode. One that exists already (or a link in its place), or
+    cannot be made, is left to SQLite's open, which says why as before."""
+    with contextlib.suppress(OSError):
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
 
 
 class EmbeddedOffsetLog(OffsetLog):
@@ -199,7 +224,7 @@ class EmbeddedOffsetLog(OffsetLog):
         if self._data_dir.exists() and not self._data_dir.is_dir():
             raise LogConfigError(f"data directory {self._data_dir} exists and is not a directory")
         try:
-            self._data_dir.mkdir(parents=True, exist_ok=True)
+            _create_private_dirs(self._data_dir)
         except OSError as e:
             raise LogConfigError(f"cannot create data directory {self._data_dir}: {e}") from e
         fs_type = filesystem_type(self._data_dir)
@@ -208,6 +233,7 @@ class EmbeddedOffsetLog(OffsetLog):
                 f"data directory {self._data_dir} is on a {fs_type} file system; the embedded log uses "
                 "SQLite WAL, which needs a local file system (shared memory between processes)"
             )
+        _create_private_file(self._file.path)
         started = time.monotonic()
         reported_at: float | None = None
         while (conn := self._open_once()) is None:
