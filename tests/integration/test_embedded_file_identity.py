@@ -70,7 +70,7 @@ def test_a_data_directory_deleted_under_the_daemon_turns_it_unready_and_refuses_
     took = until(lambda: http.get("/readyz").status_code == 503, "unready once the log's file is gone", 5)
     assert took < 1.0 + 1.0, "the file is looked at every second"
     why = http.get("/readyz").json()["unreachable"]
-    assert f"{data / 'connect-offsets.sqlite3'} was deleted while the daemon had it open" in why
+    assert f"{data / 'connect-offsets.sqlite3'} was deleted while this process had it open" in why
     status = run_cli("status", "--url", daemon.url)
     assert status.returncode == 1, "`connect-offsets status` exits 1 while the daemon is not ready"
 
@@ -78,9 +78,9 @@ def test_a_data_directory_deleted_under_the_daemon_turns_it_unready_and_refuses_
     assert refused.status_code == 503, refused.text
     assert refused.headers["X-Connect-Offsets-Error"] == "log_storage_refused"
     message = refused.json()["message"]
-    assert "was deleted while the daemon had it open" in message
+    assert "was deleted while this process had it open" in message
     assert "a restart would not find the writes made since" in message
-    assert "export them from this daemon" in message and message.endswith("nothing was written")
+    assert "export them from it (connect-offsets export)" in message and message.endswith("nothing was written")
 
     offsets = http.get(url).json()["offsets"]  # reads go on, from what was acknowledged
     assert [row["offset"] for row in offsets] == [{"position": 2}]
@@ -134,7 +134,7 @@ def test_a_log_file_deleted_during_a_commit_is_not_acknowledged(tmp_path: Path) 
         log._writing.require().set_trace_callback(delete_at_commit)
         with pytest.raises(LogStorageRefused) as refused:
             log.append([(b"k2", b"v2")], timeout_s=5)
-        assert "was deleted while the daemon had it open" in str(refused.value)
+        assert "was deleted while this process had it open" in str(refused.value)
         assert str(refused.value).endswith("which a restart will not find: it is not acknowledged")
     finally:
         log.close()
@@ -151,6 +151,6 @@ def test_the_idle_check_turns_the_log_unreachable_without_a_write(tmp_path: Path
         wal = log.path.with_name(log.path.name + "-wal")
         wal.unlink()
         until(lambda: log.reachability() is not None, "unreachable once the write-ahead log is gone", 3)
-        assert f"{wal} was deleted while the daemon had it open" in (log.reachability() or "")
+        assert f"{wal} was deleted while this process had it open" in (log.reachability() or "")
     finally:
         log.close()

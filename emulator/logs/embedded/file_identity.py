@@ -104,10 +104,10 @@ class FileIdentity:
             f"the log opened device {opened[0]}, inode {opened[1]})"
         )
         reason = (
-            f"{what} while the daemon had it open: a restart would not find the writes made since (it "
+            f"{what} while this process had it open: a restart would not find the writes made since (it "
             "would open what the path holds now, or create an empty log), so writes are refused until "
-            "the daemon is restarted. Reads still serve every offset acknowledged before: export them "
-            "from this daemon (connect-offsets export), or put the log's files back from a backup, "
+            "the process is restarted. A daemon's reads still serve every offset acknowledged before: "
+            "export them from it (connect-offsets export), or put the log's files back from a backup, "
             "then restart it knowing what the backup lacks"
         )
         with self._lock:
