@@ -514,27 +514,52 @@ class Recovery:
 
     header_ok: bool
     good_end: int
+    """Where the file's last complete block ends: what follows it is a crash's incomplete tail."""
     size: int
     error: str | None
+    """Why reading stopped at ``good_end`` (None if the file ends there)."""
+    damaged: tuple[tuple[int, int, str], ...] = ()
+    """Damage *before* ``good_end``, each ``(start, end, error)``: bytes a complete block follows, so
+    not a crash's tail but damage in the middle; they are kept, and readers skip them block-wise."""
 
 
 def valid_prefix(path: Path) -> Recovery:
-    """Where the last complete block of a file ends (``good_end``); ``header_ok`` False if none."""
+    """Where the last complete block of a file ends (``good_end``); ``header_ok`` False if none.
+
+    A block that cannot be read is only the file's tail if no complete block follows it: reading
+    resumes at the next sync marker, as ``iter_file`` does for a closed file, and damage that intact
+    blocks follow is listed in ``damaged`` rather than ending the file.
+    """
     size = path.stat().st_size
     with path.open("rb") as f:
         try:
             reader = fastavro.reader(f)
             del reader
-            good_end = f.tell()
+            header_end = good_end = f.tell()
         except Exception as exc:
             return Recovery(False, 0, size, f"{type(exc).__name__}: {exc}")
         f.seek(0)
-        try:
-            for block in fastavro.block_reader(f):
-                good_end = block.offset + block.size
-        except Exception as exc:
-            return Recovery(True, good_end, size, f"{type(exc).__name__}: {exc}")
-    return Recovery(True, good_end, size, None)
+        damaged: list[tuple[int, int, str]] = []
+        pending: tuple[int, int, str] | None = None  # damage not yet known to be followed by a block
+        stream: IO[bytes] = f
+        error: str | None = None
+        while True:
+            try:
+                for block in fastavro.block_reader(stream):
+                    if pending is not None:
+                        damaged.append(pending)
+                        pending = None
+                    good_end = block.offset + block.size
+                return Recovery(True, good_end, size, error if pending is not None else None, tuple(damaged))
+            except Exception as exc:
+                at = good_end if pending is None else pending[0]
+                first = f"{type(exc).__name__}: {exc}" if pending is None else pending[2]
+                error = first
+                resumed = _resume_after(f, header_end, max(good_end, pending[1] if pending else good_end))
+                if resumed is None:
+                    return Recovery(True, good_end, size, error, tuple(damaged))
+                stream, resume_at, _ = resumed
+                pending = (at, resume_at, first)
 
 
 def fsync_dir(directory: Path) -> None:

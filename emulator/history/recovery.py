@@ -4,7 +4,9 @@ The state file is saved only when a file is closed, so after a crash it lags beh
 Recovery extends it by reading every file written after it was saved, so the watermark always
 equals what the files really hold: a record lost in the crash is *not* below the watermark and is
 archived again from the log. A file left open ends in at most one incomplete block (the one being
-written); it is cut back to its last complete block and closed under its proper name. A file whose
+written); it is cut back to its last complete block and closed under its proper name. Damage that
+a complete block follows is not a crash's tail: it is kept, the file closed with it, and read as a
+closed file is (the damaged block skipped and reported, the blocks after it kept). A file whose
 header cannot be read is set aside as ``*.damaged``, never deleted.
 """
 
@@ -92,6 +94,20 @@ def _close_open_file(directory: Path, f: ArchiveFile, problems: list[str]) -> Ar
         problems.append(f"{f.path}: unreadable header ({found.error}); set aside as {target.name}")
         log.error("history: %s has no readable header (%s); set aside as %s", f.path, found.error, target)
         return None
+    for start, end, error in found.damaged:
+        # Intact blocks follow: not what a crash leaves (it only cuts the block being written). The
+        # bytes stay; the file is closed with them and read as any closed file is, skipping the
+        # damaged block(s) and reading on at the next sync marker (the records after are kept, with
+        # who made them, which the log does not say and may have compacted away).
+        log.error(
+            "history: %s is damaged in the middle, bytes %d-%d (%s), with intact blocks after it: not a "
+            "crash's incomplete tail, so nothing was cut; the damaged bytes are skipped when read (their "
+            "records are missing from the archive) and the records after them kept",
+            f.path,
+            start,
+            end,
+            error,
+        )
     if found.good_end < found.size:
         os.truncate(f.path, found.good_end)
         msg = f"{f.path}: cut {found.size - found.good_end} bytes of an incomplete block ({found.error})"

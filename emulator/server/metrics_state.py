@@ -252,6 +252,11 @@ class StateCollector(Collector):
         yield _counter(
             "connect_offsets_history_write_errors", "Failed archive writes, fsyncs or folds", status["write_errors"]
         )
+        yield _gauge(
+            "connect_offsets_history_recovery_problems",
+            "What the start's recovery cut, set aside or found damaged in the archive (recovered_files)",
+            len(status["recovered_files"]),
+        )
         yield _counter(
             "connect_offsets_history_backpressure_seconds",
             "Time the reader waited for room in the archiver's queue",

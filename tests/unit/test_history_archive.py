@@ -7,6 +7,7 @@ through ``TrackedLog``) on a temporary directory, so files, restarts and damage 
 from __future__ import annotations
 
 import contextlib
+import io
 import itertools
 import json
 import os
@@ -24,7 +25,7 @@ from emulator.codec.murmur2 import partition_for
 from emulator.history import archive as archive_module
 from emulator.history.archive import HistoryArchive
 from emulator.history.directory import HistoryError
-from emulator.history.files import ReadReport, read_metadata, scan_dir
+from emulator.history.files import ReadReport, read_metadata, scan_dir, valid_prefix
 from emulator.history.origins import OriginRegistry, write_origin
 from emulator.history.query import (
     HistoryReader,
@@ -341,6 +342,60 @@ def test_a_crash_mid_block_is_cut_back_on_restart_and_the_records_are_archived_a
         rows = again.rows()
         assert sorted(r["key"] for r in rows) == sorted([key(n) for n in range(5)] + [key(9)])
         assert any("incomplete block" in msg for msg in again.archive.stats.recovered)
+    finally:
+        again.close()
+
+
+@pytest.mark.parametrize("damage", [b"\x00" * 64, b"\x55" * 32], ids=["zeros", "0x55"])
+def test_damage_in_the_middle_of_a_file_left_open_is_skipped_and_the_blocks_after_it_kept(
+    tmp_path: Path, damage: bytes
+) -> None:
+    """A crash only leaves the block being written incomplete; damage that complete blocks follow is
+    something else (disk, a stray write). Before, 64 zero bytes in the middle of the open file were
+    taken for a crash's tail: everything after them was cut, re-archived from the log as ``external``
+    changes with who made them lost (gone for good had the log been compacted), and no damage was
+    reported. Now only the damaged block is skipped, as in a closed file, and it is reported."""
+    stack = open_stack(tmp_path)
+    for batch in range(20):
+        stack.append([(key(batch * 6 + n), value(batch)) for n in range(6)], operation="patch")
+    assert stack.archive.sync(10)
+    directory = stack.archive.directory
+    stack.log.close()
+    (open_file,) = [f for f in scan_dir(directory)[1] if f.kind == "open"]
+    intact = open_file.path.read_bytes()
+    stack.archive.close()
+    (closed,) = scan_dir(directory)[1]
+    closed.path.unlink()
+    with io.BytesIO(intact) as f:
+        blocks = [(b.offset, b.size, [r["key"] for r in b]) for b in fastavro.block_reader(f)]
+    assert len(blocks) >= 10
+    hit = len(blocks) // 2
+    # Zeros over a block's header (its count and size: the reader then misses the sync marker), the
+    # other bytes inside a block's data (its compressed bytes or its records' checksums fail).
+    at = blocks[hit][0] if damage[0] == 0 else blocks[hit][0] + blocks[hit][1] // 2 - len(damage) // 2
+    assert blocks[hit][1] > len(damage) + 16
+    raw = bytearray(intact)
+    raw[at : at + len(damage)] = damage
+    # With a crash's incomplete block at the end as well, only that tail is cut.
+    open_file.path.write_bytes(bytes(raw) + b"\x0c\x80\x01partial")
+    found = valid_prefix(open_file.path)
+    assert found.good_end == len(raw) and len(found.damaged) in ((1,) if damage[0] == 0 else (0, 1))
+    open_file.path.write_bytes(bytes(raw))
+    (directory / "state.json").unlink()  # as after a crash: not saved for an open file
+
+    again = open_stack(tmp_path)
+    try:
+        rows = again.rows()
+        kept = [k for i, (_, _, ks) in enumerate(blocks) if i != hit for k in ks]
+        assert set(kept) <= {r["key"] for r in rows}, "the blocks after the damage are kept"
+        by_key = {r["key"]: r for r in rows}
+        assert all(by_key[k]["operation"] == "patch" for k in kept), "with who made them, not re-archived"
+        assert not any("incomplete block" in msg for msg in again.archive.stats.recovered), "nothing cut"
+        assert any("damaged block" in msg for msg in again.archive.stats.recovered)
+        reader = HistoryReader(directory, again.archive)
+        list(reader.rows())
+        report = reader.report
+        assert len(report.damaged) == 1 and "reading resumed at the next block" in report.damaged[0]["problem"]
     finally:
         again.close()
 
