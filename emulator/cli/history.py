@@ -178,10 +178,13 @@ def run_rollback(args: argparse.Namespace) -> int:
 def history_text(page: dict[str, Any]) -> str:
     changes = page.get("changes", [])
     lines: list[str] = []
+    # Two values of one partition from two epochs are not one history: then each says its epoch.
+    epochs = sorted({c["epoch"] for c in changes if c.get("epoch") is not None})
+    epoch_head = f"  {'EPOCH':>5}" if len(epochs) > 1 else ""
     if not changes:
         lines.append("(no changes in that range)")
     else:
-        lines.append(f"{'TIME':<24}  {'ORIGIN':<16}  {'WHO':<24}  {'AT':>12}  PARTITION  ->  OFFSET")
+        lines.append(f"{'TIME':<24}{epoch_head}  {'ORIGIN':<16}  {'WHO':<24}  {'AT':>12}  PARTITION  ->  OFFSET")
         for c in changes:
             origin = c["origin"] + (f" {c['operation']}" if c.get("operation") else "")
             who = who_text(c)
@@ -191,7 +194,15 @@ def history_text(page: dict[str, Any]) -> str:
             else:
                 offset = compact(c["offset"]) if c["offset"] is not None else shown_json(c["value"])
             partition = compact(c["partition"]) if c["partition"] is not None else shown_json(c["key"])
-            lines.append(f"{c['time']:<24}  {origin:<16}  {who:<24}  {at:>12}  {partition}  ->  {offset}")
+            epoch = f"  {c.get('epoch', ''):>5}" if epoch_head else ""
+            lines.append(f"{c['time']:<24}{epoch}  {origin:<16}  {who:<24}  {at:>12}  {partition}  ->  {offset}")
+    if len(epochs) > 1:
+        lines.append(
+            f"note: these changes span archive epochs {', '.join(map(str, epochs))}: a new epoch begins when the "
+            "log no longer holds records the archive holds (lost acknowledged writes, a re-created or restored "
+            f"log); the log now holds epoch {epochs[-1]}'s values, an earlier epoch's changes after it began are "
+            "not in it (--as-of now --epoch N shows the offsets as epoch N left them; docs/history.md, Epochs)"
+        )
     if page.get("truncated"):
         lines.append("(older changes exist: raise --limit or narrow --from/--to)")
     lines.extend(_damage_lines(page))

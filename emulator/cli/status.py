@@ -67,7 +67,9 @@ def status_text(url: str, status: Mapping[str, Any]) -> str:
         ("security", _security(status.get("security"))),
     ]
     lines += [f"{name:<11} {text}" for name, text in rows if text]
-    warnings = (status.get("security") or {}).get("warnings") or []
+    # The daemon's own (e.g. a log that lost acknowledged writes: ready, but serving older values),
+    # then the security settings'.
+    warnings = list(status.get("warnings") or []) + list((status.get("security") or {}).get("warnings") or [])
     lines += [f"warning: {shown_text(str(w))}" for w in warnings]
     return "\n".join(lines)
 
@@ -136,6 +138,8 @@ def _history(history: Mapping[str, Any] | None) -> str | None:
         f"{history.get('mode', '?')}; {history.get('records_archived', 0):,} archived, "
         f"{history.get('queued_records', 0):,} queued"
     )
+    if history.get("epochs_started"):
+        text += f"; epoch {history.get('epoch')}, begun since the start (see the warning)"
     if history.get("failure"):
         text += f"; FAILED: {history['failure']}"
     elif history.get("last_error"):

@@ -51,6 +51,7 @@ from emulator.history.stats import ArchiveStats
 from emulator.history.writer import DEFAULT_ROTATE_BYTES, DEFAULT_ROTATE_INTERVAL_S, CurrentFile
 from emulator.logs.base import ReadProgress
 from emulator.model.records import LogRecord
+from emulator.model.times import format_time_ms
 
 __all__ = ["ArchiveStats", "HistoryArchive", "HistoryError"]
 
@@ -469,6 +470,31 @@ class HistoryArchive:
             return f"the archiver cannot write for {queue.stalled_s:.0f} s and retries (why: GET /history/status)"
         return "archiving stopped (why: GET /history/status); a restart archives the rest from the log"
 
+    def warnings(self) -> list[str]:
+        """What an operator must know although the daemon serves: each epoch this process started
+        because the log no longer holds records the archive holds (acknowledged writes lost, or the log
+        re-created or restored), and where the earlier values are. Names no server path."""
+        found = []
+        for begun in self.stats.epochs_begun:
+            epoch, before = begun["epoch"], begun["epoch"] - 1
+            at = format_time_ms(begun["detected_at_ms"])
+            lost: dict[int, int] = begun["lost"]
+            if lost:
+                what = (
+                    f"the offsets log lost {sum(lost.values())} record(s) it had acknowledged and the history "
+                    f"archive holds, on partition(s) {', '.join(str(p) for p in sorted(lost))} (found at {at}; "
+                    "a truncated -wal file of the embedded log, or the log re-created or restored from an older copy)"
+                )
+            else:
+                what = f"the offsets log is not the one archived before (found at {at}: {begun['reason']})"
+            found.append(
+                f"{what}. The daemon serves the log as it is now; the history archive started epoch {epoch}, and "
+                f"the values from before are in history epoch {before}: `connect-offsets history NAME --as-of now "
+                f"--epoch {before}` (GET /connectors/NAME/offsets?as_of=now&epoch={before}) shows them, "
+                f"`connect-offsets rollback NAME --to now --epoch {before} --dry-run` what writing them back would do"
+            )
+        return found
+
     def status(self) -> dict[str, Any]:
         """The archiver's health and counters (``GET /history/status``)."""
         queue = self._queue.state()
@@ -506,6 +532,7 @@ class HistoryArchive:
             "backpressure_s": round(s.backpressure_s, 3),
             "yielded_to_requests_s": round(s.yielded_s, 3),
             "recovered_files": list(s.recovered),
+            "warnings": self.warnings(),
             "retention_s": self.retention_s,
             "rotate_bytes": self.rotate_bytes,
             "rotate_interval_s": self.rotate_interval_s,

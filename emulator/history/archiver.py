@@ -226,6 +226,14 @@ class Archiver:
         guard.reset_for_epoch()
         save_state(self._directory, self._state)
         self._stats.epochs_started += 1
+        self._stats.epochs_begun.append(
+            {
+                "epoch": self._state.epoch,
+                "detected_at_ms": time.time_ns() // 1_000_000,
+                "reason": decision.reason,
+                "lost": dict(decision.lost),
+            }
+        )
         lost = guard.held_dropped if decision.archive_held else 0
         self._stats.held_dropped += lost
         before = self._state.epoch - 1

@@ -27,7 +27,7 @@ import heapq
 import logging
 import time
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 
 from emulator.history.state import ArchiveState, fingerprint
@@ -51,6 +51,8 @@ class Decision:
     archive_held: bool = False
     """For a new epoch: whether the held-back records belong to the new log (a failed tail check or a
     short log: they were delivered by it) or to the old one (offsets went back: they came before)."""
+    lost: dict[int, int] = field(default_factory=dict)
+    """For a short log: per partition, how many offsets the archive holds that the log no longer has."""
 
 
 _ARCHIVE = Decision(Verdict.ARCHIVE)
@@ -207,7 +209,12 @@ class ReplayGuard:
                 return _ARCHIVE
             if now - self._suspect[1] < self.settle_s:
                 return _ARCHIVE
-            return Decision(Verdict.NEW_EPOCH, self._short_log_reason(positions), archive_held=True)
+            lost = {
+                q: self._state.tails[q][0] + 1 - positions.get(q, 0)
+                for q in sorted(self._pending)
+                if positions.get(q, 0) <= self._state.tails[q][0]
+            }
+            return Decision(Verdict.NEW_EPOCH, self._short_log_reason(positions), archive_held=True, lost=lost)
         self._suspect = None
         return _ARCHIVE
 
@@ -218,9 +225,11 @@ class ReplayGuard:
             tail_offset, position = self._state.tails[p][0], positions.get(p, 0)
             if position <= tail_offset:
                 missing = tail_offset + 1 - position
+                last = f"its last record is at offset {position - 1}" if position else "it holds no record"
+                gone = f"offset {position}" if missing == 1 else f"offsets {position}-{tail_offset}"
                 short.append(
-                    f"partition {p} ends at offset {position} (where its next record would go) but the archive holds "
-                    f"its records up to offset {tail_offset} ({missing} offset(s) the log no longer has)"
+                    f"partition {p}: the log ends before offset {position} ({last}), but the archive holds its "
+                    f"records up to offset {tail_offset} inclusive ({gone}: {missing} offset(s) the log no longer has)"
                 )
         return (
             "the log holds fewer records than the archive: "

@@ -8,6 +8,7 @@ error). Each counter has one writing component; readers tolerate a value a momen
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 
 @dataclass
@@ -28,6 +29,10 @@ class ArchiveStats:
     yielded_s: float = 0.0
     last_error: str | None = None
     recovered: list[str] = field(default_factory=list)
+    epochs_begun: list[dict[str, Any]] = field(default_factory=list)
+    """Each epoch this process started: ``epoch``, ``detected_at_ms``, ``reason`` and ``lost`` (per
+    partition, offsets the archive holds that the log no longer has; empty unless the log was short),
+    for the warnings of ``HistoryArchive.status()``."""
 
     def write_error(self, error: str) -> None:
         """Count a failed write, fsync or fold and remember it as the last error."""

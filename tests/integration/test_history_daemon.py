@@ -471,3 +471,55 @@ def test_a_rollback_from_a_damaged_archive_is_refused_and_its_dry_run_and_as_of_
     # The rebuilt state, as asked: the partitions of the skipped block went back to 55, the others to 111
     # (the archiver writes a PATCH's records in slices, one file each here): a state that never existed.
     assert written == {'{"n": 55}', '{"n": 111}'}
+
+
+@pytest.mark.slow
+def test_a_log_that_lost_acknowledged_writes_is_said_plainly_by_status_and_the_history_listing(
+    daemon_factory: DaemonFactory, tmp_path: Path
+) -> None:
+    """The embedded log restored to a copy without its last acknowledged write (as a -wal file cut
+    after ``kill -9`` leaves it): the daemon serves the older value and stays ready, which it may, but
+    it used to say nothing else: /status warnings [], ``status`` "ready", the history listing showed
+    the lost value first with no epoch, and the one ERROR line read "ends at offset 4 … holds its
+    records up to offset 4". Now /status and ``status`` warn, name the epoch holding the earlier
+    values and how to see them, the listing shows each change's epoch, and the line is unambiguous."""
+    data = tmp_path / "data"
+    name = unique("lost")
+    daemon = daemon_factory("--data-dir", str(data), port=48251)
+    for n in range(4):
+        patch(daemon.url, name, [{"partition": {"file": "a.txt"}, "offset": {"pos": n}}])
+    daemon.stop()
+    copy = {p.name: p.read_bytes() for p in data.iterdir() if p.name.startswith("connect-offsets.sqlite3")}
+    daemon = daemon_factory("--data-dir", str(data), port=48252)
+    patch(daemon.url, name, [{"partition": {"file": "a.txt"}, "offset": {"pos": 4}}])  # acknowledged, then lost
+    daemon.stop()
+    for path in data.iterdir():
+        if path.name.startswith("connect-offsets.sqlite3"):
+            path.unlink()
+    for file_name, content in copy.items():
+        (data / file_name).write_bytes(content)
+
+    restarted = daemon_factory("--data-dir", str(data), port=48253)
+    client = restarted.client()
+    until(lambda: client.status()["history"]["epochs_started"] == 1, "the new epoch", timeout_s=30)
+    status = client.status()
+    assert status["ready"], "it serves the log as it is: ready, and now says so"
+    (warning,) = status["warnings"]
+    assert warning == status["history"]["warnings"][0]
+    assert "the offsets log lost 1 record(s) it had acknowledged" in warning and "history epoch 0" in warning
+    assert "as_of=now&epoch=0" in warning and "--as-of now --epoch 0" in warning
+
+    shown = cli(restarted.url, "status")
+    assert "warning: the offsets log lost 1 record(s)" in shown.stdout
+    assert "epoch 1, begun since the start" in shown.stdout
+
+    listing = cli(restarted.url, "history", name).stdout.splitlines()
+    assert "EPOCH" in listing[0]
+    rows = [line.split() for line in listing[1:] if line.startswith("20")]
+    assert {(row[1], " ".join(row[-2:])) for row in rows} >= {("0", '{"pos": 4}'), ("1", '{"pos": 3}')}
+    assert any(line.startswith("note: these changes span archive epochs 0, 1") for line in listing)
+    assert client.offsets(name)[0]["offset"] == {"pos": 3}, "the daemon serves what the log holds"
+
+    (line,) = [ln for ln in restarted.log_path.read_text().splitlines() if "Starting epoch 1" in ln]
+    assert "the log ends before offset 4 (its last record is at offset 3)" in line
+    assert "records up to offset 4 inclusive (offset 4: 1 offset(s) the log no longer has)" in line

@@ -52,7 +52,7 @@ def test_a_log_read_to_its_end_short_of_the_watermark_is_another_log() -> None:
     assert guard.check_positions({0: 1, 2: 1}, caught_up=True, now=0).verdict is Verdict.ARCHIVE, "not settled yet"
     assert guard.check_positions({0: 1, 2: 1}, caught_up=True, now=1).verdict is Verdict.ARCHIVE
     decision = guard.check_positions({0: 1, 2: 1}, caught_up=True, now=2.5)
-    assert decision.verdict is Verdict.NEW_EPOCH and "partition 0 ends at offset 1" in decision.reason
+    assert decision.verdict is Verdict.NEW_EPOCH and "partition 0: the log ends before offset 1" in decision.reason
 
 
 def test_a_reader_still_moving_after_calling_itself_caught_up_is_not_a_short_log() -> None:
@@ -111,10 +111,23 @@ def test_a_short_log_is_explained_partition_by_partition_with_every_cause() -> N
     assert decision.verdict is Verdict.NEW_EPOCH
     assert decision.reason.startswith("the log holds fewer records than the archive: ")
     assert (
-        "partition 0 ends at offset 1 (where its next record would go) but the archive holds its records up to "
-        "offset 3 (3 offset(s) the log no longer has)" in decision.reason
+        "partition 0: the log ends before offset 1 (its last record is at offset 0), but the archive holds its "
+        "records up to offset 3 inclusive (offsets 1-3: 3 offset(s) the log no longer has)" in decision.reason
     )
+    assert "partition 2: the log ends before offset 6 (its last record is at offset 5)" in decision.reason
+    assert "(offsets 6-8: 3 offset(s) the log no longer has)" in decision.reason
+    assert decision.lost == {0: 3, 2: 3}, "counted per partition, for /status's warning"
+
+
+def test_a_short_log_by_one_record_names_the_offsets_unambiguously() -> None:
+    """The QA's line read "partition 23 ends at offset 4 … but the archive holds its records up to offset
+    4": the same number for where the log ends and what the archive holds."""
+    guard = ReplayGuard(archived(*(rec(0, o) for o in range(5))))
+    guard.check_positions({0: 4}, caught_up=True, now=0)
+    decision = guard.check_positions({0: 4}, caught_up=True, now=2.5)
     assert (
-        "partition 2 ends at offset 6" in decision.reason and "(3 offset(s) the log no longer has)" in decision.reason
+        "partition 0: the log ends before offset 4 (its last record is at offset 3), but the archive holds its "
+        "records up to offset 4 inclusive (offset 4: 1 offset(s) the log no longer has)" in decision.reason
     )
+    assert decision.lost == {0: 1}
     assert "restored from an older copy" in decision.reason and "lost acknowledged writes" in decision.reason

@@ -20,6 +20,18 @@ from emulator.server.openapi import documented
 from emulator.server.openapi_bodies import Alive, NotReadyBody
 from emulator.service.health import Readiness, Status
 
+
+class StatusBody(Status):
+    """``/status``: the health fields, the security settings and the GET cache's counters, and
+    ``warnings``."""
+
+    security: dict[str, Any]
+    get_cache: dict[str, Any]
+    warnings: list[str]
+    """What the operator must know although the daemon is ready, e.g. that the offsets log lost
+    acknowledged writes the history archive holds (a new history epoch) and how to see them."""
+
+
 router = APIRouter(tags=["health"])
 
 
@@ -55,7 +67,7 @@ async def readyz(rt: RuntimeDep) -> JSONResponse:
 @router.get(
     "/status",
     summary="Read progress, end offsets and lag, the reader's health, counters, the history archiver, security",
-    **documented(Status),
+    **documented(StatusBody),
 )
 async def status(rt: RuntimeDep, request: Request) -> dict[str, Any]:
     """File paths and error texts are shown to the admin scope only (``auth.status``)."""
@@ -64,6 +76,9 @@ async def status(rt: RuntimeDep, request: Request) -> dict[str, Any]:
         **rt.health.status(archive),
         "security": request.app.state.security.describe(),
         "get_cache": rt.bodies.stats(),
+        # What the operator must know although the daemon is ready (a log that lost acknowledged
+        # writes still serves); the security settings' own warnings stay under "security".
+        "warnings": archive.warnings() if archive is not None else [],
     }
     return for_principal(body, current_principal.get())
 
