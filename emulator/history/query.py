@@ -318,6 +318,18 @@ def behind_warning(synced: bool | None, because: str | None) -> str | None:
     )
 
 
+def not_in_history(message: str, synced: bool | None, because: str | None) -> ConnectorNotFound:
+    """404 for a connector the archive holds nothing of; while the archive may lag this daemon's
+    writes (its archiver stalled or behind), the message says so and the error carries the warning
+    the history's answers carry (``X-Offsets-History-Warning``): its records may not be archived yet."""
+    warning = behind_warning(synced, because)
+    if warning is None:
+        return ConnectorNotFound(message)
+    error = ConnectorNotFound(f"{message}; but {warning}, so its records may not be archived yet")
+    error.history_warning = warning
+    return error
+
+
 Place = tuple[int, int, int, int]
 """Where a change sorts, newest last: its time, then its epoch, Kafka partition and offset (unique
 in one log's archive, and log order within a partition at equal times)."""
@@ -437,9 +449,11 @@ def connector_history(
         reader.close()
     if not known and from_ms is None and to_ms is None:
         # With a time range, files outside it are not read, so "no rows" cannot mean "unknown".
-        raise ConnectorNotFound(
+        raise not_in_history(
             f"Connector {connector} not found in the offsets history (which holds source connectors' offsets; a sink "
-            "connector's are its consumer group's: GET .../offsets?kind=sink)"
+            "connector's are its consumer group's: GET .../offsets?kind=sink)",
+            reader.synced,
+            reader.unsynced_because,
         )
     ordered = sorted(newest, key=lambda item: item[0], reverse=True)
     truncated = seen > limit

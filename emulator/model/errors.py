@@ -88,6 +88,9 @@ class ConnectorNotFound(OffsetsError):
     """The connector is unknown (to the Connect cluster, to the offsets log, or to the history)."""
 
     kind = "connector_not_found"
+    history_warning: str | None = None
+    """Unknown to the history while the archive may lack records (its archiver stalled or behind):
+    why, sent as the ``X-Offsets-History-Warning`` header as the history's answers are."""
 
 
 class NotStopped(OffsetsError):

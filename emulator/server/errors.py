@@ -88,6 +88,9 @@ from emulator.server.routes.params import unrouted_connector_problem
 
 log = logging.getLogger(__name__)
 
+HISTORY_WARNING_HEADER = "X-Offsets-History-Warning"
+"""Why a history answer may be incomplete (damaged files, an archive behind); also on its 404."""
+
 STATUS: Mapping[type, int] = {
     errors.OffsetsError: 500,
     errors.InvalidRequest: 400,
@@ -208,6 +211,8 @@ def error_response(
     status = status_of(error)
     body = {"error_code": status, "message": error.message if message is None else message, **(extra or {})}
     headers = {ERROR_HEADER: error.kind}
+    if isinstance(error, errors.ConnectorNotFound) and error.history_warning is not None:
+        headers[HISTORY_WARNING_HEADER] = error.history_warning  # ASCII: it names no connector
     retry_after = RETRY_AFTER_S.get(type(answered_as(error)))
     if retry_after is not None:
         headers["Retry-After"] = str(retry_after)

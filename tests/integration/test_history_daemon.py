@@ -26,6 +26,7 @@ from emulator.logs.embedded.offsets_log import EmbeddedOffsetLog
 from emulator.model.times import parse_time_ms
 from tests.fixtures.cli import run_cli
 from tests.fixtures.daemon import DaemonFactory, DaemonProcess
+from tests.fixtures.disk_faults import block_archive_files
 from tests.fixtures.waits import until
 
 
@@ -523,3 +524,37 @@ def test_a_log_that_lost_acknowledged_writes_is_said_plainly_by_status_and_the_h
     (line,) = [ln for ln in restarted.log_path.read_text().splitlines() if "Starting epoch 1" in ln]
     assert "the log ends before offset 4 (its last record is at offset 3)" in line
     assert "records up to offset 4 inclusive (offset 4: 1 offset(s) the log no longer has)" in line
+
+
+@pytest.mark.slow  # the archiver stalls after its three quick attempts (1.5 s)
+def test_a_connector_not_archived_yet_while_the_archiver_is_stalled_is_a_404_that_says_so(
+    daemon_factory: DaemonFactory, tmp_path: Path
+) -> None:
+    """The archive's disk full: a connector written since has nothing archived. Its history and
+    ``as_of`` used to answer a bare 404 "not found in the offsets history", no warning header, though
+    every other history answer says the archive is behind then. The 404 now says it too: in its
+    message and in the same ``X-Offsets-History-Warning`` header."""
+    data = tmp_path / "data"
+    daemon = daemon_factory("--data-dir", str(data), "--history-rotate-bytes", "1", port=48254)
+    patch(daemon.url, unique("first"), [{"partition": {"p": 0}, "offset": {"n": 0}}])  # the archive exists
+    (log_dir,) = [p for p in (data / "history").iterdir() if p.is_dir()]
+    blocked = block_archive_files(log_dir)  # every new file refused, as on a full disk
+    name = unique("unarchived")
+    patch(daemon.url, name, [{"partition": {"p": 1}, "offset": {"n": 1}}])
+    client = daemon.client()
+    until(lambda: client.status()["history"]["mode"] == "stalled", "the archiver stalled", timeout_s=30)
+
+    for path, params in (
+        (f"/connectors/{name}/offsets/history", {}),
+        (f"/connectors/{name}/offsets", {"as_of": "now"}),
+    ):
+        answer = httpx.get(daemon.url + path, params=params, timeout=30)
+        assert answer.status_code == 404, answer.text
+        assert "not found in the offsets history" in answer.json()["message"]
+        assert "may not be archived yet" in answer.json()["message"]
+        assert "the archiver cannot write for" in answer.headers["X-Offsets-History-Warning"]
+
+    for path in blocked:  # the disk is back: the connector is archived, and found
+        path.rmdir()
+    until(lambda: client.status()["history"]["mode"] == "writing", "the archiver writing again", timeout_s=30)
+    assert [c["offset"] for c in history(daemon.url, name)["changes"]] == [{"n": 1}]

@@ -21,11 +21,12 @@ from fastapi import APIRouter, Depends, Query, Request, Response
 
 from emulator.codec.strict_json import json_type
 from emulator.history.archive import HistoryArchive
-from emulator.history.query import DEFAULT_LIMIT, parse_cursor
-from emulator.model.errors import ConnectorNotFound, HistoryDisabled, InvalidRequest
+from emulator.history.query import DEFAULT_LIMIT, not_in_history, parse_cursor
+from emulator.model.errors import HistoryDisabled, InvalidRequest
 from emulator.model.times import format_time_ms, parse_time_ms
 from emulator.server.audit import note_rollback
 from emulator.server.deps import Runtime, RuntimeDep
+from emulator.server.errors import HISTORY_WARNING_HEADER
 from emulator.server.json_answer import json_answer
 from emulator.server.openapi import documented
 from emulator.server.openapi_bodies import HistoryPage, HistoryStatus, Rollback
@@ -116,7 +117,15 @@ async def offsets_as_of(
     assert at_ms is not None
     epoch = epoch_param(epoch)
     archives = archive_choice(rt, connector, store, archive)
-    pasts = [await rt.history.as_of(a, connector, at_ms, len(archives) == 1, epoch) for a in archives]
+    pasts = [await rt.history.as_of(a, connector, at_ms, False, epoch) for a in archives]
+    if not any(p.known for p in pasts):
+        # Unknown then; while an archive may lack this daemon's writes, the 404 says so (it may not be).
+        behind = next((p for p in pasts if p.synced is False), pasts[0])
+        raise not_in_history(
+            f"Connector {connector} not found in the offsets history at or before {format_time_ms(at_ms)}",
+            behind.synced,
+            behind.unsynced_because,
+        )
     damaged = sum(p.report.damaged_file_count() for p in pasts)
     headers = {
         "X-Offsets-As-Of": format_time_ms(at_ms),
@@ -131,16 +140,12 @@ async def offsets_as_of(
             "skipped); a rollback to it is refused unless allow_damaged=true",
         )
     if warnings:  # the body is Connect's GET body: the warning a history page carries goes in a header
-        headers["X-Offsets-History-Warning"] = "; ".join(warnings)  # ASCII: it names no connector
+        headers[HISTORY_WARNING_HEADER] = "; ".join(warnings)  # ASCII: it names no connector
     # Building the body parses every key and value of the state: seconds for 150,000 partitions,
     # which on the event loop held every other request (a /healthz for 1.1 s per query).
     if len(pasts) == 1:
         return {"offsets": await asyncio.to_thread(pasts[0].offsets)}, headers
     connector_past, worker_past = pasts
-    if not connector_past.known and not worker_past.known:
-        raise ConnectorNotFound(
-            f"Connector {connector} not found in the offsets history at or before {format_time_ms(at_ms)}"
-        )
 
     def merged() -> list[Any]:
         return merged_offsets(connector_past.offsets(), worker_past.offsets())
