@@ -13,10 +13,13 @@ import contextlib
 import fcntl
 import hashlib
 import json
+import logging
 import os
 import re
 from pathlib import Path
 from typing import Any
+
+log = logging.getLogger(__name__)
 
 
 class HistoryError(Exception):
@@ -105,8 +108,9 @@ def read_marker(directory: Path) -> dict[str, Any] | None:
 def write_marker(directory: Path, identity: str, description: str) -> None:
     """Name the archive's identity and the log's current description in ``log.json`` (atomically:
     queries read it meanwhile), keeping the descriptions it named before; untouched when it says so
-    already. An earlier version's marker (``{"log": description}``) gains the identity."""
-    marker = read_marker(directory) or {}
+    already. An earlier version's marker (``{"log": description}``) gains the identity. A marker
+    that cannot be read is set aside (``_set_aside_damaged_marker``), never silently overwritten."""
+    marker = _marker_to_rewrite(directory)
     earlier = [str(name) for name in marker.get("earlier", []) if isinstance(name, str)]
     named = marker.get("log")
     if isinstance(named, str) and named != description and named not in earlier:
@@ -119,6 +123,47 @@ def write_marker(directory: Path, identity: str, description: str) -> None:
     tmp = directory / (MARKER + ".tmp")
     tmp.write_text(json.dumps(wanted) + "\n", encoding="utf-8")
     os.replace(tmp, directory / MARKER)
+
+
+def _marker_to_rewrite(directory: Path) -> dict[str, Any]:
+    """The marker ``write_marker`` starts from: ``{}`` when there is none, or when it is damaged (not
+    a JSON object naming the log), which is then set aside first."""
+    path = directory / MARKER
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return {}
+    try:
+        data = json.loads(raw.decode("utf-8"))
+    except ValueError as exc:  # UnicodeDecodeError is one too
+        problem = f"not JSON ({exc})"
+    else:
+        if isinstance(data, dict) and isinstance(data.get("log"), str):
+            return data
+        problem = "not a JSON object naming the log (a string 'log')"
+    _set_aside_damaged_marker(path, problem)
+    return {}
+
+
+def _set_aside_damaged_marker(path: Path, problem: str) -> None:
+    """Keep a damaged ``log.json`` as ``log.json.damaged`` (``.damaged.1``, … if taken) and say what is
+    lost: the descriptions the log had before (its ``earlier`` list), by which queries found this archive."""
+    target = path.with_name(path.name + ".damaged")
+    n = 0
+    while target.exists():
+        n += 1
+        target = path.with_name(f"{path.name}.damaged.{n}")
+    os.rename(path, target)
+    log.error(
+        "history: %s is damaged (%s); set aside as %s and written again with the archive's identity and the "
+        "log's current description. Lost with it: the log's earlier descriptions it listed ('earlier'), if any: "
+        "a query naming the log by one of them (log=) no longer finds this archive; copy them back from %s "
+        "into the new file's 'earlier' list if it can still be read",
+        path,
+        problem,
+        target.name,
+        target.name,
+    )
 
 
 def written_by_a_live_process(directory: Path) -> bool:

@@ -136,6 +136,40 @@ def test_a_data_directory_moved_to_another_path_keeps_one_history(tmp_path: Path
         assert len(list(read_history(history, log=name))) == 3, f"the archive is found by {name}"
 
 
+def test_a_damaged_log_json_is_set_aside_with_an_error_not_silently_rewritten(
+    tmp_path: Path, started: list[Daemon], caplog: pytest.LogCaptureFixture
+) -> None:
+    """``log.json`` lists the log's earlier descriptions (``earlier``: how a query naming the log by its
+    old path finds the archive). A damaged one used to be rewritten without it, silently. Now the start
+    logs an ERROR naming the file and what is lost, and keeps the damaged copy as ``log.json.damaged``."""
+    before = start(tmp_path / "before", started)
+    before.append(1, "PATCH")
+    stop(before, started)
+    shutil.move(tmp_path / "before", tmp_path / "after")
+    after = start(tmp_path / "after", started)  # the marker now lists the old path under "earlier"
+    directory = after.archive.directory
+    stop(after, started)
+    marker = directory / "log.json"
+    assert json.loads(marker.read_text())["earlier"]
+    damaged = marker.read_bytes()[:-9]  # cut short: no longer JSON
+    marker.write_bytes(damaged)
+
+    caplog.set_level(logging.ERROR, logger="emulator.history.directory")
+    again = start(tmp_path / "after", started)
+    again.append(2, "PATCH")
+    assert (directory / "log.json.damaged").read_bytes() == damaged, "the damaged copy is kept, not overwritten"
+    assert json.loads(marker.read_text())["log"] == again.log.description, "a readable marker again"
+    (line,) = [r.getMessage() for r in caplog.records if "log.json" in r.getMessage()]
+    assert str(marker) in line and "is damaged (not JSON" in line and "set aside as log.json.damaged" in line
+    assert "earlier descriptions" in line and "no longer finds this archive" in line
+    stop(again, started)
+
+    marker.write_text('["not", "an object"]\n', encoding="utf-8")  # damaged again: the first copy stays
+    start(tmp_path / "after", started)
+    assert (directory / "log.json.damaged").read_bytes() == damaged
+    assert (directory / "log.json.damaged.1").read_text() == '["not", "an object"]\n'
+
+
 def _made_by_an_earlier_version(data: Path) -> tuple[str, list[str]]:
     """A log and its archive as a version before 2026-11-28 left them: no id in the log's file, the
     archive named after the file's path, its marker and state naming that path. Returns the path's
