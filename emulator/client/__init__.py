@@ -19,6 +19,7 @@ if TYPE_CHECKING:
         AnswerLost,
         ApiError,
         AuthenticationError,
+        ClientConfigError,
         ClientError,
         DaemonUnavailable,
         FencedError,
@@ -26,6 +27,7 @@ if TYPE_CHECKING:
         NotFoundError,
         NotReadyError,
         NotStoppedError,
+        UnaddressableConnector,
         UnknownRouteError,
     )
     from emulator.client.http import DEFAULT_URL, AsyncOffsetsClient, Auth, OffsetsClient
@@ -37,6 +39,7 @@ _MODULE_OF = {
             "AnswerLost",
             "ApiError",
             "AuthenticationError",
+            "ClientConfigError",
             "ClientError",
             "DaemonUnavailable",
             "FencedError",
@@ -44,6 +47,7 @@ _MODULE_OF = {
             "NotFoundError",
             "NotReadyError",
             "NotStoppedError",
+            "UnaddressableConnector",
             "UnknownRouteError",
         ),
         "emulator.client.errors",
@@ -72,6 +76,7 @@ __all__ = [
     "AsyncOffsetsClient",
     "Auth",
     "AuthenticationError",
+    "ClientConfigError",
     "ClientError",
     "Credentials",
     "DaemonUnavailable",
@@ -81,5 +86,6 @@ __all__ = [
     "NotReadyError",
     "NotStoppedError",
     "OffsetsClient",
+    "UnaddressableConnector",
     "UnknownRouteError",
 ]

@@ -19,7 +19,28 @@ if TYPE_CHECKING:  # only annotated here: the errors are imported where httpx is
 
 
 class ClientError(Exception):
-    """Base of the client's errors."""
+    """Base of the client's errors (but ``CredentialsError`` and ``RetryWindowError``, which are
+    ``ValueError``s only: see docs/api.md#python-clients)."""
+
+
+class ClientConfigError(ClientError, ValueError):
+    """A client or an ``Auth`` built with values it cannot use (a ``timeout_s`` that is not a finite
+    number above 0, a ``retry_for_s`` that is negative or NaN, a URL without ``http://`` or
+    ``https://``, a commit sequence without its source): raised by the constructor, before any request,
+    so that it is never mistaken for ``DaemonUnavailable``, which says that asking again is safe. Also a
+    ``ValueError``, as the standard library raises for a bad argument."""
+
+
+class UnaddressableConnector(ClientError, ValueError):
+    """A connector name that no URL path can carry: it holds half a surrogate pair (Connect's data may:
+    ``emulator.codec.surrogates``), which UTF-8, and so percent-encoding, cannot encode; the daemon
+    refuses such a path too (400, not valid UTF-8). Raised before any request. Such a connector's
+    records are reached with ``records()`` and ``import_records()`` (``/offsets/records``), whose keys
+    carry the name as bytes."""
+
+    def __init__(self, message: str, connector: str) -> None:
+        super().__init__(message)
+        self.connector = connector
 
 
 class DaemonUnavailable(ClientError):

@@ -45,6 +45,7 @@ import contextlib
 import errno
 import json
 import logging
+import math
 import os
 import ssl
 import threading
@@ -61,9 +62,11 @@ from emulator.client.defaults import DEFAULT_URL as DEFAULT_URL  # re-exported: 
 from emulator.client.errors import (
     OUTCOME_UNKNOWN,
     AnswerLost,
+    ClientConfigError,
     DaemonUnavailable,
     NotFoundError,
     NotReadyError,
+    UnaddressableConnector,
     error_from_response,
 )
 from emulator.client.retry_window import chosen_retry_for_s, default_retry_for_s, default_timeout_s, describe_window
@@ -158,10 +161,7 @@ class _Retries:
         """Seconds to wait before sending ``request`` again, or None: not retriable, or out of time."""
         if not _retriable(request, response):
             return None
-        try:
-            wait = max(float(response.headers.get("Retry-After", "1")), MIN_RETRY_WAIT_S)
-        except ValueError:  # an HTTP date (a proxy's), or nonsense
-            wait = 1.0
+        wait = _retry_after_s(response)
         if time.monotonic() + wait >= self._give_up_at:
             return None
         if not self._warned:
@@ -178,6 +178,22 @@ class _Retries:
                 describe_window(self._retry_for_s),
             )
         return wait
+
+
+DEFAULT_RETRY_WAIT_S = 1.0
+"""The pause when ``Retry-After`` is missing or says no number of seconds the client can wait."""
+
+
+def _retry_after_s(response: httpx.Response) -> float:
+    """``Retry-After`` in seconds, at least ``MIN_RETRY_WAIT_S``; ``DEFAULT_RETRY_WAIT_S`` for one that is
+    missing, an HTTP date (a proxy's) or nonsense, ``nan`` and ``inf`` included: ``float`` reads those,
+    and a NaN wait is never past the window's end and never sleeps (the client asked again without pause
+    and without end, ``retry_for_s`` notwithstanding)."""
+    try:
+        wait = float(response.headers.get("Retry-After", DEFAULT_RETRY_WAIT_S))
+    except ValueError:
+        return DEFAULT_RETRY_WAIT_S
+    return max(wait, MIN_RETRY_WAIT_S) if math.isfinite(wait) else DEFAULT_RETRY_WAIT_S
 
 
 def _causes(exc: BaseException) -> list[BaseException]:
@@ -233,6 +249,30 @@ def _body(request: _Request) -> bytes | None:
     if request.json is None:
         return None
     return json_utf8(json.dumps(request.json, ensure_ascii=False, separators=(",", ":"), allow_nan=False))
+
+
+def _checked_settings(url: str, timeout_s: float, retry_for_s: float | None) -> str:
+    """``url`` without its trailing slash, once the constructor's values are known to be usable; else
+    ``ClientConfigError``, at once: found at the first request instead, they were reported as
+    ``DaemonUnavailable`` (which says asking again is safe), or retried without pause or end (NaN)."""
+    scheme = url.partition("://")[0].lower() if "://" in url else ""
+    if scheme not in ("http", "https"):
+        raise ClientConfigError(
+            f"the daemon's URL must start with http:// or https://, got {redact(url)!r} (e.g. {DEFAULT_URL})"
+        )
+    if isinstance(timeout_s, bool) or not isinstance(timeout_s, int | float) or not 0 < timeout_s < math.inf:
+        raise ClientConfigError(f"timeout_s must be a finite number of seconds above 0, got {timeout_s!r}")
+    if retry_for_s is not None and (
+        isinstance(retry_for_s, bool)
+        or not isinstance(retry_for_s, int | float)
+        or math.isnan(retry_for_s)
+        or retry_for_s < 0
+    ):
+        raise ClientConfigError(
+            f"retry_for_s must be a number of seconds of 0 or more (0: ask once; math.inf: no limit), "
+            f"got {retry_for_s!r}"
+        )
+    return url.rstrip("/")
 
 
 def _http_options(url: str, timeout_s: float, credentials: Credentials) -> dict[str, Any]:
@@ -302,9 +342,28 @@ def _hint(url: str, text: str, client_cert: bool) -> str:
     return ""
 
 
+def _addressable(connector: str) -> str:
+    """``connector``, unless it holds half a surrogate pair (Connect's data may, and ``connectors()``
+    lists such names): UTF-8 cannot encode it, so neither can a URL, and the daemon refuses the path
+    that would carry it (400, not valid UTF-8). ``UnaddressableConnector`` then, instead of the
+    ``UnicodeEncodeError`` that escaped from the URL's encoding."""
+    try:
+        connector.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise UnaddressableConnector(
+            f"the connector name {connector!r} holds half a surrogate pair, which no URL can carry (UTF-8 cannot "
+            "encode it; the daemon refuses such a path too): read its offsets with records() and write them with "
+            "import_records() (GET and POST /offsets/records, unfiltered), whose keys carry the name as Connect "
+            "wrote it",
+            connector,
+        ) from exc
+    return connector
+
+
 def _segment(connector: str) -> str:
     """The name as one path segment. ``.`` and ``..`` are valid connector names that a URL would
     read as "this" and "the parent" directory (httpx drops them): percent-encoded, they stay names."""
+    _addressable(connector)
     if connector in (".", ".."):
         return connector.replace(".", "%2E")
     return quote(connector, safe="")
@@ -429,6 +488,19 @@ class Auth:
     sequence_source: str | None = None
     sequence: int | None = None
 
+    def __post_init__(self) -> None:
+        """A commit sequence is its source and its number together (docs/claims-and-sequences.md): one
+        without the other was dropped from the request, and the write went out unsequenced (the daemon
+        answers 400 to either alone)."""
+        if (self.sequence_source is None) != (self.sequence is None):
+            given, missing = ("sequence", "sequence_source")
+            if self.sequence is None:
+                given, missing = missing, given
+            raise ClientConfigError(
+                f"Auth: {given} without {missing}: a commit sequence needs both (e.g. "
+                "Auth(sequence_source=query_run_id, sequence=batch_id)), or neither"
+            )
+
     def params(self) -> dict[str, str]:
         params: dict[str, str] = {}
         if self.claim_epoch is not None:
@@ -500,7 +572,8 @@ class _Routes:
 
     @staticmethod
     def records(connectors: list[str] | None) -> _Request:
-        return _Request("GET", "/offsets/records", {"connector": connectors} if connectors else {})
+        names = [_addressable(connector) for connector in connectors or []]
+        return _Request("GET", "/offsets/records", {"connector": names} if names else {})
 
     @staticmethod
     def import_records(records: list[tuple[bytes, bytes | None]], dry_run: bool, write_all: bool) -> _Request:
@@ -537,10 +610,11 @@ class OffsetsClient:
     ) -> None:
         chosen = credentials if credentials is not None else default_credentials()
         timeout_s = default_timeout_s() if timeout_s is None else timeout_s
-        self._http = _Interruptible(httpx.Client(**_http_options(url.rstrip("/"), timeout_s, chosen)))
+        url = _checked_settings(url, timeout_s, retry_for_s)
+        self._http = _Interruptible(httpx.Client(**_http_options(url, timeout_s, chosen)))
         self._client_cert = bool(chosen.client_cert)
         self._timeout_s = timeout_s
-        self.url = redact(url.rstrip("/"))
+        self.url = redact(url)
         self._retry_for_s = default_retry_for_s() if retry_for_s is None else retry_for_s
         self._refused_for_s = (chosen_retry_for_s() or 0.0) if retry_for_s is None else retry_for_s
 
@@ -665,10 +739,11 @@ class AsyncOffsetsClient:
     ) -> None:
         chosen = credentials if credentials is not None else default_credentials()
         timeout_s = default_timeout_s() if timeout_s is None else timeout_s
-        self._http = httpx.AsyncClient(**_http_options(url.rstrip("/"), timeout_s, chosen))
+        url = _checked_settings(url, timeout_s, retry_for_s)
+        self._http = httpx.AsyncClient(**_http_options(url, timeout_s, chosen))
         self._client_cert = bool(chosen.client_cert)
         self._timeout_s = timeout_s
-        self.url = redact(url.rstrip("/"))
+        self.url = redact(url)
         self._retry_for_s = default_retry_for_s() if retry_for_s is None else retry_for_s
         self._refused_for_s = (chosen_retry_for_s() or 0.0) if retry_for_s is None else retry_for_s
 

@@ -9,7 +9,16 @@ from typing import Any
 
 import pytest
 
-from emulator.client.errors import AnswerLost, ApiError, DaemonUnavailable, NotFoundError, UnknownRouteError
+from emulator.client.errors import (
+    AnswerLost,
+    ApiError,
+    ClientError,
+    DaemonUnavailable,
+    NotFoundError,
+    UnaddressableConnector,
+    UnknownRouteError,
+)
+from emulator.client.history import HistoryClient
 from emulator.client.http import AsyncOffsetsClient, OffsetsClient
 from tests.fixtures.cli import run_cli
 from tests.fixtures.daemon import DaemonProcess, free_port
@@ -216,3 +225,48 @@ def test_the_cli_exits_4_when_the_daemon_says_a_write_may_still_land(kind: str, 
         claimed = run_cli("claim", "c", "--owner", "job", "--url", url, "--retry-for", "0")
     assert claimed.returncode == code, claimed.stderr
     assert claimed.stderr.strip() == f"error: {message} (HTTP 503)"
+
+
+def test_a_name_holding_half_a_surrogate_pair_is_a_typed_error_saying_how_to_reach_it(
+    embedded_daemon: DaemonProcess,
+) -> None:
+    """Connect's data may hold half a surrogate pair, and ``connectors()`` lists such a name; no URL can
+    carry it (UTF-8 cannot encode it, and the daemon refuses the path). Every call that puts it in a URL
+    raised a bare ``UnicodeEncodeError`` from the URL's encoding; now ``UnaddressableConnector`` (a
+    ``ClientError``) before any request, from both clients, naming the raw-records API, which does
+    reach it."""
+    name = f"sur\ud800{uuid.uuid4().hex[:8]}"
+    key = json.dumps([name, {"f": 1}], separators=(",", ":")).encode()  # ASCII: the escape \ud800
+    calls: list[tuple[str, tuple[Any, ...]]] = [
+        ("offsets", (name,)),
+        ("alter", (name, body(1))),
+        ("reset", (name,)),
+        ("claim", (name, "job")),
+        ("current_claim", (name,)),
+        ("release", (name, 1)),
+        ("records", ([name],)),
+    ]
+    with OffsetsClient(embedded_daemon.url) as client:
+        client.import_records([(key, b'{"p":1}')])
+        assert name in client.connectors()
+        assert client.records()[key] == b'{"p":1}', "the raw-records API reaches it"
+        for method, args in calls:
+            with pytest.raises(UnaddressableConnector, match="no URL can carry") as refused:
+                getattr(client, method)(*args)
+            assert isinstance(refused.value, ClientError) and refused.value.connector == name
+            assert "read its offsets with records() and write them with import_records()" in str(refused.value)
+    with HistoryClient(embedded_daemon.url) as history, pytest.raises(UnaddressableConnector):
+        history.offsets_as_of(name, "now")
+
+    async def scenario() -> list[str]:
+        refused: list[str] = []
+        async with AsyncOffsetsClient(embedded_daemon.url) as client:
+            for method, args in calls:
+                try:
+                    await getattr(client, method)(*args)
+                except UnaddressableConnector as exc:
+                    refused.append(method)
+                    assert "with import_records() (GET and POST /offsets/records" in str(exc)
+        return refused
+
+    assert asyncio.run(scenario()) == [method for method, _ in calls]

@@ -9,8 +9,11 @@ front of one, may answer. The daemon's app over a log still being read is in
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import logging
 import math
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -18,7 +21,7 @@ from typing import Any
 import pytest
 
 from emulator.client.errors import ApiError, NotReadyError
-from emulator.client.http import OffsetsClient
+from emulator.client.http import AsyncOffsetsClient, OffsetsClient
 from emulator.client.retry_window import RetryWindowError, parse_retry_for_s
 from emulator.server.starting import StartingApp, Startup
 from tests.fixtures.asgi import served
@@ -162,3 +165,52 @@ def test_none_and_off_are_refused_as_ambiguous(word: str, monkeypatch: pytest.Mo
 def test_zero_still_asks_once() -> None:
     assert parse_retry_for_s("0") == parse_retry_for_s("0s") == 0.0
     assert parse_retry_for_s("1500ms") == 1.5
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("retry_after", ["nan", "NaN", "inf"])
+def test_a_retry_after_that_is_no_number_of_seconds_waits_the_default_within_the_window(
+    retry_after: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """``float()`` reads ``nan`` and ``inf``: a NaN wait was never past the window's end and never slept,
+    so both clients asked again without pause and without end, ``retry_for_s`` notwithstanding (and
+    logged "every nan s"); ``inf`` gave up at once. Either is waited as a missing ``Retry-After``: 1 s,
+    within the window."""
+    asked: list[float] = []
+
+    async def answers_nan(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        asked.append(time.monotonic())
+        headers = [(b"x-connect-offsets-error", b"log_timeout"), (b"retry-after", retry_after.encode())]
+        await send({"type": "http.response.start", "status": 503, "headers": headers})
+        await send({"type": "http.response.body", "body": b'{"error_code":503,"message":"slow log"}'})
+
+    outcomes: list[BaseException] = []
+
+    def sync_call(url: str) -> None:
+        with OffsetsClient(url, retry_for_s=2.5) as client:
+            client.connectors()
+
+    async def async_call(url: str) -> None:
+        async with AsyncOffsetsClient(url, retry_for_s=2.5) as client:
+            await asyncio.wait_for(client.connectors(), 8)
+
+    for call in (sync_call, lambda url: asyncio.run(async_call(url))):
+        asked.clear()
+
+        def run(url: str, call: Callable[[str], object] = call) -> None:
+            try:
+                call(url)
+            except BaseException as exc:  # the outcome is the test's to check
+                outcomes.append(exc)
+
+        with served(answers_nan) as url, caplog.at_level(logging.WARNING, "emulator.client.http"):
+            started = time.monotonic()
+            thread = threading.Thread(target=run, args=(url,), daemon=True)
+            thread.start()
+            thread.join(8)
+            elapsed = time.monotonic() - started
+            assert not thread.is_alive(), f"still asking after 8 s ({len(asked)} tries) with retry_for_s=2.5"
+        assert isinstance(outcomes.pop(), NotReadyError)
+        assert 2 <= elapsed < 5 and 2 <= len(asked) <= 4, f"{len(asked)} tries in {elapsed:.1f} s"
+    warnings = [r.getMessage() for r in caplog.records if r.name == "emulator.client.http"]
+    assert warnings and all("asking again every 1 s for up to 2.5 s" in w for w in warnings), warnings
