@@ -65,6 +65,13 @@ class CredentialsError(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class Credentials:
+    """What a client presents, and which daemons it trusts: a bearer ``token`` or a Basic ``user`` and
+    ``password`` (not both), a ``ca`` bundle for an ``https://`` daemon whose certificate the system does
+    not trust, a ``client_cert`` (and ``client_key``, unless it is in the certificate file) for mutual
+    TLS. All optional; ``from_env`` reads the ``CONNECT_OFFSETS_*`` variables above. Inconsistent fields
+    raise ``CredentialsError`` (a ``ValueError``, not a ``ClientError``) when built, unreadable files
+    when a client is built with them; the secrets never show in its ``repr``."""
+
     token: str | None = None
     user: str | None = None
     password: str | None = None

@@ -28,6 +28,8 @@ class PastOffsets:
 
 
 class HistoryClient(OffsetsClient):
+    """``OffsetsClient`` with the history routes (ours); built, retried and typed the same way."""
+
     def __enter__(self) -> HistoryClient:
         return self
 
@@ -98,5 +100,8 @@ class HistoryClient(OffsetsClient):
         return result
 
     def history_status(self) -> dict[str, Any]:
+        """``GET /history/status``: the archiver's state (where it has archived to, whether it is behind
+        or stalled, damaged files); ``NotFoundError`` (kind ``history_disabled``) on a daemon without
+        history."""
         result: dict[str, Any] = self._call(_Request("GET", "/history/status"))
         return result

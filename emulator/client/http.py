@@ -625,6 +625,8 @@ class OffsetsClient:
         self.close()
 
     def close(self) -> None:
+        """Close the connections. A call made after it raises ``RuntimeError`` (not a ``ClientError``):
+        a programming error, not a daemon's."""
         self._http.close()
 
     def _call(self, request: _Request) -> Any:
@@ -675,12 +677,23 @@ class OffsetsClient:
         auth: Auth | None = None,
         kind: str | None = None,
     ) -> dict[str, Any]:
+        """``PATCH /connectors/{c}/offsets`` with Connect's body ``{"offsets":[{"partition":…,"offset":…}]}``
+        (an ``offset`` of None resets that partition); answers Connect's ``{"message":…}``.
+        ``dry_run``: nothing is written, the answer lists the records it would write. ``create``
+        (ours): write to a connector the log does not know yet (else 404). ``auth``: the claim's epoch
+        (``Auth(claim_epoch=…)``; a write without it is refused while someone holds the claim) and a
+        commit sequence (``sequence_source`` and ``sequence`` together), which the daemon applies at most
+        once, so that a 503 ``write_outcome_unknown`` is retried safely. ``kind="sink"``: a sink
+        connector's consumer group ``connect-<name>`` (Kafka logs), not its source offsets."""
         result: dict[str, Any] = self._call(_Routes.alter(connector, body, dry_run, create, auth, kind))
         return result
 
     def reset(
         self, connector: str, dry_run: bool = False, auth: Auth | None = None, kind: str | None = None
     ) -> dict[str, Any]:
+        """``DELETE /connectors/{c}/offsets``: drop all of the connector's offsets (Connect's reset);
+        ``dry_run``, ``auth`` and ``kind`` as for ``alter``. Never retried after a 503
+        ``write_outcome_unknown`` (a DELETE carries no commit sequence): read before sending it again."""
         result: dict[str, Any] = self._call(_Routes.reset(connector, dry_run, auth, kind))
         return result
 
@@ -690,6 +703,8 @@ class OffsetsClient:
         return result
 
     def current_claim(self, connector: str) -> dict[str, Any] | None:
+        """The connector's claim (``{"connector","owner","epoch","claimed_at_ms"}``), or None when it has
+        none (404 ``claim_not_found``; an unknown connector too)."""
         try:
             result: dict[str, Any] = self._call(_Routes.current_claim(connector))
         except NotFoundError:
@@ -702,6 +717,9 @@ class OffsetsClient:
         return result
 
     def release(self, connector: str, epoch: int) -> None:
+        """``DELETE /connectors/{c}/claim?epoch=E``: give the claim up; ``epoch`` is the one ``claim``
+        returned; an epoch that is not the current claim's is ``NotFoundError``, whose message names
+        the current one."""
         self._call(_Routes.release(connector, epoch))
 
     def records(self, connectors: list[str] | None = None) -> dict[bytes, bytes]:
@@ -716,10 +734,16 @@ class OffsetsClient:
         return result
 
     def status(self) -> dict[str, Any]:
+        """``GET /status``: the daemon's report (its log, readiness, history, warnings), at once: a
+        daemon not ready answers ``NotReadyError`` without the client waiting."""
         result: dict[str, Any] = self._call(_Routes.status())
         return result
 
     def ready(self) -> bool:
+        """``GET /readyz``: True when the daemon serves reads and writes, False when it answers that it
+        is not ready (starting, reading its log), at once, never waiting. A daemon that cannot be reached
+        is not "not ready": ``DaemonUnavailable`` is raised (and ``AuthenticationError`` where it
+        requires credentials), so that a health check tells the two apart."""
         try:
             self._call(_Routes.ready())
         except NotReadyError:
@@ -754,6 +778,7 @@ class AsyncOffsetsClient:
         await self.close()
 
     async def close(self) -> None:
+        """Close the connections (see ``OffsetsClient.close``)."""
         await self._http.aclose()
 
     async def _call(self, request: _Request) -> Any:
@@ -803,12 +828,23 @@ class AsyncOffsetsClient:
         auth: Auth | None = None,
         kind: str | None = None,
     ) -> dict[str, Any]:
+        """``PATCH /connectors/{c}/offsets`` with Connect's body ``{"offsets":[{"partition":…,"offset":…}]}``
+        (an ``offset`` of None resets that partition); answers Connect's ``{"message":…}``.
+        ``dry_run``: nothing is written, the answer lists the records it would write. ``create``
+        (ours): write to a connector the log does not know yet (else 404). ``auth``: the claim's epoch
+        (``Auth(claim_epoch=…)``; a write without it is refused while someone holds the claim) and a
+        commit sequence (``sequence_source`` and ``sequence`` together), which the daemon applies at most
+        once, so that a 503 ``write_outcome_unknown`` is retried safely. ``kind="sink"``: a sink
+        connector's consumer group ``connect-<name>`` (Kafka logs), not its source offsets."""
         result: dict[str, Any] = await self._call(_Routes.alter(connector, body, dry_run, create, auth, kind))
         return result
 
     async def reset(
         self, connector: str, dry_run: bool = False, auth: Auth | None = None, kind: str | None = None
     ) -> dict[str, Any]:
+        """``DELETE /connectors/{c}/offsets``: drop all of the connector's offsets (Connect's reset);
+        ``dry_run``, ``auth`` and ``kind`` as for ``alter``. Never retried after a 503
+        ``write_outcome_unknown`` (a DELETE carries no commit sequence): read before sending it again."""
         result: dict[str, Any] = await self._call(_Routes.reset(connector, dry_run, auth, kind))
         return result
 
@@ -818,6 +854,8 @@ class AsyncOffsetsClient:
         return result
 
     async def current_claim(self, connector: str) -> dict[str, Any] | None:
+        """The connector's claim (``{"connector","owner","epoch","claimed_at_ms"}``), or None when it has
+        none (404 ``claim_not_found``; an unknown connector too)."""
         try:
             result: dict[str, Any] = await self._call(_Routes.current_claim(connector))
         except NotFoundError:
@@ -830,6 +868,9 @@ class AsyncOffsetsClient:
         return result
 
     async def release(self, connector: str, epoch: int) -> None:
+        """``DELETE /connectors/{c}/claim?epoch=E``: give the claim up; ``epoch`` is the one ``claim``
+        returned; an epoch that is not the current claim's is ``NotFoundError``, whose message names
+        the current one."""
         await self._call(_Routes.release(connector, epoch))
 
     async def records(self, connectors: list[str] | None = None) -> dict[bytes, bytes]:
@@ -844,10 +885,16 @@ class AsyncOffsetsClient:
         return result
 
     async def status(self) -> dict[str, Any]:
+        """``GET /status``: the daemon's report (its log, readiness, history, warnings), at once: a
+        daemon not ready answers ``NotReadyError`` without the client waiting."""
         result: dict[str, Any] = await self._call(_Routes.status())
         return result
 
     async def ready(self) -> bool:
+        """``GET /readyz``: True when the daemon serves reads and writes, False when it answers that it
+        is not ready (starting, reading its log), at once, never waiting. A daemon that cannot be reached
+        is not "not ready": ``DaemonUnavailable`` is raised (and ``AuthenticationError`` where it
+        requires credentials), so that a health check tells the two apart."""
         try:
             await self._call(_Routes.ready())
         except NotReadyError:
