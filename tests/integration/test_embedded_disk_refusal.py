@@ -23,7 +23,6 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -42,17 +41,10 @@ from tests.fixtures.cli import run_cli
 from tests.fixtures.daemon import DaemonFactory, DaemonProcess
 from tests.fixtures.disk_faults import fill, small_disk
 from tests.fixtures.processes import free_port
+from tests.fixtures.waits import until
 
 BIG = "y" * 20_000
 """A value large enough that a few of them outgrow the write-ahead log's headroom."""
-
-
-def until(predicate: Callable[[], bool], what: str, timeout_s: float) -> float:
-    started = time.monotonic()
-    while not predicate():
-        assert time.monotonic() - started < timeout_s, f"{what} within {timeout_s} s"
-        time.sleep(0.05)
-    return time.monotonic() - started
 
 
 def body(partition: str, offset: object) -> dict[str, object]:

@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import shutil
 import sqlite3
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -25,16 +23,9 @@ from emulator.model.claims import Fence
 from emulator.model.errors import LogStorageRefused
 from tests.fixtures.cli import run_cli
 from tests.fixtures.daemon import DaemonFactory
+from tests.fixtures.waits import until
 
 PORT = 48217
-
-
-def until(predicate: Callable[[], bool], what: str, timeout_s: float) -> float:
-    started = time.monotonic()
-    while not predicate():
-        assert time.monotonic() - started < timeout_s, f"{what} within {timeout_s} s"
-        time.sleep(0.05)
-    return time.monotonic() - started
 
 
 def body(partition: str, offset: object) -> dict[str, object]:
