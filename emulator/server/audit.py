@@ -23,6 +23,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from emulator.codec.shown import shown_json, shown_name
+from emulator.codec.surrogates import printable
 from emulator.formats.diff import Change as DiffChange
 from emulator.formats.diff import Diff
 from emulator.history.rollback import RollbackChange
@@ -139,7 +140,9 @@ class Auditor:
             exists = (status < 400 and not dry_run) or self._known(connector)
         except Exception:  # a label decision must never fail a request
             exists = False
-        return connector if exists else ""
+        # A name Connect's data may hold (half a surrogate pair) is no UTF-8: as a label it made every
+        # scrape of /metrics fail (500), so it is counted under its escaped form (``\ud800``).
+        return printable(connector) if exists else ""
 
 
 def _text(event: AuditEvent, principal: Principal, status: int, result: str) -> str:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from emulator.codec.surrogates import printable
 from emulator.connect_cluster.offsets_topics import ConnectorTopics
 from emulator.history.archive import HistoryArchive
 from emulator.logs.base import OffsetLog, ReadProgress
@@ -342,7 +343,9 @@ class StateCollector(Collector):
             labels=labels,
         )
         for p in snap.partitions:
-            values = [p.connector, p.group, p.topic, str(p.partition)]
+            # A connector (so its group) named with half a surrogate pair is no UTF-8: escaped, or every
+            # scrape failed (audit._label says the same).
+            values = [printable(p.connector), printable(p.group), p.topic, str(p.partition)]
             lag.add_metric(values, p.lag)
             committed.add_metric(values, p.committed)
             end.add_metric(values, p.end)

@@ -511,6 +511,25 @@ def test_a_connector_name_cannot_forge_a_log_line_or_drive_the_terminal(
     assert "\x1b" not in text and "\r" not in text and "\u2028" not in text
 
 
+def test_a_connector_named_with_half_a_surrogate_pair_is_counted_and_metrics_still_scrape(
+    observed: DaemonProcess,
+) -> None:
+    """Connect's data may name a connector with half a surrogate pair (Jackson reads ``\\ud800`` in a
+    key), and an import writes such a key as it is. As a label it is no UTF-8, and every scrape of
+    ``/metrics`` answered 500 from then on (found by a CI run where another test had imported one
+    into the session's daemon). It is counted under its escaped form."""
+    name = unique("half-pair")
+    key = base64.b64encode(f'["{name}\\ud800",{{"file":"a"}}]'.encode()).decode()
+    value = base64.b64encode(b'{"pos":1}').decode()
+    imported = httpx.post(f"{observed.url}/offsets/records", json={"records": [{"key": key, "value": value}]})
+    assert imported.status_code == 200 and imported.json()["written"] == 1, imported.text
+    answer = httpx.get(f"{observed.url}/metrics")
+    assert answer.status_code == 200, answer.text
+    escaped = f"{name}\\ud800"  # the six characters of the escape, not the code point
+    samples = scrape(observed.url)
+    assert writes(samples, escaped, "import", "ok") == 1
+
+
 def test_a_dry_run_on_a_name_that_does_not_exist_makes_no_series(observed: DaemonProcess) -> None:
     """``?dry_run=true&create=true`` answers 200 for any name and writes nothing: counting it under
     its name let any writer create series at will (security QA, MEDIUM). Counted under ``""`` as
