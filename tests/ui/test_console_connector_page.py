@@ -5,6 +5,7 @@ keyboard keeps across its re-renders (docs/console.md, "Connector page", "Keyboa
 
 from __future__ import annotations
 
+import base64
 import json
 import uuid
 from collections.abc import Iterator
@@ -212,3 +213,24 @@ def test_the_charts_y_axis_labels_of_large_numbers_are_not_cut_off(page: Page, e
         }"""
     )
     assert cut == [], f"labels cut off at the left: {cut}"
+
+
+def test_a_connector_named_with_half_a_surrogate_pair_does_not_stop_the_list(
+    page: Page, embedded_daemon: DaemonProcess
+) -> None:
+    """Connect's data may name a connector with half a surrogate pair, and an import writes it as it is.
+    The list built its link with encodeURIComponent, which throws for such a name: the page stopped
+    rendering, with no filter box, for every connector (found by a CI run where another test had
+    imported one into the session's daemon). It is listed, and the list around it works."""
+    from playwright.sync_api import expect
+
+    uid = uuid.uuid4().hex[:8]
+    key = base64.b64encode(f'["half-{uid}\\ud800",{{"f":1}}]'.encode()).decode()
+    value = base64.b64encode(b'{"p":1}').decode()
+    imported = httpx.post(f"{embedded_daemon.url}/offsets/records", json={"records": [{"key": key, "value": value}]})
+    assert imported.status_code == 200, imported.text
+    write(embedded_daemon, f"whole-{uid}", [({"file": "/in"}, {"position": 1})])
+    page.goto(f"{embedded_daemon.url}/ui")
+    page.fill("#filter", uid)
+    expect(page.locator("a.name", has_text=f"whole-{uid}")).to_be_visible()
+    expect(page.locator("a.name", has_text=f"half-{uid}")).to_be_visible()

@@ -153,7 +153,10 @@ export async function call(method, path, { body, query } = {}) {
 // percent-encoded spellings (%2E, %2E%2E) before the request leaves: the console spells them
 // %00%2E and %00%2E%2E (a NUL is in no connector's name), which the daemon turns back into %2E and
 // %2E%2E for requests carrying the console header (emulator/server/ui/csrf.py, ConsoleGuard).
+// A name holding half a surrogate pair (Connect's data may) is no UTF-8, so no URL carries it and
+// encodeURIComponent throws: the list stopped rendering at it, and with it the whole page. Such a
+// name is spelt with U+FFFD instead; the daemon cannot address it by path either (400).
 export function enc(name) {
   if (name === "." || name === "..") return `%00${name.replaceAll(".", "%2E")}`;
-  return encodeURIComponent(name);
+  return encodeURIComponent(name.isWellFormed() ? name : name.toWellFormed());
 }

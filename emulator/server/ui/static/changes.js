@@ -18,12 +18,12 @@ export function explain(error, connector) {
   const advice = {
     not_stopped: [
       "Connect runs this connector, and Connect only lets a STOPPED connector's offsets change.",
-      `Stop it through Connect's REST API: curl -X PUT http://CONNECT:8083/connectors/${encodeURIComponent(connector)}/stop`,
+      `Stop it through Connect's REST API: curl -X PUT http://CONNECT:8083/connectors/${enc(connector)}/stop`,
       "wait until its state shows STOPPED here, then preview again. Resume it afterwards with PUT …/resume.",
     ],
     claim_held: [
       "Someone holds a claim on this connector: only the claim's holder may write.",
-      `Wait for it, or release the claim: DELETE /connectors/${encodeURIComponent(connector)}/claim?epoch=N (the epoch is in the message).`,
+      `Wait for it, or release the claim: DELETE /connectors/${enc(connector)}/claim?epoch=N (the epoch is in the message).`,
     ],
     forbidden: ["Your principal's scopes do not allow this change (it needs write on this connector)."],
     unauthenticated: ["Your credentials were not accepted: sign in again."],

@@ -54,7 +54,7 @@ export function renderConnector(main, data, session) {
   const stoppedNote = data.stopped === false
     ? h("p", { class: "warning", id: "stopped-note" },
         `Connect runs this connector (${data.state}): changes will be refused until it is STOPPED. `,
-        `Stop it with Connect's REST API (PUT /connectors/${encodeURIComponent(data.name)}/stop), then change its offsets here.`)
+        `Stop it with Connect's REST API (PUT /connectors/${enc(data.name)}/stop), then change its offsets here.`)
     : null;
   const actions = readOnly
     ? h("p", { class: "muted", id: "read-only" }, "Read only: your principal may not change this connector's offsets.")

@@ -86,7 +86,7 @@ function drawNow(list) {
     sortHeader("Claim", "claim", state.sort, onSort),
     sortHeader("Lag", "lag", state.sort, onSort));
   const body = state.rows.map((r) => h("tr", { "data-connector": r.name },
-    h("th", { scope: "row" }, h("a", { href: `#/connector/${encodeURIComponent(r.name)}`, class: "name", "data-focus": `open:${r.name}` }, r.name)),
+    h("th", { scope: "row" }, h("a", { href: `#/connector/${encodeURIComponent(r.name.toWellFormed())}`, class: "name", "data-focus": `open:${r.name}` }, r.name)),
     h("td", {}, r.kind),
     h("td", {}, stateBadge(r)),
     h("td", { class: "num" }, r.partitions ?? "—"),
