@@ -535,7 +535,7 @@ def test_a_connector_not_archived_yet_while_the_archiver_is_stalled_is_a_404_tha
     every other history answer says the archive is behind then. The 404 now says it too: in its
     message and in the same ``X-Offsets-History-Warning`` header."""
     data = tmp_path / "data"
-    daemon = daemon_factory("--data-dir", str(data), "--history-rotate-bytes", "1", port=48254)
+    daemon = daemon_factory("--data-dir", str(data), "--history-rotate-bytes", "1")
     patch(daemon.url, unique("first"), [{"partition": {"p": 0}, "offset": {"n": 0}}])  # the archive exists
     (log_dir,) = [p for p in (data / "history").iterdir() if p.is_dir()]
     blocked = block_archive_files(log_dir)  # every new file refused, as on a full disk
