@@ -44,6 +44,8 @@ class LastError:
         self._lock = threading.Lock()
         self._message: str | None = None
         self._at: float | None = None
+        self._client_message: str | None = None
+        self._client_at: float | None = None
         self._throttle = Throttle(self._report_held)
 
     def record(self, message: str, level: int = logging.WARNING) -> None:
@@ -64,9 +66,25 @@ class LastError:
         """For librdkafka's ``error_cb`` (connection loss and the like): clients retry by themselves,
         so each kind of error is logged at most once per ``log_throttle.WINDOW_S`` (always remembered)."""
         message = f"Kafka {role} error: {err}"
+        if err.name() != "_ALL_BROKERS_DOWN":  # follows a cause it does not name
+            with self._lock:
+                self._client_message = message
+                self._client_at = time.monotonic()
         self.remember(message)
         if self._throttle.admit((role, err.code())):
             self._log.warning("%s: %s", self.description, message)
+
+    def client_error_since(self, since: float) -> str | None:
+        """The last librdkafka client error reported at or after ``since`` (``time.monotonic()``), but
+        "all brokers are down", which says nothing of why.
+
+        A failed metadata request often says only "Broker transport failure"; the clients' own last
+        error says why ("Connection refused", a TLS failure). The broker watch's failure, which is
+        remembered after it and so is what ``/status`` shows, quotes it."""
+        with self._lock:
+            if self._client_at is None or self._client_at < since:
+                return None
+            return self._client_message
 
     def _report_held(self, kind: object, held: int, ends_at: float) -> None:
         role, code = kind if isinstance(kind, tuple) else (kind, "?")

@@ -106,11 +106,15 @@ class BrokerWatch:
         try:
             metadata = self._admin.list_topics(topic=self._topic, timeout=self._probe_timeout_s)
         except KafkaException as exc:
-            self._failed(
+            message = (
                 f"the Kafka cluster at {self._bootstrap} did not answer a metadata request within "
-                f"{self._probe_timeout_s:g} s: {exc.args[0] if exc.args else exc}",
-                started,
+                f"{self._probe_timeout_s:g} s: {exc.args[0] if exc.args else exc}"
             )
+            with self._lock:
+                outage = started if self._failing_since is None else self._failing_since
+            # a client's error in the probe interval before the outage was seen belongs to it too
+            cause = None if self._errors is None else self._errors.client_error_since(outage - self.interval_s)
+            self._failed(message if cause is None else f"{message}; the clients' last error: {cause}", started)
             return
         found = metadata.topics.get(self._topic)
         exists = found is not None and found.error is None and bool(found.partitions)
