@@ -131,6 +131,29 @@ def test_a_log_file_deleted_during_a_commit_is_not_acknowledged(tmp_path: Path) 
         log.close()
 
 
+def test_the_write_ahead_log_alone_deleted_during_a_commit_is_not_acknowledged(tmp_path: Path) -> None:
+    """Only the ``-wal`` deleted as the ``COMMIT`` runs: the commit's frames land in a file no path
+    leads to, and a restart would open the main file without them. The check after the commit looked
+    at the main file only, so such a write was acknowledged (the crash QA found it)."""
+    log = EmbeddedOffsetLog(tmp_path, partitions=3)
+    log.open()
+    try:
+        log.append([(b"k1", b"v1")])
+        wal = log.path.with_name(log.path.name + "-wal")
+
+        def delete_wal_at_commit(statement: str) -> None:
+            if statement == "COMMIT" and wal.exists():
+                wal.unlink()
+
+        log._writing.require().set_trace_callback(delete_wal_at_commit)
+        with pytest.raises(LogStorageRefused) as refused:
+            log.append([(b"k2", b"v2")], timeout_s=5)
+        assert f"{wal} was deleted while this process had it open" in str(refused.value)
+        assert str(refused.value).endswith("which a restart will not find: it is not acknowledged")
+    finally:
+        log.close()
+
+
 def test_the_idle_check_turns_the_log_unreachable_without_a_write(tmp_path: Path) -> None:
     """Only the write-ahead log deleted (its commits not yet in the main file): no write comes, and
     ``reachability`` (``/readyz``) says within about a second that the file is gone."""

@@ -8,9 +8,10 @@ So the log remembers the device and inode of its file and of its write-ahead log
 
 * each group commit compares them with what the path holds now: before ``COMMIT`` (two ``stat``
   calls), so a write to a file that is gone is rolled back and refused (503 ``log_storage_refused``,
-  nothing was written), and the main file once more after it (one ``stat``), so a write whose file
-  went during its commit (``rm -rf`` while it fsyncs) is not acknowledged either. About 2.5 µs a
-  ``stat`` on a loaded machine, against a commit's 0.6-1 ms of CPU and its fsync;
+  nothing was written), and both once more after it, so a write whose files went during its commit
+  (``rm -rf`` while it fsyncs, or the ``-wal`` alone, which holds the commit until a checkpoint) is
+  not acknowledged either. About 2.5 µs a ``stat`` on a loaded machine, against a commit's 0.6-1 ms
+  of CPU and its fsync;
 * a thread of its own compares them every ``CHECK_INTERVAL_S`` while the log is open, so ``/readyz``
   turns 503 and the log says so at ERROR without a write.
 
@@ -75,13 +76,13 @@ class FileIdentity:
         """Why writes are refused for good, once the file was found gone; None before. Never blocks."""
         return self._lost
 
-    def check(self, wal: bool = True) -> str | None:
+    def check(self) -> str | None:
         """Look at the path now: why writes must be refused (the file is no longer the one opened), or
-        None. ``wal=False``: the main file only (one ``stat``). A write-ahead log that did not exist at
-        open is taken as it is the first time it is seen."""
+        None. A write-ahead log that did not exist at open is taken as it is the first time it is
+        seen."""
         if self._lost is not None:
             return self._lost
-        for i, file in enumerate(self._files if wal else self._files[:1]):
+        for i, file in enumerate(self._files):
             try:
                 now = _identity(file)
             except OSError:  # e.g. a directory made unsearchable: the file may be there; the write tells

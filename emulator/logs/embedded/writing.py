@@ -50,10 +50,11 @@ class WritingConnection:
 
     def require_same_file(self, what: str, written: bool = False) -> None:
         """Refuse ``what`` (``LogStorageRefused``) when the log's file is no longer at its path: a
-        restart would not find it. ``written``: the transaction is committed already (the main file
-        is looked at again, the write-ahead log was just before); else the caller rolls it back. The
-        caller holds ``lock``."""
-        reason = None if self.identity is None else self.identity.check(wal=not written)
+        restart would not find it. ``written``: the transaction is committed already, so the write
+        is not acknowledged (both files are looked at again: the commit's frames are in the
+        write-ahead log until a checkpoint, so a ``-wal`` deleted as it ran loses them as surely as
+        the main file would); else the caller rolls it back. The caller holds ``lock``."""
+        reason = None if self.identity is None else self.identity.check()
         if reason is None:
             return
         outcome = (
