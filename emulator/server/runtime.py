@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from emulator.connect_cluster.offsets_topics import ConnectorTopics
 from emulator.logs.base import OffsetLog
 from emulator.server.body_cache import BodyCache
+from emulator.service.bulk_lane import BulkLane
 from emulator.service.claims import ClaimsService
 from emulator.service.connector_stores import SourceOffsets
 from emulator.service.health import Health
@@ -49,3 +50,5 @@ class Runtime:
     """Where each source connector's offsets live (the worker topic, its own, or both)."""
     bodies: BodyCache = field(default_factory=BodyCache)
     """Rendered GET bodies of large connectors (and the connector list), until they change."""
+    bulk_lane: BulkLane = field(default_factory=BulkLane)
+    """Turns for writes with large bodies (PATCH, import), one at a time (``service/bulk_lane.py``)."""

@@ -40,6 +40,7 @@ from emulator.service.bodies import parse_alter_body
 from emulator.service.bulk import PassAbandoned, abandoned, bulk_pass, is_bulk
 from emulator.service.results import ModifyResult
 from emulator.service.write_guard import WriteAuth
+from emulator.service.writer import Deadline
 
 router = APIRouter(tags=["offsets"], dependencies=[Depends(check_connector_path)])
 
@@ -209,6 +210,15 @@ async def alter_offsets(connector: str, request: Request, rt: RuntimeDep) -> Res
     refuse_store_on_write(request, "a PATCH")
     raw = await read_body(request)
     deadline = rt.offsets.deadline()  # --write-timeout counts from the body's arrival: reading it is the write's work
+    if not is_bulk(0, len(raw)):
+        return await _alter(connector, request, rt, query, raw, deadline)
+    async with rt.bulk_lane.turn(deadline, f"A PATCH of {len(raw):,} bytes"):
+        return await _alter(connector, request, rt, query, raw, deadline)
+
+
+async def _alter(
+    connector: str, request: Request, rt: Runtime, query: AlterQuery, raw: bytes, deadline: Deadline
+) -> Response:
     try:
         changes = await parse_body(parse_alter_body, raw, deadline.at)
     except PassAbandoned:

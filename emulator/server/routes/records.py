@@ -12,6 +12,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request, Response
 
+from emulator.formats.model import RawRecord
 from emulator.model.principal import current_principal
 from emulator.server.audit import note_import
 from emulator.server.auth.scopes import grants_of
@@ -22,8 +23,8 @@ from emulator.server.openapi import documented
 from emulator.server.openapi_bodies import Imported
 from emulator.server.routes.params import parse_body, read_body
 from emulator.service.bodies import parse_records_body
-from emulator.service.bulk import bulk_pass
-from emulator.service.records import RecordsExport
+from emulator.service.bulk import bulk_pass, is_bulk
+from emulator.service.records import ImportResult, RecordsExport
 
 router = APIRouter(tags=["records"])
 
@@ -91,10 +92,19 @@ async def post_records(
     write_all: bool = False,
     diff_limit: Annotated[int | None, Query(ge=1, description="entries listed per connector; default all")] = None,
 ) -> Response:
-    records = await parse_body(parse_records_body, await read_body(request))
-    result = await rt.records.import_records(
-        records, dry_run=dry_run, allow_malformed=allow_malformed, write_all=write_all
-    )
+    raw = await read_body(request)
+
+    async def imported() -> tuple[list[RawRecord], ImportResult]:
+        records = await parse_body(parse_records_body, raw)
+        return records, await rt.records.import_records(
+            records, dry_run=dry_run, allow_malformed=allow_malformed, write_all=write_all
+        )
+
+    if is_bulk(0, len(raw)):  # large writes take turns (service/bulk_lane.py)
+        async with rt.bulk_lane.turn(rt.offsets.deadline(), f"An import of {len(raw):,} bytes"):
+            records, result = await imported()
+    else:
+        records, result = await imported()
 
     def answer() -> dict[str, Any]:
         """The audit notes and the answer: passes over every record (on a worker thread for a bulk)."""
