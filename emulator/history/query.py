@@ -22,6 +22,7 @@ from typing import IO, Any, NotRequired, TypedDict, cast
 
 from emulator.codec.key_forms import key_form, shown_variant
 from emulator.codec.keys import KeyProblem, ParsedKey, logical_id, parse_key, read_back_id
+from emulator.codec.surrogates import printable
 from emulator.codec.values import CodecError, parse_offset
 from emulator.history.archive import HistoryArchive
 from emulator.history.directory import log_slug, read_marker
@@ -202,25 +203,32 @@ def read_history(
 
     Each row is a dict with the Avro fields of ``schemas/history-record.avsc`` (``key``/``value`` raw
     bytes, ``value`` None for a tombstone) plus ``time_ms``. Filters are optional: ``connector``
-    (exact name), ``partition`` (a partition map, matched as Java's ``Map.equals`` does, so key order
-    and byte-level spelling do not matter, on the map as Connect reads it back: ``-0.0`` is ``0.0``),
+    (exact name; one holding half a surrogate pair too, though its rows' ``connector`` field holds
+    the name's backslash escape, as Avro's UTF-8 strings can hold no lone surrogate), ``partition``
+    (a partition map, matched as Java's ``Map.equals`` does, so key order and byte-level spelling do
+    not matter, on the map as Connect reads it back: ``-0.0`` is ``0.0``),
     ``from_ms``/``to_ms`` (inclusive, on ``time_ms``). Pass a ``ReadReport`` to learn about damaged
     files, which are skipped, never raised. Reads files only: safe on a live archive (another
     process's file being written may end early) or a copy.
     """
     reader = HistoryReader(log_directory(history_dir, log), report=report or ReadReport(), min_ms=from_ms, max_ms=to_ms)
     lid = read_back_id(partition) if partition is not None else None
+    stored = "" if connector is None else printable(connector)
     for row in reader.rows(_outside(connector, from_ms, to_ms)):
-        if _matches(row, connector, lid, from_ms, to_ms):
+        if connector is not None and not of_connector(row, connector, stored):
+            continue
+        if _matches(row, lid, from_ms, to_ms):
             yield row
 
 
 def _outside(connector: str | None, from_ms: int | None, to_ms: int | None) -> SkipBlock:
     """A block without rows of ``connector`` (any, for None) within ``[from_ms, to_ms]``."""
 
+    stored = None if connector is None else printable(connector)
+
     def skip(block: BlockSummary) -> bool:
         return (
-            (connector is not None and connector not in block.connectors)
+            (stored is not None and stored not in block.connectors)
             or (from_ms is not None and block.max_time < from_ms)
             or (to_ms is not None and block.min_time > to_ms)
         )
@@ -228,9 +236,7 @@ def _outside(connector: str | None, from_ms: int | None, to_ms: int | None) -> S
     return skip
 
 
-def _matches(row: HistoryRow, connector: str | None, lid: str | None, from_ms: int | None, to_ms: int | None) -> bool:
-    if connector is not None and row["connector"] != connector:
-        return False
+def _matches(row: HistoryRow, lid: str | None, from_ms: int | None, to_ms: int | None) -> bool:
     t = row["time_ms"]
     if (from_ms is not None and t < from_ms) or (to_ms is not None and t > to_ms):
         return False
@@ -239,6 +245,22 @@ def _matches(row: HistoryRow, connector: str | None, lid: str | None, from_ms: i
         if parsed is None or logical_id(parsed.partition) != lid:
             return False
     return True
+
+
+def of_connector(row: HistoryRow, connector: str, stored: str) -> bool:
+    """Whether ``row`` is a record of ``connector`` (``stored``: ``printable(connector)``, the name as
+    the archive holds it). A name holding half a surrogate pair is archived as its backslash escape
+    (Avro strings are UTF-8: ``avro_rows``), which is also how another name spells it literally
+    (``half\\ud800`` with a backslash): where the stored name holds a backslash, the row's key, which
+    carries the name as Connect wrote it, decides. Else a request naming one connector read, and a
+    rollback wrote, the other's records."""
+    name = row["connector"]
+    if name != stored:
+        return False
+    if "\\" not in name:
+        return True
+    parsed = _parsed(row)
+    return parsed is not None and parsed.connector == connector
 
 
 def _parsed(row: HistoryRow) -> ParsedKey | None:
@@ -396,6 +418,7 @@ def connector_history(
     seen = 0
     known = False
     outside = _outside(connector, from_ms, to_ms)  # with a time range, "known" is not needed
+    stored = printable(connector)
 
     def full_before(max_time: int) -> bool:
         """The page is full and known to be truncated, and rows all at or before ``max_time`` sort
@@ -411,10 +434,10 @@ def connector_history(
 
     def take(row: HistoryRow) -> None:
         nonlocal seen, known
-        if row["connector"] != connector:
+        if not of_connector(row, connector, stored):
             return
         known = True
-        if _matches(row, None, lid, from_ms, to_ms):
+        if _matches(row, lid, from_ms, to_ms):
             place = _place(row)
             if before is not None and place >= before:
                 return
@@ -522,11 +545,12 @@ def state_as_of(reader: HistoryReader, connector: str, at_ms: int, epoch: int | 
     states: dict[int, dict[bytes, HistoryRow]] = {}
     known = False
     log_epoch: int | None = None
+    stored = printable(connector)
 
     def skip(block: BlockSummary) -> bool:
         """A block without the connector's rows by then: only its epochs count (the log's epoch)."""
         nonlocal log_epoch
-        if connector in block.connectors and block.min_time <= at_ms:
+        if stored in block.connectors and block.min_time <= at_ms:
             return False
         for e, earliest in block.epochs:
             if earliest <= at_ms and (epoch is None or e == epoch) and (log_epoch is None or e > log_epoch):
@@ -538,7 +562,7 @@ def state_as_of(reader: HistoryReader, connector: str, at_ms: int, epoch: int | 
             continue
         if log_epoch is None or row["epoch"] > log_epoch:
             log_epoch = row["epoch"]
-        if row["connector"] != connector:
+        if not of_connector(row, connector, stored):
             continue
         known = True
         state = states.setdefault(row["epoch"], {})

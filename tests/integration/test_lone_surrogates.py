@@ -11,13 +11,16 @@ reads answered 500 and the CLI's `get` and `export` ended in tracebacks.
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from pathlib import Path
+from urllib.parse import quote
 
 import fastavro
 import httpx
 import pytest
 
+from emulator.client.http import OffsetsClient
 from tests.fixtures.cli import run_cli
 from tests.fixtures.daemon import DaemonFactory, DaemonProcess
 
@@ -88,3 +91,31 @@ def test_the_clients_send_what_a_file_holds(embedded_daemon: DaemonProcess) -> N
     written = run_cli("alter", name, "--file", "-", "--create", "--url", embedded_daemon.url, stdin=BODY.decode())
     assert written.returncode == 0, written.stderr
     assert embedded_daemon.client().offsets(name) == [WRITTEN]
+
+
+def test_a_rollback_of_the_name_spelt_like_the_escape_leaves_the_surrogates_connector_alone(
+    embedded_daemon: DaemonProcess,
+) -> None:
+    """The archive keeps a name holding half a surrogate pair as its backslash escape (Avro strings
+    are UTF-8), which another name spells literally, and the queries matched on that field alone: a
+    rollback of the literal name, a connector with no history at all, rewrote the other connector's
+    offsets (200, 'rolled back ... (1 record(s))'), and its history listed the other's changes."""
+    uid = uuid.uuid4().hex[:8]
+    raw_key = f'["half-{uid}\\ud800",{{"f":1}}]'.encode()  # ASCII: JSON's escape, the lone surrogate
+    literal = quote(f"half-{uid}\\ud800", safe="")  # a backslash and "ud800": any URL carries it
+    with OffsetsClient(embedded_daemon.url) as client:
+        client.import_records([(raw_key, b'{"p":1}')])
+        before = time.time_ns() // 1_000_000
+        time.sleep(0.05)
+        client.import_records([(raw_key, b'{"p":2}')])
+        history = httpx.get(f"{embedded_daemon.url}/connectors/{literal}/offsets/history", timeout=30)
+        assert history.status_code == 404, history.text
+        rollback = httpx.post(
+            f"{embedded_daemon.url}/connectors/{literal}/offsets/rollback",
+            params={"to": str(before)},
+            content=b"{}",
+            headers={"content-type": "application/json"},
+            timeout=30,
+        )
+        assert rollback.status_code == 404, rollback.text
+        assert client.records()[raw_key] == b'{"p":2}', "the surrogate's connector was not rolled back"

@@ -145,12 +145,14 @@ class HistoryIndex:
 
     def _add(self, row: ArchiveRow) -> None:
         self._records += 1
-        connector = row["connector"]
-        if connector is None:
+        if row["connector"] is None:
             return  # a key Connect ignores: no partition to draw
         parsed = parse_key(row["key"])
         if isinstance(parsed, KeyProblem):
             return
+        # The name as Connect wrote it, from the key: the archive's field holds a name with half a
+        # surrogate pair as its backslash escape, which another name may spell literally.
+        connector = parsed.connector
         change = Change(
             time_ms=record_time(row),
             epoch=row["epoch"],
