@@ -142,6 +142,19 @@ def test_snapshots_are_plain_avro_with_the_schema_from_schemas_dir() -> None:
     assert [r["connector"] for r in rows] == ["c", "c", None], "connector is filled in where the key parses"
 
 
+def test_a_connector_named_with_half_a_surrogate_pair_is_snapshotted_byte_exact() -> None:
+    """Connect's data may name a connector ``half\\ud800`` (a lone surrogate, from Jackson's escape);
+    the informational ``connector`` field is an Avro string, UTF-8, and the raw name ended the whole
+    export in a UnicodeEncodeError (every connector's records unwritten). It holds the escape now;
+    the key, the truth, is kept byte for byte."""
+    import io
+
+    records = [RawRecord(b'["half\\ud800",{"f":1}]', b'{"p":1}', 0, 1, 1), RawRecord(b'["ok",{"f":1}]', b"1", 0, 2, 2)]
+    data = snapshot.dumps(records, source="s")
+    assert [r["connector"] for r in fastavro.reader(io.BytesIO(data))] == ["half\\ud800", "ok"]  # type: ignore[index,call-overload]
+    assert snapshot.loads(data)[0].records == records
+
+
 def test_a_truncated_snapshot_is_refused_whole() -> None:
     data = snapshot.dumps([RawRecord(f'["c",{{"p":{i}}}]'.encode(), b"{}" * 50) for i in range(200)], source="s")
     for cut in (0, 10, len(data) // 2, len(data) - 1):
