@@ -15,7 +15,7 @@ import json
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from emulator.client.errors import ApiError, NotFoundError
+from emulator.client.errors import ApiError, NotFoundError, UnaddressableConnector
 from emulator.client.history import HistoryClient
 from emulator.codec.surrogates import escape_in_json
 from emulator.model.times import parse_time_ms
@@ -120,7 +120,7 @@ def rows(options: Mapping[str, str]) -> Iterator[tuple[Any, ...]]:
                 if options.get("connector"):
                     raise
                 continue  # listed by a Connect cluster without any history yet
-            except ApiError as exc:
+            except (ApiError, UnaddressableConnector) as exc:
                 if options.get("connector") or not skipped_for_its_name(exc, name, "connect-offsets history"):
                     raise
                 continue

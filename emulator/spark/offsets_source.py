@@ -27,7 +27,7 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStrea
 from pyspark.sql.types import StructType
 
 from emulator.client.credentials import Credentials
-from emulator.client.errors import ApiError
+from emulator.client.errors import ApiError, UnaddressableConnector
 from emulator.client.http import OffsetsClient
 from emulator.codec.surrogates import escape_in_json
 from emulator.spark.options import DaemonAccess, OptionError, bool_option, only_known, skipped_for_its_name
@@ -109,8 +109,8 @@ def current_rows(
         for name in names:
             try:
                 rows = client.offsets(name)
-            except ApiError as exc:
-                if exc.status == 404 and connector is None:
+            except (ApiError, UnaddressableConnector) as exc:
+                if isinstance(exc, ApiError) and exc.status == 404 and connector is None:
                     continue  # removed between the two calls
                 if connector is None and skipped_for_its_name(exc, name, "connect-offsets"):
                     continue

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from emulator.client.credentials import Credentials, CredentialsError
 from emulator.client.defaults import DEFAULT_URL
-from emulator.client.errors import ApiError
+from emulator.client.errors import ApiError, UnaddressableConnector
 from emulator.client.retry_window import EXPECTED, parse_retry_for_s
 from emulator.model.connectors import control_characters
 from emulator.spark.committer import DaemonOffsets
@@ -110,11 +110,14 @@ def only_known(options: Mapping[str, str], source: str, known: Iterable[str], pr
         )
 
 
-def skipped_for_its_name(exc: ApiError, name: str, source: str) -> bool:
-    """Whether ``exc`` is the daemon refusing ``name`` in a URL for its control characters (then a
-    WARNING is logged): a source reading every connector skips that one and reads the others, since
-    the name is in the log but no request may name it (as in Connect)."""
-    if exc.status != 400 or not control_characters(name):
+def skipped_for_its_name(exc: ApiError | UnaddressableConnector, name: str, source: str) -> bool:
+    """Whether ``exc`` is the daemon refusing ``name`` in a URL for its control characters, or the
+    client refusing to put it in one as it holds half a surrogate pair (``UnaddressableConnector``)
+    (then a WARNING is logged): a source reading every connector skips that one and reads the
+    others, since the name is in the log but no request may name it (as in Connect). The surrogate
+    case failed the whole read, every connector's rows with it, once one such name was listed."""
+    refused = exc.status == 400 and control_characters(name) if isinstance(exc, ApiError) else True
+    if not refused:
         return False
-    log.warning("%s: connector %r skipped: the daemon refuses its name (%s)", source, name, exc)
+    log.warning("%s: connector %r skipped: no request may name it (%s)", source, name, exc)
     return True

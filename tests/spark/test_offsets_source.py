@@ -98,17 +98,20 @@ def test_half_a_surrogate_pair_reaches_spark_as_jacksons_escape(
     assert json.loads(row.partition) == body["offsets"][0]["partition"]
 
 
+@pytest.mark.parametrize("unreadable", ["ctl\nx", "half\ud800"], ids=["control-character", "half-a-surrogate-pair"])
 def test_all_connectors_skip_one_whose_name_no_url_may_hold_and_say_so(
-    daemon_factory: DaemonFactory, caplog: pytest.LogCaptureFixture
+    daemon_factory: DaemonFactory, caplog: pytest.LogCaptureFixture, unreadable: str
 ) -> None:
     """Any tool may write ``["ctl\\nx",…]`` to the log; the daemon refuses that name in a URL (400, as
-    Connect does), and reading every connector (offsets or history) failed on it. A daemon of its own: such a connector
-    stays in its log for good."""
+    Connect does), and reading every connector (offsets or history) failed on it. Connect's data may
+    name one ``half\\ud800`` (a lone surrogate, from Jackson's escape), which UTF-8, so no URL, can
+    hold: the client's ``UnaddressableConnector`` failed both reads, every connector's rows with them.
+    A daemon of its own: such a connector stays in its log for good."""
     from emulator.history.spark import rows as history_rows
     from emulator.spark.offsets_source import current_rows
 
     daemon = daemon_factory()
-    unreadable, plain = "ctl\nx", unique("src-plain")
+    plain = unique("src-plain")
     records = [
         {
             "key": base64.b64encode(encode_key(name, {"f": "a"})).decode(),  # Connect's bytes: a task reads them
