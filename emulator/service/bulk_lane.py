@@ -2,15 +2,15 @@
 
 A large write's work is Python on worker threads (``service/bulk.py``): reading its body, planning its
 records, the sink checks, its audit notes. Several at once share one interpreter, so each goes as
-slowly as their number. Ten PATCHes of 20,000 partitions sent together, each done in 2 s alone, all
-ran out of a 6 s ``--write-timeout`` while planning: ten 503s, nothing written, a minute of CPU spent
-for no write (measured on this project's 2-core machine, docs/operations.md "Large writes"). A client
-retrying them made it worse.
+slowly as their number. Ten PATCHes of 20,000 partitions sent together, each done in ~2 s alone, all
+ran out of a 6 s ``--write-timeout`` while planning: ten 503s, nothing written, the CPU spent for no
+write (``benchmarks/large_writes.py``, benchmarks/RESULTS.md round 34). A client retrying them made it
+worse.
 
 So a write whose body is large (``bulk.is_bulk``) waits for its turn first, one at a time, first come
 first served, within its own deadline: the first is written after ~2 s, the second after ~4 s, and
 only those whose turn would come after their deadline are answered 503 ``log_timeout`` saying that
-they waited for others, with nothing written. Small writes never wait here: they cost the event loop
+they waited for others, with nothing written (three of the ten written, in the same run). Small writes never wait here: they cost the event loop
 less than the hop to a thread, and a big import must not hold a connector's one-partition commit.
 """
 
