@@ -178,13 +178,19 @@ class OffsetsService:
         return Deadline(self._write_timeout_s)
 
     async def reset(
-        self, connector: str, dry_run: bool = False, kind: str | None = None, auth: WriteAuth = NO_AUTH
+        self,
+        connector: str,
+        dry_run: bool = False,
+        kind: str | None = None,
+        auth: WriteAuth = NO_AUTH,
+        deadline: Deadline | None = None,
     ) -> ModifyResult:
         """Connect reads the offsets topic to its end before it lists what to reset (docs/protocol.md
         §4.5), and so does this: a reset from a view a moment behind left a partition another writer
         (a Connect task, another daemon) had just committed, and the connector resumed from it.
-        A PATCH does not: it writes the partitions it is given, whatever the view holds."""
-        deadline = Deadline(self._write_timeout_s)
+        A PATCH does not: it writes the partitions it is given, whatever the view holds.
+        ``deadline``: the request's, when it started before (a large reset's wait for its turn)."""
+        deadline = deadline or Deadline(self._write_timeout_s)
         self._checks.ensure_ready()
         await self.read_to_end(deadline)
         resolved = await self._modifiable(deadline, connector, kind)

@@ -100,3 +100,25 @@ def test_a_small_write_does_not_wait_behind_a_large_one(client: TestClient, monk
         assert large.result()[1] == 200
     assert answer.status_code == 200, answer.text
     assert took < 0.8, f"the small write took {took:.2f} s beside a ~1 s large one"
+
+
+def test_a_reset_of_a_large_connector_takes_its_turn_too(client: TestClient, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A DELETE has no body, but resetting thousands of partitions is as much work as writing them."""
+    assert _patch(client, "lane-reset")[1] == 200
+    monkeypatch.setattr(bodies_module, "_parse_item", _working(bodies_module._parse_item))
+    answered: dict[str, float] = {}
+
+    def large() -> int:
+        status = _patch(client, "lane-before")[1]
+        answered["patch"] = time.monotonic()
+        return status
+
+    with ThreadPoolExecutor(1) as pool:
+        patched = pool.submit(large)
+        time.sleep(0.2)  # the PATCH has its turn and works for ~1 s
+        reset = client.delete("/connectors/lane-reset/offsets")
+        answered["reset"] = time.monotonic()
+        assert patched.result() == 200
+    assert reset.status_code == 200, reset.text
+    assert answered["reset"] > answered["patch"], "the reset of 2,000 partitions did not wait for its turn"
+    assert client.get("/connectors/lane-reset/offsets").json()["offsets"] == []

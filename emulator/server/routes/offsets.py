@@ -245,8 +245,14 @@ async def reset_offsets(connector: str, rt: RuntimeDep, request: Request) -> Res
     query = _RESET.read(request)
     refuse_store_on_write(request, "a DELETE")
     auth = WriteAuth(claim_epoch_param(request))
-    result = await rt.offsets.reset(connector, dry_run=query.dry_run, kind=query.kind, auth=auth)
-    return await _answer(result)
+    keys, size = rt.view.extent(connector)
+    if not is_bulk(keys, size):
+        result = await rt.offsets.reset(connector, dry_run=query.dry_run, kind=query.kind, auth=auth)
+        return await _answer(result)
+    deadline = rt.offsets.deadline()
+    async with rt.bulk_lane.turn(deadline, f"A DELETE of {keys:,} offsets"):
+        result = await rt.offsets.reset(connector, dry_run=query.dry_run, kind=query.kind, auth=auth, deadline=deadline)
+        return await _answer(result)
 
 
 async def _answer(result: ModifyResult) -> Response:
