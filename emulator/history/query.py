@@ -353,8 +353,10 @@ def not_in_history(message: str, synced: bool | None, because: str | None) -> Co
 
 
 Place = tuple[int, int, int, int]
-"""Where a change sorts, newest last: its time, then its epoch, Kafka partition and offset (unique
-in one log's archive, and log order within a partition at equal times)."""
+"""Where a change sorts, newest last: its time, then its epoch, Kafka partition and offset (log order
+within a partition at equal times). One record of the log has one place; the archive holds it once,
+except after an operator put archive files back beside the ones that replaced them (a rollback's
+directory renamed back, a file restored from a backup), where it may hold one record twice."""
 
 
 def _place(row: HistoryRow) -> Place:
@@ -414,7 +416,8 @@ def connector_history(
     if not 1 <= limit <= MAX_LIMIT:
         raise InvalidRequest(f"limit must be between 1 and {MAX_LIMIT}, got {limit}")
     lid = read_back_id(partition) if partition is not None else None
-    newest: list[tuple[Place, HistoryRow]] = []  # a min-heap by place (unique: rows never compared)
+    newest: list[Place] = []  # a min-heap of the page's places
+    placed: dict[Place, HistoryRow] = {}  # each place's row: one per record, though archived twice
     seen = 0
     known = False
     outside = _outside(connector, from_ms, to_ms)  # with a time range, "known" is not needed
@@ -423,7 +426,7 @@ def connector_history(
     def full_before(max_time: int) -> bool:
         """The page is full and known to be truncated, and rows all at or before ``max_time`` sort
         below its oldest change: they cannot change it."""
-        return seen > limit and max_time < newest[0][0][0]
+        return seen > limit and max_time < newest[0][0]
 
     def skip(block: BlockSummary) -> bool:
         return (
@@ -441,11 +444,18 @@ def connector_history(
             place = _place(row)
             if before is not None and place >= before:
                 return
+            twice = placed.get(place)
+            if twice is not None:  # one record archived twice: listed once, with who made it if known
+                if twice["origin"] == "external" and row["origin"] != "external":
+                    placed[place] = row
+                return
             seen += 1
             if len(newest) < limit:
-                heapq.heappush(newest, (place, row))
-            elif place > newest[0][0]:
-                heapq.heapreplace(newest, (place, row))
+                heapq.heappush(newest, place)
+                placed[place] = row
+            elif place > newest[0]:
+                del placed[heapq.heapreplace(newest, place)]
+                placed[place] = row
 
     # Blocks decoded before (summarised) are read last, newest first, until the page is full and no
     # block left can hold a row sorting after its oldest change; blocks never decoded are read in
@@ -461,6 +471,7 @@ def connector_history(
             rows = reader.deferred_rows(block)
             if rows is None:  # the file changed under the query: read it all again, in archive order
                 newest, seen, known = [], 0, False
+                placed.clear()
                 reader.report = ReadReport()
                 reader.close()
                 for row in reader.rows(skip):
@@ -478,15 +489,15 @@ def connector_history(
             reader.synced,
             reader.unsynced_because,
         )
-    ordered = sorted(newest, key=lambda item: item[0], reverse=True)
+    ordered = sorted(newest, reverse=True)
     truncated = seen > limit
     return HistoryPage(
-        [change_view(row) for _, row in ordered],
+        [change_view(placed[place]) for place in ordered],
         truncated,
         reader.report,
         reader.synced,
         reader.unsynced_because,
-        cursor(ordered[-1][0]) if truncated and ordered else None,
+        cursor(ordered[-1]) if truncated and ordered else None,
     )
 
 
