@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import logging
 import sqlite3
+import subprocess
+import sys
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -141,3 +143,42 @@ def test_a_log_in_the_current_layout_is_opened_as_it_is(data_dir: Path, caplog: 
     reopened.close()
     assert not any("rebuilt" in r.getMessage() for r in caplog.records)
     assert "WITHOUT ROWID" not in records_table_sql(data_dir)
+
+
+def test_the_rebuild_is_announced_before_it_starts_not_blamed_on_another_process(data_dir: Path) -> None:
+    """The upgrade QA saw ``/readyz`` say, for the seconds a 481 MB log's rebuild took, that the log
+    waited for "SQLite's write lock, which another process holds": there was no other process."""
+    make_earlier_layout(data_dir, [(key("c", i), b'{"position":%d}' % i) for i in range(50)])
+    heard: list[str] = []
+    log = EmbeddedOffsetLog(data_dir, partitions=5, on_startup_wait=heard.append)
+    log.open()
+    log.close()
+    assert len(heard) == 1, heard
+    assert "is rebuilding its records in the current layout, once after an upgrade from a version before" in heard[0]
+    assert "it needs about twice that in free disk space while it runs" in heard[0]
+
+
+def test_a_rebuild_the_file_size_limit_stops_says_what_it_needs_and_changes_nothing(data_dir: Path) -> None:
+    """Under ``ulimit -f`` the copy failed as a bare "disk I/O error"; in a process of its own, as the
+    limit applies to the whole process."""
+    make_earlier_layout(data_dir, [(key("big", n), BIG_VALUE) for n in range(4)])
+    size = (data_dir / "connect-offsets.sqlite3").stat().st_size
+    script = (
+        "import resource, signal, sys\n"
+        "from pathlib import Path\n"
+        "from emulator.logs.embedded.offsets_log import EmbeddedOffsetLog\n"
+        "from emulator.model.errors import LogConfigError\n"
+        "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
+        f"resource.setrlimit(resource.RLIMIT_FSIZE, ({size // 2}, resource.RLIM_INFINITY))\n"
+        "try:\n"
+        f"    EmbeddedOffsetLog(Path({str(data_dir)!r}), partitions=5).open()\n"
+        "except LogConfigError as e:\n"
+        "    print(e)\n"
+        "    sys.exit(3)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 3, done.stdout + done.stderr
+    assert "rebuilding the records table in the current layout" in done.stdout, done.stdout
+    assert "failed: disk I/O error; nothing was changed" in done.stdout, done.stdout
+    assert f"it needs about twice the log file's {size:,} bytes in free disk space" in done.stdout, done.stdout
+    assert "WITHOUT ROWID" in records_table_sql(data_dir), "the failed rebuild changed the table"

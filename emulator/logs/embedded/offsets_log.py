@@ -143,6 +143,8 @@ class EmbeddedOffsetLog(OffsetLog):
         )
         self._startup_timeout_s = startup_timeout_s
         self._on_startup_wait = on_startup_wait
+        self._open_step: str | None = None
+        """What the opening does now when it is more than waiting for the file (a rebuild), for its reports."""
         self._closed = False
         self._keep_floors: list[Callable[[int], int | None]] = []
         self._own_writes = OwnWrites()
@@ -272,7 +274,7 @@ class EmbeddedOffsetLog(OffsetLog):
         try:
             self._file.require_writable()
             conn = self._file.connect(timeout_s=30.0)
-            self._partitions, self._log_id = self._file.initialise(conn)
+            self._partitions, self._log_id = self._file.initialise(conn, self._rebuilding)
             self._file.check_integrity(conn)
         except sqlite3.Error as e:
             if conn is not None:
@@ -288,9 +290,19 @@ class EmbeddedOffsetLog(OffsetLog):
             slow.cancel()
         return conn
 
+    def _rebuilding(self, why: str) -> None:
+        """The opening rebuilds an older log's records (``storage._rebuild_records``): said at once, to
+        the log and to the answers while the daemon starts, and by a slow opening's report."""
+        self._open_step = why
+        log.warning("embedded offsets log: %s", why)
+        if self._on_startup_wait is not None:
+            self._on_startup_wait(why)
+
     def _report_slow_open(self) -> None:
         """SQLite waits up to 30 s for a write lock without a word; /readyz and the log name it instead
-        of "opening … (10 s so far)"."""
+        of "opening … (10 s so far)". A rebuild of an older log's records has said so already."""
+        if self._open_step is not None:
+            return
         why = (
             f"{self._file.path} is waiting for SQLite's write lock, which another process holds (a second "
             "daemon, `connect-offsets compact`, a tool with a transaction open), or for the disk"

@@ -28,11 +28,11 @@ import os
 import sqlite3
 import time
 import uuid
-from collections.abc import Collection, Iterator
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from emulator.logs.embedded.storage_faults import why_unwritable
+from emulator.logs.embedded.storage_faults import no_space_left, storage_fault, why_unwritable
 from emulator.model.errors import LogConfigError
 
 log = logging.getLogger(__name__)
@@ -84,9 +84,10 @@ class LogFile:
             raise
         return conn
 
-    def initialise(self, conn: sqlite3.Connection) -> tuple[int, str]:
+    def initialise(self, conn: sqlite3.Connection, on_rebuild: Callable[[str], None] | None = None) -> tuple[int, str]:
         """Create the schema on first use, or read the stored partition count, atomically; returns the
         count and the log's id (``LOG_ID``, given here to a log created before it existed).
+        ``on_rebuild`` hears, before it starts, that an older log's records are being rebuilt.
 
         ``BEGIN IMMEDIATE`` makes two processes opening a fresh directory at once agree on one
         schema, one partition count and one log id.
@@ -99,6 +100,7 @@ class LogFile:
             raise LogConfigError(f"{self.description}: SQLite refused WAL mode (journal_mode={mode})")
         conn.execute(f"PRAGMA synchronous = {self.synchronous}")
         conn.execute("BEGIN IMMEDIATE")
+        rebuilt: int | None = None
         try:
             tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_schema WHERE type = 'table'")}
             if not tables:
@@ -110,7 +112,9 @@ class LogFile:
                 )
             else:
                 partitions = self._read_meta(conn)
-                _rebuild_records(conn, self.description)
+                rebuilt = _earlier_layout_size(conn, self.path)
+                if rebuilt is not None:
+                    _rebuild_records(conn, self.description, self.path, rebuilt, on_rebuild)
             log_id = _log_id(conn)
             # Claims (emulator/model/claims.py) live beside the records; older logs gain the table here.
             conn.execute(
@@ -118,9 +122,11 @@ class LogFile:
                 "epoch INTEGER NOT NULL, claimed_at_ms INTEGER NOT NULL, released INTEGER NOT NULL DEFAULT 0)"
             )
             conn.execute("COMMIT")
-        except BaseException:
+        except BaseException as e:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
+            if rebuilt is not None and isinstance(e, sqlite3.Error):
+                _rebuild_failed(self.description, self.path, rebuilt, e)
             raise
         return partitions, log_id
 
@@ -309,14 +315,34 @@ RECORDS_TABLE = (
 """The records' layout (the module's docstring says why it is a rowid table)."""
 
 
-def _rebuild_records(conn: sqlite3.Connection, description: str) -> None:
+def _earlier_layout_size(conn: sqlite3.Connection, path: Path) -> int | None:
+    """The file's size when its records are in the layout before 2026-11-28 (to be rebuilt), else None."""
+    (sql,) = conn.execute("SELECT sql FROM sqlite_schema WHERE type = 'table' AND name = 'records'").fetchone()
+    if "WITHOUT ROWID" not in str(sql).upper():
+        return None
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+def _rebuild_records(
+    conn: sqlite3.Connection, description: str, path: Path, size: int, on_rebuild: Callable[[str], None] | None
+) -> None:
     """A log made by a version before 2026-11-28 keeps its records ``WITHOUT ROWID``: copied here
     into the current layout, inside ``initialise``'s transaction (every record or none; the count is
     checked before the old table goes). Once per log; older versions read the result as before
-    (same table, same columns)."""
-    (sql,) = conn.execute("SELECT sql FROM sqlite_schema WHERE type = 'table' AND name = 'records'").fetchone()
-    if "WITHOUT ROWID" not in str(sql).upper():
-        return
+    (same table, same columns). The copy is the whole log again, in the file and in its write-ahead
+    log until the next checkpoint: the upgrade QA's 481 MB log needed 2.5 s and left a 962 MB file
+    (its free pages are reused by later writes), and under a file-size limit it failed as a bare
+    "disk I/O error" while ``/readyz`` blamed another process's lock for the wait (a failure of its
+    transaction: ``_rebuild_failed``)."""
+    if on_rebuild is not None:
+        on_rebuild(
+            f"{path} is rebuilding its records in the current layout, once after an upgrade from a version "
+            f"before 2026-11-28: every record is copied in one transaction ({size:,} bytes of file: it needs "
+            "about twice that in free disk space while it runs)"
+        )
     started = time.monotonic()
     conn.execute("DROP TABLE IF EXISTS records_rebuilt")
     conn.execute(RECORDS_TABLE.format(name="records_rebuilt"))
@@ -338,6 +364,19 @@ def _rebuild_records(conn: sqlite3.Connection, description: str) -> None:
         count,
         time.monotonic() - started,
     )
+
+
+def _rebuild_failed(description: str, path: Path, size: int, e: sqlite3.Error) -> None:
+    """Raise what a failed rebuild (rolled back) says, unless the disk is full: the opening then waits
+    for space, saying so (``EmbeddedOffsetLog.open``), and ``e`` goes on as it is."""
+    if storage_fault(e) is not None and no_space_left(path.parent):
+        return
+    raise LogConfigError(
+        f"{description}: rebuilding the records table in the current layout (once, after an upgrade from a "
+        f"version before 2026-11-28) failed: {e}; nothing was changed. The rebuild copies every record in one "
+        f"transaction: it needs about twice the log file's {size:,} bytes in free disk space, and a file-size "
+        "limit (ulimit -f) above that"
+    ) from e
 
 
 def _log_id(conn: sqlite3.Connection) -> str:
