@@ -177,14 +177,15 @@ class LogFile:
                 self.name,
             )
         if stored != self.partitions:
+            # Said as what happens, not as "N were requested": serve's --offsets-partitions has a
+            # default (25), and an operator who never gave it read that they had asked for 25 (CLI QA).
             log.warning(
-                "%s has %d partitions, %d were requested: keeping %d. Changing the count would move "
-                "keys to other partitions (murmur2 %% n), leaving two live copies of a key with no "
-                "defined winner — the repartitioning hazard of Connect's offsets topic",
+                "%s has %d partitions and keeps them: the count for a new log (%d) does not change an existing one. "
+                "Changing the count would move keys to other partitions (murmur2 %% n), leaving two live "
+                "copies of a key with no defined winner — the repartitioning hazard of Connect's offsets topic",
                 self.description,
                 stored,
                 self.partitions,
-                stored,
             )
         return stored
 
