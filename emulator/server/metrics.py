@@ -113,6 +113,13 @@ class Metrics:
         self.connections_open = Gauge(
             "connect_offsets_http_connections", "HTTP connections open now (at most --max-connections)", registry=r
         )
+        self.large_writes = Gauge(
+            "connect_offsets_large_writes",
+            "Large writes (a PATCH or import with a body over 64 KiB, a DELETE of over 1,000 keys) now: "
+            "state=running (one at a time) or waiting for their turn (service/bulk_lane.py)",
+            ["state"],
+            registry=r,
+        )
         r.register(InvalidRequestsCollector())  # the process's count: uvicorn answers those before any app
         self._request_children: dict[tuple[str, str, int], tuple[Counter, Histogram]] = {}
         info = Gauge("connect_offsets_build_info", "Always 1; the daemon's version as a label", ["version"], registry=r)

@@ -47,6 +47,9 @@ def install_observability(app: FastAPI, runtime: Runtime, options: Observability
         runtime.log, runtime.view, runtime.cluster, history, ready, topics=runtime.topics, sink_lag=options.sink_lag
     )
     metrics = Metrics(state)
+    lane = runtime.bulk_lane
+    metrics.large_writes.labels("running").set_function(lambda: lane.running)
+    metrics.large_writes.labels("waiting").set_function(lambda: lane.waiting)
     app.state.metrics = metrics
     app.add_middleware(RequestObserver, auditor=Auditor(metrics, known), metrics=metrics, access_log=options.access_log)
     return metrics

@@ -27,6 +27,8 @@ class StatusBody(Status):
 
     security: dict[str, Any]
     get_cache: dict[str, Any]
+    large_writes: dict[str, int]
+    """Large writes running (one at a time) and waiting for their turn (``service/bulk_lane.py``)."""
     warnings: list[str]
     """What the operator must know although the daemon is ready, e.g. that the offsets log lost
     acknowledged writes the history archive holds (a new history epoch) and how to see them."""
@@ -76,6 +78,7 @@ async def status(rt: RuntimeDep, request: Request) -> dict[str, Any]:
         **rt.health.status(archive),
         "security": request.app.state.security.describe(),
         "get_cache": rt.bodies.stats(),
+        "large_writes": {"running": rt.bulk_lane.running, "waiting": rt.bulk_lane.waiting},
         # What the operator must know although the daemon is ready (a log that lost acknowledged
         # writes still serves); the security settings' own warnings stay under "security".
         "warnings": archive.warnings() if archive is not None else [],
