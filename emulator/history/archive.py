@@ -41,11 +41,12 @@ from emulator.history.archiver import DEFAULT_RETRY_MAX_S, Archiver, Reread
 from emulator.history.batch_queue import DEFAULT_QUEUE_RECORDS, ArchiveQueue
 from emulator.history.coverage import ArchiveCoverage
 from emulator.history.directory import HistoryError, WriterLock, log_slug, written_by_a_live_process
-from emulator.history.files import ArchiveFile, scan_dir
+from emulator.history.files import ArchiveFile, read_metadata, scan_dir
 from emulator.history.origins import OriginRegistry
 from emulator.history.pacing import DEFAULT_YIELD_S
 from emulator.history.recovery import Recovered, recover
 from emulator.history.retention import DEFAULT_RETENTION_S, Retention
+from emulator.history.schema import HISTORY_FORMAT, newer_format
 from emulator.history.state import ArchiveState
 from emulator.history.stats import ArchiveStats
 from emulator.history.writer import DEFAULT_ROTATE_BYTES, DEFAULT_ROTATE_INTERVAL_S, CurrentFile
@@ -153,6 +154,8 @@ class HistoryArchive:
         self._thread: threading.Thread | None = None
         self._opener: threading.Thread | None = None  # while the disk refused the opening (``_defer``)
         self._opened = False
+        self._formats: dict[tuple[str, int, int], int | None] = {}
+        """Each file's ``newer_format`` as ``_newer_format_files`` last read it."""
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -471,10 +474,20 @@ class HistoryArchive:
         return "archiving stopped (why: GET /history/status); a restart archives the rest from the log"
 
     def warnings(self) -> list[str]:
-        """What an operator must know although the daemon serves: each epoch this process started
+        """What an operator must know although the daemon serves: each file of the archive a
+        newer version wrote (none of its records are read), and each epoch this process started
         because the log no longer holds records the archive holds (acknowledged writes lost, or the log
-        re-created or restored), and where the earlier values are. Names no server path."""
+        re-created or restored), and where the earlier values are. Names no server path (a file only
+        by its name)."""
         found = []
+        for name, newer in self._newer_format_files():
+            shown = "an unknown format" if newer < 0 else f"history format {newer}"
+            found.append(
+                f"history archive file {name} was written by a newer version of connect-offsets ({shown}; this "
+                f"version reads up to {HISTORY_FORMAT}): none of its records are read, so history pages, as_of "
+                "answers and rollbacks lack them and name the file (damaged_files, X-Offsets-History-Damaged-Files, "
+                "a 404's message); run that version again to read them"
+            )
         for begun in self.stats.epochs_begun:
             epoch, before = begun["epoch"], begun["epoch"] - 1
             at = format_time_ms(begun["detected_at_ms"])
@@ -493,6 +506,26 @@ class HistoryArchive:
                 f"--epoch {before}` (GET /connectors/NAME/offsets?as_of=now&epoch={before}) shows them, "
                 f"`connect-offsets rollback NAME --to now --epoch {before} --dry-run` what writing them back would do"
             )
+        return found
+
+    def _newer_format_files(self) -> list[tuple[str, int]]:
+        """The archive's files of a newer format than this version reads, by name, with that format
+        (-1: not a number). A file's header is read once: it is known by name, inode and mtime."""
+        known = self._formats
+        seen: dict[tuple[str, int, int], int | None] = {}
+        found = []
+        base, live, _ = scan_dir(self.directory)
+        for f in ([base] if base else []) + live:
+            try:
+                st = f.path.stat()
+            except OSError:
+                continue  # renamed or folded meanwhile
+            at = (f.path.name, st.st_ino, st.st_mtime_ns)
+            newer = known[at] if at in known else newer_format(read_metadata(f.path))
+            seen[at] = newer
+            if newer is not None:
+                found.append((f.path.name, newer))
+        self._formats = seen
         return found
 
     def status(self) -> dict[str, Any]:

@@ -340,16 +340,46 @@ def behind_warning(synced: bool | None, because: str | None) -> str | None:
     )
 
 
-def not_in_history(message: str, synced: bool | None, because: str | None) -> ConnectorNotFound:
+def not_in_history(
+    message: str, synced: bool | None, because: str | None, report: ReadReport | None = None
+) -> ConnectorNotFound:
     """404 for a connector the archive holds nothing of; while the archive may lag this daemon's
     writes (its archiver stalled or behind), the message says so and the error carries the warning
-    the history's answers carry (``X-Offsets-History-Warning``): its records may not be archived yet."""
+    the history's answers carry (``X-Offsets-History-Warning``): its records may not be archived yet.
+    With ``report``, files the read could not read whole are named too (``unread_files_said``)."""
     warning = behind_warning(synced, because)
     if warning is None:
-        return ConnectorNotFound(message)
-    error = ConnectorNotFound(f"{message}; but {warning}, so its records may not be archived yet")
-    error.history_warning = warning
-    return error
+        error = ConnectorNotFound(message)
+    else:
+        error = ConnectorNotFound(f"{message}; but {warning}, so its records may not be archived yet")
+        error.history_warning = warning
+    return error if report is None else unread_files_said(error, report)
+
+
+_NOT_FOUND = " not found in the offsets history"
+
+
+def unread_files_said(error: ConnectorNotFound, report: ReadReport) -> ConnectorNotFound:
+    """``error`` (a ``not_in_history`` 404) from a read that could not read every archive file whole
+    (a file of a newer format, a damaged block): the connector's records may be in what was not read,
+    so the 404 does not claim it absent from the history but from what could be read of it, names
+    each such file with its problem, and its ``X-Offsets-History-Warning`` says UNRELIABLE as an
+    ``as_of`` answer from such an archive does. ``error`` itself when every file was read whole."""
+    if not report.damaged:
+        return error
+    count = report.damaged_file_count()
+    message = error.message.replace(_NOT_FOUND, " not found in what could be read of the offsets history", 1)
+    listed = "; ".join(f"{Path(d['file']).name}: {d['problem']}" for d in report.damaged)
+    said = ConnectorNotFound(
+        f"{message}; {count} archive file(s) could not be read whole, so it may have records in them and is not "
+        f"known to be absent: {listed}"
+    )
+    unreliable = (
+        f"UNRELIABLE: {count} history archive file(s) could not be read whole (the 404's message names them), "
+        "so the connector may have records in them"
+    )
+    said.history_warning = unreliable if error.history_warning is None else f"{unreliable}; {error.history_warning}"
+    return said
 
 
 Place = tuple[int, int, int, int]

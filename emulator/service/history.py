@@ -12,7 +12,16 @@ from collections.abc import Mapping
 from typing import Any
 
 from emulator.history.archive import HistoryArchive
-from emulator.history.query import HistoryPage, HistoryReader, PastState, Place, connector_history, state_as_of
+from emulator.history.query import (
+    HistoryPage,
+    HistoryReader,
+    PastState,
+    Place,
+    connector_history,
+    not_in_history,
+    state_as_of,
+    unread_files_said,
+)
 from emulator.model.errors import ConnectorNotFound
 from emulator.model.times import format_time_ms
 from emulator.service.checks import ConnectorChecks
@@ -43,16 +52,22 @@ class HistoryQueries:
         """A connector's changes, newest first (see ``emulator.history.query.connector_history``)."""
         self._checks.ensure_ready()
         reader = HistoryReader(archive.directory, archive, min_ms=from_ms, max_ms=to_ms)
-        return await asyncio.to_thread(
-            connector_history,
-            reader,
-            connector,
-            partition=partition,
-            from_ms=from_ms,
-            to_ms=to_ms,
-            limit=limit,
-            before=before,
-        )
+        try:
+            return await asyncio.to_thread(
+                connector_history,
+                reader,
+                connector,
+                partition=partition,
+                from_ms=from_ms,
+                to_ms=to_ms,
+                limit=limit,
+                before=before,
+            )
+        except ConnectorNotFound as exc:  # not in what was read: a file not read whole may hold its records
+            said = unread_files_said(exc, reader.report)
+            if said is exc:
+                raise
+            raise said from None
 
     async def as_of(
         self, archive: HistoryArchive, connector: str, at_ms: int, must_know: bool = True, epoch: int | None = None
@@ -62,7 +77,10 @@ class HistoryQueries:
         self._checks.ensure_ready()
         past = await read_past(archive, connector, at_ms, epoch)
         if must_know and not past.known:
-            raise ConnectorNotFound(
-                f"Connector {connector} not found in the offsets history at or before {format_time_ms(at_ms)}"
+            raise not_in_history(
+                f"Connector {connector} not found in the offsets history at or before {format_time_ms(at_ms)}",
+                None,
+                None,
+                past.report,
             )
         return past

@@ -21,6 +21,7 @@ from fastapi import APIRouter, Depends, Query, Request, Response
 
 from emulator.codec.strict_json import json_type
 from emulator.history.archive import HistoryArchive
+from emulator.history.files import ReadReport
 from emulator.history.query import DEFAULT_LIMIT, not_in_history, parse_cursor
 from emulator.model.errors import HistoryDisabled, InvalidRequest
 from emulator.model.times import format_time_ms, parse_time_ms
@@ -120,11 +121,14 @@ async def offsets_as_of(
     pasts = [await rt.history.as_of(a, connector, at_ms, False, epoch) for a in archives]
     if not any(p.known for p in pasts):
         # Unknown then; while an archive may lack this daemon's writes, the 404 says so (it may not be).
+        # So does a file that could not be read whole (a newer format, damage): its records may be there.
         behind = next((p for p in pasts if p.synced is False), pasts[0])
+        unread = ReadReport(damaged=[d for p in pasts for d in p.report.damaged])
         raise not_in_history(
             f"Connector {connector} not found in the offsets history at or before {format_time_ms(at_ms)}",
             behind.synced,
             behind.unsynced_because,
+            unread,
         )
     damaged = sum(p.report.damaged_file_count() for p in pasts)
     headers = {

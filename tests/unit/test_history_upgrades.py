@@ -1,0 +1,95 @@
+"""An operator upgrading and downgrading the daemon in place on the embedded backend (upgrade QA):
+what the daemon says about an archive file of a newer format, about a read-only archive whose writer
+(an earlier version) stopped, and about an earlier version's archive left beside this one's.
+
+The daemon is built in this process (``open_storage``, the app of ``serve``) and asked through
+Starlette's ``TestClient``: no port is opened.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import fastavro
+from fastapi.testclient import TestClient
+
+from emulator.history.files import scan_dir
+from emulator.history.origins import OriginRegistry
+from emulator.history.schema import FORMAT_KEY, HISTORY_FORMAT
+from emulator.server.settings import Settings
+from emulator.server.starting import Startup
+from emulator.server.wiring import close_runtime, make_app, open_storage
+from tests.fixtures.waits import until
+
+JSON = {"content-type": "application/json"}
+
+
+@contextmanager
+def daemon(data: Path) -> Iterator[TestClient]:
+    """The daemon on the embedded log in ``data`` (history on, in ``data/history``), ready."""
+    runtime, history = open_storage(Settings(data_dir=data), OriginRegistry(), Startup())
+    try:
+        with TestClient(make_app(runtime, history, reading_started=True)) as client:
+            until(lambda: client.get("/readyz").status_code == 200, "the daemon to be ready", 30)
+            yield client
+    finally:
+        close_runtime(runtime, history)
+
+
+def patch(client: TestClient, connector: str, pos: int) -> None:
+    body = {"offsets": [{"partition": {"file": "a"}, "offset": {"pos": pos}}]}
+    answer = client.patch(f"/connectors/{connector}/offsets", params={"create": "true"}, json=body, headers=JSON)
+    assert answer.status_code == 200, answer.text
+
+
+def relabel_as_newer_format(path: Path) -> None:
+    """The file's records unchanged, its header naming a format newer than this version reads (as a
+    later version that changed the format would write it)."""
+    with path.open("rb") as f:
+        reader = fastavro.reader(f)
+        schema = reader.writer_schema
+        metadata = {k: v for k, v in reader.metadata.items() if not k.startswith("avro.")}
+        rows = list(reader)
+    with path.open("wb") as f:
+        fastavro.writer(f, schema, rows, metadata={**metadata, FORMAT_KEY: str(HISTORY_FORMAT + 1)}, codec="deflate")
+
+
+def test_a_connector_whose_rows_are_all_in_a_file_of_a_newer_format_is_not_claimed_absent(tmp_path: Path) -> None:
+    """It answered a bare 404 "Connector held not found in the offsets history", and /history/status
+    said nothing: only a log line named the file. Now the 404 says what could be read, names the
+    file and its problem, and /history/status and /status list the file among their warnings."""
+    data = tmp_path / "data"
+    with daemon(data) as client:
+        patch(client, "held", 1)
+        patch(client, "held", 2)
+        assert len(client.get("/connectors/held/offsets/history").json()["changes"]) == 2  # archived
+    ((log_dir),) = [p for p in (data / "history").iterdir() if p.is_dir()]
+    (file,) = scan_dir(log_dir)[1]
+    assert file.kind == "closed" and file.path.name.startswith("history-0000000000_")
+    relabel_as_newer_format(file.path)
+
+    with daemon(data) as client:
+        for path, params in (
+            ("/connectors/held/offsets/history", {}),
+            ("/connectors/held/offsets", {"as_of": "now"}),
+        ):
+            answer = client.get(path, params=params)
+            assert answer.status_code == 404, answer.text
+            message = answer.json()["message"]
+            assert "not found in the offsets history" not in message, message
+            assert "not found in what could be read of the offsets history" in message, message
+            assert file.path.name in message, message
+            assert f"written by a newer version of connect-offsets (history format {HISTORY_FORMAT + 1};" in message
+            assert answer.headers["X-Offsets-History-Warning"].startswith("UNRELIABLE: 1 history archive file(s)")
+
+        status = client.get("/history/status").json()
+        (warning,) = status["warnings"]
+        assert warning.startswith(f"history archive file {file.path.name} was written by a newer version"), warning
+        assert client.get("/status").json()["warnings"] == [warning]
+
+        patch(client, "other", 1)  # a connector the readable files hold: found, the file named as before
+        page = client.get("/connectors/other/offsets/history").json()
+        assert [c["offset"] for c in page["changes"]] == [{"pos": 1}]
+        assert [Path(d["file"]).name for d in page["damaged_files"]] == [file.path.name]
