@@ -474,12 +474,15 @@ class HistoryArchive:
         return "archiving stopped (why: GET /history/status); a restart archives the rest from the log"
 
     def warnings(self) -> list[str]:
-        """What an operator must know although the daemon serves: each file of the archive a
-        newer version wrote (none of its records are read), and each epoch this process started
-        because the log no longer holds records the archive holds (acknowledged writes lost, or the log
-        re-created or restored), and where the earlier values are. Names no server path (a file only
-        by its name)."""
+        """What an operator must know although the daemon serves: that no process archives the log any
+        more (a read-only archive whose writer stopped: ``WRITER_GONE``, or for the moment before the
+        takeover ``WRITER_GONE_TAKING_OVER``), each file of the archive a newer version wrote (none of
+        its records are read), and each epoch this process started because the log no longer holds
+        records the archive holds (acknowledged writes lost, or the log re-created or restored), and
+        where the earlier values are. Names no server path (a file only by its name)."""
         found = []
+        if self.read_only and not written_by_a_live_process(self.directory):
+            found.append(WRITER_GONE_TAKING_OVER if self.takes_over else WRITER_GONE)
         for name, newer in self._newer_format_files():
             shown = "an unknown format" if newer < 0 else f"history format {newer}"
             found.append(

@@ -139,7 +139,8 @@ class HistoryStatus(TypedDict):
     yielded_to_requests_s: float
     recovered_files: list[str]
     warnings: list[str]
-    """What the operator must know although the daemon serves: each archive file of a newer format
+    """What the operator must know although the daemon serves: that no process archives the log now
+    (``writer_gone``: a restart takes the archive over), each archive file of a newer format
     (by name: none of its records are read), and each epoch begun since the start because the log no
     longer holds records the archive holds (lost acknowledged writes, a re-created or restored log),
     and how to see the values from before (``as_of=now&epoch=E``)."""

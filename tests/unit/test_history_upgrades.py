@@ -15,9 +15,11 @@ from pathlib import Path
 import fastavro
 from fastapi.testclient import TestClient
 
+from emulator.history.archive import WRITER_GONE, HistoryArchive
 from emulator.history.files import scan_dir
 from emulator.history.origins import OriginRegistry
 from emulator.history.schema import FORMAT_KEY, HISTORY_FORMAT
+from emulator.logs.base import ReadProgress
 from emulator.server.settings import Settings
 from emulator.server.starting import Startup
 from emulator.server.wiring import close_runtime, make_app, open_storage
@@ -93,3 +95,32 @@ def test_a_connector_whose_rows_are_all_in_a_file_of_a_newer_format_is_not_claim
         page = client.get("/connectors/other/offsets/history").json()
         assert [c["offset"] for c in page["changes"]] == [{"pos": 1}]
         assert [Path(d["file"]).name for d in page["damaged_files"]] == [file.path.name]
+
+
+def test_a_read_only_archive_of_an_earlier_version_whose_writer_stopped_says_so_in_its_warnings(
+    tmp_path: Path,
+) -> None:
+    """A daemon of an earlier version (its archive named after the log's description) writes; one of
+    this version starts beside it and serves that archive read-only where it is, not taking it over
+    while it runs. Once the earlier one stopped, nothing was archived any more, but /status and
+    /history/status said nothing (``warnings: []``, only ``writer_gone: true``)."""
+    root = tmp_path / "history"
+    description = "embedded:///srv/data/connect-offsets.sqlite3"
+    earlier = HistoryArchive(root, description, tick_s=0.05)  # named after the description, as before
+    earlier.open()
+    assert earlier.writable
+    this = HistoryArchive(  # a daemon's: it could take an archive this version named over
+        root, description, archive_identity="log-id", progress=ReadProgress, reread=lambda ranges, timeout_s: iter(())
+    )
+    try:
+        this.open()
+        assert this.read_only and this.directory == earlier.directory and not this.takes_over
+        assert this.warnings() == [] and not this.status()["writer_gone"]
+        earlier.close()
+        status = this.status()
+        assert status["writer_gone"] and status["mode"] == "read-only"
+        assert status["warnings"] == this.warnings() == [WRITER_GONE]
+        assert "restart this daemon to take it over" in WRITER_GONE
+    finally:
+        this.close()
+        earlier.close()
