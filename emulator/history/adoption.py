@@ -19,9 +19,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from emulator.history.directory import log_slug, read_marker, write_marker
-from emulator.history.files import fsync_dir
+from emulator.history.directory import log_slug, read_marker, write_marker, written_by_a_live_process
+from emulator.history.files import fsync_dir, scan_dir
 from emulator.history.state import ArchiveState, NewerArchive, load_state, save_state
+from emulator.model.times import format_time_ms
 
 log = logging.getLogger(__name__)
 
@@ -55,13 +56,19 @@ def adopt(root: Path, identity: str, description: str) -> ArchiveLocation:
     by ``identity``, into which an earlier version's directory named by ``description`` is renamed
     first when only that one exists. Left where it is, and opened as before, while a live process
     holds its writer's lock (a daemon of an earlier version on the same log: renaming the directory
-    under it would break its writes) or when a newer version wrote its state.
+    under it would break its writes) or when a newer version wrote its state. One named by
+    ``description`` beside one named by ``identity`` (an earlier version's, started after a rollback)
+    is left unread, with a WARNING naming it and what it holds (``_say_left_beside``).
 
     Raises ``OSError`` when the directory cannot be renamed or its files rewritten."""
     stable = root / log_slug(identity)
-    if identity == description or stable.exists():
+    if identity == description:
         return ArchiveLocation(stable, identity)
     legacy = root / log_slug(description)
+    if stable.exists():
+        if legacy.is_dir():
+            _say_left_beside(root, legacy, stable, description)
+        return ArchiveLocation(stable, identity)
     earlier_identity: str | None = None  # set when the archive is another log's, last seen where this one is
     if not legacy.is_dir():
         found = _last_seen_here(root, identity, description)
@@ -126,6 +133,38 @@ def adopt(root: Path, identity: str, description: str) -> ArchiveLocation:
         identity,
     )
     return ArchiveLocation(stable, identity)
+
+
+def _say_left_beside(root: Path, legacy: Path, stable: Path, description: str) -> None:
+    """A WARNING about an earlier version's archive of this log beside the one this version opens:
+    a daemon of that version started it after a rollback below this version (it looks for the
+    directory named after the description, so it did not find the renamed one). This version does
+    not read it, and its records are in the opened archive only as far as the log still held them
+    at this start, as ``external`` (without who made them): the operator must know it is there."""
+    base, live, _ = scan_dir(legacy)
+    files = ([base] if base else []) + live
+    times = [t for f in files for t in (f.min_time, f.max_time) if t is not None]
+    held = f"{len(files)} archive file(s)" + (
+        f" with records from {format_time_ms(min(times))} to {format_time_ms(max(times))}" if times else ""
+    )
+    if written_by_a_live_process(legacy):
+        held += "; a running process writes it (a daemon of that version on this log)"
+    log.warning(
+        "history archive %s, named by an earlier version after %s, is left beside this log's archive %s: "
+        "a daemon of that version started it (after a rollback below the version that names archives by the "
+        "log's id), and it holds %s. This daemon neither reads nor writes it: its records are in %s only as "
+        "far as the log still held them at this start, as external (without who made them). Read it with "
+        "emulator.history.read_history(%r, log=%r); move it out of %s once it is no longer needed "
+        "(docs/operations.md, Upgrades)",
+        legacy,
+        description,
+        stable.name,
+        held,
+        stable.name,
+        str(root),
+        description,
+        root,
+    )
 
 
 def _lock_within(fd: int, timeout_s: float, renamed_to: Path) -> bool:

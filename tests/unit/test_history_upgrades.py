@@ -8,22 +8,27 @@ Starlette's ``TestClient``: no port is opened.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import fastavro
+import pytest
 from fastapi.testclient import TestClient
 
 from emulator.history.archive import WRITER_GONE, HistoryArchive
+from emulator.history.directory import log_slug
 from emulator.history.files import scan_dir
 from emulator.history.origins import OriginRegistry
+from emulator.history.query import read_history
 from emulator.history.schema import FORMAT_KEY, HISTORY_FORMAT
 from emulator.logs.base import ReadProgress
 from emulator.server.settings import Settings
 from emulator.server.starting import Startup
 from emulator.server.wiring import close_runtime, make_app, open_storage
 from tests.fixtures.waits import until
+from tests.unit.test_history_archive import key, open_stack, value
 
 JSON = {"content-type": "application/json"}
 
@@ -124,3 +129,37 @@ def test_a_read_only_archive_of_an_earlier_version_whose_writer_stopped_says_so_
     finally:
         this.close()
         earlier.close()
+
+
+def test_an_earlier_versions_archive_left_beside_this_ones_after_a_rollback_is_named_at_start(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Upgrade, roll back below the version that names archives by the log's id (the earlier one
+    starts a second archive, named after the log's description, and archives its writes there with
+    who made them), upgrade again: the archive named by id was opened and the other one ignored
+    without a word, its records then visible only as ``external``."""
+    root = tmp_path / "history"
+    old = open_stack(tmp_path)  # an archive named after the log's description: an earlier version's
+    old.append([(key(1), value(1))], operation="PATCH")
+    assert old.archive.sync(10)
+    old.close()
+    description, legacy = old.log.description, old.archive.directory
+    upgraded = HistoryArchive(root, "elsewhere", archive_identity="log-id")  # this version's, named by the id
+    upgraded.open()
+    upgraded.close()
+    stable = root / log_slug("log-id")
+    assert stable.is_dir() and legacy.is_dir()
+
+    caplog.set_level(logging.WARNING, logger="emulator.history.adoption")
+    this = HistoryArchive(root, description, archive_identity="log-id")
+    try:
+        this.open()
+        assert this.directory == stable and this.writable, "this version's archive is the one opened"
+    finally:
+        this.close()
+    (said,) = [r.getMessage() for r in caplog.records if r.name == "emulator.history.adoption"]
+    assert f"history archive {legacy}, named by an earlier version after {description}, is left beside" in said
+    assert "it holds 1 archive file(s) with records from " in said
+    assert f"emulator.history.read_history({str(root)!r}, log={description!r})" in said
+    (row,) = read_history(root, log=description)  # as the message says: the earlier version's records
+    assert row["operation"] == "PATCH" and row["origin"] != "external"
