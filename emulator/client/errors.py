@@ -147,7 +147,7 @@ def api_error(status: int, message: str, kind: str | None = None, url: str | Non
         return UnknownRouteError(
             status,
             f"{where} 404 without being a connect-offsets daemon route: a wrong base path in the URL, or "
-            f"another service there? (its answer: {message})",
+            f"another service there, or a daemon older than this client? (its answer: {message})",
         )
     cls = _BY_KIND.get(kind or "") or _BY_STATUS.get(status, ApiError)
     return cls(status, message, kind)

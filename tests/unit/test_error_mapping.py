@@ -158,6 +158,17 @@ def test_without_the_header_the_status_alone_decides(status: int, expected: type
     assert type(error) is expected and error.kind is None
 
 
+def test_a_404_without_a_kind_names_an_older_daemon_among_its_causes() -> None:
+    """``connect-offsets claims`` against a daemon from before the claims routes: its 404 is the web
+    framework's, without a kind, and the message listed only a wrong URL or another service."""
+    error = api_error(404, "Not Found", url="http://127.0.0.1:48901/connectors/c/claim")
+    assert type(error) is UnknownRouteError
+    assert error.message == (
+        "http://127.0.0.1:48901/connectors/c/claim answered 404 without being a connect-offsets daemon route: a wrong "
+        "base path in the URL, or another service there, or a daemon older than this client? (its answer: Not Found)"
+    )
+
+
 def test_an_unknown_kind_from_a_newer_daemon_falls_back_on_the_status() -> None:
     assert type(error_from_response(answer(409, "a new kind of conflict", "some_future_kind"))) is FencedError
 
