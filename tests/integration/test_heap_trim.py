@@ -47,14 +47,18 @@ def test_after_a_burst_of_large_values_the_daemon_gives_the_freed_memory_back(da
     grown = peak - started
     assert grown > 2 * GROWTH_BYTES, f"the burst grew the RSS by {grown} bytes only: nothing to give back"
 
-    deadline = time.monotonic() + 20  # looks every 5 s
-    samples = scrape(daemon.url)
-    while samples.value("connect_offsets_heap_trims_total") < 1:
-        assert time.monotonic() < deadline, f"no trim 20 s after the burst (RSS peak {peak}, start {started})"
-        time.sleep(0.5)
+    # Looks every 5 s. Under load the burst is slow enough for a look (and a trim) midway, after
+    # which the rest of the burst grows the heap back to its peak (a CI run met exactly that): so
+    # what is awaited is a trim *and* the RSS below the peak, whichever look brings it.
+    deadline = time.monotonic() + 20
+    while True:
         samples = scrape(daemon.url)
+        now = rss_bytes(daemon.proc.pid)
+        if samples.value("connect_offsets_heap_trims_total") >= 1 and now < peak - FREE_BYTES:
+            break
+        assert time.monotonic() < deadline, f"no trim to below the peak 20 s after the burst: RSS {now}, peak {peak}"
+        time.sleep(0.5)
     assert samples.value("connect_offsets_heap_returned_bytes_total") >= FREE_BYTES
-    assert rss_bytes(daemon.proc.pid) < peak - FREE_BYTES
 
     # What is still held is still served.
     values = httpx.get(f"{daemon.url}/connectors/{name}/offsets", timeout=120).json()["offsets"]
