@@ -4,8 +4,9 @@ A transfer reads every record of its source into the neutral model (``formats.mo
 filters it (``selection.py``), plans the change at the destination as a diff, and writes exactly
 the records the diff marks as changes (``--dry-run`` stops after the plan). Reading happens
 completely before anything is written, so a damaged source imports nothing. Document files (cdc,
-kip875, snapshot) are *replaced* by an export; stores (logs, standalone files, daemons) are
-*updated*: records of other connectors stay. Locations are described in ``locations/parse.py``.
+kip875, snapshot) are *replaced* by an export (with ``--connector``, only those connectors' records:
+the file's others stay); stores (logs, standalone files, daemons) are *updated*: records of other
+connectors stay. Locations are described in ``locations/parse.py``.
 """
 
 from __future__ import annotations

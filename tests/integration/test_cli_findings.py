@@ -186,18 +186,19 @@ def test_a_connector_name_the_source_lacks_is_refused_or_named(tmp_path: Path) -
     body = tmp_path / "offsets.json"
     body.write_text(json.dumps({"c": {"offsets": [{"partition": {"f": 1}, "offset": {"p": 1}}]}}))
     backup = tmp_path / "backup.json"
-    backup.write_text("the backup")
+    kept = {"d": {"offsets": [{"partition": {"f": 2}, "offset": {"p": 2}}]}}
+    backup.write_text(json.dumps(kept))
 
     typo = cli("migrate", "--from", f"kip875:{body}", "--to", f"kip875:{backup}", "--connector", "cc")
     assert typo.returncode == 2, typo.stderr
     assert "has no record of 'cc' (--connector); nothing was written" in typo.stderr
-    assert backup.read_text() == "the backup"
+    assert json.loads(backup.read_text()) == kept
     partly = cli(
         "migrate", "--from", f"kip875:{body}", "--to", f"kip875:{backup}", "--connector", "c", "--connector", "cc"
     )
     assert partly.returncode == 0, partly.stderr
     assert "note: kip875:" in partly.stderr and "has no record of 'cc' (--connector)" in partly.stderr
-    assert json.loads(backup.read_text())["c"]["offsets"] == [{"partition": {"f": 1}, "offset": {"p": 1}}]
+    assert json.loads(backup.read_text()) == {"c": {"offsets": [{"partition": {"f": 1}, "offset": {"p": 1}}]}, **kept}
 
 
 @pytest.mark.slow  # four CLI processes

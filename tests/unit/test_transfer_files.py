@@ -426,3 +426,64 @@ def test_an_export_of_records_not_in_jacksons_form_reports_what_the_file_holds_a
     second = export()
     assert second["diff"]["summary"] == {"added": 0, "changed": 0, "removed": 0, "unchanged": 2}
     assert out.read_bytes() == bytes_after_first
+
+
+# --- --connector into an existing document keeps the other connectors (docs/transfers.md) ---------------
+
+MINE_OLD = RawRecord(b'["my-source",{"f":"a"}]', b'{"p":1}')
+MINE_GONE = RawRecord(b'["my-source",{"f":"z"}]', b'{"p":3}')
+MINE_NEW = RawRecord(b'["my-source",{"f":"a"}]', b'{"p":2}')
+THEIRS = RawRecord(b'["other",{"f":"b"}]', b'{"p":5}')
+THEIRS_AT_SOURCE = RawRecord(b'["other",{"f":"b"}]', b'{"p":9}')
+DOCUMENT_KINDS = {"kip875": kip875.loads_file, "snapshot": lambda data: snapshot.loads(data)[0]}
+
+
+@pytest.mark.parametrize("kind", sorted(DOCUMENT_KINDS))
+def test_an_export_of_one_connector_into_a_file_of_several_keeps_the_others(
+    kind: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """QA 21 (HIGH): ``export --to kip875:multi.json --connector my-source`` exited 0 reporting
+    ``connector other: … 1 removed`` and left only my-source in the file. The named connector's records
+    are replaced (``f":"z`` goes, as the source lacks it); every other connector's stay, untouched."""
+    destination = tmp_path / f"multi.{kind}"
+    seed = standalone_of(tmp_path, MINE_OLD, MINE_GONE, THEIRS)
+    assert transfer(seed, parse_location(f"{kind}:{destination}"), TransferOptions(), quiet()).written == 3
+    standalone.write_file(tmp_path / "now.offsets", [MINE_NEW, THEIRS_AT_SOURCE])
+    args = ("migrate", "--from", f"standalone:{tmp_path / 'now.offsets'}", "--to", f"{kind}:{destination}")
+
+    code, out, err = cli(capsys, *args, "--connector", "my-source", "--dry-run")
+    assert code == 0, err
+    assert "connector other" not in out, out
+    assert "would be kept" in err
+
+    code, out, err = cli(capsys, *args, "--connector", "my-source")
+    assert code == 0, err
+    assert "connector other" not in out, out
+    assert "1 changed, 1 removed, 0 unchanged" in out.splitlines()[1], out
+    assert (
+        f"note: 1 record(s) of 1 other connector(s) ('other') already in {kind}:{destination} were kept as they are"
+        in err
+    ), err
+    held = latest_per_key(DOCUMENT_KINDS[kind](destination.read_bytes()).records)
+    assert {k: r.value for k, r in held.items()} == {MINE_NEW.key: MINE_NEW.value, THEIRS.key: THEIRS.value}
+
+    code, out, err = cli(capsys, *args)  # without --connector the file is the source's, whole
+    assert code == 0, err
+    held = latest_per_key(DOCUMENT_KINDS[kind](destination.read_bytes()).records)
+    assert {k: r.value for k, r in held.items()} == {MINE_NEW.key: MINE_NEW.value, THEIRS.key: b'{"p":9}'}
+
+
+def test_an_export_of_one_connector_over_an_unreadable_file_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """What an unreadable file holds cannot be kept: refused, the file untouched (without --connector
+    the export replaces it, with a note, as before)."""
+    destination = tmp_path / "multi.json"
+    destination.write_text('{"other": ')
+    source = standalone_of(tmp_path, MINE_NEW).path
+    code, out, err = cli(
+        capsys, "migrate", "--from", f"standalone:{source}", "--to", f"kip875:{destination}", "--connector", "my-source"
+    )
+    assert code == 2 and out == ""
+    assert "is unreadable" in err and "cannot be kept" in err and err.rstrip().endswith("nothing was written"), err
+    assert destination.read_text() == '{"other": '

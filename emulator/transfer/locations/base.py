@@ -2,7 +2,8 @@
 
 Two kinds of destination behave differently on purpose: a *store* (an offsets topic, an embedded
 log, a standalone file, a daemon) is updated, so records of other connectors stay; a *document*
-(cdc, kip875, snapshot files) is replaced by an export.
+(cdc, kip875, snapshot files) is replaced by an export, except the records of connectors a
+``--connector`` filter leaves out, which stay.
 """
 
 from __future__ import annotations

@@ -134,22 +134,41 @@ class DocumentLocation(FileLocation):
         with a note) the same way in both, and the diff, the count written and the count of values
         Connect cannot read back are those of the records the file really holds, as its reader reads
         them back (``Encoded.records``), compared with the existing file read the same way: a second
-        run of the same export reports no change."""
+        run of the same export reports no change.
+
+        With ``--connector``, the export replaces those connectors' records only: every other record
+        of an existing file (other connectors, keys Connect ignores) is kept as it is, outside the
+        diff, and a note counts them. The file used to be replaced whole, so an export of one
+        connector into a file of several silently deleted the others, which ``--prune`` (deleting
+        less) would not do without ``--yes``. An existing file that cannot be read is then refused:
+        what it holds could not be kept."""
         self._check_writable(binary=self.kind == "snapshot")
+        connectors = ctx.options.connectors
         replaced: list[str] = []
         try:
             existing = self._existing(ctx)
         except FormatError as exc:  # an export may replace a damaged document; the diff then starts empty
+            if connectors:
+                raise LocationError(
+                    f"the existing {self.description} is unreadable ({exc.detail}), so its other connectors' "
+                    "records cannot be kept beside those of --connector: export to another file, or move this "
+                    "one away first"
+                ) from exc
             existing = None
             replaced.append(f"the existing {self.description} is unreadable and is replaced ({exc.detail})")
-        old = {r.key: r.value for r in latest_per_key(existing.records).values()} if existing else {}
+        before = latest_per_key(existing.records) if existing else {}
+        kept = {k: r for k, r in before.items() if ctx.keys.connector(k) not in connectors} if connectors else {}
+        old = {k: r.value for k, r in before.items() if k not in kept}
         latest = latest_per_key(incoming)
-        encoded = self.encode(list(latest.values()), ctx)
+        encoded = self.encode(_in_file_order(before, kept, latest), ctx)
         held = latest_per_key(encoded.records)
         if encoded.data:  # a snapshot's dry run encodes nothing
             ctx.progress.report(f"encoded {self.description}", len(latest), len(latest), force=True)
+        if kept:
+            replaced.append(_kept_note(self.description, kept, ctx, ctx.options.dry_run))
+        moved = [r for k, r in held.items() if k not in kept]
         dropped = [RawRecord(k, None) for k, v in old.items() if v is not None and k not in held]
-        diff = compute_diff(old.get, [*held.values(), *dropped], ctx.keys)
+        diff = compute_diff(old.get, [*moved, *dropped], ctx.keys)
         unreadable = ctx.count_unreadable(held.values())
         if ctx.options.dry_run:
             return ApplyResult(diff.as_dict(ctx.options.diff_limit), 0, [*replaced, *encoded.notes], unreadable)
@@ -167,6 +186,34 @@ class DocumentLocation(FileLocation):
         """Progress of ``encode``: the format's writer counts records, the total is known here."""
         what, total = f"encoding {self.description}", len(records)
         return lambda done, _total: ctx.progress.report(what, done, total)
+
+
+def _in_file_order(
+    before: dict[bytes, RawRecord], kept: dict[bytes, RawRecord], latest: dict[bytes, RawRecord]
+) -> list[RawRecord]:
+    """The records an export writes: with records kept (``--connector``), in the existing file's order,
+    each named connector's key where it was, new keys after; without, the source's order."""
+    if not kept:
+        return list(latest.values())
+    placed = [kept.get(k) or latest[k] for k in before if k in kept or k in latest]
+    return [*placed, *(r for k, r in latest.items() if k not in before)]
+
+
+def _kept_note(description: str, kept: dict[bytes, RawRecord], ctx: TransferContext, dry_run: bool) -> str:
+    """What an export with ``--connector`` left in place in an existing document."""
+    owners = [ctx.keys.connector(k) for k in kept]
+    names = sorted({n for n in owners if n is not None})
+    parts = []
+    if names:
+        shown = ", ".join(repr(n) for n in names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+        parts.append(f"{len(names)} other connector(s) ({shown})")
+    if None in owners:
+        parts.append(f"{owners.count(None)} whose keys Connect ignores")
+    verb = "would be kept" if dry_run else "were kept"
+    return (
+        f"{len(kept)} record(s) of {' and '.join(parts)} already in {description} {verb} as they are: "
+        "--connector replaces only the named connectors' records in an existing file"
+    )
 
 
 class StandaloneLocation(FileLocation):
