@@ -17,6 +17,7 @@ from typing import Any
 from emulator.cli.common import (
     EXIT_ANSWER_LOST,
     EXIT_OK,
+    EXIT_OUTPUT_FAILED,
     EXIT_REFUSED,
     EXIT_USAGE,
     ClientSettings,
@@ -45,6 +46,7 @@ from emulator.transfer import (
     parse_location,
     transfer,
 )
+from emulator.transfer.errors import OutputIncomplete
 from emulator.transfer.locations.files import FileLocation
 
 LOCATIONS_HELP = (
@@ -242,6 +244,9 @@ def _run(args: argparse.Namespace, source: Location, destination: Location) -> i
 
             confirm(args, f"Write these changes to {destination.description}, deletions included", plan)
         report = transfer(source, destination, options, progress)
+    except OutputIncomplete as exc:  # standard output refused the file: as every command's output (README)
+        say("error", exc)
+        return EXIT_OUTPUT_FAILED
     except (FormatError, LocationError) as exc:
         say("error", f"{exc}; nothing was written")
         return EXIT_USAGE

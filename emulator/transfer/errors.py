@@ -1,4 +1,4 @@
-"""Why a transfer did not happen; both are raised before anything is written."""
+"""Why a transfer did not happen: raised before anything is written, except ``OutputIncomplete``."""
 
 from __future__ import annotations
 
@@ -9,3 +9,13 @@ class LocationError(ValueError):
 
 class TransferError(ValueError):
     """The transfer was refused before anything was written (e.g. keys Connect ignores)."""
+
+
+class OutputIncomplete(LocationError):
+    """Standard output (``KIND:-``) refused the file: ``sent`` of ``total`` bytes had gone to it. Not
+    bad input: the CLI answers it as every command answers an output it could not write (exit 74)."""
+
+    def __init__(self, message: str, sent: int, total: int) -> None:
+        super().__init__(message)
+        self.sent = sent
+        self.total = total

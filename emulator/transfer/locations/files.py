@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import abc
 import errno
+import os
 import sys
 import time
 from collections.abc import Callable
@@ -22,7 +23,7 @@ from emulator.formats.file_kinds import (
     replacement_target,
 )
 from emulator.formats.model import Encoded, FormatError, Loaded, RawRecord, Tick, latest_per_key
-from emulator.transfer.errors import LocationError
+from emulator.transfer.errors import LocationError, OutputIncomplete
 from emulator.transfer.locations.base import Location
 from emulator.transfer.options import TransferContext
 from emulator.transfer.report import ApplyResult
@@ -101,20 +102,36 @@ class FileLocation(Location):
         Written until every byte went: a buffered write larger than its buffer returns the count the
         pipe took when its reader goes away in the middle (65,536 bytes, no error), and that export
         reported success with 2 % of a snapshot sent (``… | head``); the next write raises
-        ``BrokenPipeError``, which the CLI answers with 141."""
+        ``BrokenPipeError``, which the CLI answers with 141. A descriptor is written directly
+        (``os.write``), so that a refusal part-way (a file-size limit, a full disk) knows how many bytes
+        went: it is ``OutputIncomplete`` (exit 74), which says the output is incomplete, not the
+        "nothing was written" of a file the export could leave untouched."""
+        sent = 0
         try:
             sys.stdout.flush()
-            out, left = sys.stdout.buffer, memoryview(data)
-            while left:
-                written = out.write(left)
-                if not written:  # None (a non-blocking descriptor) or 0: nothing more goes
-                    raise OSError(errno.EAGAIN, f"standard output took no more after {len(data) - len(left)} bytes")
-                left = left[written:]
+            out = sys.stdout.buffer
             out.flush()
+            fd = _descriptor(out)
+            view = memoryview(data)
+            while sent < len(data):
+                written = os.write(fd, view[sent:]) if fd is not None else out.write(view[sent:])
+                if not written:  # None (a non-blocking descriptor) or 0: nothing more goes
+                    raise OSError(errno.EAGAIN, f"standard output took no more after {sent} bytes")
+                sent += written
+            if fd is None:
+                out.flush()
         except BrokenPipeError:
             raise
         except OSError as exc:
-            raise LocationError(f"{self.description}: cannot write standard output: {exc.strerror or exc}") from exc
+            reason = exc.strerror or str(exc)
+            if sent:
+                message = (
+                    f"{self.description}: cannot write standard output: {reason} after {sent:,} of {len(data):,} "
+                    f"bytes; the output is incomplete (a truncated {self.kind} file)"
+                )
+            else:
+                message = f"{self.description}: cannot write standard output: {reason}; nothing was written to it"
+            raise OutputIncomplete(message, sent, len(data)) from exc
 
     def _replace(self, write: Callable[[], object]) -> None:
         """Run ``write`` (an atomic replacement of the file) and say plainly when the disk refused it
@@ -124,6 +141,15 @@ class FileLocation(Location):
             write()
         except OSError as exc:
             raise LocationError(f"{self.description}: cannot write: {exc.strerror or exc}") from exc
+
+
+def _descriptor(stream: object) -> int | None:
+    """The file descriptor under ``stream``, or None for one without (a test's captured output)."""
+    try:
+        fileno = stream.fileno  # type: ignore[attr-defined]
+        return int(fileno())
+    except (AttributeError, OSError, ValueError):  # io.UnsupportedOperation is both of the last two
+        return None
 
 
 class DocumentLocation(FileLocation):
