@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -25,7 +24,7 @@ from emulator.cli.common import (
 from emulator.client.errors import ClientError, FencedError, NotFoundError, NotStoppedError
 from emulator.client.http import Auth, OffsetsClient
 from emulator.codec.shown import shown_json, shown_name, shown_text
-from emulator.formats.file_kinds import STREAM_TIMEOUT_S, NotRegularFileError, StreamError, read_source
+from emulator.formats.file_kinds import STREAM_TIMEOUT_S, NotRegularFileError, StreamError, read_source, read_stdin
 
 
 def register(sub: Any) -> None:
@@ -152,11 +151,14 @@ def run_reset(args: argparse.Namespace) -> int:
 def read_body(path: str) -> dict[str, Any]:
     source = "standard input (--file -)" if path == "-" else path  # "- is not valid JSON" read as a typo
     try:
-        text = sys.stdin.read() if path == "-" else read_source(Path(path), timeout_s=STREAM_TIMEOUT_S).decode("utf-8")
+        # Standard input as a transfer's ``KIND:-`` reads it (docs/transfers.md): a terminal is refused
+        # at once (the command sat waiting for EOF without a word), a pipe is read within the timeout.
+        data = read_stdin(STREAM_TIMEOUT_S) if path == "-" else read_source(Path(path), timeout_s=STREAM_TIMEOUT_S)
+        text = data.decode("utf-8")
     except KeyboardInterrupt:  # Ctrl-C while the body was still being read: nothing was sent
         raise InterruptedBeforeWrite from None
     except (NotRegularFileError, StreamError) as exc:
-        raise UsageError(str(exc)) from exc
+        raise UsageError(f"--file -: {exc}" if path == "-" else str(exc)) from exc
     except OSError as exc:
         raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from exc
     except UnicodeDecodeError as exc:

@@ -507,3 +507,37 @@ def test_connection_options_may_come_before_the_command(embedded_daemon: DaemonP
     unknown = cli("--no-such-option", "get", name, "--url", embedded_daemon.url)
     assert unknown.returncode == EXIT_USAGE and "unrecognized arguments: --no-such-option" in unknown.stderr
     assert cli("--help").returncode == 0 and cli("--version", "get").returncode == 0
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("alter", "c", "--file", "-", "--url", "http://127.0.0.1:48899"),
+        ("import", "--from", "kip875:-", "--url", "http://127.0.0.1:48899"),
+    ],
+)
+def test_a_body_on_standard_input_that_is_a_terminal_is_refused_at_once(args: tuple[str, ...]) -> None:
+    """QA 21 #3: ``alter --file -`` on a terminal waited without a word for an end of file that a
+    person rarely knows to type, where ``import --from kip875:-`` refuses at once (docs/transfers.md:
+    alter --file follows the same rules). Nothing is sent: the daemon's port has no listener."""
+    controller, terminal = pty.openpty()
+    try:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "emulator.cli", *args],
+            stdin=terminal,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        os.close(terminal)
+        try:
+            stdout, stderr = proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+            pytest.fail(f"`{' '.join(args)}` waited for a terminal's end of input")
+    finally:
+        os.close(controller)
+    assert proc.returncode == EXIT_USAGE, stderr
+    assert "standard input is a terminal: pipe the file into it" in stderr, stderr
+    assert stdout == ""
