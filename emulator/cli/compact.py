@@ -13,11 +13,25 @@ before its archiver caught up): the next daemon archives those records when it r
 from __future__ import annotations
 
 import argparse
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from emulator.cli.common import EXIT_OK, EXIT_REFUSED, UsageError, out, say
 from emulator.model.errors import OffsetsError
+from emulator.server.options import SettingsError, add_options, shared
+from emulator.server.settings import Settings
+
+
+@dataclass(frozen=True, slots=True)
+class CompactSettings:
+    """The settings ``compact`` shares with ``serve``, declared as ``serve`` declares them (same flags,
+    ``CONNECT_OFFSETS_*`` variables and defaults): a daemon's environment names its log for both. The
+    command had flags of its own, which ignored ``CONNECT_OFFSETS_DATA_DIR`` and compacted ./data."""
+
+    data_dir: Path = shared(Settings, "data_dir")
+    offsets_topic: str = shared(Settings, "offsets_topic")
+    history_dir: Path | None = shared(Settings, "history_dir")
 
 
 def register(sub: Any) -> None:
@@ -27,17 +41,12 @@ def register(sub: Any) -> None:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--data-dir", type=Path, default=Path("./data"), help="the log's directory (default ./data)")
+    add_options(p, CompactSettings)
     p.add_argument(
         "--name",
-        default="connect-offsets",
-        help="the log's name, the daemon's --offsets-topic (default connect-offsets)",
-    )
-    p.add_argument(
-        "--history-dir",
-        type=Path,
+        dest="offsets_topic",
         default=None,
-        help="where a daemon serving this log keeps its history (default <data-dir>/history)",
+        help="the same as --offsets-topic: the log's name (its file is <data-dir>/<name>.sqlite3)",
     )
     p.add_argument(
         "--force",
@@ -53,14 +62,16 @@ def run(args: argparse.Namespace) -> int:
     from emulator.logs.embedded.offsets_log import EmbeddedOffsetLog
     from emulator.logs.embedded.storage import stored_log_id, stored_partition_count
 
-    path = args.data_dir / f"{args.name}.sqlite3"
+    settings: CompactSettings = args.settings
+    path = settings.data_dir / f"{settings.offsets_topic}.sqlite3"
     if not path.is_file():
-        raise UsageError(f"no embedded log at {path} (--data-dir, --name)")
+        # A SettingsError: the command line adds the variable a value came from (CONNECT_OFFSETS_DATA_DIR)
+        raise SettingsError(f"no embedded log at {path} (--data-dir, --offsets-topic)")
     partitions = stored_partition_count(path)
     if partitions is None:
         raise UsageError(f"{path} is not an embedded offsets log that can be read")
-    log = EmbeddedOffsetLog(args.data_dir, partitions=partitions, name=args.name)
-    root = args.history_dir or args.data_dir / "history"
+    log = EmbeddedOffsetLog(settings.data_dir, partitions=partitions, name=settings.offsets_topic)
+    root = settings.history_dir or settings.data_dir / "history"
 
     def refuse_if_archived_by_a_daemon(identity: str) -> Path:
         history = locate(root, identity, log.description)

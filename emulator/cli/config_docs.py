@@ -13,8 +13,9 @@ import argparse
 import sys
 
 from emulator.cli.common import ClientSettings
+from emulator.cli.compact import CompactSettings
 from emulator.cli.main import build_parser
-from emulator.server.options import Option, grouped
+from emulator.server.options import Option, grouped, options
 from emulator.server.settings import Settings
 
 INTRO = """\
@@ -70,8 +71,20 @@ def render() -> str:
         f"{clients} reach a running daemon with these settings (`export`, `import` and `migrate` use\n"
         "that daemon as the location when `--from` or `--to` is omitted).\n",
         *_tables(ClientSettings),
+        "## `connect-offsets compact`\n",
+        _shared_with_serve(CompactSettings, "compact"),
     ]
     return "\n".join(parts)
+
+
+def _shared_with_serve(settings_type: type[object], command: str) -> str:
+    """A command that reads some of ``serve``'s settings, declared as ``serve`` declares them."""
+    names = ", ".join(f"`{opt.flag}` (`{opt.env}`)" for opt in options(settings_type))
+    return (
+        f"`{command}` reads {names} as `serve` does, from the same flags and variables with the same "
+        "defaults (the tables above), so a daemon's environment names the same log for both "
+        "(`--name` is another spelling of `--offsets-topic`).\n"
+    )
 
 
 def _tables(settings_type: type[object]) -> list[str]:

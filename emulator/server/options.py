@@ -98,6 +98,15 @@ def option(
     return dataclasses.field(default_factory=lambda: _default(declared), metadata={_SPEC: declared})
 
 
+def shared(settings_type: type[Any], field_name: str) -> Any:
+    """Declare a settings field as ``settings_type`` declares its field ``field_name``: the same flag,
+    variable, kind, default and help, for a command that reads one of another command's settings
+    (``compact`` reads ``serve``'s ``--data-dir``, ``CONNECT_OFFSETS_DATA_DIR``). Declared once, the two
+    cannot drift: ``compact`` once had its own ``--data-dir`` that ignored the variable."""
+    declared = next(f.metadata[_SPEC] for f in dataclasses.fields(settings_type) if f.name == field_name)
+    return dataclasses.field(default_factory=lambda: _default(declared), metadata={_SPEC: declared})
+
+
 def _default(opt: Option) -> Any:
     if opt.default is None:
         return {} if opt.repeatable else None

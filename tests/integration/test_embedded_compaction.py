@@ -9,6 +9,7 @@ with nothing to remove. Readers see the same final state: the latest record of e
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import sqlite3
@@ -190,11 +191,35 @@ def test_connect_offsets_compact_compacts_a_log_no_daemon_serves_and_names_a_mis
 
     missing = cli("--data-dir", str(tmp_path / "nowhere"))
     assert missing.returncode == 2
-    assert (
-        missing.stderr
-        == f"error: no embedded log at {tmp_path / 'nowhere' / 'connect-offsets.sqlite3'} (--data-dir, --name)\n"
-    )
+    where = tmp_path / "nowhere" / "connect-offsets.sqlite3"
+    assert missing.stderr == f"error: no embedded log at {where} (--data-dir, --offsets-topic)\n"
     assert not (tmp_path / "nowhere").exists(), "a log was created where none was"
+
+
+def test_connect_offsets_compact_reads_the_daemons_variables(tmp_path: Path) -> None:
+    """QA 21 #4: ``compact`` had flags of its own and ignored ``CONNECT_OFFSETS_DATA_DIR`` and
+    ``CONNECT_OFFSETS_OFFSETS_TOPIC``, which ``serve`` reads (docs/configuration.md: every setting is
+    a flag and a variable): in a daemon's environment it looked for ./data/connect-offsets.sqlite3.
+    It now shares serve's declarations; a flag still wins over its variable, as everywhere."""
+    data = tmp_path / "served-here"
+    log = EmbeddedOffsetLog(data, partitions=2, name="my-offsets", synchronous="NORMAL")
+    log.open()
+    log.append(commits("env", keys=10, rounds=3), 30)
+    log.close()
+    env = {**os.environ, "CONNECT_OFFSETS_DATA_DIR": str(data), "CONNECT_OFFSETS_OFFSETS_TOPIC": "my-offsets"}
+
+    done = run_cli("compact", env=env)
+    assert done.returncode == 0, done.stderr
+    assert re.fullmatch(
+        r"embedded://.*/my-offsets\.sqlite3: 30 -> 10 records \(20 removed\) in [0-9.]+ s\n", done.stdout
+    )
+
+    flag_wins = run_cli("compact", "--data-dir", str(tmp_path / "nowhere"), env=env)
+    assert flag_wins.returncode == 2
+    assert flag_wins.stderr == (
+        f"error: no embedded log at {tmp_path / 'nowhere' / 'my-offsets.sqlite3'} (--data-dir, --offsets-topic) "
+        "(--offsets-topic came from CONNECT_OFFSETS_OFFSETS_TOPIC)\n"
+    )
 
 
 @pytest.mark.slow
