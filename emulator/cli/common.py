@@ -142,7 +142,10 @@ def connector_name(text: str) -> str:
 
     Python hands over command-line bytes that are not UTF-8 as lone surrogates (``surrogateescape``,
     ``emulator.codec.surrogates``), which no URL and no UTF-8 JSON can hold: say which bytes, once,
-    instead of a traceback from the HTTP client."""
+    instead of a traceback from the HTTP client. An empty name (``get ''``, an unset shell variable)
+    names no connector: the request went to ``/connectors//offsets``, whose 404 blamed a wrong base
+    path in the URL."""
+    connector_not_empty(text)
     try:
         text.encode("utf-8")
     except UnicodeEncodeError as exc:
@@ -155,6 +158,14 @@ def connector_name(text: str) -> str:
             f"the connector name '{shown}' is not valid UTF-8 (at {where}); connector names are UTF-8 text: check the "
             "shell's quoting and the terminal's encoding"
         ) from None
+    return text
+
+
+def connector_not_empty(text: str, flag: str = "") -> str:
+    """``text``, or ``UsageError`` when it is empty: it names no connector."""
+    if not text:
+        what = f"{flag} '' names no connector" if flag else "the connector name is empty"
+        raise UsageError(f"{what}: name a connector (`connect-offsets list` lists them)")
     return text
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from emulator.cli.common import EXIT_OK, Hinted, UsageError, add_client_options, compact, emit
+from emulator.cli.common import EXIT_OK, Hinted, UsageError, add_client_options, compact, connector_not_empty, emit
 from emulator.cli.offsets import claim_hints
 from emulator.client.errors import ApiError
 from emulator.codec.shown import shown_name
@@ -51,6 +51,7 @@ def register(sub: Any) -> None:
 
 
 def run_handoff(args: argparse.Namespace) -> int:
+    connector_not_empty(args.connector, "--connector")
     if args.source_index < 0:
         raise UsageError("--source-index must be >= 0")
     try:

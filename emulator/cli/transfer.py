@@ -24,6 +24,7 @@ from emulator.cli.common import (
     UsageError,
     add_confirmation_option,
     confirm,
+    connector_not_empty,
     json_text,
     out,
     say,
@@ -172,6 +173,8 @@ def _options(args: argparse.Namespace) -> TransferOptions:
         to_config = {**shared, **parse_kafka_config(args.to_kafka_config)}
     except ValueError as exc:
         raise UsageError(str(exc)) from exc
+    for name in args.connector:  # a transfer selects by the keys' names, whatever bytes the shell gave
+        connector_not_empty(name, "--connector")
     return TransferOptions(
         connectors=frozenset(args.connector),
         malformed=args.malformed,

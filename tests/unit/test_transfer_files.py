@@ -487,3 +487,28 @@ def test_an_export_of_one_connector_over_an_unreadable_file_is_refused(
     assert code == 2 and out == ""
     assert "is unreadable" in err and "cannot be kept" in err and err.rstrip().endswith("nothing was written"), err
     assert destination.read_text() == '{"other": '
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["get", ""],
+        ["reset", "", "--yes"],
+        ["alter", "", "--file", "-"],
+        ["claim", "", "--owner", "me"],
+        ["claims", ""],
+        ["release", "", "--epoch", "1"],
+        ["history", ""],
+        ["rollback", "", "--to", "now", "--yes"],
+        ["spark-handoff", "--checkpoint", "cp", "--connector", ""],
+        ["export", "--to", "kip875:-", "--connector", ""],
+    ],
+)
+def test_an_empty_connector_name_is_a_usage_error(command: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    """QA 21 #5: ``get ''`` asked the daemon for ``/connectors//offsets`` and reported "answered 404 without
+    being a connect-offsets daemon route: a wrong base path …". An empty name is refused before any
+    request (nothing listens on the port), exit 2."""
+    code, out, err = cli(capsys, *command, "--url", "http://127.0.0.1:48899")
+    assert (code, out) == (2, "")
+    what = "--connector '' names no connector" if "--connector" in command else "the connector name is empty"
+    assert err == f"error: {what}: name a connector (`connect-offsets list` lists them)\n"
