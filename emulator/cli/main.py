@@ -148,7 +148,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         _stdout_to_devnull()  # the interpreter's last flush would fail again, with a traceback
         return EXIT_OUTPUT_FAILED
     except KeyboardInterrupt as exc:  # Ctrl-C: ``serve`` has shut down by then (uvicorn re-raises it after)
-        print(_interrupted(args.command, isinstance(exc, InterruptedBeforeWrite)), file=sys.stderr)
+        before_write = isinstance(exc, InterruptedBeforeWrite)
+        print(shown_text(_interrupted(args.command, before_write, getattr(exc, "detail", ""))), file=sys.stderr)
         if getattr(exc, "end_without_finalizing", False):  # emulator.server.starting.InterruptedWhileOpening
             _end_now(EXIT_INTERRUPTED)
         return EXIT_INTERRUPTED
@@ -167,12 +168,16 @@ def _end_now(code: int) -> NoReturn:
 _WRITES = frozenset({"alter", "reset", "rollback", "import", "migrate", "claim", "release", "spark-handoff"})
 
 
-def _interrupted(command: str, before_write: bool = False) -> str:
+def _interrupted(command: str, before_write: bool = False, detail: str = "") -> str:
     """A write interrupted after its request left is not undone by the interruption: say so, or a
     user would take "interrupted" for "nothing happened" and run it again on a changed state. At the
-    ``[y/N]`` question (or during the dry run before it) nothing was sent that changes anything."""
+    ``[y/N]`` question (or during the dry run before it, or while a transfer read its source) nothing
+    was sent that changes anything. A transfer interrupted while writing knows more: ``detail``
+    (``emulator.transfer.errors.TransferInterrupted``) says how many records were written."""
     if before_write:
         return f"interrupted: `{command}` sent no change (only its dry run, if any): nothing was changed"
+    if detail:
+        return f"interrupted: `{command}` {detail}"
     if command not in _WRITES:
         return "interrupted"
     return (

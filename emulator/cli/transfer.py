@@ -21,6 +21,7 @@ from emulator.cli.common import (
     EXIT_REFUSED,
     EXIT_USAGE,
     ClientSettings,
+    InterruptedBeforeWrite,
     UsageError,
     add_confirmation_option,
     confirm,
@@ -47,7 +48,7 @@ from emulator.transfer import (
     parse_location,
     transfer,
 )
-from emulator.transfer.errors import OutputIncomplete
+from emulator.transfer.errors import OutputIncomplete, TransferInterrupted
 from emulator.transfer.locations.files import FileLocation
 
 LOCATIONS_HELP = (
@@ -247,6 +248,10 @@ def _run(args: argparse.Namespace, source: Location, destination: Location) -> i
 
             confirm(args, f"Write these changes to {destination.description}, deletions included", plan)
         report = transfer(source, destination, options, progress)
+    except TransferInterrupted as exc:  # Ctrl-C: the transfer says what it had written (emulator.cli.main)
+        if exc.nothing_written:
+            raise InterruptedBeforeWrite from None
+        raise
     except OutputIncomplete as exc:  # standard output refused the file: as every command's output (README)
         say("error", exc)
         return EXIT_OUTPUT_FAILED

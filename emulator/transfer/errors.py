@@ -19,3 +19,15 @@ class OutputIncomplete(LocationError):
         super().__init__(message)
         self.sent = sent
         self.total = total
+
+
+class TransferInterrupted(KeyboardInterrupt):
+    """Ctrl-C during a transfer, with what it knows of the destination. ``detail`` completes
+    "interrupted: `import` …" (how many records were written and are in effect, which may still land,
+    which were not sent); ``nothing_written``: it came before anything was sent to or written at the
+    destination (reading the source, planning), so nothing was changed."""
+
+    def __init__(self, detail: str = "", nothing_written: bool = False) -> None:
+        super().__init__(detail)
+        self.detail = detail
+        self.nothing_written = nothing_written

@@ -62,6 +62,10 @@ class TransferContext:
     """Keys whose incoming value Connect cannot read back (kept by ``--malformed keep``): a
     destination counts how many of them it writes."""
 
+    writing: bool = False
+    """Set by a destination just before it sends or writes the first thing that changes it: a Ctrl-C
+    before then changed nothing (``pipeline.transfer`` says so)."""
+
     def count_unreadable(self, written: Iterable[RawRecord]) -> int:
         """How many of ``written`` carry a value Connect cannot read back."""
         if not self.unreadable_keys:

@@ -11,7 +11,7 @@ connectors stay. Locations are described in ``locations/parse.py``.
 
 from __future__ import annotations
 
-from emulator.transfer.errors import TransferError
+from emulator.transfer.errors import TransferError, TransferInterrupted
 from emulator.transfer.locations.base import Location
 from emulator.transfer.locations.files import SnapshotLocation
 from emulator.transfer.options import TransferContext, TransferOptions
@@ -26,6 +26,19 @@ def transfer(
     """Read ``source`` completely, select, plan the diff at ``destination`` and (unless dry run) write it."""
     progress = progress or Progress()
     ctx = TransferContext(options, progress, "from")
+    try:
+        return _transfer(source, destination, options, progress, ctx)
+    except TransferInterrupted:  # a destination that was writing says what it knows
+        raise
+    except KeyboardInterrupt:
+        if ctx.writing:
+            raise
+        raise TransferInterrupted(nothing_written=True) from None
+
+
+def _transfer(
+    source: Location, destination: Location, options: TransferOptions, progress: Progress, ctx: TransferContext
+) -> TransferReport:
     loaded = source.read(ctx)
     selection = select(loaded, options, ctx.keys, source.description, progress)
     incoming = selection.records

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import resource
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -219,6 +221,10 @@ def test_a_file_the_disk_refuses_is_a_one_line_error_and_the_old_file_stays(tmp_
             timeout=120,
             preexec_fn=limited_file_size,
             cwd=tmp_path,
+            # Under the limit a .pyc written to the session's shared cache (PYTHONPYCACHEPREFIX) is cut at
+            # 64 KiB without an error (one short write), and every later Python process of the session
+            # failed to start ("marshal data too short"): this one writes none.
+            env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
         )
         assert done.returncode == 2, done.stderr
         assert (
@@ -227,3 +233,85 @@ def test_a_file_the_disk_refuses_is_a_one_line_error_and_the_old_file_stays(tmp_
         )
         assert path.read_bytes() == old
         assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")] == [], "a temporary file was left"
+
+
+# --- Ctrl-C during a direct write (QA 21 #6) -------------------------------------------------------------
+
+
+def _interrupt_at_append(monkeypatch: pytest.MonkeyPatch, at: int, landed: bool = True) -> list[int]:
+    """SIGINT this process (Ctrl-C) as the ``at``-th chunk's append starts, on the append's own thread;
+    the main thread is then waiting for it, as the CLI's is when a person presses Ctrl-C."""
+    import os
+    import signal
+    import time
+
+    from emulator.logs.embedded.offsets_log import EmbeddedOffsetLog
+    from emulator.model.errors import OffsetsError
+
+    calls: list[int] = []
+    original = EmbeddedOffsetLog.append
+
+    def append(self: EmbeddedOffsetLog, entries: Any, timeout_s: float = 30.0) -> Any:
+        calls.append(len(entries))
+        if len(calls) == at:
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.3)  # the chunk is still under way when the interrupt is handled
+            if not landed:
+                raise OffsetsError("refused for the test")
+        return original(self, entries, timeout_s)
+
+    monkeypatch.setattr(EmbeddedOffsetLog, "append", append)
+    return calls
+
+
+@pytest.mark.parametrize("landed", [True, False])
+def test_ctrl_c_during_an_import_into_an_embedded_log_says_how_many_records_were_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], landed: bool
+) -> None:
+    """QA 21 #6: Ctrl-C during ``import --to embedded:DIR`` left 20,000 of 100,000 records applied and said
+    only "what `import` had already sent may have been applied". The chunk under way is waited for a
+    moment, so the count is exact: its records are in effect if it landed, and the rest was not written."""
+    from emulator.cli.main import main
+
+    source = seed(tmp_path, [rec("big", p, b'{"o":1}') for p in range(35_000)])
+    calls = _interrupt_at_append(monkeypatch, at=3, landed=landed)
+    code = main(["import", "--from", str(source.path), "--to", f"embedded:{tmp_path / 'data'}", "--quiet"])
+    err = capsys.readouterr().err
+    assert code == 130, err
+    assert calls == [10_000, 10_000, 10_000], "nothing was sent after the interrupt"
+    done = 30_000 if landed else 20_000
+    log = f"embedded:{tmp_path / 'data' / 'connect-offsets.sqlite3'}"
+    assert (
+        f"interrupted: `import` had written {done:,} of its 35,000 records to {log}, which are in effect; the other "
+        f"{35_000 - done:,} were not written (running the same command again writes the rest)"
+    ) in err, err
+    assert "may have been applied" not in err
+    monkeypatch.undo()
+    held = EmbeddedLocation(tmp_path / "data", "connect-offsets").read(_ctx()).records
+    assert len(held) == done
+
+
+def _ctx() -> Any:
+    from emulator.transfer.options import TransferContext
+
+    return TransferContext(TransferOptions(), quiet())
+
+
+def test_ctrl_c_while_the_source_is_read_says_nothing_was_changed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Interrupted before anything was sent (reading the source file), the import changed nothing, and
+    says so instead of "may have been applied"."""
+    from emulator.cli.main import main
+
+    source = seed(tmp_path, [rec("c", 1, b'{"o":1}')])
+
+    def interrupted(*_args: Any, **_kwargs: Any) -> Any:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(standalone, "loads", interrupted)
+    code = main(["import", "--from", str(source.path), "--to", f"embedded:{tmp_path / 'data'}", "--quiet"])
+    err = capsys.readouterr().err
+    assert code == 130
+    assert err == "interrupted: `import` sent no change (only its dry run, if any): nothing was changed\n", err
+    assert not (tmp_path / "data").exists()

@@ -223,3 +223,35 @@ def test_a_413_for_a_single_record_is_the_daemons_refusal(fake_daemon: type[Fake
     fake_daemon.limit = 100
     with pytest.raises(ApiError, match="that request held one record alone"):
         DaemonLocation("http://d").apply([RawRecord(b'["a",{}]', b"x" * 200)], ctx())
+
+
+def test_ctrl_c_during_a_request_says_what_the_daemon_applied_and_what_may_land(
+    fake_daemon: type[FakeDaemon], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """QA 21 #6: a Ctrl-C said only "what `import` had already sent may have been applied". The requests
+    the daemon answered are in effect, the one under way may land, the rest was not sent."""
+    from emulator.transfer.errors import TransferInterrupted
+
+    records = [rec("a", i) for i in range(6000)] + [rec("b", i) for i in range(6000)]
+    budget = body_size(records[:5000])
+    answered = fake_daemon.request
+
+    under_way: list[int] = []
+
+    def request(self: FakeDaemon, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        if len(fake_daemon.bodies) == 1:
+            under_way.append(len(kwargs["json"]["records"]))
+            raise KeyboardInterrupt
+        return answered(self, *args, **kwargs)
+
+    monkeypatch.setattr(FakeDaemon, "request", request)
+    context = ctx()
+    with pytest.raises(TransferInterrupted) as interrupted:
+        DaemonLocation("http://d", request_bytes=budget).apply(records, context)
+    first, second = len(fake_daemon.live), under_way[0]
+    assert interrupted.value.detail == (
+        f"had {first:,} of its 12,000 records applied by http://d, which are in effect; request 2 of 3 "
+        f"({second:,} records) was under way and may have been applied; the other {12000 - first - second:,} were "
+        "not sent: see what the daemon holds (the same command with --dry-run) before running it again"
+    )
+    assert context.writing and not interrupted.value.nothing_written

@@ -26,7 +26,7 @@ from emulator.model.errors import (
     partly_unknown,
     partly_written,
 )
-from emulator.transfer.errors import LocationError
+from emulator.transfer.errors import LocationError, TransferInterrupted
 from emulator.transfer.locations.base import Location
 from emulator.transfer.locations.logs import RUN_AGAIN
 from emulator.transfer.options import TransferContext
@@ -148,8 +148,15 @@ class DaemonLocation(Location):
                 number, of = len(answers) + 1, len(answers) + 1 + len(pending)
                 what = f"sending to {where}" if of == 1 else f"sending request {number} of {of} to {where}"
                 ctx.progress.report(what, sent, len(records), force=True)
+                ctx.writing = not ctx.options.dry_run
                 try:
                     answer = client.request("POST", "/offsets/records", params=params, json=_body(request))
+                except KeyboardInterrupt:
+                    if ctx.options.dry_run:
+                        raise  # only planned: the pipeline says nothing was changed
+                    raise TransferInterrupted(
+                        self._interrupted(number, of, len(request), applied, len(records))
+                    ) from None
                 except ApiError as exc:
                     size = _BODY_FRAME + sum(_record_bytes(r) for r in request)
                     if exc.status == 413 and len(request) > 1 and shrinks < _SHRINKS:
@@ -200,6 +207,20 @@ class DaemonLocation(Location):
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise LocationError(f"{where} answered an unexpected body: {exc!r}") from exc
+
+    def _interrupted(self, number: int, of: int, size: int, before: int, total: int) -> str:
+        """Ctrl-C while request ``number`` of ``of`` (``size`` records) was under way, ``before`` records
+        applied by the requests the daemon answered (completes "interrupted: `import` …")."""
+        under_way = "its request" if of == 1 else f"request {number} of {of}"
+        if before:
+            said = f"had {before:,} of its {total:,} records applied by {self.description}, which are in effect; "
+            said += f"{under_way} ({size:,} records) was under way and may have been applied"
+        else:
+            said = f"was sending {under_way} ({size:,} records) to {self.description}, which may have been applied"
+        rest = total - before - size
+        if rest:
+            said += f"; the other {rest:,} were not sent"
+        return f"{said}: see what the daemon holds (the same command with --dry-run) before running it again"
 
     def _stopped(
         self,

@@ -23,7 +23,7 @@ from emulator.formats.file_kinds import (
     replacement_target,
 )
 from emulator.formats.model import Encoded, FormatError, Loaded, RawRecord, Tick, latest_per_key
-from emulator.transfer.errors import LocationError, OutputIncomplete
+from emulator.transfer.errors import LocationError, OutputIncomplete, TransferInterrupted
 from emulator.transfer.locations.base import Location
 from emulator.transfer.options import TransferContext
 from emulator.transfer.report import ApplyResult
@@ -141,6 +141,11 @@ class FileLocation(Location):
             write()
         except OSError as exc:
             raise LocationError(f"{self.description}: cannot write: {exc.strerror or exc}") from exc
+        except KeyboardInterrupt:
+            raise TransferInterrupted(
+                f"was replacing {self.description}: the replacement is atomic, so the file is either as it was or "
+                "the whole new one"
+            ) from None
 
 
 def _descriptor(stream: object) -> int | None:

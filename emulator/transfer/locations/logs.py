@@ -30,7 +30,7 @@ from emulator.model.errors import (
     partly_written,
 )
 from emulator.model.records import LogRecord, Position
-from emulator.transfer.errors import LocationError
+from emulator.transfer.errors import LocationError, TransferInterrupted
 from emulator.transfer.locations.base import Location
 from emulator.transfer.options import TransferContext
 from emulator.transfer.report import ApplyResult
@@ -89,10 +89,23 @@ class LogLocation(Location):
                 "the connectors involved must be stopped (or import through a daemon, which checks it)"
             )
             written = 0
+            ctx.writing = True
             for start in range(0, len(to_write), _WRITE_CHUNK):
                 chunk = to_write[start : start + _WRITE_CHUNK]
                 try:
                     writes.append([(r.key, r.value) for r in chunk])
+                except _Interrupted as stop:
+                    landed = len(chunk) if stop.landed else 0
+                    raise TransferInterrupted(
+                        _interrupted(
+                            self.description,
+                            written + landed,
+                            len(to_write),
+                            chunk_unknown=len(chunk) if stop.landed is None else 0,
+                        )
+                    ) from None
+                except KeyboardInterrupt:  # between chunks: none under way
+                    raise TransferInterrupted(_interrupted(self.description, written, len(to_write))) from None
                 except WriteOutcomeUnknown as unknown:
                     if not written:
                         raise
@@ -193,6 +206,35 @@ class EmbeddedLocation(LogLocation):
         return EmbeddedOffsetLog(self.data_dir, partitions=partitions, name=self.name)
 
 
+def _interrupted(description: str, written: int, total: int, chunk_unknown: int = 0) -> str:
+    """What a Ctrl-C during a direct write leaves (completes "interrupted: `import` …"): the chunks
+    written are durable and in effect, a chunk still under way (``chunk_unknown`` records) may land or
+    not, the rest was never sent; the same command writes what differs."""
+    said = f"had written {written:,} of its {total:,} records to {description}, which are in effect"
+    if chunk_unknown:
+        said += f"; the next {chunk_unknown:,} were being written and may or may not have been"
+    rest = total - written - chunk_unknown
+    if rest:
+        said += f"; the other {rest:,} were not written"
+    if chunk_unknown:
+        return f"{said}: see what the destination holds (the same command with --dry-run) before running it again"
+    return f"{said} ({RUN_AGAIN} writes the rest)" if rest else said
+
+
+class _Interrupted(Exception):
+    """Ctrl-C while a chunk was being appended: ``landed`` says whether that chunk was written (True),
+    refused (False) or is of unknown outcome (None: it did not finish within ``_SETTLE_S``)."""
+
+    def __init__(self, landed: bool | None) -> None:
+        super().__init__(landed)
+        self.landed = landed
+
+
+_SETTLE_S = 3.0
+"""How long a Ctrl-C waits for the chunk under way to finish, so that it can say how many records
+were written (a chunk of 10,000 records commits in well under a second); a second Ctrl-C stops the wait."""
+
+
 class _BoundedWrites:
     """Each chunk appended in a thread of its own and waited for at most ``--timeout`` (+ the overrun):
     the embedded log bounds its wait for the write lock but not a commit already under way, so a
@@ -216,9 +258,13 @@ class _BoundedWrites:
             except BaseException as exc:  # handed back to the waiting command, or to ``outcome``'s reader
                 outcome.set_exception(exc)
 
-        threading.Thread(target=run, name=f"append to {self._log.description}", daemon=True).start()
         try:
+            # Started inside the ``try``: a Ctrl-C landing while ``start`` waits for the thread to run
+            # finds the append already under way.
+            threading.Thread(target=run, name=f"append to {self._log.description}", daemon=True).start()
             return outcome.result(self._timeout_s + _OVERRUN_S)
+        except KeyboardInterrupt:  # Ctrl-C: the append goes on in its thread; see how it ends, briefly
+            raise _Interrupted(self._settle(outcome)) from None
         except FutureTimeout:
             self.unfinished = True
             raise WriteOutcomeUnknown(
@@ -227,6 +273,18 @@ class _BoundedWrites:
                 "its fsync?), and whether the records were written is unknown",
                 outcome,
             ) from None
+
+    def _settle(self, outcome: Future[list[Position]]) -> bool | None:
+        """After a Ctrl-C, the chunk under way: written (True), refused (False), or unknown (None) when
+        it does not finish within ``_SETTLE_S`` or a second Ctrl-C comes first."""
+        try:
+            outcome.result(_SETTLE_S)
+        except (FutureTimeout, KeyboardInterrupt):
+            self.unfinished = True
+            return None
+        except Exception:  # the log refused it: nothing of that chunk was written
+            return False
+        return True
 
 
 # --- reading logs ---------------------------------------------------------------------------------------
