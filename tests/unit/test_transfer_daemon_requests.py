@@ -255,3 +255,34 @@ def test_ctrl_c_during_a_request_says_what_the_daemon_applied_and_what_may_land(
         "not sent: see what the daemon holds (the same command with --dry-run) before running it again"
     )
     assert context.writing and not interrupted.value.nothing_written
+
+
+class RefusingDaemon(FakeDaemon):
+    """Answers every request 401, as a daemon given no credentials does."""
+
+    def request(self, method: str, path: str, **_kwargs: Any) -> dict[str, Any]:
+        from emulator.client.errors import AuthenticationError
+
+        raise AuthenticationError(401, "User cannot access the resource. (no credentials)", "unauthenticated")
+
+
+@pytest.mark.parametrize("side", ["from", "to"])
+def test_a_daemons_refusal_names_the_daemon_and_its_side(
+    side: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Any
+) -> None:
+    """QA 21 #7: ``migrate --from http://… --to https://…`` refused by one of the two printed ``error: User
+    cannot access the resource. (no credentials) (HTTP 401)``: which daemon, and which side?"""
+    from emulator.cli.main import main
+    from emulator.formats import kip875
+
+    monkeypatch.setattr("emulator.client.http.OffsetsClient", RefusingDaemon)
+    body = tmp_path / "o.json"
+    body.write_bytes(kip875.encode_file([rec("a", 1)]).data)
+    daemon = "http://127.0.0.1:48801"
+    ends = ["--from", daemon, "--to", str(body)] if side == "from" else ["--from", str(body), "--to", daemon]
+    code = main(["migrate", *ends, "--quiet", "--yes"])
+    err = capsys.readouterr().err
+    assert code == 1, err
+    assert err.startswith(
+        f"error: {daemon} (--{side}) answered: User cannot access the resource. (no credentials) (HTTP 401)"
+    ), err

@@ -11,6 +11,7 @@ import base64
 import re
 from collections import Counter, deque
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any, Final
 
 from emulator.client.credentials import Credentials, redact
@@ -108,13 +109,32 @@ class DaemonLocation(Location):
         return Loaded(records, _store_notes(which, own_topics, masked))
 
     def read(self, ctx: TransferContext) -> Loaded:
-        return self._export(ctx, sorted(ctx.options.connectors), ctx.options.store)
+        with self._side(ctx):
+            return self._export(ctx, sorted(ctx.options.connectors), ctx.options.store)
 
     def current(self, ctx: TransferContext, connectors: Sequence[str]) -> list[RawRecord]:
         """What a write here is diffed against: each connector as Connect reads it (the daemon's default)."""
-        return self._export(ctx, connectors, None).records if connectors else []
+        with self._side(ctx):
+            return self._export(ctx, connectors, None).records if connectors else []
+
+    @contextmanager
+    def _side(self, ctx: TransferContext) -> Iterator[None]:
+        """A daemon's refusal names the daemon and the side it is (``--from``/``--to``): a transfer between
+        two daemons printed ``error: … (no credentials) (HTTP 401)`` without saying which one refused.
+        (A daemon that cannot be reached is named by the client's own message, with its URL.)"""
+        try:
+            yield
+        except ApiError as exc:
+            if not exc.message.startswith(self.description):
+                exc.message = f"{self.description} (--{ctx.role}) answered: {exc.message}"
+                exc.args = (f"HTTP {exc.status}: {exc.message}",)
+            raise
 
     def apply(self, incoming: list[RawRecord], ctx: TransferContext) -> ApplyResult:
+        with self._side(ctx):
+            return self._apply(incoming, ctx)
+
+    def _apply(self, incoming: list[RawRecord], ctx: TransferContext) -> ApplyResult:
         """The daemon plans and checks the import itself (STOPPED rule, its live view) and answers the diff.
 
         The records go in requests of at most ``request_bytes`` of body each (``_pack``): whole connectors
