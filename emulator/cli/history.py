@@ -106,6 +106,8 @@ def run_history(args: argparse.Namespace) -> int:
         raise UsageError("--epoch needs --as-of (it picks the epoch whose offsets at that time are shown)")
     if args.as_of is not None:
         return _as_of(args)
+    if args.limit is not None and args.limit < 1:  # the daemon's 400 was exit 1, "refused", for a usage error
+        raise UsageError(f"--limit must be at least 1, got {args.limit}")
     with HistoryClient(args.settings.url) as client:
         page = client.history(
             args.name,

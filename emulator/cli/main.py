@@ -42,7 +42,7 @@ from emulator.cli.common import (
     say,
 )
 from emulator.cli.environment import unknown_variable_warnings
-from emulator.client.errors import OUTCOME_UNKNOWN, AnswerLost, ApiError, DaemonUnavailable
+from emulator.client.errors import OUTCOME_UNKNOWN, AnswerLost, ApiError, AuthenticationError, DaemonUnavailable
 from emulator.codec.shown import shown_text
 from emulator.server.options import SettingsError, resolve, sources_named
 
@@ -153,6 +153,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         if getattr(exc, "end_without_finalizing", False):  # emulator.server.starting.InterruptedWhileOpening
             _end_now(EXIT_INTERRUPTED)
         return EXIT_INTERRUPTED
+
+
+def _credentials_hint(args: argparse.Namespace) -> str:
+    """After a 401: the daemon speaks of the request ("no credentials"), not of the CLI's flags."""
+    settings = getattr(args, "settings", None)
+    ways = (
+        "a bearer token (--token, or CONNECT_OFFSETS_TOKEN) or an HTTP Basic user (--user, or CONNECT_OFFSETS_USER, "
+        "with the password in CONNECT_OFFSETS_PASSWORD)"
+    )
+    if getattr(settings, "token", None) or getattr(settings, "user", None):
+        return f"the daemon did not accept the credentials given; it takes {ways}"
+    return f"the daemon wants credentials: {ways}"
 
 
 def _end_now(code: int) -> NoReturn:
@@ -304,6 +316,8 @@ def _run(args: argparse.Namespace) -> int:
         return EXIT_ANSWER_LOST
     except ApiError as exc:
         say("error", f"{exc.message} (HTTP {exc.status})")
+        if isinstance(exc, AuthenticationError):
+            say("hint", _credentials_hint(args))
         # The daemon handed the write to its log and got no acknowledgement in time: it may still land, as
         # when the answer is lost (1 told a script "refused: nothing changed", and it sent the write again).
         return EXIT_ANSWER_LOST if exc.kind == OUTCOME_UNKNOWN else EXIT_REFUSED

@@ -339,6 +339,9 @@ def _hint(url: str, text: str, client_cert: bool) -> str:
             )
         if url.startswith("http:") and _NO_BYTES_BACK in text:
             return "; a daemon that serves TLS (--tls-cert) ends plain HTTP connections: use its https:// URL"
+    if url.startswith("https:") and "WRONG_VERSION_NUMBER" in text:
+        # The reverse of the case above: TLS spoken to a plain-HTTP listener, whose answer is no TLS record.
+        return "; the daemon there answers plain HTTP (it was started without --tls-cert): use its http:// URL"
     return ""
 
 

@@ -286,3 +286,50 @@ def test_a_daemons_refusal_names_the_daemon_and_its_side(
     assert err.startswith(
         f"error: {daemon} (--{side}) answered: User cannot access the resource. (no credentials) (HTTP 401)"
     ), err
+
+
+def test_a_401_says_which_flags_and_variables_give_credentials(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Any
+) -> None:
+    """QA 21 #8: a 401 said "(no credentials)" in the daemon's terms; the CLI names its own ways in."""
+    from emulator.cli.main import main
+
+    monkeypatch.setattr("emulator.client.http.OffsetsClient", RefusingDaemon)
+    monkeypatch.delenv("CONNECT_OFFSETS_TOKEN", raising=False)
+    monkeypatch.delenv("CONNECT_OFFSETS_USER", raising=False)
+    assert main(["export", "--from", "http://127.0.0.1:48801", "--to", str(tmp_path / "o.json"), "--quiet"]) == 1
+    err = capsys.readouterr().err
+    assert err.splitlines()[1] == (
+        "hint: the daemon wants credentials: a bearer token (--token, or CONNECT_OFFSETS_TOKEN) or an HTTP Basic "
+        "user (--user, or CONNECT_OFFSETS_USER, with the password in CONNECT_OFFSETS_PASSWORD)"
+    ), err
+    assert main(["export", "--to", str(tmp_path / "o.json"), "--url", "http://127.0.0.1:48801", "--token", "t"]) == 1
+    err = capsys.readouterr().err
+    assert "hint: the daemon did not accept the credentials given; it takes a bearer token (--token" in err, err
+
+
+def test_https_to_a_plain_http_listener_says_to_use_its_http_url() -> None:
+    """QA 21 #8: it said only ``[SSL: WRONG_VERSION_NUMBER]`` (the reverse case had a hint)."""
+    import socket
+    import threading
+
+    from emulator.client.http import OffsetsClient
+
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(1)
+        port = listener.getsockname()[1]
+
+        def plain_http() -> None:
+            connection, _ = listener.accept()
+            with connection:
+                connection.recv(4096)  # the TLS ClientHello
+                connection.sendall(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+
+        threading.Thread(target=plain_http, daemon=True).start()
+        with pytest.raises(DaemonUnavailable) as refused, OffsetsClient(f"https://127.0.0.1:{port}") as client:
+            client.request("GET", "/connectors")
+    said = str(refused.value)
+    assert "WRONG_VERSION_NUMBER" in said, said
+    hint = "; the daemon there answers plain HTTP (it was started without --tls-cert): use its http:// URL"
+    assert said.endswith(hint), said

@@ -512,3 +512,12 @@ def test_an_empty_connector_name_is_a_usage_error(command: list[str], capsys: py
     assert (code, out) == (2, "")
     what = "--connector '' names no connector" if "--connector" in command else "the connector name is empty"
     assert err == f"error: {what}: name a connector (`connect-offsets list` lists them)\n"
+
+
+@pytest.mark.parametrize("limit", ["0", "-3"])
+def test_history_limit_below_one_is_a_usage_error_checked_before_any_request(
+    limit: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """QA 21 #8: ``history --limit 0`` was the daemon's 400, exit 1 ("refused"); nothing listens here."""
+    code, out, err = cli(capsys, "history", "c", "--limit", limit, "--url", "http://127.0.0.1:48899")
+    assert (code, out, err) == (2, "", f"error: --limit must be at least 1, got {limit}\n")
