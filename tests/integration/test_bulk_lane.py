@@ -24,10 +24,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 import emulator.service.bodies as bodies_module
-from emulator.logs.embedded.offsets_log import EmbeddedOffsetLog
-from emulator.model.connectors import NoConnectCluster
-from emulator.server.wiring import assemble_runtime, make_app, start_reading
-from emulator.view.offset_view import OffsetView
+from tests.fixtures.in_process import embedded_test_client
 
 WRITE_TIMEOUT_S = 6.0  # one request's work takes 1-4 s here, with the machine idle or loaded
 PARTITIONS = 2000  # a body of ~100 KB: a large write (service/bulk.py, BULK_BYTES)
@@ -37,15 +34,8 @@ REQUESTS = 10  # 10 s of work at least: they cannot all fit one deadline
 
 @pytest.fixture
 def client(tmp_path: Path) -> Iterator[TestClient]:
-    log = EmbeddedOffsetLog(tmp_path, partitions=2, synchronous="NORMAL")
-    log.open()
-    runtime = assemble_runtime(log, OffsetView(), NoConnectCluster(), write_timeout_s=WRITE_TIMEOUT_S)
-    start_reading(runtime)
-    try:
-        with TestClient(make_app(runtime, reading_started=True), base_url="http://localhost") as test_client:
-            yield test_client
-    finally:
-        log.close()
+    with embedded_test_client(tmp_path, WRITE_TIMEOUT_S) as served:
+        yield served
 
 
 def _working(real: Callable[..., Any], seconds: float = WORK_S) -> Callable[..., Any]:

@@ -24,38 +24,25 @@ from fastapi.testclient import TestClient
 
 import emulator.service.bodies as bodies_module
 import emulator.service.source_strategy as source_strategy_module
-from emulator.logs.embedded.offsets_log import EmbeddedOffsetLog
-from emulator.model.connectors import NoConnectCluster
-from emulator.server.wiring import assemble_runtime, make_app, start_reading
-from emulator.view.offset_view import OffsetView
+from tests.fixtures.in_process import embedded_test_client
 
 WRITE_TIMEOUT_S = 3.0  # the planning test must parse all 10,000 partitions within it first (~0.1 s on a quiet machine)
 PARTITIONS = 10000
 SLOW_S = 0.002  # per partition: 20 s for the whole pass, nearly seven times the deadline
 
 
-def _served(directory: Path, write_timeout_s: float) -> Iterator[TestClient]:
-    log = EmbeddedOffsetLog(directory, partitions=2, synchronous="NORMAL")
-    log.open()
-    runtime = assemble_runtime(log, OffsetView(), NoConnectCluster(), write_timeout_s=write_timeout_s)
-    start_reading(runtime)
-    try:
-        with TestClient(make_app(runtime, reading_started=True), base_url="http://localhost") as test_client:
-            yield test_client
-    finally:
-        log.close()
-
-
 @pytest.fixture
 def client(tmp_path: Path) -> Iterator[TestClient]:
-    yield from _served(tmp_path, WRITE_TIMEOUT_S)
+    with embedded_test_client(tmp_path, WRITE_TIMEOUT_S) as served:
+        yield served
 
 
 @pytest.fixture
 def patient_client(tmp_path: Path) -> Iterator[TestClient]:
     """A deadline no loaded machine reaches for this request (a whole test run beside it took more
     than 1 s to read 5,000 partitions; this request has 10,000)."""
-    yield from _served(tmp_path, 60.0)
+    with embedded_test_client(tmp_path, 60.0) as served:
+        yield served
 
 
 def _counting_slowly(real: Callable[..., Any], calls: list[int]) -> Callable[..., Any]:

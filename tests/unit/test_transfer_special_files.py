@@ -208,18 +208,10 @@ def test_an_export_whose_reader_goes_away_exits_141_and_claims_nothing(kind: str
     assert "wrote" not in stderr
 
 
-@pytest.mark.parametrize("kind", ["kip875", "standalone"])
-def test_an_export_to_standard_output_refused_part_way_exits_74_saying_the_output_is_incomplete(
-    kind: str, tmp_path: Path
-) -> None:
-    """QA 21 #2: ``(ulimit -f 50; export --to kip875:- > out)`` exited 2 saying "cannot write standard
-    output: File too large; nothing was written" with 51,200 bytes in ``out``. A stdout that cannot take
-    the output is exit 74 (README), as for ``get``, and the message says how much went."""
+def _migrated_to_limited_stdout(tmp_path: Path, source_path: Path, kind: str, limit: int) -> tuple[int, str, int]:
+    """``migrate --from SOURCE --to KIND:-`` with stdout a file under a file-size limit of ``limit``
+    bytes: its exit status, its stderr and how many bytes reached the file."""
     import resource
-
-    path = tmp_path / "big.offsets"
-    standalone.write_file(path, [RawRecord(b'["c",{"n":%d}]' % n, b'{"position":%d}' % n) for n in range(20_000)])
-    limit = 50 * 1024
 
     def file_size_limit() -> None:
         resource.setrlimit(resource.RLIMIT_FSIZE, (limit, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))
@@ -227,7 +219,17 @@ def test_an_export_to_standard_output_refused_part_way_exits_74_saying_the_outpu
     out = tmp_path / "out"
     with out.open("wb") as stdout:
         done = subprocess.run(
-            [sys.executable, "-m", "emulator.cli", "migrate", "--from", str(path), "--to", f"{kind}:-", "--quiet"],
+            [
+                sys.executable,
+                "-m",
+                "emulator.cli",
+                "migrate",
+                "--from",
+                str(source_path),
+                "--to",
+                f"{kind}:-",
+                "--quiet",
+            ],
             stdin=subprocess.DEVNULL,
             stdout=stdout,
             stderr=subprocess.PIPE,
@@ -235,9 +237,21 @@ def test_an_export_to_standard_output_refused_part_way_exits_74_saying_the_outpu
             env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},  # Python's start writes no .pyc files
             preexec_fn=file_size_limit,
         )
-    stderr = done.stderr.decode()
-    assert out.stat().st_size == limit
-    assert done.returncode == 74, stderr
+    return done.returncode, done.stderr.decode(), out.stat().st_size
+
+
+@pytest.mark.parametrize("kind", ["kip875", "standalone"])
+def test_an_export_to_standard_output_refused_part_way_exits_74_saying_the_output_is_incomplete(
+    kind: str, tmp_path: Path
+) -> None:
+    """QA 21 #2: ``(ulimit -f 50; export --to kip875:- > out)`` exited 2 saying "cannot write standard
+    output: File too large; nothing was written" with 51,200 bytes in ``out``. A stdout that cannot take
+    the output is exit 74 (README), as for ``get``, and the message says how much went."""
+    path = tmp_path / "big.offsets"
+    standalone.write_file(path, [RawRecord(b'["c",{"n":%d}]' % n, b'{"position":%d}' % n) for n in range(20_000)])
+    status, stderr, written = _migrated_to_limited_stdout(tmp_path, path, kind, 50 * 1024)
+    assert written == 50 * 1024
+    assert status == 74, stderr
     assert f"{kind}:-: cannot write standard output: File too large after 51,200 of " in stderr, stderr
     assert "the output is incomplete" in stderr and "nothing was written" not in stderr, stderr
 
@@ -246,26 +260,10 @@ def test_an_export_to_standard_output_refused_at_its_first_byte_exits_74_and_say
     tmp_path: Path,
 ) -> None:
     """Refused before any byte went (a file-size limit of 0), the same exit 74, and then nothing was."""
-    import resource
-
-    def no_file_size() -> None:
-        resource.setrlimit(resource.RLIMIT_FSIZE, (0, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))
-
-    out = tmp_path / "out"
-    with out.open("wb") as stdout:
-        done = subprocess.run(
-            [sys.executable, "-m", "emulator.cli", "migrate", "--from", str(source(tmp_path)), "--to", "kip875:-"],
-            stdin=subprocess.DEVNULL,
-            stdout=stdout,
-            stderr=subprocess.PIPE,
-            timeout=60,
-            env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},  # Python's start writes no .pyc files
-            preexec_fn=no_file_size,
-        )
-    stderr = done.stderr.decode()
-    assert done.returncode == 74, stderr
+    status, stderr, written = _migrated_to_limited_stdout(tmp_path, source(tmp_path), "kip875", 0)
+    assert status == 74, stderr
     assert "kip875:-: cannot write standard output: File too large; nothing was written to it" in stderr, stderr
-    assert out.stat().st_size == 0
+    assert written == 0
 
 
 def test_standard_input_that_is_not_a_file_or_pipe_is_refused_by_name(tmp_path: Path) -> None:
