@@ -117,9 +117,14 @@ class AnnouncingServer(uvicorn.Server):
     from the app's lifespan could send a client to a port that still refuses connections.
     """
 
-    def __init__(self, config: uvicorn.Config, announcement: Announcement) -> None:
+    def __init__(
+        self, config: uvicorn.Config, announcement: Announcement, on_shutdown: Callable[[], None] | None = None
+    ) -> None:
+        """``on_shutdown``: called on the event loop as the shutdown begins, before the requests in
+        flight are waited for (the large writes still waiting for their turn are refused then)."""
         super().__init__(config)
         self._announcement = announcement
+        self._on_shutdown = on_shutdown
         self._task: asyncio.Task[None] | None = None
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
@@ -133,4 +138,6 @@ class AnnouncingServer(uvicorn.Server):
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
         remove_url_file(self._announcement.url_file)
+        if self._on_shutdown is not None:
+            self._on_shutdown()
         await super().shutdown(sockets=sockets)

@@ -708,7 +708,7 @@ def _serve(
     )
     default_sigterm()  # the server's own shutdown says the rest (logged_sigterm_until_serving)
     try:
-        AnnouncingServer(config, announcement).run(sockets=[sock])
+        AnnouncingServer(config, announcement, runtime.bulk_lane.close).run(sockets=[sock])
     finally:
         report_all_held()  # the held counts of 503s and client errors, before the process ends
         stop_trimming()

@@ -212,7 +212,7 @@ async def alter_offsets(connector: str, request: Request, rt: RuntimeDep) -> Res
     deadline = rt.offsets.deadline()  # --write-timeout counts from the body's arrival: reading it is the write's work
     if not is_bulk(0, len(raw)):
         return await _alter(connector, request, rt, query, raw, deadline)
-    async with rt.bulk_lane.turn(deadline, f"A PATCH of {len(raw):,} bytes"):
+    async with rt.bulk_lane.turn(deadline, f"A PATCH of {len(raw):,} bytes", request.is_disconnected):
         return await _alter(connector, request, rt, query, raw, deadline)
 
 
@@ -250,7 +250,7 @@ async def reset_offsets(connector: str, rt: RuntimeDep, request: Request) -> Res
         result = await rt.offsets.reset(connector, dry_run=query.dry_run, kind=query.kind, auth=auth)
         return await _answer(result)
     deadline = rt.offsets.deadline()
-    async with rt.bulk_lane.turn(deadline, f"A DELETE of {keys:,} offsets"):
+    async with rt.bulk_lane.turn(deadline, f"A DELETE of {keys:,} offsets", request.is_disconnected):
         result = await rt.offsets.reset(connector, dry_run=query.dry_run, kind=query.kind, auth=auth, deadline=deadline)
         return await _answer(result)
 

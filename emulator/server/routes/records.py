@@ -101,7 +101,8 @@ async def post_records(
         )
 
     if is_bulk(0, len(raw)):  # large writes take turns (service/bulk_lane.py)
-        async with rt.bulk_lane.turn(rt.offsets.deadline(), f"An import of {len(raw):,} bytes"):
+        what = f"An import of {len(raw):,} bytes"
+        async with rt.bulk_lane.turn(rt.offsets.deadline(), what, request.is_disconnected):
             records, result = await imported()
     else:
         records, result = await imported()

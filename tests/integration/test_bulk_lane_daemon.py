@@ -1,0 +1,100 @@
+"""A real daemon's large writes: a client that leaves while its write waits, and a SIGTERM meanwhile.
+
+Found by the lane QA on a running daemon: a waiting write whose client had gone kept its place and
+was written when its turn came (retrying clients queued behind their own earlier tries), and a
+write still waiting when SIGTERM came was started after it. Now the first leaves the queue within
+half a second, writing nothing, and the second is refused as the shutdown begins.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+import socket
+import threading
+import time
+import uuid
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.fixtures.daemon import DaemonFactory, DaemonProcess
+from tests.fixtures.waits import until
+
+PARTITIONS = 20_000  # ~1.4 MB: a large write, seconds of work on any machine this suite runs on
+
+
+def _body(n: int) -> bytes:
+    offsets = [{"partition": {"file": f"/f{i}"}, "offset": {"position": n}} for i in range(PARTITIONS)]
+    return json.dumps({"offsets": offsets}).encode()
+
+
+def _patch_in_thread(daemon: DaemonProcess, connector: str, answers: dict[str, Any]) -> threading.Thread:
+    def send() -> None:
+        url = f"{daemon.url}/connectors/{connector}/offsets?create=true"
+        headers = {"content-type": "application/json"}
+        answers[connector] = httpx.patch(url, content=_body(1), headers=headers, timeout=60)
+        answers[connector + "@"] = time.monotonic()
+
+    thread = threading.Thread(target=send)
+    thread.start()
+    return thread
+
+
+def _lane(daemon: DaemonProcess) -> dict[str, int]:
+    return dict(httpx.get(f"{daemon.url}/status", timeout=10).json()["large_writes"])
+
+
+@pytest.mark.slow
+def test_a_write_whose_client_left_while_it_waited_is_not_written(daemon_factory: DaemonFactory) -> None:
+    daemon = daemon_factory("--write-timeout", "30s")
+    first, left = f"lane-first-{uuid.uuid4().hex[:6]}", f"lane-left-{uuid.uuid4().hex[:6]}"
+    answers: dict[str, Any] = {}
+    running = _patch_in_thread(daemon, first, answers)
+    until(lambda: _lane(daemon)["running"] == 1, "the first large write to have its turn", 30)
+    body = _body(2)
+    request = (
+        f"PATCH /connectors/{left}/offsets?create=true HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+        f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+    ).encode() + body
+    with socket.create_connection(("127.0.0.1", daemon.port)) as sock:
+        sock.sendall(request)
+        until(lambda: _lane(daemon)["waiting"] == 1, "the second to wait for its turn", 30)
+    # Its client is gone: it leaves the queue (within half a second), before the first is done.
+    until(lambda: _lane(daemon)["waiting"] == 0, "the abandoned write to leave the queue", 5)
+    assert _lane(daemon)["running"] == 1, "the first large write ended before the check: the test is too small"
+    running.join(60)
+    assert answers[first].status_code == 200, answers[first].text
+    assert httpx.get(f"{daemon.url}/connectors/{left}/offsets", timeout=10).status_code == 404
+    assert _lane(daemon) == {"running": 0, "waiting": 0}
+    audited = re.search(rf"PATCH {left} by anonymous from 127\.0\.0\.1:\d+: (.*)", daemon.log_path.read_text())
+    assert audited is not None and audited.group(1).startswith("400 invalid_request, 0 partition(s)"), audited
+
+
+@pytest.mark.slow
+def test_a_write_still_waiting_when_sigterm_comes_is_refused_at_once_not_started(
+    daemon_factory: DaemonFactory,
+) -> None:
+    daemon = daemon_factory("--write-timeout", "30s")
+    assert daemon.proc is not None
+    first, waiting = f"lane-term-{uuid.uuid4().hex[:6]}", f"lane-wait-{uuid.uuid4().hex[:6]}"
+    answers: dict[str, Any] = {}
+    threads = [_patch_in_thread(daemon, first, answers)]
+    until(lambda: _lane(daemon)["running"] == 1, "the first large write to have its turn", 30)
+    threads.append(_patch_in_thread(daemon, waiting, answers))
+    until(lambda: _lane(daemon)["waiting"] == 1, "the second to wait for its turn", 30)
+    assert _lane(daemon)["running"] == 1, "the first large write ended before the check: the test is too small"
+    termed = time.monotonic()
+    daemon.proc.send_signal(signal.SIGTERM)
+    for thread in threads:
+        thread.join(60)
+    refused = answers[waiting]
+    assert refused.status_code == 503, refused.text
+    assert refused.json()["message"] == (
+        "the daemon is stopping: this large write was not started; nothing was written"
+    )
+    assert answers[waiting + "@"] - termed < 2, "refused only after the running write was done"
+    assert answers[first].status_code == 200, answers[first].text  # the one running finishes
+    assert daemon.proc.wait(30) is not None
