@@ -115,8 +115,8 @@ class Metrics:
         )
         self.large_writes = Gauge(
             "connect_offsets_large_writes",
-            "Large writes (a PATCH or import with a body over 64 KiB, a DELETE of over 1,000 keys) now: "
-            "state=running (one at a time) or waiting for their turn (service/bulk_lane.py)",
+            "Large writes (a PATCH or import with a body over 64 KiB, a DELETE of over 1,000 keys or 64 KiB of keys "
+            "and values) now: state=running (one at a time) or waiting for their turn (service/bulk_lane.py)",
             ["state"],
             registry=r,
         )

@@ -8,10 +8,11 @@ write (``benchmarks/large_writes.py``, benchmarks/RESULTS.md round 34). A client
 worse.
 
 So a large write (a body over ``bulk.BULK_BYTES``, or a DELETE of a connector with more than
-``bulk.BULK_ITEMS`` keys or bytes) waits for its turn first, one at a time, first come first served,
-within its own deadline: the first is written after ~2 s, the second after ~4 s, and only those whose
-turn would come after their deadline are answered 503 ``log_timeout`` saying that they waited for
-others, with nothing written (three of the ten written, in the same run). Small writes never wait
+``bulk.BULK_ITEMS`` keys or ``bulk.BULK_BYTES`` of keys and values) waits for its turn first, one at
+a time, first come first served, within its own deadline: the first is written after ~2 s, the
+second after ~4 s, and only those whose turn would come after their deadline are answered 503
+``log_timeout`` saying that they waited for others, with nothing written (three of the ten written,
+in the same run). Small writes never wait
 here: they cost the event loop less than the hop to a thread, and a big import must not hold a
 connector's one-partition commit.
 
