@@ -16,11 +16,14 @@ in the same run). Small writes never wait
 here: they cost the event loop less than the hop to a thread, and a big import must not hold a
 connector's one-partition commit.
 
-A waiting write whose client has gone (a client-side timeout, a killed process) leaves the queue
-within ``GONE_CHECK_S`` and writes nothing: it kept its place and was written when its turn came, and
-a client that retried after its timeout queued behind its own earlier tries (the lane QA's four
-retrying clients: one answer in 18 s, five writes nobody waited for). A daemon that stops refuses the
-writes still waiting at once (``close``), instead of starting them after SIGTERM.
+A waiting write whose client has gone (a client-side timeout, a killed process) leaves the queue at
+its next look (every ``GONE_CHECK_S``; ~1 s for a body of megabytes, whose socket uvicorn reads again
+only then) and writes nothing: it kept its place and was written when its turn came, and a client
+that retried after its timeout queued behind its own earlier tries (the lane QA's four retrying
+clients: one answer in 18 s, five writes nobody waited for). Not seen: a client that pipelined a
+second request behind the waiting one (uvicorn marks only the newest request of a lost connection).
+A daemon that stops refuses the writes still waiting at once (``close``), instead of starting them
+after SIGTERM.
 """
 
 from __future__ import annotations

@@ -62,7 +62,7 @@ def test_a_write_whose_client_left_while_it_waited_is_not_written(daemon_factory
     with socket.create_connection(("127.0.0.1", daemon.port)) as sock:
         sock.sendall(request)
         until(lambda: _lane(daemon)["waiting"] == 1, "the second to wait for its turn", 30)
-    # Its client is gone: it leaves the queue (within half a second), before the first is done.
+    # Its client is gone: it leaves the queue (it looks every 0.5 s), before the first is done.
     until(lambda: _lane(daemon)["waiting"] == 0, "the abandoned write to leave the queue", 5)
     assert _lane(daemon)["running"] == 1, "the first large write ended before the check: the test is too small"
     running.join(60)
