@@ -75,11 +75,9 @@ async def status(rt: RuntimeDep, request: Request) -> dict[str, Any]:
     """File paths and error texts are shown to the admin scope only (``auth.status``)."""
     archive: HistoryArchive | None = getattr(request.app.state, "history", None)
 
-    def read() -> tuple[dict[str, Any], list[str]]:
-        """Off the event loop: the archive's warnings list its directory and look at each file."""
-        return dict(rt.health.status(archive)), archive.warnings() if archive is not None else []
-
-    health, warnings = await asyncio.to_thread(read)
+    # Off the event loop: the archive's warnings list its directory and look at each file.
+    health = await asyncio.to_thread(rt.health.status, archive)
+    history = health["history"]
     body = {
         **health,
         "security": request.app.state.security.describe(),
@@ -87,7 +85,8 @@ async def status(rt: RuntimeDep, request: Request) -> dict[str, Any]:
         "large_writes": {"running": rt.bulk_lane.running, "waiting": rt.bulk_lane.waiting},
         # What the operator must know although the daemon is ready (a log that lost acknowledged
         # writes still serves); the security settings' own warnings stay under "security".
-        "warnings": warnings,
+        # The archive's warnings, as its own status (``history.warnings``) read them above.
+        "warnings": list(history["warnings"]) if history["enabled"] else [],
     }
     return for_principal(body, current_principal.get())
 
