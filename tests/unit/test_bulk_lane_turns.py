@@ -8,6 +8,7 @@ by taking a turn afterwards.
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass, field
 
 import pytest
 
@@ -79,41 +80,51 @@ def test_a_write_whose_turn_does_not_come_by_its_deadline_is_refused_and_the_nex
     assert order == ["first", "patient"]
 
 
+@dataclass
+class _Queued:
+    """``first`` holding the turn, then ``abandoned`` (whose client leaves when ``gone`` is set) and
+    ``after`` waiting, in that order; ``order`` lists the writes that got their turn."""
+
+    lane: BulkLane
+    release: asyncio.Event
+    order: list[str] = field(default_factory=list)
+    gone: bool = False
+    tasks: dict[str, asyncio.Task[None]] = field(default_factory=dict)
+
+    async def client_gone(self) -> bool:
+        return self.gone
+
+    async def write(self, name: str) -> None:
+        async with self.lane.turn(Deadline(10), name, self.client_gone if name == "abandoned" else None):
+            self.order.append(name)
+            if name == "first":
+                await self.release.wait()
+
+
+async def _three_queued() -> _Queued:
+    queued = _Queued(BulkLane(), asyncio.Event())
+    for name in ("first", "abandoned", "after"):
+        queued.tasks[name] = asyncio.create_task(queued.write(name))
+        await asyncio.sleep(0.01)
+    return queued
+
+
 def test_a_waiting_write_whose_client_left_goes_without_its_turn_and_writes_nothing() -> None:
     """The lane QA's retrying clients: each try that timed out on the client's side kept its place,
     was written when its turn came, and the retries queued behind them."""
 
     async def scenario() -> tuple[str, list[str], float]:
-        lane = BulkLane()
-        release = asyncio.Event()
-        order: list[str] = []
-        gone = False
-
-        async def client_gone() -> bool:
-            return gone
-
-        async def write(name: str) -> None:
-            async with lane.turn(Deadline(10), name, client_gone if name == "abandoned" else None):
-                order.append(name)
-                if name == "first":
-                    await release.wait()
-
-        first = asyncio.create_task(write("first"))
-        await asyncio.sleep(0.01)
-        abandoned = asyncio.create_task(write("abandoned"))
-        await asyncio.sleep(0.01)
-        after = asyncio.create_task(write("after"))
-        await asyncio.sleep(0.01)
-        gone = True
+        queued = await _three_queued()
+        queued.gone = True
         started = asyncio.get_running_loop().time()
         with pytest.raises(InvalidRequest) as left:
-            await abandoned
+            await queued.tasks["abandoned"]
         took = asyncio.get_running_loop().time() - started
-        assert lane.waiting == 1
-        release.set()
-        await asyncio.gather(first, after)
-        await _free_again(lane)
-        return str(left.value), order, took
+        assert queued.lane.waiting == 1
+        queued.release.set()
+        await asyncio.gather(queued.tasks["first"], queued.tasks["after"])
+        await _free_again(queued.lane)
+        return str(left.value), queued.order, took
 
     message, order, took = asyncio.run(scenario())
     assert message == (
@@ -125,34 +136,15 @@ def test_a_waiting_write_whose_client_left_goes_without_its_turn_and_writes_noth
 
 def test_a_client_that_left_just_as_its_turn_came_passes_the_turn_on() -> None:
     async def scenario() -> list[str]:
-        lane = BulkLane()
-        order: list[str] = []
-        release = asyncio.Event()
-        gone = False
-
-        async def client_gone() -> bool:
-            return gone
-
-        async def write(name: str) -> None:
-            async with lane.turn(Deadline(10), name, client_gone if name == "abandoned" else None):
-                order.append(name)
-                if name == "first":
-                    await release.wait()
-
-        first = asyncio.create_task(write("first"))
-        await asyncio.sleep(0.01)
-        abandoned = asyncio.create_task(write("abandoned"))
-        await asyncio.sleep(0.01)
-        after = asyncio.create_task(write("after"))
-        await asyncio.sleep(0.01)
-        gone = True
-        release.set()  # the turn goes to "abandoned", whose client left: it must go on to "after"
-        await first
+        queued = await _three_queued()
+        queued.gone = True
+        queued.release.set()  # the turn goes to "abandoned", whose client left: it must go on to "after"
+        await queued.tasks["first"]
         with pytest.raises(InvalidRequest):
-            await abandoned
-        await after
-        await _free_again(lane)
-        return order
+            await queued.tasks["abandoned"]
+        await queued.tasks["after"]
+        await _free_again(queued.lane)
+        return queued.order
 
     assert asyncio.run(scenario()) == ["first", "after"]
 
