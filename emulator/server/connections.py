@@ -132,13 +132,9 @@ class ConnectionGuard:
             return
         if abort:
             transport.abort()
-            # As uvicorn's connection_lost does for the newest request (self.cycle), and here also for
-            # the one being answered, which with pipelined requests is an older one: its next write
-            # must not reach the closed transport (uvloop raises), and one waiting to write goes on.
-            for cycle in (protocol.cycle, protocol.serving):
-                if cycle is not None and not cycle.response_complete:
-                    cycle.disconnected = True
-                    cycle.message_event.set()
+            # The answered request's next write must not reach the closed transport (uvloop raises),
+            # and one waiting to write goes on.
+            _mark_disconnected(protocol.cycle, protocol.serving)
             protocol.flow.resume_writing()
         else:
             if answer is not None:
@@ -219,6 +215,16 @@ class ConnectionGuard:
         loop.call_later(SWEEP_S, self._sweep, loop)
 
 
+def _mark_disconnected(*cycles: Any) -> None:
+    """What uvicorn's ``connection_lost`` does for the newest request parsed (``cycle``), for each of
+    ``cycles``: with requests pipelined, the one being answered (``serving``) is an older one, and
+    without this it would never learn that its client left (``Request.is_disconnected``)."""
+    for cycle in cycles:
+        if cycle is not None and not cycle.response_complete:
+            cycle.disconnected = True
+            cycle.message_event.set()
+
+
 def _tail_after_last_head(data: bytes) -> int:
     """Bytes of ``data`` that can belong to a head begun in it and not finished (one holds no blank
     line, so it lies after the last one)."""
@@ -280,6 +286,12 @@ def guarded_protocol(guard: ConnectionGuard, base: type[P]) -> type[P]:
             guard.start_sweeping(self.loop)
             if not httptools:
                 self._check_complete_heads()
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            super().connection_lost(exc)
+            # A large write waiting for its turn (emulator.service.bulk_lane) looks at its client every
+            # half second; behind a pipelined request it would be written for a client long gone.
+            _mark_disconnected(self.serving)
 
         def data_received(self, data: bytes) -> None:
             if self.lingering:

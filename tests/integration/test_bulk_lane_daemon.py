@@ -26,16 +26,18 @@ from tests.fixtures.waits import until
 PARTITIONS = 20_000  # ~1.4 MB: a large write, seconds of work on any machine this suite runs on
 
 
-def _body(n: int) -> bytes:
-    offsets = [{"partition": {"file": f"/f{i}"}, "offset": {"position": n}} for i in range(PARTITIONS)]
+def _body(n: int, partitions: int = PARTITIONS) -> bytes:
+    offsets = [{"partition": {"file": f"/f{i}"}, "offset": {"position": n}} for i in range(partitions)]
     return json.dumps({"offsets": offsets}).encode()
 
 
-def _patch_in_thread(daemon: DaemonProcess, connector: str, answers: dict[str, Any]) -> threading.Thread:
+def _patch_in_thread(
+    daemon: DaemonProcess, connector: str, answers: dict[str, Any], partitions: int = PARTITIONS
+) -> threading.Thread:
     def send() -> None:
         url = f"{daemon.url}/connectors/{connector}/offsets?create=true"
         headers = {"content-type": "application/json"}
-        answers[connector] = httpx.patch(url, content=_body(1), headers=headers, timeout=60)
+        answers[connector] = httpx.patch(url, content=_body(1, partitions), headers=headers, timeout=120)
         answers[connector + "@"] = time.monotonic()
 
     thread = threading.Thread(target=send)
@@ -98,3 +100,32 @@ def test_a_write_still_waiting_when_sigterm_comes_is_refused_at_once_not_started
     assert answers[waiting + "@"] - termed < 2, "refused only after the running write was done"
     assert answers[first].status_code == 200, answers[first].text  # the one running finishes
     assert daemon.proc.wait(30) is not None
+
+
+@pytest.mark.slow
+def test_a_waiting_write_with_a_request_pipelined_behind_it_leaves_when_its_client_does(
+    daemon_factory: DaemonFactory,
+) -> None:
+    daemon = daemon_factory("--write-timeout", "30s")
+    first, left = f"lane-pipe-first-{uuid.uuid4().hex[:6]}", f"lane-pipe-left-{uuid.uuid4().hex[:6]}"
+    answers: dict[str, Any] = {}
+    # The first runs long enough for the close to be noticed behind the pipelined GET: that takes
+    # a look of the waiting write's (every 0.5 s), which lets uvicorn read again and see the close.
+    running = _patch_in_thread(daemon, first, answers, partitions=3 * PARTITIONS)
+    until(lambda: _lane(daemon)["running"] == 1, "the first large write to have its turn", 30)
+    body = _body(2)
+    request = (
+        f"PATCH /connectors/{left}/offsets?create=true HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+        f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+    ).encode() + body
+    pipelined = b"GET /connectors HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+    with socket.create_connection(("127.0.0.1", daemon.port)) as sock:
+        sock.sendall(request)
+        until(lambda: _lane(daemon)["waiting"] == 1, "the second to wait for its turn", 30)
+        sock.sendall(pipelined)  # the newest request of the connection is now this GET, not the PATCH
+    until(lambda: _lane(daemon)["waiting"] == 0, "the waiting write to leave the queue", 10)
+    assert first not in answers, "the first large write ended first: its turn went on, the write did not leave"
+    running.join(120)
+    assert answers[first].status_code == 200, answers[first].text
+    until(lambda: _lane(daemon) == {"running": 0, "waiting": 0}, "the lane to be idle", 30)
+    assert httpx.get(f"{daemon.url}/connectors/{left}/offsets", timeout=10).status_code == 404
