@@ -9,7 +9,7 @@ so its own refusal at the deadline — ``log_timeout``, nothing was claimed — 
 
 A claim is made in the connector's write section (``OffsetsWriter.section``), as a write is, so it is
 ordered wholly before or wholly after every write of the connector through this daemon, an import
-(which holds every connector's section) included. An import checks that no connector it touches is
+(which holds the sections of the connectors it names) included. An import checks that no connector it touches is
 claimed and then writes unfenced: its check in the section is its fence, so a claim must not come
 between the two. It used to (the claim took no section), and the import's records then landed after a
 claim that had answered, without its epoch. The section is waited for within the claim's deadline

@@ -310,7 +310,7 @@ class SourceOffsets:
         await self._write(connector, stores, self._own_store(stores), plan, NO_AUTH, section)
 
     async def write_planned_locked(self, connector: str, plan: StorePlan, section: ImportSection) -> None:
-        """An import's write, in its section of every connector (``OffsetsWriter.exclusive``)."""
+        """An import's write, in the sections of the connectors it names (``OffsetsWriter.sections``)."""
 
         async def step(records: Sequence[PlannedRecord], target: AppendTarget | None, done: Done) -> None:
             await section.append([(r.key, r.value) for r in records], connector, target=target)

@@ -282,7 +282,9 @@ class RecordsService:
             )
         unreadable_keys = {records[i].key for i in problems}
         await self._read_to_end(named, self._writer.deadline())
-        async with self._writer.exclusive() as section:
+        # The sections of the connectors the records name (their writes wait; others go on): the diff
+        # reads their live offsets and the write must land before any other write of theirs.
+        async with self._writer.sections(named) as section:
 
             def planned() -> tuple[Diff, list[str], list[RawRecord]]:
                 diff = compute_diff(self._live_value_of(keys), records, keys)
@@ -292,6 +294,9 @@ class RecordsService:
                 return diff, diff.connectors(), to_write
 
             diff, touched, to_write = await bulk_pass(len(records), planned)
+            # The diff's connectors come from the same key index as ``named``: a key outside the
+            # sections taken would be written without its connector's section.
+            assert named.issuperset(touched), sorted(set(touched) - named)[:3]
             # Every claim lookup within one --write-timeout (a Kafka claims topic read to its end): given
             # none, each waited the claims store's own 30 s, one connector after another, in a stall.
             checking = self._writer.deadline()

@@ -1,8 +1,8 @@
 """Write sections: one critical section per connector, never one for the whole daemon.
 
 A connector's writes are decided one at a time (check, write, record), within a deadline; writes
-to different connectors go on side by side; a write that spans connectors (an import) waits for
-every section and holds new ones off meanwhile.
+to different connectors go on side by side; a write that spans connectors (an import) takes the
+sections of the connectors it names, in sorted order, and other connectors' writes go on meanwhile.
 """
 
 from __future__ import annotations
@@ -46,32 +46,65 @@ def test_a_connectors_second_section_waits_and_gives_up_at_its_deadline() -> Non
     asyncio.run(asyncio.wait_for(scenario(), 5))
 
 
-def test_an_exclusive_write_waits_for_every_section_and_holds_new_ones_off() -> None:
+def test_a_write_spanning_connectors_waits_for_theirs_alone_and_holds_them_off_meanwhile() -> None:
     async def scenario() -> list[str]:
         locks, order = ConnectorLocks(), []
-        await locks.acquire("a", 1.0)
+        await locks.acquire("z", 1.0)
 
-        async def exclusive() -> None:
-            async with locks.exclusive():
-                order.append("exclusive")
-                await asyncio.sleep(0.05)
-            order.append("exclusive done")
+        async def spanning() -> None:
+            taken = await locks.acquire_many(["z", "a"], 2.0)  # "a" first: sorted
+            order.append("a+z")
+            await asyncio.sleep(0.05)
+            locks.release_many(taken)
+            order.append("a+z done")
 
-        async def later_section() -> None:
-            await locks.acquire("b", 2.0)
-            order.append("b")
-            locks.release("b")
+        async def section(name: str) -> None:
+            await locks.acquire(name, 2.0)
+            order.append(name)
+            locks.release(name)
 
-        task = asyncio.create_task(exclusive())
+        task = asyncio.create_task(spanning())
         await asyncio.sleep(0.05)
-        late = asyncio.create_task(later_section())
+        other = asyncio.create_task(section("c"))  # a connector the spanning write does not name
+        late = asyncio.create_task(section("a"))
         await asyncio.sleep(0.05)
-        assert order == [], "the exclusive write waits for 'a'; 'b' waits behind it"
-        locks.release("a")
-        await asyncio.gather(task, late)
+        assert order == ["c"], "the spanning write holds 'a' and waits for 'z'; 'c' does not wait; 'a' waits behind it"
+        locks.release("z")
+        await asyncio.gather(task, other, late)
         return order
 
-    assert asyncio.run(asyncio.wait_for(scenario(), 5)) == ["exclusive", "exclusive done", "b"]
+    assert asyncio.run(asyncio.wait_for(scenario(), 5)) == ["c", "a+z", "a+z done", "a"]
+
+
+def test_two_writes_spanning_the_same_connectors_in_opposite_orders_never_wait_for_each_other() -> None:
+    async def scenario() -> None:
+        locks = ConnectorLocks()
+
+        async def spanning(names: list[str]) -> None:
+            for _ in range(50):
+                taken = await locks.acquire_many(names, 2.0)
+                await asyncio.sleep(0)
+                locks.release_many(taken)
+
+        await asyncio.gather(spanning(["x", "y", "z"]), spanning(["z", "y", "x"]), spanning(["y", "x"]))
+        assert not locks.importing
+
+    asyncio.run(asyncio.wait_for(scenario(), 10))
+
+
+def test_a_write_spanning_connectors_that_times_out_holds_none_of_them() -> None:
+    async def scenario() -> None:
+        locks = ConnectorLocks()
+        await locks.acquire("m", 1.0)
+        with pytest.raises(TimeoutError):
+            await locks.acquire_many(["a", "m", "z"], 0.2)  # takes "a", then waits for "m"
+        assert not locks.importing
+        await locks.acquire("a", 0.2)  # given back
+        await locks.acquire("z", 0.2)  # never taken
+        for name in ("a", "m", "z"):
+            locks.release(name)
+
+    asyncio.run(asyncio.wait_for(scenario(), 5))
 
 
 def test_a_write_waiting_for_a_busy_connector_answers_log_timeout_having_written_nothing(tmp_path: Path) -> None:
