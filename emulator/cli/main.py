@@ -155,13 +155,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_INTERRUPTED
 
 
-def _credentials_hint(args: argparse.Namespace) -> str:
-    """After a 401: the daemon speaks of the request ("no credentials"), not of the CLI's flags."""
+_WAYS_IN = {
+    "bearer": "a bearer token (--token, or CONNECT_OFFSETS_TOKEN)",
+    "basic": "an HTTP Basic user (--user, or CONNECT_OFFSETS_USER, with the password in CONNECT_OFFSETS_PASSWORD)",
+}
+"""The CLI's way to give each scheme a daemon's 401 may challenge for (``WWW-Authenticate``)."""
+
+
+def _credentials_hint(args: argparse.Namespace, error: AuthenticationError) -> str:
+    """After a 401: the daemon speaks of the request ("no credentials"), not of the CLI's flags. Only
+    the ways its challenges name are offered (a daemon with tokens alone took a Basic user for a typo
+    of the password, and the other way round); all of them when it named none (an older daemon)."""
     settings = getattr(args, "settings", None)
-    ways = (
-        "a bearer token (--token, or CONNECT_OFFSETS_TOKEN) or an HTTP Basic user (--user, or CONNECT_OFFSETS_USER, "
-        "with the password in CONNECT_OFFSETS_PASSWORD)"
-    )
+    offered = [way for scheme, way in _WAYS_IN.items() if scheme in error.schemes]
+    ways = " or ".join(offered or _WAYS_IN.values())
+    if offered and len(offered) < len(_WAYS_IN):
+        ways = f"only {ways}"
     if getattr(settings, "token", None) or getattr(settings, "user", None):
         return f"the daemon did not accept the credentials given; it takes {ways}"
     return f"the daemon wants credentials: {ways}"
@@ -317,7 +326,7 @@ def _run(args: argparse.Namespace) -> int:
     except ApiError as exc:
         say("error", f"{exc.message} (HTTP {exc.status})")
         if isinstance(exc, AuthenticationError):
-            say("hint", _credentials_hint(args))
+            say("hint", _credentials_hint(args, exc))
         # The daemon handed the write to its log and got no acknowledgement in time: it may still land, as
         # when the answer is lost (1 told a script "refused: nothing changed", and it sent the write again).
         return EXIT_ANSWER_LOST if exc.kind == OUTCOME_UNKNOWN else EXIT_REFUSED

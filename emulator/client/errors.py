@@ -75,7 +75,14 @@ class ApiError(ClientError):
 
 
 class AuthenticationError(ApiError):
-    """401: the daemon requires credentials, or refused the ones given (see ``Credentials``)."""
+    """401: the daemon requires credentials, or refused the ones given (see ``Credentials``).
+
+    ``schemes``: the ways in its ``WWW-Authenticate`` challenges name, lower case (``basic``,
+    ``bearer``), so that a caller offers only those: a daemon with only ``--tokens-file`` takes no
+    Basic user, one with only ``--credentials-file`` no token. Empty when the answer carried no
+    challenge (a daemon from before the header, a proxy that dropped it): any way may then be the one."""
+
+    schemes: tuple[str, ...] = ()
 
 
 class ForbiddenError(ApiError):
@@ -153,8 +160,22 @@ def api_error(status: int, message: str, kind: str | None = None, url: str | Non
     return cls(status, message, kind)
 
 
+def challenge_schemes(challenges: list[str]) -> tuple[str, ...]:
+    """The auth-schemes of ``WWW-Authenticate`` values, lower case, in order, each once. A value may
+    hold several challenges (``Basic realm="x", Bearer realm="x"``, RFC 9110 §11.6.1): each comma-separated
+    part whose first word is no ``name=value`` parameter starts one."""
+    found: list[str] = []
+    for value in challenges:
+        for part in value.split(","):
+            word = part.strip().split(" ", 1)[0]
+            if word and "=" not in word and word.lower() not in found:
+                found.append(word.lower())
+    return tuple(found)
+
+
 def error_from_response(response: httpx.Response) -> ApiError:
-    """An error answer (status >= 400) as a typed error carrying Connect's message."""
+    """An error answer (status >= 400) as a typed error carrying Connect's message (a 401's with the
+    schemes its challenges name)."""
     try:
         body = response.json()
     except ValueError:
@@ -164,9 +185,12 @@ def error_from_response(response: httpx.Response) -> ApiError:
         url: str | None = redact(str(response.request.url.copy_with(query=None)))
     except RuntimeError:  # a response built without its request
         url = None
-    return api_error(
+    error = api_error(
         response.status_code,
         str(message or response.text or response.reason_phrase),
         response.headers.get(ERROR_HEADER),
         url,
     )
+    if isinstance(error, AuthenticationError):
+        error.schemes = challenge_schemes(response.headers.get_list("WWW-Authenticate"))
+    return error

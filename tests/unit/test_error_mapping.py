@@ -24,6 +24,7 @@ from emulator.client.errors import (
     NotStoppedError,
     UnknownRouteError,
     api_error,
+    challenge_schemes,
     error_from_response,
 )
 from emulator.client.http import ERROR_HEADER
@@ -187,3 +188,20 @@ def test_the_clients_type_agrees_with_the_status_for_every_kind_the_daemon_sends
             assert type(error) is NotStoppedError, kind
         else:
             assert type(error) is (by_status or ApiError), kind
+
+
+def test_a_401_carries_the_schemes_its_challenges_name() -> None:
+    """QA 23 #1: the CLI's hint offers only these; none named (an older daemon) leaves it all ways."""
+    challenged = httpx.Response(
+        401,
+        headers=[
+            ("WWW-Authenticate", 'Basic realm="connect-offsets", charset="UTF-8"'),
+            ("WWW-Authenticate", "Bearer"),
+        ],
+        json={"error_code": 401, "message": "User cannot access the resource. (no credentials)"},
+    )
+    error = error_from_response(challenged)
+    assert isinstance(error, AuthenticationError) and error.schemes == ("basic", "bearer")
+    assert challenge_schemes(['Bearer realm="a", Basic realm="b"']) == ("bearer", "basic")
+    plain = error_from_response(answer(401, "User cannot access the resource.", "unauthenticated"))
+    assert isinstance(plain, AuthenticationError) and plain.schemes == ()

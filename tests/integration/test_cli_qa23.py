@@ -1,0 +1,65 @@
+"""QA pass 23's CLI findings: a 401's hint offers only the ways in the daemon takes; an inverted
+``history`` range is refused; a ``--url`` answered by another service is exit 3, not 1; a big
+``alter --dry-run`` shows progress and a summary on stderr; ``migrate --prune --dry-run`` reads its
+destination once. Every command runs as a real process against real daemons (or a real other service)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import uuid
+from pathlib import Path
+
+import pytest
+
+from tests.fixtures.cli import run_cli
+from tests.fixtures.daemon import DaemonFactory
+from tests.integration.auth_helpers import write_security_files
+
+EXIT_REFUSED, EXIT_USAGE, EXIT_UNREACHABLE = 1, 2, 3
+TOKEN_WAY = "a bearer token (--token, or CONNECT_OFFSETS_TOKEN)"
+BASIC_WAY = "an HTTP Basic user (--user, or CONNECT_OFFSETS_USER, with the password in CONNECT_OFFSETS_PASSWORD)"
+
+
+def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """Without a terminal, and with no ``CONNECT_OFFSETS_*`` variable but those given."""
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("CONNECT_OFFSETS_")}
+    return run_cli(*args, env={**clean, **(env or {})})
+
+
+def hint_of(shown: subprocess.CompletedProcess[str]) -> str:
+    hints = [line for line in shown.stderr.splitlines() if line.startswith("hint: ")]
+    assert len(hints) == 1, shown.stderr
+    return hints[0]
+
+
+@pytest.mark.slow  # two daemons of their own
+def test_a_401_hint_offers_only_the_ways_in_the_daemon_advertises(
+    daemon_factory: DaemonFactory, tmp_path: Path
+) -> None:
+    """QA 23 #1: a daemon with tokens alone was said to take an HTTP Basic user too, and one with Basic
+    users alone a bearer token: the hint follows its ``WWW-Authenticate`` challenges."""
+    files = write_security_files(tmp_path)
+    tokens_only = daemon_factory("--tokens-file", str(files.tokens_file))
+    basic_only = daemon_factory("--credentials-file", str(files.credentials))
+
+    asked = cli("list", "--url", tokens_only.url)
+    assert asked.returncode == EXIT_REFUSED, asked.stderr
+    assert hint_of(asked) == f"hint: the daemon wants credentials: only {TOKEN_WAY}"
+    wrong = cli("list", "--url", tokens_only.url, env={"CONNECT_OFFSETS_TOKEN": "not-a-token"})
+    assert hint_of(wrong) == f"hint: the daemon did not accept the credentials given; it takes only {TOKEN_WAY}"
+
+    asked = cli("list", "--url", basic_only.url)
+    assert asked.returncode == EXIT_REFUSED, asked.stderr
+    assert hint_of(asked) == f"hint: the daemon wants credentials: only {BASIC_WAY}"
+    wrong = cli("list", "--url", basic_only.url, "--token", "t")
+    assert hint_of(wrong) == f"hint: the daemon did not accept the credentials given; it takes only {BASIC_WAY}"
+
+
+@pytest.mark.slow
+def test_a_401_hint_offers_both_ways_where_the_daemon_takes_both(daemon_factory: DaemonFactory, tmp_path: Path) -> None:
+    files = write_security_files(tmp_path)
+    both = daemon_factory("--tokens-file", str(files.tokens_file), "--credentials-file", str(files.credentials))
+    asked = cli("get", f"qa23-{uuid.uuid4().hex[:8]}", "--url", both.url)
+    assert asked.returncode == EXIT_REFUSED, asked.stderr
+    assert hint_of(asked) == f"hint: the daemon wants credentials: {TOKEN_WAY} or {BASIC_WAY}"
