@@ -5,7 +5,8 @@ where (``--as-of T`` prints the offsets as they were at T instead); ``rollback N
 the state at T back, and with ``--dry-run`` only prints the diff. Times are ISO-8601 (naive = UTC),
 epoch milliseconds or ``now-<duration>``; they are checked here so a typo is a usage error (exit 2),
 not a round trip. ``--as-of`` takes ``--partition`` (one partition's offset at T) and refuses
-``--from``, ``--to`` and ``--limit``, which belong to a list of changes. A relative time is
+``--from``, ``--to`` and ``--limit``, which belong to a list of changes; a ``--from`` later than
+``--to`` is refused (usage, exit 2) rather than answered "(no changes in that range)". A relative time is
 resolved once, with this machine's clock, and the time it stands for is printed on stderr, so a dry
 run's time can be given to the real rollback.
 """
@@ -108,16 +109,26 @@ def run_history(args: argparse.Namespace) -> int:
         return _as_of(args)
     if args.limit is not None and args.limit < 1:  # the daemon's 400 was exit 1, "refused", for a usage error
         raise UsageError(f"--limit must be at least 1, got {args.limit}")
+    from_ms, to_ms = _range(args.from_time, args.to_time)
     with HistoryClient(args.settings.url) as client:
         page = client.history(
-            args.name,
-            partition=_partition(args.partition),
-            from_time=_time("--from", args.from_time),
-            to_time=_time("--to", args.to_time),
-            limit=args.limit,
+            args.name, partition=_partition(args.partition), from_time=from_ms, to_time=to_ms, limit=args.limit
         )
     emit(args, page, lambda: history_text(page))
     return EXIT_OK
+
+
+def _range(from_time: str | None, to_time: str | None) -> tuple[int | None, int | None]:
+    """``--from`` and ``--to`` resolved, refused when ``--from`` is later: no change lies in such a range,
+    and the daemon answers it with an empty page, which printed "(no changes in that range)" as if the
+    archive held none (``--from now --to now-1h`` reads naturally and is backwards)."""
+    from_ms, to_ms = _time("--from", from_time), _time("--to", to_time)
+    if from_ms is not None and to_ms is not None and from_ms > to_ms:
+        raise UsageError(
+            f"--from {format_time_ms(from_ms)} is later than --to {format_time_ms(to_ms)}: no change can lie in "
+            "that range; give the earlier time to --from (changes are listed newest first either way)"
+        )
+    return from_ms, to_ms
 
 
 def _as_of(args: argparse.Namespace) -> int:

@@ -10,10 +10,12 @@ import subprocess
 import uuid
 from pathlib import Path
 
+import httpx
 import pytest
 
+from emulator.model.times import format_time_ms, parse_time_ms
 from tests.fixtures.cli import run_cli
-from tests.fixtures.daemon import DaemonFactory
+from tests.fixtures.daemon import DaemonFactory, DaemonProcess
 from tests.integration.auth_helpers import write_security_files
 
 EXIT_REFUSED, EXIT_USAGE, EXIT_UNREACHABLE = 1, 2, 3
@@ -63,3 +65,35 @@ def test_a_401_hint_offers_both_ways_where_the_daemon_takes_both(daemon_factory:
     asked = cli("get", f"qa23-{uuid.uuid4().hex[:8]}", "--url", both.url)
     assert asked.returncode == EXIT_REFUSED, asked.stderr
     assert hint_of(asked) == f"hint: the daemon wants credentials: {TOKEN_WAY} or {BASIC_WAY}"
+
+
+@pytest.mark.slow  # three CLI processes
+def test_history_refuses_a_from_later_than_its_to_naming_both_times(embedded_daemon: DaemonProcess) -> None:
+    """QA 23 #2: ``--from now --to now-1h`` printed "(no changes in that range)", exit 0, for a connector
+    whose changes lie in the hour before: the daemon answers an inverted range with an empty page."""
+    name = f"qa23-{uuid.uuid4().hex[:8]}"
+    httpx.patch(
+        f"{embedded_daemon.url}/connectors/{name}/offsets",
+        params={"create": "true"},
+        json={"offsets": [{"partition": {"f": "a"}, "offset": {"p": 1}}]},
+        timeout=30,
+    ).raise_for_status()
+    url = ("--url", embedded_daemon.url)
+
+    inverted = cli("history", name, "--from", "now", "--to", "now-1h", *url)
+    assert inverted.returncode == EXIT_USAGE, inverted.stdout + inverted.stderr
+    assert inverted.stdout == "", "nothing listed"
+    resolved = dict(line.split(": ", 1) for line in inverted.stderr.splitlines() if line.startswith("--"))
+    assert set(resolved) == {"--from now", "--to now-1h"}, inverted.stderr
+    assert inverted.stderr.splitlines()[-1] == (
+        f"error: --from {resolved['--from now']} is later than --to {resolved['--to now-1h']}: no change can lie in "
+        "that range; give the earlier time to --from (changes are listed newest first either way)"
+    )
+
+    absolute = cli("history", name, "--from", "2026-01-02T00:00:00Z", "--to", "1767225600000", *url)
+    assert absolute.returncode == EXIT_USAGE, absolute.stderr
+    first, second = (format_time_ms(parse_time_ms(t)) for t in ("2026-01-02T00:00:00Z", "1767225600000"))
+    assert f"error: --from {first} is later than --to {second}: no change can lie in that range" in absolute.stderr
+
+    ordered = cli("history", name, "--from", "now-1h", "--to", "now", *url)
+    assert ordered.returncode == 0 and '{"f": "a"}' in ordered.stdout, ordered.stdout + ordered.stderr
