@@ -324,6 +324,9 @@ def _run(args: argparse.Namespace) -> int:
         say("error", exc)
         return EXIT_ANSWER_LOST
     except ApiError as exc:
+        if exc.not_a_daemon:  # another service answered: the daemon is not at the URL, as when nothing answers
+            say("error", exc.message)
+            return EXIT_UNREACHABLE
         say("error", f"{exc.message} (HTTP {exc.status})")
         if isinstance(exc, AuthenticationError):
             say("hint", _credentials_hint(args, exc))

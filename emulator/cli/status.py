@@ -38,6 +38,8 @@ def run_status(args: argparse.Namespace) -> int:
         try:
             body = client.status()
         except NotReadyError as exc:  # its storage is not open yet: it answers, but has no status to give
+            if exc.not_a_daemon:  # a proxy's own 503, say: no daemon answered at all
+                raise
             body = {"ready": False, "error_code": exc.status, "message": exc.message}
     emit(args, body, lambda: status_text(url, body))
     return EXIT_OK if body.get("ready") else EXIT_REFUSED

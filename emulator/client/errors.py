@@ -4,11 +4,14 @@ A daemon's error answer is typed by its ``X-Connect-Offsets-Error`` header (the 
 ``emulator.server.errors``), else by its status alone (daemons that predate the header, the web
 framework's own 405); the message is Connect's, for people. A 404 without a kind is no daemon's
 "unknown connector" or "no claim" (every 404 of the daemon's routes names its kind): the URL is not a
-route of a connect-offsets daemon (``UnknownRouteError``).
+route of a connect-offsets daemon (``UnknownRouteError``). An error answer without Connect's error body
+either is no daemon's at all (``ApiError.not_a_daemon``: another web server at that port, a proxy
+without its daemon), told apart by that body and header, never by the status alone.
 """
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING
 
 from emulator.client.credentials import redact
@@ -67,6 +70,14 @@ class ApiError(ClientError):
     None when the daemon did not send one.
     """
 
+    not_a_daemon: bool = False
+    """True when what answered is no connect-offsets daemon at all: the answer carried neither the
+    daemon's kind header nor Connect's error body (every error of a daemon, of any version, has that
+    body; its web framework's own 404 and 405 too), e.g. the HTML page of another web server at that
+    port, or a proxy's own "bad gateway". ``message`` then says so and quotes what answered. Never set
+    for the answers a proxy in front of a daemon gives about the request itself (``ABOUT_THE_REQUEST``).
+    The CLI exits 3 for it, as for a daemon it cannot reach: the daemon is not where the URL points."""
+
     def __init__(self, status: int, message: str, kind: str | None = None) -> None:
         super().__init__(f"HTTP {status}: {message}")
         self.status = status
@@ -96,7 +107,8 @@ class NotFoundError(ApiError):
 class UnknownRouteError(ApiError):
     """404 without the daemon's kind: something answered at the URL, but not one of a connect-offsets
     daemon's routes (a wrong base path in the URL, another service, a route this daemon's version
-    lacks). Not a ``NotFoundError``: it says nothing about the connector or its claim."""
+    lacks; ``not_a_daemon`` tells another service apart). Not a ``NotFoundError``: it says nothing about
+    the connector or its claim."""
 
 
 class NotStoppedError(ApiError):
@@ -173,6 +185,45 @@ def challenge_schemes(challenges: list[str]) -> tuple[str, ...]:
     return tuple(found)
 
 
+ABOUT_THE_REQUEST = frozenset({401, 403, 407, 413, 429})
+"""Statuses a proxy in front of a daemon answers about the request itself (its own credentials, body
+limit, rate limit), with a page of its own: the daemon may well be behind it, so such an answer is
+never ``not_a_daemon``."""
+_QUOTED_CHARS = 120
+"""How much of another service's answer a ``not_a_daemon`` message quotes."""
+
+
+def _is_connect_error(body: object) -> bool:
+    """Connect's error body, as every error answer of a connect-offsets daemon carries it."""
+    return isinstance(body, dict) and isinstance(body.get("error_code"), int) and isinstance(body.get("message"), str)
+
+
+def _what_answered(response: httpx.Response) -> str:
+    """Another service's answer in brief: its content type and the start of its text, tags left out
+    (an HTML error page says what it is in its words, not in its markup)."""
+    text = " ".join(re.sub(r"<[^>]*>", " ", response.text).split())
+    if len(text) > _QUOTED_CHARS:
+        text = text[:_QUOTED_CHARS].rstrip() + "…"
+    kind = response.headers.get("content-type", "no content type").split(";")[0].strip()
+    return f'{kind}: "{text}"' if text else f"{kind}, empty"
+
+
+def _not_a_daemon(response: httpx.Response, url: str | None) -> ApiError:
+    """The error for an answer that no connect-offsets daemon gives (``ApiError.not_a_daemon``), typed
+    by its status as before (a 404 stays ``UnknownRouteError``), its message saying what answered."""
+    status = response.status_code
+    where = f"{url} answered" if url else "the URL answered"
+    message = (
+        f"{where} HTTP {status} ({_what_answered(response)}), which is not a connect-offsets daemon's answer "
+        "(the daemon answers every error with Connect's JSON body): another service listens there, or a proxy "
+        "there has no daemon behind it; check the daemon's URL (host, port, base path)"
+    )
+    cls = UnknownRouteError if status == 404 else _BY_STATUS.get(status, ApiError)
+    error = cls(status, message)
+    error.not_a_daemon = True
+    return error
+
+
 def error_from_response(response: httpx.Response) -> ApiError:
     """An error answer (status >= 400) as a typed error carrying Connect's message (a 401's with the
     schemes its challenges name)."""
@@ -185,10 +236,13 @@ def error_from_response(response: httpx.Response) -> ApiError:
         url: str | None = redact(str(response.request.url.copy_with(query=None)))
     except RuntimeError:  # a response built without its request
         url = None
+    kind = response.headers.get(ERROR_HEADER)
+    if kind is None and not _is_connect_error(body) and response.status_code not in ABOUT_THE_REQUEST:
+        return _not_a_daemon(response, url)
     error = api_error(
         response.status_code,
         str(message or response.text or response.reason_phrase),
-        response.headers.get(ERROR_HEADER),
+        kind,
         url,
     )
     if isinstance(error, AuthenticationError):

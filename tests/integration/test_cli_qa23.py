@@ -5,9 +5,12 @@ destination once. Every command runs as a real process against real daemons (or 
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
+import sys
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -15,7 +18,8 @@ import pytest
 
 from emulator.model.times import format_time_ms, parse_time_ms
 from tests.fixtures.cli import run_cli
-from tests.fixtures.daemon import DaemonFactory, DaemonProcess
+from tests.fixtures.daemon import DaemonFactory, DaemonProcess, free_port
+from tests.fixtures.waits import until
 from tests.integration.auth_helpers import write_security_files
 
 EXIT_REFUSED, EXIT_USAGE, EXIT_UNREACHABLE = 1, 2, 3
@@ -97,3 +101,62 @@ def test_history_refuses_a_from_later_than_its_to_naming_both_times(embedded_dae
 
     ordered = cli("history", name, "--from", "now-1h", "--to", "now", *url)
     assert ordered.returncode == 0 and '{"f": "a"}' in ordered.stdout, ordered.stdout + ordered.stderr
+
+
+@pytest.fixture
+def other_web_server(tmp_path: Path) -> Iterator[str]:
+    """Python's own ``http.server`` on a free port: a web server that is no connect-offsets daemon (its
+    GETs of unknown paths answer a 404 HTML page, its PATCH/POST/DELETE a 501 one)."""
+    served = tmp_path / "served"
+    served.mkdir()
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "http.server", "--bind", "127.0.0.1", "--directory", str(served), str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+
+        def answers() -> bool:
+            try:
+                return httpx.get(url, timeout=1).status_code == 200
+            except httpx.TransportError:
+                return False
+
+        until(answers, "http.server to answer", timeout_s=20)
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+@pytest.mark.slow  # five CLI processes
+def test_a_url_answered_by_another_web_server_is_exit_3_saying_it_is_no_daemon(
+    other_web_server: str, embedded_daemon: DaemonProcess, tmp_path: Path
+) -> None:
+    """QA 23 #3: ``--url`` at another web server was exit 1 ("refused") with its HTML for a message; the
+    daemon is not there, which is exit 3. A daemon's own 404 (an unknown connector) stays exit 1, and so
+    does its web framework's 404 for a wrong base path: both carry Connect's JSON body."""
+    name = f"qa23-{uuid.uuid4().hex[:8]}"
+    body = tmp_path / "offsets.json"
+    body.write_text(json.dumps({"offsets": [{"partition": {"f": "a"}, "offset": {"p": 1}}]}))
+    for args, status, path in [
+        (("list",), 404, "/connectors"),
+        (("get", name), 404, f"/connectors/{name}/offsets"),
+        (("alter", name, "--file", str(body), "--create"), 501, f"/connectors/{name}/offsets"),
+        (("export", "--to", str(tmp_path / "out.json")), 404, "/offsets/records"),
+    ]:
+        shown = cli(*args, "--url", other_web_server)
+        assert shown.returncode == EXIT_UNREACHABLE, (args, shown.stderr)
+        error = shown.stderr.strip().splitlines()[-1]
+        assert error.startswith(f'error: {other_web_server}{path} answered HTTP {status} (text/html: "Error response')
+        assert "which is not a connect-offsets daemon's answer" in error, error
+        assert error.endswith("check the daemon's URL (host, port, base path)"), error
+
+    unknown = cli("get", name, "--url", embedded_daemon.url)
+    assert unknown.returncode == EXIT_REFUSED, unknown.stderr
+    assert "not a connect-offsets daemon" not in unknown.stderr, unknown.stderr
+    wrong_base = cli("get", name, "--url", embedded_daemon.url + "/api")
+    assert wrong_base.returncode == EXIT_REFUSED, wrong_base.stderr
+    assert "without being a connect-offsets daemon route" in wrong_base.stderr, wrong_base.stderr

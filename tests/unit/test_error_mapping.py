@@ -205,3 +205,18 @@ def test_a_401_carries_the_schemes_its_challenges_name() -> None:
     assert challenge_schemes(['Bearer realm="a", Basic realm="b"']) == ("bearer", "basic")
     plain = error_from_response(answer(401, "User cannot access the resource.", "unauthenticated"))
     assert isinstance(plain, AuthenticationError) and plain.schemes == ()
+
+
+def test_an_answer_without_connects_error_body_is_not_a_daemons() -> None:
+    """QA 23 #3: told apart by the body and the kind header, never by the status alone: a daemon's 404
+    (with or without its kind) has Connect's body; another web server's page has not, and a proxy's own
+    answer about the request (413 here) may well come from in front of a daemon."""
+    page = httpx.Response(404, headers={"Content-Type": "text/html"}, text="<html><h1>404 Not Found</h1></html>")
+    error = error_from_response(page)
+    assert type(error) is UnknownRouteError and error.not_a_daemon and error.status == 404
+    assert error.message.startswith('the URL answered HTTP 404 (text/html: "404 Not Found"), which is not a conn')
+    gateway = error_from_response(httpx.Response(502, text="Bad Gateway"))
+    assert type(gateway) is ApiError and gateway.not_a_daemon
+    assert not error_from_response(answer(404, "Not Found")).not_a_daemon, "the daemon's web framework: its body"
+    assert not error_from_response(answer(404, "No claim", "claim_not_found")).not_a_daemon
+    assert not error_from_response(httpx.Response(413, text="<html>413 Request Entity Too Large</html>")).not_a_daemon
