@@ -160,3 +160,37 @@ def test_a_url_answered_by_another_web_server_is_exit_3_saying_it_is_no_daemon(
     wrong_base = cli("get", name, "--url", embedded_daemon.url + "/api")
     assert wrong_base.returncode == EXIT_REFUSED, wrong_base.stderr
     assert "without being a connect-offsets daemon route" in wrong_base.stderr, wrong_base.stderr
+
+
+@pytest.mark.slow  # 10,050 partitions planned by the daemon
+def test_a_long_alter_dry_run_shows_progress_and_ends_with_a_summary_on_stderr(
+    embedded_daemon: DaemonProcess, tmp_path: Path
+) -> None:
+    """QA 23 #4: 70,000 partitions took seconds without a word on stderr, then scrolled past. Progress
+    lines as a transfer's (above 10,000 records) and a closing count; stdout unchanged."""
+    name = f"qa23-{uuid.uuid4().hex[:8]}"
+    now = [{"partition": {"f": i}, "offset": {"p": i}} for i in range(30)]
+    httpx.patch(
+        f"{embedded_daemon.url}/connectors/{name}/offsets", params={"create": "true"}, json={"offsets": now}, timeout=30
+    ).raise_for_status()
+    # 0-9 the same again, 10-19 changed, 20-24 reset, 25-29 left alone, then 10,020 new ones
+    planned = [{"partition": {"f": i}, "offset": {"p": i if i < 10 else -i}} for i in range(20)]
+    planned += [{"partition": {"f": i}, "offset": None} for i in range(20, 25)]
+    planned += [{"partition": {"f": i}, "offset": {"p": i}} for i in range(30, 10_050)]
+    body = tmp_path / "offsets.json"
+    body.write_text(json.dumps({"offsets": planned}))
+
+    shown = cli("alter", name, "--file", str(body), "--dry-run", "--url", embedded_daemon.url)
+    assert shown.returncode == 0, shown.stderr
+    lines = shown.stdout.splitlines()
+    assert lines[0] == "Dry run: nothing was written. 10045 record(s) would be written." and len(lines) == 10_046
+    assert lines[1].startswith("  partition ") and f'["{name}",{{"f":0}}]  ->  {{"p":0}}' in shown.stdout
+    where = f"{embedded_daemon.url}/connectors/{name}/offsets (dry run)"
+    assert shown.stderr.splitlines() == [
+        f"read {body}: 10045/10045 records",
+        f"sending to {where}: 0/10045 records",
+        f"answered by {where}: 10045/10045 records",
+        "dry run of 10,045 partition(s): 15 changed (5 of them reset), 10 unchanged, 10,020 new; nothing was written",
+    ]
+    quiet = cli("alter", name, "--file", str(body), "--dry-run", "--quiet", "--url", embedded_daemon.url)
+    assert quiet.returncode == 0 and quiet.stderr == "" and quiet.stdout == shown.stdout, quiet.stderr
