@@ -62,6 +62,13 @@ class TransferContext:
     """Keys whose incoming value Connect cannot read back (kept by ``--malformed keep``): a
     destination counts how many of them it writes."""
 
+    prune: set[str] | None = None
+    """``--prune``: the connectors whose destination records the source lacks are deleted. The
+    destination adds their tombstones itself (``selection.with_tombstones``), from the same reading it
+    plans against: asked beforehand, it read itself a second time (a whole log, or a file) for them."""
+    pruned: int = 0
+    """How many tombstones ``--prune`` added (the report counts them among the records offered)."""
+
     writing: bool = False
     """Set by a destination just before it sends or writes the first thing that changes it: a Ctrl-C
     before then changed nothing (``pipeline.transfer`` says so)."""

@@ -17,7 +17,7 @@ from emulator.transfer.locations.files import SnapshotLocation
 from emulator.transfer.options import TransferContext, TransferOptions
 from emulator.transfer.progress import Progress
 from emulator.transfer.report import TransferReport
-from emulator.transfer.selection import prune, select
+from emulator.transfer.selection import select
 
 
 def transfer(
@@ -48,17 +48,22 @@ def _transfer(
     if isinstance(destination, SnapshotLocation):
         destination.source_description = source.description
     touched = set(options.connectors) or {n for r in incoming if (n := ctx.keys.connector(r.key)) is not None}
+    nothing_named = ""
     if options.prune:
         if not destination.store:
             raise TransferError("--prune applies to stores (topics, embedded logs, standalone files, daemons) only")
-        incoming = incoming + prune(incoming, destination.current(ctx, sorted(touched)), touched, ctx.keys)
+        ctx.prune = touched  # the destination deletes from what it reads to plan: read once
         if options.connectors and not incoming:
             names = ", ".join(repr(n) for n in sorted(options.connectors))
-            raise TransferError(
+            nothing_named = (
                 f"{source.description} has no record of {names} (--connector), and {destination.description} has "
                 "none to delete (--prune); nothing was written"
             )
+            if not destination.exists(ctx):  # refused before a log that does not exist is created to be read
+                raise TransferError(nothing_named)
     applied = destination.apply(incoming, ctx)
+    if nothing_named and not ctx.pruned:  # nothing to write, so nothing was (the destination only read)
+        raise TransferError(nothing_named)
     if applied.unreadable_values:
         verb = "would be written" if options.dry_run else "were written"
         notes.append(
@@ -70,7 +75,7 @@ def _transfer(
         destination=destination.description,
         dry_run=options.dry_run,
         read=len(loaded.records),
-        selected=len(incoming),
+        selected=len(incoming) + ctx.pruned,
         written=applied.written,
         diff=applied.diff,
         notes=[*notes, *applied.notes],

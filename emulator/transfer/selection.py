@@ -10,13 +10,14 @@ Refusing before anything is written leaves the destination untouched; a dry run 
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from emulator.codec.readable import ValueProblem, value_problem
 from emulator.formats import cdc_state
 from emulator.formats.model import KeyIndex, Loaded, RawRecord, tick
 from emulator.transfer.errors import TransferError
-from emulator.transfer.options import TransferOptions
+from emulator.transfer.options import TransferContext, TransferOptions
 from emulator.transfer.progress import Progress
 
 
@@ -235,6 +236,16 @@ def prune(incoming: list[RawRecord], current: list[RawRecord], connectors: set[s
         for r in current
         if r.value is not None and r.key not in present and keys.connector(r.key) in connectors
     ]
+
+
+def with_tombstones(incoming: list[RawRecord], current: Iterable[RawRecord], ctx: TransferContext) -> list[RawRecord]:
+    """``incoming`` plus ``--prune``'s tombstones (``prune``) against ``current``, what a destination
+    read to plan the transfer (unchanged without ``--prune``); ``ctx.pruned`` says how many."""
+    if ctx.prune is None:
+        return incoming
+    tombstones = prune(incoming, list(current), ctx.prune, ctx.keys)
+    ctx.pruned = len(tombstones)
+    return incoming + tombstones
 
 
 def _unnamed(named: frozenset[str], seen: set[str], source: str, refuse: bool = True) -> list[str]:

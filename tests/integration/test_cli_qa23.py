@@ -110,11 +110,12 @@ def other_web_server(tmp_path: Path) -> Iterator[str]:
     served = tmp_path / "served"
     served.mkdir()
     port = free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "http.server", "--bind", "127.0.0.1", "--directory", str(served), str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    with (tmp_path / "http.server.log").open("ab") as log:  # the child keeps its own copy of the descriptor
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "http.server", "--bind", "127.0.0.1", "--directory", str(served), str(port)],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
     url = f"http://127.0.0.1:{port}"
     try:
 
@@ -194,3 +195,46 @@ def test_a_long_alter_dry_run_shows_progress_and_ends_with_a_summary_on_stderr(
     ]
     quiet = cli("alter", name, "--file", str(body), "--dry-run", "--quiet", "--url", embedded_daemon.url)
     assert quiet.returncode == 0 and quiet.stderr == "" and quiet.stdout == shown.stdout, quiet.stderr
+
+
+@pytest.mark.slow  # a 10,010-record embedded log written, then read
+def test_migrate_prune_dry_run_reads_its_destination_once(embedded_daemon: DaemonProcess, tmp_path: Path) -> None:
+    """QA 23 #5: ``--prune`` read the destination for its tombstones, then again to plan the diff (a whole
+    log, or a file, twice). Counted by the progress line each reading of a log of more than 10,000
+    records prints, and for a daemon by its access log: one GET, then the POST that plans."""
+    name = f"qa23-{uuid.uuid4().hex[:8]}"
+    held = tmp_path / "held.json"
+    held.write_text(json.dumps({"offsets": [{"partition": {"f": i}, "offset": {"p": i}} for i in range(10_010)]}))
+    wanted = tmp_path / "wanted.json"
+    wanted.write_text(json.dumps({"offsets": [{"partition": {"f": i}, "offset": {"p": -i}} for i in range(10)]}))
+    log = tmp_path / "log"
+    made = cli("migrate", "--from", f"kip875:{held}", "--to", f"embedded:{log}", "--name", name)
+    assert made.returncode == 0, made.stderr
+
+    planned = cli(
+        "migrate", "--from", f"kip875:{wanted}", "--to", f"embedded:{log}", "--name", name, "--prune", "--dry-run"
+    )
+    assert planned.returncode == 0, planned.stderr
+    assert "would write 10009 change(s)" in planned.stdout, planned.stdout
+    assert "9 changed, 10000 removed, 1 unchanged" in planned.stdout, planned.stdout  # -0 is 0: unchanged
+    reads = [line for line in planned.stderr.splitlines() if line.startswith("read embedded:")]
+    assert len(reads) == 1 and reads[0].endswith("connect-offsets.sqlite3: 10010/10010 records"), planned.stderr
+
+    httpx.patch(
+        f"{embedded_daemon.url}/connectors/{name}/offsets",
+        params={"create": "true"},
+        json={"offsets": [{"partition": {"f": i}, "offset": {"p": i}} for i in range(20)]},
+        timeout=30,
+    ).raise_for_status()
+    before = len(embedded_daemon.log_path.read_text().splitlines())
+    to_daemon = cli(
+        "migrate", "--from", f"kip875:{wanted}", "--to", embedded_daemon.url, "--name", name, "--prune", "--dry-run"
+    )
+    assert to_daemon.returncode == 0 and "9 changed, 10 removed, 1 unchanged" in to_daemon.stdout, to_daemon.stderr
+    until(lambda: "POST /offsets/records" in embedded_daemon.log_tail(5), "the daemon's access line for the plan")
+    asked = [
+        line.split("emulator.access: ")[1].split(" 200 ")[0]
+        for line in embedded_daemon.log_path.read_text().splitlines()[before:]
+        if "emulator.access: " in line and "/offsets/records" in line
+    ]
+    assert asked == ["GET /offsets/records", "POST /offsets/records"]

@@ -9,7 +9,6 @@ log, a standalone file, a daemon) is updated, so records of other connectors sta
 from __future__ import annotations
 
 import abc
-from collections.abc import Sequence
 
 from emulator.formats.model import Loaded, RawRecord
 from emulator.transfer.options import TransferContext
@@ -31,14 +30,8 @@ class Location(abc.ABC):
 
     @abc.abstractmethod
     def apply(self, incoming: list[RawRecord], ctx: TransferContext) -> ApplyResult:
-        """Plan (and unless dry run, write) ``incoming`` here."""
-
-    def current(self, ctx: TransferContext, connectors: Sequence[str]) -> list[RawRecord]:
-        """The live records of ``connectors`` here (for ``--prune``); empty where nothing exists yet."""
-        if not self.exists(ctx):
-            return []
-        wanted = set(connectors)
-        return [r for r in self.read(ctx).records if ctx.keys.connector(r.key) in wanted]
+        """Plan (and unless dry run, write) ``incoming`` here; a store adds ``--prune``'s tombstones
+        (``ctx.prune``) from the reading it plans against (``selection.with_tombstones``)."""
 
     def exists(self, ctx: TransferContext) -> bool:
         return True

@@ -32,6 +32,7 @@ from emulator.transfer.locations.base import Location
 from emulator.transfer.locations.logs import RUN_AGAIN
 from emulator.transfer.options import TransferContext
 from emulator.transfer.report import ApplyResult
+from emulator.transfer.selection import with_tombstones
 
 REQUEST_BYTES: Final = 8 * 1024 * 1024
 """The most body an import sends in one ``POST /offsets/records``: a quarter of the daemon's default
@@ -112,11 +113,6 @@ class DaemonLocation(Location):
         with self._side(ctx):
             return self._export(ctx, sorted(ctx.options.connectors), ctx.options.store)
 
-    def current(self, ctx: TransferContext, connectors: Sequence[str]) -> list[RawRecord]:
-        """What a write here is diffed against: each connector as Connect reads it (the daemon's default)."""
-        with self._side(ctx):
-            return self._export(ctx, connectors, None).records if connectors else []
-
     @contextmanager
     def _side(self, ctx: TransferContext) -> Iterator[None]:
         """A daemon's refusal names the daemon and the side it is (``--from``/``--to``): a transfer between
@@ -143,6 +139,8 @@ class DaemonLocation(Location):
         """
         from emulator.client.http import OffsetsClient
 
+        if ctx.prune:  # what the daemon plans against: each connector as Connect reads it (its default store)
+            incoming = with_tombstones(incoming, self._export(ctx, sorted(ctx.prune), None).records, ctx)
         params = {
             "dry_run": str(ctx.options.dry_run).lower(),
             "allow_malformed": str(ctx.options.malformed == "keep").lower(),

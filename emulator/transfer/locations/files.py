@@ -27,6 +27,7 @@ from emulator.transfer.errors import LocationError, OutputIncomplete, TransferIn
 from emulator.transfer.locations.base import Location
 from emulator.transfer.options import TransferContext
 from emulator.transfer.report import ApplyResult
+from emulator.transfer.selection import with_tombstones
 
 
 class FileLocation(Location):
@@ -258,6 +259,7 @@ class StandaloneLocation(FileLocation):
         self._check_writable(binary=True)
         existing = self._existing(ctx)
         merged: dict[bytes, RawRecord] = latest_per_key(existing.records) if existing else {}
+        incoming = with_tombstones(incoming, merged.values(), ctx)
         diff = compute_diff(lambda k: r.value if (r := merged.get(k)) else None, incoming, ctx.keys)
         to_write = diff.records_to_write(ctx.options.write_all)
         unreadable = ctx.count_unreadable(to_write)

@@ -34,6 +34,7 @@ from emulator.transfer.errors import LocationError, TransferInterrupted
 from emulator.transfer.locations.base import Location
 from emulator.transfer.options import TransferContext
 from emulator.transfer.report import ApplyResult
+from emulator.transfer.selection import with_tombstones
 from emulator.view.offset_view import OffsetView
 
 _WRITE_CHUNK = 10_000
@@ -67,6 +68,7 @@ class LogLocation(Location):
 
     def apply(self, incoming: list[RawRecord], ctx: TransferContext) -> ApplyResult:
         if ctx.options.dry_run and not self.exists(ctx):
+            incoming = with_tombstones(incoming, (), ctx)
             diff = compute_diff(lambda _k: None, incoming, ctx.keys)
             return ApplyResult(
                 diff.as_dict(ctx.options.diff_limit),
@@ -79,6 +81,7 @@ class LogLocation(Location):
         try:
             log.open()
             view = _read_to_end(log, ctx)
+            incoming = with_tombstones(incoming, _view_records(view).records if ctx.prune else (), ctx)
             diff = compute_diff(lambda k: e.value if (e := view.get_raw(k)) else None, incoming, ctx.keys)
             to_write = diff.records_to_write(ctx.options.write_all)
             unreadable = ctx.count_unreadable(to_write)
