@@ -212,6 +212,7 @@ def test_time_filters_bad_input_and_unknown_connectors(daemon_factory: DaemonFac
     base = f"{daemon.url}/connectors/{name}/offsets"
     for url, params, status, text in [
         (base + "/history", {"from": "last tuesday"}, 400, "ISO-8601"),
+        (base + "/history", {"from": "now", "to": "now-1h"}, 400, "'from' is later than 'to'"),
         (base + "/history", {"partition": "[1]"}, 400, "JSON object"),
         (base, {"as_of": "soon"}, 400, "ISO-8601"),
         (base, {"as_of": "now", "kind": "sink"}, 400, "as_of reads the history archive of source offsets"),

@@ -89,11 +89,18 @@ async def offsets_history(
     the default) or of the worker's (``worker``). A page holds up to ``limit`` (100,000) changes:
     encoded off the event loop."""
     archive = archive_choice(rt, connector, store, history_archive(request))[0]
+    from_ms, to_ms = time_param("from", from_), time_param("to", to)
+    if from_ms is not None and to_ms is not None and from_ms > to_ms:
+        # An empty page would read as "no changes then" (`from=now&to=now-1h` is easily written backwards).
+        raise InvalidRequest(
+            f"query parameter 'from' is later than 'to' ({format_time_ms(from_ms)} > {format_time_ms(to_ms)}): "
+            "no change can lie in that range; give the earlier time as 'from'"
+        )
     page = await rt.history.changes(
         archive,
         connector,
-        from_ms=time_param("from", from_),
-        to_ms=time_param("to", to),
+        from_ms=from_ms,
+        to_ms=to_ms,
         partition=partition_param(partition),
         limit=limit,
         before=None if before is None else parse_cursor(before),
