@@ -967,7 +967,14 @@ def test_stopping_while_records_wait_to_be_read_back_counts_them_and_the_next_st
 
 @pytest.mark.slow  # the same, and 60,000 records to read back
 def test_stopping_while_the_log_is_read_back_is_prompt_and_counts_the_rest(tmp_path: Path) -> None:
-    stack = open_stack(tmp_path, queue_records=1, retry_max_s=0.2)
+    def slow_reread(ranges: Any, timeout_s: float) -> Iterator[list[Any]]:
+        # Each batch a little late, so that the read back lasts: on a quiet machine it ended between two
+        # looks of ``wait_mode``, which then never saw it (a fresh-clone CI run, 2026-11-29).
+        for batch in stack.log.reread(ranges, timeout_s):
+            time.sleep(0.05)
+            yield batch
+
+    stack = open_stack(tmp_path, queue_records=1, retry_max_s=0.2, reread=slow_reread)
     blocked = block_archive_files(stack.archive.directory)
     stack.append([(key(0), value(0))])
     wait_mode(stack, "stalled")
