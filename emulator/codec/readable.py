@@ -10,10 +10,14 @@ records (PATCH, ``POST /offsets/records``, transfers, rollback, the Spark commit
 
 Readable means: a tombstone (``None``), or bytes that parse to null or to a flat map of string keys to
 primitive values. (Empty bytes read as null without a complaint, so they count as readable.)
+
+``offset_as_read`` is the same rule on the read side: the offset ``OffsetStorageReaderImpl.offsets``
+hands out for a listed partition, which the daemon's GET, ``?as_of=`` and the console show.
 """
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -22,7 +26,7 @@ from emulator.codec.jackson_reader import CodecError, loads_lenient
 from emulator.codec.jackson_writer import dumps
 from emulator.codec.values import InvalidOffsets, validate_format
 
-__all__ = ["ValueProblem", "offset_problem", "value_problem"]
+__all__ = ["Refused", "UnreadableOffset", "ValueProblem", "offset_as_read", "offset_problem", "value_problem"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,3 +71,44 @@ def _shape_problem(value: Any) -> ValueProblem | None:
     except InvalidOffsets as exc:
         return ValueProblem(f"not an offset Connect's OffsetStorageReaderImpl accepts: {exc}")
     return None
+
+
+class Refused(enum.Enum):
+    """Which step of ``OffsetStorageReaderImpl.offsets`` refused, in the words of its CRITICAL line."""
+
+    PARTITION = "Failed to serialize partition key"
+    VALUE = "Failed to deserialize offset data"
+
+
+class UnreadableOffset(ValueError):
+    """A listed partition for which Connect's reader gives no offset: it logs ``CRITICAL: <refused>
+    when getting offsets …`` and leaves the partition out of the answer (GET and a task alike)."""
+
+    def __init__(self, refused: Refused, reason: str) -> None:
+        super().__init__(f"{refused.value}: {reason}")
+        self.refused = refused
+        self.reason = reason
+
+
+def offset_as_read(partition: Mapping[str, Any], raw: bytes | None) -> Any:
+    """The offset Connect's reader gives for ``partition`` (as its key reads back) whose record's
+    value is ``raw``: ``None`` for a tombstone or a value that reads as null.
+
+    ``OffsetStorageReaderImpl.offsets`` first runs ``OffsetUtils.validateFormat`` on the partition
+    (a nested map or list fails, so the key is never looked up), then the converter and
+    ``validateFormat`` on the value (a number, a string, a list, a nested map fail). Either failure
+    raises ``UnreadableOffset``. One rule for every reader of offsets in this project (the view's
+    GET and console, ``?as_of=``), so none shows what Connect cannot read as if it were an offset.
+    """
+    try:
+        validate_format(partition)
+    except InvalidOffsets as exc:
+        raise UnreadableOffset(Refused.PARTITION, str(exc)) from exc
+    if raw is None:
+        return None
+    try:
+        offset = loads_lenient(raw)
+        validate_format(offset)
+    except (CodecError, InvalidOffsets) as exc:
+        raise UnreadableOffset(Refused.VALUE, str(exc)) from exc
+    return offset

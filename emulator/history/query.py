@@ -22,6 +22,7 @@ from typing import IO, Any, NotRequired, TypedDict, cast
 
 from emulator.codec.key_forms import key_form, shown_variant
 from emulator.codec.keys import KeyProblem, ParsedKey, logical_id, parse_key, read_back_id
+from emulator.codec.readable import UnreadableOffset, offset_as_read
 from emulator.codec.surrogates import printable
 from emulator.codec.values import CodecError, parse_offset
 from emulator.history.archive import HistoryArchive
@@ -552,8 +553,9 @@ class PastState:
         return behind_warning(self.synced, self.unsynced_because)
 
     def offsets(self) -> list[ConnectorOffset]:
-        """Connect's GET shape; where several keys denote one partition, the value shown is the one
-        ``shown_variant`` picks, as the view answers now (Connect's own form first)."""
+        """Connect's GET shape, by the live GET's rules: where several keys denote one partition, the
+        value shown is the one ``shown_variant`` picks (Connect's own form first), and what Connect's
+        reader gives no offset for (``offset_as_read``) shows ``null``."""
         by_partition: dict[str, list[tuple[dict[str, Any], HistoryRow]]] = {}
         for row in self.rows.values():  # in write order
             parsed = _parsed(row)
@@ -568,8 +570,8 @@ class PastState:
                 continue
             partition, row = variants[chosen]
             try:
-                offset = parse_offset(row["value"])
-            except CodecError:
+                offset = offset_as_read(partition, row["value"])  # the live GET's rule (docs/api.md)
+            except UnreadableOffset:
                 offset = None
             result.append(ConnectorOffset(partition=partition, offset=offset))
         return result

@@ -29,7 +29,8 @@ from typing import Any
 
 from emulator.codec.key_forms import KeyForm, key_form, shown_variant
 from emulator.codec.keys import KeyProblem, ParsedKey, logical_id, parse_key, problem_message
-from emulator.codec.values import CodecError, InvalidOffsets, loads_lenient, validate_format
+from emulator.codec.readable import UnreadableOffset, offset_as_read
+from emulator.codec.values import loads_lenient
 from emulator.model.records import LogRecord
 from emulator.view import slots
 from emulator.view.record_arena import ABSENT, Member, Members, RecordArena
@@ -383,8 +384,9 @@ class OffsetView:
         its partition is item 1). Bytes no converter writes are listed, as Connect lists them, with
         the ``null`` Connect's GET and every task read for them (``emulator.codec.key_forms``)."""
         form, slot = self._form(key, slot)
-        offset = None if form is KeyForm.FOREIGN else self._offset_of(key, slot)
-        return OffsetRow(loads_lenient(key)[1], offset, (key,), slot)
+        partition = loads_lenient(key)[1]
+        offset = None if form is KeyForm.FOREIGN else self._offset_of(key, partition, slot)
+        return OffsetRow(partition, offset, (key,), slot)
 
     def _rows_of_crowded(self, bucket: list[Member]) -> list[OffsetRow]:
         """Rows of a bucket holding several keys: grouped by logical partition, oldest key first; the
@@ -404,7 +406,7 @@ class OffsetView:
                 rows.append(OffsetRow(parsed.partition, None, keys, judged[-1][1]))
             else:
                 (shown, parsed), slot = group[chosen], judged[chosen][1]
-                rows.append(OffsetRow(parsed.partition, self._offset_of(shown.key, slot), keys, slot))
+                rows.append(OffsetRow(parsed.partition, self._offset_of(shown.key, parsed.partition, slot), keys, slot))
         return rows
 
     def _form(self, key: bytes, slot: bytes) -> tuple[KeyForm, bytes]:
@@ -424,16 +426,14 @@ class OffsetView:
                 return form, marked
         return form, slot
 
-    def _offset_of(self, key: bytes, slot: bytes) -> Any:
-        """The parsed value; an unreadable one is counted and logged once per record, as Connect
-        logs ``CRITICAL`` and leaves it out (we show it as ``null``). Unreadable as Connect's reader
-        judges it: bytes that do not parse, and JSON that ``validateFormat`` refuses (a list, a
-        nested map), which Connect's reader leaves out alike and the listing showed as an offset."""
+    def _offset_of(self, key: bytes, partition: dict[str, Any], slot: bytes) -> Any:
+        """The offset Connect's reader gives (``offset_as_read``: the one rule GET, ``?as_of=`` and the
+        console share); where it gives none (a value that does not parse or that ``validateFormat``
+        refuses, a partition holding a nested map or list) the row shows ``null``, and the record is
+        counted and logged once, as Connect logs ``CRITICAL`` and leaves the partition out."""
         try:
-            offset = loads_lenient(slots.value_of(slot))
-            validate_format(offset)
-            return offset
-        except (CodecError, InvalidOffsets) as exc:
+            return offset_as_read(partition, slots.value_of(slot))
+        except UnreadableOffset as exc:
             with self._lock:
                 head = slots.head(slot)
                 position = self._records.locate(key)
@@ -443,11 +443,12 @@ class OffsetView:
                     self._records.rewrite_at(position, marked, newest=False)
                     self.stats.unparseable_values += 1
                     log.error(
-                        "CRITICAL: Failed to deserialize offset data for key %r (partition %d, offset %d): %s",
+                        "CRITICAL: %s for key %r (partition %d, offset %d): %s",
+                        exc.refused.value,
                         key,
                         head.partition,
                         head.offset,
-                        exc,
+                        exc.reason,
                     )
             return None
 
