@@ -44,10 +44,22 @@ def key_form(raw: bytes) -> KeyForm:
     partition = parsed[1]
     if len(partition) <= 1 and not any(type(v) in (dict, list) for v in partition.values()):
         return KeyForm.CONNECT  # one flat field has one order
+    return KeyForm.CONNECT if _written_back(parsed) == raw else KeyForm.COMPACT
+
+
+def connect_key(raw: bytes) -> bytes | None:
+    """The bytes Connect's GET looks a listed key's partition up under (it reads the key back into
+    ``HashMap``s and writes it again): for a ``FOREIGN`` key, the key a write must add for any task
+    or GET to read it. ``None`` where the ``HashMap`` order is unknown (``java_hashmap``)."""
+    try:
+        return _written_back(loads_lenient(raw))
+    except (CodecError, TypeError, ValueError):
+        return None
+
+
+def _written_back(parsed: object) -> bytes | None:
     read_back = as_read_back(parsed)
-    if read_back is not None and dumps(read_back) == raw:
-        return KeyForm.CONNECT
-    return KeyForm.COMPACT
+    return None if read_back is None else dumps(read_back)
 
 
 def shown_variant(forms: Sequence[KeyForm]) -> int | None:

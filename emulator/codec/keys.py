@@ -19,7 +19,16 @@ from typing import Any
 from emulator.codec.jackson_writer import dumps
 from emulator.codec.values import CodecError, loads_lenient
 
-__all__ = ["KeyProblem", "ParsedKey", "encode_key", "logical_id", "parse_key", "problem_message", "read_back_id"]
+__all__ = [
+    "KeyProblem",
+    "ParsedKey",
+    "encode_key",
+    "logical_id",
+    "parse_key",
+    "problem_message",
+    "read_back",
+    "read_back_id",
+]
 
 
 class KeyProblem(enum.StrEnum):
@@ -173,24 +182,33 @@ def logical_id(partition: Mapping[str, Any]) -> str:
 _KEPT_TYPES = frozenset({str, int, bool, type(None)})
 
 
+def read_back(mapping: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The map as Connect holds it once its converter wrote and read it back, in the same key order.
+
+    Connect's PATCH normalizes each partition and offset this way before writing them
+    (``Worker.normalizeSourceConnectorOffsets``, docs/protocol.md §4.5), so this is what it writes:
+    ``{"k":-0.0}`` becomes ``{"k":0.0}``, ``{"k":1e400}`` ``{"k":"Infinity"}``. A flat map of strings,
+    integers, booleans and nulls comes back as itself (no round trip); a map that cannot be encoded, or
+    that reads back as no map, is returned as given: the write refuses it elsewhere.
+    """
+    if type(mapping) is dict and _KEPT_TYPES.issuperset(map(type, mapping.values())):
+        return mapping
+    try:
+        parsed = loads_lenient(dumps(mapping))
+    except (CodecError, TypeError, ValueError):
+        return mapping
+    return parsed if type(parsed) is dict else mapping
+
+
 def read_back_id(partition: Mapping[str, Any]) -> str:
-    """``logical_id`` of the partition Connect reads back from the key this map is written as.
+    """``logical_id`` of the partition Connect reads back from the key this map is written as
+    (``read_back``).
 
     Use it to find an existing partition from a map a request gives (PATCH, the history filter):
-    Connect normalizes a PATCH's partition through its converter (docs/protocol.md §4.5), and every
-    key in the log is compared as ``parse_key`` returns it, so ``{"k":-0.0}`` must find the partition
-    stored as ``{"k":0.0}`` (and ``{"k":1e400}`` the one stored as ``{"k":"Infinity"}``). A flat map
-    of strings, integers, booleans and nulls needs no round trip (its id is ``logical_id``'s); only a
-    map holding anything else is encoded and parsed back. A map that cannot be encoded, or that reads
-    back as no partition, keeps ``logical_id``'s id: the write refuses it elsewhere.
+    every key in the log is compared as ``parse_key`` returns it, so ``{"k":-0.0}`` must find the
+    partition stored as ``{"k":0.0}`` (and ``{"k":1e400}`` the one stored as ``{"k":"Infinity"}``).
     """
-    if type(partition) is dict and _KEPT_TYPES.issuperset(map(type, partition.values())):
-        return logical_id(partition)
-    try:
-        parsed = loads_lenient(dumps(partition))
-    except (CodecError, TypeError, ValueError):
-        return logical_id(partition)
-    return logical_id(parsed) if type(parsed) is dict else logical_id(partition)
+    return logical_id(read_back(partition))
 
 
 # --- Connect's log text ------------------------------------------------------------------------

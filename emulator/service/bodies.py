@@ -14,14 +14,16 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from emulator.codec.keys import read_back_id
+from emulator.codec.key_forms import KeyForm, connect_key, key_form
+from emulator.codec.keys import encode_key, read_back, read_back_id
 from emulator.codec.readable import offset_problem
 from emulator.codec.strict_json import JsonLimitExceeded, TooDeepHere, json_type, loads_strict
 from emulator.codec.surrogates import printable
-from emulator.codec.values import InvalidOffsets, validate_format
+from emulator.codec.values import InvalidOffsets, encode_offset, validate_format
 from emulator.formats.model import RawRecord
 from emulator.model.errors import InvalidOffsetFormat, InvalidRequest
 from emulator.service.bulk import abandonable
@@ -41,6 +43,31 @@ class OffsetChange:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "partition_id", read_back_id(self.partition))
+
+    def encoded_offset(self) -> bytes | None:
+        """The value Connect's PATCH writes: the offset as its converter reads it back (``read_back``;
+        ``{"pos":-0.0}`` is written ``{"pos":0.0}``), encoded by Jackson's rules; ``None`` (a tombstone)
+        for a deletion."""
+        return encode_offset(None if self.offset is None else read_back(self.offset))
+
+    def keys(self, connector: str, live: Sequence[bytes]) -> list[bytes]:
+        """The keys to write this change under, given the partition's ``live`` keys (oldest first).
+
+        A new partition: one key, in the body's key order (ours, docs/protocol.md §8) with the values
+        as Connect's PATCH writes them (``read_back``: ``{"a":-0.0}`` as ``{"a":0.0}``, else Connect's
+        GET, looking up what it read back, never finds it). An existing one: every live key, so the
+        write reaches the bytes its task reads; and when every one of them is in bytes no converter
+        writes (``KeyForm.FOREIGN``: spaces, ``007``, escapes), no task reads any of them, so an offset
+        is also written under the key Connect's GET looks up, which Connect's own PATCH writes. A
+        deletion needs no such key: a tombstone of any key drops the partition from Connect's listing.
+        """
+        if not live:
+            return [encode_key(connector, read_back(self.partition))]
+        keys = list(dict.fromkeys(live))
+        if self.offset is not None and all(key_form(key) is KeyForm.FOREIGN for key in keys):
+            connect = connect_key(keys[0]) or encode_key(connector, read_back(self.partition))
+            keys.append(connect)
+        return keys
 
 
 def parse_alter_body(raw: bytes) -> list[OffsetChange]:

@@ -31,9 +31,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable, Hashable, Sequence
 
-from emulator.codec.keys import encode_key, logical_id
+from emulator.codec.keys import logical_id
 from emulator.codec.murmur2 import partition_for
-from emulator.codec.values import encode_offset
 from emulator.connect_cluster.offset_stores import WORKER_ONLY, ConnectorStores
 from emulator.connect_cluster.offsets_topics import ConnectorTopics, TopicStore
 from emulator.history.archive import HistoryArchive
@@ -218,14 +217,13 @@ class SourceOffsets:
         self, connector: str, stores: ConnectorStores, own: TopicStore | None, changes: Sequence[OffsetChange]
     ) -> StorePlan:
         """Per partition: every live raw key either store holds for it (the bytes tasks use), else a new
-        key in the request's order; the same keys and values for both stores."""
+        key in the request's order (``OffsetChange.keys``); the same keys and values for both stores."""
         plan = StorePlan()
         for change in changes:
-            value = encode_offset(change.offset)
+            value = change.encoded_offset()
             lid = change.partition_id
             found = self._worker_view.find(connector, lid) + (() if own is None else own.view.find(connector, lid))
-            keys = list(dict.fromkeys(found)) or [encode_key(connector, change.partition)]
-            for key in keys:
+            for key in change.keys(connector, found):
                 plan.add(self, stores, own, key, value)
         return plan
 

@@ -3,8 +3,9 @@
 Semantics follow Connect's ``Worker.modifySourceConnectorOffsets``, with two deliberate
 refinements that make writes reach the bytes tasks read (docs/protocol.md §4.5):
 - a partition that already exists is written under every live raw key that denotes it, not under
-  a re-serialized HashMap-ordered key;
+  a re-serialized HashMap-ordered key (plus that key where no task reads any of them);
 - a new partition is encoded in the key order of the request.
+``OffsetChange.keys`` decides the keys for both strategies.
 Writes return only once the log acknowledged them and the view applied them (read-your-writes).
 Everything from the commit sequence's check to its record happens in the connector's write section
 (``emulator.service.writer``), so racing commits of one connector are decided one at a time.
@@ -16,8 +17,6 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from emulator.codec.keys import encode_key
-from emulator.codec.values import encode_offset
 from emulator.history.origins import write_origin
 from emulator.model.offsets import ConnectorOffset
 from emulator.service.audit_notes import note_planned
@@ -111,12 +110,11 @@ class SourceStrategy:
     def _plan_alter(self, connector: str, changes: list[OffsetChange]) -> list[PlannedRecord]:
         records: list[PlannedRecord] = []
         for change in abandonable(changes):
-            value = encode_offset(change.offset)
-            existing = self._view.find(connector, change.partition_id)
-            if existing:
-                records.extend(self._writer.planned(key, value, existing=True) for key in existing)
-            else:
-                records.append(self._writer.planned(encode_key(connector, change.partition), value, existing=False))
+            value = change.encoded_offset()
+            live = self._view.find(connector, change.partition_id)
+            records.extend(
+                self._writer.planned(key, value, existing=key in live) for key in change.keys(connector, live)
+            )
         return records
 
 

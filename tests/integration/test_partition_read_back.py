@@ -5,8 +5,10 @@ Connect normalizes a PATCH's partition by serializing it and parsing it back (do
 beyond a double's range (``1e400``) is an infinite double written as the string ``"Infinity"``. So
 a request's ``{"k":-0.0}`` is the stored partition ``{"k":0.0}``: PATCH must write it under that
 partition's raw key (not add a second key that no task looks up), a dry run must call the key
-existing, and the history filter must find its records. A *new* partition keeps the bytes Java
-writes for the request's map (``-0.0``), as before.
+existing, and the history filter must find its records. A *new* partition is written as Connect's
+PATCH writes it, after that round trip (``{"k":0.0}``): a key holding ``-0.0`` is one Connect's GET,
+which looks up what it read back, never finds (``tests/integration/test_unusual_records.py`` checks
+the bytes against Java's).
 """
 
 from __future__ import annotations
@@ -91,11 +93,11 @@ def test_a_dry_run_calls_the_zero_key_existing_for_negative_zero(embedded_daemon
     assert (record["key"], record["value"], record["existing_key"]) == (f'["{name}",{{"k":0.0}}]', '{"v":2}', True)
 
 
-def test_a_new_negative_zero_keeps_javas_bytes_and_is_then_found_by_zero(
+def test_a_new_negative_zero_is_written_as_connects_patch_writes_it_and_then_found_by_either_zero(
     embedded_daemon: DaemonProcess, name: str
 ) -> None:
     patch(embedded_daemon, name, one('{"k":-0.0}', '{"v":1}'), create="true")
-    key = f'["{name}",{{"k":-0.0}}]'  # what Java writes for the map {k=-0.0}: unchanged
+    key = f'["{name}",{{"k":0.0}}]'  # Connect's PATCH normalizes {k=-0.0} through its converter
     assert raw_records(embedded_daemon, name) == [(key, '{"v":1}')]
     for partition in ('{"k":-0.0}', '{"k":0.0}'):
         [record] = patch(embedded_daemon, name, one(partition, '{"v":2}'), dry_run="true").json()["records"]
@@ -107,7 +109,7 @@ def test_a_new_negative_zero_keeps_javas_bytes_and_is_then_found_by_zero(
 def test_zero_and_negative_zero_in_one_body_are_one_partition(embedded_daemon: DaemonProcess, name: str) -> None:
     body = '{"offsets":[{"partition":{"k":0.0},"offset":{"v":1}},{"partition":{"k":-0.0},"offset":{"v":2}}]}'
     patch(embedded_daemon, name, body, create="true")
-    assert raw_records(embedded_daemon, name) == [(f'["{name}",{{"k":-0.0}}]', '{"v":2}')], "the last entry wins"
+    assert raw_records(embedded_daemon, name) == [(f'["{name}",{{"k":0.0}}]', '{"v":2}')], "the last entry wins"
 
 
 def test_the_history_filter_finds_zero_by_negative_zero(embedded_daemon: DaemonProcess, name: str) -> None:

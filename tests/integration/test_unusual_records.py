@@ -28,6 +28,7 @@ from tests.integration.connect_helpers import (
     eventually,
     from_java,
     kafka_daemon_args,
+    read_topic,
     status,
     unique,
 )
@@ -106,6 +107,98 @@ def mark() -> int:
     at = time.time_ns() // 1_000_000
     time.sleep(0.05)
     return at
+
+
+# --- PATCH and DELETE of a partition held only under keys no converter writes --------------------------
+
+# (connector prefix, key as some other producer wrote it, the partition as Connect reads it back)
+FOREIGN_KEYS = [
+    ("ws", '["C", {"a": 1}]', {"a": 1}),
+    ("lz", '["C",{"a":007}]', {"a": 7}),
+    ("esc", '["C",{"\\u0061":"x"}]', {"a": "x"}),
+    ("dup", '["C",{"a":1,"a":2}]', {"a": 2}),
+    ("big", '["C",{"a":18446744073709551617}]', {"a": 1}),
+    ("trail", '["C",{"a":1}] x', {"a": 1}),
+]
+
+
+@pytest.mark.slow  # a fresh Java store per connector, twice
+def test_a_patch_of_a_partition_held_only_under_foreign_keys_reaches_connects_get_and_its_tasks(
+    java_oracle: JavaOracle, kafka_broker: TansuBroker, daemon_factory: DaemonFactory
+) -> None:
+    """Connect lists such a partition with ``null`` and no task reads it; Connect's PATCH writes the key
+    its GET looks up, so after it both read the new offset. The daemon's PATCH writes every live key of
+    the partition (they stay consistent) and, as none of them is one a task reads, Connect's key too."""
+    names = {prefix: unique(prefix) for prefix, _, _ in FOREIGN_KEYS}
+    records = [(keyed(names[prefix], key), b'{"pos":1}') for prefix, key, _ in FOREIGN_KEYS]
+    topic = topic_with(kafka_broker, records)
+    daemon = daemon_on(daemon_factory, kafka_broker, topic, len(records))
+
+    for prefix, key, partition in FOREIGN_KEYS:
+        c = names[prefix]
+        assert daemon_get(daemon, c) == {canon(partition): canon(None)}, "listed with null, as Connect lists it"
+        body = json.dumps({"offsets": [{"partition": partition, "offset": {"pos": 100}}]})
+        planned = patch(daemon, c, body, dry_run="true")["records"]
+        connects_key = json.dumps([c, partition], separators=(",", ":"))
+        assert sorted((r["key"], r["existing_key"]) for r in planned) == sorted(
+            [(keyed(c, key).decode(), True), (connects_key, False)]
+        )
+        patch(daemon, c, body)
+
+    for prefix, _, partition in FOREIGN_KEYS:
+        c = names[prefix]
+        connect_get, task_reads = java_get(java_oracle, kafka_broker, topic, c, [partition])
+        assert connect_get == {canon(partition): canon({"pos": 100})}, prefix
+        assert task_reads == [{"pos": 100}], prefix
+        assert daemon_get(daemon, c) == connect_get, prefix
+
+    # A reset tombstones every key the partition has (the foreign one and Connect's): Connect's listing
+    # drops the partition, and a task reads nothing.
+    ws = names["ws"]
+    response = httpx.delete(f"{daemon.url}/connectors/{ws}/offsets", timeout=30)
+    assert response.status_code == 200, response.text
+    assert java_get(java_oracle, kafka_broker, topic, ws, [{"a": 1}]) == ({}, [None])
+    assert daemon_get(daemon, ws) == {}
+
+
+def test_a_reset_of_a_partition_held_only_under_a_foreign_key_leaves_connect_nothing_to_list(
+    java_oracle: JavaOracle, kafka_broker: TansuBroker, daemon_factory: DaemonFactory
+) -> None:
+    """Connect's DELETE writes a tombstone under its own key, which drops the partition from its listing
+    (the set removes it by ``Map.equals``); the daemon's tombstones the foreign key itself, with the same
+    result for Connect's GET, and the bytes no longer hold the old offset for anyone."""
+    c = unique("fdel")
+    topic = topic_with(kafka_broker, [(keyed(c, '["C", {"a": 1}]'), b'{"pos":1}')])
+    daemon = daemon_on(daemon_factory, kafka_broker, topic, 1)
+    assert java_get(java_oracle, kafka_broker, topic, c)[0] == {canon({"a": 1}): canon(None)}
+
+    response = httpx.delete(f"{daemon.url}/connectors/{c}/offsets", timeout=30)
+    assert response.status_code == 200, response.text
+    assert java_get(java_oracle, kafka_broker, topic, c)[0] == {} == daemon_get(daemon, c)
+
+
+# --- a new partition holding -0.0 ------------------------------------------------------------------------
+
+
+def test_a_patch_creating_a_partition_with_negative_zero_writes_the_bytes_connects_patch_writes(
+    java_oracle: JavaOracle, kafka_broker: TansuBroker, daemon_factory: DaemonFactory
+) -> None:
+    """Connect's REST parses ``-0.0`` as a double -0.0 and normalizes each map through its converter
+    (write, then read back: ``0.0``), so its PATCH writes ``["c",{"a":0.0}]`` -> ``{"pos":0.0}``. A key
+    with ``-0.0`` in it is one Connect's GET never finds (it looks up what it reads back)."""
+    c = unique("nz")
+    topic = topic_with(kafka_broker, [])
+    daemon = daemon_on(daemon_factory, kafka_broker, topic, 0)
+    connect_key, connect_value = java_oracle.json_reencode([keyed(c, '["C",{"a":-0.0}]'), b'{"pos":-0.0}'])
+    assert (connect_key, connect_value) == (keyed(c, '["C",{"a":0.0}]'), b'{"pos":0.0}')
+
+    patch(daemon, c, '{"offsets":[{"partition":{"a":-0.0},"offset":{"pos":-0.0}}]}', create="true")
+
+    written = read_topic(kafka_broker.bootstrap, topic, expect=1)
+    assert [(r.key, r.value) for r in written] == [(connect_key, connect_value)]
+    connect_get, _ = java_get(java_oracle, kafka_broker, topic, c)
+    assert connect_get == {canon({"a": 0.0}): canon({"pos": 0.0})}
+    assert daemon_get(daemon, c) == connect_get
 
 
 # --- partitions holding nested maps or lists ---------------------------------------------------------------
