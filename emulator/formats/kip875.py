@@ -17,9 +17,11 @@ so ``jq '."<connector>"'`` gives a body ``PATCH`` accepts. A file holding a sing
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterable
 from typing import Any
 
+from emulator.codec.key_forms import KeyForm, key_form
 from emulator.codec.keys import KeyProblem, encode_key, parse_key
 from emulator.codec.strict_json import Duplicates, JsonLimitExceeded, TooDeepHere, loads_strict
 from emulator.codec.surrogates import json_utf8
@@ -162,6 +164,14 @@ def _bodies(records: Iterable[RawRecord], progress: Tick | None) -> tuple[Bodies
     them, as PATCH does), and values that read as null without being a tombstone (null in a body is
     a deletion) cannot be expressed: they are left out and counted; keys and values whose bytes
     differ from what importing the body would write are counted too.
+
+    A value under a key in bytes no converter writes (``KeyForm.FOREIGN``) is left out too: no task
+    reads it and no GET shows it (docs/api.md), so the file holds what GET shows, not a value that a
+    PATCH of the file would make every task read for the first time. (Such a key's tombstone is kept:
+    Connect's listing drops the partition at it, as a null offset in the file does.) So is an offset holding a
+    number beyond a double's range: the file could carry it only as the string ``"Infinity"``, and a
+    PATCH of the file would write that string where the task read a double; one such record must not
+    abort the whole export.
     """
     bodies: Bodies = {}
     held: dict[str, list[RawRecord]] = {}  # per connector, so in the file's order (bodies grouped by connector)
@@ -170,6 +180,8 @@ def _bodies(records: Iterable[RawRecord], progress: Tick | None) -> tuple[Bodies
     unreadable = 0
     bad_partitions = 0
     null_values = 0
+    foreign = 0
+    beyond_double = 0
     for number, record in enumerate(records, start=1):
         tick(progress, number, None)
         parsed = parse_key(record.key)
@@ -183,6 +195,9 @@ def _bodies(records: Iterable[RawRecord], progress: Tick | None) -> tuple[Bodies
             continue
         offset: Any = None
         if record.value is not None:
+            if key_form(record.key) is KeyForm.FOREIGN:  # a tombstone of it still drops the partition
+                foreign += 1
+                continue
             try:
                 offset = loads_lenient(record.value)
                 validate_format(offset)
@@ -191,6 +206,9 @@ def _bodies(records: Iterable[RawRecord], progress: Tick | None) -> tuple[Bodies
                 continue
             if offset is None:
                 null_values += 1
+                continue
+            if not all(map(_finite, offset.values())):
+                beyond_double += 1
                 continue
         key = encode_key(parsed.connector, parsed.partition)
         value = encode_offset(offset)
@@ -221,12 +239,29 @@ def _bodies(records: Iterable[RawRecord], progress: Tick | None) -> tuple[Bodies
             "Connect lists the partition with no offset) cannot be written as KIP-875 JSON, where a null offset "
             "is a deletion, and were left out"
         )
+    if foreign:
+        notes.append(
+            f"{foreign} record(s) under keys in bytes no converter writes (spaces, leading zeros, escapes: no task "
+            "reads them, and GET, the daemon's and Connect's, shows their partition's offset from another key or as "
+            "null) cannot be written as KIP-875 JSON and were left out"
+        )
+    if beyond_double:
+        notes.append(
+            f"{beyond_double} record(s) whose offset holds a number beyond a double's range (Connect reads it as "
+            'Infinity) cannot be written as KIP-875 JSON, where it could only be the string "Infinity", which '
+            "importing or PATCHing the file would write as a string, and were left out"
+        )
     if inexact:
         notes.append(
             f"{inexact} record(s) are not in Jackson's canonical form: importing this KIP-875 JSON would write "
             "different key/value bytes; use standalone: or snapshot: for a byte-exact copy"
         )
     return bodies, [record for connector in bodies for record in held[connector]], notes
+
+
+def _finite(value: Any) -> bool:
+    """False for a float beyond a double's range (``1e400`` reads as infinity, as in Connect)."""
+    return type(value) is not float or math.isfinite(value)
 
 
 def encode_file(records: Iterable[RawRecord], progress: Tick | None = None) -> Encoded:

@@ -11,6 +11,7 @@ Connect's PATCH puts every partition and offset through (``Worker.normalizeSourc
 from __future__ import annotations
 
 import json
+import math
 import time
 from pathlib import Path
 from typing import Any
@@ -273,3 +274,62 @@ def test_as_of_shows_null_for_a_value_connect_cannot_read_as_the_live_get_did_th
         for c, value in zip(names, UNREADABLE_VALUES, strict=True):
             past = {canon(r["partition"]): canon(r["offset"]) for r in history.offsets_as_of(c, as_of=then)}
             assert past == shown_then, value
+
+
+# --- KIP-875 export agrees with GET --------------------------------------------------------------------------
+
+
+def test_a_kip875_export_holds_no_offset_for_a_partition_get_shows_as_null(
+    java_oracle: JavaOracle, kafka_broker: TansuBroker, daemon_factory: DaemonFactory, tmp_path: Path
+) -> None:
+    """A partition held only under a key no converter writes shows ``null`` in Connect's GET and the
+    daemon's; the file holds no offset for it either (importing or PATCHing the file would make every
+    task read one for the first time), and a note counts what was left out."""
+    fx = unique("fx")
+    records = [(keyed(fx, '["C", {"a": 1}]'), b'{"pos":1}'), (keyed(fx, '["C",{"a":2}]'), b'{"pos":2}')]
+    topic = topic_with(kafka_broker, records)
+    daemon = daemon_on(daemon_factory, kafka_broker, topic, len(records))
+    shown = {canon({"a": 1}): canon(None), canon({"a": 2}): canon({"pos": 2})}
+    assert java_get(java_oracle, kafka_broker, topic, fx)[0] == shown == daemon_get(daemon, fx)
+
+    document, notes = export_kip875(daemon, tmp_path / "fx.json")
+    assert document == {fx: {"offsets": [{"partition": {"a": 2}, "offset": {"pos": 2}}]}}
+    assert "1 record(s) under keys in bytes no converter writes" in notes
+
+
+def test_a_number_beyond_a_double_does_not_abort_a_kip875_export(
+    java_oracle: JavaOracle, kafka_broker: TansuBroker, daemon_factory: DaemonFactory, tmp_path: Path
+) -> None:
+    """Java reads ``1e400`` as a double Infinity. In a key it makes bytes no converter writes (Connect
+    writes the string ``"Infinity"`` back), so GET shows no offset for it and the file holds none. In an
+    offset, KIP-875 JSON could carry it only as the string ``"Infinity"``, which a PATCH of the file
+    writes as a string where tasks read a double: left out with a note. The rest is exported."""
+    inf = unique("infk")
+    records = [
+        (keyed(inf, '["C",{"a":1e400}]'), b'{"pos":1}'),
+        (keyed(inf, '["C",{"a":1}]'), b'{"pos":1e400}'),
+        (keyed(inf, '["C",{"a":2}]'), b'{"pos":2}'),
+    ]
+    topic = topic_with(kafka_broker, records)
+    daemon = daemon_on(daemon_factory, kafka_broker, topic, len(records))
+    infinite, as_string = java_oracle.offset_check([b'{"pos":1e400}', b'{"pos":"Infinity"}'])
+    assert [entry[1]["class"] for entry in infinite["entries"]] == ["java.lang.Double"]
+    assert [entry[1]["class"] for entry in as_string["entries"]] == ["java.lang.String"]
+    assert java_oracle.json_reencode([b'{"pos":1e400}']) == [b'{"pos":"Infinity"}'], "what a PATCH writes"
+    # Connect holds the key's partition as {"a": Infinity} (a double; its REST writes it "Infinity").
+    connect_get, _ = java_get(java_oracle, kafka_broker, topic, inf)
+    assert connect_get == {
+        canon({"a": math.inf}): canon(None),
+        canon({"a": 1}): canon({"pos": math.inf}),
+        canon({"a": 2}): canon({"pos": 2}),
+    }
+    assert daemon_get(daemon, inf) == {
+        canon({"a": "Infinity"}): canon(None),
+        canon({"a": 1}): canon({"pos": "Infinity"}),
+        canon({"a": 2}): canon({"pos": 2}),
+    }
+
+    document, notes = export_kip875(daemon, tmp_path / "inf.json")
+    assert document == {inf: {"offsets": [{"partition": {"a": 2}, "offset": {"pos": 2}}]}}
+    assert "1 record(s) under keys in bytes no converter writes" in notes
+    assert "1 record(s) whose offset holds a number beyond a double's range" in notes

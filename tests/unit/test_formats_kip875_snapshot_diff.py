@@ -57,7 +57,8 @@ def test_invalid_bodies_are_refused(document: object, message: str) -> None:
 def test_export_groups_by_connector_and_says_what_it_cannot_carry() -> None:
     records = [
         RawRecord(b'["a",{"p":1}]', b'{"o":1}'),
-        RawRecord(b'["a", {"p":2}]', b'{"o":2}'),  # not canonical: importing would write other bytes
+        RawRecord(b'["a",{"p":2}]', b'{"o": 2}'),  # not canonical: importing would write other bytes
+        RawRecord(b'["a", {"p":3}]', b'{"o":3}'),  # a key no converter writes: no task or GET reads it
         RawRecord(b"junk", b"{}"),
         RawRecord(b'["b",{"p":1}]', None),
     ]
@@ -67,17 +68,18 @@ def test_export_groups_by_connector_and_says_what_it_cannot_carry() -> None:
         "b": {"offsets": [{"partition": {"p": 1}, "offset": None}]},
     }
     assert any("1 record(s) with keys Connect ignores" in n for n in notes)
+    assert any("1 record(s) under keys in bytes no converter writes" in n for n in notes)
     assert any("1 record(s) are not in Jackson's canonical form" in n for n in notes)
-    assert kip875.loads_file(data).records == [records[0], RawRecord(b'["a",{"p":2}]', b'{"o":2}'), records[3]]
+    assert kip875.loads_file(data).records == [records[0], RawRecord(b'["a",{"p":2}]', b'{"o":2}'), records[4]]
 
 
 # Key and value bytes Connect reads but did not write (other spellings of the same content), values that
 # read as null, a tombstone, and connectors interleaved: what a KIP-875 or CDC file holds for them is
 # what its reader reads back, and that is what the writer must say it holds (``Encoded.records``).
 READ_BACK_CASES = [
-    RawRecord(b'["a", {"p": 1}]', b'{"o": 2.50}'),  # spaces, a trailing zero
+    RawRecord(b'["a",{"p":1}]', b'{"o": 2.50}'),  # spaces, a trailing zero
     RawRecord(b'["b",{"p":2}]', b'{"o":1E2,"z":-0.0,"big":9223372036854775807,"e":1e16}'),  # -0.0 reads as 0.0
-    RawRecord(b'["a",{"z":1,"y":"\\ud800"}]', '{"s":"\u2028\\u00e9","d":1,"d":2}'.encode()),
+    RawRecord(b'["a",{"z":1,"y":"\\uD800"}]', '{"s":"\u2028\\u00e9","d":1,"d":2}'.encode()),
     RawRecord(b'["a",{"p":1}]', b'{"o":3}'),  # the first key's canonical spelling, later: the file holds one
     RawRecord(b'["b",{"p":3}]', b""),  # reads as null without being a tombstone: left out
     RawRecord(b'["b",{"p":4}]', b"null"),
@@ -110,6 +112,22 @@ def test_a_kip875_export_leaves_out_what_its_import_would_refuse(record: RawReco
     encoded = kip875.encode_file([record, RawRecord(b'["a",{"p":2}]', b'{"o":2}')])
     assert encoded.records == kip875.loads_file(encoded.data).records == [RawRecord(b'["a",{"p":2}]', b'{"o":2}')]
     assert any(f"1 record(s) {note}" in n and "left out" in n for n in encoded.notes), encoded.notes
+
+
+def test_an_offset_beyond_a_double_is_left_out_of_a_kip875_export_not_aborting_it() -> None:
+    """Java reads ``1e400`` as a double Infinity; KIP-875 JSON could hold it only as the string
+    ``"Infinity"``, which importing the file would write as a string. The rest is exported."""
+    good = RawRecord(b'["a",{"p":2}]', b'{"o":2}')
+    encoded = kip875.encode_file([RawRecord(b'["a",{"p":1}]', b'{"o":1e400}'), good])
+    assert encoded.records == kip875.loads_file(encoded.data).records == [good]
+    assert any("1 record(s) whose offset holds a number beyond a double's range" in n for n in encoded.notes)
+
+
+def test_a_tombstone_of_a_key_no_converter_writes_stays_in_a_kip875_export() -> None:
+    """Connect's listing drops a partition at a tombstone of any of its keys; a null offset in the file
+    does the same, so the tombstone is kept while the value of such a key is not."""
+    encoded = kip875.encode_file([RawRecord(b'["a", {"p":1}]', None), RawRecord(b'["a", {"p":2}]', b'{"o":2}')])
+    assert json.loads(encoded.data) == {"a": {"offsets": [{"partition": {"p": 1}, "offset": None}]}}
 
 
 # --- snapshots ------------------------------------------------------------------------------------------
