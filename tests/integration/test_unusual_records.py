@@ -333,3 +333,25 @@ def test_a_number_beyond_a_double_does_not_abort_a_kip875_export(
     assert document == {inf: {"offsets": [{"partition": {"a": 2}, "offset": {"pos": 2}}]}}
     assert "1 record(s) under keys in bytes no converter writes" in notes
     assert "1 record(s) whose offset holds a number beyond a double's range" in notes
+
+
+# --- a connector named "" ---------------------------------------------------------------------------------
+
+
+def test_a_connector_named_empty_is_listed_and_its_offsets_path_says_why_it_cannot_be_named(
+    kafka_broker: TansuBroker, daemon_factory: DaemonFactory
+) -> None:
+    """Another producer's key ``["",{…}]`` makes Connect list a connector named ``""``; no URL path can
+    name it (``/connectors//offsets`` has an empty segment, which Connect's REST server does not route
+    either). The answer says so in Connect's error shape and where such records can be read."""
+    topic = topic_with(kafka_broker, [(b'["",{"a":1}]', b'{"pos":1}')])
+    daemon = daemon_on(daemon_factory, kafka_broker, topic, 1)
+    assert "" in httpx.get(f"{daemon.url}/connectors", timeout=10).json()
+
+    for method in ("GET", "PATCH", "DELETE"):
+        response = httpx.request(method, f"{daemon.url}/connectors//offsets", timeout=10)
+        assert response.status_code == 400, (method, response.text)
+        body = response.json()
+        assert body["error_code"] == 400
+        assert "The connector name in the URL is empty" in body["message"]
+        assert "GET /offsets/records" in body["message"]

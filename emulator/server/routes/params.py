@@ -247,13 +247,24 @@ def _slash_outside_a_name(raw_path: bytes, segment: bytes | None) -> bool:
     return segment is None or raw_path.lower().count(b"%2f") > segment.lower().count(b"%2f")
 
 
-def unrouted_connector_problem(request: Request) -> str | None:
-    """For a request no route matched: why, if its ``{connector}`` segment holds an encoded ``/``.
+EMPTY_NAME_PROBLEM = (
+    'The connector name in the URL is empty (/connectors//…): a path cannot name a connector called "", '
+    "in Connect's REST API either (and Connect refuses to create one: 'String may not be empty'). Records "
+    "with such a key are listed by GET /connectors; GET /offsets/records shows them, and POST /offsets/records "
+    "writes them"
+)
 
-    Such a path has one segment more once decoded, so it usually matches no route at all; the
-    answer should say why rather than "Not Found"."""
+
+def unrouted_connector_problem(request: Request) -> str | None:
+    """For a request no route matched: why, if its ``{connector}`` segment holds an encoded ``/`` or is
+    empty (a connector named ``""``, which GET /connectors lists when the log holds such keys).
+
+    Such a path has one segment more once decoded, or an empty one no route matches; the answer
+    should say why rather than "Not Found"."""
     raw_path = request.scope.get("raw_path")
     segment = _connector_segment(raw_path) if isinstance(raw_path, bytes) else None
+    if segment == b"" and isinstance(raw_path, bytes) and not raw_path.rstrip(b"/").endswith(b"/connectors"):
+        return EMPTY_NAME_PROBLEM
     if segment is None or b"%2f" not in segment.lower():
         return None
     return connector_name_problem(segment)
