@@ -22,8 +22,12 @@ import math
 import re
 from collections.abc import Callable, Mapping
 from fractions import Fraction
+from typing import Any
 
-__all__ = ["JAVA_LONG_MAX", "JAVA_LONG_MIN", "dumps", "java_double_str"]
+from emulator.codec.limits import MAX_NESTING_DEPTH, depth_exceeded
+from emulator.codec.strict_json import exceeds_depth
+
+__all__ = ["JAVA_LONG_MAX", "JAVA_LONG_MIN", "at_any_depth", "dumps", "java_double_str"]
 
 JAVA_LONG_MIN = -(1 << 63)
 JAVA_LONG_MAX = (1 << 63) - 1
@@ -162,40 +166,66 @@ def _encode_int(value: int) -> str:
     raise ValueError(f"integer {value} does not fit in a Java long; Connect cannot hold it")
 
 
+class _Raw:
+    """Text ``_encode`` appends as it is (brackets, commas, an object's ``"name":``), told apart on
+    its work stack from the values still to encode."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+
+_COMMA = _Raw(",")
+_CLOSE_LIST, _CLOSE_MAP = _Raw("]"), _Raw("}")
+
+
 def _encode(value: object, out: list[str]) -> None:
-    """Append the Jackson text of ``value`` to ``out`` (reference encoder: every type, any depth)."""
-    if type(value) is str:
-        out.append(_encode_str(value))
-    elif value is None:
-        out.append("null")
-    elif type(value) is bool:
-        out.append("true" if value else "false")
-    elif type(value) is int:
-        out.append(_encode_int(value))
-    elif type(value) is float:
-        out.append(_encode_float(value))
-    elif isinstance(value, Mapping):
-        _encode_map(value, out)
-    elif type(value) is list or type(value) is tuple:
-        _encode_list(value, out)
-    elif isinstance(value, _BYTES_TYPES):
-        out.append('"' + _b64(value) + '"')
-    # Subclasses (IntEnum, str subclasses, ...) after the exact-type fast checks.
-    elif isinstance(value, bool):
-        out.append("true" if value else "false")
-    elif isinstance(value, int):
-        out.append(_encode_int(int(value)))
-    elif isinstance(value, float):
-        out.append(_encode_float(float(value)))
-    elif isinstance(value, str):
-        out.append(_encode_str(str(value)))
-    elif isinstance(value, list | tuple):
-        _encode_list(value, out)
-    else:
-        raise TypeError(
-            f"cannot encode {type(value).__name__}: Connect offsets hold only null, booleans, "
-            "integers, doubles, strings, bytes, lists and maps"
-        )
+    """Append the Jackson text of ``value`` to ``out`` (reference encoder: every type, any depth).
+
+    Without recursion, on a stack of its own: a record's key or value may nest as deep as Jackson
+    reads (1,000 levels, docs/protocol.md §9.1), two Python frames per level would pass Python's
+    recursion limit halfway there, and everything the daemon does with such a record (list it,
+    archive it, export it) encodes it again.
+    """
+    stack: list[object] = [value]
+    pop, push = stack.pop, stack.extend
+    while stack:
+        item = pop()
+        if type(item) is _Raw:
+            out.append(item.text)
+        elif type(item) is str:
+            out.append(_encode_str(item))
+        elif item is None:
+            out.append("null")
+        elif type(item) is bool:
+            out.append("true" if item else "false")
+        elif type(item) is int:
+            out.append(_encode_int(item))
+        elif type(item) is float:
+            out.append(_encode_float(item))
+        elif isinstance(item, Mapping):
+            push(reversed(_map_items(item, out)))
+        elif type(item) is list or type(item) is tuple:
+            push(reversed(_list_items(item, out)))
+        elif isinstance(item, _BYTES_TYPES):
+            out.append('"' + _b64(item) + '"')
+        # Subclasses (IntEnum, str subclasses, ...) after the exact-type fast checks.
+        elif isinstance(item, bool):
+            out.append("true" if item else "false")
+        elif isinstance(item, int):
+            out.append(_encode_int(int(item)))
+        elif isinstance(item, float):
+            out.append(_encode_float(float(item)))
+        elif isinstance(item, str):
+            out.append(_encode_str(str(item)))
+        elif isinstance(item, list | tuple):
+            push(reversed(_list_items(item, out)))
+        else:
+            raise TypeError(
+                f"cannot encode {type(item).__name__}: Connect offsets hold only null, booleans, "
+                "integers, doubles, strings, bytes, lists and maps"
+            )
 
 
 def _encode_float(value: float) -> str:
@@ -204,45 +234,37 @@ def _encode_float(value: float) -> str:
     return f'"{text}"' if not math.isfinite(value) else text
 
 
-def _encode_list(items: list[object] | tuple[object, ...], out: list[str]) -> None:
+def _list_items(items: list[object] | tuple[object, ...], out: list[str]) -> list[object]:
+    """Open a list in ``out``; what follows it, in order: its items with commas between, its close."""
     out.append("[")
-    first = True
+    pieces: list[object] = []
     for item in items:
-        if not first:
-            out.append(",")
-        first = False
-        _encode(item, out)
-    out.append("]")
+        if pieces:
+            pieces.append(_COMMA)
+        pieces.append(item)
+    pieces.append(_CLOSE_LIST)
+    return pieces
 
 
-def _encode_map(mapping: Mapping[object, object], out: list[str]) -> None:
+def _map_items(mapping: Mapping[object, object], out: list[str]) -> list[object]:
+    """Open a map in ``out``; what follows it, in order: each ``"name":`` and value, then its close."""
+    pieces: list[object] = []
     if all(type(k) is str or isinstance(k, str) for k in mapping):
         out.append("{")
-        first = True
         for key, item in mapping.items():
-            if not first:
-                out.append(",")
-            first = False
-            out.append(_encode_str(str(key)))
-            out.append(":")
-            _encode(item, out)
-        out.append("}")
-        return
+            pieces.append(_Raw(("," if pieces else "") + _encode_str(str(key)) + ":"))
+            pieces.append(item)
+        pieces.append(_CLOSE_MAP)
+        return pieces
     # JsonConverter: "If the map uses strings for keys, it should be encoded in the natural JSON
     # format. If it uses other primitive types or a complex type as a key, it will be encoded as a
     # list of pairs."
     out.append("[")
-    first = True
     for key, item in mapping.items():
-        if not first:
-            out.append(",")
-        first = False
-        out.append("[")
-        _encode(key, out)
-        out.append(",")
-        _encode(item, out)
-        out.append("]")
-    out.append("]")
+        pieces.append(_Raw(",[" if pieces else "["))
+        pieces.extend((key, _COMMA, item, _CLOSE_LIST))
+    pieces.append(_CLOSE_LIST)
+    return pieces
 
 
 def _encode_flat_str_map(mapping: dict[str, object]) -> str | None:
@@ -276,8 +298,8 @@ def _encode_flat_str_map(mapping: dict[str, object]) -> str | None:
 def dumps(value: object) -> bytes:
     """Encode ``value`` exactly as Connect's ``JsonConverter`` + Jackson write it (UTF-8 bytes).
 
-    Raises ``TypeError`` for types Connect has no schema type for and ``ValueError`` for integers
-    outside Java's long range.
+    Raises ``TypeError`` for types Connect has no schema type for, and ``ValueError`` for integers
+    outside Java's long range and for nesting beyond Jackson's 1,000 levels.
     """
     if type(value) is dict:
         flat = _encode_flat_str_map(value)
@@ -288,10 +310,33 @@ def dumps(value: object) -> bytes:
         flat = _encode_flat_str_map(value[1])
         if flat is not None:
             return _fix_escapes("[" + _c_encode_basestring(value[0]) + "," + flat + "]").encode("utf-8")
+    text = _text(value)
+    # Jackson's writer stops at the depth its reader does (StreamWriteConstraints, 1,000 levels):
+    # Connect cannot write, nor read back, anything nested deeper.
+    if text.count("[") + text.count("{") > MAX_NESTING_DEPTH and exceeds_depth(text):
+        raise ValueError(depth_exceeded(MAX_NESTING_DEPTH + 1))
+    return text.encode("utf-8")
+
+
+def _text(value: object) -> str:
+    """The Jackson text of ``value`` through the reference encoder, at any depth."""
     out: list[str] = []
+    _encode(value, out)
+    return "".join(out)
+
+
+def at_any_depth(encode: Callable[[Any], str], value: object) -> str:
+    """``encode(value)`` (a ``json.dumps`` of the caller's choosing), or Jackson's text of ``value``
+    (``dumps``'s, without its depth limit: an answer wraps what it quotes in a few levels of its own)
+    where ``value`` nests deeper than ``json``'s C encoder goes: it stops at Python's
+    recursion limit, about 1,000 levels less the stack in use, and ``dumps`` keeps a stack of its own.
+
+    A record's key or value may nest as deep as Jackson reads (1,000 levels, docs/protocol.md §9.1),
+    and whatever quotes it (an answer, an audit line, the history archive) must still be written: the
+    same JSON values; only the spelling of a double (``1.0E10``), of an infinity (Jackson's string
+    ``"Infinity"``) and of an escape may differ from ``json``'s.
+    """
     try:
-        _encode(value, out)
+        return encode(value)
     except RecursionError:
-        # Offsets are flat (validateFormat); only hostile input nests this deep.
-        raise ValueError("value is nested too deeply to encode") from None
-    return "".join(out).encode("utf-8")
+        return _text(value)

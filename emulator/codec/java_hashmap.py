@@ -92,27 +92,33 @@ def as_read_back(value: Any) -> Any:
     return None if result is _UNKNOWN else result
 
 
+_LIST_DONE = object()
+"""On ``_reordered``'s stack: the list beside it has its items reordered, ready to assemble."""
+
+
 def _reordered(value: Any) -> Any:
-    if type(value) is dict:
-        if len(value) > 1:
-            order = hashmap_order(value)
+    """``as_read_back``'s work, without recursion: children before their container on a stack of its
+    own, as a partition may nest as deep as Jackson reads (1,000 levels), beyond Python's recursion
+    limit. Each entry is ``(item, None)`` to visit, ``(map, its key order)`` or ``(list,
+    _LIST_DONE)`` to assemble from the last results."""
+    done: list[Any] = []
+    stack: list[tuple[Any, Any]] = [(value, None)]
+    while stack:
+        item, state = stack.pop()
+        if state is not None:
+            size = len(item)
+            children = done[len(done) - size :]
+            del done[len(done) - size :]
+            done.append(children if state is _LIST_DONE else dict(zip(state, children, strict=True)))
+        elif type(item) is dict:
+            order = hashmap_order(item) if len(item) > 1 else list(item)
             if order is None:
                 return _UNKNOWN
+            stack.append((item, order))
+            stack.extend((item[key], None) for key in reversed(order))
+        elif type(item) is list:
+            stack.append((item, _LIST_DONE))
+            stack.extend((element, None) for element in reversed(item))
         else:
-            order = list(value)
-        out = {}
-        for key in order:
-            item = _reordered(value[key])
-            if item is _UNKNOWN:
-                return _UNKNOWN
-            out[key] = item
-        return out
-    if type(value) is list:
-        items = []
-        for element in value:
-            item = _reordered(element)
-            if item is _UNKNOWN:
-                return _UNKNOWN
-            items.append(item)
-        return items
-    return value
+            done.append(item)
+    return done[0]

@@ -88,38 +88,71 @@ def encode_key(connector: str, partition: Mapping[str, Any]) -> bytes:
 # --- logical identity --------------------------------------------------------------------------
 
 
-def _canon(value: object) -> object:
-    """A JSON-able stand-in for ``value`` whose text is equal iff Java's ``equals`` would be.
+def _canon_text(value: object) -> str:
+    """Text equal for two values iff Java's ``equals`` says they are equal (the general form of
+    ``logical_id``).
 
-    Scalars stay themselves: JSON text already separates ``1``/``1.0``/``true``/``"1"``/``null``,
+    Scalars are their JSON text: it already separates ``1``/``1.0``/``true``/``"1"``/``null``,
     ``-0.0`` from ``0.0`` (``Double.equals`` compares bits) and writes every NaN as ``NaN``
     (``Double.equals`` says NaN equals NaN). Containers get a tag so that a list can never look
-    like a map; map entries are sorted because ``Map.equals`` ignores order.
+    like a map (``["L",…]``, ``["M",…]``, bytes ``["B","<base64>"]``); map entries ``[name,value]``
+    are sorted because ``Map.equals`` ignores order, a name that is not a string tagged as
+    ``["K",…]`` so it can never equal a string.
+
+    Built without recursion, children before their container on a stack of its own: a partition
+    may nest as deep as Jackson reads (1,000 levels), and Python's recursion limit, which stopped
+    an earlier recursive form at about 500, dropped the reader's whole batch with the record.
     """
-    if isinstance(value, Mapping):
-        pairs = [[_canon_key(k), _canon(v)] for k, v in value.items()]
+    texts: list[str] = []
+    stack: list[tuple[object, bool]] = [(value, False)]
+    while stack:
+        item, children_done = stack.pop()
+        if children_done:
+            texts.append(_container_text(item, texts))
+        elif isinstance(item, Mapping):
+            stack.append((item, True))
+            children = [part for name, child in item.items() for part in _entry_parts(name, child)]
+            stack.extend((child, False) for child in reversed(children))
+        elif isinstance(item, list | tuple):
+            stack.append((item, True))
+            stack.extend((child, False) for child in reversed(item))
+        elif isinstance(item, bytes | bytearray | memoryview):
+            texts.append(f'["B","{base64.b64encode(item).decode("ascii")}"]')
+        else:
+            texts.append(_scalar_id(item) or _ID_ENCODER.encode(item))
+    return texts[0]
+
+
+def _entry_parts(name: object, child: object) -> tuple[object, ...]:
+    """What a map entry's text is built from: its value, and a name that is not a string."""
+    return (child,) if type(name) is str else (name, child)
+
+
+def _container_text(container: object, texts: list[str]) -> str:
+    """The text of ``container`` from its children's, which end ``texts`` (taken off it)."""
+    if isinstance(container, Mapping):
+        size = sum(1 if type(name) is str else 2 for name in container)
+        children = iter(texts[len(texts) - size :])
+        del texts[len(texts) - size :]
+        pairs: list[tuple[tuple[int, str], str]] = []
+        for name in container:
+            if type(name) is str:
+                pairs.append(((0, name), f"[{_encode_ascii(name)},{next(children)}]"))
+            else:
+                # Any other name becomes a tagged list, which can never equal a string.
+                tagged = f'["K",{next(children)}]'
+                pairs.append(((1, tagged), f"[{tagged},{next(children)}]"))
         pairs.sort(key=_pair_order)
-        return ["M", *pairs]
-    if isinstance(value, list | tuple):
-        return ["L", *(_canon(v) for v in value)]
-    if isinstance(value, bytes | bytearray | memoryview):
-        return ["B", base64.b64encode(value).decode("ascii")]
-    if isinstance(value, float) and math.isnan(value):
-        return math.nan
-    return value
+        return '["M"' + "".join("," + pair for _, pair in pairs) + "]"
+    size = len(container)  # type: ignore[arg-type]  # a list or tuple: only containers get here
+    children_text = texts[len(texts) - size :]
+    del texts[len(texts) - size :]
+    return '["L"' + "".join("," + child for child in children_text) + "]"
 
 
-def _canon_key(key: object) -> object:
-    # String keys stay strings (the only kind Connect produces); any other key becomes a tagged
-    # list, which can never equal a string.
-    return key if type(key) is str else ["K", _canon(key)]
-
-
-def _pair_order(pair: list[object]) -> tuple[int, str]:
-    key = pair[0]
-    if type(key) is str:
-        return (0, key)
-    return (1, _ID_ENCODER.encode(key))
+def _pair_order(pair: tuple[tuple[int, str], str]) -> tuple[int, str]:
+    # Strings by themselves, first; other names by their tagged text.
+    return pair[0]
 
 
 _ID_ENCODER = json.JSONEncoder(separators=(",", ":"))
@@ -173,7 +206,7 @@ def logical_id(partition: Mapping[str, Any]) -> str:
         else:
             parts.append("]")
             return "".join(parts)
-    return _ID_ENCODER.encode(_canon(partition))
+    return _canon_text(partition)
 
 
 # Values that come back from Connect's write-then-read round trip as themselves (an int only within a

@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from emulator.codec.jackson_writer import _encode, dumps, java_double_str
+from tests.fixtures.recursion import daemon_recursion_limit
 
 # --- §1.7 vectors ----------------------------------------------------------------------------
 
@@ -150,8 +151,19 @@ def test_absurd_nesting_is_a_value_error_not_a_crash() -> None:
     deep: list[object] = []
     for _ in range(100_000):
         deep = [deep]
-    with pytest.raises(ValueError, match="nested too deeply"):
+    with pytest.raises(ValueError, match=r"Document nesting depth \(1001\) exceeds the maximum allowed \(1000\)"):
         dumps(deep)
+
+
+def test_nesting_up_to_jacksons_limit_is_written_without_recursion() -> None:
+    """Jackson reads and writes 1,000 levels; two Python frames per level stopped the encoder at ~500."""
+    deep: object = 1
+    for _ in range(999):
+        deep = [deep]
+    with daemon_recursion_limit():
+        assert dumps({"a": deep}) == b'{"a":' + b"[" * 999 + b"1" + b"]" * 999 + b"}"
+        with pytest.raises(ValueError, match="nesting depth"):
+            dumps({"a": [deep]})
 
 
 # --- Double.toString (JDK >= 19) ------------------------------------------------------------------

@@ -3,17 +3,17 @@ exactly as OffsetStorageWriter builds them (§1.1, §1.4), and identified as a H
 
 from __future__ import annotations
 
-import json
 import math
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from emulator.codec.key_forms import KeyForm, key_form
 from emulator.codec.keys import (
     KeyProblem,
     ParsedKey,
-    _canon,
+    _canon_text,
     encode_key,
     logical_id,
     parse_key,
@@ -21,6 +21,7 @@ from emulator.codec.keys import (
     read_back_id,
 )
 from emulator.codec.murmur2 import partition_for
+from tests.fixtures.recursion import daemon_recursion_limit
 
 # --- classification, in processPartitionKey's order ----------------------------------------------
 
@@ -218,7 +219,7 @@ def test_logical_id_is_a_stable_ascii_string() -> None:
 @settings(max_examples=300)
 @given(st.dictionaries(st.text(), st.integers() | st.text() | st.booleans() | st.none() | st.floats(), max_size=6))
 def test_flat_fast_path_equals_the_general_canonical_form(partition: dict) -> None:
-    general = json.dumps(_canon(partition), separators=(",", ":"))
+    general = _canon_text(partition)
     assert logical_id(partition) == general
     assert logical_id(dict(reversed(list(partition.items())))) == general
 
@@ -274,3 +275,18 @@ def test_a_map_connect_cannot_write_keeps_its_logical_id() -> None:
 )
 def test_read_back_id_is_the_id_of_what_connect_reads_back(partition: dict) -> None:
     assert read_back_id(partition) == _connect_holds(partition)
+
+
+def test_a_partition_nested_to_jacksons_limit_is_identified_and_judged_without_recursion() -> None:
+    """Connect takes a key nested 1,000 levels (Jackson's limit) as a partition of its connector, so
+    the daemon must identify it as a ``HashSet<Map>`` does; the recursive forms stopped at ~500 levels."""
+    inner = 997  # the outer list, the partition, 997 lists and the innermost map: 1,000 levels
+    written = b'["c",{"a":' + b"[" * inner + b'{"y":1,"x":2}' + b"]" * inner + b"}]"
+    other_order = written.replace(b'{"y":1,"x":2}', b'{"x":2,"y":1}')
+    with daemon_recursion_limit():
+        parsed, reordered = parse_key(written), parse_key(other_order)
+        assert isinstance(parsed, ParsedKey) and isinstance(reordered, ParsedKey)
+        assert logical_id(parsed.partition) == logical_id(reordered.partition)
+        assert logical_id(parsed.partition) != logical_id({"a": [[1]]})
+        # HashMap order puts "x" first: Connect writes that order back.
+        assert key_form(other_order) is KeyForm.CONNECT and key_form(written) is KeyForm.COMPACT
