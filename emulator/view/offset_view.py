@@ -39,6 +39,11 @@ log = logging.getLogger(__name__)
 
 _BUCKET_MASK = (1 << 30) - 1
 
+FAILED_RECORD = "failed-record"
+"""The ``skipped_keys`` reason of a record the view failed on (``OffsetView._skip_failed``): not one of
+Connect's (``KeyProblem``), as Connect's reader takes the record; counted where they are, so that
+``/status`` and ``connect_offsets_records_skipped_total`` show it."""
+
 
 def bucket_of(logical_id: str) -> int:
     """The 30-bit hash of a logical partition id (``emulator.codec.keys.logical_id``) in this process.
@@ -137,10 +142,18 @@ class OffsetView:
 
     # -- applying -------------------------------------------------------------------------
     def apply(self, records: Sequence[LogRecord]) -> None:
-        """Apply records in log order (last write wins; a ``None`` value deletes)."""
+        """Apply records in log order (last write wins; a ``None`` value deletes).
+
+        A record the view fails on is skipped alone (``_skip_failed``), never the batch: the reader
+        would retry the batch and then drop all of it, the good records around the bad one too,
+        which Connect's reader keeps.
+        """
         with self._lock:
             for record in records:
-                self._apply_one(record)
+                try:
+                    self._apply_one(record)
+                except Exception as exc:
+                    self._skip_failed(record, exc)
         for listener in self._listeners:
             try:
                 listener(records)
@@ -276,6 +289,28 @@ class OffsetView:
                 count,
                 sum(self.stats.skipped_keys.values()),
             )
+
+    def _skip_failed(self, record: LogRecord, exc: Exception) -> None:
+        """Count and log a record ``_apply_one`` raised on, as a skipped key of reason
+        ``FAILED_RECORD`` (``records_applied`` counted it already, as it counts every skipped key).
+
+        Every key Connect's reader takes, this view takes too (the codec reads and identifies keys
+        to Jackson's limits, without recursion), so this is a defect of the daemon's: logged with
+        the record's exact position, and the first and every 1,000th with its traceback."""
+        count = self.stats.skipped_keys[FAILED_RECORD] + 1
+        self.stats.skipped_keys[FAILED_RECORD] = count
+        shown = (record.key or b"")[:200].decode("utf-8", "backslashreplace")
+        log.error(
+            "%srecord at partition %d offset %d (key %s) could not be applied and is skipped; the records "
+            "around it are applied: %r (%d such record(s) so far)",
+            "" if self.source is None else f"{self.source}: ",
+            record.partition,
+            record.offset,
+            shown,
+            exc,
+            count,
+            exc_info=count == 1 or count % self._WARN_EVERY == 0,
+        )
 
     def _connector_id(self, name: str) -> int:
         found = self._ids.get(name)

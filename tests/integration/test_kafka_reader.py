@@ -2,8 +2,9 @@
 
 ``read_to_end`` is Connect's ``readToEnd()``: it returns only once every record that was in the
 topic when it was called has been *applied* by the sink, and a reader that cannot get there in time
-is a ``LogUnavailable`` that says so, never a hang. A sink that keeps failing is retried, then its
-records are counted as dropped and logged at ERROR with their coordinates.
+is a ``LogUnavailable`` that says so, never a hang. A sink that keeps failing on a batch is retried,
+then given its records one at a time; those it still fails on are counted as dropped and logged at
+ERROR with their coordinates.
 """
 
 from __future__ import annotations
@@ -214,6 +215,39 @@ def test_read_to_end_before_start_or_after_close_fails_at_once(
 
 
 @pytest.mark.slow
+def test_a_sink_failing_on_one_record_of_a_batch_loses_that_record_alone_logged_at_its_position(
+    kafka_broker: TansuBroker,
+    make_reader: Callable[..., TopicReader],
+    topic_name: str,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Connect's reader takes the records around one its callback throws on (it loses the rest of
+    that poll batch only); so the reader hands a failed batch over again one record at a time."""
+    monkeypatch.setattr(kafka_reader, "_RETRY_BACKOFF_S", 0.05)
+    kafka_broker.create_topic(topic_name, 1, {"cleanup.policy": "compact"})
+    kafka_broker.produce_raw(topic_name, [(b"before", b"1", 0), (b"poison", b"2", 0), (b"after", b"3", 0)])
+    batches: list[list[bytes | None]] = []
+    applied: list[bytes | None] = []
+
+    def failing_on_poison(batch: Sequence[LogRecord]) -> None:
+        batches.append([record.key for record in batch])
+        if any(record.key == b"poison" for record in batch):
+            raise RuntimeError("cannot take the poison record")
+        applied.extend(record.key for record in batch)
+
+    reader = make_reader(topic_name)
+    with caplog.at_level(logging.WARNING):
+        reader.start(failing_on_poison)
+        assert reader.wait_caught_up(WAIT_S)
+    assert [b"before", b"poison", b"after"] in batches, "the three records came in one batch"
+    assert applied == [b"before", b"after"]
+    assert reader.records_dropped == 1
+    errors = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
+    assert len(errors) == 1 and "skipped the record at 0@1" in errors[0] and "poison" in errors[0]
+
+
+@pytest.mark.slow
 def test_a_failing_sink_is_retried_then_its_records_are_counted_and_logged_with_coordinates(
     kafka_broker: TansuBroker,
     make_reader: Callable[..., TopicReader],
@@ -235,7 +269,8 @@ def test_a_failing_sink_is_retried_then_its_records_are_counted_and_logged_with_
     with caplog.at_level(logging.WARNING):
         reader.start(failing)
         assert reader.wait_caught_up(WAIT_S)  # a failing sink never stalls readiness
-    assert len(calls) % kafka_reader._SINK_ATTEMPTS == 0 and sum(calls) == 2 * kafka_reader._SINK_ATTEMPTS
+    # Each record offered in its batch every attempt, then (in a batch of two) alone once more.
+    assert sum(calls) in (2 * kafka_reader._SINK_ATTEMPTS, 2 * kafka_reader._SINK_ATTEMPTS + 2)
     assert reader.records_dropped == 2
     assert reader.alive
     errors = [r for r in caplog.records if r.levelno == logging.ERROR]

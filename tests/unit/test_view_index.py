@@ -184,3 +184,34 @@ def test_a_key_met_in_a_second_kafka_partition_is_counted_and_logged(caplog: pyt
     assert warned.startswith('key ["c",{"p":1}]: a record in Kafka partition 9 while its last record was in partition')
     assert warned.split(" while its last record was in ")[1].startswith("partition 4;")
     assert "a deletion may not last a restart" in warned
+
+
+def test_a_record_the_view_fails_on_is_skipped_alone_counted_and_logged_at_its_position(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Whatever a record makes the view fail on (a defect of ours: keys nested past Python's recursion
+    limit were one), the records around it in the batch are applied, as Connect's reader applies them,
+    and the record is counted where skipped keys are (``/status``, the metrics) and logged at its position."""
+    real_logical_id = offset_view.logical_id
+
+    def failing_on_poison(partition: dict[str, Any]) -> str:
+        if "poison" in partition:
+            raise RecursionError("maximum recursion depth exceeded")
+        return real_logical_id(partition)
+
+    monkeypatch.setattr(offset_view, "logical_id", failing_on_poison)
+    view = OffsetView("kafka://broker:9092/offsets")
+    view.apply(
+        [
+            LogRecord(b'["c",{"before":1}]', b'{"p":1}', 0, 0, 0),
+            LogRecord(b'["c",{"poison":1}]', b'{"p":1}', 0, 1, 0),
+            LogRecord(b'["c",{"after":1}]', b'{"p":2}', 0, 2, 0),
+        ]
+    )
+    assert sorted(str(row.partition) for row in view.offsets("c")) == ["{'after': 1}", "{'before': 1}"]
+    stats = view.stats.as_dict()
+    assert stats["records_applied"] == 3
+    assert stats["skipped_keys"] == {offset_view.FAILED_RECORD: 1} and stats["skipped_keys_total"] == 1
+    errors = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
+    assert len(errors) == 1
+    assert errors[0].startswith('kafka://broker:9092/offsets: record at partition 0 offset 1 (key ["c",{"poison":1}])')

@@ -8,9 +8,10 @@ partition leave no record to see.
 One reader serves the offsets log, the claims topic and Connect's config and status topics, so they
 share one policy for whatever goes wrong while reading:
 
-- a sink that raises is retried ``_SINK_ATTEMPTS`` times with a growing backoff; then its records are
-  counted as dropped and logged at ERROR with their coordinates (``KafkaBasedLog`` skips a batch its
-  callback throws on; we skip it too, but never silently);
+- a sink that raises is retried ``_SINK_ATTEMPTS`` times with a growing backoff; then each record of
+  the batch is handed over alone, and only one the sink still fails on is counted as dropped and
+  logged at ERROR with its position (``KafkaBasedLog`` skips the whole poll batch its callback throws
+  on, good records with the bad one; we skip the bad one alone, never silently);
 - any other error is logged, kept as ``last_error`` and retried after a backoff: the thread never
   dies of it;
 - partitions added to the topic are picked up (Connect would need a restart).
@@ -438,24 +439,48 @@ class TopicReader:
                 sink(records)
                 return
             except Exception as exc:
-                if attempt < _SINK_ATTEMPTS:
-                    log.warning(
-                        "%s: sink failed on %d records (attempt %d): %r",
-                        self.description,
-                        len(records),
-                        attempt,
-                        exc,
-                    )
-                    self._stop.wait(_RETRY_BACKOFF_S * attempt)
-                    continue
-                first, last = records[0], records[-1]
-                self._errors.record(
-                    f"sink failed {attempt} times; skipped {len(records)} records from "
-                    f"{first.partition}@{first.offset} to {last.partition}@{last.offset}: {exc!r}",
-                    logging.ERROR,
+                if attempt == _SINK_ATTEMPTS:
+                    failure = exc
+                    break
+                log.warning(
+                    "%s: sink failed on %d records (attempt %d): %r",
+                    self.description,
+                    len(records),
+                    attempt,
+                    exc,
                 )
-                with self._cond:
-                    self._records_dropped += len(records)
+                self._stop.wait(_RETRY_BACKOFF_S * attempt)
+        if len(records) == 1:
+            self._drop(records[0], _SINK_ATTEMPTS, failure)
+            return
+        # One record a sink cannot take must not cost the records around it (Connect's reader takes
+        # them): each is handed over alone, once, and only those the sink still fails on are dropped.
+        log.warning(
+            "%s: sink failed %d times on %d records from %d@%d to %d@%d; handing them over one at a time: %r",
+            self.description,
+            _SINK_ATTEMPTS,
+            len(records),
+            records[0].partition,
+            records[0].offset,
+            records[-1].partition,
+            records[-1].offset,
+            failure,
+        )
+        for record in records:
+            try:
+                sink([record])
+            except Exception as exc:
+                self._drop(record, _SINK_ATTEMPTS + 1, exc)
+
+    def _drop(self, record: LogRecord, attempts: int, exc: Exception) -> None:
+        """Skip a record the sink failed on ``attempts`` times: logged at ERROR with its position, kept
+        as the last error, counted in ``records_dropped``."""
+        self._errors.record(
+            f"sink failed {attempts} times; skipped the record at {record.partition}@{record.offset}: {exc!r}",
+            logging.ERROR,
+        )
+        with self._cond:
+            self._records_dropped += 1
 
     def _update_positions(
         self, consumer: Consumer, assigned: list[TopicPartition], delivered: int, started: float
