@@ -26,7 +26,15 @@ from emulator.codec.jackson_reader import CodecError, loads_lenient
 from emulator.codec.jackson_writer import dumps
 from emulator.codec.values import InvalidOffsets, validate_format
 
-__all__ = ["Refused", "UnreadableOffset", "ValueProblem", "offset_as_read", "offset_problem", "value_problem"]
+__all__ = [
+    "Refused",
+    "UnreadableOffset",
+    "ValueProblem",
+    "looked_up",
+    "offset_as_read",
+    "offset_problem",
+    "value_problem",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +96,21 @@ class UnreadableOffset(ValueError):
         super().__init__(f"{refused.value}: {reason}")
         self.refused = refused
         self.reason = reason
+
+
+def looked_up(partition: Mapping[str, Any]) -> bool:
+    """Whether Connect's reader looks this partition's value up at all: ``OffsetStorageReaderImpl``
+    runs ``validateFormat`` on each partition it is asked for and leaves one holding a map or a list
+    out of its answer ("CRITICAL: Failed to serialize partition key"), so neither Connect's GET nor a
+    task ever reads its value. Connect's GET leaves it out, and so do the daemon's GET and ``?as_of=``:
+    such a partition may nest as deep as Jackson reads (1,000 levels), and inside an answer it would
+    nest deeper than any reader with Jackson's limits reads back. It is still one of the connector's
+    (its key is, in ``processPartitionKey``): a reset deletes it."""
+    try:
+        validate_format(partition)
+    except InvalidOffsets:
+        return False
+    return True
 
 
 def offset_as_read(partition: Mapping[str, Any], raw: bytes | None) -> Any:

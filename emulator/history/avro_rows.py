@@ -21,6 +21,7 @@ import zlib
 from collections.abc import Sequence
 from typing import IO
 
+from emulator.codec.jackson_writer import at_any_depth
 from emulator.codec.keys import KeyProblem, parse_key
 from emulator.codec.surrogates import escape_in_json, printable
 from emulator.history.origins import EXTERNAL_ORIGIN, Origin, OriginRegistry
@@ -132,7 +133,7 @@ def key_fields(key: bytes | None) -> tuple[str | None, str | None, str | None]:
     if isinstance(parsed, KeyProblem):
         return None, None, parsed.value
     try:
-        text: str | None = escape_in_json(_partition_text(parsed.partition))
+        text: str | None = escape_in_json(at_any_depth(_partition_text, parsed.partition))
     except (TypeError, ValueError):
         text = None
     return printable(parsed.connector), text, None

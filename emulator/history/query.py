@@ -22,7 +22,7 @@ from typing import IO, Any, NotRequired, TypedDict, cast
 
 from emulator.codec.key_forms import key_form, shown_variant
 from emulator.codec.keys import KeyProblem, ParsedKey, logical_id, parse_key, read_back_id
-from emulator.codec.readable import UnreadableOffset, offset_as_read
+from emulator.codec.readable import UnreadableOffset, looked_up, offset_as_read
 from emulator.codec.surrogates import printable
 from emulator.codec.values import CodecError, parse_offset
 from emulator.history.archive import HistoryArchive
@@ -554,8 +554,9 @@ class PastState:
 
     def offsets(self) -> list[ConnectorOffset]:
         """Connect's GET shape, by the live GET's rules: where several keys denote one partition, the
-        value shown is the one ``shown_variant`` picks (Connect's own form first), and what Connect's
-        reader gives no offset for (``offset_as_read``) shows ``null``."""
+        value shown is the one ``shown_variant`` picks (Connect's own form first), a partition Connect's
+        reader never looks up (``looked_up``) is left out, and what it gives no offset for
+        (``offset_as_read``) shows ``null``."""
         by_partition: dict[str, list[tuple[dict[str, Any], HistoryRow]]] = {}
         for row in self.rows.values():  # in write order
             parsed = _parsed(row)
@@ -564,6 +565,8 @@ class PastState:
             by_partition.setdefault(lid, []).append((parsed.partition, row))
         result = []
         for variants in by_partition.values():
+            if not looked_up(variants[-1][0]):  # left out, as the live GET leaves it out (docs/api.md)
+                continue
             chosen = shown_variant([key_form(row["key"] or b"") for _, row in variants])  # live rows are keyed
             if chosen is None:
                 result.append(ConnectorOffset(partition=variants[-1][0], offset=None))

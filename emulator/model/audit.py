@@ -14,11 +14,14 @@ audit line stays one readable line.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Iterable, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
+
+from emulator.codec.jackson_writer import at_any_depth
 
 MAX_LISTED = 20
 """Partitions listed by name in one audit line; the rest are counted."""
@@ -63,8 +66,11 @@ def listed(value: Any) -> Any:
 
 
 def json_text(value: Any) -> str:
-    """``value`` as compact JSON text (how the audit line lists a partition)."""
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+    """``value`` as compact JSON text (how the audit line lists a partition), at any depth."""
+    return at_any_depth(_compact_json, value)
+
+
+_compact_json = functools.partial(json.dumps, ensure_ascii=False, separators=(",", ":"), default=str)
 
 
 current_audit: ContextVar[AuditEvent | None] = ContextVar("connect_offsets_audit", default=None)

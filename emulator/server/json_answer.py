@@ -30,7 +30,7 @@ from typing import Any
 
 from fastapi import Response
 
-from emulator.codec.jackson_writer import java_double_str
+from emulator.codec.jackson_writer import at_any_depth, java_double_str
 from emulator.codec.surrogates import json_utf8
 
 SLICE_ITEMS = 1000
@@ -40,7 +40,12 @@ _strict_dumps = functools.partial(json.dumps, ensure_ascii=False, allow_nan=Fals
 
 
 def _dumps(content: Any) -> str:
-    """Starlette's arguments; only a body the encoder refuses for a non-finite float is walked again."""
+    """Starlette's arguments; only a body the encoder refuses for a non-finite float is walked again,
+    and one nested beyond its recursion is written by Jackson's rules (``at_any_depth``)."""
+    return at_any_depth(_starlette_dumps, content)
+
+
+def _starlette_dumps(content: Any) -> str:
     try:
         return _strict_dumps(content)
     except ValueError as refused:
@@ -80,7 +85,10 @@ def encode(content: Any, slice_items: int = SLICE_ITEMS) -> bytes:
     """``render_json(content)``, long lists (at any depth under objects) encoded a slice per call, each
     slice to bytes at once: one copy of the whole body at the end, not one per nesting level."""
     pieces: list[bytes] = []
-    _encode_into(pieces, content, slice_items)
+    try:
+        _encode_into(pieces, content, slice_items)
+    except RecursionError:  # objects nested beyond Python's recursion limit: no slices, one call
+        return json_utf8(_dumps(content))
     return b"".join(pieces)
 
 

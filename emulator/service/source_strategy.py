@@ -127,6 +127,6 @@ async def view_offsets(view: OffsetView, connector: str) -> list[ConnectorOffset
     note_request_bytes(size)
     return await bulk_pass(
         partitions,
-        lambda: [ConnectorOffset(partition=row.partition, offset=row.offset) for row in view.offsets(connector)],
+        lambda: [ConnectorOffset(partition=row.partition, offset=row.offset) for row in view.listing(connector)],
         size,
     )

@@ -29,7 +29,7 @@ from typing import Any
 
 from emulator.codec.key_forms import KeyForm, key_form, shown_variant
 from emulator.codec.keys import KeyProblem, ParsedKey, logical_id, parse_key, problem_message
-from emulator.codec.readable import UnreadableOffset, offset_as_read
+from emulator.codec.readable import UnreadableOffset, looked_up, offset_as_read
 from emulator.codec.values import loads_lenient
 from emulator.model.records import LogRecord
 from emulator.view import slots
@@ -392,6 +392,15 @@ class OffsetView:
                 result.extend(self._rows_of_crowded(bucket))
         return result
 
+    def listing(self, connector: str) -> list[OffsetRow]:
+        """The rows Connect's GET lists: ``offsets`` less the partitions its reader refuses to look up
+        (``looked_up``: a partition holding a map or a list), which Connect's GET leaves out. Kept out
+        here too, not listed with ``null`` as an unreadable value is: such a partition may nest as deep
+        as Jackson reads (1,000 levels), and inside an answer it would nest deeper than any JSON reader
+        with Jackson's limits, or Python's ``json``, reads back. ``offsets`` still has them, so a reset
+        deletes them."""
+        return [row for row in self.offsets(connector) if looked_up(row.partition)]
+
     def partition_count(self, connector: str) -> int:
         """``len(offsets(connector))`` without parsing a key or value where no two keys share a bucket:
         the console's connectors page counts every connector's partitions on each refresh."""
@@ -435,7 +444,7 @@ class OffsetView:
         for group in groups.values():
             keys = tuple(member.key for member, _ in group)
             judged = [self._form(member.key, member.slot) for member, _ in group]
-            chosen = shown_variant([form for form, _ in judged])
+            chosen = shown_variant([form for form, _ in judged]) if looked_up(group[0][1].partition) else None
             if chosen is None:
                 _, parsed = group[-1]
                 rows.append(OffsetRow(parsed.partition, None, keys, judged[-1][1]))

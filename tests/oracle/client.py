@@ -322,6 +322,22 @@ class JavaOracle:
         r = self._call("offsets_read", args, timeout_s=2 * timeout_s + 45)
         return list(r["offsets"]), list(r["connector_partitions"])
 
+    def connect_listing(
+        self, bootstrap: str, topic: str, connectors: list[str], *, num_partitions: int = 25, timeout_s: float = 60.0
+    ) -> dict[str, dict[str, Any]]:
+        """What Connect's GET ``/connectors/{c}/offsets`` lists for each connector, read by a fresh
+        ``KafkaOffsetBackingStore``: per connector ``partitions`` (``connectorPartitions``, JSON text,
+        sorted) and ``offsets`` (``[partition, offset]`` text pairs Connect's reader answers, sorted)."""
+        args = {
+            "bootstrap": bootstrap,
+            "topic": topic,
+            "connectors": connectors,
+            "num_partitions": num_partitions,
+            "timeout_s": timeout_s,
+        }
+        listing: dict[str, dict[str, Any]] = self._call("connect_listing", args, timeout_s=2 * timeout_s + 45)
+        return listing
+
     # --- ConnectorOffsetBackingStore: a connector's own offsets topic (KIP-618) -----------------------
 
     @staticmethod

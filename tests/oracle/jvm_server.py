@@ -583,6 +583,28 @@ class Ops:
     def offsets_write(self, a: dict[str, Any]) -> Any:
         return self._with_store(a, "kafka", lambda s: self._write(a, s))
 
+    def connect_listing(self, a: dict[str, Any]) -> Any:
+        """What Connect's GET ``/connectors/{c}/offsets`` answers for each of ``connectors``, as JSON
+        text written by the converter: ``Worker.sourceConnectorOffsets`` asks
+        ``OffsetStorageReaderImpl.offsets`` for the store's ``connectorPartitions(c)`` and lists each
+        entry it answers. Text, not typed values: a partition may nest 1,000 levels, and its typed
+        form twice that, deeper than the test process's ``json`` reads a line back."""
+        return self._with_store(a, "kafka", lambda s: self._connect_listing(a, s))
+
+    def _connect_listing(self, a: dict[str, Any], store: Any) -> Any:
+        out: dict[str, Any] = {}
+        for connector in a["connectors"]:
+            partitions, answered = self._answered(store, connector, float(a.get("timeout_s", 60)))
+            out[connector] = {
+                "partitions": sorted(self._text(p) for p in partitions),
+                "offsets": sorted([self._text(e.getKey()), self._text(e.getValue())] for e in answered),
+            }
+        return out
+
+    def _text(self, value: Any) -> str | None:
+        written = self.enc.fromConnectData("listing", None, value)
+        return None if written is None else bytes(written).decode("utf-8", "surrogatepass")
+
     def offsets_read(self, a: dict[str, Any]) -> Any:
         return self._with_store(a, "kafka", lambda s: self._read(a, s))
 
@@ -752,16 +774,21 @@ class Ops:
                 except Exception as e:
                     _log(f"stop failed: {e!r}")
 
-    def _listing(self, store: Any, name: str, timeout_s: float) -> list[Any]:
-        """Connect's GET over ``store`` (``Worker.sourceConnectorOffsets``): ``connectorPartitions``, then
-        ``OffsetStorageReaderImpl.offsets`` of them; ``[[partition, offset], ...]``."""
+    def _answered(self, store: Any, name: str, timeout_s: float) -> tuple[Any, list[Any]]:
+        """Connect's GET over ``store`` (``Worker.sourceConnectorOffsets``): ``connectorPartitions``, and
+        the entries ``OffsetStorageReaderImpl.offsets`` answers for them."""
         J = self.jp.JClass
         reader = J("org.apache.kafka.connect.storage.OffsetStorageReaderImpl")(
             store, name, self.b.converter(True), self.b.converter(False)
         )
         partitions = store.connectorPartitions(name)
         found = run_bounded(functools.partial(reader.offsets, partitions), timeout_s, "OffsetStorageReader.offsets()")
-        return [[self.b.to_typed(e.getKey()), self.b.to_typed(e.getValue())] for e in found.entrySet()]
+        return partitions, list(found.entrySet())
+
+    def _listing(self, store: Any, name: str, timeout_s: float) -> list[Any]:
+        """``_answered``'s entries as ``[[partition, offset], ...]``, typed."""
+        _, answered = self._answered(store, name, timeout_s)
+        return [[self.b.to_typed(e.getKey()), self.b.to_typed(e.getValue())] for e in answered]
 
     def connector_store_read(self, a: dict[str, Any]) -> Any:
         """Connect's GET over the connector's combined store, each store alone, and the raw ``get()`` of
