@@ -8,7 +8,12 @@ import logging
 import pytest
 from confluent_kafka import Consumer
 
-from emulator.logs.kafka.config import DEFAULT_CLIENT_ID, LIBRDKAFKA_LOG, KafkaClientConfig
+from emulator.logs.kafka.config import (
+    DEFAULT_CLIENT_ID,
+    LIBRDKAFKA_LOG,
+    RECEIVE_MESSAGE_MAX_BYTES,
+    KafkaClientConfig,
+)
 from emulator.model.errors import LogConfigError
 
 USER = {"security.protocol": "SASL_SSL", "sasl.mechanism": "PLAIN", "client.id": "mine"}
@@ -40,6 +45,21 @@ def test_each_role_gets_what_it_depends_on() -> None:
     assert consumer["fetch.wait.max.ms"] == "10"
     assert consumer["isolation.level"] == "read_uncommitted"  # Connect's reader, unless EOS
     assert clients.build("consumer", read_committed=True)["isolation.level"] == "read_committed"
+
+
+def test_consumers_take_any_response_a_broker_sends_unless_the_user_caps_them() -> None:
+    """Java's consumer reads a record of any size the topic holds; librdkafka's 100 MB default cap
+    left a 114 MB one unread for ever (QA D6). The cap saves no memory: a response is allocated at
+    its own size. A user's setting still wins, and a consumer is built with either."""
+    consumer = KafkaClientConfig("b:1").build("consumer")
+    assert consumer["receive.message.max.bytes"] == str(RECEIVE_MESSAGE_MAX_BYTES) == "2147483647"
+    assert "receive.message.max.bytes" not in KafkaClientConfig("b:1").build("producer")
+    capped = KafkaClientConfig(
+        "b:1", {"receive.message.max.bytes": "1000000", "fetch.max.bytes": "500000", "message.max.bytes": "400000"}
+    )
+    assert capped.build("consumer")["receive.message.max.bytes"] == "1000000"
+    for clients in (KafkaClientConfig("b:1"), capped):
+        clients.create("consumer", Consumer).close()
 
 
 def test_an_overridden_user_setting_is_named_in_a_warning_and_a_chosen_fetch_wait_is_kept(

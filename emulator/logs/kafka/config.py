@@ -25,6 +25,19 @@ LIBRDKAFKA_MESSAGE_TIMEOUT_MS = 300_000
 """librdkafka's ``message.timeout.ms`` (alias ``delivery.timeout.ms``), which the daemon does not set:
 how long a record handed to the producer may still be written, at the latest."""
 
+RECEIVE_MESSAGE_MAX_BYTES = 2_147_483_647
+"""The consumers' ``receive.message.max.bytes`` unless the user's settings name it: librdkafka's maximum.
+
+librdkafka refuses (and retries for ever) a response larger than this, 100 MB by default, while
+Java's consumer has no such cap: a record of 114 MB, which a topic with ``max.message.bytes`` above it
+holds and Connect reads, stopped the daemon's reader at its partition for good (QA D6). The cap saves
+no memory: librdkafka allocates what a response holds, not the cap, and a broker's fetch response holds
+at most ``fetch.max.bytes`` (50 MB) or one record batch beyond it, whose size the topic's own
+``max.message.bytes`` bounds when it is written. So the bound that matters is the topic's, which the
+operator chose; a record that large must be held to be read at all, as Java holds it. A user's lower
+setting still applies (and the reader then says which record it cannot read:
+``TopicReader.blocked``)."""
+
 log = logging.getLogger(__name__)
 
 LIBRDKAFKA_LOG = logging.getLogger(LIBRDKAFKA_LOGGER)
@@ -135,6 +148,7 @@ class KafkaClientConfig:
             config.setdefault("group.id", DEFAULT_CLIENT_ID)
             if fetch_wait_ms is not None:
                 config.setdefault("fetch.wait.max.ms", fetch_wait_ms)
+            config.setdefault("receive.message.max.bytes", str(RECEIVE_MESSAGE_MAX_BYTES))
             self._forced(config, "enable.auto.commit", "false", role)
             self._forced(config, "enable.auto.offset.store", "false", role)
             self._forced(config, "auto.offset.reset", "earliest", role)

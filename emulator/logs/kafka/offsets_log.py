@@ -270,8 +270,14 @@ class KafkaOffsetLog(OffsetLog):
         return count
 
     def reachability(self) -> str | None:
-        watch = self._watch
-        return None if watch is None else watch.unreachable()
+        """Why the topic cannot be read now: the cluster does not answer (the broker watch), or it
+        answers but the reader cannot fetch what is there (``TopicReader.blocked``: a record larger
+        than ``receive.message.max.bytes``); ``None`` when neither."""
+        watch, reader = self._watch, self._reader
+        unreachable = None if watch is None else watch.unreachable()
+        if unreachable is None and reader is not None:
+            return reader.blocked()
+        return unreachable
 
     def close(self) -> None:
         watch = self._watch

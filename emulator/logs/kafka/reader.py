@@ -28,6 +28,7 @@ below the position. ``end - position`` is then the reader's lag, for ``/status``
 from __future__ import annotations
 
 import logging
+import re
 import threading
 import time
 from collections.abc import Iterator, Mapping
@@ -44,7 +45,7 @@ from confluent_kafka import (
 from confluent_kafka.admin import AdminClient
 
 from emulator.logs.base import ReadProgress, RecordSink
-from emulator.logs.kafka.config import KafkaClientConfig
+from emulator.logs.kafka.config import RECEIVE_MESSAGE_MAX_BYTES, KafkaClientConfig
 from emulator.logs.kafka.topics import EARLIEST, LATEST, list_offsets, wait_for_partition_count
 from emulator.logs.last_error import LastError
 from emulator.model.errors import LogConfigError, LogTimeout, LogUnavailable
@@ -64,6 +65,11 @@ _JOIN_S = _IDLE_POLL_S + 10.0
 # one bounds how late a tailed record (read-your-writes) arrives. Hence one consumer per phase when
 # the tail's wait (``KafkaClientConfig.tail_fetch_wait_ms``, ``--tail-fetch-wait``) differs.
 REPLAY_FETCH_WAIT_MS = "500"  # librdkafka's default, and Java's fetch.max.wait.ms default
+
+
+_OVERSIZED = re.compile(r"Invalid response size (\d+) \(0\.\.(\d+)\)")
+"""librdkafka's words for a response over ``receive.message.max.bytes``: ``Receive failed: Invalid response
+size 2000174 (0..1000000): increase receive.message.max.bytes`` (a ``_BAD_MSG`` error)."""
 
 
 def _timed_out(exc: BaseException) -> bool:
@@ -119,6 +125,9 @@ class TopicReader:
         self._caught_up = False
         self._last_poll_at: float | None = None
         self._last_records_at: float | None = None
+        self._oversized: tuple[str, float] | None = None
+        """The last fetch response librdkafka refused for its size (``_consumer_error``): its message,
+        and when (``time.time()``)."""
         self._stop = threading.Event()
         self._refresh_requested = threading.Event()
 
@@ -148,6 +157,45 @@ class TopicReader:
     @property
     def last_error(self) -> str | None:
         return self._errors.message
+
+    def blocked(self) -> str | None:
+        """Why the reader cannot go on now, though the cluster answers: librdkafka refuses a fetch
+        response larger than ``receive.message.max.bytes`` (``_consumer_error``), and retries it for
+        ever, so a record that large stops the reader at its partition for good; or ``None``.
+
+        Without this the daemon stayed unready saying nothing but "reading the log" (QA D6: a
+        114 MB value, which Java's consumer reads, under librdkafka's 100 MB default). Counted as
+        blocked while records remain to read and none has been delivered since the last refusal.
+        """
+        with self._cond:
+            if self._oversized is None:
+                return None
+            message, at = self._oversized
+            if self._last_records_at is not None and self._last_records_at > at:
+                return None
+            behind = sorted(p for p, end in self._end_offsets.items() if self._positions.get(p, 0) < end)
+            if not behind:
+                return None
+            where = ", ".join(f"{p} at offset {self._positions.get(p, 0)}" for p in behind[:5])
+        more = f" and {len(behind) - 5} more" if len(behind) > 5 else ""
+        return f"{self.description}: the reader cannot go on in partition {where}{more}: {message}"
+
+    def _consumer_error(self, err: KafkaError) -> None:
+        """The reader's consumers' ``error_cb``: every error as the log's other clients report theirs,
+        and a refused fetch response (``Invalid response size``) kept for ``blocked``."""
+        self._errors.client_error("consumer", err)
+        found = _OVERSIZED.search(err.str())
+        if found is None:
+            return
+        size, limit = int(found[1]), int(found[2])
+        message = (
+            f"librdkafka refuses a fetch response of {size:,} bytes, more than receive.message.max.bytes "
+            f"({limit:,}): a record there is about that large, and Connect's Java consumer reads it. Set "
+            f"--kafka-config receive.message.max.bytes to more than {size} (at most {RECEIVE_MESSAGE_MAX_BYTES}, "
+            "and at least fetch.max.bytes + 512) and restart"
+        )
+        with self._cond:
+            self._oversized = (message, time.time())
 
     def progress(self) -> ReadProgress:
         alive = self.alive
@@ -310,7 +358,7 @@ class TopicReader:
         return self._clients.create(
             "consumer",
             Consumer,
-            error_cb=lambda err: self._errors.client_error("consumer", err),
+            error_cb=self._consumer_error,
             read_committed=self._read_committed,
             fetch_wait_ms=fetch_wait_ms,
         )
