@@ -189,7 +189,9 @@ def behind_daemon(checkpoint: DebeziumOffset, daemon: DebeziumOffset) -> list[tu
     partition: where committing the checkpoint would move the connector backwards (the order of
     ``debezium_backwards_reason``, as ``spark-handoff`` decides it), or where the checkpoint has no
     offset for a partition the daemon has (the engine would start that partition from scratch).
-    Equal or ahead, or offsets this module cannot order: not listed."""
+    Equal or ahead, or offsets this module cannot order: not listed. The two sides are alike, so
+    ``behind_daemon(daemon, checkpoint)`` lists the checkpoint's entries the daemon is behind on or
+    lacks (a rewind or reset since), each with the daemon's offset."""
     mine = {_text(partition): offset for partition, offset in checkpoint.entries}
     behind: list[tuple[Entry, dict[str, Any] | None]] = []
     for partition, offset in daemon.entries:

@@ -26,7 +26,7 @@ import json
 import logging
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
@@ -34,7 +34,7 @@ from pyspark.sql.types import StructType
 
 from emulator.client.errors import ClientError
 from emulator.spark.debezium_commit import DebeziumCommitter
-from emulator.spark.debezium_offsets import DebeziumOffset, behind_daemon, daemon_position
+from emulator.spark.debezium_offsets import DebeziumOffset, Entry, behind_daemon, daemon_position
 from emulator.spark.debezium_options import AfterColumns, ConnectDebeziumError, parse_options
 from emulator.spark.debezium_rows import ChangeColumns, RowBuilder
 from emulator.spark.debezium_stream import ChangeStream
@@ -102,11 +102,13 @@ class ConnectDebeziumStreamReader(DataSourceStreamReader):
         return position.spark()
 
     def check_resume(self, start: DebeziumOffset) -> None:
-        """A query resumed from its checkpoint starts there, as Spark resumes every source; when
-        Connect (or anything else) has moved the connector's offsets on since, the changes in between
-        are emitted again: said once, with what to do, instead of duplicates without a word. Called
-        with the checkpoint's committed offset (the first ``latestOffset``/``partitions`` of a reader
-        that ``initialOffset`` did not start), before the engine starts from it."""
+        """A query resumed from its checkpoint starts there, as Spark resumes every source, whatever the
+        daemon holds now; when the two differ, what that costs is said once, with what to do, instead
+        of without a word: the daemon ahead (Connect ran, or someone altered the offsets) means changes
+        emitted again; behind or missing (a rewind or reset since) means the operator's change is
+        ignored and overwritten by the query's next commit. Called with the checkpoint's committed
+        offset (the first ``latestOffset``/``partitions`` of a reader that ``initialOffset`` did not
+        start), before the engine starts from it."""
         self._resume_checked = True
         try:
             with self.options.daemon.offsets() as daemon:
@@ -118,21 +120,31 @@ class ConnectDebeziumStreamReader(DataSourceStreamReader):
                 exc,
             )
             return
-        behind = behind_daemon(start, daemon_position(self.connector, records))
-        if not behind:
+        held = daemon_position(self.connector, records)
+        ahead = behind_daemon(start, held)
+        if ahead:
+            log.warning(
+                "connect-debezium %s: the daemon's offsets for the connector moved ahead of this checkpoint's (%s): "
+                "Connect processed the changes between them, or someone altered the offsets; this query emits "
+                "them again (Spark resumes from its checkpoint). To continue from the daemon's offsets instead, "
+                "stop the query and start it with a new checkpoint location: it then starts after them",
+                self.connector,
+                _compared(ahead, listed_from="daemon"),
+            )
             return
-        log.warning(
-            "connect-debezium %s: the daemon's offsets for the connector are ahead of this checkpoint's (%s): Connect "
-            "processed the changes between them, and this query emits them again (Spark resumes from its "
-            "checkpoint). To continue where Connect stopped instead, stop the query and start it with a new "
-            "checkpoint location: it then starts after the daemon's offsets",
-            self.connector,
-            "; ".join(
-                f"partition {_json(partition)}: checkpoint {_json(own) if own is not None else 'none'}, "
-                f"daemon {_json(offset)}"
-                for (partition, offset), own in behind
-            ),
-        )
+        behind = behind_daemon(held, start)  # the checkpoint's partitions the daemon lacks or is behind on
+        if behind:
+            log.warning(
+                "connect-debezium %s: the daemon's offsets for the connector are behind this checkpoint's or "
+                "missing (%s): they were rewound or reset since (connect-offsets alter or reset, a PATCH or "
+                "DELETE), or this query's last batches were never published (no OffsetCommitListener). The "
+                "checkpoint wins: Spark resumes from it, not from the daemon's offsets, and the query's next "
+                "commit overwrites the operator's change. To honour the rewind or reset, stop the query and "
+                "start it with a new checkpoint location: it then starts from the daemon's offsets (a new "
+                "connector's start, a snapshot unless snapshot.mode says otherwise, where there are none)",
+                self.connector,
+                _compared(behind, listed_from="checkpoint"),
+            )
 
     def getDefaultReadLimit(self) -> ReadLimit:
         return ReadMaxRows(self.options.max_records) if self.options.max_records else ReadAllAvailable()
@@ -211,6 +223,17 @@ class ConnectDebeziumStreamReader(DataSourceStreamReader):
 
 def _json(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def _compared(listed: list[tuple[Entry, dict[str, Any] | None]], listed_from: Literal["checkpoint", "daemon"]) -> str:
+    """``behind_daemon``'s answer as the warnings print it, checkpoint first whichever side it lists
+    (its entries are ``listed_from``'s, each with the other side's offset or None)."""
+    shown = []
+    for (partition, offset), other in listed:
+        theirs = _json(other) if other is not None else "none"
+        checkpoint, daemon = (_json(offset), theirs) if listed_from == "checkpoint" else (theirs, _json(offset))
+        shown.append(f"partition {_json(partition)}: checkpoint {checkpoint}, daemon {daemon}")
+    return "; ".join(shown)
 
 
 class ConnectDebeziumDataSource(DataSource):

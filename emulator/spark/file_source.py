@@ -216,9 +216,11 @@ class ConnectFileStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
         )
 
     def _check_resume(self, cursor: Cursor) -> None:
-        """A query resumed from its checkpoint starts there, as Spark resumes every source; when
-        Connect has moved the connector on since, the lines in between are read again: said once,
-        with what to do, instead of duplicates without a word."""
+        """A query resumed from its checkpoint starts there, as Spark resumes every source, whatever the
+        connector's offset says now; when the two differ, what that costs is said once, with what to
+        do, instead of without a word: the connector ahead (Connect ran, or someone altered it) means
+        lines read again; behind or missing (a rewind or reset since) means the operator's change is
+        ignored and overwritten by the query's next commit."""
         self._resume_checked = True
         try:
             with self.daemon.offsets() as daemon:
@@ -231,12 +233,25 @@ class ConnectFileStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
         position = connect_position(stored)
         if position > cursor.position:
             log.warning(
-                "connect-file %s: the connector's offset is at position %d, ahead of this checkpoint's %d: Connect "
-                "processed lines since, and this query reads them again (Spark resumes from its checkpoint). To "
-                "continue where Connect stopped instead, start the query with a new checkpoint location",
+                "connect-file %s: the connector's offset moved ahead to position %d, past this checkpoint's %d: "
+                "Connect processed lines since, or someone altered the offset; this query reads the lines in "
+                "between again (Spark resumes from its checkpoint). To continue from the connector's offset "
+                "instead, start the query with a new checkpoint location",
                 self.connector,
                 position,
                 cursor.position,
+            )
+        elif cursor.position > 0 and (stored is None or position < cursor.position):
+            log.warning(
+                "connect-file %s: this checkpoint is at position %d, but the connector's offset is %s: it was "
+                "rewound or reset since (connect-offsets alter or reset, a PATCH or DELETE), or this query's last "
+                "batches were never published (no OffsetCommitListener). The checkpoint wins: Spark resumes from "
+                "it, not from the connector's offset, and the query's next commit overwrites the operator's "
+                "change. To honour the rewind or reset, start the query with a new checkpoint location: it starts "
+                "from the connector's offset (the beginning of the file when there is none)",
+                self.connector,
+                cursor.position,
+                "missing" if stored is None else f"at position {position}, behind it",
             )
 
     def _check_length(self, cursor: Cursor) -> None:

@@ -46,8 +46,39 @@ def test_a_checkpoint_behind_the_connector_warns_that_lines_are_read_again(
         reader(embedded_daemon.url, connector, file).latestOffset(at(connector, file, 12), ReadAllAvailable())
 
     (warning,) = [r.getMessage() for r in caplog.records]
-    assert "the connector's offset is at position 36, ahead of this checkpoint's 12" in warning
+    # Not only Connect moves it: a REST PATCH does too, so the warning says what is known (QA 26 D6).
+    assert "the connector's offset moved ahead to position 36, past this checkpoint's 12" in warning
+    assert "Connect processed lines since, or someone altered the offset" in warning
     assert "start the query with a new checkpoint location" in warning
+
+
+@pytest.mark.parametrize("operator", ["rewind", "reset"])
+def test_a_connector_rewound_or_reset_behind_the_checkpoint_warns_once_that_the_checkpoint_wins(
+    embedded_daemon: DaemonProcess, tmp_path: Path, caplog: pytest.LogCaptureFixture, operator: str
+) -> None:
+    """QA 26 D3: an operator's PATCH to 0 or reset after a Spark run was overwritten by the query
+    restarted from its checkpoint, without a word."""
+    file, connector = tmp_path / "in.txt", unique(operator)
+    file.write_text("".join(f"line{i}\n" for i in range(10)))
+    client = embedded_daemon.client()
+    partition = {"filename": str(file)}
+    client.alter(connector, {"offsets": [{"partition": partition, "offset": {"position": 36}}]}, create=True)
+    if operator == "rewind":
+        client.alter(connector, {"offsets": [{"partition": partition, "offset": {"position": 0}}]})
+    else:
+        client.reset(connector)
+
+    source = reader(embedded_daemon.url, connector, file)
+    with caplog.at_level(logging.WARNING, logger="emulator.spark.file_source"):
+        for _ in range(3):  # the restarted query's triggers: said once
+            source.latestOffset(at(connector, file, 36), ReadAllAvailable())
+
+    (warning,) = [r.getMessage() for r in caplog.records]
+    held = "at position 0, behind it" if operator == "rewind" else "missing"
+    assert f"this checkpoint is at position 36, but the connector's offset is {held}" in warning
+    assert "The checkpoint wins" in warning
+    assert "the query's next commit overwrites the operator's change" in warning
+    assert "To honour the rewind or reset, start the query with a new checkpoint location" in warning
 
 
 def test_a_new_checkpoint_or_one_level_with_the_connector_says_nothing(
@@ -58,6 +89,9 @@ def test_a_new_checkpoint_or_one_level_with_the_connector_says_nothing(
     with caplog.at_level(logging.WARNING, logger="emulator.spark.file_source"):
         fresh = reader(embedded_daemon.url, connector, file)
         fresh.latestOffset(fresh.initialOffset(), ReadAllAvailable())
+        embedded_daemon.client().alter(
+            connector, {"offsets": [{"partition": {"filename": str(file)}, "offset": {"position": 2}}]}, create=True
+        )
         reader(embedded_daemon.url, connector, file).latestOffset(at(connector, file, 2), ReadAllAvailable())
     assert caplog.records == []
 
