@@ -11,13 +11,15 @@ connectors stay. Locations are described in ``locations/parse.py``.
 
 from __future__ import annotations
 
+import shlex
+
 from emulator.transfer.errors import TransferError, TransferInterrupted
 from emulator.transfer.locations.base import Location
 from emulator.transfer.locations.files import SnapshotLocation
 from emulator.transfer.options import TransferContext, TransferOptions
 from emulator.transfer.progress import Progress
 from emulator.transfer.report import TransferReport
-from emulator.transfer.selection import select
+from emulator.transfer.selection import NoRecordOf, select
 
 
 def transfer(
@@ -40,7 +42,10 @@ def _transfer(
     source: Location, destination: Location, options: TransferOptions, progress: Progress, ctx: TransferContext
 ) -> TransferReport:
     loaded = source.read(ctx)
-    selection = select(loaded, options, ctx.keys, source.description, progress)
+    try:
+        selection = select(loaded, options, ctx.keys, source.description, progress)
+    except NoRecordOf as exc:
+        raise TransferError(f"{exc}{_prune_hint(exc.names, destination, ctx)}") from None
     incoming = selection.records
     ctx.unreadable_keys = selection.unreadable_keys
     notes = [*loaded.notes, *selection.notes]
@@ -80,4 +85,28 @@ def _transfer(
         diff=applied.diff,
         notes=[*notes, *applied.notes],
         unreadable_values=applied.unreadable_values,
+    )
+
+
+def _prune_hint(names: list[str], destination: Location, ctx: TransferContext) -> str:
+    """What to do when the destination holds offsets of connectors the source has no record of: a
+    connector reset at the source has none, and a plain transfer leaves its stale offsets at the
+    destination (a standalone worker would resume from them). Said only on that refusal; a
+    destination that cannot be read then adds nothing to it."""
+    if not destination.store:
+        return ""
+    ctx.role = "to"
+    try:
+        held = destination.read(ctx).records if destination.exists(ctx) else []
+    except Exception:  # the refusal stands without the hint
+        return ""
+    finally:
+        ctx.role = "from"
+    found = sorted({n for r in held if r.value is not None and (n := ctx.keys.connector(r.key)) in names})
+    if not found:
+        return ""
+    flags = " ".join(f"--connector {shlex.quote(n)}" for n in found)
+    return (
+        f". {destination.description} holds offsets of {', '.join(repr(n) for n in found)}: if the source reset "
+        f"{'it' if len(found) == 1 else 'them'}, carry the reset over with {flags} --prune (it deletes them there)"
     )

@@ -248,6 +248,15 @@ def with_tombstones(incoming: list[RawRecord], current: Iterable[RawRecord], ctx
     return incoming + tombstones
 
 
+class NoRecordOf(TransferError):
+    """None of the ``--connector`` names is in the source (``names``): the pipeline adds a hint when
+    the destination holds them, since a connector reset at the source looks just like a typo here."""
+
+    def __init__(self, message: str, names: list[str]) -> None:
+        super().__init__(message)
+        self.names = names
+
+
 def _unnamed(named: frozenset[str], seen: set[str], source: str, refuse: bool = True) -> list[str]:
     """The ``--connector`` names the source has no record of: a typo more often than not. None found
     at all is refused (the transfer would write an empty file over a backup); the caller notes the rest.
@@ -255,7 +264,8 @@ def _unnamed(named: frozenset[str], seen: set[str], source: str, refuse: bool = 
     destination are deleted): the pipeline refuses only when the destination has none either."""
     missing = sorted(named - seen)
     if refuse and named and len(missing) == len(named):
-        raise TransferError(
-            f"{source} has no record of {', '.join(repr(n) for n in missing)} (--connector); nothing was written"
+        raise NoRecordOf(
+            f"{source} has no record of {', '.join(repr(n) for n in missing)} (--connector); nothing was written",
+            missing,
         )
     return missing

@@ -201,6 +201,30 @@ def test_a_connector_name_the_source_lacks_is_refused_or_named(tmp_path: Path) -
     assert json.loads(backup.read_text()) == {"c": {"offsets": [{"partition": {"f": 1}, "offset": {"p": 1}}]}, **kept}
 
 
+@pytest.mark.slow  # three CLI processes
+def test_naming_a_connector_the_source_lacks_but_the_destination_holds_points_to_prune(tmp_path: Path) -> None:
+    """QA 26 D4: after a reset in the daemon, `export --connector file-f` to the worker's file exited 2
+    as for a typo, without a word of --prune, the way such a reset is carried over."""
+    row = {"offsets": [{"partition": {"filename": "/rx/in.txt"}, "offset": {"position": 250}}]}
+    before, after_reset = tmp_path / "before.json", tmp_path / "after-reset.json"
+    before.write_text(json.dumps({"file-f": row, "other": row}))
+    after_reset.write_text(json.dumps({"other": row}))
+    worker = tmp_path / "worker.offsets"
+    assert cli("migrate", "--from", f"kip875:{before}", "--to", f"standalone:{worker}", "--quiet").returncode == 0
+    kept = worker.read_bytes()
+
+    refused = cli("migrate", "--from", f"kip875:{after_reset}", "--to", f"standalone:{worker}", "--connector", "file-f")
+    assert refused.returncode == 2, refused.stderr
+    assert "has no record of 'file-f' (--connector); nothing was written" in refused.stderr
+    assert f"standalone:{worker} holds offsets of 'file-f'" in refused.stderr
+    assert "carry the reset over with --connector file-f --prune" in refused.stderr
+    assert worker.read_bytes() == kept
+
+    typo = cli("migrate", "--from", f"kip875:{after_reset}", "--to", f"standalone:{worker}", "--connector", "file-g")
+    assert typo.returncode == 2, typo.stderr
+    assert "--prune" not in typo.stderr, "a name the destination does not hold either is a typo, not a reset"
+
+
 @pytest.mark.slow  # four CLI processes
 def test_a_connector_reset_at_the_source_is_carried_over_by_naming_it_with_prune(tmp_path: Path) -> None:
     """A reset connector has no records at the source, so --connector refused it as a typo and a whole
