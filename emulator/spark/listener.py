@@ -70,6 +70,22 @@ REQUEST_TIMEOUT_S = 30.0
 """How long one request of the listener waits for the daemon's answer (``request_timeout_s``)."""
 
 
+def named_connectors(offsets: Mapping[str, Any]) -> list[tuple[int, str]]:
+    """(source index, connector) of each source whose offset names its connector (``connect-file``,
+    ``connect-debezium``), sorted; an offset this cannot read names none."""
+    named: list[tuple[int, str]] = []
+    for source_id, raw in offsets.items():
+        if not str(source_id).isdigit():
+            continue
+        try:
+            own = own_entries(parse_offset(raw))
+        except Exception:  # an offset this cannot read only loses its name
+            own = None
+        if own is not None:
+            named.append((int(source_id), own[0]))
+    return sorted(named)
+
+
 class PublishAbandoned(Exception):
     """``wait_for_termination`` gave up on the query: its publishes send no write any more."""
 
@@ -164,6 +180,12 @@ class ListenerCommitter(StreamingQueryListener):
         """Per query, used by its publishing thread only: one keep-alive connection while it runs."""
         self._claims: dict[int, str] = {}
         """Per target without ``query=`` (index in ``targets``): the query id that published to it first."""
+        self._running: set[str] = set()
+        """Query ids started and not terminated: only a running query owns a connector."""
+        self._owners: dict[str, str] = {}
+        """Per connector: the query id that published to it first while running (``_check_owner``)."""
+        self._second_owners: set[tuple[str, str]] = set()
+        """(connector, query id) pairs already warned about as a connector's second owner."""
         self._refused: set[tuple[int, str]] = set()
         """(target index, query id) pairs already warned about (said once, not per batch)."""
         self._fenced: dict[str, dict[str, int]] = {}
@@ -176,6 +198,7 @@ class ListenerCommitter(StreamingQueryListener):
         query_id = str(event.id)
         with self._lock:
             self._names[query_id] = event.name
+            self._running.add(query_id)
             self._abandoned.pop(query_id, None)  # a new run publishes again
             self._terminated.setdefault(str(event.runId), threading.Event())
             if self._terminated.setdefault(query_id, threading.Event()).is_set():  # a new run of the query
@@ -191,6 +214,7 @@ class ListenerCommitter(StreamingQueryListener):
         with self._lock:
             self._names.setdefault(query_id, progress.name)
             self._progress[query_id] = (int(progress.batchId), ends)
+            self._running.add(query_id)  # also when this listener was added after the query started
         self._workers.progress(query_id)
 
     def onQueryIdle(self, event: Any) -> None:
@@ -199,6 +223,7 @@ class ListenerCommitter(StreamingQueryListener):
     def onQueryTerminated(self, event: Any) -> None:
         with self._lock:
             self._seen_terminated.update((str(event.id), str(event.runId)))
+            self._running.discard(str(event.id))
         self._workers.terminated(str(event.id), str(event.runId))
 
     # -- public helpers ------------------------------------------------------------------------
@@ -346,17 +371,7 @@ class ListenerCommitter(StreamingQueryListener):
             with self._lock:
                 progress = self._progress.get(query_id)
             offsets = progress[1] if progress is not None else {}
-        named: list[tuple[int, str]] = []
-        for source_id, raw in offsets.items():
-            if not str(source_id).isdigit():
-                continue
-            try:
-                own = own_entries(parse_offset(raw))
-            except Exception:  # an offset this cannot read only loses its name in the advice
-                own = None
-            if own is not None:
-                named.append((int(source_id), own[0]))
-        return sorted(named)
+        return named_connectors(offsets)
 
     # -- internals (on the query's own thread) --------------------------------------------------
     def _new_client(self, query_id: str) -> DaemonOffsets:
@@ -507,6 +522,40 @@ class ListenerCommitter(StreamingQueryListener):
                 self.errors.append(message)
         return chosen, skipped
 
+    def _check_owner(self, query_id: str, name: str | None, connectors: Sequence[str]) -> None:
+        """Two running queries of the session that publish to one connector both read from its offset,
+        so everything is delivered twice, and the connector's offset holds whichever got further:
+        said once per query and connector (WARNING and ``errors``) instead of without a word. The
+        publish goes on (commits never move the offset back); ``wait_for_termination`` still answers
+        for the connector's offset. A query that terminated owns nothing any more: a query started
+        after it on the connector (a new checkpoint location) is the hand-over, not a second owner.
+        Another Spark application or process is out of this listener's sight: claims fence that."""
+        found: list[tuple[str, str]] = []
+        messages: list[str] = []
+        with self._lock:
+            for connector in dict.fromkeys(connectors):
+                owner = self._owners.get(connector)
+                if owner is None or owner == query_id or owner not in self._running:
+                    self._owners[connector] = query_id
+                elif (connector, query_id) not in self._second_owners:
+                    self._second_owners.add((connector, query_id))
+                    found.append((connector, self._label(owner, self._names.get(owner))))
+            for connector, owner in found:
+                message = (
+                    f"query {self._label(query_id, name)} publishes to connector {connector!r}, and so does query "
+                    f"{owner}, running in this session: each reads from the connector's offset, so their sinks both "
+                    "get the same records, and the connector resumes after whichever got further. Run one query "
+                    "per connector. To make a second owner fail loudly across Spark applications and processes, "
+                    f"take a claim (`connect-offsets claim {shlex.quote(connector)} --owner JOB`) and give its epoch "
+                    f"to every path that commits (option claimEpoch, claim_epochs={{{connector!r}: N}}, "
+                    "spark-handoff --claim-epoch): a job without the claim's current epoch has every commit "
+                    "refused, with a WARNING and a HandoffError (docs/claims-and-sequences.md)"
+                )
+                self.errors.append(message)
+                messages.append(message)
+        for message in messages:
+            log.warning(message)
+
     @staticmethod
     def _label(query_id: str, name: str | None) -> str:
         return f"{name!r} ({query_id})" if name else query_id
@@ -543,6 +592,13 @@ class ListenerCommitter(StreamingQueryListener):
         with self._lock:
             if self._published.get(query_id) == marker:
                 return
+        indices = {t.source_index for t in targets}
+        self._check_owner(
+            query_id,
+            name,
+            [t.connector for t in targets]
+            + [c for i, c in named_connectors(offsets) if self.own_sources and i not in indices],
+        )
         # The query's id is stable across runs of one checkpoint and batch ids keep counting, so a
         # restarted run that republishes an old batch is dropped by the daemon as stale.
         sequence = (f"spark-query:{query_id}", marker[1])
