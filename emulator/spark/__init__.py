@@ -3,7 +3,8 @@
 ``register(spark)`` registers ``connect-file`` (streaming, FileStreamSourceConnector's offsets),
 ``connect-kafka`` (streaming, a sink connector's consumer group), ``connect-debezium`` (streaming, a
 Debezium connector run inside the job) and ``connect-offsets`` (batch, the daemon's offsets).
-``OffsetCommitListener`` / ``ListenerCommitter`` publish completed batches. The pure parts
+``OffsetCommitListener`` / ``ListenerCommitter`` publish completed batches;
+``stop_between_batches`` stops a query at a batch boundary, for a hand-off without a repeated batch. The pure parts
 (``filestream``, ``checkpoint``, ``committer``, ``shapes``, ``handoff``, ``debezium_offsets``) do not
 import pyspark, so the CLI can use them; the pyspark-based names are imported lazily.
 """
@@ -20,6 +21,7 @@ if TYPE_CHECKING:
     from emulator.spark.handoff import CommitTarget
     from emulator.spark.listener import ListenerCommitter, OffsetCommitListener
     from emulator.spark.offsets_source import ConnectOffsetsDataSource
+    from emulator.spark.stopping import StopOutcome, stop_between_batches
 
 _LAZY = {
     "ConnectDebeziumDataSource": "emulator.spark.debezium_source",
@@ -28,6 +30,8 @@ _LAZY = {
     "ListenerCommitter": "emulator.spark.listener",
     "OffsetCommitListener": "emulator.spark.listener",
     "CommitTarget": "emulator.spark.handoff",
+    "StopOutcome": "emulator.spark.stopping",
+    "stop_between_batches": "emulator.spark.stopping",
 }
 
 __all__ = [
@@ -37,7 +41,9 @@ __all__ = [
     "ConnectOffsetsDataSource",
     "ListenerCommitter",
     "OffsetCommitListener",
+    "StopOutcome",
     "register",
+    "stop_between_batches",
 ]
 
 

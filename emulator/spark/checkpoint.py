@@ -130,6 +130,28 @@ def latest_completed_batch(checkpoint: str | os.PathLike[str]) -> CompletedBatch
     return None
 
 
+def unfinished_batch(checkpoint: str | os.PathLike[str]) -> int | None:
+    """The batch Spark planned (``offsets/N``) and did not complete (no ``commits/N``) after the last
+    completed one, or ``None``: a query stopped or crashed mid-batch. Its sink may have written some
+    or all of it, yet whoever resumes from the last completed batch (Connect after a hand-off, or
+    Spark itself from this checkpoint) produces it again: at-least-once for that batch."""
+    root = local_path(checkpoint)
+    planned, completed = _batch_ids(root / "offsets"), _batch_ids(root / "commits")
+    if not planned or (completed and planned[-1] <= completed[-1]):
+        return None
+    return planned[-1]
+
+
+def unfinished_note(batch_id: int) -> str:
+    """What a batch cut off mid-way means for a hand-off, as the listener and ``stop_between_batches`` say it."""
+    return (
+        f"batch {batch_id} was cut off mid-way (offsets/{batch_id} without commits/{batch_id}): its sink may already "
+        f"hold some or all of its output, and whoever resumes from the last completed batch (the connector after "
+        f"the hand-off, or this checkpoint) produces batch {batch_id} again, as after a crash. To hand over "
+        "without that, stop between batches: emulator.spark.stop_between_batches(query)"
+    )
+
+
 def parse_offset(value: Any) -> Any:
     """An offset as Spark hands it around, as a JSON value; ``None`` when there is none.
 

@@ -13,7 +13,10 @@ completed batch, but a driver crash can lose the last event). Events arrive asyn
 the publishes run on a thread per query, never on Spark's listener bus (``emulator.spark.query_worker``):
 use ``wait_for_termination(query)`` after ``query.stop()`` before handing over to Connect. It waits
 for that run's termination: a query restarted from the same checkpoint keeps its id, so a listener
-that saw the earlier run end must not answer for the new one.
+that saw the earlier run end must not answer for the new one. ``query.stop()`` during a batch cuts
+it off (``offsets/N`` without ``commits/N``): the batch before it is published, and the termination
+says in ``errors`` that batch N's output, which the sink may hold, is produced again by whoever
+resumes (``emulator.spark.stopping`` stops between batches instead).
 
 The termination's publish is the handover itself, so it does not give up at the first refusal: a
 daemon that is restarting (nothing listens, or it is still reading its log) is asked again for
@@ -48,7 +51,13 @@ from emulator.client.credentials import Credentials, CredentialsError, redact
 from emulator.client.defaults import DEFAULT_URL
 from emulator.client.errors import AnswerLost, ClientError, DaemonUnavailable, NotReadyError
 from emulator.client.retry_window import RetryWindowError
-from emulator.spark.checkpoint import CheckpointError, latest_completed_batch, parse_offset
+from emulator.spark.checkpoint import (
+    CheckpointError,
+    latest_completed_batch,
+    parse_offset,
+    unfinished_batch,
+    unfinished_note,
+)
 from emulator.spark.committer import ClaimRefused, CommitOutcome, DaemonOffsets, Kind, SinkOffsetsUnsupported
 from emulator.spark.handoff import CommitTarget, HandoffError, check_claim_epoch, own_entries, publish
 from emulator.spark.query_worker import QueryWorkers, Step
@@ -241,7 +250,10 @@ class ListenerCommitter(StreamingQueryListener):
         arrived but its publish did not end within ``timeout_s`` (a daemon that does not answer),
         the publish is abandoned: the query sends no write any more, so nothing it has not sent
         yet lands after this False; a write already sent and not answered may still be applied
-        by the daemon, which the reason says (and ``errors`` reports if it is)."""
+        by the daemon, which the reason says (and ``errors`` reports if it is).
+
+        True with an entry in ``errors`` (and a WARNING) when the stop cut a batch off mid-way: the
+        connector holds the batch before it, so the hand-off is at-least-once for that batch."""
         run_id = getattr(query, "runId", None)
         query_id = str(getattr(query, "id", query))
         key = str(run_id) if run_id is not None else query_id
@@ -396,6 +408,7 @@ class ListenerCommitter(StreamingQueryListener):
             failure = self._guarded(query_id, "termination", retry_for_s=self.termination_retry_s)
             if failure is None:
                 not_held = self._report_shortfall(query_id)
+            self._report_unfinished(query_id)
         finally:
             client = self._clients.pop(query_id, None)
             if client is not None:
@@ -473,6 +486,27 @@ class ListenerCommitter(StreamingQueryListener):
         with self._lock:
             self.errors.append(message)
         return message
+
+    def _report_unfinished(self, query_id: str) -> None:
+        """After the termination: a batch that ``query.stop()`` (or a failure) cut off mid-way is
+        said (WARNING and ``errors``), since the hand-off is then at-least-once for it although the
+        publish succeeded and ``wait_for_termination`` answers True: its sink may hold output the
+        resuming side produces again. Unknown without a readable checkpoint: then nothing is said."""
+        with self._lock:
+            location = self._checkpoint.get(query_id)
+            label = self._label(query_id, self._names.get(query_id))
+        if location is None:
+            return
+        try:
+            batch = unfinished_batch(location)
+        except CheckpointError:
+            return
+        if batch is None:
+            return
+        message = f"query {label}: {unfinished_note(batch)}"
+        log.warning(message)
+        with self._lock:
+            self.errors.append(message)
 
     def _resolve_checkpoint(self, query_id: str, name: str | None) -> str | None:
         with self._lock:
@@ -614,7 +648,8 @@ class ListenerCommitter(StreamingQueryListener):
 
 class OffsetCommitListener(ListenerCommitter):
     """Publishes the last completed batch of every ``connect-file`` source, on progress and on
-    termination, so ``query.stop()`` hands over exactly (see the module docstring)."""
+    termination, so a query stopped between batches hands over exactly (see the module docstring;
+    ``stop_between_batches``)."""
 
     def __init__(
         self,
