@@ -22,7 +22,7 @@ from fastapi.testclient import TestClient
 
 import emulator.model.audit as audit_module
 import emulator.server.routes.offsets as offsets_routes
-import emulator.service.source_strategy as source_strategy
+import emulator.service.bodies as bodies_module
 from emulator.logs.embedded.offsets_log import EmbeddedOffsetLog
 from emulator.model.connectors import NoConnectCluster
 from emulator.server.wiring import assemble_runtime, make_app, start_reading
@@ -46,7 +46,7 @@ class Observed:
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch, view: OffsetView) -> None:
         self.steps: list[tuple[str, bool]] = []
-        self._wrap(monkeypatch, source_strategy, "encode_offset", "plan")  # a PATCH's plan
+        self._wrap(monkeypatch, bodies_module, "encode_offset", "plan")  # a PATCH's plan (each partition's value)
         self._wrap(monkeypatch, audit_module, "listed", "audit")  # the audit's list of partitions
         self._wrap(monkeypatch, offsets_routes, "encode", "encode")  # a big GET's answer
         self._wrap(monkeypatch, offsets_routes, "render_json", "encode")  # a small GET's, any PATCH's, DELETE's

@@ -23,7 +23,6 @@ import pytest
 from fastapi.testclient import TestClient
 
 import emulator.service.bodies as bodies_module
-import emulator.service.source_strategy as source_strategy_module
 from tests.fixtures.in_process import embedded_test_client
 
 WRITE_TIMEOUT_S = 3.0  # the planning test must parse all 10,000 partitions within it first (~0.1 s on a quiet machine)
@@ -88,8 +87,8 @@ def test_planning_a_big_write_stops_at_the_deadline_and_writes_nothing(
     client: TestClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     calls: list[int] = []
-    encode = source_strategy_module.encode_offset
-    monkeypatch.setattr(source_strategy_module, "encode_offset", _counting_slowly(encode, calls))
+    encode = bodies_module.encode_offset  # each partition's value, as the plan writes it (OffsetChange.encoded_offset)
+    monkeypatch.setattr(bodies_module, "encode_offset", _counting_slowly(encode, calls))
     answer, took = _patch(client, "deadline-plan")
     assert answer.status_code == 503, answer.text
     assert answer.json()["message"].startswith(
