@@ -45,6 +45,15 @@ def _patch_in_thread(
     return thread
 
 
+def _raw_patch(connector: str, body: bytes) -> bytes:
+    """A PATCH as bytes, for a socket the test closes itself."""
+    head = (
+        f"PATCH /connectors/{connector}/offsets?create=true HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+        f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+    )
+    return head.encode() + body
+
+
 def _lane(daemon: DaemonProcess) -> dict[str, int]:
     return dict(httpx.get(f"{daemon.url}/status", timeout=10).json()["large_writes"])
 
@@ -56,11 +65,7 @@ def test_a_write_whose_client_left_while_it_waited_is_not_written(daemon_factory
     answers: dict[str, Any] = {}
     running = _patch_in_thread(daemon, first, answers)
     until(lambda: _lane(daemon)["running"] == 1, "the first large write to have its turn", 30)
-    body = _body(2)
-    request = (
-        f"PATCH /connectors/{left}/offsets?create=true HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-        f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
-    ).encode() + body
+    request = _raw_patch(left, _body(2))
     with socket.create_connection(("127.0.0.1", daemon.port)) as sock:
         sock.sendall(request)
         until(lambda: _lane(daemon)["waiting"] == 1, "the second to wait for its turn", 30)
@@ -113,11 +118,7 @@ def test_a_waiting_write_with_a_request_pipelined_behind_it_leaves_when_its_clie
     # a look of the waiting write's (every 0.5 s), which lets uvicorn read again and see the close.
     running = _patch_in_thread(daemon, first, answers, partitions=3 * PARTITIONS)
     until(lambda: _lane(daemon)["running"] == 1, "the first large write to have its turn", 30)
-    body = _body(2)
-    request = (
-        f"PATCH /connectors/{left}/offsets?create=true HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-        f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
-    ).encode() + body
+    request = _raw_patch(left, _body(2))
     pipelined = b"GET /connectors HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
     with socket.create_connection(("127.0.0.1", daemon.port)) as sock:
         sock.sendall(request)
