@@ -139,6 +139,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args, unknown = parser.parse_known_args(command_first(argv, parser.command_names))
     if unknown:  # said by the command's own parser, with its usage, not the top level's
         chosen(parser, args).error(f"unrecognized arguments: {' '.join(unknown)}")
+    if args.command != "serve":
+        _deep_enough_for_jackson()
     try:
         return _run(args)
     except BrokenPipeError:
@@ -160,6 +162,19 @@ _WAYS_IN = {
     "basic": "an HTTP Basic user (--user, or CONNECT_OFFSETS_USER, with the password in CONNECT_OFFSETS_PASSWORD)",
 }
 """The CLI's way to give each scheme a daemon's 401 may challenge for (``WWW-Authenticate``)."""
+
+
+CLIENT_RECURSION_LIMIT = 5000
+
+
+def _deep_enough_for_jackson() -> None:
+    """Let a client command parse what the daemon answers, whose records may nest as deep as Jackson
+    reads (1,000 levels, docs/protocol.md §9.1) inside an answer's own few: Python's ``json`` stops at
+    its recursion limit (1,000 frames less those in use), and ``history`` of a connector holding a
+    990-level partition ended in a RecursionError traceback. Not ``serve``: the daemon's own code
+    takes any depth without recursing, and its worker threads keep the interpreter's default."""
+    if sys.getrecursionlimit() < CLIENT_RECURSION_LIMIT:
+        sys.setrecursionlimit(CLIENT_RECURSION_LIMIT)
 
 
 def _credentials_hint(args: argparse.Namespace, error: AuthenticationError) -> str:

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from emulator.codec.jackson_writer import at_any_depth
 from emulator.codec.keys import KeyProblem
 from emulator.codec.shown import shown_json, shown_name
 from emulator.formats.model import KeyIndex, RawRecord, latest_per_key
@@ -139,7 +140,9 @@ _MARK = {Change.ADDED: "+", Change.CHANGED: "~", Change.REMOVED: "-", Change.UNC
 
 
 def _compact(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    """One line of JSON for a diff's text, also for a partition or offset nested as deep as Jackson
+    reads (``at_any_depth``: a transfer of such a record wrote it, then failed printing its report)."""
+    return at_any_depth(lambda v: json.dumps(v, ensure_ascii=False, separators=(",", ":")), value)
 
 
 SHOWN_CHARS = 200

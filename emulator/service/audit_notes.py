@@ -11,11 +11,10 @@ tools) the notes go nowhere.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from emulator.codec.keys import KeyProblem, parse_key
+from emulator.codec.keys import KeyProblem, logical_id, parse_key
 from emulator.history.rollback import RollbackChange
 from emulator.model import audit
 from emulator.service.results import PlannedChange, PlannedRecord
@@ -53,10 +52,13 @@ def key_text(raw: bytes) -> str:
 
 
 def unique(partitions: Iterable[Any]) -> Iterator[Any]:
-    """Each partition once: a partition written under several raw keys is still one partition."""
+    """Each partition once: a partition written under several raw keys is still one partition (told
+    apart as Connect's ``Map.equals`` does, by ``logical_id``, which also takes a partition nested as
+    deep as Jackson reads: ``json.dumps`` stopped at Python's recursion limit, and a DELETE or rollback
+    of a connector holding a 990-level partition answered 500)."""
     seen: set[str] = set()
     for partition in partitions:
-        marker = json.dumps(partition, sort_keys=True, default=str)
+        marker = logical_id(partition)
         if marker not in seen:
             seen.add(marker)
             yield partition

@@ -12,6 +12,7 @@ from emulator.formats import diff as diff_format
 from emulator.formats import kip875, snapshot
 from emulator.formats.diff import Change, compute_diff, render_text
 from emulator.formats.model import FormatError, RawRecord
+from tests.fixtures.recursion import daemon_recursion_limit
 
 # --- KIP-875 --------------------------------------------------------------------------------------------
 
@@ -291,3 +292,16 @@ def test_text_rendering_shortens_long_partitions_keys_and_values_and_says_how_mu
     added = next(line for line in lines if line.startswith("  + key "))
     assert added == f"  + key {('not-a-key' * 1_000)[:cut]}… (8,800 more characters)  1"
     assert shorten("short") == "short" and shorten("z" * cut) == "z" * cut
+
+
+def test_a_diffs_text_quotes_a_partition_nested_as_deep_as_jackson_reads() -> None:
+    """A transfer of a record nested 1,000 levels (as deep as Connect's reader goes) wrote it, then
+    failed printing its report: the diff's text quoted it with ``json.dumps``, which stops at Python's
+    recursion limit."""
+    inner = 997
+    key = b'["deep",{"a":' + b"[" * inner + b"1" + b"]" * inner + b"}]"
+    diff = compute_diff(lambda _: None, [RawRecord(key, b'{"pos":1}')])
+    with daemon_recursion_limit():
+        text = render_text(diff.as_dict())
+    assert text.startswith("1 added, 0 changed, 0 removed, 0 unchanged"), text[:200]
+    assert "[[[[" in text
