@@ -195,6 +195,9 @@ class ListenerCommitter(StreamingQueryListener):
         """Per connector: the query id that published to it first while running (``_check_owner``)."""
         self._second_owners: set[tuple[str, str]] = set()
         """(connector, query id) pairs already warned about as a connector's second owner."""
+        self._publishing_nothing: set[str] = set()
+        """Query ids whose last batch had no connector to publish to (every target another query's):
+        a batch of theirs cut off mid-way concerns no hand-off, so it is not reported."""
         self._refused: set[tuple[int, str]] = set()
         """(target index, query id) pairs already warned about (said once, not per batch)."""
         self._fenced: dict[str, dict[str, int]] = {}
@@ -495,7 +498,9 @@ class ListenerCommitter(StreamingQueryListener):
         with self._lock:
             location = self._checkpoint.get(query_id)
             label = self._label(query_id, self._names.get(query_id))
-        if location is None:
+            publishing_nothing = query_id in self._publishing_nothing
+            self._publishing_nothing.discard(query_id)
+        if location is None or publishing_nothing:
             return
         try:
             batch = unfinished_batch(location)
@@ -606,7 +611,10 @@ class ListenerCommitter(StreamingQueryListener):
         if not targets and not self.own_sources:
             with self._lock:
                 self._shortfall[query_id] = "; ".join(not_published) or None
+                self._publishing_nothing.add(query_id)
             return
+        with self._lock:
+            self._publishing_nothing.discard(query_id)
         location = self._resolve_checkpoint(query_id, name)
         offsets: Mapping[str, Any] | None = None
         marker: tuple[str, int] | None = None
