@@ -329,6 +329,11 @@ class ConnectFileStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
         return FileOffset(self.connector, self.file, found.end).spark()
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
+        if not self._resume_checked:
+            # A restart replaying the batch a stop or crash cut off starts here: its start is where the
+            # checkpoint's last committed batch ended, which is what the connector holds; its end is
+            # not published yet (the replayed batch's own commit comes after it).
+            self._check_resume(self._cursor(start))
         first, last = self._cursor(start).byte_offset, self._cursor(end).byte_offset
         if last <= first:
             return []

@@ -62,6 +62,7 @@ def stop_between_batches(
     started = time.monotonic()
     deadline = started + timeout_s
     idle_seen = False
+    ended_before = not query.isActive
     while query.isActive:
         if not query.status.get("isTriggerActive", True):
             idle_seen = True
@@ -83,14 +84,18 @@ def stop_between_batches(
         time.sleep(poll_s)
     else:
         query.stop()  # already terminated (failed, or stopped elsewhere): a no-op that makes it so
-    outcome = _outcome(location, idle_seen, timeout_s, time.monotonic() - started)
+    outcome = _outcome(location, idle_seen, timeout_s, time.monotonic() - started, ended_before)
     if not outcome.between_batches:
         log.warning("query %s: %s", query.id, outcome.reason)
     return outcome
 
 
-def _outcome(location: str | None, idle_seen: bool, timeout_s: float, waited_s: float) -> StopOutcome:
-    """What the checkpoint says after the stop; without one, the look at the status is all there is."""
+def _outcome(
+    location: str | None, idle_seen: bool, timeout_s: float, waited_s: float, ended_before: bool = False
+) -> StopOutcome:
+    """What the checkpoint says after the stop; without one, the look at the status is all there is.
+    ``ended_before``: the query had terminated before the call (it failed, or was stopped elsewhere):
+    said as such, not as a wait for a gap between triggers that never took place."""
     unknown: str | None = None
     batch: int | None = None
     if location is None:
@@ -101,9 +106,18 @@ def _outcome(location: str | None, idle_seen: bool, timeout_s: float, waited_s: 
         except CheckpointError as exc:
             unknown = f"the checkpoint is not readable here: {exc}"
     if batch is not None:
-        why = "" if idle_seen else f"a trigger was active at every look for {timeout_s:g} s, so it was stopped anyway: "
+        if ended_before:
+            why = "the query had already terminated (it failed, or was stopped elsewhere) when it was to be stopped: "
+        elif idle_seen:
+            why = ""
+        else:
+            why = f"a trigger was active at every look for {timeout_s:g} s, so it was stopped anyway: "
         return StopOutcome(True, False, batch, waited_s, why + unfinished_note(batch))
     if unknown is not None:
+        if ended_before:
+            return StopOutcome(
+                True, False, None, waited_s, f"the query had already terminated when it was to be stopped; {unknown}"
+            )
         if idle_seen:
             return StopOutcome(
                 True, True, None, waited_s, f"stopped while no trigger was active; not confirmed: {unknown}"

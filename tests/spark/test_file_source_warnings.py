@@ -96,6 +96,28 @@ def test_a_new_checkpoint_or_one_level_with_the_connector_says_nothing(
     assert caplog.records == []
 
 
+def test_a_restart_replaying_a_batch_cut_off_mid_way_is_no_rewind(
+    embedded_daemon: DaemonProcess, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Handoff re-check N1: a ``query.stop()`` cut batch 1 off (offsets/1 without commits/1), the
+    connector held batch 0's end (18), and nobody touched it. The restarted query replays batch 1
+    (``partitions(18, 36)``) before its first ``latestOffset``, which then compared the replayed end
+    (36) with the connector's 18 and said it had been rewound or reset: advice (a new checkpoint) that
+    would read delivered lines again. The check is made against the replayed batch's start, the
+    checkpoint's last committed end, as the Debezium source makes it."""
+    file, connector = tmp_path / "in.txt", unique("replay")
+    file.write_text("".join(f"line{i}\n" for i in range(10)))
+    partition = {"filename": str(file)}
+    embedded_daemon.client().alter(
+        connector, {"offsets": [{"partition": partition, "offset": {"position": 18}}]}, create=True
+    )
+    source = reader(embedded_daemon.url, connector, file)
+    with caplog.at_level(logging.WARNING, logger="emulator.spark.file_source"):
+        source.partitions(at(connector, file, 18), at(connector, file, 36))  # the replay of batch 1
+        source.latestOffset(at(connector, file, 36), ReadAllAvailable())
+    assert [r.getMessage() for r in caplog.records] == []
+
+
 def test_a_truncated_or_missing_file_is_said_once(
     embedded_daemon: DaemonProcess, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
