@@ -142,6 +142,16 @@ def unfinished_batch(checkpoint: str | os.PathLike[str]) -> int | None:
     return planned[-1]
 
 
+def planned_sources(checkpoint: str | os.PathLike[str], batch_id: int) -> dict[str, str | None]:
+    """The sources' offsets Spark planned for ``batch_id`` (``offsets/N``), e.g. a batch cut off mid-way."""
+    path = local_path(checkpoint) / "offsets" / str(batch_id)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise CheckpointError(f"cannot read {path}: {exc.strerror or exc}") from exc
+    return parse_offset_log(text, str(path))[1]
+
+
 def unfinished_note(batch_id: int) -> str:
     """What a batch cut off mid-way means for a hand-off, as the listener and ``stop_between_batches`` say it."""
     return (

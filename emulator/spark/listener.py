@@ -55,6 +55,7 @@ from emulator.spark.checkpoint import (
     CheckpointError,
     latest_completed_batch,
     parse_offset,
+    planned_sources,
     unfinished_batch,
     unfinished_note,
 )
@@ -195,9 +196,10 @@ class ListenerCommitter(StreamingQueryListener):
         """Per connector: the query id that published to it first while running (``_check_owner``)."""
         self._second_owners: set[tuple[str, str]] = set()
         """(connector, query id) pairs already warned about as a connector's second owner."""
-        self._publishing_nothing: set[str] = set()
-        """Query ids whose last batch had no connector to publish to (every target another query's):
-        a batch of theirs cut off mid-way concerns no hand-off, so it is not reported."""
+        self._has_targets: dict[str, bool] = {}
+        """Per query id, at its last publish: whether a target was its to publish to (not another
+        query's). With its own sources' connectors, what decides whether a batch of its cut off
+        mid-way concerns a hand-off (``_report_unfinished``)."""
         self._refused: set[tuple[int, str]] = set()
         """(target index, query id) pairs already warned about (said once, not per batch)."""
         self._fenced: dict[str, dict[str, int]] = {}
@@ -498,15 +500,19 @@ class ListenerCommitter(StreamingQueryListener):
         with self._lock:
             location = self._checkpoint.get(query_id)
             label = self._label(query_id, self._names.get(query_id))
-            publishing_nothing = query_id in self._publishing_nothing
-            self._publishing_nothing.discard(query_id)
-        if location is None or publishing_nothing:
+            has_targets = self._has_targets.pop(query_id, False)
+        if location is None:
             return
         try:
             batch = unfinished_batch(location)
+            # A query with no connector of its to publish to (a rate source whose target another query
+            # holds) hands nothing over: its cut-off batch concerns no connector.
+            concerned = batch is not None and (
+                has_targets or (self.own_sources and bool(named_connectors(planned_sources(location, batch))))
+            )
         except CheckpointError:
             return
-        if batch is None:
+        if batch is None or not concerned:
             return
         message = f"query {label}: {unfinished_note(batch)}"
         log.warning(message)
@@ -608,13 +614,12 @@ class ListenerCommitter(StreamingQueryListener):
             f"not published to connector {connector!r}: another query publishes to it (a CommitTarget without query=)"
             for connector in skipped
         ]
+        with self._lock:
+            self._has_targets[query_id] = bool(targets)
         if not targets and not self.own_sources:
             with self._lock:
                 self._shortfall[query_id] = "; ".join(not_published) or None
-                self._publishing_nothing.add(query_id)
             return
-        with self._lock:
-            self._publishing_nothing.discard(query_id)
         location = self._resolve_checkpoint(query_id, name)
         offsets: Mapping[str, Any] | None = None
         marker: tuple[str, int] | None = None
