@@ -487,12 +487,12 @@ def test_a_log_that_lost_acknowledged_writes_is_said_plainly_by_status_and_the_h
     values and how to see them, the listing shows each change's epoch, and the line is unambiguous."""
     data = tmp_path / "data"
     name = unique("lost")
-    daemon = daemon_factory("--data-dir", str(data), port=48251)
+    daemon = daemon_factory("--data-dir", str(data))
     for n in range(4):
         patch(daemon.url, name, [{"partition": {"file": "a.txt"}, "offset": {"pos": n}}])
     daemon.stop()
     copy = {p.name: p.read_bytes() for p in data.iterdir() if p.name.startswith("connect-offsets.sqlite3")}
-    daemon = daemon_factory("--data-dir", str(data), port=48252)
+    daemon = daemon_factory("--data-dir", str(data))
     patch(daemon.url, name, [{"partition": {"file": "a.txt"}, "offset": {"pos": 4}}])  # acknowledged, then lost
     daemon.stop()
     for path in data.iterdir():
@@ -501,7 +501,7 @@ def test_a_log_that_lost_acknowledged_writes_is_said_plainly_by_status_and_the_h
     for file_name, content in copy.items():
         (data / file_name).write_bytes(content)
 
-    restarted = daemon_factory("--data-dir", str(data), port=48253)
+    restarted = daemon_factory("--data-dir", str(data))
     client = restarted.client()
     until(lambda: client.status()["history"]["epochs_started"] == 1, "the new epoch", timeout_s=30)
     status = client.status()
