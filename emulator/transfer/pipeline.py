@@ -108,5 +108,6 @@ def _prune_hint(names: list[str], destination: Location, ctx: TransferContext) -
     flags = " ".join(f"--connector {shlex.quote(n)}" for n in found)
     return (
         f". {destination.description} holds offsets of {', '.join(repr(n) for n in found)}: if the source reset "
-        f"{'it' if len(found) == 1 else 'them'}, carry the reset over with {flags} --prune (it deletes them there)"
+        f"{'it' if len(found) == 1 else 'them'}, carry the reset over with {flags} --prune (it deletes them there, "
+        "and asks first: add --yes where no terminal can answer)"
     )

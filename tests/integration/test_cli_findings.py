@@ -218,6 +218,7 @@ def test_naming_a_connector_the_source_lacks_but_the_destination_holds_points_to
     assert "has no record of 'file-f' (--connector); nothing was written" in refused.stderr
     assert f"standalone:{worker} holds offsets of 'file-f'" in refused.stderr
     assert "carry the reset over with --connector file-f --prune" in refused.stderr
+    assert "add --yes where no terminal can answer" in refused.stderr  # a script's run has no terminal
     assert worker.read_bytes() == kept
 
     typo = cli("migrate", "--from", f"kip875:{after_reset}", "--to", f"standalone:{worker}", "--connector", "file-g")
