@@ -29,7 +29,7 @@ from typing import Any
 
 from emulator.codec.key_forms import KeyForm, key_form, shown_variant
 from emulator.codec.keys import KeyProblem, ParsedKey, logical_id, parse_key, problem_message
-from emulator.codec.readable import UnreadableOffset, looked_up, offset_as_read
+from emulator.codec.readable import Refused, UnreadableOffset, looked_up, offset_as_read
 from emulator.codec.values import loads_lenient
 from emulator.model.records import LogRecord
 from emulator.view import slots
@@ -76,6 +76,9 @@ class OffsetRow:
     offset: Any
     keys: tuple[bytes, ...]
     slot: bytes
+    listed: bool = True
+    """Whether Connect's GET lists the partition (``looked_up``: one holding a map or a list it
+    leaves out), judged once where the row is built, for ``OffsetView.listing``."""
 
     @property
     def entry(self) -> Entry:
@@ -399,7 +402,7 @@ class OffsetView:
         as Jackson reads (1,000 levels), and inside an answer it would nest deeper than any JSON reader
         with Jackson's limits, or Python's ``json``, reads back. ``offsets`` still has them, so a reset
         deletes them."""
-        return [row for row in self.offsets(connector) if looked_up(row.partition)]
+        return [row for row in self.offsets(connector) if row.listed]
 
     def partition_count(self, connector: str) -> int:
         """``len(offsets(connector))`` without parsing a key or value where no two keys share a bucket:
@@ -429,8 +432,10 @@ class OffsetView:
         the ``null`` Connect's GET and every task read for them (``emulator.codec.key_forms``)."""
         form, slot = self._form(key, slot)
         partition = loads_lenient(key)[1]
-        offset = None if form is KeyForm.FOREIGN else self._offset_of(key, partition, slot)
-        return OffsetRow(partition, offset, (key,), slot)
+        if form is KeyForm.FOREIGN:
+            return OffsetRow(partition, None, (key,), slot, looked_up(partition))
+        offset, listed = self._offset_of(key, partition, slot)
+        return OffsetRow(partition, offset, (key,), slot, listed)
 
     def _rows_of_crowded(self, bucket: list[Member]) -> list[OffsetRow]:
         """Rows of a bucket holding several keys: grouped by logical partition, oldest key first; the
@@ -444,13 +449,15 @@ class OffsetView:
         for group in groups.values():
             keys = tuple(member.key for member, _ in group)
             judged = [self._form(member.key, member.slot) for member, _ in group]
-            chosen = shown_variant([form for form, _ in judged]) if looked_up(group[0][1].partition) else None
+            listed = looked_up(group[0][1].partition)
+            chosen = shown_variant([form for form, _ in judged]) if listed else None
             if chosen is None:
                 _, parsed = group[-1]
-                rows.append(OffsetRow(parsed.partition, None, keys, judged[-1][1]))
+                rows.append(OffsetRow(parsed.partition, None, keys, judged[-1][1], listed))
             else:
                 (shown, parsed), slot = group[chosen], judged[chosen][1]
-                rows.append(OffsetRow(parsed.partition, self._offset_of(shown.key, parsed.partition, slot), keys, slot))
+                offset, _ = self._offset_of(shown.key, parsed.partition, slot)
+                rows.append(OffsetRow(parsed.partition, offset, keys, slot))
         return rows
 
     def _form(self, key: bytes, slot: bytes) -> tuple[KeyForm, bytes]:
@@ -470,13 +477,15 @@ class OffsetView:
                 return form, marked
         return form, slot
 
-    def _offset_of(self, key: bytes, partition: dict[str, Any], slot: bytes) -> Any:
+    def _offset_of(self, key: bytes, partition: dict[str, Any], slot: bytes) -> tuple[Any, bool]:
         """The offset Connect's reader gives (``offset_as_read``: the one rule GET, ``?as_of=`` and the
-        console share); where it gives none (a value that does not parse or that ``validateFormat``
-        refuses, a partition holding a nested map or list) the row shows ``null``, and the record is
-        counted and logged once, as Connect logs ``CRITICAL`` and leaves the partition out."""
+        console share), and whether it looks the partition up at all (``OffsetRow.listed``, known here
+        without judging the partition a second time); where it gives none (a value that does not parse
+        or that ``validateFormat`` refuses, a partition holding a nested map or list) the row shows
+        ``null``, and the record is counted and logged once, as Connect logs ``CRITICAL`` and leaves
+        the partition out."""
         try:
-            return offset_as_read(partition, slots.value_of(slot))
+            return offset_as_read(partition, slots.value_of(slot)), True
         except UnreadableOffset as exc:
             with self._lock:
                 head = slots.head(slot)
@@ -494,7 +503,7 @@ class OffsetView:
                         head.offset,
                         exc.reason,
                     )
-            return None
+            return None, exc.refused is not Refused.PARTITION
 
 
 def _indexed(key: bytes) -> ParsedKey:
