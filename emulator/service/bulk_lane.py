@@ -88,6 +88,12 @@ class BulkLane:
             self._free -= 1
         else:
             await self._wait(deadline, what, ahead, gone)
+            if deadline.remaining() <= 0:
+                # The turn came as the deadline passed (the loop was busy when both were due): the
+                # write waited its whole deadline, and starting it would only be refused by its first
+                # pass, in words that blame that pass.
+                self._pass_on()
+                raise _waited_too_long(deadline, what, ahead)
         try:
             if ahead and gone is not None and await gone():
                 raise _gone(what)
@@ -106,11 +112,7 @@ class BulkLane:
             while not waiter.done():
                 left = deadline.remaining()
                 if left <= 0:
-                    raise LogTimeout(
-                        f"{what} waited {deadline.seconds:g} s (--write-timeout) for its turn behind {ahead} other "
-                        "large write(s) and did not get it; nothing was written (large writes run one at a time: "
-                        "send it again once they are done, or give the daemon a longer --write-timeout)"
-                    )
+                    raise _waited_too_long(deadline, what, ahead)
                 await asyncio.wait({waiter}, timeout=min(left, GONE_CHECK_S))
                 if not waiter.done() and gone is not None and await gone():
                     raise _gone(what)
@@ -136,6 +138,14 @@ class BulkLane:
     def _refusal(self) -> NotReadyYet:
         """503 ``not_ready`` with ``Retry-After``: sent again, to the daemon once it is back, it is written."""
         return NotReadyYet(f"{self._closed}: this large write was not started; nothing was written")
+
+
+def _waited_too_long(deadline: Deadline, what: str, ahead: int) -> LogTimeout:
+    return LogTimeout(
+        f"{what} waited {deadline.seconds:g} s (--write-timeout) for its turn behind {ahead} other "
+        "large write(s) and did not get it; nothing was written (large writes run one at a time: "
+        "send it again once they are done, or give the daemon a longer --write-timeout)"
+    )
 
 
 def _gone(what: str) -> InvalidRequest:

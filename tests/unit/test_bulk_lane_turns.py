@@ -8,6 +8,7 @@ by taking a turn afterwards.
 from __future__ import annotations
 
 import asyncio
+import time
 from dataclasses import dataclass, field
 
 import pytest
@@ -214,3 +215,34 @@ def test_a_closed_lane_refuses_the_writes_waiting_and_later_ones_but_the_running
     message, finished = asyncio.run(scenario())
     assert message == "the daemon is stopping: this large write was not started; nothing was written"
     assert finished
+
+
+def test_a_turn_that_comes_as_the_deadline_passes_is_refused_as_waited_and_passed_on() -> None:
+    """Found by a fresh-clone CI run: the loop was busy when a turn was passed on and a waiter's
+    deadline was due at once, so the waiter took the turn with no time left, and its first pass was
+    refused at once saying reading its offsets took longer than the deadline, after no reading."""
+
+    async def scenario() -> tuple[list[str], str]:
+        lane = BulkLane()
+        ran: list[str] = []
+
+        async def holder() -> None:
+            async with lane.turn(Deadline(5), "The holder"):
+                await asyncio.sleep(0.05)
+                time.sleep(0.3)  # the loop busy past the waiter's deadline; the turn is passed on after it
+
+        async def waiter() -> None:
+            async with lane.turn(Deadline(0.2), "The waiter"):
+                ran.append("waiter")
+
+        held = asyncio.create_task(holder())
+        await asyncio.sleep(0.01)
+        with pytest.raises(LogTimeout) as refused:
+            await waiter()
+        await held
+        await _free_again(lane)
+        return ran, str(refused.value)
+
+    ran, message = asyncio.run(scenario())
+    assert ran == [], "the waiter's write was started after its deadline"
+    assert message.startswith("The waiter waited 0.2 s (--write-timeout) for its turn behind 1 other large write(s)")
